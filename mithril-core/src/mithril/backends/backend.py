@@ -1,0 +1,200 @@
+"""The ``Backend`` ABC: array creation, conversion, RNG, and every primitive as a method.
+
+A backend package subclasses :class:`Backend`, registers it with ``mithril_register_backends`` and its
+primitive implementations with ``mithril_register_impls``. Primitive implementations are reachable as
+methods (``backend.relu(x)``, ``backend.sum(x, axis=0)``, ``backend.concat([a, b], axis=0)``), so users
+and generated code call the same functions.
+
+Example:
+    >>> import mithril as ml
+    >>> backend = ml.NumpyBackend(dtype=ml.float64)       # doctest: +SKIP
+    >>> backend.sum(backend.ones(2, 3), axis=0)            # doctest: +SKIP
+    array([2., 2., 2.])
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..types import Dtype, Kind
+
+__all__ = ["Backend"]
+
+
+class Backend(ABC):
+    """Base class of all backends.
+
+    Class attributes a subclass sets:
+        backend_type: registry name (``"numpy"``); implementations are looked up under it.
+        supports_autograd: gradients come from the framework's ``vjp`` (JAX, PyTorch, MLX) instead of
+            the symbolic backward graph (NumPy, C, GGML).
+        codegen: ``"python"`` (generated Python calling the implementations) or a backend-specific name.
+        supported_dtypes: dtypes the backend can compute in.
+        options: extra constructor options it accepts, beyond ``dtype``, ``device``, ``seed``.
+    """
+
+    backend_type: ClassVar[str] = ""
+    supports_autograd: ClassVar[bool] = False
+    codegen: ClassVar[str] = "python"
+    supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float64)
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+
+    def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None) -> None:
+        self.dtype = Dtype.parse(dtype)
+        if self.dtype not in self.supported_dtypes:
+            names = ", ".join(d.value for d in self.supported_dtypes)
+            raise TypeError(f"{type(self).__name__} does not compute in {self.dtype.value}; supported: {names}")
+        base_device = str(device).split(":")[0]
+        if base_device not in self.devices:
+            raise ValueError(
+                f"{type(self).__name__}: device {device!r} is not available; available here: {', '.join(self.devices)}"
+            )
+        self.device = device
+        self.seed = seed
+        self.set_seed(seed)
+        from ..plugins import registry
+
+        self._impls = registry().impls(self.backend_type)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(dtype={self.dtype.value}, device={self.device!r})"
+
+    # -- dtypes ----------------------------------------------------------------------------------
+    @abstractmethod
+    def native_dtype(self, dtype: Dtype | Kind | None = None) -> Any:
+        """The framework's dtype for a Mithril dtype or kind (``None`` -> the backend's float dtype)."""
+
+    def kind_dtype(self, kind: Kind) -> Dtype:
+        """The concrete dtype used for a logical kind on this backend."""
+        return {"float": self.dtype, "int": Dtype.int64, "bool": Dtype.bool_}[kind]
+
+    # -- arrays ----------------------------------------------------------------------------------
+    @abstractmethod
+    def array(self, data: Any, dtype: Dtype | Kind | None = None) -> Any:
+        """A backend array from data (lists, NumPy arrays, scalars). Floats get the backend dtype."""
+
+    def tensor(self, data: Any, dtype: Dtype | Kind | None = None) -> Any:
+        """Alias of :meth:`array`."""
+        return self.array(data, dtype)
+
+    @abstractmethod
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A NumPy copy (or view) of a backend array."""
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        return self.array(array)
+
+    @abstractmethod
+    def is_array(self, value: Any) -> bool:
+        """Whether ``value`` is this backend's native array type."""
+
+    def shape_of(self, array: Any) -> tuple[int, ...]:
+        return tuple(array.shape)
+
+    def dtype_of(self, array: Any) -> Dtype:
+        return Dtype.parse(str(array.dtype))
+
+    @staticmethod
+    def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            return tuple(shape[0])
+        return tuple(shape)
+
+    def zeros(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        return self.array(np.zeros(self._shape(shape)), dtype)
+
+    def ones(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        return self.array(np.ones(self._shape(shape)), dtype)
+
+    def full(self, shape: Sequence[int], fill_value: float, dtype: Dtype | Kind | None = None) -> Any:
+        return self.array(np.full(tuple(shape), fill_value), dtype)
+
+    def zeros_like(self, array: Any) -> Any:
+        return self.array(np.zeros(self.shape_of(array)), self.dtype_of(array))
+
+    def ones_like(self, array: Any) -> Any:
+        return self.array(np.ones(self.shape_of(array)), self.dtype_of(array))
+
+    def arange(self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None) -> Any:
+        values = np.arange(start, stop, step) if stop is not None else np.arange(start)
+        return self.array(values, dtype if dtype is not None else ("float" if values.dtype.kind == "f" else "int"))
+
+    # -- randomness ------------------------------------------------------------------------------
+    def set_seed(self, seed: int | None) -> None:
+        """Reseed the backend's random generator (used by ``randn``, dropout, ``randomize_params``)."""
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self._rng
+
+    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        return self.array(self._rng.standard_normal(self._shape(shape)), dtype)
+
+    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        return self.array(self._rng.random(self._shape(shape)), dtype)
+
+    def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
+        return self.array(self._rng.integers(low, high, tuple(shape)), "int")
+
+    # -- primitives as methods -------------------------------------------------------------------
+    def implementation(self, primitive: str) -> Callable[..., Any]:
+        """The implementation of ``primitive`` on this backend, bound to it when it needs the backend."""
+        from ..plugins import registry
+
+        fn = self._impls.get(primitive)
+        if fn is None:
+            fn = registry().impl(self.backend_type, primitive)
+        if getattr(fn, "_mithril_uses_backend", False):
+            return functools.partial(fn, self)
+        return fn
+
+    def has_implementation(self, primitive: str) -> bool:
+        return primitive in self._impls
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from ..plugins import registry
+
+        reg = registry()
+        if name not in reg.primitives:
+            raise AttributeError(f"{type(self).__name__} has no attribute or primitive {name!r}")
+        spec = reg.primitives[name]
+        impl = self.implementation(name)
+        attr_names = list(spec.attributes)
+
+        @functools.wraps(impl)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if spec.name == "concat" and args and isinstance(args[0], (list, tuple)):
+                kwargs.setdefault("n", len(args[0]))
+                attrs = spec.resolve_attributes(kwargs, f"{type(self).__name__}.concat")
+                return impl(*args[0], **attrs)
+            keys = spec.input_keys({**spec.attributes, **kwargs})
+            inputs = list(args[: len(keys)])
+            for key in keys[len(inputs) :]:
+                if key in kwargs:
+                    inputs.append(kwargs.pop(key))
+                elif key in spec.optional_inputs:
+                    inputs.append(None)
+            for attr_name, value in zip(attr_names, args[len(keys) :]):
+                kwargs[attr_name] = value
+            attrs = spec.resolve_attributes(kwargs, f"{type(self).__name__}.{name}")
+            return impl(*inputs, **attrs)
+
+        return call
+
+    # -- autograd (overridden by autograd backends) ----------------------------------------------
+    def vjp(self, fn: Callable[..., Any], primals: Any, cotangents: Any) -> tuple[Any, Any]:
+        """``(fn(primals), vjp(cotangents))`` for autograd backends."""
+        raise NotImplementedError(f"{type(self).__name__} computes gradients from the symbolic backward graph")
+
+    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Compile ``fn`` with the framework's JIT; the identity by default."""
+        return fn

@@ -1,0 +1,253 @@
+"""The flat graph the compiler works on: values (tensors) and primitive nodes, with incremental shape
+and type inference. Gradient rules build the backward pass by emitting nodes into the same graph.
+
+Example:
+    >>> from mithril.compiler.graph import Graph
+    >>> g = Graph()
+    >>> x = g.new_value(shape=[2, 3], kind="float", name="x")
+    >>> y = g.emit("relu", x) * 2.0
+    >>> y.shape.ints(), y.kind
+    ((2, 3), 'float')
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import DtypeError
+from ..primitives.apply import run_shape_rule, run_type_rule
+from ..primitives.spec import PrimitiveSpec, ShapeIO
+from ..shapes import Shape, epoch, shape_from_template, unify
+from ..types import Kind, kind_of_python_value
+
+__all__ = ["NOTHING", "Value", "Node", "Graph", "constant_kind"]
+
+
+class _Nothing:
+    def __repr__(self) -> str:
+        return "NOTHING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOTHING: Any = _Nothing()
+"""Marks a value with no constant (distinct from a constant ``None``)."""
+
+
+def constant_kind(value: Any) -> Kind:
+    kind = kind_of_python_value(value)
+    if kind is None:
+        raise DtypeError(f"constant {value!r} is not a number, bool or array")
+    return kind
+
+
+class Value:
+    """A tensor in the flat graph. Arithmetic on values emits primitives into their graph."""
+
+    __slots__ = ("id", "graph", "shape", "kind", "const", "name", "producer")
+
+    def __init__(self, graph: Graph, id: int, shape: Shape, kind: Kind | None, const: Any, name: str | None) -> None:
+        self.id = id
+        self.graph = graph
+        self.shape = shape
+        self.kind = kind
+        self.const = const
+        self.name = name
+        self.producer: Node | None = None
+
+    @property
+    def is_constant(self) -> bool:
+        return self.const is not NOTHING
+
+    def __repr__(self) -> str:
+        label = self.name or f"%{self.id}"
+        return f"<{label}: {self.kind or '?'}{self.shape!r}>"
+
+    # arithmetic sugar used by gradient rules
+    def _emit(self, name: str, *args: Any) -> Value:
+        return self.graph.emit(name, *args)  # type: ignore[return-value]
+
+    def __add__(self, other: Any) -> Value:
+        return self._emit("add", self, other)
+
+    def __radd__(self, other: Any) -> Value:
+        return self._emit("add", other, self)
+
+    def __sub__(self, other: Any) -> Value:
+        return self._emit("subtract", self, other)
+
+    def __rsub__(self, other: Any) -> Value:
+        return self._emit("subtract", other, self)
+
+    def __mul__(self, other: Any) -> Value:
+        return self._emit("multiply", self, other)
+
+    def __rmul__(self, other: Any) -> Value:
+        return self._emit("multiply", other, self)
+
+    def __truediv__(self, other: Any) -> Value:
+        return self._emit("divide", self, other)
+
+    def __rtruediv__(self, other: Any) -> Value:
+        return self._emit("divide", other, self)
+
+    def __neg__(self) -> Value:
+        return self._emit("neg", self)
+
+    def __pow__(self, other: Any) -> Value:
+        return self._emit("power", self, other)
+
+    def __matmul__(self, other: Any) -> Value:
+        return self._emit("matmul", self, other)
+
+
+class Node:
+    """One primitive call. ``inputs`` maps input keys to values (``None`` for absent optional inputs)."""
+
+    __slots__ = ("id", "spec", "attrs", "inputs", "outputs", "path", "shape_done", "type_done")
+
+    def __init__(self, id: int, spec: PrimitiveSpec, attrs: dict[str, Any], inputs: dict[str, Value | None], outputs: dict[str, Value], path: str) -> None:
+        self.id = id
+        self.spec = spec
+        self.attrs = attrs
+        self.inputs = inputs
+        self.outputs = outputs
+        self.path = path
+        self.shape_done = False
+        self.type_done = False
+
+    @property
+    def output(self) -> Value:
+        return self.outputs["output"]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.inputs.items())
+        return f"{self.spec.name}({args}) @ {self.path or '<root>'}"
+
+
+class Graph:
+    """Values and nodes in topological (insertion) order, with a solver for pending shape/type rules."""
+
+    def __init__(self, registry: Any = None) -> None:
+        if registry is None:
+            from ..plugins import registry as get_registry
+
+            registry = get_registry()
+        self.registry = registry
+        self.nodes: list[Node] = []
+        self._ids = itertools.count()
+        self._pending: list[Node] = []
+
+    # -- construction ----------------------------------------------------------------------------
+    def new_value(self, shape: Shape | Sequence[Any] | None = None, kind: Kind | None = None, const: Any = NOTHING, name: str | None = None) -> Value:
+        if shape is None:
+            shape = Shape.unknown()
+        elif not isinstance(shape, Shape):
+            shape = shape_from_template(list(shape), {})
+        return Value(self, next(self._ids), shape, kind, const, name)
+
+    def constant(self, value: Any, name: str | None = None) -> Value:
+        """A constant value (Python scalar or array); its shape and kind come from the data."""
+        if isinstance(value, Value):
+            return value
+        if isinstance(value, (bool, int, float)):
+            return self.new_value(Shape(), constant_kind(value), value, name)
+        array = np.asarray(value)
+        return self.new_value(Shape.of(list(array.shape)), constant_kind(array), array, name)
+
+    def emit(self, primitive: str, *args: Any, path: str = "", **kwargs: Any) -> Value | tuple[Value, ...]:
+        """Add a call of ``primitive``: positional args fill input keys in order, keyword args may name
+        inputs or attributes. Returns the output value (a tuple for multi-output primitives)."""
+        spec = self.registry.primitive(primitive)
+        input_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k not in spec.attributes}
+        attrs = spec.resolve_attributes(kwargs, path or primitive)
+        keys = spec.input_keys(attrs)
+        if len(args) > len(keys):
+            raise TypeError(f"{primitive} takes inputs {keys}, got {len(args)} positional arguments")
+        given = dict(zip(keys, args)) | input_kwargs
+        unknown = set(given) - set(keys)
+        if unknown:
+            raise TypeError(f"{primitive}: unknown input(s) {sorted(unknown)}; inputs are {keys}")
+        inputs: dict[str, Value | None] = {}
+        for key in keys:
+            if key not in given or given[key] is None:
+                if key not in spec.optional_inputs:
+                    raise TypeError(f"{primitive}: missing input {key!r}")
+                inputs[key] = None
+            else:
+                inputs[key] = self.constant(given[key])
+        node = self.add_node(spec, attrs, inputs, path=path)
+        outs = tuple(node.outputs.values())
+        return outs[0] if len(outs) == 1 and "output" in node.outputs else outs
+
+    def add_node(self, spec: PrimitiveSpec, attrs: dict[str, Any], inputs: dict[str, Value | None], outputs: Mapping[str, Value] | None = None, path: str = "") -> Node:
+        """Append a node; outputs are created unless given. Shape and type rules run immediately."""
+        if outputs is None:
+            outputs = {key: self.new_value() for key in spec.output_keys(attrs)}
+        node = Node(next(self._ids), spec, attrs, inputs, dict(outputs), path)
+        for value in node.outputs.values():
+            value.producer = node
+        self.nodes.append(node)
+        self._infer(node)
+        if not (node.shape_done and node.type_done):
+            self._pending.append(node)
+        return node
+
+    # -- inference -------------------------------------------------------------------------------
+    def _where(self, node: Node) -> str:
+        return f"{node.path or '<root>'} ({node.spec.name})"
+
+    def _infer(self, node: Node) -> None:
+        if not node.shape_done:
+            io = ShapeIO({k: v.shape for k, v in node.inputs.items() if v is not None})
+            io.update({k: v.shape for k, v in node.outputs.items()})
+            node.shape_done = run_shape_rule(node.spec, node.attrs, io, self._where(node))
+        if not node.type_done:
+            kinds = {k: v.kind for k, v in node.inputs.items() if v is not None}
+            result = run_type_rule(node.spec, node.attrs, kinds, self._where(node))
+            for key, value in node.inputs.items():
+                if value is not None and value.kind is None and kinds.get(key) is not None:
+                    value.kind = kinds[key]
+            if result is not None:
+                for key, kind in result.items():
+                    out = node.outputs[key]
+                    if out.kind is not None and out.kind != kind:
+                        raise DtypeError(f"{self._where(node)}: output {key!r} is {kind}, but it is connected where {out.kind} is required")
+                    out.kind = kind
+                node.type_done = True
+
+    def solve(self) -> None:
+        """Re-run pending rules until nothing changes."""
+        while self._pending:
+            before = (epoch(), sum(1 for n in self._pending if n.type_done))
+            for node in list(self._pending):
+                self._infer(node)
+            self._pending = [n for n in self._pending if not (n.shape_done and n.type_done)]
+            kinds_known = sum(1 for n in self._pending if n.type_done)
+            if (epoch(), kinds_known) == before:
+                break
+
+    def default_kinds(self, values: Iterable[Value], kind: Kind = "float") -> None:
+        """Give unknown-kind values a kind (free inputs default to float) and re-solve."""
+        for value in values:
+            if value.kind is None:
+                value.kind = kind
+        self.solve()
+
+    def unify_shape(self, value: Value, shape: Shape) -> None:
+        unify(value.shape, shape)
+
+    # -- queries ---------------------------------------------------------------------------------
+    def consumers(self) -> dict[int, list[Node]]:
+        """Value id -> nodes reading it."""
+        users: dict[int, list[Node]] = {}
+        for node in self.nodes:
+            for value in node.inputs.values():
+                if value is not None:
+                    users.setdefault(value.id, []).append(node)
+        return users

@@ -1,0 +1,52 @@
+"""Errors raised by Mithril. Every message names what was expected, what was given and where."""
+
+from __future__ import annotations
+
+__all__ = [
+    "MithrilError",
+    "ShapeError",
+    "DtypeError",
+    "KeyError_",
+    "ConnectionError_",
+    "BackendNotAvailableError",
+    "UnsupportedPrimitiveError",
+    "PluginError",
+]
+
+
+class MithrilError(Exception):
+    """Base class of all Mithril errors."""
+
+
+class ShapeError(MithrilError, ValueError):
+    """Two shapes that must agree do not; the message names the model path, the keys and both shapes."""
+
+
+class DtypeError(MithrilError, TypeError):
+    """A value has the wrong kind or dtype (e.g. float indices for ``Embedding``)."""
+
+
+class KeyError_(MithrilError, KeyError):
+    """A key that does not exist, or a required key that is missing.
+
+    ``KeyError`` quotes its message with ``repr``; we override ``__str__`` so the text stays readable.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConnectionError_(MithrilError, ValueError):
+    """An invalid connection between models (two producers for one key, unknown key, re-used model)."""
+
+
+class BackendNotAvailableError(MithrilError, ImportError):
+    """A backend (or model builder) was requested whose plugin is not installed or failed to load."""
+
+
+class UnsupportedPrimitiveError(MithrilError, NotImplementedError):
+    """A compiled model needs a primitive (or its gradient) that the chosen backend does not provide."""
+
+
+class PluginError(MithrilError, RuntimeError):
+    """A plugin registered something invalid (duplicate name, bad signature)."""

@@ -1,0 +1,24 @@
+"""Core's own plugin: registers the primitive set and the generic gradient rules through the same hooks
+third-party plugins use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .hookspecs import hookimpl
+
+
+@hookimpl
+def mithril_register_primitives(register: Callable[..., None]) -> None:
+    from ..primitives.catalogue import ALL_SPECS
+
+    for spec in ALL_SPECS:
+        register(spec)
+
+
+@hookimpl
+def mithril_register_gradients(register: Callable[..., None]) -> None:
+    from ..gradients.rules import ALL_RULES
+
+    for name, rule in ALL_RULES.items():
+        register(name, rule)

@@ -1,0 +1,15 @@
+"""Core's primitive set (DESIGN §8), one module per family. ``ALL_SPECS`` is what the built-in plugin registers."""
+
+from . import elementwise, gradient_helpers, linalg, losses, nn, reductions, shape_ops
+
+ALL_SPECS = (
+    *elementwise.SPECS,
+    *linalg.SPECS,
+    *reductions.SPECS,
+    *shape_ops.SPECS,
+    *nn.SPECS,
+    *losses.SPECS,
+    *gradient_helpers.SPECS,
+)
+
+__all__ = ["ALL_SPECS"]

@@ -1,0 +1,116 @@
+"""Primitives that gradient rules need. They are ordinary primitives, so every manual-gradient backend
+(NumPy, C, GGML) gets its backward pass from the same generic VJP rules by implementing these."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...shapes import Dim, Shape, Variadic, unify
+from ..rules import float_result, kind_of
+from ..spec import REQUIRED, PrimitiveSpec
+from .nn import _CONV_ATTRS, _POOL_ATTRS
+
+
+def _like(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], io["like"])
+    return True
+
+
+def _like_input(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], io["input"])
+    return True
+
+
+def _linear_grad_weight(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    batch, d, k = Variadic(), Dim(), Dim()
+    unify(io["output_grad"], Shape([], batch, [d]))
+    unify(io["input"], Shape([], batch, [k]))
+    unify(io["output"], Shape([d, k]))
+    return True
+
+
+def _attention_weights(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    batch, lq, lk, d = Variadic(), Dim(), Dim(), Dim()
+    unify(io["query"], Shape([], batch, [lq, d]))
+    unify(io["key"], Shape([], batch, [lk, d]))
+    unify(io["output"], Shape([], batch, [lq, lk]))
+    return True
+
+
+def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=_like, type_rule=None, **kw) -> PrimitiveSpec:
+    return PrimitiveSpec(name, inputs, rule, type_rule or kind_of(inputs[0]), differentiable=(), doc=doc, **kw)
+
+
+SPECS = (
+    _helper("sum_to_like", ("input", "like"), "sum input over its broadcast axes so it has like's shape"),
+    _helper("reshape_like", ("input", "like"), "input.reshape(like.shape)"),
+    _helper("broadcast_to_like", ("input", "like"), "np.broadcast_to(input, like.shape)"),
+    _helper(
+        "linear_grad_weight",
+        ("output_grad", "input"),
+        "output_grad[..., d]^T @ input[..., k] summed over all leading axes -> [d, k]",
+        rule=_linear_grad_weight,
+    ),
+    *(
+        _helper(
+            f"conv{n}d_grad_input",
+            ("output_grad", "weight", "like"),
+            f"gradient of conv{n}d with respect to its input (shaped like `like`)",
+            attributes=_CONV_ATTRS,
+        )
+        for n in (1, 2)
+    ),
+    *(
+        _helper(
+            f"conv{n}d_grad_weight",
+            ("output_grad", "input", "like"),
+            f"gradient of conv{n}d with respect to its weight (shaped like `like`)",
+            attributes=_CONV_ATTRS,
+        )
+        for n in (1, 2)
+    ),
+    _helper(
+        "max_pool2d_grad",
+        ("output_grad", "input"),
+        "routes output_grad to the arg-max of each window (ties: first), shaped like input",
+        rule=_like_input,
+        attributes=_POOL_ATTRS,
+    ),
+    _helper(
+        "avg_pool2d_grad",
+        ("output_grad", "input"),
+        "spreads output_grad evenly over each window, shaped like input",
+        rule=_like_input,
+        attributes={**_POOL_ATTRS, "count_include_pad": True},
+    ),
+    _helper(
+        "embedding_grad",
+        ("output_grad", "input", "like"),
+        "scatter-add of output_grad rows into zeros shaped like the weight, at the integer indices input",
+    ),
+    _helper("index_grad", ("output_grad", "like"), "zeros like `like` with output_grad added at [key]", attributes={"key": REQUIRED}),
+    _helper(
+        "gather_grad",
+        ("output_grad", "index", "like"),
+        "zeros like `like` with output_grad added along axis at index (inverse of take_along_axis)",
+        attributes={"axis": -1},
+    ),
+    _helper(
+        "attention_weights",
+        ("query", "key", "mask"),
+        "softmax(q @ k^T * scale + mask) with the masking rules of scaled_dot_product_attention",
+        rule=_attention_weights,
+        type_rule=float_result,
+        attributes={"causal": False, "scale": None},
+        optional_inputs=frozenset({"mask"}),
+    ),
+    _helper(
+        "cross_entropy_grad",
+        ("output_grad", "input", "target"),
+        "d cross_entropy / d input times output_grad (broadcast over the class axis 1), shaped like input",
+        rule=lambda io, attrs: (unify(io["output"], io["input"]), True)[1],
+        type_rule=float_result,
+        attributes={"input_type": "logits", "categorical": True, "eps": 1e-12},
+    ),
+)

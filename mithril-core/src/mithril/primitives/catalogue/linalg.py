@@ -1,0 +1,57 @@
+"""Matrix multiplication and the fused ``linear`` layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...shapes import Dim, Shape, unify, unify_dims
+from ..rules import broadcast_dims, promote, template
+from ..spec import PrimitiveSpec
+
+
+def _matmul_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """``[..., m, k] @ [..., k, n] -> [..., m, n]`` with NumPy's 1-D promotion rules."""
+    left, right, out = io["left"], io["right"], io["output"]
+    ld, rd = left.dims(), right.dims()
+    if ld is not None and rd is not None:
+        if not ld or not rd:
+            from ...shapes import ShapeMismatch
+
+            raise ShapeMismatch("matmul needs inputs of rank >= 1")
+        if len(ld) == 1 and len(rd) == 1:
+            unify_dims(ld[0], rd[0])
+            unify(out, Shape())
+            return True
+        if len(rd) == 1:
+            unify_dims(ld[-1], rd[0])
+            unify(out, Shape(ld[:-1]))
+            return True
+        if len(ld) == 1:
+            unify_dims(ld[0], rd[-2])
+            unify(out, Shape([*rd[:-2], rd[-1]]))
+            return True
+        unify_dims(ld[-1], rd[-2])
+        batch = broadcast_dims([ld[:-2], rd[:-2]])
+        if batch is None:
+            unify(out, Shape([Dim() for _ in range(max(len(ld), len(rd)) - 2)] + [ld[-2], rd[-1]]))
+            return False
+        unify(out, Shape([*batch, ld[-2], rd[-1]]))
+        return True
+    if rd is not None and len(rd) == 2:  # [..., m, k] @ [k, n] -> [..., m, n]
+        template(left=[("B", ...), "k"], right=["k", "n"], output=[("B", ...), "n"])(io, attrs)
+        return True
+    return False
+
+
+SPECS = (
+    PrimitiveSpec("matmul", ("left", "right"), _matmul_shape, promote, doc="np.matmul(left, right)"),
+    PrimitiveSpec(
+        "linear",
+        ("input", "weight", "bias"),
+        template(input=[("B", ...), "k"], weight=["d", "k"], bias=["d"], output=[("B", ...), "d"]),
+        promote,
+        optional_inputs=frozenset({"bias"}),
+        doc="input @ weight.T + bias (PyTorch layout: weight is [out, in]); bias may be None",
+    ),
+)

@@ -1,0 +1,195 @@
+"""Neural-network primitives: convolution, pooling, embedding, attention and random sampling."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
+from ..rules import conv_output_size, conv_padding, fixed, float_result, int_result, kind_of, promote, same_kind, same_shape
+from ..spec import REQUIRED, PrimitiveSpec
+
+
+def spatial(value: Any, n: int) -> tuple[int, ...]:
+    """``3`` -> ``(3,) * n``; a sequence of length ``n`` is returned as a tuple of ints."""
+    if isinstance(value, int):
+        return (value,) * n
+    values = tuple(int(v) for v in value)
+    if len(values) != n:
+        raise ShapeMismatch(f"expected {n} values, got {value!r}")
+    return values
+
+
+def conv_geometry(attrs: Mapping[str, Any], kernel: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
+    """``(stride, [(pad_before, pad_after)], dilation)`` for a conv/pool with the given kernel sizes."""
+    n = len(kernel)
+    stride_attr = attrs.get("stride")
+    stride = spatial(kernel if stride_attr is None else stride_attr, n)
+    dilation = spatial(attrs.get("dilation", 1), n)
+    return stride, conv_padding(attrs.get("padding", 0), kernel, dilation, stride), dilation
+
+
+def _conv_rule(n: int):
+    def rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+        groups = attrs["groups"]
+        batch, c_in, c_out = Dim(), Dim(), Dim()
+        in_spatial = [Dim() for _ in range(n)]
+        k_spatial = [Dim() for _ in range(n)]
+        c_per_group = Dim()
+        unify(io["input"], Shape([batch, c_in, *in_spatial]))
+        unify(io["weight"], Shape([c_out, c_per_group, *k_spatial]))
+        if "bias" in io:
+            unify(io["bias"], Shape([c_out]))
+        if groups == 1:
+            unify_dims(c_in, c_per_group)
+        elif c_in.value is not None:
+            if c_in.value % groups:
+                raise ShapeMismatch(f"{c_in.value} input channels are not divisible by groups={groups}")
+            c_per_group.set(c_in.value // groups)
+        if c_out.value is not None and c_out.value % groups:
+            raise ShapeMismatch(f"{c_out.value} output channels are not divisible by groups={groups}")
+        out_spatial = [Dim() for _ in range(n)]
+        unify(io["output"], Shape([batch, c_out, *out_spatial]))
+        kernel = [k.value for k in k_spatial]
+        if None in kernel:
+            return False
+        stride, padding, dilation = conv_geometry(attrs, tuple(kernel))  # type: ignore[arg-type]
+        done = True
+        for i in range(n):
+            size = in_spatial[i].value
+            if size is None:
+                done = False
+                continue
+            out_spatial[i].set(conv_output_size(size, kernel[i], stride[i], sum(padding[i]), dilation[i]))  # type: ignore[arg-type]
+        return done and c_in.value is not None
+
+    return rule
+
+
+def _pool_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    kernel = spatial(attrs["kernel_size"], 2)
+    stride, padding, dilation = conv_geometry(attrs, kernel)
+    lead, h, w = Dim(), Dim(), Dim()
+    from ...shapes import Variadic
+
+    batch = Variadic()
+    unify(io["input"], Shape([], batch, [h, w]))
+    oh, ow = Dim(), Dim()
+    unify(io["output"], Shape([], batch, [oh, ow]))
+    del lead
+    if h.value is None or w.value is None:
+        return False
+    oh.set(conv_output_size(h.value, kernel[0], stride[0], sum(padding[0]), dilation[0]))
+    ow.set(conv_output_size(w.value, kernel[1], stride[1], sum(padding[1]), dilation[1]))
+    return True
+
+
+def _embedding_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    from ...shapes import Variadic
+
+    batch, dim = Variadic(), Dim()
+    unify(io["input"], Shape([], batch, []))
+    unify(io["weight"], Shape([Dim(), dim]))
+    unify(io["output"], Shape([], batch, [dim]))
+    return True
+
+
+def _sdpa_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    from ...shapes import Variadic
+
+    batch = Variadic()
+    lq, lk, d, dv = Dim(), Dim(), Dim(), Dim()
+    unify(io["query"], Shape([], batch, [lq, d]))
+    unify(io["key"], Shape([], batch, [lk, d]))
+    unify(io["value"], Shape([], batch, [lk, dv]))
+    unify(io["output"], Shape([], batch, [lq, dv]))
+    return True
+
+
+_CONV_ATTRS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+_POOL_ATTRS = {"kernel_size": REQUIRED, "stride": None, "padding": 0, "dilation": 1}
+SPECS = (
+    PrimitiveSpec(
+        "conv1d",
+        ("input", "weight", "bias"),
+        _conv_rule(1),
+        promote,
+        attributes=_CONV_ATTRS,
+        optional_inputs=frozenset({"bias"}),
+        doc="torch.nn.functional.conv1d: input [N, C, L], weight [O, C/groups, k], bias [O] or None",
+    ),
+    PrimitiveSpec(
+        "conv2d",
+        ("input", "weight", "bias"),
+        _conv_rule(2),
+        promote,
+        attributes=_CONV_ATTRS,
+        optional_inputs=frozenset({"bias"}),
+        doc="torch.nn.functional.conv2d: input [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or None; "
+        "padding is an int, a pair, ((top, bottom), (left, right)), 'valid' or 'same'",
+    ),
+    PrimitiveSpec(
+        "max_pool2d",
+        ("input",),
+        _pool_rule,
+        same_kind,
+        attributes=_POOL_ATTRS,
+        doc="torch max_pool2d over the last two axes; stride defaults to kernel_size; padding pads with -inf",
+    ),
+    PrimitiveSpec(
+        "avg_pool2d",
+        ("input",),
+        _pool_rule,
+        float_result,
+        attributes={**_POOL_ATTRS, "count_include_pad": True},
+        doc="torch avg_pool2d over the last two axes; padding counts as zeros when count_include_pad",
+    ),
+    PrimitiveSpec(
+        "embedding",
+        ("input", "weight"),
+        _embedding_rule,
+        kind_of("weight"),
+        differentiable=("weight",),
+        input_kinds={"input": ("int",)},
+        doc="weight[input]: rows of weight [num_embeddings, dim] picked by integer indices",
+    ),
+    PrimitiveSpec(
+        "scaled_dot_product_attention",
+        ("query", "key", "value", "mask"),
+        _sdpa_rule,
+        float_result,
+        attributes={"causal": False, "scale": None},
+        optional_inputs=frozenset({"mask"}),
+        differentiable=("query", "key", "value"),
+        doc="softmax(q @ k^T * scale + mask) @ v; scale defaults to 1/sqrt(d); a bool mask keeps True "
+        "positions, a float mask is added; causal masks positions j > i (torch semantics)",
+    ),
+    PrimitiveSpec(
+        "dropout_mask",
+        ("input",),
+        same_shape,
+        float_result,
+        attributes={"p": 0.5, "training": True},
+        differentiable=(),
+        random=True,
+        doc="keep-mask scaled by 1/(1-p) (zeros where dropped) shaped like input; all ones when not training",
+    ),
+    PrimitiveSpec(
+        "randn",
+        (),
+        lambda io, attrs: (unify(io["output"], fixed(list(attrs["shape"]))), True)[1],
+        float_result,
+        attributes={"shape": REQUIRED},
+        random=True,
+        doc="standard normal samples of the given shape",
+    ),
+    PrimitiveSpec(
+        "randint",
+        (),
+        lambda io, attrs: (unify(io["output"], fixed(list(attrs["shape"]))), True)[1],
+        int_result,
+        attributes={"low": 0, "high": REQUIRED, "shape": REQUIRED},
+        random=True,
+        doc="integers uniform in [low, high) of the given shape",
+    ),
+)

@@ -1,0 +1,360 @@
+"""Shape manipulation, indexing and array creation primitives."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
+from ...types import kind_of_python_value
+from ..rules import fixed, int_result, kind_of, normalize_axes, normalize_axis, promote, same_kind
+from ..spec import REQUIRED, PrimitiveSpec
+
+
+def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """Entries of ``shape``: an int, ``-1`` (inferred, at most one) or ``None`` (copy the input dim there)."""
+    target: Sequence[int | None] = attrs["shape"]
+    if sum(1 for t in target if t == -1) > 1:
+        raise ShapeMismatch(f"reshape shape {tuple(target)} has more than one -1")
+    source = io["input"]
+    src_prefix, src_var, src_suffix = source.parts()
+    src_dims = source.dims()
+    out: list[Dim] = []
+    for i, entry in enumerate(target):
+        if entry is None:
+            if i >= len(src_prefix):
+                return False  # the input dim at this position is not known yet
+            out.append(src_prefix[i])
+        elif entry == -1:
+            out.append(Dim())
+        else:
+            out.append(Dim(int(entry)))
+    unify(io["output"], Shape(out))
+    if src_dims is None:
+        return False
+    sizes = [d.value for d in src_dims]
+    outs = [d.value for d in io["output"].dims()]  # type: ignore[union-attr]
+    if None in sizes:
+        return all(v is not None for v in outs) and -1 not in target
+    total = math.prod(sizes)  # type: ignore[arg-type]
+    if -1 in target:
+        known = math.prod(v for j, v in enumerate(outs) if target[j] != -1 and v is not None)
+        if any(v is None for j, v in enumerate(outs) if target[j] != -1):
+            return False
+        if known == 0 or total % known:
+            raise ShapeMismatch(f"cannot reshape {tuple(sizes)} into {tuple(target)}")
+        io["output"].dims()[list(target).index(-1)].set(total // known)  # type: ignore[index]
+        return True
+    if None not in outs and math.prod(outs) != total:  # type: ignore[arg-type]
+        raise ShapeMismatch(f"cannot reshape {tuple(sizes)} ({total} elements) into {tuple(outs)}")
+    return None not in outs
+
+
+def _flatten(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    start, end = normalize_axis(attrs["start_dim"], max(len(dims), 1)), normalize_axis(attrs["end_dim"], max(len(dims), 1))
+    middle = dims[start : end + 1]
+    sizes = [d.value for d in middle]
+    merged = Dim(math.prod(sizes)) if None not in sizes else Dim()  # type: ignore[arg-type]
+    if len(middle) == 1:
+        merged = middle[0]
+    unify(io["output"], Shape([*dims[:start], merged, *dims[end + 1 :]]))
+    return None not in sizes
+
+
+def _transpose(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    axes = attrs["axes"]
+    dims = io["input"].dims()
+    if dims is None:
+        if axes is None:
+            return False
+        unify(io["input"], Shape([Dim() for _ in axes]))
+        dims = io["input"].dims()
+    assert dims is not None
+    order = list(range(len(dims)))[::-1] if axes is None else [normalize_axis(a, len(dims)) for a in axes]
+    if sorted(order) != list(range(len(dims))):
+        raise ShapeMismatch(f"axes {axes} are not a permutation of {len(dims)} axes")
+    unify(io["output"], Shape([dims[a] for a in order]))
+    return True
+
+
+def _swapaxes(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    a, b = normalize_axis(attrs["axis1"], len(dims)), normalize_axis(attrs["axis2"], len(dims))
+    order = list(dims)
+    order[a], order[b] = order[b], order[a]
+    unify(io["output"], Shape(order))
+    return True
+
+
+def _squeeze(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    axis = attrs["axis"]
+    if axis is None:
+        if any(d.value is None for d in dims):
+            return False
+        unify(io["output"], Shape([d for d in dims if d.value != 1]))
+        return True
+    axes = normalize_axes(axis, len(dims))
+    for a in axes:
+        try:
+            dims[a].set(1)
+        except ShapeMismatch:
+            raise ShapeMismatch(f"cannot squeeze axis {a} of size {dims[a].value}") from None
+    unify(io["output"], Shape([d for i, d in enumerate(dims) if i not in axes]))
+    return True
+
+
+def _unsqueeze(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    axis = attrs["axis"]
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    rank = len(dims) + len(axes)
+    norm = sorted(normalize_axis(a, rank) for a in axes)
+    result: list[Dim] = []
+    it = iter(dims)
+    for i in range(rank):
+        result.append(Dim(1) if i in norm else next(it))
+    unify(io["output"], Shape(result))
+    return True
+
+
+def _broadcast_to(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], fixed(list(attrs["shape"])))
+    return True
+
+
+def _concat(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    inputs = [io[f"input_{i}"] for i in range(attrs["n"])]
+    all_dims = [s.dims() for s in inputs]
+    known = next((d for d in all_dims if d is not None), None)
+    if known is None:
+        return False
+    rank = len(known)
+    axis = normalize_axis(attrs["axis"], rank)
+    for s in inputs:
+        unify(s, Shape([Dim() for _ in range(rank)]))
+    all_dims = [s.dims() for s in inputs]
+    for dims in all_dims[1:]:
+        for i in range(rank):
+            if i != axis:
+                unify_dims(all_dims[0][i], dims[i])  # type: ignore[index]
+    sizes = [d[axis].value for d in all_dims]  # type: ignore[index]
+    total = Dim(sum(sizes)) if None not in sizes else Dim()  # type: ignore[arg-type]
+    out = list(all_dims[0])  # type: ignore[arg-type]
+    out[axis] = total
+    unify(io["output"], Shape(out))
+    return None not in sizes
+
+
+def _split_outputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    sections = attrs["sections"]
+    count = sections if isinstance(sections, int) else len(sections) + 1
+    return tuple(f"output_{i}" for i in range(count))
+
+
+def _split(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    axis = normalize_axis(attrs["axis"], len(dims))
+    size = dims[axis].value
+    sections = attrs["sections"]
+    if size is None:
+        return False
+    if isinstance(sections, int):
+        if size % sections:
+            raise ShapeMismatch(f"axis {axis} of size {size} does not split into {sections} equal sections")
+        bounds = [size // sections * i for i in range(sections + 1)]
+    else:
+        bounds = [0, *sections, size]
+    for i in range(len(bounds) - 1):
+        out = list(dims)
+        out[axis] = Dim(max(0, min(bounds[i + 1], size) - min(bounds[i], size)))
+        unify(io[f"output_{i}"], Shape(out))
+    return True
+
+
+def _pad(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    widths = [tuple(p) for p in attrs["pad_width"]]
+    if dims is None:
+        unify(io["input"], Shape([Dim() for _ in widths]))
+        dims = io["input"].dims()
+    assert dims is not None
+    if len(widths) != len(dims):
+        raise ShapeMismatch(f"pad_width has {len(widths)} entries for an input of rank {len(dims)}")
+    out = [Dim(d.value + a + b) if d.value is not None else Dim() for d, (a, b) in zip(dims, widths)]
+    unify(io["output"], Shape(out))
+    return all(d.value is not None for d in dims)
+
+
+def _expand_key(key: Any, rank: int) -> list[Any]:
+    """One entry per input axis (plus ``None`` for each new axis), Ellipsis expanded."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    used = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if used > rank:
+        raise ShapeMismatch(f"index {key!r} has {used} entries for rank {rank}")
+    if items.count(Ellipsis) > 1:
+        raise ShapeMismatch(f"index {key!r} has more than one Ellipsis")
+    if Ellipsis in items:
+        pos = items.index(Ellipsis)
+        items[pos : pos + 1] = [slice(None)] * (rank - used)
+    return items + [slice(None)] * (rank - sum(1 for k in items if k is not None))
+
+
+def index_dims(dims: Sequence[Dim], key: Any) -> list[Dim]:
+    """Result dims of NumPy basic indexing with a static key (ints, slices, None, Ellipsis).
+
+    A full slice keeps the (possibly symbolic) input dim; other slices need a known size.
+    """
+    out: list[Dim] = []
+    axis = 0
+    for item in _expand_key(key, len(dims)):
+        if item is None:
+            out.append(Dim(1))
+            continue
+        dim = dims[axis]
+        axis += 1
+        size = dim.value
+        if isinstance(item, slice):
+            if item == slice(None):
+                out.append(dim)
+            else:
+                out.append(Dim(len(range(*item.indices(size)))) if size is not None else Dim())
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if size is not None and not -size <= item < size:
+                raise ShapeMismatch(f"index {item} is out of range for an axis of size {size}")
+        else:
+            raise ShapeMismatch(f"unsupported static index entry {item!r}; use ints, slices, None or ...")
+    return out
+
+
+def _index(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    unify(io["output"], Shape(index_dims(dims, attrs["key"])))
+    return all(d.value is not None for d in dims)
+
+
+def _gather(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    dims, idx = io["input"].dims(), io["index"].dims()
+    if dims is None or idx is None:
+        return False
+    if len(dims) != len(idx):
+        raise ShapeMismatch(f"gather: index rank {len(idx)} != input rank {len(dims)}")
+    unify(io["output"], io["index"])
+    return True
+
+
+def _creation_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], fixed([int(s) for s in attrs["shape"]]))
+    return True
+
+
+def _arange_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    start, stop, step = attrs["start"], attrs["stop"], attrs["step"]
+    if stop is None:
+        start, stop = 0, start
+    unify(io["output"], fixed([max(0, math.ceil((stop - start) / step))]))
+    return True
+
+
+def _attr_kind(*names: str):
+    def rule(kinds, attrs):
+        values = [attrs[n] for n in names if attrs.get(n) is not None]
+        return {"output": "float" if any(kind_of_python_value(v) == "float" for v in values) else "int"}
+
+    return rule
+
+
+def _full_kind(kinds, attrs):
+    dtype = attrs.get("dtype")
+    if dtype is not None:
+        return {"output": dtype if isinstance(dtype, str) else dtype.kind}
+    return {"output": kind_of_python_value(attrs.get("fill_value", 0.0)) or "float"}
+
+
+def _shape_of(io, attrs):
+    rank = io["input"].rank
+    if rank is None:
+        return False
+    unify(io["output"], fixed([rank]))
+    return True
+
+
+def _size_of(io, attrs):
+    unify(io["output"], Shape())
+    return True
+
+
+def _like_shape(io, attrs):
+    unify(io["output"], io["input"])
+    return True
+
+
+_SHAPE_ATTR = {"shape": REQUIRED}
+_CREATE = {"shape": REQUIRED, "dtype": None}
+SPECS = (
+    PrimitiveSpec("reshape", ("input",), _reshape, same_kind, attributes=_SHAPE_ATTR, doc="input.reshape(shape); None keeps the input dim at that position"),
+    PrimitiveSpec("flatten", ("input",), _flatten, same_kind, attributes={"start_dim": 1, "end_dim": -1}, doc="merge axes start_dim..end_dim (torch.flatten)"),
+    PrimitiveSpec("transpose", ("input",), _transpose, same_kind, attributes={"axes": None}, doc="np.transpose(input, axes)"),
+    PrimitiveSpec("swapaxes", ("input",), _swapaxes, same_kind, attributes={"axis1": -2, "axis2": -1}, doc="np.swapaxes(input, axis1, axis2)"),
+    PrimitiveSpec("squeeze", ("input",), _squeeze, same_kind, attributes={"axis": None}, doc="np.squeeze(input, axis)"),
+    PrimitiveSpec("unsqueeze", ("input",), _unsqueeze, same_kind, attributes={"axis": REQUIRED}, doc="np.expand_dims(input, axis)"),
+    PrimitiveSpec("broadcast_to", ("input",), _broadcast_to, same_kind, attributes=_SHAPE_ATTR, doc="np.broadcast_to(input, shape)"),
+    PrimitiveSpec(
+        "concat",
+        lambda attrs: tuple(f"input_{i}" for i in range(attrs["n"])),
+        _concat,
+        promote,
+        attributes={"n": 2, "axis": 0},
+        doc="np.concatenate([input_0, ..., input_{n-1}], axis)",
+    ),
+    PrimitiveSpec(
+        "split",
+        ("input",),
+        _split,
+        lambda kinds, attrs: None if kinds.get("input") is None else {k: kinds["input"] for k in _split_outputs(attrs)},
+        attributes={"sections": REQUIRED, "axis": 0},
+        outputs=_split_outputs,
+        doc="np.split(input, sections, axis): sections is a count of equal parts or a list of split indices",
+    ),
+    PrimitiveSpec(
+        "pad",
+        ("input",),
+        _pad,
+        same_kind,
+        attributes={"pad_width": REQUIRED, "value": 0.0},
+        doc="np.pad(input, pad_width, constant_values=value); pad_width is ((before, after), ...) per axis",
+    ),
+    PrimitiveSpec("index", ("input",), _index, same_kind, attributes={"key": REQUIRED}, doc="input[key] with a static basic-indexing key"),
+    PrimitiveSpec(
+        "gather",
+        ("input", "index"),
+        _gather,
+        kind_of("input"),
+        attributes={"axis": -1},
+        differentiable=("input",),
+        input_kinds={"index": ("int",)},
+        doc="np.take_along_axis(input, index, axis)",
+    ),
+    PrimitiveSpec("arange", (), _arange_shape, _attr_kind("start", "stop", "step"), attributes={"start": 0, "stop": None, "step": 1}, doc="np.arange(start, stop, step)"),
+    PrimitiveSpec("ones", (), _creation_shape, _full_kind, attributes=_CREATE, doc="np.ones(shape)"),
+    PrimitiveSpec("zeros", (), _creation_shape, _full_kind, attributes=_CREATE, doc="np.zeros(shape)"),
+    PrimitiveSpec("full", (), _creation_shape, _full_kind, attributes={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None}, doc="np.full(shape, fill_value)"),
+    PrimitiveSpec("zeros_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.zeros_like(input)"),
+    PrimitiveSpec("ones_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.ones_like(input)"),
+    PrimitiveSpec("shape", ("input",), _shape_of, int_result, differentiable=(), doc="np.array(input.shape)"),
+    PrimitiveSpec("size", ("input",), _size_of, int_result, differentiable=(), doc="np.array(input.size)"),
+)

@@ -1,0 +1,242 @@
+"""Reusable shape and type rules. A primitive's own rule is one of these or a few lines built on them.
+
+Shape rules follow :data:`~mithril.primitives.spec.ShapeRule`: refine with ``unify``, return ``True``
+when done. Helpers here normalise axes, broadcast, reduce and compute convolution sizes.
+
+Example:
+    >>> from mithril.shapes import Shape
+    >>> from mithril.primitives.spec import ShapeIO
+    >>> io = ShapeIO(left=Shape.of([4, 1]), right=Shape.of([3]), output=Shape.unknown())
+    >>> broadcast(io, {})
+    True
+    >>> io.out.ints()
+    (4, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..shapes import Dim, Shape, ShapeMismatch, Variadic, unify, unify_dims
+from ..types import Kind, promote_kinds
+
+__all__ = [
+    "normalize_axis",
+    "normalize_axes",
+    "same_shape",
+    "broadcast",
+    "broadcast_dims",
+    "reduction",
+    "scalar_output",
+    "conv_output_size",
+    "pair",
+    "conv_padding",
+    "same_kind",
+    "float_result",
+    "bool_result",
+    "int_result",
+    "promote",
+    "kind_of",
+    "fixed",
+]
+
+
+# -- axes ------------------------------------------------------------------------------------------
+def normalize_axis(axis: int, rank: int) -> int:
+    """``-1`` -> ``rank - 1``; raises :class:`ShapeMismatch` when out of range."""
+    if not -rank <= axis < rank:
+        raise ShapeMismatch(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def normalize_axes(axis: int | Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    """All axes for ``None``, else the sorted normalised axes."""
+    if axis is None:
+        return tuple(range(rank))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted(normalize_axis(a, rank) for a in axes))
+
+
+def pair(value: int | Sequence[int]) -> tuple[int, int]:
+    """``3`` -> ``(3, 3)``; a pair is returned as a tuple."""
+    if isinstance(value, int):
+        return (value, value)
+    first, second = value
+    return (int(first), int(second))
+
+
+def fixed(dims: Sequence[Dim | int | None]) -> Shape:
+    """A fixed-rank shape from dims, ints or ``None`` (fresh unknown)."""
+    return Shape([d if isinstance(d, Dim) else Dim(d) for d in dims])
+
+
+# -- generic shape rules ---------------------------------------------------------------------------
+def same_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """Every input and output has one shape (elementwise unary ops, ``cast``)."""
+    shapes = list(io.values())
+    for other in shapes[1:]:
+        unify(shapes[0], other)
+    return True
+
+
+def scalar_output(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], Shape())
+    return True
+
+
+def broadcast_dims(dims: Sequence[Sequence[Dim]]) -> list[Dim] | None:
+    """NumPy broadcasting over known-rank dim lists; ``None`` when a symbolic pair is ambiguous."""
+    rank = max(len(d) for d in dims)
+    result: list[Dim] = []
+    for i in range(rank, 0, -1):
+        column = [d[-i] for d in dims if len(d) >= i]
+        chosen: Dim | None = None
+        for dim in column:
+            if chosen is None or chosen.find() is dim.find():
+                chosen = chosen or dim
+                continue
+            a, b = chosen.value, dim.value
+            if b == 1:
+                continue
+            if a == 1 or (a is None and b is not None):
+                chosen = dim  # an unknown partner must be 1 or equal, so the known size wins
+            elif a is not None and b is not None and a != b:
+                shown = [[x.value for x in d] for d in dims]
+                raise ShapeMismatch(f"shapes {shown} do not broadcast: {a} vs {b}")
+            elif a is None and b is None:
+                return None
+        assert chosen is not None
+        result.append(chosen)
+    return result
+
+
+def broadcast(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """Output is the NumPy broadcast of every input."""
+    inputs = [s for k, s in io.items() if k != "output"]
+    all_dims = [s.dims() for s in inputs]
+    if any(d is None for d in all_dims):
+        # same variadic on all sides (x + x) still fixes the output
+        if len(inputs) == 2 and inputs[0].parts()[1] is not None and inputs[0].parts() == inputs[1].parts():
+            unify(io["output"], inputs[0])
+            return True
+        return False
+    dims = broadcast_dims(all_dims)  # type: ignore[arg-type]
+    if dims is None:
+        rank = max(len(d) for d in all_dims)  # type: ignore[arg-type]
+        unify(io["output"], Shape([Dim() for _ in range(rank)]))
+        return False
+    unify(io["output"], Shape(dims))
+    return True
+
+
+def reduction(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """Reduce ``input`` over ``attrs["axis"]`` (``None`` = all), keeping dims when ``attrs["keepdim"]``."""
+    axis, keepdim = attrs.get("axis"), attrs.get("keepdim", False)
+    source, out = io["input"], io["output"]
+    dims = source.dims()
+    if dims is None:
+        if axis is None and not keepdim:
+            unify(out, Shape())
+            return True
+        if keepdim:  # rank is preserved; unify ranks through a fresh template
+            out_dims = out.dims()
+            if out_dims is not None:
+                unify(source, Shape([Dim() for _ in out_dims]))
+                return reduction(io, attrs)
+        return False
+    axes = normalize_axes(axis, len(dims))
+    if keepdim:
+        result = [Dim(1) if i in axes else d for i, d in enumerate(dims)]
+    else:
+        result = [d for i, d in enumerate(dims) if i not in axes]
+    unify(out, Shape(result))
+    return True
+
+
+def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilation: int) -> int:
+    """Spatial output size of a convolution or pooling window."""
+    span = dilation * (kernel - 1) + 1
+    out = (size + pad_total - span) // stride + 1
+    if out <= 0:
+        raise ShapeMismatch(f"window of {span} (kernel {kernel}, dilation {dilation}) does not fit size {size} with padding {pad_total}")
+    return out
+
+
+def conv_padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int], stride: Sequence[int]) -> list[tuple[int, int]]:
+    """Normalise a padding spec to ``[(before, after)]`` per spatial axis.
+
+    Accepts an int, a per-axis int, per-axis ``(before, after)``, ``"valid"`` or ``"same"`` (stride 1 only,
+    extra padding after, as PyTorch does).
+    """
+    n = len(kernel)
+    if padding == "valid":
+        return [(0, 0)] * n
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ShapeMismatch("padding='same' needs stride 1 (as in PyTorch)")
+        result = []
+        for k, d in zip(kernel, dilation):
+            total = d * (k - 1)
+            result.append((total // 2, total - total // 2))
+        return result
+    if isinstance(padding, int):
+        return [(padding, padding)] * n
+    items = list(padding)
+    if len(items) != n:
+        raise ShapeMismatch(f"padding {padding!r} needs {n} entries")
+    return [(p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in items]
+
+
+# -- type rules ------------------------------------------------------------------------------------
+def kind_of(key: str):
+    """Type rule: every output has the kind of input ``key``."""
+
+    def rule(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind] | None:
+        kind = kinds.get(key)
+        return None if kind is None else {"output": kind}
+
+    return rule
+
+
+same_kind = kind_of("input")
+
+
+def promote(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind] | None:
+    """Arithmetic promotion over all given inputs (bool < int < float)."""
+    present = [k for k in kinds.values() if k is not None]
+    if len(present) < len(kinds):
+        return None
+    return {"output": promote_kinds(*present)} if present else None
+
+
+def float_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind]:
+    return {"output": "float"}
+
+
+def bool_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind]:
+    return {"output": "bool"}
+
+
+def int_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind]:
+    return {"output": "int"}
+
+
+def template(**templates: Sequence[object]):
+    """A shape rule from templates sharing symbols: ``template(input=[("B", ...), "k"], output=[("B", ...), "d"])``.
+
+    Absent optional keys are skipped. The rule is done after one application.
+    """
+    from ..shapes import shape_from_template
+
+    def rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+        symbols: dict[str, object] = {}
+        for key, spec in templates.items():
+            if key in io:
+                unify(io[key], shape_from_template(spec, symbols))
+        return True
+
+    return rule
+
+
+__all__ += ["template", "Variadic", "unify_dims"]

@@ -1,0 +1,119 @@
+"""What a primitive *is*: a name, its input/output keys, static attributes and its shape and type rules.
+
+A primitive's implementation on each backend and its gradient rule live in their own registries
+(:mod:`mithril.primitives.registry`), keyed by the same name. Everything about a primitive is found by
+its name; nothing is spread over if/elif chains.
+
+Example (a third-party primitive, registered through the ``mithril_register_primitives`` hook):
+    >>> from mithril.primitives import PrimitiveSpec, rules
+    >>> spec = PrimitiveSpec(
+    ...     name="sin_times_x",
+    ...     inputs=("input",),
+    ...     shape_rule=rules.same_shape,
+    ...     type_rule=rules.float_result,
+    ... )
+    >>> spec.input_keys({})
+    ('input',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..shapes import Shape
+from ..types import Kind
+
+__all__ = ["PrimitiveSpec", "REQUIRED", "ShapeIO", "ShapeRule", "TypeRule"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+"""Default for an attribute the user must give (``Reshape(shape=...)``)."""
+
+
+class ShapeIO(dict):
+    """Key -> :class:`Shape` for one primitive call, inputs and outputs alike.
+
+    ``io["left"]``; ``io.out`` is the shape of the single output ``"output"``. Keys of absent optional
+    inputs are missing (``"bias" in io`` is ``False``).
+    """
+
+    @property
+    def out(self) -> Shape:
+        return self["output"]
+
+
+ShapeRule = Callable[[ShapeIO, Mapping[str, Any]], bool]
+"""``rule(io, attrs) -> done``: refine shapes via :func:`~mithril.shapes.unify`; return ``True`` once the
+rule can learn nothing more (it is then dropped), ``False`` to be re-run when shapes are refined.
+Raise :class:`~mithril.shapes.ShapeMismatch` on a conflict."""
+
+TypeRule = Callable[[Mapping[str, Kind | None], Mapping[str, Any]], Mapping[str, Kind] | None]
+"""``rule(kinds, attrs) -> {output_key: kind}`` given the input kinds (``None`` = unknown), or ``None``
+when it cannot tell yet."""
+
+Keys = tuple[str, ...] | Callable[[Mapping[str, Any]], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class PrimitiveSpec:
+    """Registry entry describing one primitive.
+
+    Attributes:
+        name: registry name, snake_case (``"conv2d"``).
+        inputs: input keys, or a function of the attributes (``concat`` takes ``n`` inputs).
+        shape_rule: see :data:`ShapeRule`.
+        type_rule: see :data:`TypeRule`.
+        attributes: static attributes and their defaults (:data:`REQUIRED` when mandatory).
+        outputs: output keys (``("output",)``), or a function of the attributes (``split``).
+        optional_inputs: inputs that may be left out (``bias``); the backend receives ``None``.
+        differentiable: inputs gradients flow through; ``None`` means all float inputs.
+        input_kinds: accepted kinds per input, e.g. ``{"index": ("int",)}``.
+        random: draws random numbers (never folded or deduplicated).
+        doc: one line saying what it computes, in NumPy terms.
+    """
+
+    name: str
+    inputs: Keys
+    shape_rule: ShapeRule
+    type_rule: TypeRule
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    outputs: Keys = ("output",)
+    optional_inputs: frozenset[str] = frozenset()
+    differentiable: tuple[str, ...] | None = None
+    input_kinds: Mapping[str, tuple[Kind, ...]] = field(default_factory=dict)
+    random: bool = False
+    doc: str = ""
+
+    def input_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
+        return self.inputs(attrs) if callable(self.inputs) else self.inputs
+
+    def output_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
+        return self.outputs(attrs) if callable(self.outputs) else self.outputs
+
+    def differentiable_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
+        keys = self.input_keys(attrs)
+        if self.differentiable is None:
+            return keys
+        return tuple(k for k in keys if k in self.differentiable or k.startswith(self.differentiable))
+
+    def resolve_attributes(self, given: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+        """Defaults filled in; unknown or missing attributes raise ``TypeError`` naming the accepted ones."""
+        unknown = set(given) - set(self.attributes)
+        if unknown:
+            accepted = ", ".join(self.attributes) or "none"
+            raise TypeError(
+                f"{where or self.name}: unknown attribute(s) {sorted(unknown)} for primitive {self.name!r}; "
+                f"accepted: {accepted}"
+            )
+        attrs = {**self.attributes, **given}
+        missing = [k for k, v in attrs.items() if v is REQUIRED]
+        if missing:
+            raise TypeError(f"{where or self.name}: primitive {self.name!r} needs attribute(s) {missing}")
+        return attrs
