@@ -1,1 +1,47 @@
-"""Mithril: compose a model once, compile it for NumPy, JAX, PyTorch, MLX, C or GGML."""
+"""Mithril: compose a model once, compile it for NumPy, JAX, PyTorch, MLX, C or GGML.
+
+Example:
+    >>> import mithril as ml
+    >>> from mithril.models import Model, Linear, Relu
+    >>> model = Model()
+    >>> model |= Linear(dimension=16)
+    >>> model += Relu()
+    >>> backend = ml.NumpyBackend()                                   # doctest: +SKIP
+    >>> pm = ml.compile(model, backend, shapes={"input": [8, 4]})     # doctest: +SKIP
+    >>> out = pm.evaluate(pm.randomize_params(), {"input": backend.randn(8, 4)})  # doctest: +SKIP
+
+Backends (``ml.NumpyBackend``, ``ml.JaxBackend``, ...) are plugins, resolved lazily on first access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import errors
+from .compiler.compile import compile
+from .compiler.physical import PhysicalModel
+from .errors import DtypeError, ShapeError
+from .extension import register_gradient, register_implementation, register_primitive
+from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
+from .models import __all__ as _models_all
+from .types import Dtype
+
+bool_ = Dtype.bool_
+uint8, int8, int16, int32, int64 = Dtype.uint8, Dtype.int8, Dtype.int16, Dtype.int32, Dtype.int64
+float16, bfloat16, float32, float64 = Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64
+
+__version__ = "0.1.0"
+__all__ = [
+    "compile", "PhysicalModel", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
+    "register_gradient", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+    *_models_all,
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``ml.NumpyBackend``, ``ml.JaxBackend``, ``ml.MLXBackend``...: backends registered by plugins."""
+    if name.endswith("Backend"):
+        from .plugins.lookup import backend_class
+
+        return backend_class(name)
+    raise AttributeError(f"module 'mithril' has no attribute {name!r}")

@@ -1,0 +1,21 @@
+"""Backends: the ``Backend`` ABC and lazily resolved plugin backends.
+
+``from mithril.backends import TorchBackend`` asks the plugin registry; a missing backend raises an
+error naming the package to install.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import Backend
+
+__all__ = ["Backend"]
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("_"):
+        raise AttributeError(name)
+    from ..plugins.lookup import backend_class
+
+    return backend_class(name)

@@ -149,6 +149,8 @@ class Backend(ABC):
         from ..plugins import registry
 
         fn = self._impls.get(primitive)
+        if fn is None and self.codegen == "python":
+            fn = registry().impls("*").get(primitive)
         if fn is None:
             fn = registry().impl(self.backend_type, primitive)
         if getattr(fn, "_mithril_uses_backend", False):
@@ -156,7 +158,9 @@ class Backend(ABC):
         return fn
 
     def has_implementation(self, primitive: str) -> bool:
-        return primitive in self._impls
+        from ..plugins import registry
+
+        return primitive in self._impls or (self.codegen == "python" and primitive in registry().impls("*"))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

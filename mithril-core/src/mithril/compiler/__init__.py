@@ -1,0 +1,1 @@
+"""The compiler: flatten, classify, optimise, differentiate and generate code (see :func:`compile`)."""

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import DtypeError
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
-from ..shapes import Shape, epoch, shape_from_template, unify
+from ..shapes import Shape, epoch, shape_from_template
 from ..types import Kind, kind_of_python_value
 
 __all__ = ["NOTHING", "Value", "Node", "Graph", "constant_kind"]
@@ -49,7 +49,7 @@ def constant_kind(value: Any) -> Kind:
 class Value:
     """A tensor in the flat graph. Arithmetic on values emits primitives into their graph."""
 
-    __slots__ = ("id", "graph", "shape", "kind", "const", "name", "producer")
+    __slots__ = ("id", "graph", "shape", "kind", "const", "name", "producer", "differentiable", "init", "_parent")
 
     def __init__(self, graph: Graph, id: int, shape: Shape, kind: Kind | None, const: Any, name: str | None) -> None:
         self.id = id
@@ -59,6 +59,19 @@ class Value:
         self.const = const
         self.name = name
         self.producer: Node | None = None
+        self.differentiable: bool | None = None  # None: decided by the compiler's defaults
+        self.init: str | None = None  # parameter initialiser hint ("ones", "zeros", ...)
+        self._parent: Value | None = None
+
+    def find(self) -> Value:
+        """The representative after logical merges (connections unify values through union-find)."""
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        node = self
+        while node._parent is not None and node._parent is not root:
+            node._parent, node = root, node._parent
+        return root
 
     @property
     def is_constant(self) -> bool:
@@ -70,7 +83,8 @@ class Value:
 
     # arithmetic sugar used by gradient rules
     def _emit(self, name: str, *args: Any) -> Value:
-        return self.graph.emit(name, *args)  # type: ignore[return-value]
+        path = self.producer.path + ".grad" if self.producer is not None and self.producer.path else "grad"
+        return self.graph.emit(name, *args, path=path)  # type: ignore[return-value]
 
     def __add__(self, other: Any) -> Value:
         return self._emit("add", self, other)
@@ -204,33 +218,40 @@ class Graph:
 
     def _infer(self, node: Node) -> None:
         if not node.shape_done:
-            io = ShapeIO({k: v.shape for k, v in node.inputs.items() if v is not None})
-            io.update({k: v.shape for k, v in node.outputs.items()})
+            io = ShapeIO({k: v.find().shape for k, v in node.inputs.items() if v is not None})
+            io.update({k: v.find().shape for k, v in node.outputs.items()})
             node.shape_done = run_shape_rule(node.spec, node.attrs, io, self._where(node))
         if not node.type_done:
-            kinds = {k: v.kind for k, v in node.inputs.items() if v is not None}
+            inputs = {k: v.find() for k, v in node.inputs.items() if v is not None}
+            kinds = {k: v.kind for k, v in inputs.items()}
             result = run_type_rule(node.spec, node.attrs, kinds, self._where(node))
-            for key, value in node.inputs.items():
-                if value is not None and value.kind is None and kinds.get(key) is not None:
+            for key, value in inputs.items():
+                if value.kind is None and kinds.get(key) is not None:
                     value.kind = kinds[key]
             if result is not None:
                 for key, kind in result.items():
-                    out = node.outputs[key]
+                    out = node.outputs[key].find()
                     if out.kind is not None and out.kind != kind:
                         raise DtypeError(f"{self._where(node)}: output {key!r} is {kind}, but it is connected where {out.kind} is required")
                     out.kind = kind
                 node.type_done = True
 
-    def solve(self) -> None:
-        """Re-run pending rules until nothing changes."""
-        while self._pending:
-            before = (epoch(), sum(1 for n in self._pending if n.type_done))
+    def solve(self, max_idle_passes: int = 2) -> None:
+        """Re-run pending rules until nothing changes.
+
+        A pass that completes no rule but still refines some dim (rules may link fresh symbols) counts as
+        idle; after ``max_idle_passes`` such passes in a row the solver stops, so it always terminates.
+        """
+        idle = 0
+        while self._pending and idle <= max_idle_passes:
+            before = (epoch(), len(self._pending), sum(1 for n in self._pending if n.type_done))
             for node in list(self._pending):
                 self._infer(node)
             self._pending = [n for n in self._pending if not (n.shape_done and n.type_done)]
-            kinds_known = sum(1 for n in self._pending if n.type_done)
-            if (epoch(), kinds_known) == before:
+            after = (epoch(), len(self._pending), sum(1 for n in self._pending if n.type_done))
+            if after == before:
                 break
+            idle = idle + 1 if after[1:] == before[1:] else 0
 
     def default_kinds(self, values: Iterable[Value], kind: Kind = "float") -> None:
         """Give unknown-kind values a kind (free inputs default to float) and re-solve."""
@@ -239,8 +260,13 @@ class Graph:
                 value.kind = kind
         self.solve()
 
-    def unify_shape(self, value: Value, shape: Shape) -> None:
-        unify(value.shape, shape)
+    def absorb(self, other: Graph, prefix: str) -> None:
+        """Take over another graph's nodes (a child model joining its parent), prefixing their paths."""
+        for node in other.nodes:
+            node.path = f"{prefix}.{node.path}" if node.path else prefix
+        self.nodes.extend(other.nodes)
+        self._pending.extend(other._pending)
+        other.nodes, other._pending = [], []
 
     # -- queries ---------------------------------------------------------------------------------
     def consumers(self) -> dict[int, list[Node]]:

@@ -22,3 +22,10 @@ def mithril_register_gradients(register: Callable[..., None]) -> None:
 
     for name, rule in ALL_RULES.items():
         register(name, rule)
+
+
+@hookimpl
+def mithril_register_impls(register: Callable[..., None]) -> None:
+    from ..primitives.catalogue.custom import apply_lambda
+
+    register("*", "lambda", apply_lambda)  # "*": every backend whose generated code is Python

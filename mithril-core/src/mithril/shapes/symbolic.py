@@ -84,11 +84,13 @@ def unify_dims(a: Dim, b: Dim) -> None:
         return
     if ra._value is not None and rb._value is not None and ra._value != rb._value:
         raise ShapeMismatch(f"{ra._value} != {rb._value}")
+    informative = ra._value is None or rb._value is None  # linking two equal known dims teaches nothing
     if ra._value is None:
         ra._parent = rb
     else:
         rb._parent = ra
-    _bump()
+    if informative:
+        _bump()
 
 
 class Variadic:

@@ -1,0 +1,118 @@
+"""2-d max/average pooling over the last two axes and their gradients, one vectorised strided slice
+per kernel offset (no Python loop over output pixels).
+
+Example:
+    >>> import numpy as np
+    >>> max_pool(np.arange(16.0).reshape(4, 4), kernel_size=2, stride=None, padding=0, dilation=1)
+    array([[ 5.,  7.],
+           [13., 15.]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mithril.primitives.catalogue.nn import spatial
+
+from ._windows import Geometry, crop_spatial, offset_slices, pad_spatial
+
+__all__ = ["max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad"]
+
+
+def _geometry(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Geometry:
+    if np.ndim(x) < 2:
+        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {np.shape(x)}")
+    return Geometry.of(spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=x.shape[-2:])
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind == "b":
+        return False
+    return np.iinfo(dtype).min
+
+
+def _float(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def max_pool(x: np.ndarray, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> np.ndarray:
+    """``torch.nn.functional.max_pool2d`` over the last two axes; padding reads as ``-inf``."""
+    x = np.asarray(x)
+    geometry = _geometry(x, kernel_size, stride, padding, dilation)
+    xp = pad_spatial(x, geometry.pads, _lowest(x.dtype)) if geometry.padded else x
+    out = None
+    for _, window in offset_slices(geometry):
+        values = xp[(..., *window)]
+        out = values.copy() if out is None else np.maximum(out, values, out=out)
+    return out
+
+
+def _count(geometry: Geometry, count_include_pad: bool, dtype: np.dtype) -> Any:
+    """The divisor of each output: the window size, or the number of unpadded elements it covers."""
+    if count_include_pad or not geometry.padded:
+        return dtype.type(np.prod(geometry.kernel))
+    ones = pad_spatial(np.ones(geometry.size, dtype=dtype), geometry.pads)
+    count = np.zeros(geometry.out, dtype=dtype)
+    for _, window in offset_slices(geometry):
+        count += ones[window]
+    return count
+
+
+def avg_pool(
+    x: np.ndarray, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any, count_include_pad: bool
+) -> np.ndarray:
+    """``torch.nn.functional.avg_pool2d`` over the last two axes (padding counts as zeros when
+    ``count_include_pad``)."""
+    x = _float(np.asarray(x))
+    geometry = _geometry(x, kernel_size, stride, padding, dilation)
+    xp = pad_spatial(x, geometry.pads)
+    total = None
+    for _, window in offset_slices(geometry):
+        values = xp[(..., *window)]
+        total = values.copy() if total is None else np.add(total, values, out=total)
+    total /= _count(geometry, count_include_pad, x.dtype)
+    return total
+
+
+def max_pool_grad(
+    output_grad: np.ndarray, x: np.ndarray, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any
+) -> np.ndarray:
+    """Route each output gradient to the first arg-max (row-major) of its window; shaped like ``x``."""
+    x = np.asarray(x)
+    geometry = _geometry(x, kernel_size, stride, padding, dilation)
+    xp = pad_spatial(x, geometry.pads, _lowest(x.dtype)) if geometry.padded else x
+    best = max_pool(x, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation)
+    grad = np.broadcast_to(_float(np.asarray(output_grad)), best.shape)
+    dxp = np.zeros(xp.shape, dtype=grad.dtype)
+    pending = np.ones(best.shape, dtype=bool)  # windows whose arg-max is not found yet
+    for _, window in offset_slices(geometry):
+        hit = xp[(..., *window)] == best
+        hit &= pending
+        pending &= ~hit
+        dxp[(..., *window)] += np.where(hit, grad, 0)
+    return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))
+
+
+def avg_pool_grad(
+    output_grad: np.ndarray,
+    x: np.ndarray,
+    *,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    count_include_pad: bool,
+) -> np.ndarray:
+    """Spread each output gradient evenly over its window; shaped like ``x``."""
+    x = np.asarray(x)
+    geometry = _geometry(x, kernel_size, stride, padding, dilation)
+    grad = _float(np.asarray(output_grad))
+    grad = grad / _count(geometry, count_include_pad, grad.dtype)
+    padded_shape = (*x.shape[:-2], *(s + b + a for s, (b, a) in zip(x.shape[-2:], geometry.pads)))
+    dxp = np.zeros(padded_shape, dtype=grad.dtype)
+    for _, window in offset_slices(geometry):
+        dxp[(..., *window)] += grad
+    return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))

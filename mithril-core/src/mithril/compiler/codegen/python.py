@@ -1,0 +1,157 @@
+"""Python code generation: readable source that calls the backend's primitive implementations.
+
+Example of generated code::
+
+    def evaluate(params, data):
+        input = data["input"]
+        weight = params["weight"]
+        bias = params["bias"]
+        output = linear(input, weight, bias)
+        return {"output": output}
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..graph import Graph, Value
+
+__all__ = ["FunctionSpec", "PythonProgram", "generate_python"]
+
+_LITERAL_TYPES = (type(None), bool, int, float, str)
+
+
+def _is_literal(value: Any) -> bool:
+    if isinstance(value, _LITERAL_TYPES):
+        return not (isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))))
+    if isinstance(value, (tuple, list)):
+        return all(_is_literal(v) for v in value)
+    if isinstance(value, slice):
+        return all(_is_literal(v) for v in (value.start, value.stop, value.step))
+    return value is Ellipsis
+
+
+@dataclass
+class PythonProgram:
+    """Generated source plus the namespace it runs in (implementations and constants)."""
+
+    source: str
+    namespace: dict[str, Any]
+
+    def load(self, filename: str = "<mithril-generated>") -> dict[str, Callable[..., Any]]:
+        namespace = dict(self.namespace)
+        exec(compile(self.source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+        return namespace
+
+
+class _Namer:
+    def __init__(self, reserved: set[str]) -> None:
+        self.names: dict[int, str] = {}
+        self.used = set(reserved)
+        self.counter = 0
+
+    def fresh(self, hint: str | None) -> str:
+        if hint:
+            base = re.sub(r"\W", "_", hint)
+            if not base or base[0].isdigit() or keyword.iskeyword(base):
+                base = f"v_{base}"
+        else:
+            base = f"_t{self.counter}"
+            self.counter += 1
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name
+
+    def __call__(self, value: Value) -> str:
+        if value.id not in self.names:
+            self.names[value.id] = self.fresh(value.name)
+        return self.names[value.id]
+
+
+@dataclass
+class FunctionSpec:
+    """One generated function: what it reads, and the dict(s) of values it returns."""
+
+    name: str
+    inputs: Mapping[str, Value]
+    cotangents: Mapping[str, Value]
+    returns: Sequence[Mapping[str, Value]]
+
+
+def _needed_nodes(graph: Graph, targets: Sequence[Value]) -> list[Any]:
+    live = {v.id for v in targets}
+    needed = []
+    for node in reversed(graph.nodes):
+        if any(out.id in live for out in node.outputs.values()):
+            needed.append(node)
+            live.update(v.id for v in node.inputs.values() if v is not None)
+    return needed[::-1]
+
+
+def generate_python(
+    graph: Graph,
+    functions: Sequence[FunctionSpec],
+    *,
+    param_names: set[str],
+    implementations: Mapping[str, Callable[..., Any]],
+    to_backend: Callable[[Any], Any],
+    header: str,
+) -> PythonProgram:
+    """Generate one Python function per :class:`FunctionSpec`.
+
+    A function with cotangents takes ``(params, data, cotangents)``; it returns a dict, or a tuple of
+    dicts when ``returns`` holds several (``(outputs, gradients)``).
+    """
+    primitives = sorted({n.spec.name for n in graph.nodes})
+    namespace: dict[str, Any] = {name: implementations[name] for name in primitives}
+    namer = _Namer(set(primitives) | {"params", "data", "cotangents"})
+    lines = [f"# {line}" for line in header.splitlines()] + [""]
+
+    def ref(value: Value) -> str:
+        if value.is_constant and value.producer is None:
+            if isinstance(value.const, (bool, int, float)) and _is_literal(value.const):
+                return repr(value.const)
+            if value.id not in namer.names:
+                namer.names[value.id] = namer.fresh(value.name or f"_c{value.id}")
+                namespace[namer.names[value.id]] = to_backend(value.const)
+            return namer.names[value.id]
+        return namer(value)
+
+    def attr_text(attrs: Mapping[str, Any]) -> str:
+        parts = []
+        for key, value in attrs.items():
+            if _is_literal(value):
+                parts.append(f"{key}={value!r}")
+            else:
+                name = namer.fresh(f"_a_{key}")
+                namespace[name] = value
+                parts.append(f"{key}={name}")
+        return ", ".join(parts)
+
+    for fn in functions:
+        body: list[str] = []
+        for name, value in fn.inputs.items():
+            source = "params" if name in param_names else "data"
+            body.append(f"{ref(value)} = {source}[{name!r}]")
+        for name, value in fn.cotangents.items():
+            body.append(f"{ref(value)} = cotangents[{name!r}]")
+        targets_all = [v for group in fn.returns for v in group.values()]
+        for node in _needed_nodes(graph, targets_all):
+            args = ", ".join("None" if v is None else ref(v) for v in node.inputs.values())
+            call = f"{node.spec.name}({', '.join(p for p in (args, attr_text(node.attrs)) if p)})"
+            targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if len(node.outputs) > 1 else "")
+            comment = f"  # {node.path}" if node.path else ""
+            body.append(f"{targets} = {call}{comment}")
+        results = ["{" + ", ".join(f"{k!r}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns]
+        signature = "params, data, cotangents" if fn.cotangents or len(fn.returns) > 1 else "params, data"
+        lines.append(f"def {fn.name}({signature}):")
+        lines.extend(f"    {line}" for line in body)
+        lines.append(f"    return {', '.join(results)}")
+        lines.append("")
+    return PythonProgram("\n".join(lines), namespace)

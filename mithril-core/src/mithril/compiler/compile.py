@@ -1,0 +1,250 @@
+"""``ml.compile``: logical model + backend -> :class:`PhysicalModel`.
+
+Steps: flatten (copy) the model, classify inputs (constants, data, trainable parameters), apply the
+given shapes, run constant folding, CSE and pruning, build the symbolic backward pass for manual-gradient
+backends, check the backend implements every primitive, and generate code.
+
+Example:
+    >>> import mithril as ml
+    >>> from mithril.models import Linear
+    >>> pm = ml.compile(Linear(4), ml.NumpyBackend(), shapes={"input": [2, 3]})   # doctest: +SKIP
+    >>> sorted(pm.input_keys)                                                     # doctest: +SKIP
+    ['bias', 'input', 'weight']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends.backend import Backend
+from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
+from ..shapes import Shape, ShapeMismatch, shape_from_template, unify
+from .backward import build_backward
+from .codegen.python import FunctionSpec, generate_python
+from .flatten import FlatModel, flatten
+from .graph import Graph, Value
+from .passes import eliminate_common_subexpressions, fold_constants, prune
+from .physical import PhysicalModel
+
+__all__ = ["compile"]
+
+ACCEPTED_OPTIONS = (
+    "shapes", "data_keys", "constant_keys", "trainable_keys", "discard_keys", "inference", "jit", "file_path",
+    "safe_names", "use_short_namings",
+)
+
+
+def compile(  # noqa: A001 - the public name is ml.compile
+    model: Any,
+    backend: Backend,
+    *,
+    shapes: Mapping[str, Any] | None = None,
+    data_keys: Iterable[str] = (),
+    constant_keys: Mapping[str, Any] | None = None,
+    trainable_keys: Iterable[str] = (),
+    discard_keys: Iterable[str] = (),
+    inference: bool = False,
+    jit: bool = True,
+    file_path: str | Path | None = None,
+    safe_names: bool = True,
+    use_short_namings: bool = True,
+    **unknown: Any,
+) -> PhysicalModel:
+    """Compile a logical model for a backend.
+
+    Args:
+        model: the logical :class:`~mithril.models.Model` (a root: not a child of another model).
+        backend: a backend instance (``ml.NumpyBackend()``).
+        shapes: input (or output) name -> shape (ints, or ``None``/names for dims left symbolic).
+        data_keys: inputs given at run time in ``data`` (never differentiated).
+        constant_keys: input name -> value, folded into the compiled model.
+        trainable_keys: inputs that are parameters (in addition to blocks' weights).
+        discard_keys: outputs not to compute (their exclusive nodes are pruned).
+        inference: build no backward pass.
+        jit: use the backend's JIT (JAX/PyTorch/MLX); ignored by NumPy.
+        file_path: also write the generated source there.
+        safe_names: sanitise generated variable names (always on for Python code).
+        use_short_namings: ``weight_0`` instead of ``linear_0.weight`` for unnamed inputs.
+    """
+    if unknown:
+        raise TypeError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
+    if not isinstance(backend, Backend):
+        raise TypeError(f"ml.compile needs a backend instance such as ml.NumpyBackend(), got {backend!r}")
+    if getattr(model, "_parent", None) is not None:
+        raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
+    started = time.perf_counter()
+    from ..plugins import registry
+
+    flat = flatten(model, registry(), short_names=use_short_namings)
+    data_set, trainable_set = set(data_keys), set(trainable_keys)
+    constants = dict(constant_keys or {})
+    mentioned = set(shapes or {}) | data_set | trainable_set | set(constants)
+    _drop_unused_optional_inputs(flat, mentioned)
+    _check_names(flat, shapes or {}, data_set, trainable_set, constants, set(discard_keys))
+    _apply_constants(flat, constants)
+    _apply_shapes(flat, shapes or {})
+    params, data = _classify(flat, data_set, trainable_set)
+    graph = flat.graph
+    graph.default_kinds(flat.inputs.values())
+    for name in params:
+        if flat.inputs[name].kind != "float":
+            raise DtypeError(f"parameter {name!r} is {flat.inputs[name].kind}; only float inputs can be trained")
+    outputs = {k: v for k, v in flat.outputs.items() if k not in set(discard_keys)}
+
+    evaluate_const = _constant_evaluator(backend)
+    fold_constants(graph, evaluate_const)
+    eliminate_common_subexpressions(graph, outputs)
+    prune(graph, outputs.values())
+    gradients: dict[str, Value] = {}
+    cotangents: dict[str, Value] = {}
+    wrt = {name: flat.inputs[name] for name in params}
+    if not inference and wrt and not backend.supports_autograd:
+        differentiable_outputs = {k: v for k, v in outputs.items() if v.kind == "float"}
+        cotangents = {k: graph.new_value(v.shape, "float", name=f"{k}_grad") for k, v in differentiable_outputs.items()}
+        gradients = build_backward(graph, wrt, {k: (v, cotangents[k]) for k, v in differentiable_outputs.items()}, backend.backend_type)
+        fold_constants(graph, evaluate_const)
+        both = {**outputs, **{f"\0{k}": v for k, v in gradients.items()}}
+        eliminate_common_subexpressions(graph, both)
+        gradients = {k[1:]: v for k, v in both.items() if k.startswith("\0")}
+        prune(graph, [*outputs.values(), *gradients.values()])
+    graph.solve()
+    _check_implementations(graph, backend)
+
+    inputs = {name: flat.inputs[name] for name in [*params, *data]}
+    functions = [FunctionSpec("evaluate", inputs, {}, [outputs])]
+    if gradients:
+        functions.append(FunctionSpec("evaluate_gradients", inputs, cotangents, [outputs, gradients]))
+    header = (
+        f"Generated by Mithril for {type(model).__name__} on {type(backend).__name__} ({backend.dtype.value}).\n"
+        f"{len(graph.nodes)} primitive calls; parameters: {', '.join(params) or 'none'}."
+    )
+    program = generate_python(
+        graph,
+        functions,
+        param_names=set(params),
+        implementations={name: backend.implementation(name) for name in {n.spec.name for n in graph.nodes}},
+        to_backend=backend.array,
+        header=header,
+    )
+    if file_path is not None:
+        Path(file_path).write_text(program.source)
+    return PhysicalModel(
+        backend=backend,
+        program=program,
+        params={name: flat.inputs[name] for name in params},
+        data={name: flat.inputs[name] for name in data},
+        outputs=outputs,
+        differentiable_outputs=list(cotangents) if gradients else [k for k, v in outputs.items() if v.kind == "float"],
+        jit=jit,
+        model=model,
+        primitive_count=len(graph.nodes),
+        compile_seconds=time.perf_counter() - started,
+        file_path=str(file_path) if file_path is not None else None,
+    )
+
+
+def _drop_unused_optional_inputs(flat: FlatModel, mentioned: set[str]) -> None:
+    """Optional inputs (bias, mask) that nobody connected or mentions are absent."""
+    dropped = {v.id for name, v in flat.inputs.items() if v.id in flat.optional_only and name not in mentioned}
+    if not dropped:
+        return
+    for node in flat.graph.nodes:
+        for key, value in node.inputs.items():
+            if value is not None and value.id in dropped:
+                node.inputs[key] = None
+    for name in [n for n, v in flat.inputs.items() if v.id in dropped]:
+        del flat.inputs[name]
+
+
+def _check_names(flat: FlatModel, shapes: Mapping[str, Any], data: set[str], trainable: set[str], constants: Mapping[str, Any], discard: set[str]) -> None:
+    inputs, outputs = set(flat.inputs), set(flat.outputs)
+    for label, names, allowed in (
+        ("data_keys", data, inputs),
+        ("trainable_keys", trainable, inputs),
+        ("constant_keys", set(constants), inputs),
+        ("shapes", set(shapes), inputs | outputs),
+        ("discard_keys", discard, outputs),
+    ):
+        unknown = names - allowed
+        if unknown:
+            kind = "outputs" if label == "discard_keys" else "inputs"
+            raise KeyError_(
+                f"ml.compile({label}=...): {sorted(unknown)} are not {kind} of the model; "
+                f"its inputs are {sorted(inputs)}, its outputs {sorted(outputs)}"
+            )
+    for first, second, a, b in (
+        ("data_keys", "trainable_keys", data, trainable),
+        ("data_keys", "constant_keys", data, set(constants)),
+        ("trainable_keys", "constant_keys", trainable, set(constants)),
+    ):
+        overlap = a & b
+        if overlap:
+            raise KeyError_(f"ml.compile: {sorted(overlap)} are in both {first} and {second}; the sets must be disjoint")
+    if discard >= outputs:
+        raise KeyError_(f"ml.compile: discard_keys removes every output {sorted(outputs)}")
+
+
+def _apply_constants(flat: FlatModel, constants: Mapping[str, Any]) -> None:
+    for name, value in constants.items():
+        target = flat.inputs.pop(name)
+        array = value if isinstance(value, (bool, int, float)) else np.asarray(value)
+        shape = Shape() if isinstance(array, (bool, int, float)) else Shape.of(list(array.shape))
+        try:
+            unify(target.shape, shape)
+        except ShapeMismatch as exc:
+            raise ShapeError(f"ml.compile(constant_keys): {name!r} expects shape {target.shape!r}, got {list(np.shape(array))} ({exc})") from None
+        target.const = array
+        if target.kind is None:
+            from .graph import constant_kind
+
+            target.kind = constant_kind(array)
+
+
+def _apply_shapes(flat: FlatModel, shapes: Mapping[str, Any]) -> None:
+    symbols: dict[str, object] = {}
+    for name, template in shapes.items():
+        value = flat.inputs.get(name) or flat.outputs[name]
+        try:
+            unify(value.shape, shape_from_template(list(template), symbols))
+        except ShapeMismatch as exc:
+            raise ShapeError(f"ml.compile(shapes): {name!r} has shape {value.shape!r}, which does not match {list(template)} ({exc})") from None
+    flat.graph.solve()
+
+
+def _classify(flat: FlatModel, data: set[str], trainable: set[str]) -> tuple[list[str], list[str]]:
+    params, runtime = [], []
+    for name, value in flat.inputs.items():
+        if name in trainable or (name not in data and value.differentiable is True):
+            params.append(name)
+        else:
+            runtime.append(name)
+    return params, runtime
+
+
+def _constant_evaluator(backend: Backend):
+    if backend.codegen != "python":
+        return None
+
+    def evaluate(primitive: str, inputs: list[Any], attrs: dict[str, Any]) -> Any:
+        args = [None if v is None else (v if isinstance(v, (bool, int, float)) else backend.array(v)) for v in inputs]
+        return backend.implementation(primitive)(*args, **attrs)
+
+    return evaluate
+
+
+def _check_implementations(graph: Graph, backend: Backend) -> None:
+    missing: dict[str, str] = {}
+    for node in graph.nodes:
+        if not backend.has_implementation(node.spec.name):
+            missing.setdefault(node.spec.name, node.path or "<root>")
+    if missing:
+        listed = ", ".join(f"{name!r} (at {path})" for name, path in missing.items())
+        raise UnsupportedPrimitiveError(
+            f"{type(backend).__name__} does not implement {listed}; pick another backend or register an "
+            "implementation with the 'mithril_register_impls' hook"
+        )

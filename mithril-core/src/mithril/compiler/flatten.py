@@ -1,0 +1,165 @@
+"""Flatten a logical model into a fresh :class:`Graph`: copy values (shapes keep their symbolic links,
+but the logical model is never mutated), order nodes topologically and name every input and output."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConnectionError_
+from ..shapes import Dim, Shape, Variadic
+from .graph import Graph, Node, Value
+
+__all__ = ["FlatModel", "flatten"]
+
+
+@dataclass
+class FlatModel:
+    """The flat copy of a logical model: graph, named outputs and named free inputs."""
+
+    graph: Graph
+    outputs: dict[str, Value]
+    inputs: dict[str, Value]
+    optional_only: set[int] = field(default_factory=set)  # input ids used only in optional slots
+
+
+class _ShapeCopier:
+    """Copies shapes so that dims/variadics shared in the logical model stay shared in the copy."""
+
+    def __init__(self) -> None:
+        self.dims: dict[int, Dim] = {}
+        self.vars: dict[int, Variadic] = {}
+
+    def dim(self, d: Dim) -> Dim:
+        root = d.find()
+        if id(root) not in self.dims:
+            self.dims[id(root)] = Dim(root.value)
+        return self.dims[id(root)]
+
+    def shape(self, shape: Shape) -> Shape:
+        prefix, var, suffix = shape.parts()
+        new_var = None
+        if var is not None:
+            new_var = self.vars.setdefault(id(var), Variadic())
+        return Shape([self.dim(d) for d in prefix], new_var, [self.dim(d) for d in suffix])
+
+
+def _topological(nodes: list[Node]) -> list[Node]:
+    producers = {id(v.find()): n for n in nodes for v in n.outputs.values()}
+    deps: dict[int, set[int]] = {}
+    users: dict[int, list[Node]] = {}
+    for node in nodes:
+        needed = {id(producers[id(v.find())]) for v in node.inputs.values() if v is not None and id(v.find()) in producers}
+        deps[id(node)] = needed
+        for dep in needed:
+            users.setdefault(dep, []).append(node)
+    ready = deque(n for n in nodes if not deps[id(n)])
+    order: list[Node] = []
+    while ready:
+        node = ready.popleft()
+        order.append(node)
+        for user in users.get(id(node), ()):
+            deps[id(user)].discard(id(node))
+            if not deps[id(user)]:
+                ready.append(user)
+    if len(order) != len(nodes):
+        stuck = [n.path or n.spec.name for n in nodes if deps[id(n)]][:5]
+        raise ConnectionError_(f"the model has a cycle through {stuck}; a value cannot depend on itself")
+    return order
+
+
+def _model_names(model: Any, short: bool) -> dict[int, str]:
+    """Value root id -> name, from the shallowest model that names it (breadth-first)."""
+    names: dict[int, str] = {}
+    queue: deque[tuple[str, Any]] = deque((name, child) for name, child in model._children)
+    while queue:
+        path, child = queue.popleft()
+        for key, value in child._interface().items():
+            names.setdefault(id(value.find()), key if short else f"{path}.{key}")
+        queue.extend((f"{path}.{name}", grandchild) for name, grandchild in child._children)
+    return names
+
+
+def _unique(candidates: Iterable[tuple[int, str]], reserved: set[str]) -> dict[int, str]:
+    """Disambiguate repeated names as ``name_0``, ``name_1`` ... in order of appearance."""
+    items = list(candidates)
+    counts: dict[str, int] = {}
+    for _, name in items:
+        counts[name] = counts.get(name, 0) + 1
+    result: dict[int, str] = {}
+    index: dict[str, int] = {}
+    for key, name in items:
+        if counts[name] == 1 and name not in reserved:
+            result[key] = name
+            continue
+        i = index.get(name, 0)
+        while f"{name}_{i}" in reserved:
+            i += 1
+        index[name] = i + 1
+        result[key] = f"{name}_{i}"
+        reserved.add(result[key])
+    return result
+
+
+def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel:
+    """Copy ``model``'s graph into a new :class:`Graph` with named inputs and outputs."""
+    graph = Graph(registry)
+    copier = _ShapeCopier()
+    copies: dict[int, Value] = {}
+
+    def copy(value: Value) -> Value:
+        root = value.find()
+        new = copies.get(id(root))
+        if new is None:
+            new = graph.new_value(copier.shape(root.shape), root.kind, root.const)
+            new.differentiable, new.init = root.differentiable, root.init
+            copies[id(root)] = new
+        return new
+
+    interface = model._interface()
+    top_outputs = {k: v.find() for k, v in interface.items() if v.find().producer is not None and k not in model._hidden}
+    if not top_outputs:
+        raise ConnectionError_(f"{model._path()} has no outputs to compute; name one with IOKey or a string")
+    for node in _topological(list(model._graph.nodes)):
+        inputs = {k: (copy(v) if v is not None and v.find().const is not None else None) for k, v in node.inputs.items()}
+        outputs = {k: copy(v) for k, v in node.outputs.items()}
+        graph.add_node(node.spec, dict(node.attrs), inputs, outputs, node.path)
+    outputs = {k: copy(v) for k, v in top_outputs.items()}
+
+    # name free inputs: top-level names first, then the shallowest child key
+    used: list[Value] = []
+    optional_slots: dict[int, bool] = {}
+    seen: set[int] = set()
+    for node in graph.nodes:
+        for key, value in node.inputs.items():
+            if value is None or value.producer is not None or value.is_constant:
+                continue
+            optional = key in node.spec.optional_inputs
+            optional_slots[value.id] = optional_slots.get(value.id, True) and optional
+            if value.id not in seen:
+                seen.add(value.id)
+                used.append(value)
+    for value in outputs.values():
+        if value.producer is None and value.id not in seen and not value.is_constant:
+            seen.add(value.id)
+            used.append(value)
+            optional_slots[value.id] = False
+    top_names = {id(copy(v)): k for k, v in interface.items() if v.find().producer is None}
+    inner = _model_names(model, short_names)
+    by_copy = {id(copies[rid]): name for rid, name in inner.items() if rid in copies}
+    reserved = set(top_names.values()) | set(outputs)
+    candidates = [(v.id, by_copy.get(id(v), "input")) for v in used if id(v) not in top_names]
+    generated = _unique(candidates, reserved)
+    inputs: dict[str, Value] = {}
+    for value in used:
+        name = top_names.get(id(value)) or generated[value.id]
+        value.name = name
+        inputs[name] = value
+    for name, value in outputs.items():
+        if value.name is None:
+            value.name = name
+    # an optional input (bias, mask) nobody declared as a parameter or data may be left out at compile time
+    optional_only = {v.id for v in used if optional_slots.get(v.id) and v.differentiable is None}
+    return FlatModel(graph, outputs, inputs, optional_only)

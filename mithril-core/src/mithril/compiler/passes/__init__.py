@@ -1,0 +1,7 @@
+"""Graph passes run by the compiler, in order: constant folding, CSE, dead-node pruning."""
+
+from .constant_folding import fold_constants
+from .cse import eliminate_common_subexpressions
+from .pruning import prune
+
+__all__ = ["fold_constants", "eliminate_common_subexpressions", "prune"]

@@ -1,0 +1,35 @@
+"""Constant folding: evaluate nodes whose inputs are all constants, once, at compile time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..graph import Graph
+
+__all__ = ["fold_constants"]
+
+
+def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, Any]], Any] | None) -> int:
+    """Replace constant-input nodes by their values; returns how many nodes were folded.
+
+    ``evaluate(primitive, inputs, attrs)`` runs one primitive (the backend's implementation); without
+    it (backends that cannot run Python) nothing is folded. Random primitives are never folded.
+    """
+    if evaluate is None:
+        return 0
+    kept = []
+    folded = 0
+    for node in graph.nodes:
+        inputs = list(node.inputs.values())
+        if node.spec.random or node.spec.name == "lambda" or not all(v is None or v.is_constant for v in inputs):
+            kept.append(node)
+            continue
+        result = evaluate(node.spec.name, [None if v is None else v.const for v in inputs], node.attrs)
+        values = result if len(node.outputs) > 1 else (result,)
+        for out, value in zip(node.outputs.values(), values):
+            out.const = value
+            out.producer = None
+        folded += 1
+    graph.nodes = kept
+    return folded

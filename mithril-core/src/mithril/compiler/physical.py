@@ -1,0 +1,283 @@
+"""``PhysicalModel``: a compiled model that evaluates outputs and gradients on one backend.
+
+Example:
+    >>> pm = ml.compile(model, ml.NumpyBackend(), shapes={"input": [32, 784]})   # doctest: +SKIP
+    >>> params = pm.randomize_params(seed=0)                                       # doctest: +SKIP
+    >>> outputs = pm.evaluate(params, {"input": x})                                # doctest: +SKIP
+    >>> outputs, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": g})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DtypeError, KeyError_, ShapeError
+from .codegen.python import PythonProgram
+from .graph import Value
+
+__all__ = ["PhysicalModel"]
+
+
+def _expected(value: Value) -> tuple[int | None, ...] | None:
+    return value.shape.ints()
+
+
+class PhysicalModel:
+    """The result of ``ml.compile``. See the module docstring for the calling convention."""
+
+    def __init__(
+        self,
+        *,
+        backend: Any,
+        program: PythonProgram,
+        params: Mapping[str, Value],
+        data: Mapping[str, Value],
+        outputs: Mapping[str, Value],
+        differentiable_outputs: list[str],
+        jit: bool,
+        model: Any,
+        primitive_count: int,
+        compile_seconds: float,
+        file_path: str | None,
+    ) -> None:
+        self.backend = backend
+        self.program = program
+        self._param_values = dict(params)
+        self._data_values = dict(data)
+        self._output_values = dict(outputs)
+        self._differentiable_outputs = differentiable_outputs
+        self._param_keys = frozenset(params)
+        self._data_keys = frozenset(data)
+        self.primitive_count = primitive_count
+        self.compile_seconds = compile_seconds
+        self.file_path = file_path
+        self._model_name = type(model).__name__
+        functions = program.load(file_path or f"<mithril:{self._model_name}>")
+        self._forward = functions["evaluate"]
+        self._backward = functions.get("evaluate_gradients")
+        if jit and backend.supports_autograd:
+            self._forward = backend.jit(self._forward)
+        self._checks = [
+            (name, label, _expected(v), backend.native_dtype(v.kind or "float"), v.kind or "float")
+            for label, group in (("params", params), ("data", data))
+            for name, v in group.items()
+        ]
+        self._params: dict[str, Any] | None = None
+
+    # -- introspection ---------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """The generated Python source."""
+        return self.program.source
+
+    @property
+    def input_keys(self) -> list[str]:
+        return [*self._param_values, *self._data_values]
+
+    @property
+    def param_keys(self) -> list[str]:
+        """Trainable parameters (what ``randomize_params`` creates and gradients are returned for)."""
+        return list(self._param_values)
+
+    @property
+    def data_keys(self) -> list[str]:
+        return list(self._data_values)
+
+    @property
+    def output_keys(self) -> list[str]:
+        return list(self._output_values)
+
+    @property
+    def shapes(self) -> dict[str, list[int | None] | None]:
+        """Final shapes of inputs and outputs (``None`` for a dim known only at run time)."""
+        values = {**self._param_values, **self._data_values, **self._output_values}
+        return {k: (list(s) if (s := v.shape.ints()) is not None else None) for k, v in values.items()}
+
+    def summary(self, print_fn: Any = print) -> str:
+        """Keys, shapes and parameter count of the compiled model."""
+        lines = [f"{self._model_name} compiled for {self.backend!r}: {self.primitive_count} primitive calls, compiled in {self.compile_seconds * 1e3:.1f} ms"]
+        total = 0
+        for label, group in (("param", self._param_values), ("data", self._data_values), ("output", self._output_values)):
+            for name, value in group.items():
+                shape = value.shape.ints()
+                lines.append(f"  {label:6} {name}: {list(shape) if shape is not None else '?'} {value.kind}")
+                if label == "param" and shape is not None and None not in shape:
+                    total += math.prod(shape)  # type: ignore[arg-type]
+        lines.append(f"  trainable parameters: {total}")
+        text = "\n".join(lines)
+        if print_fn is not None:
+            print_fn(text)
+        return text
+
+    # -- parameters ------------------------------------------------------------------------------
+    def randomize_params(self, seed: int | None = None) -> dict[str, Any]:
+        """New parameters: PyTorch-style uniform(+-1/sqrt(fan_in)) for weights, ones/zeros for norms.
+
+        The numbers come from NumPy's generator seeded with ``seed`` (or the backend's seed), so the
+        same seed gives the same parameters on every backend.
+        """
+        rng = np.random.default_rng(self.backend.seed if seed is None else seed)
+        params = {}
+        for name, value in self._param_values.items():
+            shape = value.shape.static()
+            if shape is None:
+                raise ShapeError(
+                    f"randomize_params: the shape of parameter {name!r} is {value.shape!r}, not fully known; "
+                    "give the input shapes to ml.compile(shapes=...)"
+                )
+            params[name] = self.backend.array(_initial(rng, shape, value.init))
+        self._params = params
+        return params
+
+    def get_parameters(self) -> dict[str, Any]:
+        """The current parameters (randomised on first use, or the last ones loaded/randomised)."""
+        if self._params is None:
+            return self.randomize_params()
+        return dict(self._params)
+
+    def save_params(self, path: str | Path, params: Mapping[str, Any] | None = None) -> None:
+        """Save parameters as ``.safetensors`` (when the package is installed) or ``.npz``. Never pickle."""
+        arrays = {k: np.ascontiguousarray(self.backend.to_numpy(v)) for k, v in (params or self.get_parameters()).items()}
+        path = Path(path)
+        if path.suffix == ".safetensors":
+            from safetensors.numpy import save_file
+
+            save_file(arrays, str(path))
+        else:
+            np.savez(path, **arrays)
+
+    def load_params(self, path: str | Path) -> dict[str, Any]:
+        """Load parameters saved by :meth:`save_params`; keys and shapes are checked."""
+        path = Path(path)
+        if path.suffix == ".safetensors":
+            from safetensors.numpy import load_file
+
+            arrays = load_file(str(path))
+        else:
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = {k: archive[k] for k in archive.files}
+        params = {k: self.backend.array(v) for k, v in arrays.items()}
+        self._check_group(params, self._param_keys, "params")
+        self._check_arrays(params, {})
+        self._params = params
+        return params
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def evaluate(self, params: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None, output_gradients: Any = None) -> Any:
+        """Outputs, or ``(outputs, gradients)`` when ``output_gradients`` (cotangents, or ``True`` for a
+        scalar output) is given."""
+        params = {} if params is None else params
+        data = {} if data is None else data
+        if params.keys() != self._param_keys:
+            self._check_group(params, self._param_keys, "params")
+        if data.keys() != self._data_keys:
+            self._check_group(data, self._data_keys, "data")
+        data = self._check_arrays(params, data)
+        if output_gradients is None:
+            return self._forward(params, data)
+        return self._evaluate_gradients(params, data, output_gradients)
+
+    __call__ = evaluate
+
+    def _evaluate_gradients(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        cotangents = self._cotangents(output_gradients)
+        if self.backend.supports_autograd:
+            return self.backend.vjp(lambda p: self._forward(p, data), dict(params), cotangents)
+        if self._backward is None:
+            raise KeyError_("this model was compiled with inference=True or has no parameters; it has no gradients")
+        return self._backward(params, data, cotangents)
+
+    def _cotangents(self, output_gradients: Any) -> dict[str, Any]:
+        outputs = self._differentiable_outputs
+        if output_gradients is True:
+            scalar = [k for k in outputs if self._output_values[k].shape.ints() == ()]
+            if len(scalar) != 1:
+                raise KeyError_(
+                    f"output_gradients=True needs exactly one scalar output; the float outputs are {outputs} with "
+                    f"shapes {[self._output_values[k].shape for k in outputs]}. Pass a dict of cotangents instead."
+                )
+            given: dict[str, Any] = {scalar[0]: self.backend.array(1.0)}
+        elif isinstance(output_gradients, Mapping):
+            given = dict(output_gradients)
+        else:
+            raise TypeError(f"output_gradients must be a dict of cotangents or True, got {type(output_gradients).__name__}")
+        unknown = set(given) - set(outputs)
+        if unknown:
+            raise KeyError_(f"output_gradients has key(s) {sorted(unknown)}; differentiable outputs are {outputs}")
+        for key in outputs:
+            if key not in given:
+                shape = self._output_values[key].shape.static()
+                if shape is None:
+                    raise KeyError_(f"output_gradients is missing {key!r}, whose shape is not static; give its cotangent")
+                given[key] = self.backend.zeros(*shape)
+            else:
+                value = given[key]
+                if not self.backend.is_array(value):
+                    given[key] = value = self.backend.array(value)
+                self._check_shape(key, "output_gradients", self._output_values[key].shape.ints(), value)
+        return given
+
+    def _check_group(self, given: Mapping[str, Any], expected: frozenset[str], label: str) -> None:
+        missing = sorted(expected - set(given))
+        unknown = sorted(set(given) - expected)
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if unknown:
+            other = self._data_keys if label == "params" else self._param_keys
+            hint = [k for k in unknown if k in other]
+            parts.append(f"unknown {unknown}" + (f" ({hint} belong in {'data' if label == 'params' else 'params'})" if hint else ""))
+        if parts:
+            raise KeyError_(f"evaluate({label}=...): {'; '.join(parts)}; expected exactly {sorted(expected)}")
+
+    def _check_shape(self, name: str, label: str, expected: tuple[int | None, ...] | None, value: Any) -> None:
+        if expected is None:
+            return
+        shape = tuple(value.shape)
+        if len(shape) != len(expected) or any(e is not None and e != s for e, s in zip(expected, shape)):
+            shown = tuple("?" if e is None else e for e in expected)
+            raise ShapeError(f"evaluate({label}): {name!r} has shape {shape}, expected {shown}")
+
+    def _check_arrays(self, params: Mapping[str, Any], data: Mapping[str, Any]) -> Mapping[str, Any]:
+        backend = self.backend
+        converted: dict[str, Any] | None = None
+        for name, label, expected, dtype, kind in self._checks:
+            source = params if label == "params" else data
+            if name not in source:
+                continue
+            value = source[name]
+            if label == "params":
+                if not backend.is_array(value):
+                    raise DtypeError(f"evaluate(params): {name!r} is a {type(value).__name__}; convert it with backend.array(...)")
+                if value.dtype != dtype:
+                    raise DtypeError(f"evaluate(params): {name!r} has dtype {value.dtype}, the model computes in {dtype}")
+            elif not backend.is_array(value) or value.dtype != dtype:
+                converted = dict(data) if converted is None else converted
+                converted[name] = value = self._convert_data(name, value, kind)
+            self._check_shape(name, label, expected, value)
+        return data if converted is None else converted
+
+    def _convert_data(self, name: str, value: Any, kind: str) -> Any:
+        """Runtime data may come as NumPy arrays, lists or other-precision arrays; they are converted to
+        the model's dtype. Floats are never silently truncated into integer or bool inputs."""
+        array = np.asarray(self.backend.to_numpy(value) if self.backend.is_array(value) else value)
+        if array.dtype.kind == "f" and kind != "float":
+            raise DtypeError(f"evaluate(data): {name!r} has float values, but the model expects {kind} values")
+        return self.backend.array(array, kind)
+
+
+def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None) -> np.ndarray:
+    if init == "ones":
+        return np.ones(shape)
+    if init == "zeros":
+        return np.zeros(shape)
+    if init == "normal":
+        return rng.normal(0.0, 0.02, shape)
+    fan_in = math.prod(shape[1:]) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
+    bound = 1.0 / math.sqrt(max(fan_in, 1))
+    return rng.uniform(-bound, bound, shape)

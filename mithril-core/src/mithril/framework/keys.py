@@ -1,0 +1,230 @@
+"""Keys and connections: how a child model's keys are wired into its parent.
+
+``IOKey`` names (and constrains) a key; a :class:`Connection` is a handle to an existing key of a model
+(``linear.output``) and supports arithmetic and indexing that create primitives.
+
+Example:
+    >>> from mithril.framework.keys import IOKey
+    >>> IOKey("x", shape=["N", 4]).name
+    'x'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..compiler.graph import Value
+    from .model import Model
+
+__all__ = ["TBD", "IOKey", "Connection"]
+
+
+class _TBD:
+    def __repr__(self) -> str:
+        return "TBD"
+
+
+TBD: Any = _TBD()
+"""A value that is not given yet (the default of ``IOKey.value``)."""
+
+
+@dataclass(frozen=True)
+class IOKey:
+    """Name a key and optionally constrain it.
+
+    Args:
+        name: the key's name in the parent (exposed when it is an output); ``None`` keeps it unnamed.
+        shape: a shape template (``["N", ("V", ...), 4]``; strings are symbols shared within this key).
+        type: ``"float"``, ``"int"``, ``"bool"``, ``float``/``int``/``bool`` or an ``ml.Dtype``.
+        value: a constant (folded at compile time).
+        differentiable: ``True`` makes an input a trainable parameter, ``False`` runtime data.
+        expose: ``False`` keeps a named output internal.
+        init: how ``randomize_params`` fills a parameter: ``"fan_in"`` (uniform +-1/sqrt(fan_in), PyTorch's
+            Linear/Conv default), ``"ones"``, ``"zeros"`` or ``"normal"`` (std 0.02).
+    """
+
+    name: str | None = None
+    shape: Sequence[Any] | None = None
+    type: Any = None
+    value: Any = TBD
+    differentiable: bool | None = None
+    expose: bool | None = None
+    init: str | None = None
+
+
+def _emit(op: str, *args: Any, **attrs: Any) -> Connection:
+    from .arithmetic import apply
+
+    return apply(op, args, attrs)
+
+
+class Connection:
+    """A handle to key ``key`` of ``model``; usable as a connection target and in expressions.
+
+    ``a + b``, ``a @ b``, ``a[0]``, ``a.T``, ``a.reshape(2, -1)``, ``a.sum(axis=1)`` add primitives to the
+    model tree that owns ``a`` and return a connection to the result.
+    """
+
+    __slots__ = ("model", "key")
+
+    def __init__(self, model: Model, key: str) -> None:
+        self.model = model
+        self.key = key
+
+    @property
+    def value(self) -> Value:
+        return self.model._interface()[self.key].find()
+
+    @property
+    def shape(self) -> list[Any] | None:
+        from .model import describe_shape
+
+        return describe_shape(self.value.shape)
+
+    def __repr__(self) -> str:
+        return f"Connection({type(self.model).__name__}.{self.key}: {self.value.shape!r})"
+
+    # arithmetic
+    def __add__(self, o: Any) -> Connection:
+        return _emit("add", self, o)
+
+    def __radd__(self, o: Any) -> Connection:
+        return _emit("add", o, self)
+
+    def __sub__(self, o: Any) -> Connection:
+        return _emit("subtract", self, o)
+
+    def __rsub__(self, o: Any) -> Connection:
+        return _emit("subtract", o, self)
+
+    def __mul__(self, o: Any) -> Connection:
+        return _emit("multiply", self, o)
+
+    def __rmul__(self, o: Any) -> Connection:
+        return _emit("multiply", o, self)
+
+    def __truediv__(self, o: Any) -> Connection:
+        return _emit("divide", self, o)
+
+    def __rtruediv__(self, o: Any) -> Connection:
+        return _emit("divide", o, self)
+
+    def __floordiv__(self, o: Any) -> Connection:
+        return _emit("floor_divide", self, o)
+
+    def __pow__(self, o: Any) -> Connection:
+        return _emit("power", self, o)
+
+    def __rpow__(self, o: Any) -> Connection:
+        return _emit("power", o, self)
+
+    def __matmul__(self, o: Any) -> Connection:
+        return _emit("matmul", self, o)
+
+    def __rmatmul__(self, o: Any) -> Connection:
+        return _emit("matmul", o, self)
+
+    def __neg__(self) -> Connection:
+        return _emit("neg", self)
+
+    def __abs__(self) -> Connection:
+        return _emit("abs", self)
+
+    def __gt__(self, o: Any) -> Connection:
+        return _emit("greater", self, o)
+
+    def __ge__(self, o: Any) -> Connection:
+        return _emit("greater_equal", self, o)
+
+    def __lt__(self, o: Any) -> Connection:
+        return _emit("less", self, o)
+
+    def __le__(self, o: Any) -> Connection:
+        return _emit("less_equal", self, o)
+
+    def __and__(self, o: Any) -> Connection:
+        return _emit("logical_and", self, o)
+
+    def __or__(self, o: Any) -> Connection:
+        return _emit("logical_or", self, o)
+
+    def __xor__(self, o: Any) -> Connection:
+        return _emit("logical_xor", self, o)
+
+    def __invert__(self) -> Connection:
+        return _emit("logical_not", self)
+
+    def eq(self, o: Any) -> Connection:
+        """Elementwise ``==`` (``__eq__`` stays identity so connections can live in sets and dicts)."""
+        return _emit("equal", self, o)
+
+    def ne(self, o: Any) -> Connection:
+        return _emit("not_equal", self, o)
+
+    def __getitem__(self, key: Any) -> Connection:
+        return _emit("index", self, key=key)
+
+    @property
+    def T(self) -> Connection:  # noqa: N802 - NumPy's name
+        return _emit("transpose", self, axes=None)
+
+    def transpose(self, *axes: int) -> Connection:
+        return _emit("transpose", self, axes=tuple(axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes) or None)
+
+    def reshape(self, *shape: Any) -> Connection:
+        target = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return _emit("reshape", self, shape=tuple(target))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Connection:
+        return _emit("flatten", self, start_dim=start_dim, end_dim=end_dim)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Connection:
+        return _emit("swapaxes", self, axis1=axis1, axis2=axis2)
+
+    def sum(self, axis: Any = None, keepdim: bool = False) -> Connection:
+        return _emit("sum", self, axis=axis, keepdim=keepdim)
+
+    def mean(self, axis: Any = None, keepdim: bool = False) -> Connection:
+        return _emit("mean", self, axis=axis, keepdim=keepdim)
+
+    def max(self, axis: Any = None, keepdim: bool = False) -> Connection:
+        return _emit("max", self, axis=axis, keepdim=keepdim)
+
+    def min(self, axis: Any = None, keepdim: bool = False) -> Connection:
+        return _emit("min", self, axis=axis, keepdim=keepdim)
+
+    def prod(self, axis: Any = None, keepdim: bool = False) -> Connection:
+        return _emit("prod", self, axis=axis, keepdim=keepdim)
+
+    def var(self, axis: Any = None, keepdim: bool = False, correction: int = 0) -> Connection:
+        return _emit("var", self, axis=axis, keepdim=keepdim, correction=correction)
+
+    def argmax(self, axis: Any = None, keepdim: bool = False) -> Connection:
+        return _emit("argmax", self, axis=axis, keepdim=keepdim)
+
+    def exp(self) -> Connection:
+        return _emit("exp", self)
+
+    def log(self) -> Connection:
+        return _emit("log", self)
+
+    def sqrt(self) -> Connection:
+        return _emit("sqrt", self)
+
+    def tanh(self) -> Connection:
+        return _emit("tanh", self)
+
+    def sigmoid(self) -> Connection:
+        return _emit("sigmoid", self)
+
+    def relu(self) -> Connection:
+        return _emit("relu", self)
+
+    def cast(self, dtype: Any) -> Connection:
+        return _emit("cast", self, dtype=dtype)
+
+    def __bool__(self) -> bool:
+        raise TypeError("a Connection has no truth value; use .eq()/.ne() for elementwise comparison")

@@ -1,0 +1,417 @@
+"""``Model``: the composable container of the logical layer.
+
+``model |= child(key=target, ...)`` adds ``child`` with exactly the given connections; ``model += child``
+also connects the parent's canonical output to the child's canonical input. Targets are parent key
+names (``str``), :class:`IOKey`, connections (``other.output``), constants, or ``None`` for an optional
+input left out. Every add runs shape and type inference, so a mismatch knowable at connect time is
+reported at connect time.
+
+Example:
+    >>> from mithril.models import Model, Linear, Relu
+    >>> model = Model()
+    >>> model |= Linear(dimension=8)(input="x")
+    >>> model += Relu()
+    >>> sorted(model.input_keys), model.output_keys
+    (['x'], ['output'])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..compiler.graph import NOTHING, Graph, Value
+from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError
+from ..shapes import Shape, ShapeMismatch, shape_from_template, unify
+from ..types import Dtype, Kind, kind_of_python_value
+from .keys import TBD, Connection, IOKey
+
+__all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
+
+_NOT_GIVEN: Any = object()
+
+
+def describe_shape(shape: Shape) -> list[Any]:
+    """A user-facing view of a symbolic shape: ints, ``"d<n>"`` symbols and ``"..."`` for a variadic."""
+    prefix, var, suffix = shape.parts()
+    items: list[Any] = [d.value if d.value is not None else repr(d) for d in prefix]
+    if var is not None:
+        items.append("...")
+    items.extend(d.value if d.value is not None else repr(d) for d in suffix)
+    return items
+
+
+def parse_kind(type_: Any) -> Kind:
+    """``float``/``int``/``bool``, their names, or an ``ml.Dtype`` -> a kind."""
+    if type_ in (float, "float"):
+        return "float"
+    if type_ in (int, "int"):
+        return "int"
+    if type_ in (bool, "bool"):
+        return "bool"
+    return Dtype.parse(type_).kind
+
+
+def merge_values(a: Value, b: Value, where: str) -> Value:
+    """Make two logical values one (a connection). Shapes unify; kinds, constants and producers must agree."""
+    a, b = a.find(), b.find()
+    if a is b:
+        return a
+    if a.producer is not None and b.producer is not None:
+        raise ConnectionError_(f"{where}: both sides are outputs of other models; a key can have one producer")
+    try:
+        unify(a.shape, b.shape)
+    except ShapeMismatch as exc:
+        raise ShapeError(f"{where}: shapes {a.shape!r} and {b.shape!r} do not match ({exc})") from None
+    if a.kind is not None and b.kind is not None and a.kind != b.kind:
+        raise DtypeError(f"{where}: a {a.kind} value is connected to a {b.kind} key")
+    if a.const is not NOTHING and b.const is not NOTHING and not _same_constant(a.const, b.const):
+        raise ConnectionError_(f"{where}: conflicting constant values {a.const!r} and {b.const!r}")
+    b._parent = a
+    a.kind = a.kind or b.kind
+    a.const = a.const if a.const is not NOTHING else b.const
+    a.producer = a.producer or b.producer
+    a.differentiable = a.differentiable if a.differentiable is not None else b.differentiable
+    a.init = a.init or b.init
+    return a
+
+
+def _same_constant(x: Any, y: Any) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(x), np.asarray(y)))
+    except Exception:
+        return x is y
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+class _Call:
+    """``child(key=target, ...)``: a model together with the connections to make when it is added."""
+
+    __slots__ = ("model", "kwargs")
+
+    def __init__(self, model: Model, kwargs: dict[str, Any]) -> None:
+        self.model = model
+        self.kwargs = kwargs
+
+
+class Model:
+    """A logical model: a tree of child models whose primitives form one flat graph.
+
+    Args:
+        name: the child name used in paths (``gpt.h_3.attn``); defaults to ``<snake_class>_<n>``.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+        self._graph = Graph(_core_registry())
+        self._keys: dict[str, Value] = {}
+        self._hidden: set[str] = set()
+        self._children: list[tuple[str, Model]] = []
+        self._child_names: dict[str, int] = {}
+        self._parent: Model | None = None
+        self._cin: Value | None = None
+        self._cout: Value | None = None
+        self._frozen = False
+        self._role_snapshot: dict[str, bool] | None = None  # key -> is_output, fixed when added to a parent
+
+    # -- composition -----------------------------------------------------------------------------
+    def __call__(self, **connections: Any) -> _Call:
+        """Connections to make when this model is added to a parent: ``Linear(4)(input="x")``."""
+        return _Call(self, connections)
+
+    connect = __call__
+
+    def __ior__(self, other: Model | _Call) -> Model:
+        call = other if isinstance(other, _Call) else _Call(other, {})
+        self._add(call.model, call.kwargs, extend=False)
+        return self
+
+    def __iadd__(self, other: Model | _Call) -> Model:
+        call = other if isinstance(other, _Call) else _Call(other, {})
+        self._add(call.model, call.kwargs, extend=True)
+        return self
+
+    def freeze(self) -> Model:
+        """Forbid further additions (a model also freezes when it becomes someone's child)."""
+        self._frozen = True
+        return self
+
+    @property
+    def is_frozen(self) -> bool:
+        return self._frozen
+
+    def _path(self) -> str:
+        parts = []
+        model: Model | None = self
+        while model is not None:
+            parts.append(model.name or type(model).__name__)
+            model = model._parent
+        return ".".join(reversed(parts))
+
+    def _child_name(self, child: Model) -> str:
+        if child.name is not None:
+            if any(n == child.name for n, _ in self._children):
+                raise ConnectionError_(f"{self._path()}: a child named {child.name!r} already exists")
+            return child.name
+        base = _snake(type(child).__name__) if type(child).__name__ != "Primitive" else child.primitive_name  # type: ignore[attr-defined]
+        index = self._child_names.get(base, 0)
+        self._child_names[base] = index + 1
+        return f"{base}_{index}"
+
+    def _add(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool = True) -> None:
+        if not isinstance(child, Model):
+            raise TypeError(f"only models can be added to a Model, got {type(child).__name__}")
+        if child is self:
+            raise ConnectionError_(f"{self._path()}: a model cannot be added to itself")
+        if child._parent is not None:
+            raise ConnectionError_(
+                f"{type(child).__name__} {child._path()} is already part of {child._parent._path()}; "
+                "create a new instance to use it again"
+            )
+        if self._frozen:
+            raise ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more")
+        iface = child._interface()
+        unknown = set(kwargs) - set(iface)
+        if unknown:
+            raise KeyError_(
+                f"{type(child).__name__} has no key(s) {sorted(unknown)}; its keys are {sorted(iface)}"
+            )
+        name = self._child_name(child)
+        where = f"{self._path()}.{name}"
+        child._role_snapshot = {k: v.find().producer is not None for k, v in iface.items()}
+        if extend and self._cout is not None and child._cin is not None:
+            cin_key = next((k for k, v in iface.items() if v.find() is child._cin.find()), None)
+            if cin_key is None or cin_key not in kwargs:
+                merge_values(self._cout, child._cin, f"{where}: connecting the canonical output to its canonical input")
+        for key, value in iface.items():
+            target = kwargs.get(key, _NOT_GIVEN)
+            if target is not _NOT_GIVEN:
+                self._connect(value, target, f"{where}.{key}")
+        self._graph.absorb(child._graph, name)
+        self._children.append((name, child))
+        child._parent = self
+        child._frozen = True
+        if canonical_update:
+            if self._cin is None or self._cin.find().producer is not None:
+                self._cin = child._cin if child._cin is not None and child._cin.find().producer is None else self._cin
+            self._cout = child._cout or self._cout
+        self._graph.solve()
+
+    def _connect(self, value: Value, target: Any, where: str) -> None:
+        if isinstance(target, str):
+            self._bind_name(target, value, where)
+        elif isinstance(target, IOKey):
+            self.apply_iokey(value, target, where)
+        elif isinstance(target, Connection):
+            if not self._owns(target.model):
+                raise ConnectionError_(
+                    f"{where}: connection {target!r} belongs to a model outside {self._path()}; add that model "
+                    "to this one first"
+                )
+            merge_values(target.value, value, where)
+        elif isinstance(target, Model):
+            raise TypeError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
+        elif target is None:
+            if value.producer is not None:
+                raise ConnectionError_(f"{where}: an output cannot be set to None")
+            value.const = None
+        else:
+            self._set_constant(value, target, where)
+
+    def _owns(self, model: Model) -> bool:
+        while model is not None:
+            if model is self:
+                return True
+            model = model._parent  # type: ignore[assignment]
+        return False
+
+    def _bind_name(self, name: str, value: Value, where: str) -> None:
+        if name in self._keys:
+            merge_values(self._keys[name], value, f"{where} -> {name!r}")
+        else:
+            self._keys[name] = value
+
+    def expose(self, connection: Connection, name: str = "output", *, canonical: bool = True) -> None:
+        """Name an internal connection as a key of this model (block builders name their result)."""
+        value = self._resolve(connection, "expose")
+        self._bind_name(name, value, f"{self._path()}.expose({name!r})")
+        if canonical:
+            self._cout = value
+
+    def apply_iokey(self, value: Value, key: IOKey, where: str) -> None:
+        if key.shape is not None:
+            self._unify_template(value, key.shape, {}, where)
+        if key.type is not None:
+            self._set_kind(value, parse_kind(key.type), where)
+        if key.value is not TBD:
+            self._set_constant(value, key.value, where)
+        if key.differentiable is not None:
+            value.find().differentiable = key.differentiable
+        if key.init is not None:
+            value.find().init = key.init
+        if key.name is not None:
+            self._bind_name(key.name, value, where)
+            if key.expose is False:
+                self._hidden.add(key.name)
+
+    def _unify_template(self, value: Value, template: Any, symbols: dict[str, object], where: str) -> None:
+        try:
+            unify(value.find().shape, shape_from_template(list(template), symbols))
+        except ShapeMismatch as exc:
+            raise ShapeError(f"{where}: shape {value.find().shape!r} does not match {list(template)!r} ({exc})") from None
+        self._graph.solve()
+
+    def _set_kind(self, value: Value, kind: Kind, where: str) -> None:
+        root = value.find()
+        if root.kind is not None and root.kind != kind:
+            raise DtypeError(f"{where}: is {root.kind}, cannot be set to {kind}")
+        root.kind = kind
+        self._graph.solve()
+
+    def _set_constant(self, value: Value, constant: Any, where: str) -> None:
+        root = value.find()
+        if root.producer is not None:
+            raise ConnectionError_(f"{where}: is an output of a primitive; a constant can only be given to an input")
+        kind = kind_of_python_value(constant)
+        if kind is None:
+            raise DtypeError(f"{where}: constant {constant!r} is not a number, bool or array")
+        array = constant if isinstance(constant, (bool, int, float)) else np.asarray(constant)
+        shape = Shape() if isinstance(array, (bool, int, float)) else Shape.of(list(array.shape))
+        try:
+            unify(root.shape, shape)
+        except ShapeMismatch as exc:
+            raise ShapeError(f"{where}: constant of shape {describe_shape(shape)} does not fit {root.shape!r} ({exc})") from None
+        if root.const is not NOTHING and not _same_constant(root.const, array):
+            raise ConnectionError_(f"{where}: already has constant {root.const!r}")
+        root.const = array
+        if root.kind is None:
+            root.kind = kind
+        self._graph.solve()
+
+    # -- keys ------------------------------------------------------------------------------------
+    def _interface(self) -> dict[str, Value]:
+        """Named keys plus ``input``/``output`` for unnamed canonical keys."""
+        keys = dict(self._keys)
+        named = {id(v.find()) for v in keys.values()}
+        if self._cin is not None and "input" not in keys and id(self._cin.find()) not in named and self._cin.find().producer is None:
+            keys["input"] = self._cin
+        if self._cout is not None and "output" not in keys and id(self._cout.find()) not in named:
+            keys["output"] = self._cout
+        return keys
+
+    def __getattr__(self, name: str) -> Connection:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._interface():
+            return Connection(self, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
+
+    def _is_output(self, key: str, value: Value) -> bool:
+        if self._role_snapshot is not None and key in self._role_snapshot:
+            return self._role_snapshot[key]
+        return value.find().producer is not None
+
+    @property
+    def input_keys(self) -> list[str]:
+        """Named keys that are not produced inside the model (data, parameters, constants)."""
+        return [k for k, v in self._interface().items() if not self._is_output(k, v)]
+
+    @property
+    def output_keys(self) -> list[str]:
+        """Named keys produced inside the model and exposed."""
+        return [k for k, v in self._interface().items() if self._is_output(k, v) and k not in self._hidden]
+
+    @property
+    def cin(self) -> Connection:
+        """The canonical input (what ``+=`` connects the previous output to)."""
+        return self._canonical(self._cin, "input")
+
+    @property
+    def cout(self) -> Connection:
+        """The canonical output (what ``+=`` connects to the next model's canonical input)."""
+        return self._canonical(self._cout, "output")
+
+    def _canonical(self, value: Value | None, kind: str) -> Connection:
+        if value is None:
+            raise KeyError_(f"{self._path()} has no canonical {kind}")
+        for key, v in self._interface().items():
+            if v.find() is value.find():
+                return Connection(self, key)
+        raise KeyError_(f"{self._path()}: its canonical {kind} has no name")
+
+    # -- constraints -----------------------------------------------------------------------------
+    def _resolve(self, key: str | Connection, where: str) -> Value:
+        if isinstance(key, Connection):
+            if not self._owns(key.model):
+                raise ConnectionError_(f"{where}: {key!r} is not part of {self._path()}")
+            return key.value
+        iface = self._interface()
+        if key not in iface:
+            raise KeyError_(f"{where}: {self._path()} has no key {key!r}; its keys are {sorted(iface)}")
+        return iface[key]
+
+    def _items(self, mapping: Mapping[Any, Any] | None, kwargs: Mapping[str, Any]) -> Iterable[tuple[Any, Any]]:
+        return [*(mapping or {}).items(), *kwargs.items()]
+
+    def set_shapes(self, mapping: Mapping[str | Connection, Any] | None = None, **shapes: Any) -> Model:
+        """Constrain shapes with templates; symbols (strings) are shared within one call.
+
+        >>> from mithril.models import Add
+        >>> add = Add()
+        >>> _ = add.set_shapes(left=["N", 4], right=["N", 4])
+        """
+        symbols: dict[str, object] = {}
+        for key, template in self._items(mapping, shapes):
+            self._unify_template(self._resolve(key, "set_shapes"), template, symbols, f"{self._path()}.set_shapes({key!r})")
+        return self
+
+    def set_types(self, mapping: Mapping[str | Connection, Any] | None = None, **types: Any) -> Model:
+        """Set kinds: ``float``/``int``/``bool`` or an ``ml.Dtype``."""
+        for key, type_ in self._items(mapping, types):
+            self._set_kind(self._resolve(key, "set_types"), parse_kind(type_), f"{self._path()}.set_types({key!r})")
+        return self
+
+    def set_values(self, mapping: Mapping[str | Connection, Any] | None = None, **values: Any) -> Model:
+        """Give inputs constant values (folded at compile time)."""
+        for key, value in self._items(mapping, values):
+            self._set_constant(self._resolve(key, "set_values"), value, f"{self._path()}.set_values({key!r})")
+        return self
+
+    def set_differentiability(self, mapping: Mapping[str | Connection, bool] | None = None, **flags: bool) -> Model:
+        """``True`` makes an input a trainable parameter; ``False`` makes it runtime data."""
+        for key, flag in self._items(mapping, flags):
+            value = self._resolve(key, "set_differentiability").find()
+            if value.producer is not None:
+                raise ConnectionError_(f"{self._path()}.set_differentiability({key!r}): only inputs can be set")
+            value.differentiable = bool(flag)
+        return self
+
+    @property
+    def shapes(self) -> dict[str, list[Any]]:
+        """Symbolic shapes of the named keys."""
+        return {k: describe_shape(v.find().shape) for k, v in self._interface().items()}
+
+    # -- display ---------------------------------------------------------------------------------
+    def summary(self, print_fn: Any = print) -> str:
+        """Print (and return) the model tree with key shapes and parameter counts."""
+        from .summary import model_summary
+
+        text = model_summary(self)
+        if print_fn is not None:
+            print_fn(text)
+        return text
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, keys={sorted(self._interface())})"
+
+
+def _core_registry() -> Any:
+    from ..plugins import registry
+
+    return registry(entry_points=False)

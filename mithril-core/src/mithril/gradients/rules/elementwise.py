@@ -1,0 +1,173 @@
+"""VJP rules for elementwise unary and broadcasting binary primitives.
+
+Choices (documented once here):
+- ``minimum``/``maximum``: on ties the cotangent is split half to each side (as JAX and PyTorch do).
+- ``abs``: ``g * sign(x)``, so the gradient at 0 is 0. ``relu``/``leaky_relu``: the gradient at 0 is the
+  left-hand one (0 / ``slope``).
+- ``power``: d/d right = ``g * out * log(left)`` where ``left > 0`` and 0 elsewhere (a negative base has no
+  real log; at 0 the limit is taken as 0, like JAX). d/d left = ``g * right * left ** (right - 1)``.
+- ``nan_to_num``: the cotangent passes where the value was kept (``output == input``), 0 where a nan or
+  an infinity was replaced.
+- ``cast``: float -> float casts pass the cotangent through (cast back to float); casts to or from
+  int/bool have no gradient.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._common import unbroadcast
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+# -- unary -----------------------------------------------------------------------------------------
+def neg(ctx):
+    return {"input": -ctx.cotangent}
+
+
+def abs(ctx):  # shadows the builtin: named after the primitive
+    return {"input": ctx.cotangent * ctx.ops.sign(ctx["input"])}
+
+
+def exp(ctx):
+    return {"input": ctx.cotangent * ctx.output}
+
+
+def log(ctx):
+    return {"input": ctx.cotangent / ctx["input"]}
+
+
+def sqrt(ctx):
+    return {"input": ctx.cotangent * 0.5 / ctx.output}
+
+
+def rsqrt(ctx):  # d x^-1/2 = -1/2 x^-3/2 = -1/2 out^3
+    out = ctx.output
+    return {"input": ctx.cotangent * -0.5 * out * out * out}
+
+
+def square(ctx):
+    return {"input": ctx.cotangent * 2.0 * ctx["input"]}
+
+
+def sin(ctx):
+    return {"input": ctx.cotangent * ctx.ops.cos(ctx["input"])}
+
+
+def cos(ctx):
+    return {"input": -ctx.cotangent * ctx.ops.sin(ctx["input"])}
+
+
+def tanh(ctx):
+    out = ctx.output
+    return {"input": ctx.cotangent * (1.0 - out * out)}
+
+
+def sigmoid(ctx):
+    out = ctx.output
+    return {"input": ctx.cotangent * out * (1.0 - out)}
+
+
+def relu(ctx):
+    return {"input": ctx.ops.where(ctx.ops.greater(ctx["input"], 0.0), ctx.cotangent, 0.0)}
+
+
+def leaky_relu(ctx):
+    g = ctx.cotangent
+    return {"input": ctx.ops.where(ctx.ops.greater(ctx["input"], 0.0), g, g * ctx.attrs["slope"])}
+
+
+def gelu(ctx):
+    g, x = ctx.cotangent, ctx["input"]
+    if ctx.attrs["approximate"]:  # 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3)
+        t = ctx.ops.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
+        return {"input": g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)}
+    cdf = 0.5 * (1.0 + ctx.ops.erf(x * _INV_SQRT_2))  # Phi(x)
+    pdf = _INV_SQRT_2PI * ctx.ops.exp(-0.5 * x * x)  # phi(x)
+    return {"input": g * (cdf + x * pdf)}
+
+
+def softplus(ctx):
+    return {"input": ctx.cotangent * ctx.ops.sigmoid(ctx["input"])}
+
+
+def erf(ctx):
+    x = ctx["input"]
+    return {"input": ctx.cotangent * _TWO_OVER_SQRT_PI * ctx.ops.exp(-(x * x))}
+
+
+def nan_to_num(ctx):
+    kept = ctx.ops.equal(ctx.output, ctx["input"])
+    return {"input": ctx.ops.where(kept, ctx.cotangent, 0.0)}
+
+
+def cast(ctx):
+    if ctx["input"].kind != "float" or ctx.output.kind != "float":
+        return {"input": None}
+    return {"input": ctx.ops.cast(ctx.cotangent, dtype="float")}
+
+
+# -- binary (broadcasting: each cotangent is summed back to its input's shape) ---------------------
+def add(ctx):
+    g = ctx.cotangent
+    return unbroadcast(ctx, left=lambda: g, right=lambda: g)
+
+
+def subtract(ctx):
+    g = ctx.cotangent
+    return unbroadcast(ctx, left=lambda: g, right=lambda: -g)
+
+
+def multiply(ctx):
+    g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
+    return unbroadcast(ctx, left=lambda: g * right, right=lambda: g * left)
+
+
+def divide(ctx):
+    g, right = ctx.cotangent, ctx["right"]
+    return unbroadcast(ctx, left=lambda: g / right, right=lambda: -g * ctx.output / right)
+
+
+def power(ctx):
+    g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
+
+    def d_right():
+        positive = ctx.ops.greater(left, 0.0)
+        safe_log = ctx.ops.log(ctx.ops.where(positive, left, 1.0))  # 0 where left <= 0
+        return g * ctx.output * safe_log
+
+    return unbroadcast(ctx, left=lambda: g * right * left ** (right - 1), right=d_right)
+
+
+def _extremum(ctx, wins):
+    """``wins(left, right)`` is where left is strictly chosen; ties split the cotangent in half."""
+    g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
+    share = ctx.ops.where(wins(left, right), 1.0, ctx.ops.where(ctx.ops.equal(left, right), 0.5, 0.0))
+    return unbroadcast(ctx, left=lambda: g * share, right=lambda: g * (1.0 - share))
+
+
+def minimum(ctx):
+    return _extremum(ctx, ctx.ops.less)
+
+
+def maximum(ctx):
+    return _extremum(ctx, ctx.ops.greater)
+
+
+def where(ctx):
+    g, cond = ctx.cotangent, ctx["condition"]
+    return unbroadcast(ctx, left=lambda: ctx.ops.where(cond, g, 0.0), right=lambda: ctx.ops.where(cond, 0.0, g))
+
+
+RULES = {
+    rule.__name__: rule
+    for rule in (
+        neg, abs, exp, log, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, softplus,
+        erf, nan_to_num, cast, add, subtract, multiply, divide, power, minimum, maximum, where,
+    )
+}

@@ -1,0 +1,39 @@
+"""Logical models: ``Model``, one class per primitive, the composite blocks, and named builders.
+
+``from mithril.models import resnet18`` resolves registered model builders lazily (plugins).
+
+Example:
+    >>> from mithril.models import Model, Linear, Relu
+    >>> model = Model()
+    >>> model |= Linear(dimension=4)
+    >>> model += Relu()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..framework.keys import TBD, Connection, IOKey
+from ..framework.model import Model
+from . import primitive_models as _pm
+from .blocks import *  # noqa: F403
+from .blocks import __all__ as _blocks_all
+from .primitive import Primitive
+from .primitive_models import *  # noqa: F403
+
+Convolution2D = Conv2d  # noqa: F405 - upstream spellings
+Convolution1D = Conv1d  # noqa: F405
+MaxPool2D = MaxPool2d  # noqa: F405
+AvgPool2D = AvgPool2d  # noqa: F405
+Operator = Primitive
+
+__all__ = [
+    "TBD", "Connection", "IOKey", "Model", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
+    *_blocks_all, *_pm.__all__,
+]
+
+
+def __getattr__(name: str) -> Any:
+    from ..plugins.lookup import model_builder
+
+    return model_builder(name)

@@ -1,0 +1,106 @@
+"""Convolution and pooling blocks (NCHW, PyTorch weight layout ``[out, in/groups, kh, kw]``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...framework.keys import IOKey
+from ...framework.model import Model
+from ..primitive import Primitive
+from ._util import param
+
+__all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten"]
+
+
+def _pair(value: int | tuple[int, int]) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+class _ConvNd(Model):
+    _rank = 2
+
+    def __init__(
+        self,
+        out_channels: int | None = None,
+        kernel_size: int | tuple[int, ...] = 3,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        use_bias: bool = True,
+        *,
+        in_channels: int | None = None,
+        filters: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if filters is not None:  # Keras spelling, accepted as an alias
+            if out_channels is not None and out_channels != filters:
+                raise TypeError(f"{type(self).__name__}: out_channels={out_channels} and filters={filters} disagree")
+            out_channels = filters
+        kernel = (kernel_size,) * self._rank if isinstance(kernel_size, int) else tuple(kernel_size)
+        if len(kernel) != self._rank:
+            raise ValueError(f"{type(self).__name__}: kernel_size {kernel_size!r} needs {self._rank} entries")
+        if in_channels is not None and in_channels % groups:
+            raise ValueError(f"{type(self).__name__}: in_channels={in_channels} is not divisible by groups={groups}")
+        weight_in = in_channels // groups if in_channels is not None else None
+        conv = Primitive(f"conv{self._rank}d", stride=stride, padding=padding, dilation=dilation, groups=groups)
+        self |= conv(
+            input=IOKey("input", shape=["N", in_channels, *([None] * self._rank)]),
+            weight=param("weight", shape=[out_channels, weight_in, *kernel]),
+            bias=param("bias", shape=[out_channels]) if use_bias else None,
+            output=IOKey("output"),
+        )
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution. ``Conv2d(out_channels=16, kernel_size=3, padding="same")``.
+
+    Args: out_channels (alias ``filters``), kernel_size, stride, padding (int, pair,
+    ``((top, bottom), (left, right))``, ``"valid"`` or ``"same"``), dilation, groups, use_bias,
+    in_channels (optional; inferred from the input).
+    """
+
+    _rank = 2
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over ``[N, C, L]``; same arguments as :class:`Conv2d`."""
+
+    _rank = 1
+
+
+class _Pool(Model):
+    _primitive = ""
+
+    def __init__(self, kernel_size: int | tuple[int, int], stride: Any = None, padding: Any = 0, dilation: int = 1, *, name: str | None = None, **extra: Any) -> None:
+        super().__init__(name=name)
+        self |= Primitive(self._primitive, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation, **extra)(
+            input=IOKey("input"), output=IOKey("output")
+        )
+
+
+class MaxPool2d(_Pool):
+    """Max pooling over the last two axes; ``stride`` defaults to ``kernel_size`` (PyTorch)."""
+
+    _primitive = "max_pool2d"
+
+
+class AvgPool2d(_Pool):
+    """Average pooling over the last two axes; padding counts as zeros (``count_include_pad=True``)."""
+
+    _primitive = "avg_pool2d"
+
+    def __init__(self, kernel_size: int | tuple[int, int], stride: Any = None, padding: Any = 0, *, count_include_pad: bool = True, name: str | None = None) -> None:
+        super().__init__(kernel_size, stride, padding, name=name, count_include_pad=count_include_pad)
+
+
+class Flatten(Model):
+    """Merge axes ``start_dim..end_dim`` (default: all but the batch axis)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self |= Primitive("flatten", start_dim=start_dim, end_dim=end_dim)(input=IOKey("input"), output=IOKey("output"))
+
+
+_ = _pair

@@ -1,0 +1,22 @@
+"""Token embedding: rows of ``weight [num_embeddings, dim]`` picked by integer ids."""
+
+from __future__ import annotations
+
+from ...framework.keys import IOKey
+from ...framework.model import Model
+from ..primitive import Primitive
+from ._util import param
+
+__all__ = ["Embedding"]
+
+
+class Embedding(Model):
+    """``output = weight[input]``. ``Embedding(num_embeddings=50257, dim=768)``."""
+
+    def __init__(self, num_embeddings: int | None = None, dim: int | None = None, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self |= Primitive("embedding")(
+            input=IOKey("input", type="int"),
+            weight=param("weight", init="normal", shape=[num_embeddings, dim]),
+            output=IOKey("output"),
+        )

@@ -1,0 +1,98 @@
+"""Dense layers: ``Linear`` (PyTorch weight layout ``[dimension, in_features]``) and ``MLP``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...framework.keys import IOKey
+from ...framework.model import Model
+from ..primitive import Primitive
+from ._util import param
+
+__all__ = ["Linear", "MLP"]
+
+
+class Linear(Model):
+    """``output = input @ weight.T + bias``; ``weight`` is ``[dimension, in_features]``.
+
+    Args:
+        dimension: output features; inferred from connections when ``None``.
+        use_bias: add a ``bias`` parameter of shape ``[dimension]``.
+        in_features: fix the input feature size (otherwise inferred from the input's last dim).
+
+    >>> Linear(10).input_keys
+    ['input', 'weight', 'bias']
+    """
+
+    def __init__(self, dimension: int | None = None, use_bias: bool = True, *, in_features: int | None = None, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self |= Primitive("linear")(
+            input=IOKey("input"),
+            weight=param("weight", shape=[dimension, in_features]),
+            bias=param("bias", shape=[dimension]) if use_bias else None,
+            output=IOKey("output"),
+        )
+
+
+def _activation(spec: Any) -> Model | None:
+    if spec is None:
+        return None
+    if isinstance(spec, Model):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Model):
+        return spec()
+    raise TypeError(f"MLP activations must be Model instances, Model classes or None, got {spec!r}")
+
+
+class MLP(Model):
+    """A stack of ``Linear`` layers with activations in between.
+
+    Two forms:
+        ``MLP(input_size=784, hidden_sizes=[256, 128], output_size=10)`` - ReLU after every hidden layer
+        (``activation=`` picks another class), none after the last.
+        ``MLP(activations=[Relu(), Relu(), None], dimensions=[64, 32, 10])`` - one activation per layer.
+
+    >>> MLP(input_size=4, hidden_sizes=[8], output_size=2).input_keys[:1]
+    ['input']
+    """
+
+    def __init__(
+        self,
+        input_size: int | None = None,
+        hidden_sizes: Sequence[int] | None = None,
+        output_size: int | None = None,
+        *,
+        activations: Sequence[Any] | None = None,
+        dimensions: Sequence[int] | None = None,
+        activation: type[Model] | None = None,
+        use_bias: bool = True,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if dimensions is not None:
+            if hidden_sizes is not None or output_size is not None:
+                raise TypeError("MLP: give either dimensions/activations or hidden_sizes/output_size, not both")
+            acts = list(activations) if activations is not None else [None] * len(dimensions)
+            if len(acts) != len(dimensions):
+                raise ValueError(f"MLP: {len(acts)} activations for {len(dimensions)} dimensions")
+            dims = list(dimensions)
+        else:
+            if output_size is None:
+                raise TypeError("MLP needs output_size (with optional hidden_sizes) or dimensions=[...]")
+            from ..primitive_models import Relu  # type: ignore[attr-defined]
+
+            act_cls = activation or Relu
+            dims = [*(hidden_sizes or ()), output_size]
+            acts = [act_cls for _ in dims[:-1]] + [None]
+        for i, (dim, act) in enumerate(zip(dims, acts)):
+            layer = Linear(dim, use_bias=use_bias, in_features=input_size if i == 0 else None)
+            connections: dict[str, Any] = {"weight": IOKey(f"weight{i}"), "bias": IOKey(f"bias{i}")} if use_bias else {"weight": IOKey(f"weight{i}")}
+            if i == 0:
+                self |= layer(input=IOKey("input"), **connections)
+            else:
+                self += layer(**connections)
+            act_model = _activation(act)
+            if act_model is not None:
+                self += act_model
+        self._keys["output"] = self._cout  # type: ignore[assignment]

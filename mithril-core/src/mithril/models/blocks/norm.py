@@ -1,0 +1,120 @@
+"""Normalisation blocks built from primitives: LayerNorm, RMSNorm, GroupNorm, BatchNorm2d."""
+
+from __future__ import annotations
+
+from ...framework.keys import Connection, IOKey
+from ...framework.model import Model
+from ..primitive import Primitive
+from ._util import param
+
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d"]
+
+
+def _op(model: Model, primitive: str, *inputs: object, **attrs: object) -> Connection:
+    """Add ``primitive`` on ``inputs`` to ``model`` and return its output connection."""
+    child = Primitive(primitive, **attrs)
+    model |= child(**dict(zip(child.input_keys, inputs)))
+    return child.output
+
+
+def _normalize(model: Model, x: Connection, axis: object, eps: float) -> Connection:
+    """``(x - mean) / sqrt(var + eps)`` over ``axis`` (two-pass, numerically stable)."""
+    centered = x - _op(model, "mean", x, axis=axis, keepdim=True)
+    variance = _op(model, "mean", centered * centered, axis=axis, keepdim=True)
+    return centered * _op(model, "rsqrt", variance + eps)
+
+
+def _affine(model: Model, x: Connection, scale: bool, bias: bool, reshape: tuple[int, ...] | None = None) -> Connection:
+    if scale:
+        weight = _op(model, "reshape", IOKey("weight"), shape=reshape) if reshape else None
+        x = x * (weight if weight is not None else Connection(model, "weight"))
+    if bias:
+        b = _op(model, "reshape", IOKey("bias"), shape=reshape) if reshape else None
+        x = x + (b if b is not None else Connection(model, "bias"))
+    return x
+
+
+class _Norm(Model):
+    def _declare(self, key: IOKey) -> Connection:
+        """Create a named key of this block before any child uses it."""
+        self.apply_iokey(self._graph.new_value(), key, f"{type(self).__name__}.{key.name}")
+        return Connection(self, key.name)  # type: ignore[arg-type]
+
+    def _params(self, dim: int | None, scale: bool, bias: bool) -> None:
+        if scale:
+            self._declare(param("weight", init="ones", shape=[dim]))
+        if bias:
+            self._declare(param("bias", init="zeros", shape=[dim]))
+
+    def _finish(self, out: Connection) -> None:
+        self.expose(out)
+        self._cin = self._keys["input"]
+
+
+class LayerNorm(_Norm):
+    """Normalise over the last axis, then ``* weight + bias`` (both ``[dim]``). ``LayerNorm(eps=1e-5)``."""
+
+    def __init__(self, dim: int | None = None, eps: float = 1e-5, use_scale: bool = True, use_bias: bool = True, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._params(dim, use_scale, use_bias)
+        x = self._declare(IOKey("input"))
+        out = _affine(self, _normalize(self, x, -1, eps), use_scale, use_bias)
+        self.set_shapes(input=[("B", ...), "d"], **({"weight": ["d"]} if use_scale else {}), **({"bias": ["d"]} if use_bias else {}))
+        self._finish(out)
+
+
+class RMSNorm(_Norm):
+    """``x * rsqrt(mean(x**2, -1) + eps) * weight`` (T5/LLaMA). ``RMSNorm(eps=1e-6)``."""
+
+    def __init__(self, dim: int | None = None, eps: float = 1e-6, use_scale: bool = True, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._params(dim, use_scale, False)
+        x = self._declare(IOKey("input"))
+        mean_square = _op(self, "mean", _op(self, "square", x), axis=-1, keepdim=True)
+        out = _affine(self, x * _op(self, "rsqrt", mean_square + eps), use_scale, False)
+        self.set_shapes(input=[("B", ...), "d"], **({"weight": ["d"]} if use_scale else {}))
+        self._finish(out)
+
+
+class GroupNorm(_Norm):
+    """Normalise ``[N, C, *spatial]`` over groups of channels, then a per-channel affine.
+
+    ``GroupNorm(num_groups=32, num_channels=256)``; ``spatial_dims`` is 2 for images.
+    """
+
+    def __init__(self, num_groups: int, num_channels: int | None = None, eps: float = 1e-5, affine: bool = True, *, spatial_dims: int = 2, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._params(num_channels, affine, affine)
+        x = self._declare(IOKey("input", shape=["N", num_channels, *([None] * spatial_dims)]))
+        grouped = _op(self, "reshape", x, shape=(None, num_groups, -1))
+        restored = _op(self, "reshape_like", _normalize(self, grouped, -1, eps), x)
+        out = _affine(self, restored, affine, affine, reshape=(-1,) + (1,) * spatial_dims)
+        if affine:
+            self.set_shapes(input=["N", "C", *([None] * spatial_dims)], weight=["C"], bias=["C"])
+        self._finish(out)
+
+
+class BatchNorm2d(_Norm):
+    """Batch normalisation over ``(N, H, W)`` of ``[N, C, H, W]``.
+
+    With ``use_batch_stats=True`` (training) the batch statistics are used; with ``False`` the inputs
+    ``running_mean`` and ``running_var`` (runtime data, ``[C]``) are used, as in PyTorch's eval mode.
+    Running statistics are not updated by the model; update them in the training loop if needed.
+    """
+
+    def __init__(self, num_features: int | None = None, eps: float = 1e-5, affine: bool = True, *, use_batch_stats: bool = True, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._params(num_features, affine, affine)
+        per_channel = (-1, 1, 1)
+        x = self._declare(IOKey("input", shape=["N", num_features, None, None]))
+        if use_batch_stats:
+            normed = _normalize(self, x, (0, 2, 3), eps)
+        else:
+            stats = {
+                key: _op(self, "reshape", self._declare(IOKey(key, shape=[num_features], type="float", differentiable=False)), shape=per_channel)
+                for key in ("running_mean", "running_var")
+            }
+            normed = (x - stats["running_mean"]) * _op(self, "rsqrt", stats["running_var"] + eps)
+        out = _affine(self, normed, affine, affine, reshape=per_channel)
+        self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"], "bias": ["C"]} if affine else {}))
+        self._finish(out)

@@ -1,0 +1,38 @@
+"""Dropout: ``output = input * mask`` where the mask drops with probability ``p`` and rescales by 1/(1-p)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...framework.keys import IOKey
+from ...framework.model import Model
+from ..primitive import Primitive
+
+__all__ = ["Dropout"]
+
+
+class Dropout(Model):
+    """Inverted dropout. ``Dropout(p=0.5)``; ``Dropout(p=0.5)(training=False)`` makes it the identity.
+
+    The mask comes from the backend's random generator (the backend's ``seed``), and the same mask is
+    used by the forward and backward pass of one ``evaluate`` call.
+    """
+
+    def __init__(self, p: float = 0.5, training: bool = True, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self._mask = Primitive("dropout_mask", p=p, training=training)
+        self |= self._mask(input=IOKey("input"))
+        self |= Primitive("multiply")(left="input", right=self._mask.output, output=IOKey("output"))
+
+    def __call__(self, **connections: Any):
+        if "training" in connections:
+            training = connections.pop("training")
+            if not isinstance(training, bool):
+                raise TypeError(f"Dropout: training must be a constant bool, got {training!r}")
+            self._mask_node().attrs["training"] = training
+        return super().__call__(**connections)
+
+    def _mask_node(self):
+        return next(n for n in self._graph.nodes if n.spec.name == "dropout_mask")

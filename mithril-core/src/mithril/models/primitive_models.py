@@ -1,0 +1,84 @@
+"""One model class per primitive, with the upstream key names.
+
+Binary ops take ``left``/``right``, unary ops ``input``, every op gives ``output``. Positional arguments
+fill the primitive's attributes in order (``Sum(1, True)`` is ``Sum(axis=1, keepdim=True)``); keyword
+arguments that name an input give it a constant (``Power(right=2.0)``).
+
+Example:
+    >>> from mithril.models import Add, Sum
+    >>> Add().input_keys, Sum(axis=0).output_keys
+    (['left', 'right'], ['output'])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .primitive import Primitive
+
+# (class name, primitive name); order of the table is the order in the docs.
+_TABLE: tuple[tuple[str, str], ...] = (
+    # elementwise unary
+    ("Negate", "neg"), ("Absolute", "abs"), ("Sign", "sign"), ("Exponential", "exp"), ("Log", "log"),
+    ("Sqrt", "sqrt"), ("Rsqrt", "rsqrt"), ("Square", "square"), ("Sine", "sin"), ("Cosine", "cos"),
+    ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Relu", "relu"), ("LeakyRelu", "leaky_relu"),
+    ("Gelu", "gelu"), ("Softplus", "softplus"), ("Erf", "erf"), ("Floor", "floor"), ("IsNan", "isnan"),
+    ("NanToNum", "nan_to_num"), ("LogicalNot", "logical_not"), ("Cast", "cast"),
+    # binary
+    ("Add", "add"), ("Subtract", "subtract"), ("Multiply", "multiply"), ("Divide", "divide"),
+    ("FloorDivide", "floor_divide"), ("Power", "power"), ("Minimum", "minimum"), ("Maximum", "maximum"),
+    ("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"), ("LessEqual", "less_equal"),
+    ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("LogicalAnd", "logical_and"),
+    ("LogicalOr", "logical_or"), ("LogicalXOr", "logical_xor"), ("Where", "where"),
+    # linear algebra
+    ("MatrixMultiply", "matmul"),
+    # reductions
+    ("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min"), ("Prod", "prod"), ("ArgMax", "argmax"),
+    ("ArgMin", "argmin"), ("Variance", "var"), ("Softmax", "softmax"), ("LogSoftmax", "log_softmax"),
+    # shape
+    ("Reshape", "reshape"), ("Transpose", "transpose"), ("SwapAxes", "swapaxes"), ("Squeeze", "squeeze"),
+    ("Unsqueeze", "unsqueeze"), ("BroadcastTo", "broadcast_to"), ("Concat", "concat"), ("Split", "split"),
+    ("Pad", "pad"), ("Indexer", "index"), ("Gather", "gather"), ("Arange", "arange"), ("Ones", "ones"),
+    ("Zeros", "zeros"), ("Full", "full"), ("ZerosLike", "zeros_like"), ("OnesLike", "ones_like"),
+    ("Shape", "shape"), ("Size", "size"),
+    # neural network
+    ("ScaledDotProduct", "scaled_dot_product_attention"), ("Randn", "randn"), ("Randint", "randint"),
+    ("DropoutMask", "dropout_mask"),
+)
+
+ALIASES: dict[str, str] = {
+    "Exp": "Exponential", "Neg": "Negate", "Abs": "Absolute", "Sin": "Sine", "Cos": "Cosine", "Matmul": "MatrixMultiply",
+    "Var": "Variance", "Index": "Indexer", "ScaledDotProductAttention": "ScaledDotProduct",
+}
+
+
+def _make(class_name: str, primitive: str) -> type[Primitive]:
+    def __init__(self: Primitive, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        from .primitive import _spec
+
+        spec = _spec(primitive)
+        attr_names = list(spec.attributes)
+        if len(args) > len(attr_names):
+            raise TypeError(f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}")
+        attrs = dict(zip(attr_names, args))
+        constants = {}
+        for key, value in kwargs.items():
+            if key in spec.attributes:
+                attrs[key] = value
+            else:
+                constants[key] = value
+        Primitive.__init__(self, primitive, name=name, **attrs)
+        for key, value in constants.items():
+            if key not in self._keys:
+                raise TypeError(f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}")
+            self._connect(self._keys[key], value, f"{class_name}.{key}")
+
+    doc = f"The ``{primitive}`` primitive as a model (see ``mithril.plugins.registry().primitive({primitive!r}).doc``)."
+    return type(class_name, (Primitive,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
+
+
+_CLASSES = {class_name: _make(class_name, primitive) for class_name, primitive in _TABLE}
+_CLASSES.update({alias: _CLASSES[target] for alias, target in ALIASES.items()})
+globals().update(_CLASSES)
+
+__all__ = sorted(_CLASSES)

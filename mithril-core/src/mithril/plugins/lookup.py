@@ -1,0 +1,58 @@
+"""Name -> backend class / model builder, with errors that name the package to install."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import BackendNotAvailableError
+from .manager import manager
+
+__all__ = ["KNOWN_BACKENDS", "backend_class", "model_builder", "available_backends"]
+
+# Backends Mithril publishes: attribute name -> (registry name, distribution, extra)
+KNOWN_BACKENDS: dict[str, tuple[str, str, str]] = {
+    "NumpyBackend": ("numpy", "mithril-backend-numpy", "numpy"),
+    "JaxBackend": ("jax", "mithril-backend-jax", "jax"),
+    "TorchBackend": ("torch", "mithril-backend-torch", "torch"),
+    "MlxBackend": ("mlx", "mithril-backend-mlx", "mlx"),
+    "MLXBackend": ("mlx", "mithril-backend-mlx", "mlx"),
+    "CBackend": ("c", "mithril-backend-c", "c"),
+    "GGMLBackend": ("ggml", "mithril-backend-ggml", "ggml"),
+}
+
+
+def backend_class(name: str) -> type:
+    """The backend class registered under ``name`` or one of its aliases (``"numpy"``, ``"NumpyBackend"``)."""
+    pm = manager()
+    registered = pm.registry.backend_name(name)
+    if registered is not None:
+        entry = pm.registry.backends[registered]
+        try:
+            return entry.load()
+        except Exception as exc:
+            raise BackendNotAvailableError(
+                f"backend {name!r} from plugin {entry.plugin!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
+    registry_name, dist, extra = KNOWN_BACKENDS.get(name, (name, f"mithril-backend-{name.lower()}", name.lower()))
+    broken = pm.broken_for(registry_name)
+    cause = broken.describe() if broken else f"the package {dist} is not installed"
+    raise BackendNotAvailableError(
+        f"{name} is not available: {cause}. Install it with: pip install \"mithril-core[{extra}]\" "
+        f"(or pip install {dist}). Available backends: {', '.join(available_backends()) or 'none'}"
+    )
+
+
+def available_backends() -> list[str]:
+    return sorted(manager().registry.backends)
+
+
+def model_builder(name: str) -> Any:
+    """A registered model builder (``resnet18``), or ``AttributeError`` naming the package to install."""
+    pm = manager()
+    if name in pm.registry.models:
+        from ..primitives.registry import resolve_target
+
+        return resolve_target(pm.registry.models[name])
+    broken = pm.broken_for("models")
+    hint = broken.describe() if broken else "install it with: pip install \"mithril-core[models]\""
+    raise AttributeError(f"mithril.models has no model {name!r}; registered builders: {sorted(pm.registry.models)}. ({hint})")

@@ -1,0 +1,810 @@
+"""Plain-NumPy reference implementations of every core primitive (thinc's reference ``Ops``, in spirit).
+
+Each function follows the calling convention of backend implementations: inputs positional in the
+primitive's input-key order (``None`` for an absent optional input), attributes keyword-only:
+
+    >>> import numpy as np
+    >>> from mithril.testing.references import REFERENCES
+    >>> REFERENCES["add"](np.ones(3), np.ones(3)).tolist()
+    [2.0, 2.0, 2.0]
+
+They are written from the primitive specs' docs (NumPy / PyTorch semantics), independently of every
+backend, and favour clarity over speed: convolutions and pooling are loops over kernel offsets. Floats
+are computed in whatever precision the inputs have; the conformance suite feeds float64.
+
+The only shared code is :func:`mithril.primitives.rules.conv_padding` (normalising a padding spec).
+Random primitives (``randn``, ``randint``, ``dropout_mask``) have references that draw from a private
+NumPy generator: only their shapes, kinds and distributions are comparable, never their values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..primitives.rules import conv_padding
+from ..types import Dtype
+
+__all__ = ["REFERENCES", "reference", "numpy_dtype"]
+
+REFERENCES: dict[str, Callable[..., Any]] = {}
+"""Primitive name -> plain-NumPy reference function."""
+
+
+def reference(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Register ``fn`` under its own name (a trailing underscore is dropped: ``abs_`` -> ``abs``)."""
+    REFERENCES[fn.__name__.rstrip("_")] = fn
+    return fn
+
+
+_FLOAT = np.float64
+_INT = np.int64
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """NumPy dtype for a kind (``"float"`` -> float64, ``"int"`` -> int64, ``"bool"``) or an ``ml.Dtype``.
+
+    ``bfloat16`` has no NumPy dtype; the reference uses float32 for it.
+    """
+    if dtype in ("float", None):
+        return np.dtype(_FLOAT)
+    if dtype == "int":
+        return np.dtype(_INT)
+    if dtype == "bool":
+        return np.dtype(bool)
+    parsed = Dtype.parse(dtype)
+    if parsed is Dtype.bfloat16:
+        return np.dtype(np.float32)
+    return np.dtype(parsed.value)
+
+
+def _float(x: np.ndarray) -> np.ndarray:
+    """Float result of an op that promotes ints/bools to float (``divide``, ``exp``, ...)."""
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(_FLOAT)
+
+
+def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
+    return axis if axis is None or isinstance(axis, int) else tuple(axis)
+
+
+def _spatial(value: int | Sequence[int], n: int) -> tuple[int, ...]:
+    return (int(value),) * n if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+
+
+# -- elementwise unary ---------------------------------------------------------------------------
+@reference
+def neg(input):
+    return np.negative(input)
+
+
+@reference
+def abs_(input):
+    return np.abs(input)
+
+
+@reference
+def sign(input):
+    return np.sign(input)
+
+
+@reference
+def exp(input):
+    return np.exp(_float(input))
+
+
+@reference
+def log(input):
+    return np.log(_float(input))
+
+
+@reference
+def sqrt(input):
+    return np.sqrt(_float(input))
+
+
+@reference
+def rsqrt(input):
+    return 1.0 / np.sqrt(_float(input))
+
+
+@reference
+def square(input):
+    return input * input
+
+
+@reference
+def sin(input):
+    return np.sin(_float(input))
+
+
+@reference
+def cos(input):
+    return np.cos(_float(input))
+
+
+@reference
+def tanh(input):
+    return np.tanh(_float(input))
+
+
+@reference
+def sigmoid(input):
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-_float(input)))
+
+
+@reference
+def relu(input):
+    return np.maximum(input, np.zeros((), dtype=np.asarray(input).dtype))
+
+
+@reference
+def leaky_relu(input, *, slope):
+    x = _float(input)
+    return np.where(x > 0, x, slope * x)
+
+
+_erf = np.vectorize(math.erf, otypes=[_FLOAT])
+
+
+@reference
+def erf(input):
+    x = _float(input)
+    return _erf(x).astype(x.dtype)
+
+
+@reference
+def gelu(input, *, approximate):
+    x = _float(input)
+    if approximate:
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(x.dtype))
+
+
+@reference
+def softplus(input):
+    return np.logaddexp(_float(input), 0.0)
+
+
+@reference
+def floor(input):
+    return np.floor(input)
+
+
+@reference
+def isnan(input):
+    return np.isnan(input)
+
+
+@reference
+def nan_to_num(input, *, nan, posinf, neginf):
+    return np.nan_to_num(np.asarray(input), copy=True, nan=nan, posinf=posinf, neginf=neginf)
+
+
+@reference
+def logical_not(input):
+    return np.logical_not(input)
+
+
+@reference
+def cast(input, *, dtype):
+    return np.asarray(input).astype(numpy_dtype(dtype))
+
+
+# -- elementwise binary --------------------------------------------------------------------------
+@reference
+def add(left, right):
+    return np.add(left, right)
+
+
+@reference
+def subtract(left, right):
+    return np.subtract(left, right)
+
+
+@reference
+def multiply(left, right):
+    return np.multiply(left, right)
+
+
+@reference
+def divide(left, right):
+    return np.true_divide(_float(left), right)
+
+
+@reference
+def floor_divide(left, right):
+    return np.floor_divide(left, right)
+
+
+@reference
+def power(left, right):
+    return np.power(left, right)
+
+
+@reference
+def minimum(left, right):
+    return np.minimum(left, right)
+
+
+@reference
+def maximum(left, right):
+    return np.maximum(left, right)
+
+
+@reference
+def equal(left, right):
+    return np.equal(left, right)
+
+
+@reference
+def not_equal(left, right):
+    return np.not_equal(left, right)
+
+
+@reference
+def less(left, right):
+    return np.less(left, right)
+
+
+@reference
+def less_equal(left, right):
+    return np.less_equal(left, right)
+
+
+@reference
+def greater(left, right):
+    return np.greater(left, right)
+
+
+@reference
+def greater_equal(left, right):
+    return np.greater_equal(left, right)
+
+
+@reference
+def logical_and(left, right):
+    return np.logical_and(left, right)
+
+
+@reference
+def logical_or(left, right):
+    return np.logical_or(left, right)
+
+
+@reference
+def logical_xor(left, right):
+    return np.logical_xor(left, right)
+
+
+@reference
+def where(condition, left, right):
+    return np.where(condition, left, right)
+
+
+# -- reductions ----------------------------------------------------------------------------------
+@reference
+def sum_(input, *, axis, keepdim):
+    x = np.asarray(input)
+    return np.sum(x.astype(_INT) if x.dtype == bool else x, axis=_axis(axis), keepdims=keepdim)
+
+
+@reference
+def mean(input, *, axis, keepdim):
+    return np.mean(_float(input), axis=_axis(axis), keepdims=keepdim)
+
+
+@reference
+def max_(input, *, axis, keepdim):
+    return np.max(input, axis=_axis(axis), keepdims=keepdim)
+
+
+@reference
+def min_(input, *, axis, keepdim):
+    return np.min(input, axis=_axis(axis), keepdims=keepdim)
+
+
+@reference
+def prod(input, *, axis, keepdim):
+    x = np.asarray(input)
+    return np.prod(x.astype(_INT) if x.dtype == bool else x, axis=_axis(axis), keepdims=keepdim)
+
+
+@reference
+def argmax(input, *, axis, keepdim):
+    return np.argmax(input, axis=axis, keepdims=keepdim).astype(_INT)
+
+
+@reference
+def argmin(input, *, axis, keepdim):
+    return np.argmin(input, axis=axis, keepdims=keepdim).astype(_INT)
+
+
+@reference
+def var(input, *, axis, keepdim, correction):
+    return np.var(_float(input), axis=_axis(axis), keepdims=keepdim, ddof=correction)
+
+
+@reference
+def log_softmax(input, *, axis):
+    x = _float(input)
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+@reference
+def softmax(input, *, axis):
+    return np.exp(log_softmax(input, axis=axis))
+
+
+# -- linear algebra ------------------------------------------------------------------------------
+@reference
+def matmul(left, right):
+    return np.matmul(left, right)
+
+
+@reference
+def linear(input, weight, bias):
+    out = np.matmul(input, np.swapaxes(weight, 0, 1))
+    return out if bias is None else out + bias
+
+
+# -- shape manipulation --------------------------------------------------------------------------
+@reference
+def reshape(input, *, shape):
+    x = np.asarray(input)
+    target = [x.shape[i] if s is None else int(s) for i, s in enumerate(shape)]
+    return x.reshape(target).copy()
+
+
+@reference
+def flatten(input, *, start_dim, end_dim):
+    x = np.asarray(input)
+    rank = max(x.ndim, 1)
+    if not (-rank <= start_dim < rank and -rank <= end_dim < rank):
+        raise ValueError(f"flatten: start_dim={start_dim}, end_dim={end_dim} out of range for rank {x.ndim}")
+    start, end = start_dim % rank, end_dim % rank
+    return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1 :]).copy()
+
+
+@reference
+def transpose(input, *, axes):
+    return np.transpose(input, None if axes is None else tuple(axes)).copy()
+
+
+@reference
+def swapaxes(input, *, axis1, axis2):
+    return np.swapaxes(input, axis1, axis2).copy()
+
+
+@reference
+def squeeze(input, *, axis):
+    return np.squeeze(input, axis=_axis(axis)).copy()
+
+
+@reference
+def unsqueeze(input, *, axis):
+    return np.expand_dims(input, _axis(axis)).copy()
+
+
+@reference
+def broadcast_to(input, *, shape):
+    return np.broadcast_to(input, tuple(shape)).copy()
+
+
+@reference
+def concat(*inputs, n, axis):
+    assert len(inputs) == n, f"concat got {len(inputs)} inputs for n={n}"
+    return np.concatenate(inputs, axis=axis)
+
+
+@reference
+def split(input, *, sections, axis):
+    indices = sections if isinstance(sections, int) else list(sections)
+    return tuple(part.copy() for part in np.split(input, indices, axis=axis))
+
+
+@reference
+def pad(input, *, pad_width, value):
+    return np.pad(input, [tuple(p) for p in pad_width], mode="constant", constant_values=value)
+
+
+@reference
+def index(input, *, key):
+    return np.array(np.asarray(input)[key])
+
+
+@reference
+def gather(input, index, *, axis):
+    return np.take_along_axis(np.asarray(input), np.asarray(index), axis=axis)
+
+
+def _creation_dtype(dtype: Any, default: str) -> np.dtype:
+    return numpy_dtype(default if dtype is None else dtype)
+
+
+@reference
+def arange(*, start, stop, step):
+    values = (start, stop, step)
+    kind = "float" if any(isinstance(v, float) for v in values) else "int"
+    return np.arange(start, stop, step, dtype=numpy_dtype(kind))
+
+
+@reference
+def ones(*, shape, dtype):
+    return np.ones(tuple(shape), dtype=_creation_dtype(dtype, "float"))
+
+
+@reference
+def zeros(*, shape, dtype):
+    return np.zeros(tuple(shape), dtype=_creation_dtype(dtype, "float"))
+
+
+@reference
+def full(*, shape, fill_value, dtype):
+    if dtype is None:
+        dtype = "bool" if isinstance(fill_value, bool) else "int" if isinstance(fill_value, int) else "float"
+    return np.full(tuple(shape), fill_value, dtype=numpy_dtype(dtype))
+
+
+@reference
+def zeros_like(input):
+    return np.zeros_like(input)
+
+
+@reference
+def ones_like(input):
+    return np.ones_like(input)
+
+
+@reference
+def shape(input):
+    return np.array(np.shape(input), dtype=_INT)
+
+
+@reference
+def size(input):
+    return np.array(np.size(input), dtype=_INT)
+
+
+# -- convolution ---------------------------------------------------------------------------------
+def _conv_geometry(kernel, stride, padding, dilation):
+    n = len(kernel)
+    stride, dilation = _spatial(stride, n), _spatial(dilation, n)
+    return stride, conv_padding(padding, tuple(kernel), dilation, stride), dilation
+
+
+def _out_sizes(padded, kernel, stride, dilation):
+    return [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, kernel, stride, dilation)]
+
+
+def _offset_slices(offset, out_sizes, stride, dilation):
+    """Slices of the padded input that kernel position ``offset`` sees, one per spatial axis."""
+    return tuple(
+        slice(o * d, o * d + s * (size - 1) + 1, s) for o, size, s, d in zip(offset, out_sizes, stride, dilation)
+    )
+
+
+def _conv_setup(input_shape, kernel, stride, padding, dilation):
+    n = len(kernel)
+    stride, pads, dilation = _conv_geometry(kernel, stride, padding, dilation)
+    padded = [input_shape[2 + i] + sum(pads[i]) for i in range(n)]
+    return stride, pads, dilation, _out_sizes(padded, kernel, stride, dilation)
+
+
+def _conv(input, weight, bias, *, stride, padding, dilation, groups):
+    """out[n, o, *y] = sum_{c, *k} x_pad[n, g*Cg + c, *(y*stride + k*dilation)] * w[o, c, *k] + b[o]."""
+    x, w = np.asarray(input), np.asarray(weight)
+    kernel = w.shape[2:]
+    stride, pads, dilation, out_sizes = _conv_setup(x.shape, kernel, stride, padding, dilation)
+    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    batch, channels, out_channels = x.shape[0], x.shape[1], w.shape[0]
+    cg, og = channels // groups, out_channels // groups
+    out = np.zeros((batch, out_channels, *out_sizes), dtype=np.result_type(x, w))
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        patch = xp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
+        for g in range(groups):
+            wg = w[(slice(g * og, (g + 1) * og), slice(None), *offset)]  # [og, cg]
+            out[:, g * og : (g + 1) * og] += np.einsum("nc...,oc->no...", patch[:, g * cg : (g + 1) * cg], wg)
+    if bias is not None:
+        out = out + np.asarray(bias).reshape(1, out_channels, *([1] * len(kernel)))
+    return out
+
+
+def _conv_grad_input(output_grad, weight, like, *, stride, padding, dilation, groups):
+    """Transpose of :func:`_conv` in its input: scatter-add every kernel position's contribution."""
+    g_out, w = np.asarray(output_grad), np.asarray(weight)
+    kernel = w.shape[2:]
+    stride, pads, dilation, out_sizes = _conv_setup(like.shape, kernel, stride, padding, dilation)
+    padded_shape = [*like.shape[:2], *(like.shape[2 + i] + sum(pads[i]) for i in range(len(kernel)))]
+    gxp = np.zeros(padded_shape, dtype=np.result_type(g_out, w))
+    cg, og = like.shape[1] // groups, w.shape[0] // groups
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        view = gxp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
+        for g in range(groups):
+            wg = w[(slice(g * og, (g + 1) * og), slice(None), *offset)]
+            view[:, g * cg : (g + 1) * cg] += np.einsum("no...,oc->nc...", g_out[:, g * og : (g + 1) * og], wg)
+    crop = tuple(slice(before, before + like.shape[2 + i]) for i, (before, _) in enumerate(pads))
+    return gxp[(slice(None), slice(None), *crop)].copy()
+
+
+def _conv_grad_weight(output_grad, input, like, *, stride, padding, dilation, groups):
+    g_out, x = np.asarray(output_grad), np.asarray(input)
+    kernel = like.shape[2:]
+    stride, pads, dilation, out_sizes = _conv_setup(x.shape, kernel, stride, padding, dilation)
+    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    gw = np.zeros(like.shape, dtype=np.result_type(g_out, x))
+    cg, og = x.shape[1] // groups, like.shape[0] // groups
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        patch = xp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
+        for g in range(groups):
+            summed = [0, *range(2, patch.ndim)]  # batch and output positions
+            gw[(slice(g * og, (g + 1) * og), slice(None), *offset)] += np.tensordot(
+                g_out[:, g * og : (g + 1) * og], patch[:, g * cg : (g + 1) * cg], axes=(summed, summed)
+            )
+    return gw
+
+
+@reference
+def conv1d(input, weight, bias, *, stride, padding, dilation, groups):
+    return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@reference
+def conv2d(input, weight, bias, *, stride, padding, dilation, groups):
+    return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@reference
+def conv1d_grad_input(output_grad, weight, like, *, stride, padding, dilation, groups):
+    return _conv_grad_input(output_grad, weight, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@reference
+def conv2d_grad_input(output_grad, weight, like, *, stride, padding, dilation, groups):
+    return _conv_grad_input(output_grad, weight, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@reference
+def conv1d_grad_weight(output_grad, input, like, *, stride, padding, dilation, groups):
+    return _conv_grad_weight(output_grad, input, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@reference
+def conv2d_grad_weight(output_grad, input, like, *, stride, padding, dilation, groups):
+    return _conv_grad_weight(output_grad, input, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+# -- pooling -------------------------------------------------------------------------------------
+def _pool_setup(shape, kernel_size, stride, padding, dilation):
+    kernel = _spatial(kernel_size, 2)
+    stride = kernel if stride is None else _spatial(stride, 2)
+    dilation = _spatial(dilation, 2)
+    pads = conv_padding(padding, kernel, dilation, stride)
+    padded = [shape[-2] + sum(pads[0]), shape[-1] + sum(pads[1])]
+    return kernel, stride, dilation, pads, _out_sizes(padded, kernel, stride, dilation)
+
+
+def _windows(x, kernel, stride, dilation, pads, out_sizes, fill):
+    """``[..., oh, ow, kh*kw]``: every pooling window of ``x`` padded with ``fill``."""
+    lead = [(0, 0)] * (x.ndim - 2)
+    xp = np.pad(x, [*lead, *pads], mode="constant", constant_values=fill)
+    views = []
+    for offset in itertools.product(range(kernel[0]), range(kernel[1])):
+        views.append(xp[(Ellipsis, *_offset_slices(offset, out_sizes, stride, dilation))])
+    return np.stack(views, axis=-1)
+
+
+def _scatter_windows(shape, pads, kernel, stride, dilation, out_sizes, contribution, dtype):
+    """Sum ``contribution(k) -> [..., oh, ow]`` back onto the input positions of window element ``k``."""
+    padded = [*shape[:-2], shape[-2] + sum(pads[0]), shape[-1] + sum(pads[1])]
+    gxp = np.zeros(padded, dtype=dtype)
+    for k, offset in enumerate(itertools.product(range(kernel[0]), range(kernel[1]))):
+        gxp[(Ellipsis, *_offset_slices(offset, out_sizes, stride, dilation))] += contribution(k)
+    return gxp[..., pads[0][0] : pads[0][0] + shape[-2], pads[1][0] : pads[1][0] + shape[-1]].copy()
+
+
+@reference
+def max_pool2d(input, *, kernel_size, stride, padding, dilation):
+    x = np.asarray(input)
+    kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return _windows(x, kernel, stride, dilation, pads, out_sizes, fill).max(axis=-1)
+
+
+def _avg_divisor(shape, kernel, stride, dilation, pads, out_sizes, count_include_pad):
+    if count_include_pad:
+        return float(kernel[0] * kernel[1])
+    ones_ = np.ones(shape[-2:])
+    return _windows(ones_, kernel, stride, dilation, pads, out_sizes, 0.0).sum(axis=-1)
+
+
+@reference
+def avg_pool2d(input, *, kernel_size, stride, padding, dilation, count_include_pad):
+    x = _float(input)
+    kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
+    total = _windows(x, kernel, stride, dilation, pads, out_sizes, 0.0).sum(axis=-1)
+    return total / _avg_divisor(x.shape, kernel, stride, dilation, pads, out_sizes, count_include_pad)
+
+
+@reference
+def max_pool2d_grad(output_grad, input, *, kernel_size, stride, padding, dilation):
+    x, g = np.asarray(input), np.asarray(output_grad)
+    kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
+    winner = _windows(x, kernel, stride, dilation, pads, out_sizes, -np.inf).argmax(axis=-1)  # first on ties
+    return _scatter_windows(x.shape, pads, kernel, stride, dilation, out_sizes, lambda k: g * (winner == k), g.dtype)
+
+
+@reference
+def avg_pool2d_grad(output_grad, input, *, kernel_size, stride, padding, dilation, count_include_pad):
+    x, g = np.asarray(input), np.asarray(output_grad)
+    kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
+    share = g / _avg_divisor(x.shape, kernel, stride, dilation, pads, out_sizes, count_include_pad)
+    return _scatter_windows(x.shape, pads, kernel, stride, dilation, out_sizes, lambda k: share, g.dtype)
+
+
+# -- embedding, attention, dropout, sampling -----------------------------------------------------
+@reference
+def embedding(input, weight):
+    return np.asarray(weight)[np.asarray(input)]
+
+
+@reference
+def embedding_grad(output_grad, input, like):
+    grad = np.zeros(np.shape(like), dtype=np.asarray(output_grad).dtype)
+    np.add.at(grad, np.asarray(input), output_grad)
+    return grad
+
+
+@reference
+def attention_weights(query, key, mask, *, causal, scale):
+    q, k = _float(query), _float(key)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    logits = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if mask is not None:
+        mask = np.asarray(mask)
+        logits = np.where(mask, logits, -np.inf) if mask.dtype == bool else logits + mask
+    if causal:
+        lq, lk = logits.shape[-2:]
+        keep = np.arange(lk)[None, :] <= np.arange(lq)[:, None]  # j <= i (top-left aligned, as torch)
+        logits = np.where(keep, logits, -np.inf)
+    return softmax(logits, axis=-1)
+
+
+@reference
+def scaled_dot_product_attention(query, key, value, mask, *, causal, scale):
+    return np.matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value)
+
+
+_RNG = np.random.default_rng(0)
+
+
+@reference
+def dropout_mask(input, *, p, training):
+    shape_ = np.shape(input)
+    if not training or p == 0:
+        return np.ones(shape_)
+    return (_RNG.random(shape_) >= p) / (1.0 - p)
+
+
+@reference
+def randn(*, shape):
+    return _RNG.standard_normal(tuple(shape))
+
+
+@reference
+def randint(*, low, high, shape):
+    return _RNG.integers(low, high, tuple(shape), dtype=_INT)
+
+
+# -- losses --------------------------------------------------------------------------------------
+def _ce_log_probs(x, input_type, eps):
+    if input_type == "logits":
+        return log_softmax(x, axis=1)
+    if input_type == "probs":
+        return np.log(np.maximum(x, eps))
+    if input_type == "log_probs":
+        return x
+    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+
+
+def _ce_target(x, target, categorical):
+    """Targets as probabilities shaped like the input ``[N, C, *rest]`` (one-hot for class indices)."""
+    if not categorical:
+        return _float(target)
+    classes = np.arange(x.shape[1]).reshape(1, -1, *([1] * (x.ndim - 2)))
+    return (np.expand_dims(np.asarray(target), 1) == classes).astype(x.dtype)
+
+
+@reference
+def cross_entropy(input, target, *, input_type, categorical, eps):
+    x = _float(input)
+    return -np.sum(_ce_target(x, target, categorical) * _ce_log_probs(x, input_type, eps), axis=1)
+
+
+@reference
+def cross_entropy_grad(output_grad, input, target, *, input_type, categorical, eps):
+    x = _float(input)
+    t = _ce_target(x, target, categorical)
+    if input_type == "logits":
+        local = softmax(x, axis=1) * np.sum(t, axis=1, keepdims=True) - t
+    elif input_type == "probs":
+        local = np.where(x > eps, -t / np.maximum(x, eps), 0.0)
+    else:
+        local = -t
+    return local * np.expand_dims(np.asarray(output_grad), 1)
+
+
+@reference
+def binary_cross_entropy(input, target, *, input_type, eps):
+    x, t = _float(input), _float(target)
+    if input_type == "logits":  # log(1 + e^x) - t x, written without overflow
+        return np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x)))
+    if input_type == "probs":
+        return -(t * np.log(np.maximum(x, eps)) + (1 - t) * np.log(np.maximum(1 - x, eps)))
+    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+
+
+@reference
+def squared_error(input, target):
+    diff = _float(input) - target
+    return diff * diff
+
+
+@reference
+def absolute_error(input, target):
+    return np.abs(_float(input) - target)
+
+
+# -- user functions ------------------------------------------------------------------------------
+@reference
+def lambda_(input, *, fn, same_shape):
+    return np.asarray(fn(input))
+
+
+# -- gradient helpers ----------------------------------------------------------------------------
+@reference
+def sum_to_like(input, like):
+    x, target = np.asarray(input), np.shape(like)
+    x = np.sum(x, axis=tuple(range(x.ndim - len(target))))
+    axes = tuple(i for i, size_ in enumerate(target) if size_ == 1 and x.shape[i] != 1)
+    return np.sum(x, axis=axes, keepdims=True) if axes else x.copy()
+
+
+@reference
+def reshape_like(input, like):
+    return np.reshape(input, np.shape(like)).copy()
+
+
+@reference
+def broadcast_to_like(input, like):
+    return np.broadcast_to(input, np.shape(like)).copy()
+
+
+@reference
+def linear_grad_weight(output_grad, input):
+    g, x = np.asarray(output_grad), np.asarray(input)
+    return g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+
+
+@reference
+def index_grad(output_grad, like, *, key):
+    grad = np.zeros(np.shape(like), dtype=np.asarray(output_grad).dtype)
+    grad[key] += output_grad  # basic indexing never repeats an element
+    return grad
+
+
+@reference
+def gather_grad(output_grad, index, like, *, axis):
+    idx = np.asarray(index)
+    grad = np.zeros(np.shape(like), dtype=np.asarray(output_grad).dtype)
+    positions = list(np.indices(idx.shape, sparse=True))
+    positions[axis] = idx
+    np.add.at(grad, tuple(positions), output_grad)
+    return grad
