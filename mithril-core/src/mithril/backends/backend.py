@@ -195,8 +195,13 @@ class Backend(ABC):
         return call
 
     # -- autograd (overridden by autograd backends) ----------------------------------------------
-    def vjp(self, fn: Callable[..., Any], primals: Any, cotangents: Any) -> tuple[Any, Any]:
-        """``(fn(primals), vjp(cotangents))`` for autograd backends."""
+    def vjp(self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Autograd backends: run ``outputs = fn(primals)`` and pull ``cotangents`` back through it.
+
+        ``primals`` are the parameters (name -> array); ``cotangents`` has one array for every float
+        output (missing ones are already filled with zeros by the caller); non-float outputs (ints,
+        bools) get none. Returns ``(outputs, gradients)`` with one gradient per primal.
+        """
         raise NotImplementedError(f"{type(self).__name__} computes gradients from the symbolic backward graph")
 
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
