@@ -23,7 +23,7 @@ import numpy as np
 
 from ..backends.backend import Backend
 from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
-from ..shapes import Shape, ShapeMismatch, shape_from_template, unify
+from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec, generate_python
 from .flatten import FlatModel, flatten
@@ -209,8 +209,11 @@ def _apply_shapes(flat: FlatModel, shapes: Mapping[str, Any]) -> None:
     symbols: dict[str, object] = {}
     for name, template in shapes.items():
         value = flat.inputs.get(name) or flat.outputs[name]
+        shape = shape_from_template(list(template), symbols)
         try:
-            unify(value.shape, shape_from_template(list(template), symbols))
+            unify(value.shape, shape)
+        except ShapeUndetermined:
+            flat.graph.deferred.append((value.shape, shape, f"ml.compile(shapes={name!r})"))
         except ShapeMismatch as exc:
             raise ShapeError(f"ml.compile(shapes): {name!r} has shape {value.shape!r}, which does not match {list(template)} ({exc})") from None
     flat.graph.solve()

@@ -127,6 +127,7 @@ def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel
         outputs = {k: copy(v) for k, v in node.outputs.items()}
         graph.add_node(node.spec, dict(node.attrs), inputs, outputs, node.path)
     outputs = {k: copy(v) for k, v in top_outputs.items()}
+    graph.deferred = [(copier.shape(a), copier.shape(b), where) for a, b, where in model._graph.deferred]
 
     # name free inputs: top-level names first, then the shallowest child key
     used: list[Value] = []

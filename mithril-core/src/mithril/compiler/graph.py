@@ -156,6 +156,7 @@ class Graph:
         self.nodes: list[Node] = []
         self._ids = itertools.count()
         self._pending: list[Node] = []
+        self.deferred: list[tuple[Shape, Shape, str]] = []  # shapes that must be equal but cannot be unified yet
 
     # -- construction ----------------------------------------------------------------------------
     def new_value(self, shape: Shape | Sequence[Any] | None = None, kind: Kind | None = None, const: Any = NOTHING, name: str | None = None) -> Value:
@@ -243,15 +244,30 @@ class Graph:
         idle; after ``max_idle_passes`` such passes in a row the solver stops, so it always terminates.
         """
         idle = 0
-        while self._pending and idle <= max_idle_passes:
-            before = (epoch(), len(self._pending), sum(1 for n in self._pending if n.type_done))
+        while (self._pending or self.deferred) and idle <= max_idle_passes:
+            before = (epoch(), len(self._pending) + len(self.deferred), sum(1 for n in self._pending if n.type_done))
+            self._retry_deferred()
             for node in list(self._pending):
                 self._infer(node)
             self._pending = [n for n in self._pending if not (n.shape_done and n.type_done)]
-            after = (epoch(), len(self._pending), sum(1 for n in self._pending if n.type_done))
+            after = (epoch(), len(self._pending) + len(self.deferred), sum(1 for n in self._pending if n.type_done))
             if after == before:
                 break
             idle = idle + 1 if after[1:] == before[1:] else 0
+
+    def _retry_deferred(self) -> None:
+        from ..errors import ShapeError
+        from ..shapes import ShapeMismatch, ShapeUndetermined, unify
+
+        still = []
+        for a, b, where in self.deferred:
+            try:
+                unify(a, b)
+            except ShapeUndetermined:
+                still.append((a, b, where))
+            except ShapeMismatch as exc:
+                raise ShapeError(f"{where}: shapes {a!r} and {b!r} do not match ({exc})") from None
+        self.deferred = still
 
     def default_kinds(self, values: Iterable[Value], kind: Kind = "float") -> None:
         """Give unknown-kind values a kind (free inputs default to float) and re-solve."""
@@ -266,7 +282,8 @@ class Graph:
             node.path = f"{prefix}.{node.path}" if node.path else prefix
         self.nodes.extend(other.nodes)
         self._pending.extend(other._pending)
-        other.nodes, other._pending = [], []
+        self.deferred.extend(other.deferred)
+        other.nodes, other._pending, other.deferred = [], [], []
 
     # -- queries ---------------------------------------------------------------------------------
     def consumers(self) -> dict[int, list[Node]]:

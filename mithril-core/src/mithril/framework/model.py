@@ -25,7 +25,7 @@ import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value
 from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError
-from ..shapes import Shape, ShapeMismatch, shape_from_template, unify
+from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
 from .keys import TBD, Connection, IOKey
 
@@ -55,8 +55,11 @@ def parse_kind(type_: Any) -> Kind:
     return Dtype.parse(type_).kind
 
 
-def merge_values(a: Value, b: Value, where: str) -> Value:
-    """Make two logical values one (a connection). Shapes unify; kinds, constants and producers must agree."""
+def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> Value:
+    """Make two logical values one (a connection). Shapes unify; kinds, constants and producers must agree.
+
+    When the shapes can be matched in several ways for now (``[..., 3]`` vs ``[N, C, ...]``), the
+    equality is deferred to ``graph``'s solver, which settles it once more is known."""
     a, b = a.find(), b.find()
     if a is b:
         return a
@@ -64,6 +67,10 @@ def merge_values(a: Value, b: Value, where: str) -> Value:
         raise ConnectionError_(f"{where}: both sides are outputs of other models; a key can have one producer")
     try:
         unify(a.shape, b.shape)
+    except ShapeUndetermined:
+        if graph is None:
+            raise ShapeError(f"{where}: shapes {a.shape!r} and {b.shape!r} can be matched in several ways") from None
+        graph.deferred.append((a.shape, b.shape, where))
     except ShapeMismatch as exc:
         raise ShapeError(f"{where}: shapes {a.shape!r} and {b.shape!r} do not match ({exc})") from None
     if a.kind is not None and b.kind is not None and a.kind != b.kind:
@@ -188,7 +195,7 @@ class Model:
         if extend and self._cout is not None and child._cin is not None:
             cin_key = next((k for k, v in iface.items() if v.find() is child._cin.find()), None)
             if cin_key is None or cin_key not in kwargs:
-                merge_values(self._cout, child._cin, f"{where}: connecting the canonical output to its canonical input")
+                merge_values(self._cout, child._cin, f"{where}: connecting the canonical output to its canonical input", self._graph)
         for key, value in iface.items():
             target = kwargs.get(key, _NOT_GIVEN)
             if target is not _NOT_GIVEN:
@@ -214,7 +221,7 @@ class Model:
                     f"{where}: connection {target!r} belongs to a model outside {self._path()}; add that model "
                     "to this one first"
                 )
-            merge_values(target.value, value, where)
+            merge_values(target.value, value, where, self._graph)
         elif isinstance(target, Model):
             raise TypeError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
         elif target is None:
@@ -233,7 +240,7 @@ class Model:
 
     def _bind_name(self, name: str, value: Value, where: str) -> None:
         if name in self._keys:
-            merge_values(self._keys[name], value, f"{where} -> {name!r}")
+            merge_values(self._keys[name], value, f"{where} -> {name!r}", self._graph)
         else:
             self._keys[name] = value
 
@@ -261,8 +268,11 @@ class Model:
                 self._hidden.add(key.name)
 
     def _unify_template(self, value: Value, template: Any, symbols: dict[str, object], where: str) -> None:
+        shape = shape_from_template(list(template), symbols)
         try:
-            unify(value.find().shape, shape_from_template(list(template), symbols))
+            unify(value.find().shape, shape)
+        except ShapeUndetermined:
+            self._graph.deferred.append((value.find().shape, shape, where))
         except ShapeMismatch as exc:
             raise ShapeError(f"{where}: shape {value.find().shape!r} does not match {list(template)!r} ({exc})") from None
         self._graph.solve()

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import DtypeError, ShapeError
-from ..shapes import Shape, ShapeMismatch
+from ..shapes import Shape, ShapeMismatch, ShapeUndetermined
 from ..types import Kind
 from .spec import PrimitiveSpec, ShapeIO
 
@@ -26,6 +26,8 @@ def run_shape_rule(spec: PrimitiveSpec, attrs: Mapping[str, Any], io: ShapeIO, w
     before = describe_shapes(io)
     try:
         return bool(spec.shape_rule(io, attrs))
+    except ShapeUndetermined:
+        return False  # ambiguous for now; the solver re-runs the rule when shapes are refined
     except ShapeMismatch as exc:
         raise ShapeError(
             f"{where}: shapes of primitive {spec.name!r} do not fit ({exc}). "

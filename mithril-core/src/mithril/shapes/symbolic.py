@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
-__all__ = ["Dim", "Variadic", "Shape", "ShapeMismatch", "unify", "unify_dims", "epoch"]
+__all__ = ["Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch"]
 
 _counter = itertools.count()
 _EPOCH = [0]  # bumped on every refinement; rules use it to tell whether a pass made progress
@@ -36,6 +36,12 @@ def _bump() -> None:
 
 class ShapeMismatch(Exception):
     """Raised by unification; callers turn it into a :class:`~mithril.errors.ShapeError` with context."""
+
+
+class ShapeUndetermined(Exception):
+    """Two variadic shapes overlap ambiguously (``[..., 3]`` vs ``[N, C, ...]``): no single answer yet.
+
+    Callers retry later (shape rules stay pending; connections become deferred equalities)."""
 
 
 class Dim:
@@ -231,6 +237,8 @@ def unify(a: Shape, b: Shape) -> None:
         unify_dims(s1[-i], s2[-i])
     extra_p1, extra_p2 = p1[n:], p2[n:]
     extra_s1, extra_s2 = s1[: len(s1) - m], s2[: len(s2) - m]
+    if (extra_p1 and extra_s2) or (extra_p2 and extra_s1):
+        raise ShapeUndetermined(f"{a!r} and {b!r} can be matched in several ways")
     if v1.find() is v2.find():
         if extra_p1 or extra_p2 or extra_s1 or extra_s2:
             raise ShapeMismatch("a variadic segment cannot equal itself plus extra dims")

@@ -277,7 +277,9 @@ def _elementwise() -> list[Case]:
     for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
         cases += [
             Case(name, {"left": integer_valued(0, 3, 3, 4), "right": integer_valued(0, 3, 3, 4)}),
-            Case(name, {"left": integer_valued(0, 3, 2, 3, 4), "right": integer_valued(0, 3, 4)}, id=f"{name}-broadcast"),
+            Case(
+                name, {"left": integer_valued(0, 3, 2, 3, 4), "right": integer_valued(0, 3, 4)}, id=f"{name}-broadcast"
+            ),
         ]
     cases.append(Case("equal", {"left": integers(0, 3, 3, 4), "right": integers(0, 3, 4)}, id="equal-int"))
     for name in ("logical_and", "logical_or", "logical_xor"):
@@ -372,7 +374,12 @@ def _shape_ops() -> list[Case]:
         Case("broadcast_to", {"input": normal(3, 1)}, {"shape": (2, 3, 4)}),
         Case("broadcast_to", {"input": normal(4)}, {"shape": (3, 4)}, id="broadcast_to-prepend"),
         Case("concat", {"input_0": normal(2, 3), "input_1": normal(4, 3)}),
-        Case("concat", {"input_0": normal(2, 3), "input_1": normal(2, 1), "input_2": normal(2, 2)}, {"n": 3, "axis": 1}, id="concat-3-axis1"),
+        Case(
+            "concat",
+            {"input_0": normal(2, 3), "input_1": normal(2, 1), "input_2": normal(2, 2)},
+            {"n": 3, "axis": 1},
+            id="concat-3-axis1",
+        ),
         Case("concat", {"input_0": normal(2, 3, 2), "input_1": normal(2, 3, 1)}, {"axis": -1}, id="concat-axis-1"),
         Case("concat", {"input_0": integers(0, 5, 2, 3), "input_1": integers(0, 5, 1, 3)}, id="concat-int"),
         Case("split", {"input": normal(6, 4)}, {"sections": 3}),
@@ -385,7 +392,12 @@ def _shape_ops() -> list[Case]:
         Case("index", {"input": normal(4, 5)}, {"key": (slice(1, 3), -1)}, id="index-slice-int"),
         Case("index", {"input": normal(4, 5, 3)}, {"key": (Ellipsis, slice(0, 2))}, id="index-ellipsis"),
         Case("index", {"input": normal(4, 5)}, {"key": (None, slice(None), 2)}, id="index-none"),
-        Case("index", {"input": normal(4, 5, 3)}, {"key": (slice(None, None, 2), None, Ellipsis, 0)}, id="index-step-none-ellipsis"),
+        Case(
+            "index",
+            {"input": normal(4, 5, 3)},
+            {"key": (slice(None, None, 2), None, Ellipsis, 0)},
+            id="index-step-none-ellipsis",
+        ),
         Case("index", {"input": normal(6, 3)}, {"key": (slice(4, 0, -2),)}, id="index-negative-step"),
         Case("gather", {"input": normal(3, 5), "index": integers(0, 5, 3, 4)}),
         Case("gather", {"input": normal(3, 5), "index": integers(0, 3, 2, 5)}, {"axis": 0}, id="gather-axis0"),
@@ -418,9 +430,21 @@ def _conv_cases() -> list[Case]:
             id="conv1d-stride-padding",
         ),
         Case("conv1d", {"input": normal(1, 2, 10), "weight": normal(3, 2, 3)}, {"dilation": 2}, id="conv1d-dilation"),
-        Case("conv1d", {"input": normal(2, 4, 7), "weight": normal(6, 2, 3), "bias": normal(6)}, {"groups": 2}, id="conv1d-groups"),
-        Case("conv1d", {"input": normal(2, 3, 7), "weight": normal(2, 3, 4)}, {"padding": "same"}, id="conv1d-same-even"),
-        Case("conv1d", {"input": normal(2, 3, 7), "weight": normal(2, 3, 3)}, {"padding": ((2, 1),)}, id="conv1d-asymmetric"),
+        Case(
+            "conv1d",
+            {"input": normal(2, 4, 7), "weight": normal(6, 2, 3), "bias": normal(6)},
+            {"groups": 2},
+            id="conv1d-groups",
+        ),
+        Case(
+            "conv1d", {"input": normal(2, 3, 7), "weight": normal(2, 3, 4)}, {"padding": "same"}, id="conv1d-same-even"
+        ),
+        Case(
+            "conv1d",
+            {"input": normal(2, 3, 7), "weight": normal(2, 3, 3)},
+            {"padding": ((2, 1),)},
+            id="conv1d-asymmetric",
+        ),
         Case("conv2d", {"input": normal(2, 3, 6, 5), "weight": normal(4, 3, 3, 3), "bias": normal(4)}),
         Case("conv2d", {"input": normal(1, 2, 5, 5), "weight": normal(3, 2, 2, 3)}, id="conv2d-no-bias-rect"),
         Case(
@@ -435,18 +459,45 @@ def _conv_cases() -> list[Case]:
             {"stride": (2, 1), "padding": ((1, 0), (2, 1))},
             id="conv2d-stride-asymmetric-padding",
         ),
-        Case("conv2d", {"input": normal(1, 2, 6, 6), "weight": normal(3, 2, 3, 3)}, {"padding": "same"}, id="conv2d-same"),
-        Case("conv2d", {"input": normal(1, 2, 6, 5), "weight": normal(2, 2, 4, 2)}, {"padding": "same"}, id="conv2d-same-even"),
+        Case(
+            "conv2d", {"input": normal(1, 2, 6, 6), "weight": normal(3, 2, 3, 3)}, {"padding": "same"}, id="conv2d-same"
+        ),
+        Case(
+            "conv2d",
+            {"input": normal(1, 2, 6, 5), "weight": normal(2, 2, 4, 2)},
+            {"padding": "same"},
+            id="conv2d-same-even",
+        ),
         Case(
             "conv2d",
             {"input": normal(1, 2, 8, 8), "weight": normal(2, 2, 3, 3)},
             {"padding": "same", "dilation": 2},
             id="conv2d-same-dilation",
         ),
-        Case("conv2d", {"input": normal(1, 2, 9, 7), "weight": normal(3, 2, 3, 3)}, {"dilation": (2, 1)}, id="conv2d-dilation"),
-        Case("conv2d", {"input": normal(2, 4, 5, 5), "weight": normal(6, 2, 3, 3), "bias": normal(6)}, {"groups": 2}, id="conv2d-groups"),
-        Case("conv2d", {"input": normal(1, 3, 5, 5), "weight": normal(3, 1, 3, 3)}, {"groups": 3, "padding": 1}, id="conv2d-depthwise"),
-        Case("conv2d", {"input": normal(1, 2, 5, 5), "weight": normal(2, 2, 3, 3)}, {"padding": "valid"}, id="conv2d-valid"),
+        Case(
+            "conv2d",
+            {"input": normal(1, 2, 9, 7), "weight": normal(3, 2, 3, 3)},
+            {"dilation": (2, 1)},
+            id="conv2d-dilation",
+        ),
+        Case(
+            "conv2d",
+            {"input": normal(2, 4, 5, 5), "weight": normal(6, 2, 3, 3), "bias": normal(6)},
+            {"groups": 2},
+            id="conv2d-groups",
+        ),
+        Case(
+            "conv2d",
+            {"input": normal(1, 3, 5, 5), "weight": normal(3, 1, 3, 3)},
+            {"groups": 3, "padding": 1},
+            id="conv2d-depthwise",
+        ),
+        Case(
+            "conv2d",
+            {"input": normal(1, 2, 5, 5), "weight": normal(2, 2, 3, 3)},
+            {"padding": "valid"},
+            id="conv2d-valid",
+        ),
     ]
 
 
@@ -455,10 +506,25 @@ def _pool_cases() -> list[Case]:
     for name in ("max_pool2d", "avg_pool2d"):
         cases += [
             Case(name, {"input": distinct(2, 3, 4, 6)}, {"kernel_size": 2}),
-            Case(name, {"input": distinct(1, 2, 7, 7)}, {"kernel_size": 3, "stride": 2, "padding": 1}, id=f"{name}-stride-padding"),
+            Case(
+                name,
+                {"input": distinct(1, 2, 7, 7)},
+                {"kernel_size": 3, "stride": 2, "padding": 1},
+                id=f"{name}-stride-padding",
+            ),
             Case(name, {"input": distinct(2, 5, 6)}, {"kernel_size": (2, 3), "stride": (1, 2)}, id=f"{name}-3d-rect"),
-            Case(name, {"input": distinct(1, 1, 7, 7)}, {"kernel_size": 2, "stride": 1, "dilation": 2}, id=f"{name}-dilation"),
-            Case(name, {"input": distinct(1, 2, 5, 5)}, {"kernel_size": 3, "stride": 1, "padding": "same"}, id=f"{name}-same"),
+            Case(
+                name,
+                {"input": distinct(1, 1, 7, 7)},
+                {"kernel_size": 2, "stride": 1, "dilation": 2},
+                id=f"{name}-dilation",
+            ),
+            Case(
+                name,
+                {"input": distinct(1, 2, 5, 5)},
+                {"kernel_size": 3, "stride": 1, "padding": "same"},
+                id=f"{name}-same",
+            ),
         ]
     cases.append(
         Case(
@@ -477,7 +543,9 @@ def _nn_cases() -> list[Case]:
         *_pool_cases(),
         Case("embedding", {"input": integers(0, 6, 2, 3), "weight": normal(6, 4)}),
         Case("embedding", {"input": integers(0, 5, 7), "weight": normal(5, 3)}, id="embedding-1d"),
-        Case("scaled_dot_product_attention", {"query": normal(2, 3, 4), "key": normal(2, 5, 4), "value": normal(2, 5, 6)}),
+        Case(
+            "scaled_dot_product_attention", {"query": normal(2, 3, 4), "key": normal(2, 5, 4), "value": normal(2, 5, 6)}
+        ),
         Case(
             "scaled_dot_product_attention",
             {"query": normal(2, 2, 3, 4), "key": normal(2, 2, 5, 4), "value": normal(2, 2, 5, 4)},
@@ -518,8 +586,18 @@ def _loss_cases() -> list[Case]:
     return [
         Case("cross_entropy", {"input": normal(4, 5), "target": integers(0, 5, 4)}),
         Case("cross_entropy", {"input": normal(2, 3, 4), "target": integers(0, 3, 2, 4)}, id="cross_entropy-spatial"),
-        Case("cross_entropy", {"input": probabilities(4, 5), "target": integers(0, 5, 4)}, {"input_type": "probs"}, id="cross_entropy-probs"),
-        Case("cross_entropy", {"input": log_probs, "target": integers(0, 5, 4)}, {"input_type": "log_probs"}, id="cross_entropy-log_probs"),
+        Case(
+            "cross_entropy",
+            {"input": probabilities(4, 5), "target": integers(0, 5, 4)},
+            {"input_type": "probs"},
+            id="cross_entropy-probs",
+        ),
+        Case(
+            "cross_entropy",
+            {"input": log_probs, "target": integers(0, 5, 4)},
+            {"input_type": "log_probs"},
+            id="cross_entropy-log_probs",
+        ),
         Case(
             "cross_entropy",
             {"input": normal(4, 5), "target": probabilities(4, 5)},
@@ -553,7 +631,11 @@ def _loss_cases() -> list[Case]:
         Case("squared_error", {"input": normal(3, 4), "target": normal(3, 4)}),
         Case("squared_error", {"input": normal(2, 3, 4), "target": normal(4)}, id="squared_error-broadcast"),
         Case("absolute_error", {"input": distinct(3, 4), "target": distinct(3, 4, offset=0.15)}),
-        Case("absolute_error", {"input": distinct(2, 3, 4), "target": distinct(4, offset=0.15)}, id="absolute_error-broadcast"),
+        Case(
+            "absolute_error",
+            {"input": distinct(2, 3, 4), "target": distinct(4, offset=0.15)},
+            id="absolute_error-broadcast",
+        ),
     ]
 
 
@@ -570,11 +652,31 @@ def _gradient_helper_cases() -> list[Case]:
         Case("reshape_like", {"input": normal(2, 6), "like": normal(3, 4)}),
         Case("broadcast_to_like", {"input": normal(3, 1), "like": normal(2, 3, 4)}),
         Case("linear_grad_weight", {"output_grad": normal(5, 4), "input": normal(5, 3)}),
-        Case("linear_grad_weight", {"output_grad": normal(2, 5, 4), "input": normal(2, 5, 3)}, id="linear_grad_weight-batched"),
-        Case("conv1d_grad_input", {"output_grad": normal(2, 6, 5), "weight": normal(6, 2, 3), "like": normal(2, 4, 9)}, conv),
-        Case("conv1d_grad_weight", {"output_grad": normal(2, 6, 5), "input": normal(2, 4, 9), "like": normal(6, 2, 3)}, conv),
-        Case("conv2d_grad_input", {"output_grad": normal(2, 6, 4, 3), "weight": normal(6, 2, 3, 3), "like": normal(2, 4, 7, 6)}, conv),
-        Case("conv2d_grad_weight", {"output_grad": normal(2, 6, 4, 3), "input": normal(2, 4, 7, 6), "like": normal(6, 2, 3, 3)}, conv),
+        Case(
+            "linear_grad_weight",
+            {"output_grad": normal(2, 5, 4), "input": normal(2, 5, 3)},
+            id="linear_grad_weight-batched",
+        ),
+        Case(
+            "conv1d_grad_input",
+            {"output_grad": normal(2, 6, 5), "weight": normal(6, 2, 3), "like": normal(2, 4, 9)},
+            conv,
+        ),
+        Case(
+            "conv1d_grad_weight",
+            {"output_grad": normal(2, 6, 5), "input": normal(2, 4, 9), "like": normal(6, 2, 3)},
+            conv,
+        ),
+        Case(
+            "conv2d_grad_input",
+            {"output_grad": normal(2, 6, 4, 3), "weight": normal(6, 2, 3, 3), "like": normal(2, 4, 7, 6)},
+            conv,
+        ),
+        Case(
+            "conv2d_grad_weight",
+            {"output_grad": normal(2, 6, 4, 3), "input": normal(2, 4, 7, 6), "like": normal(6, 2, 3, 3)},
+            conv,
+        ),
         Case(
             "conv2d_grad_input",
             {"output_grad": normal(1, 2, 6, 6), "weight": normal(2, 3, 3, 3), "like": normal(1, 3, 6, 6)},
@@ -601,10 +703,19 @@ def _gradient_helper_cases() -> list[Case]:
             {"output_grad": normal(2, 3, 4), "input": np.array([[0, 2, 2], [5, 0, 2]]), "like": normal(6, 4)},
         ),
         Case("index_grad", {"output_grad": normal(2), "like": normal(4, 5)}, {"key": (slice(1, 3), -1)}),
-        Case("index_grad", {"output_grad": normal(1, 4), "like": normal(4, 5)}, {"key": (None, slice(None), 2)}, id="index_grad-none"),
+        Case(
+            "index_grad",
+            {"output_grad": normal(1, 4), "like": normal(4, 5)},
+            {"key": (None, slice(None), 2)},
+            id="index_grad-none",
+        ),
         Case(
             "gather_grad",
-            {"output_grad": normal(3, 4), "index": np.array([[0, 0, 4, 1], [2, 3, 3, 3], [1, 0, 1, 0]]), "like": normal(3, 5)},
+            {
+                "output_grad": normal(3, 4),
+                "index": np.array([[0, 0, 4, 1], [2, 3, 3, 3], [1, 0, 1, 0]]),
+                "like": normal(3, 5),
+            },
         ),
         Case(
             "gather_grad",
@@ -654,7 +765,13 @@ def _custom_cases() -> list[Case]:
     # gradients of ``lambda`` exist only on autograd backends: forward checks only
     return [
         Case("lambda", {"input": normal(3, 4)}, {"fn": double_plus_one}, grad=False),
-        Case("lambda", {"input": normal(3, 4)}, {"fn": first_two_columns, "same_shape": False}, id="lambda-new-shape", grad=False),
+        Case(
+            "lambda",
+            {"input": normal(3, 4)},
+            {"fn": first_two_columns, "same_shape": False},
+            id="lambda-new-shape",
+            grad=False,
+        ),
     ]
 
 

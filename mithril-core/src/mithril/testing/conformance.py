@@ -112,7 +112,9 @@ def _assert_close(got: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
     )
 
 
-def run_reference(case: Case, arrays: Mapping[str, np.ndarray], references: Mapping[str, Callable[..., Any]] = REFERENCES) -> dict[str, np.ndarray]:
+def run_reference(
+    case: Case, arrays: Mapping[str, np.ndarray], references: Mapping[str, Callable[..., Any]] = REFERENCES
+) -> dict[str, np.ndarray]:
     """The reference outputs of ``case`` for ``arrays`` (float inputs upcast to float64), by output key."""
     spec = spec_for(case.primitive)
     attrs = spec.resolve_attributes(dict(case.attrs))
@@ -120,7 +122,7 @@ def run_reference(case: Case, arrays: Mapping[str, np.ndarray], references: Mapp
     result = references[case.primitive](*args, **attrs)
     keys = spec.output_keys(attrs)
     results = (result,) if len(keys) == 1 else tuple(result)
-    return {key: np.asarray(value) for key, value in zip(keys, results)}
+    return {key: np.asarray(value) for key, value in zip(keys, results, strict=True)}
 
 
 def _upcast(array: np.ndarray) -> np.ndarray:
@@ -150,7 +152,9 @@ class BackendConformanceTests:
             params = [self._param(c, d, forward=True) for c in self._cases() for d in self.dtypes]
             metafunc.parametrize("case,dtype", params)
         elif name == "test_gradient":
-            params = [self._param(c, d, forward=False) for c in self._cases() if c.checks_gradient() for d in self.grad_dtypes]
+            params = [
+                self._param(c, d, forward=False) for c in self._cases() if c.checks_gradient() for d in self.grad_dtypes
+            ]
             metafunc.parametrize("case,dtype", params)
         elif name == "test_random_ops":
             params = []
@@ -207,8 +211,10 @@ class BackendConformanceTests:
         return {**REFERENCES, **self.extra_references}
 
     def _prepare(self, case: Case, dtype: Dtype) -> tuple[dict[str, np.ndarray], list[str]]:
+        """Inputs rounded to ``dtype`` and the trainable keys: the float differentiable inputs of cases
+        that check gradients (so forward tests also build the backward pass); all data otherwise."""
         arrays = {k: _round_to(v, Dtype.parse(dtype)) for k, v in case.make_inputs().items()}
-        return arrays, case.differentiable_inputs(arrays)
+        return arrays, case.differentiable_inputs(arrays) if case.checks_gradient() else []
 
     @staticmethod
     def _split_inputs(backend: Any, arrays: Mapping[str, np.ndarray], trainable: Sequence[str]) -> tuple[dict, dict]:
@@ -233,7 +239,9 @@ class BackendConformanceTests:
             assert got.shape == ref.shape, f"{what}: shape {got.shape}, expected {ref.shape}"
             assert _kind(got) == _kind(ref), f"{what}: {_kind(got)} result ({got.dtype}), expected {_kind(ref)}"
             if isinstance(explicit, Dtype) and explicit is not Dtype.bfloat16:
-                assert got.dtype.name == explicit.value, f"{what}: dtype {got.dtype}, attribute asks for {explicit.value}"
+                assert got.dtype.name == explicit.value, (
+                    f"{what}: dtype {got.dtype}, attribute asks for {explicit.value}"
+                )
             elif _kind(ref) == "float" and explicit is None and dtype is not Dtype.bfloat16:
                 assert got.dtype.name == dtype.value, f"{what}: dtype {got.dtype}, expected the backend's {dtype.value}"
             if _kind(ref) == "float":
@@ -252,7 +260,9 @@ class BackendConformanceTests:
         rng = np.random.default_rng(case.seed + 1)
         # cotangents rounded to the dtype, so the backend and the differences see the same ones
         cotangents = {
-            k: _upcast(_round_to(rng.standard_normal(v.shape), dtype)) for k, v in expected.items() if _kind(v) == "float"
+            k: _upcast(_round_to(rng.standard_normal(v.shape), dtype))
+            for k, v in expected.items()
+            if _kind(v) == "float"
         }
 
         def objective(key: str, value: np.ndarray) -> float:
@@ -282,7 +292,15 @@ class BackendConformanceTests:
         check = {"randn": self._check_randn, "randint": self._check_randint, "dropout_mask": self._check_dropout}
         check[primitive](dtype)
 
-    def _draw(self, dtype: Dtype, primitive: str, attrs: Mapping[str, Any], inputs: Mapping[str, np.ndarray], seed: int, draws: int = 1) -> list[np.ndarray]:
+    def _draw(
+        self,
+        dtype: Dtype,
+        primitive: str,
+        attrs: Mapping[str, Any],
+        inputs: Mapping[str, np.ndarray],
+        seed: int,
+        draws: int = 1,
+    ) -> list[np.ndarray]:
         """``draws`` evaluations of one compiled random primitive on a backend seeded with ``seed``."""
         backend = self.make_backend(dtype)
         backend.set_seed(seed)
@@ -295,7 +313,9 @@ class BackendConformanceTests:
             results.append(np.asarray(backend.to_numpy(outputs["output"])))
         return results
 
-    def _check_determinism(self, dtype: Dtype, primitive: str, attrs: Mapping[str, Any], inputs: Mapping[str, np.ndarray]) -> None:
+    def _check_determinism(
+        self, dtype: Dtype, primitive: str, attrs: Mapping[str, Any], inputs: Mapping[str, np.ndarray]
+    ) -> None:
         first, second = self._draw(dtype, primitive, attrs, inputs, seed=1234, draws=2)
         (again,) = self._draw(dtype, primitive, attrs, inputs, seed=1234)
         (other,) = self._draw(dtype, primitive, attrs, inputs, seed=4321)
@@ -333,13 +353,17 @@ class BackendConformanceTests:
         mask = mask.astype(np.float64)
         kept = mask != 0
         tol = TOLERANCES[dtype]
-        np.testing.assert_allclose(mask[kept], 1 / (1 - p), rtol=tol.rtol, err_msg="dropout_mask: kept entries must be 1/(1-p)")
+        np.testing.assert_allclose(
+            mask[kept], 1 / (1 - p), rtol=tol.rtol, err_msg="dropout_mask: kept entries must be 1/(1-p)"
+        )
         zeros = 1 - kept.mean()
         assert abs(zeros - p) < 0.03, f"dropout_mask: {zeros:.3f} of entries dropped, expected ~{p}"
         assert abs(mask.mean() - 1) < 0.05, f"dropout_mask: mean {mask.mean():.3f}, expected ~1"
         self._check_determinism(dtype, "dropout_mask", {"p": p}, inputs)
         (evaluation,) = self._draw(dtype, "dropout_mask", {"p": p, "training": False}, inputs, seed=0)
-        np.testing.assert_array_equal(evaluation, np.ones((100, 50)), err_msg="dropout_mask: training=False must be all ones")
+        np.testing.assert_array_equal(
+            evaluation, np.ones((100, 50)), err_msg="dropout_mask: training=False must be all ones"
+        )
 
     def test_every_primitive_has_a_case_or_is_declared_unsupported(self) -> None:
         from ..plugins import registry

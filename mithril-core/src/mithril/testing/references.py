@@ -481,13 +481,14 @@ def _conv_geometry(kernel, stride, padding, dilation):
 
 
 def _out_sizes(padded, kernel, stride, dilation):
-    return [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, kernel, stride, dilation)]
+    return [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, kernel, stride, dilation, strict=True)]
 
 
 def _offset_slices(offset, out_sizes, stride, dilation):
     """Slices of the padded input that kernel position ``offset`` sees, one per spatial axis."""
     return tuple(
-        slice(o * d, o * d + s * (size - 1) + 1, s) for o, size, s, d in zip(offset, out_sizes, stride, dilation)
+        slice(o * d, o * d + s * (size - 1) + 1, s)
+        for o, size, s, d in zip(offset, out_sizes, stride, dilation, strict=True)
     )
 
 

@@ -1,0 +1,26 @@
+# The two quick-start commands: `make demo` and `make test`. Both build .venv from scratch when needed.
+PYTHON ?= python3
+VENV := .venv
+PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt
+PACKAGES := $(foreach p,mithril-core mithril-backend-numpy mithril-backend-jax mithril-backend-torch mithril-backend-mlx mithril-backend-c mithril-backend-ggml mithril-models,$(if $(wildcard $(p)/pyproject.toml),-e $(p)))
+
+.PHONY: demo test install clean
+
+$(VENV)/.installed: constraints.txt $(wildcard */pyproject.toml) pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) $(PACKAGES)
+	$(PIP) --group dev
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/mithril plugins
+	$(VENV)/bin/mithril demo
+
+test: install
+	$(VENV)/bin/python -m pytest
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,296 @@
+"""``MlxBackend``: arrays are ``mx.array``; gradients come from ``mx.vjp``; ``ml.compile(jit=True)`` wraps
+the generated forward in ``mx.compile``.
+
+Dtypes: float32 (default), float16 and bfloat16 (MLX has no float64 on the GPU, and Mithril keeps the
+CPU and GPU builds alike). The ``int`` kind is int64 and ``bool`` is ``mx.bool_``, as on NumPy.
+
+Randomness: the backend owns an ``mx.random`` key, split once per draw. Under ``mx.compile`` the key is an
+argument of the compiled function (split once per call), so random primitives give fresh samples on
+every ``evaluate`` and the same sequence for the same ``seed``.
+
+Example:
+    >>> import mithril as ml
+    >>> backend = MlxBackend(dtype=ml.float16, seed=0)
+    >>> backend.array([1, 2]).dtype, backend.array([1.5]).dtype
+    (mlx.core.int64, mlx.core.float16)
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import mlx.core as mx
+import numpy as np
+from mithril.backends.backend import Backend
+from mithril.types import KINDS, Dtype, Kind
+
+__all__ = ["MlxBackend"]
+
+_NATIVE: dict[Dtype, Any] = {
+    Dtype.bool_: mx.bool_,
+    Dtype.uint8: mx.uint8,
+    Dtype.int8: mx.int8,
+    Dtype.int16: mx.int16,
+    Dtype.int32: mx.int32,
+    Dtype.int64: mx.int64,
+    Dtype.float16: mx.float16,
+    Dtype.bfloat16: mx.bfloat16,
+    Dtype.float32: mx.float32,
+}
+
+_FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
+
+# Options from the MLX guide that map to nothing real here: refused with the reason (never ignored).
+_REFUSED_OPTIONS: dict[str, str] = {
+    "use_ane": "MLX has no Apple Neural Engine backend; it computes on the CPU or the GPU only (device='cpu'|'gpu')",
+    "enable_mps_optimization": (
+        "MLX does not go through Metal Performance Shaders; device='gpu' already runs MLX's own Metal kernels"
+    ),
+    "memory_limit": (
+        "Mithril does not change MLX's process-wide allocator limits; call mlx.core.set_memory_limit(bytes) yourself"
+    ),
+    "auto_free_tensors": "MLX frees an array when its last reference goes away; there is nothing to switch on",
+    "compute_precision": "MLX computes in the dtype of its arrays; choose the precision with dtype=",
+    "use_graph": (
+        "graph compilation is ml.compile(..., jit=True) (mx.compile, the default); pass jit=False to "
+        "ml.compile to run eagerly"
+    ),
+    "random_seed": "the seed option is called seed: use MlxBackend(seed=42)",
+}
+_ACCEPTED_OPTIONS = ("dtype", "device", "seed", "default_dtype")
+
+
+def _device_name(device: Any) -> str:
+    """``"cpu"``, ``"gpu"``, ``"gpu:0"``, ``mx.cpu``/``mx.gpu`` (``DeviceType``) or ``mx.Device(...)`` -> a name."""
+    if isinstance(device, str):
+        return device
+    if isinstance(device, mx.DeviceType):
+        return device.name
+    if isinstance(device, mx.Device):
+        return f"{device.type.name}:{device.index}" if device.index else device.type.name
+    raise TypeError(f"MlxBackend: device must be 'cpu', 'gpu', mx.cpu or mx.gpu, got {device!r}")
+
+
+def _differentiable(value: Any, float_dtype: Any) -> mx.array:
+    """An output as ``mx.vjp`` needs it: a float array (an int/bool output gets a zero, gradient-free stand-in)."""
+    if isinstance(value, mx.array) and value.dtype in _FLOATS:
+        return value
+    return mx.stop_gradient(mx.array(value).astype(float_dtype))
+
+
+class MlxBackend(Backend):
+    """Backend computing with MLX (``mlx.core``) on the CPU (Linux via ``mlx[cpu]``, macOS) or the GPU.
+
+    Args:
+        dtype: float dtype: ``ml.float32`` (default), ``ml.float16``, ``ml.bfloat16``, their names, or
+            ``mx.float32``/``mx.float16``/``mx.bfloat16``. ``default_dtype=`` is accepted as a synonym.
+        device: ``"cpu"`` or ``"gpu"`` (also ``mx.cpu``/``mx.gpu``). MLX's default device is process-wide:
+            constructing a backend makes its device the default, and compiled/differentiated calls run
+            inside ``mx.stream(device)``.
+        seed: seed of the backend's ``mx.random`` key (``None``: a fresh random seed).
+    """
+
+    backend_type: ClassVar[str] = "mlx"
+    supports_autograd: ClassVar[bool] = True
+    codegen: ClassVar[str] = "python"
+    supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float16, Dtype.bfloat16)
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "gpu")
+
+    def __init__(
+        self, dtype: Dtype | str | Any = Dtype.float32, device: str | Any = "cpu", seed: int | None = None, **options: Any
+    ) -> None:
+        if "default_dtype" in options:
+            if dtype is not Dtype.float32 and Dtype.parse(dtype) is not Dtype.parse(options["default_dtype"]):
+                raise TypeError(f"MlxBackend: dtype={dtype!r} and default_dtype={options['default_dtype']!r} disagree")
+            dtype = options.pop("default_dtype")
+        for name in options:
+            if name in _REFUSED_OPTIONS:
+                raise TypeError(f"MlxBackend does not support the option {name}=: {_REFUSED_OPTIONS[name]}")
+        if options:
+            raise TypeError(
+                f"MlxBackend got unknown option(s) {sorted(options)}; accepted options: {', '.join(_ACCEPTED_OPTIONS)}"
+            )
+        if Dtype.parse(dtype) is Dtype.float64:
+            raise TypeError(
+                "MlxBackend does not compute in float64: MLX has no float64 on the GPU and Mithril keeps the CPU "
+                "build alike. Use float32 (default), float16 or bfloat16, or a NumPy/JAX/PyTorch backend for float64."
+            )
+        name = _device_name(device)
+        kind = name.split(":")[0]
+        if kind == "gpu" and not mx.is_available(mx.gpu):
+            raise ValueError(
+                "MlxBackend(device='gpu'): this MLX build has no GPU (Metal needs macOS on Apple silicon; on Linux "
+                "install mlx[cuda] for an NVIDIA GPU). Use device='cpu'."
+            )
+        super().__init__(dtype=dtype, device=name, seed=seed)
+        if kind in self.devices:
+            self._mx_device = mx.Device(getattr(mx, kind), int(name.split(":")[1]) if ":" in name else 0)
+            mx.set_default_device(self._mx_device)
+
+    # -- device ----------------------------------------------------------------------------------
+    def set_default_device(self, device: str | Any) -> None:
+        """Move this backend (and MLX's process-wide default device) to ``"cpu"`` or ``"gpu"``."""
+        fresh = type(self)(dtype=self.dtype, device=device, seed=None)
+        self.device, self._mx_device = fresh.device, fresh._mx_device
+
+    def get_memory_info(self) -> dict[str, float]:
+        """MLX allocator statistics in MB: ``used`` (active), ``peak`` and ``cache``."""
+        mb = 1024.0 * 1024.0
+        return {
+            "used": mx.get_active_memory() / mb,
+            "peak": mx.get_peak_memory() / mb,
+            "cache": mx.get_cache_memory() / mb,
+        }
+
+    # -- dtypes ----------------------------------------------------------------------------------
+    def native_dtype(self, dtype: Dtype | Kind | None = None) -> Any:
+        """``None`` or ``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool.
+
+        >>> MlxBackend().native_dtype("int")
+        mlx.core.int64
+        """
+        if dtype is None:
+            resolved = self.dtype
+        elif isinstance(dtype, str) and dtype in KINDS:
+            resolved = self.kind_dtype(dtype)
+        else:
+            resolved = Dtype.parse(dtype)
+        if resolved is Dtype.float64:
+            raise TypeError("MlxBackend cannot represent float64; use float32, float16 or bfloat16")
+        return _NATIVE[resolved]
+
+    # -- arrays ----------------------------------------------------------------------------------
+    def array(self, data: Any, dtype: Dtype | Kind | None = None) -> mx.array:
+        """An ``mx.array`` from data (lists, scalars, NumPy or MLX arrays); floats get the backend dtype,
+        ints int64, bools bool. An explicit ``dtype`` (an ``ml.Dtype`` or a kind string) wins.
+
+        >>> MlxBackend().array(3.0).dtype
+        mlx.core.float32
+        """
+        if isinstance(data, mx.array):
+            values = data
+        else:
+            host = np.asarray(data)
+            if host.dtype.kind == "f" and host.dtype.itemsize > 4:
+                host = host.astype(np.float32)  # mx.array has no float64 on every device
+            elif host.dtype.kind not in "fiub":
+                raise TypeError(f"MlxBackend.array: unsupported data of dtype {host.dtype} ({type(data).__name__})")
+            values = mx.array(host)
+        if dtype is not None:
+            target = self.native_dtype(dtype)
+        elif values.dtype in _FLOATS:
+            target = self.native_dtype()
+        elif values.dtype == mx.bool_:
+            return values
+        else:
+            target = mx.int64
+        return values if values.dtype == target else values.astype(target)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A NumPy copy; bfloat16 (which NumPy lacks) comes back as float32 holding the same values."""
+        if isinstance(array, mx.array):
+            if array.dtype == mx.bfloat16:
+                array = array.astype(mx.float32)
+            return np.array(array)
+        return np.asarray(array)
+
+    def is_array(self, value: Any) -> bool:
+        """Whether ``value`` is an ``mx.array``."""
+        return isinstance(value, mx.array)
+
+    def to_mlx(self, array: Any) -> mx.array:
+        """The ``mx.array`` itself; other data goes through :meth:`array`."""
+        return array if isinstance(array, mx.array) else self.array(array)
+
+    def from_mlx(self, array: Any) -> mx.array:
+        """An ``mx.array`` in this backend's dtypes (floats cast to the backend dtype, ints to int64)."""
+        if not isinstance(array, mx.array):
+            raise TypeError(f"MlxBackend.from_mlx expects an mlx.core.array, got {type(array).__name__}")
+        return self.array(array)
+
+    def dtype_of(self, array: Any) -> Dtype:
+        return Dtype.parse(str(array.dtype))
+
+    # -- randomness ------------------------------------------------------------------------------
+    def set_seed(self, seed: int | None) -> None:
+        """Reseed the backend's ``mx.random`` key (and the NumPy generator used by ``randomize_params``)."""
+        super().set_seed(seed)
+        self._key = mx.random.key(secrets.randbits(63) if seed is None else int(seed))
+
+    def next_key(self) -> mx.array:
+        """A fresh ``mx.random`` key; the backend keeps the other half of the split."""
+        self._key, sub = mx.random.split(self._key)
+        return sub
+
+    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> mx.array:
+        draw = mx.random.normal(self._shape(shape), key=self.next_key())
+        return draw.astype(self.native_dtype(dtype))
+
+    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> mx.array:
+        draw = mx.random.uniform(shape=self._shape(shape), key=self.next_key())
+        return draw.astype(self.native_dtype(dtype))
+
+    def randint(self, low: int, high: int, shape: Sequence[int]) -> mx.array:
+        return mx.random.randint(low, high, tuple(shape), dtype=mx.int64, key=self.next_key())
+
+    # -- autograd ----------------------------------------------------------------------------------
+    def vjp(
+        self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``mx.vjp`` over the float parameters (flattened in key order). ``cotangents`` names the float
+        outputs (the caller fills missing ones with zeros); int/bool outputs get no cotangent and int/bool
+        parameters get zero gradients. The forward runs once."""
+        names = [k for k, v in primals.items() if isinstance(v, mx.array) and v.dtype in _FLOATS]
+        order = list(cotangents)
+        outputs: dict[str, Any] = {}
+
+        def flat(*arrays: mx.array) -> list[mx.array]:
+            outputs.clear()
+            outputs.update(fn({**primals, **dict(zip(names, arrays))}))
+            return [_differentiable(outputs[k], self.native_dtype()) for k in order]
+
+        with mx.stream(self._mx_device):
+            gradients = {k: mx.zeros_like(v) if isinstance(v, mx.array) else v for k, v in primals.items()}
+            if not order or not names:
+                return dict(fn(dict(primals))), gradients
+            seeds = [self.array(cotangents[k]) for k in order]
+            _, grads = mx.vjp(flat, [primals[k] for k in names], seeds)
+            gradients.update(zip(names, grads))
+        return dict(outputs), gradients
+
+    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``mx.compile`` of ``fn(params, data) -> outputs``: compiled per key layout over flat lists, with
+        the random key passed in as an argument (split once per call)."""
+        compiled: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Callable[..., Any], list[str]]] = {}
+        backend = self
+
+        def build(param_keys: tuple[str, ...], data_keys: tuple[str, ...]) -> tuple[Callable[..., Any], list[str]]:
+            output_keys: list[str] = []
+            n_params = len(param_keys)
+
+            def flat(key: mx.array, *arrays: mx.array) -> list[mx.array]:
+                saved, backend._key = backend._key, key
+                try:
+                    params = dict(zip(param_keys, arrays[:n_params]))
+                    data = dict(zip(data_keys, arrays[n_params:]))
+                    outputs = fn(params, data)
+                finally:
+                    backend._key = saved
+                output_keys[:] = list(outputs)
+                return [v if isinstance(v, mx.array) else mx.array(v) for v in outputs.values()]
+
+            return mx.compile(flat), output_keys
+
+        def run(params: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+            layout = (tuple(params), tuple(data))
+            if layout not in compiled:
+                compiled[layout] = build(*layout)
+            flat, output_keys = compiled[layout]
+            with mx.stream(backend._mx_device):
+                values = flat(backend.next_key(), *params.values(), *data.values())
+            return dict(zip(output_keys, values))
+
+        run.__wrapped__ = fn  # type: ignore[attr-defined]
+        return run

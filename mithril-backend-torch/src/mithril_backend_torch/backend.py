@@ -1,0 +1,290 @@
+"""``TorchBackend``: arrays are ``torch.Tensor``; gradients come from ``torch.autograd`` (``vjp``), and
+``ml.compile(..., jit=True)`` wraps the generated forward with ``torch.compile``.
+
+Example:
+    >>> from mithril.types import Dtype
+    >>> backend = TorchBackend(dtype=Dtype.float64, seed=0)
+    >>> backend.array([1, 2]).dtype, backend.array([1.5]).dtype
+    (torch.int64, torch.float64)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from mithril.backends.backend import Backend
+from mithril.types import KINDS, Dtype, Kind
+
+__all__ = ["TorchBackend", "available_devices"]
+
+_TORCH_DTYPES: dict[Dtype, torch.dtype] = {
+    Dtype.bool_: torch.bool,
+    Dtype.uint8: torch.uint8,
+    Dtype.int8: torch.int8,
+    Dtype.int16: torch.int16,
+    Dtype.int32: torch.int32,
+    Dtype.int64: torch.int64,
+    Dtype.float16: torch.float16,
+    Dtype.bfloat16: torch.bfloat16,
+    Dtype.float32: torch.float32,
+    Dtype.float64: torch.float64,
+}
+_ACCEPTED_OPTIONS = ("dtype", "device", "seed")
+
+
+def available_devices() -> tuple[str, ...]:
+    """Device types usable on this machine: always ``cpu``, plus ``cuda``/``mps`` when present.
+
+    >>> "cpu" in available_devices()
+    True
+    """
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return tuple(devices)
+
+
+class TorchBackend(Backend):
+    """Backend computing with PyTorch in float16, bfloat16, float32 (default) or float64.
+
+    Args:
+        dtype: the float dtype of parameters and float results.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``; must be available on this machine.
+        seed: seed of the backend's own ``torch.Generator`` (random primitives use it; the global torch
+            RNG is never touched). ``None`` seeds it from the operating system.
+    """
+
+    backend_type: ClassVar[str] = "torch"
+    supports_autograd: ClassVar[bool] = True
+    codegen: ClassVar[str] = "python"
+    supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda", "mps")
+
+    def __init__(
+        self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **options: Any
+    ) -> None:
+        if options:
+            raise TypeError(
+                f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
+            )
+        self.devices = available_devices()  # type: ignore[misc]  # what this machine has, not what torch knows
+        self._check_device(device)
+        super().__init__(dtype=dtype, device=str(device), seed=seed)
+
+    # -- devices ---------------------------------------------------------------------------------
+    def _check_device(self, device: Any) -> None:
+        base = str(device).split(":")[0]
+        if base == "cuda" and "cuda" not in self.devices:
+            raise ValueError(
+                f"TorchBackend(device={str(device)!r}): CUDA is not available on this machine "
+                f"(torch {torch.__version__}, torch.cuda.is_available() is False); "
+                f"available devices: {', '.join(self.devices)}"
+            )
+        if base not in self.devices:
+            raise ValueError(
+                f"TorchBackend: device {str(device)!r} is not available; available here: {', '.join(self.devices)}"
+            )
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device)
+
+    def set_device(self, device: str) -> None:
+        """Move future arrays and the random generator to ``device`` (reseeded with the backend seed).
+
+        Existing tensors are not moved: ``backend.array(t)`` moves one.
+        """
+        self._check_device(device)
+        self.device = str(device)
+        self.set_seed(self.seed)
+
+    def enable_deterministic(self) -> None:
+        """Ask torch for deterministic kernels (``torch.use_deterministic_algorithms(True)``; on CUDA also
+        cuDNN's deterministic mode). This is process-wide, as in torch itself."""
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+    # -- dtypes ----------------------------------------------------------------------------------
+    def native_dtype(self, dtype: Dtype | Kind | None = None) -> torch.dtype:
+        """``None`` or ``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool.
+
+        >>> TorchBackend().native_dtype("int")
+        torch.int64
+        """
+        if dtype is None:
+            resolved = self.dtype
+        elif isinstance(dtype, torch.dtype):
+            return dtype
+        elif isinstance(dtype, str) and dtype in KINDS:
+            resolved = self.kind_dtype(dtype)
+        else:
+            resolved = Dtype.parse(dtype)
+        return _TORCH_DTYPES[resolved]
+
+    def dtype_of(self, array: Any) -> Dtype:
+        return Dtype.parse(str(array.dtype).removeprefix("torch."))
+
+    # -- arrays ----------------------------------------------------------------------------------
+    def array(self, data: Any, dtype: Dtype | Kind | None = None) -> torch.Tensor:
+        """A tensor on the backend device; floats get the backend dtype, ints int64, bools bool.
+
+        An explicit ``dtype`` (an ``ml.Dtype`` or a kind string) wins. Tensors that already have the
+        target dtype and device are returned as they are (no copy).
+
+        >>> TorchBackend().array(3.0).dtype
+        torch.float32
+        """
+        if isinstance(data, torch.Tensor):
+            tensor = data
+        else:
+            values = np.asarray(data)  # Python floats stay float64 until cast to the target dtype
+            if values.dtype.kind not in "biuf":
+                raise TypeError(f"TorchBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+            if not values.flags.writeable or not values.flags.c_contiguous:
+                values = np.ascontiguousarray(values).copy()
+            tensor = torch.from_numpy(values)
+        if dtype is not None:
+            target = self.native_dtype(dtype)
+        elif tensor.is_floating_point():
+            target = self.native_dtype()
+        elif tensor.dtype == torch.bool:
+            target = torch.bool
+        elif tensor.is_complex():
+            raise TypeError("TorchBackend.array: complex tensors are not supported")
+        else:
+            target = torch.int64
+        return tensor.to(device=self.torch_device, dtype=target)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A NumPy copy of a tensor (bfloat16 becomes float32, which holds it exactly)."""
+        if not isinstance(array, torch.Tensor):
+            return np.asarray(array)
+        array = array.detach()
+        if array.dtype == torch.bfloat16:
+            array = array.float()
+        return array.cpu().numpy()
+
+    def is_array(self, value: Any) -> bool:
+        """Whether ``value`` is a ``torch.Tensor``."""
+        return isinstance(value, torch.Tensor)
+
+    def _create(self, dtype: Dtype | Kind | None) -> dict[str, Any]:
+        return {"dtype": self.native_dtype(dtype), "device": self.torch_device}
+
+    def zeros(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
+        return torch.zeros(self._shape(shape), **self._create(dtype))
+
+    def ones(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
+        return torch.ones(self._shape(shape), **self._create(dtype))
+
+    def full(self, shape: Sequence[int], fill_value: float, dtype: Dtype | Kind | None = None) -> torch.Tensor:
+        if dtype is None:
+            dtype = "bool" if isinstance(fill_value, bool) else "int" if isinstance(fill_value, int) else "float"
+        return torch.full(tuple(shape), fill_value, **self._create(dtype))
+
+    def zeros_like(self, array: Any) -> torch.Tensor:
+        return torch.zeros_like(array)
+
+    def ones_like(self, array: Any) -> torch.Tensor:
+        return torch.ones_like(array)
+
+    def arange(
+        self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None
+    ) -> torch.Tensor:
+        if stop is None:
+            start, stop = 0, start
+        if dtype is None:
+            dtype = "float" if any(isinstance(v, float) for v in (start, stop, step)) else "int"
+        return torch.arange(start, stop, step, **self._create(dtype))
+
+    # -- randomness ------------------------------------------------------------------------------
+    def set_seed(self, seed: int | None) -> None:
+        """Reseed the backend's own ``torch.Generator`` (``randn``, ``randint``, dropout); ``None`` draws a
+        seed from the operating system. The global torch RNG is left alone."""
+        self.seed = seed
+        generator = torch.Generator(device=torch.device(self.device))
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(int(seed))
+        self._generator = generator
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The backend's ``torch.Generator`` (on the backend device)."""
+        return self._generator
+
+    rng = generator
+
+    def _float_draw(self, draw: Callable[..., torch.Tensor], shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
+        target = self.native_dtype(dtype if dtype is not None else "float")
+        work = target if target in (torch.float32, torch.float64) else torch.float32
+        return draw(shape, generator=self._generator, dtype=work, device=self.torch_device).to(target)
+
+    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
+        return self._float_draw(torch.randn, self._shape(shape), dtype)
+
+    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
+        return self._float_draw(torch.rand, self._shape(shape), dtype)
+
+    def randint(self, low: int, high: int, shape: Sequence[int]) -> torch.Tensor:
+        return torch.randint(
+            int(low), int(high), tuple(shape), generator=self._generator, dtype=torch.int64, device=self.torch_device
+        )
+
+    # -- autograd --------------------------------------------------------------------------------
+    def vjp(
+        self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run ``fn(primals)`` under autograd and pull ``cotangents`` back to every primal.
+
+        Returns detached outputs and one gradient per primal (zeros where a primal does not reach a
+        differentiated output, or is not a float tensor).
+        """
+        params = {
+            k: v.detach().requires_grad_(v.is_floating_point()) if isinstance(v, torch.Tensor) else v
+            for k, v in primals.items()
+        }
+        with torch.enable_grad():
+            outputs = fn(params)
+            keys = [
+                k
+                for k in cotangents
+                if isinstance(outputs.get(k), torch.Tensor) and outputs[k].requires_grad and cotangents[k] is not None
+            ]
+            wrt = [k for k, v in params.items() if isinstance(v, torch.Tensor) and v.requires_grad]
+            found: Sequence[torch.Tensor | None] = ()
+            if keys and wrt:
+                found = torch.autograd.grad(
+                    [outputs[k] for k in keys],
+                    [params[k] for k in wrt],
+                    [self._cotangent(cotangents[k], outputs[k]) for k in keys],
+                    allow_unused=True,
+                )
+        grads = dict(zip(wrt, found))
+        gradients = {}
+        for name, value in params.items():
+            grad = grads.get(name)
+            gradients[name] = torch.zeros_like(value, requires_grad=False) if grad is None else grad.detach()
+        detached = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
+        return detached, gradients
+
+    def _cotangent(self, cotangent: Any, output: torch.Tensor) -> torch.Tensor:
+        if not isinstance(cotangent, torch.Tensor):
+            cotangent = self.array(cotangent)
+        if cotangent.dtype != output.dtype or cotangent.device != output.device:
+            cotangent = cotangent.to(device=output.device, dtype=output.dtype)
+        if cotangent.shape != output.shape:
+            cotangent = cotangent.expand(output.shape)
+        return cotangent
+
+    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``torch.compile(fn)``: compiled on its first call (and again for new input shapes)."""
+        return torch.compile(fn, dynamic=False)

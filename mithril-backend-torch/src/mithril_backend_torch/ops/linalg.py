@@ -1,0 +1,29 @@
+"""Matrix multiplication and the fused ``linear`` layer.
+
+Example:
+    >>> import torch
+    >>> linear(torch.ones(2, 3), torch.ones(4, 3), None).shape
+    torch.Size([2, 4])
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["matmul", "linear"]
+
+Tensor = torch.Tensor
+
+
+def matmul(left: Tensor, right: Tensor) -> Tensor:
+    """``np.matmul(left, right)`` (batched, NumPy 1-D promotion rules)."""
+    return torch.matmul(left, right)
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``."""
+    if input.dtype == weight.dtype and (bias is None or (bias.dtype == weight.dtype and bias.ndim == 1)):
+        return F.linear(input, weight, bias)
+    out = torch.matmul(input, weight.transpose(-1, -2))
+    return out if bias is None else out + bias

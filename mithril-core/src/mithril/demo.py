@@ -1,0 +1,124 @@
+"""``mithril demo``: compose the seeds' MLP and CNN, compile them on every installed backend, train the
+MLP on a generated classification task, and print a comparison table.
+
+Example:
+    $ mithril demo --steps 300
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["run_demo", "classification_data", "build_mlp_with_loss", "build_cnn"]
+
+
+def classification_data(n: int = 512, features: int = 20, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian blobs: ``classes`` clusters in ``features`` dims, labels as int64."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0.0, 2.0, (classes, features))
+    labels = rng.integers(0, classes, n)
+    points = centers[labels] + rng.normal(0.0, 1.0, (n, features))
+    return points, labels.astype(np.int64)
+
+
+def build_mlp_with_loss(features: int, classes: int) -> Any:
+    """The seeds' MLP (``MLP(input_size, hidden_sizes, output_size)``) with a mean cross-entropy loss."""
+    from .models import MLP, CrossEntropy, IOKey, Model
+
+    model = Model()
+    model |= MLP(input_size=features, hidden_sizes=[64, 32], output_size=classes)(input="input", output=IOKey("logits"))
+    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    return model
+
+
+def build_cnn() -> Any:
+    """The seeds' CNN: two Conv2d+ReLU+MaxPool blocks, Flatten, Linear(10) on 3x32x32 images."""
+    from .models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+
+    model = Model()
+    model |= Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Flatten()
+    model += Linear(dimension=10)
+    return model
+
+
+@dataclass
+class DemoRow:
+    backend: str
+    compile_ms: float
+    step_ms: float
+    final_loss: float
+    max_deviation: float
+    cnn_deviation: float
+
+
+def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarray], progress: Callable[[str], None]) -> tuple[DemoRow, np.ndarray, np.ndarray]:
+    import mithril as ml
+
+    points, labels = data
+    started = time.perf_counter()
+    model = build_mlp_with_loss(points.shape[1], int(labels.max()) + 1)
+    pm = ml.compile(model, backend, shapes={"input": list(points.shape)}, data_keys={"input", "target"})
+    cnn = ml.compile(build_cnn(), backend, shapes={"input": [4, 3, 32, 32]}, inference=True)
+    compile_ms = (time.perf_counter() - started) * 1e3
+    params = pm.randomize_params(seed=0)
+    batch = {"input": backend.array(points), "target": backend.array(labels, "int")}
+    times = []
+    loss = float("nan")
+    for step in range(steps):
+        t0 = time.perf_counter()
+        outputs, grads = pm.evaluate(params, batch, output_gradients={"loss": backend.array(1.0), "logits": backend.zeros(*points.shape[:1], int(labels.max()) + 1)})
+        params = {k: params[k] - lr * grads[k] for k in params}
+        loss = float(backend.to_numpy(outputs["loss"]))
+        times.append(time.perf_counter() - t0)
+        if step % max(steps // 4, 1) == 0:
+            progress(f"  {type(backend).__name__}: step {step:4d} loss {loss:.4f}")
+    logits = backend.to_numpy(pm.evaluate(params, batch)["logits"])
+    images = np.random.default_rng(1).normal(size=(4, 3, 32, 32))
+    cnn_out = backend.to_numpy(cnn.evaluate(cnn.randomize_params(seed=0), {"input": backend.array(images)})["output"])
+    row = DemoRow(type(backend).__name__, compile_ms, float(np.median(times)) * 1e3, loss, 0.0, 0.0)
+    return row, logits, cnn_out
+
+
+def run_demo(steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] = print) -> list[DemoRow]:
+    """Train on every installed backend and print the table; returns its rows."""
+    import mithril as ml
+    from .plugins.lookup import available_backends, backend_class
+
+    data = classification_data()
+    names = [n for n in available_backends() if n != "*"]
+    if "numpy" not in names:
+        raise SystemExit("mithril demo compares against the NumPy backend: pip install \"mithril-core[numpy]\"")
+    names.remove("numpy")
+    rows: list[DemoRow] = []
+    reference: tuple[np.ndarray, np.ndarray] | None = None
+    for name in ["numpy", *names]:
+        try:
+            backend = backend_class(name)(dtype=ml.float32, seed=0)
+        except Exception as exc:  # a backend that cannot run here is reported, not fatal
+            print_fn(f"  skipping {name}: {type(exc).__name__}: {exc}")
+            continue
+        print_fn(f"training on {type(backend).__name__} for {steps} steps...")
+        row, logits, cnn_out = _train(backend, steps, lr, data, print_fn)
+        if reference is None:
+            reference = (logits, cnn_out)
+        row.max_deviation = float(np.abs(logits - reference[0]).max())
+        row.cnn_deviation = float(np.abs(cnn_out - reference[1]).max())
+        rows.append(row)
+    header = f"{'backend':<16}{'compile ms':>12}{'step ms':>10}{'final loss':>12}{'max dev (MLP)':>15}{'max dev (CNN)':>15}"
+    print_fn("")
+    print_fn(header)
+    print_fn("-" * len(header))
+    for r in rows:
+        print_fn(f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}")
+    return rows
