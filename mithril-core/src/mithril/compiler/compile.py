@@ -128,7 +128,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         functions,
         param_names=set(params),
         implementations={name: backend.implementation(name) for name in {n.spec.name for n in graph.nodes}},
-        to_backend=backend.array,
+        to_backend=lambda value: value if backend.is_array(value) else backend.array(value),
         header=header,
     )
     if file_path is not None:
@@ -233,9 +233,13 @@ def _constant_evaluator(backend: Backend):
     if backend.codegen != "python":
         return None
 
+    def as_argument(value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, float)) or backend.is_array(value):
+            return value
+        return backend.array(value)
+
     def evaluate(primitive: str, inputs: list[Any], attrs: dict[str, Any]) -> Any:
-        args = [None if v is None else (v if isinstance(v, (bool, int, float)) else backend.array(v)) for v in inputs]
-        return backend.implementation(primitive)(*args, **attrs)
+        return backend.implementation(primitive)(*map(as_argument, inputs), **attrs)
 
     return evaluate
 

@@ -109,8 +109,9 @@ def generate_python(
     dicts when ``returns`` holds several (``(outputs, gradients)``).
     """
     primitives = sorted({n.spec.name for n in graph.nodes})
-    namespace: dict[str, Any] = {name: implementations[name] for name in primitives}
-    namer = _Namer(set(primitives) | {"params", "data", "cotangents"})
+    fn_names = {name: f"{name}_" if keyword.iskeyword(name) else name for name in primitives}  # e.g. lambda
+    namespace: dict[str, Any] = {fn_names[name]: implementations[name] for name in primitives}
+    namer = _Namer(set(fn_names.values()) | {"params", "data", "cotangents"})
     lines = [f"# {line}" for line in header.splitlines()] + [""]
 
     def ref(value: Value) -> str:
@@ -144,7 +145,7 @@ def generate_python(
         targets_all = [v for group in fn.returns for v in group.values()]
         for node in _needed_nodes(graph, targets_all):
             args = ", ".join("None" if v is None else ref(v) for v in node.inputs.values())
-            call = f"{node.spec.name}({', '.join(p for p in (args, attr_text(node.attrs)) if p)})"
+            call = f"{fn_names[node.spec.name]}({', '.join(p for p in (args, attr_text(node.attrs)) if p)})"
             targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if len(node.outputs) > 1 else "")
             comment = f"  # {node.path}" if node.path else ""
             body.append(f"{targets} = {call}{comment}")

@@ -9,7 +9,7 @@ from typing import Any
 from ...shapes import Dim, Shape, Variadic, unify
 from ..rules import float_result, kind_of
 from ..spec import REQUIRED, PrimitiveSpec
-from .nn import _CONV_ATTRS, _POOL_ATTRS
+from .nn import _CONV_ATTRS, _POOL_ATTRS, _mask_fits
 
 
 def _like(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -35,7 +35,7 @@ def _attention_weights(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> boo
     unify(io["query"], Shape([], batch, [lq, d]))
     unify(io["key"], Shape([], batch, [lk, d]))
     unify(io["output"], Shape([], batch, [lq, lk]))
-    return True
+    return _mask_fits(io)
 
 
 def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=_like, type_rule=None, **kw) -> PrimitiveSpec:

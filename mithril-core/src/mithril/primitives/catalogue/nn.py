@@ -103,6 +103,19 @@ def _sdpa_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     unify(io["key"], Shape([], batch, [lk, d]))
     unify(io["value"], Shape([], batch, [lk, dv]))
     unify(io["output"], Shape([], batch, [lq, dv]))
+    return _mask_fits(io)
+
+
+def _mask_fits(io: Mapping[str, Shape]) -> bool:
+    """An optional mask must broadcast to the attention scores ``[..., Lq, Lk]``."""
+    if "mask" not in io:
+        return True
+    from ..rules import broadcast_dims
+
+    mask, query, key = io["mask"].dims(), io["query"].dims(), io["key"].dims()
+    if mask is None or query is None or key is None:
+        return False
+    broadcast_dims([mask, [*query[:-1], key[-2]]])  # raises ShapeMismatch when it cannot broadcast
     return True
 
 

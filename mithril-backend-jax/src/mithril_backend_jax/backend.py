@@ -1,0 +1,343 @@
+"""``JaxBackend``: arrays are ``jax.Array``; gradients come from ``jax.vjp`` over the generated forward,
+which ``ml.compile(jit=True)`` wraps with ``jax.jit``.
+
+Precision scope. JAX computes in 32 bits unless ``jax_enable_x64`` is on, and that flag is global. This
+backend never flips it: every backend entry point (array creation, each primitive implementation, the
+jitted forward, ``vjp``) runs inside ``jax.enable_x64(backend.x64)``, a thread-local context. A float64
+backend therefore computes in float64 while a float32 backend in the same process still computes in
+float32 (and ints are int32 there, int64 on a float64 backend). Outside the backend (your own ``jnp``
+code, optax), float64 arrays need the same scope: ``with backend.scope(): ...``.
+
+Randomness. The backend owns a PRNG key derived from ``seed``. Eager random ops fold a fresh counter into
+it; a jitted forward receives a fresh key as an argument on every call and random ops inside split that
+traced key, so every evaluation draws new, seed-reproducible samples even under ``jax.jit``.
+
+Example:
+    >>> backend = JaxBackend(dtype="float64", seed=0)
+    >>> backend.array([1, 2]).dtype, backend.array([1.5]).dtype
+    (dtype('int64'), dtype('float64'))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from mithril.backends.backend import Backend
+from mithril.types import KINDS, Dtype, Kind
+
+__all__ = ["JaxBackend"]
+
+_PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "tpu": "tpu"}
+
+
+def _available_devices() -> str:
+    return ", ".join(f"{d.platform}:{d.id}" for d in jax.devices()) or "none"
+
+
+class JaxBackend(Backend):
+    """Backend computing with JAX on CPU, GPU or TPU, in float16, bfloat16, float32 (default) or float64.
+
+    Args:
+        dtype: the float dtype of the backend.
+        device: ``"cpu"``, ``"gpu"`` (alias ``"cuda"``) or ``"tpu"``, optionally with an index (``"gpu:1"``).
+        seed: seed of the backend's PRNG key and of ``randomize_params``; ``None`` draws one.
+        jit: ``False`` makes :meth:`jit` the identity (eager execution) even for ``ml.compile(jit=True)``.
+        device_mesh: a tuple of mesh sizes (``(2,)``, ``(2, 2)``); builds ``backend.mesh``, a
+            ``jax.sharding.Mesh`` over the first ``prod(device_mesh)`` devices of the platform, with axes
+            ``"mesh_0"``, ``"mesh_1"``, ... Arrays made by the backend are replicated over it.
+    """
+
+    backend_type: ClassVar[str] = "jax"
+    supports_autograd: ClassVar[bool] = True
+    codegen: ClassVar[str] = "python"
+    supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
+    devices: ClassVar[tuple[str, ...]] = tuple(_PLATFORMS)
+    options: ClassVar[tuple[str, ...]] = ("dtype", "device", "seed", "jit", "device_mesh")
+
+    def __init__(
+        self,
+        dtype: Dtype | str = Dtype.float32,
+        device: str = "cpu",
+        seed: int | None = None,
+        jit: bool = True,
+        device_mesh: Sequence[int] | None = None,
+        **unknown: Any,
+    ) -> None:
+        if unknown:
+            raise TypeError(
+                f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; accepted options: "
+                f"{', '.join(self.options)}. (Matmul precision, XLA flags and debugging are JAX settings: "
+                "use jax.config / the XLA_FLAGS environment variable.)"
+            )
+        self.x64 = Dtype.parse(dtype) is Dtype.float64
+        self._local = threading.local()
+        self._counter = 0
+        self.jax_device = self._resolve_device(device)
+        self.device_mesh, self.mesh = self._build_mesh(device_mesh)
+        self.jit_enabled = bool(jit)
+        self._wrapped: dict[str, Callable[..., Any]] = {}
+        super().__init__(dtype, device, seed)
+
+    def __repr__(self) -> str:
+        mesh = f", device_mesh={self.device_mesh}" if self.device_mesh is not None else ""
+        return f"JaxBackend(dtype={self.dtype.value}, device={self.device!r}{mesh})"
+
+    # -- devices ---------------------------------------------------------------------------------
+    def _platform_devices(self, device: str) -> list[Any]:
+        name, _, _ = str(device).partition(":")
+        platform = _PLATFORMS.get(name)
+        if platform is None:
+            raise ValueError(f"JaxBackend: unknown device {device!r}; use one of {', '.join(_PLATFORMS)} (available: {_available_devices()})")
+        try:
+            return list(jax.devices(platform))
+        except RuntimeError:
+            raise ValueError(
+                f"JaxBackend: device {device!r} is not available; JAX sees: {_available_devices()}. "
+                f"Install the matching jax build (e.g. 'pip install \"jax[cuda12]\"') or use device='cpu'."
+            ) from None
+
+    def _resolve_device(self, device: str) -> Any:
+        found = self._platform_devices(device)
+        _, _, index = str(device).partition(":")
+        position = int(index) if index else 0
+        if position >= len(found):
+            raise ValueError(f"JaxBackend: device {device!r} does not exist; JAX sees: {_available_devices()}")
+        return found[position]
+
+    def _build_mesh(self, device_mesh: Sequence[int] | None) -> tuple[tuple[int, ...] | None, Any]:
+        if device_mesh is None:
+            return None, None
+        sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
+        if not sizes or any(s < 1 for s in sizes):
+            raise ValueError(f"JaxBackend: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+        found = self._platform_devices(self.jax_device.platform)
+        needed = math.prod(sizes)
+        if needed > len(found):
+            raise ValueError(
+                f"JaxBackend: device_mesh={sizes} needs {needed} {self.jax_device.platform} devices, but only "
+                f"{len(found)} are available ({_available_devices()})"
+            )
+        from jax.sharding import Mesh
+
+        grid = np.array(found[:needed], dtype=object).reshape(sizes)
+        return sizes, Mesh(grid, tuple(f"mesh_{i}" for i in range(len(sizes))))
+
+    @property
+    def placement(self) -> Any:
+        """Where new arrays go: the device, or a replicated ``NamedSharding`` over ``mesh``."""
+        if self.mesh is None:
+            return self.jax_device
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.mesh, PartitionSpec())
+
+    def shard(self, array: Any, *spec: str | None) -> Any:
+        """Place ``array`` on the mesh with ``PartitionSpec(*spec)`` (``backend.shard(x, "mesh_0")``
+        splits axis 0 over the first mesh axis)."""
+        if self.mesh is None:
+            raise ValueError("JaxBackend.shard needs a backend created with device_mesh=...")
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec(*spec)))
+
+    # -- precision scope -------------------------------------------------------------------------
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        """The context every backend computation runs in: ``jax.enable_x64(self.x64)``."""
+        return jax.enable_x64(self.x64)
+
+    def _scoped(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        x64 = self.x64
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with jax.enable_x64(x64):
+                return fn(*args, **kwargs)
+
+        return call
+
+    def implementation(self, primitive: str) -> Callable[..., Any]:
+        """The implementation of ``primitive``, run inside :meth:`scope`."""
+        fn = self._wrapped.get(primitive)
+        if fn is None:
+            fn = self._wrapped[primitive] = self._scoped(super().implementation(primitive))
+        return fn
+
+    # -- dtypes ----------------------------------------------------------------------------------
+    def kind_dtype(self, kind: Kind) -> Dtype:
+        """``int`` is int64 on a float64 backend and int32 otherwise (JAX without x64 has no int64)."""
+        if kind == "int":
+            return Dtype.int64 if self.x64 else Dtype.int32
+        return super().kind_dtype(kind)
+
+    def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
+        """``None`` or ``"float"`` -> the backend float dtype; ``"int"`` -> int64/int32; ``"bool"`` -> bool.
+
+        An explicit ``int64`` maps to int32 (and ``float64`` is refused) on a backend without x64.
+
+        >>> JaxBackend().native_dtype("int")
+        dtype('int32')
+        """
+        if dtype is None:
+            resolved = self.dtype
+        elif isinstance(dtype, str) and dtype in KINDS:
+            resolved = self.kind_dtype(dtype)
+        else:
+            resolved = Dtype.parse(dtype)
+        if not self.x64:
+            if resolved is Dtype.int64:
+                resolved = Dtype.int32
+            elif resolved is Dtype.float64:
+                raise TypeError(f"{self!r} cannot hold float64 arrays; create JaxBackend(dtype=ml.float64)")
+        return np.dtype(jnp.dtype(resolved.value))
+
+    # -- arrays ----------------------------------------------------------------------------------
+    def _target_dtype(self, source: np.dtype, dtype: Dtype | Kind | None, what: str) -> np.dtype | None:
+        if dtype is not None:
+            return self.native_dtype(dtype)
+        if jnp.issubdtype(source, jnp.floating):
+            return self.native_dtype()
+        if jnp.issubdtype(source, jnp.integer):
+            return self.native_dtype("int")
+        if source == np.bool_:
+            return None
+        raise TypeError(f"JaxBackend.array: unsupported data of dtype {source} ({what})")
+
+    def array(self, data: Any, dtype: Dtype | Kind | None = None) -> Any:
+        """A ``jax.Array`` from data; floats get the backend dtype, ints int32/int64, bools bool.
+
+        An explicit ``dtype`` (an ``ml.Dtype`` or a kind string) wins. JAX arrays that already have the
+        target dtype are returned as they are.
+
+        >>> JaxBackend().array(3.0).dtype
+        dtype('float32')
+        """
+        with self.scope():
+            if isinstance(data, jax.Array):
+                target = self._target_dtype(data.dtype, dtype, type(data).__name__)
+                return data if target is None or data.dtype == target else data.astype(target)
+            values = np.asarray(data)
+            target = self._target_dtype(values.dtype, dtype, type(data).__name__)
+            if target is not None:
+                values = values.astype(target, copy=False)
+            return jax.device_put(values, self.placement)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A NumPy copy of a backend array (bfloat16 arrays come back as ``ml_dtypes.bfloat16``)."""
+        return np.asarray(jax.device_get(array))
+
+    def is_array(self, value: Any) -> bool:
+        """Whether ``value`` is a ``jax.Array`` (tracers included)."""
+        return isinstance(value, jax.Array)
+
+    # -- randomness ------------------------------------------------------------------------------
+    def set_seed(self, seed: int | None) -> None:
+        """Reseed the backend: its PRNG key (random ops) and the NumPy generator (``randomize_params``)."""
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        key_seed = int(self._rng.integers(0, 2**31 - 1)) if seed is None else int(seed) % (2**31 - 1)
+        with self.scope():
+            self._key = jax.device_put(jax.random.PRNGKey(key_seed), self.jax_device)
+        self._counter = 0
+
+    def get_random_key(self) -> Any:
+        """A fresh key from the backend state (each call advances it)."""
+        self._counter += 1
+        with self.scope():
+            return jax.random.fold_in(self._key, self._counter)
+
+    def split_key(self, key: Any, num: int = 2) -> tuple[Any, ...]:
+        """``jax.random.split(key, num)`` as a tuple of keys."""
+        with self.scope():
+            return tuple(jax.random.split(key, num))
+
+    def random_normal(self, key: Any, shape: Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        """Standard normal samples of ``shape`` drawn with ``key``."""
+        with self.scope():
+            return jax.random.normal(key, tuple(shape), dtype=self.native_dtype(dtype))
+
+    @contextlib.contextmanager
+    def random_scope(self, key: Any) -> Iterator[None]:
+        """Random ops called inside draw from ``key`` (usually a traced key inside ``jax.jit``)."""
+        stack = self._local.__dict__.setdefault("keys", [])
+        stack.append(key)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def next_key(self) -> Any:
+        """The key a random op draws with: split from the innermost :meth:`random_scope`, or fresh from
+        the backend state when there is none (eager execution)."""
+        stack = self._local.__dict__.get("keys")
+        if stack:
+            stack[-1], key = jax.random.split(stack[-1])
+            return key
+        return self.get_random_key()
+
+    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        """Standard normal samples (the backend float dtype unless ``dtype``)."""
+        with self.scope():
+            return jax.device_put(jax.random.normal(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement)
+
+    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
+        """Uniform samples in ``[0, 1)`` (the backend float dtype unless ``dtype``)."""
+        with self.scope():
+            return jax.device_put(jax.random.uniform(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement)
+
+    def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
+        """Integers uniform in ``[low, high)``."""
+        with self.scope():
+            draw = jax.random.randint(self.next_key(), tuple(shape), low, high, dtype=self.native_dtype("int"))
+            return jax.device_put(draw, self.placement)
+
+    # -- autograd --------------------------------------------------------------------------------
+    def vjp(
+        self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``jax.vjp`` over the parameter dict. Float outputs take the given cotangents (cast to the
+        output dtype; zeros when missing), int/bool outputs take ``float0`` zeros."""
+        with self.scope():
+            outputs, pullback = jax.vjp(fn, primals)
+            seeds = {}
+            for key, value in outputs.items():
+                value = jnp.asarray(value)
+                if jnp.issubdtype(value.dtype, jnp.inexact):
+                    given = cotangents.get(key)
+                    seeds[key] = jnp.zeros_like(value) if given is None else jnp.asarray(given, dtype=value.dtype)
+                else:
+                    seeds[key] = np.zeros(value.shape, dtype=jax.dtypes.float0)
+            (grads,) = pullback(seeds)
+            return outputs, grads
+
+    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``jax.jit(fn)`` (the identity, scoped, when the backend was made with ``jit=False``).
+
+        The returned function passes a fresh key from the backend state into the compiled function on
+        every call; random ops inside draw from it (see :meth:`random_scope`).
+        """
+        if not self.jit_enabled:
+            return self._scoped(fn)
+
+        def traced(base_key: Any, counter: Any, *args: Any, **kwargs: Any) -> Any:
+            with self.random_scope(jax.random.fold_in(base_key, counter)):
+                return fn(*args, **kwargs)
+
+        compiled = jax.jit(traced)
+        x64 = self.x64
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # the counter is folded into the key inside the compiled function: no eager dispatch per call
+            self._counter += 1
+            with jax.enable_x64(x64):
+                return compiled(self._key, np.uint32(self._counter), *args, **kwargs)
+
+        return call

@@ -1,0 +1,73 @@
+"""N-d grouped convolution with PyTorch semantics (NC..., weight ``[O, C/groups, *k]``) on top of
+``mx.conv_general``, which works channels-last: inputs go to ``[N, *S, C]`` and weights to
+``[O, *k, C/groups]`` inside the op. Gradients are ``mx.vjp`` of the forward (a convolution is linear
+in each argument, so the point of linearisation does not matter).
+
+Example:
+    >>> x, w = mx.ones((1, 2, 4, 4)), mx.ones((3, 2, 3, 3))
+    >>> conv_forward(x, w, None, stride=1, padding=1, dilation=1, groups=1)[0, 0, 1, 1].item()
+    18.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+
+from ._windows import Geometry
+
+__all__ = ["conv_forward", "conv_grad_input", "conv_grad_weight"]
+
+
+def _check(channels: int, out_channels: int, groups: int) -> None:
+    if channels % groups or out_channels % groups:
+        raise ValueError(
+            f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}"
+        )
+
+
+def conv_forward(
+    x: mx.array, weight: mx.array, bias: mx.array | None, *, stride: Any, padding: Any, dilation: Any, groups: int
+) -> mx.array:
+    """``torch.nn.functional.conv{n}d(x, weight, bias, stride, padding, dilation, groups)``."""
+    n = weight.ndim - 2
+    out_channels = weight.shape[0]
+    _check(x.shape[1], out_channels, groups)
+    geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
+    out = mx.conv_general(
+        mx.moveaxis(x, 1, -1),  # [N, C, *S] -> [N, *S, C]
+        mx.moveaxis(weight, 1, -1),  # [O, C/g, *k] -> [O, *k, C/g]
+        stride=list(geometry.stride),
+        padding=(geometry.low, geometry.high),
+        kernel_dilation=list(geometry.dilation),
+        groups=groups,
+    )
+    out = mx.moveaxis(out, -1, 1)  # [N, *out, O] -> [N, O, *out]
+    if bias is not None:
+        out = out + mx.reshape(bias, (out_channels, *(1,) * n))
+    return out
+
+
+def conv_grad_input(
+    output_grad: mx.array, weight: mx.array, like: mx.array, *, stride: Any, padding: Any, dilation: Any, groups: int
+) -> mx.array:
+    """Gradient of a convolution with respect to its input, shaped like ``like``."""
+
+    def forward(x: mx.array) -> mx.array:
+        return conv_forward(x, weight, None, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+    _, (grad,) = mx.vjp(forward, [mx.zeros(like.shape, dtype=output_grad.dtype)], [output_grad])
+    return grad
+
+
+def conv_grad_weight(
+    output_grad: mx.array, x: mx.array, like: mx.array, *, stride: Any, padding: Any, dilation: Any, groups: int
+) -> mx.array:
+    """Gradient of a convolution with respect to its weight, shaped like ``like``."""
+
+    def forward(w: mx.array) -> mx.array:
+        return conv_forward(x, w, None, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+    _, (grad,) = mx.vjp(forward, [mx.zeros(like.shape, dtype=output_grad.dtype)], [output_grad])
+    return grad

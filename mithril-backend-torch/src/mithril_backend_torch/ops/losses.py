@@ -1,0 +1,58 @@
+"""Per-element losses (no reduction over the batch; that is ``mean``/``sum``). Class axis is 1.
+
+Example:
+    >>> import torch
+    >>> logits = torch.zeros(1, 4)
+    >>> round(float(cross_entropy(logits, torch.tensor([2]), input_type="logits", categorical=True, eps=1e-12)[0]), 4)
+    1.3863
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
+
+Tensor = torch.Tensor
+
+
+def log_probabilities(input: Tensor, input_type: str, eps: float) -> Tensor:
+    """``log p`` over the class axis 1 for input given as ``logits``, ``probs`` or ``log_probs``."""
+    if input_type == "logits":
+        return torch.log_softmax(input, dim=1)
+    if input_type == "probs":
+        return torch.log(torch.clamp_min(input, eps))
+    if input_type == "log_probs":
+        return input
+    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+
+
+def cross_entropy(input: Tensor, target: Tensor, *, input_type: str, categorical: bool, eps: float) -> Tensor:
+    """``-sum(target_onehot * log p, axis=1)``: input [N, C, ...]; target class indices [N, ...] when
+    ``categorical``, else probabilities shaped like input. Output [N, ...]."""
+    log_p = log_probabilities(input, input_type, eps)
+    if categorical:
+        picked = torch.gather(log_p, 1, target.to(torch.int64).unsqueeze(1))
+        return -picked.squeeze(1)
+    return -torch.sum(target * log_p, dim=1)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, *, input_type: str, eps: float) -> Tensor:
+    """``-(t log p + (1 - t) log(1 - p))``; ``p = sigmoid(input)`` for ``logits`` (computed stably as
+    ``logaddexp(x, 0) - x t``) or ``input`` for ``probs`` (clamped to ``[eps, 1 - eps]``)."""
+    if input_type == "logits":
+        zero = torch.zeros((), dtype=input.dtype, device=input.device)
+        return torch.logaddexp(input, zero) - input * target
+    if input_type == "probs":
+        return -(target * torch.log(torch.clamp_min(input, eps)) + (1 - target) * torch.log(torch.clamp_min(1 - input, eps)))
+    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+
+
+def squared_error(input: Tensor, target: Tensor) -> Tensor:
+    """``(input - target) ** 2``"""
+    return torch.square(input - target)
+
+
+def absolute_error(input: Tensor, target: Tensor) -> Tensor:
+    """``abs(input - target)``"""
+    return torch.abs(input - target)

@@ -1,0 +1,188 @@
+"""Neural-network primitives: convolution, pooling, embedding, attention and random sampling.
+
+Convolutions and pooling call torch's kernels; padding torch cannot express (uneven, or wider than half
+the kernel) is applied with ``F.pad`` first. Random primitives draw from the backend's generator.
+
+Example:
+    >>> import torch
+    >>> conv2d(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 3, 3), None, stride=1, padding=0, dilation=1, groups=1)
+    tensor([[[[9.]]]])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from mithril.primitives import uses_backend
+
+from ._windows import conv_geometry, pad_spatial, pool_geometry, torch_padding
+
+__all__ = [
+    "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
+    "dropout_mask", "randn", "randint",
+]  # fmt: skip
+
+Tensor = torch.Tensor
+
+
+def _conv(
+    fn: Callable[..., Tensor], input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
+    dilation: Any, groups: int,
+) -> Tensor:  # fmt: skip
+    strides, pads, dilations = conv_geometry(
+        {"stride": stride, "padding": padding, "dilation": dilation}, tuple(weight.shape[2:])
+    )
+    symmetric = torch_padding(pads)
+    if symmetric is None:
+        input, symmetric = pad_spatial(input, pads), (0,) * len(pads)
+    return fn(input, weight, bias, tuple(strides), symmetric, tuple(dilations), groups)
+
+
+def conv1d(
+    input: Tensor, weight: Tensor, bias: Tensor | None, *, stride: Any, padding: Any, dilation: Any, groups: int
+) -> Tensor:
+    """``torch.nn.functional.conv1d``: input [N, C, L], weight [O, C/groups, k], bias [O] or None."""
+    return _conv(F.conv1d, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(
+    input: Tensor, weight: Tensor, bias: Tensor | None, *, stride: Any, padding: Any, dilation: Any, groups: int
+) -> Tensor:
+    """``torch.nn.functional.conv2d``: input [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or None.
+
+    ``padding``: an int, a pair, ``((top, bottom), (left, right))``, ``"valid"`` or ``"same"``.
+    """
+    return _conv(F.conv2d, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _as_planes(x: Tensor) -> Tensor:
+    """``[*lead, H, W]`` -> ``[prod(lead), H, W]`` (torch's unbatched ``[C, H, W]`` pooling layout)."""
+    if x.ndim < 2:
+        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {tuple(x.shape)}")
+    return x.reshape(-1, *x.shape[-2:])
+
+
+def _fits(pads: Any, limits: Any) -> bool:
+    """torch pools pad symmetrically, at most half the (effective) kernel per side."""
+    symmetric = torch_padding(pads)
+    return symmetric is not None and all(p <= limit for p, limit in zip(symmetric, limits))
+
+
+def max_pool2d(input: Tensor, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Tensor:
+    """torch ``max_pool2d`` over the last two axes; ``stride`` defaults to ``kernel_size``; pads with -inf."""
+    kernel, strides, pads, dilations = pool_geometry(kernel_size, stride, padding, dilation)
+    x = _as_planes(input)
+    integer = not x.is_floating_point()
+    if integer:
+        x = x.to(torch.float64)
+    effective = [(d * (k - 1) + 1) // 2 for k, d in zip(kernel, dilations)]
+    if _fits(pads, effective):
+        symmetric = torch_padding(pads)
+    else:
+        x, symmetric = pad_spatial(x, pads, -math.inf), (0, 0)
+    out = F.max_pool2d(x, kernel, strides, symmetric, dilations)
+    if integer:
+        out = out.to(input.dtype)
+    return out.reshape(*input.shape[:-2], *out.shape[-2:])
+
+
+def _window_sum(x: Tensor, kernel: Any, strides: Any, pads: Any, dilations: Any) -> Tensor:
+    """Sum over each (dilated) window of ``x`` [M, H, W] with zero padding: a conv with a ones kernel."""
+    ones = torch.ones((1, 1, *kernel), dtype=x.dtype, device=x.device)
+    return F.conv2d(pad_spatial(x.unsqueeze(1), pads), ones, None, strides, 0, dilations).squeeze(1)
+
+
+@uses_backend
+def avg_pool2d(
+    backend: Any, input: Tensor, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any, count_include_pad: bool
+) -> Tensor:
+    """torch ``avg_pool2d`` over the last two axes; padding counts as zeros when ``count_include_pad``.
+
+    Integer inputs average in the backend float dtype; dilation (which torch's ``avg_pool2d`` lacks) and
+    padding it cannot express go through a window-sum convolution.
+    """
+    kernel, strides, pads, dilations = pool_geometry(kernel_size, stride, padding, dilation)
+    x = _as_planes(input)
+    if not x.is_floating_point():
+        x = x.to(backend.native_dtype("float"))
+    if dilations == (1, 1) and _fits(pads, [k // 2 for k in kernel]):
+        out = F.avg_pool2d(x, kernel, strides, torch_padding(pads), count_include_pad=count_include_pad)
+    else:
+        out = _window_sum(x, kernel, strides, pads, dilations)
+        if count_include_pad or not any(a or b for a, b in pads):
+            out = out / math.prod(kernel)
+        else:
+            count = _window_sum(torch.ones_like(x[:1]), kernel, strides, pads, dilations)
+            out = out / count
+    return out.reshape(*input.shape[:-2], *out.shape[-2:])
+
+
+def embedding(input: Tensor, weight: Tensor) -> Tensor:
+    """``weight[input]``: rows of ``weight`` [num_embeddings, dim] picked by integer indices."""
+    return F.embedding(input, weight)
+
+
+def attention_probs(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None) -> Tensor:
+    """``softmax(q @ k^T * scale + mask)``: a bool mask keeps True, a float mask is added, ``causal``
+    masks ``j > i`` (top-left aligned, like torch); ``scale`` defaults to ``1/sqrt(d)``."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+    if causal:
+        lq, lk = scores.shape[-2:]
+        upper = torch.ones((lq, lk), dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(upper, -math.inf)
+    return torch.softmax(scores, dim=-1)
+
+
+def scaled_dot_product_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None
+) -> Tensor:
+    """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see :func:`attention_probs`).
+
+    Uses ``F.scaled_dot_product_attention`` except for a mask combined with ``causal`` (which it refuses).
+
+    >>> q = torch.ones(1, 2, 4)
+    >>> scaled_dot_product_attention(q, q, q, None, causal=True, scale=None).shape
+    torch.Size([1, 2, 4])
+    """
+    fused = query.ndim >= 3 and not (causal and mask is not None)
+    if fused and mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
+        fused = False
+    if fused:
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal, scale=scale)
+    return torch.matmul(attention_probs(query, key, mask, causal=causal, scale=scale), value)
+
+
+@uses_backend
+def dropout_mask(backend: Any, input: Tensor, *, p: float, training: bool) -> Tensor:
+    """Keep-mask scaled by ``1/(1-p)`` (zeros where dropped) shaped like ``input``; ones when not training.
+
+    Draws from the backend's ``torch.Generator``, so a seeded backend gives the same masks every run.
+    """
+    dtype = backend.native_dtype("float")
+    device = input.device if isinstance(input, Tensor) else backend.torch_device
+    shape = tuple(input.shape)
+    if not training or p == 0:
+        return torch.ones(shape, dtype=dtype, device=device)
+    if p >= 1:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    keep = torch.rand(shape, generator=backend.generator, dtype=torch.float32, device=device) >= p
+    return keep.to(dtype) * (1.0 / (1.0 - p))
+
+
+@uses_backend
+def randn(backend: Any, *, shape: Any) -> Tensor:
+    """Standard normal samples of ``shape`` in the backend float dtype (from the backend's generator)."""
+    return backend.randn(*tuple(shape))
+
+
+@uses_backend
+def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
+    """Integers uniform in ``[low, high)`` of ``shape`` (int64, from the backend's generator)."""
+    return backend.randint(low, high, tuple(shape))

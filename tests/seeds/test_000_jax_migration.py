@@ -1,0 +1,317 @@
+"""Seed 000 "Migrating from JAX to Mithril": one test per Mithril code block (blocks numbered from 0 over
+all fenced code blocks of the file). Pure-JAX/Haiku blocks 00, 02, 04, 06, 08, 10, 15 are not Mithril code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, is_numpy, to_np
+
+import mithril as ml
+from mithril.errors import KeyError_
+from mithril.models import Conv2d, Dropout, Flatten, Linear, MaxPool2d, Model, Relu
+
+
+def create_mlp(layer_sizes):
+    """Block 01's builder; ``Linear(dimension=out)(input_size=in)`` -> ``Linear(dimension=out, in_features=in)``."""
+    model = Model()
+    for i, (in_size, out_size) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:])):
+        if i == 0:
+            model |= Linear(dimension=out_size, in_features=in_size)
+        else:
+            model += Linear(dimension=out_size, in_features=in_size)
+        if i < len(layer_sizes) - 2:
+            model += Relu()
+    return model
+
+
+def create_cnn():
+    model = Model()
+    model |= Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Flatten()
+    model += Linear(dimension=10, in_features=32 * 8 * 8)
+    return model
+
+
+def test_000_jax_migration_block01_mithril_mlp(backend_or_numpy):
+    # As written, `Linear(...)(input_size=...)` is rejected: input_size is not a key of Linear.
+    with pytest.raises(KeyError_) as exc:
+        Model().__ior__(Linear(dimension=512)(input_size=784))
+    assert_option_rejected(exc, "input_size")
+
+    layer_sizes = [784, 512, 256, 10]
+    model = create_mlp(layer_sizes)
+    backend = backend_or_numpy("jax", dtype=ml.float32)
+    compiled_model = ml.compile(model=model, backend=backend, shapes={"input": [4, 784]}, jit=True)
+    params = compiled_model.randomize_params()
+    assert {k: tuple(v.shape) for k, v in params.items() if k.startswith("weight")} == {
+        "weight_0": (512, 784), "weight_1": (256, 512), "weight_2": (10, 256)
+    }
+    inputs = {"input": backend.randn(4, 784)}
+    output = compiled_model.evaluate(params, inputs)["output"]
+    assert tuple(output.shape) == (4, 10)
+    assert backend.dtype_of(output) == ml.float32
+    check_against_numpy(model, backend, params, inputs, shapes={"input": [4, 784]})
+
+
+def test_000_jax_migration_block03_compilation_options(backend_or_numpy, backend_class_or_numpy):
+    model = create_mlp([16, 8, 4])
+    backend = backend_or_numpy("jax")
+    jitted_model = ml.compile(model=model, backend=backend, jit=True)
+    params = jitted_model.randomize_params()
+    # Parallelism: device meshes of 8 / 4 / 2x2 devices do not exist on this machine, and `parallelism=`
+    # is no ml.compile option (the mesh lives on the backend).
+    cls = backend_class_or_numpy("jax")
+    for mesh in [(8,), (1, 4), (2, 2)]:
+        construct_or_clear_error(cls, device_mesh=mesh)
+    for mode in ["data", "model", "mixed"]:
+        with pytest.raises(TypeError) as exc:
+            ml.compile(model=model, backend=backend, parallelism=mode)
+        assert_option_rejected(exc, "parallelism")
+        assert "accepted" in str(exc.value) and "shapes" in str(exc.value)
+    # Automatic differentiation, built into evaluate.
+    inputs = {"input": backend.randn(4, 16)}
+    grads = {"output": backend.ones(4, 4)}
+    outputs, gradients = jitted_model.evaluate(params, inputs, output_gradients=grads)
+    assert set(gradients) == set(params)
+    assert all(tuple(gradients[k].shape) == tuple(params[k].shape) for k in params)
+    # bias of the last layer: d(sum of outputs)/d bias = batch size
+    np.testing.assert_allclose(to_np(backend, gradients["bias_1"]), np.full(4, 4.0), rtol=1e-5)
+    check_against_numpy(model, backend, params, inputs, grads)
+
+
+def test_000_jax_migration_block05_mithril_cnn(backend_or_numpy):
+    model = create_cnn()
+    backend = backend_or_numpy("jax")
+    compiled_model = ml.compile(model=model, backend=backend, shapes={"input": [4, 3, 32, 32]}, jit=True)
+    params = compiled_model.randomize_params()
+    assert tuple(params["weight_0"].shape) == (16, 3, 3, 3)  # PyTorch layout, NCHW
+    assert tuple(params["weight_2"].shape) == (10, 2048)
+    inputs = {"input": backend.randn(4, 3, 32, 32)}
+    outputs = compiled_model.evaluate(params, inputs)
+    assert tuple(outputs["output"].shape) == (4, 10)
+    check_against_numpy(model, backend, params, inputs, {"output": backend.randn(4, 10)}, shapes={"input": [4, 3, 32, 32]})
+
+
+class _Adam:
+    """Stand-in for optax.adam (optax is not installed): ``update(grads, state) -> (updates, state)``."""
+
+    def __init__(self, learning_rate):
+        self.lr, self.b1, self.b2, self.eps = learning_rate, 0.9, 0.999, 1e-8
+
+    def init(self, params):
+        return {"t": 0, "m": {k: 0.0 for k in params}, "v": {k: 0.0 for k in params}}
+
+    def update(self, grads, state):
+        t = state["t"] + 1
+        m = {k: self.b1 * state["m"][k] + (1 - self.b1) * g for k, g in grads.items()}
+        v = {k: self.b2 * state["v"][k] + (1 - self.b2) * g * g for k, g in grads.items()}
+        updates = {
+            k: -self.lr * (m[k] / (1 - self.b1**t)) / (np.sqrt(v[k] / (1 - self.b2**t)) + self.eps) for k in grads
+        }
+        return updates, {"t": t, "m": m, "v": v}
+
+
+def test_000_jax_migration_block07_mithril_training(backend_or_numpy):
+    # Changes: `backend.cross_entropy_grad(logits, targets)` is a gradient-helper primitive taking
+    # (output_grad, input, target); the loss and its gradient come from a CrossEntropy loss attached to the
+    # model and evaluate(..., output_gradients=True). optax -> a hand-written Adam on NumPy arrays.
+    backend = backend_or_numpy("jax")
+    with pytest.raises(TypeError, match="target"):
+        backend.cross_entropy_grad(backend.randn(4, 10), backend.array([1, 2, 3, 4]))
+
+    net = create_mlp([8, 16, 3])
+    model = Model()
+    model |= net(input="input", output="output")
+    model |= ml.CrossEntropy()(input="output", target="target", output=ml.IOKey("loss"))
+    compiled_model = ml.compile(model, backend, shapes={"input": [12, 8], "target": [12]}, data_keys={"input", "target"})
+    params = compiled_model.randomize_params(seed=0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(12, 8)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0)
+    data_loader = [(x, y)]
+    optimizer = _Adam(learning_rate=0.05)
+    np_params = {k: to_np(backend, v) for k, v in params.items()}
+    opt_state = optimizer.init(np_params)
+    losses = []
+    for _epoch in range(15):
+        for x_batch, y_batch in data_loader:
+            data = {"input": backend.array(x_batch), "target": backend.array(y_batch)}
+            outputs, gradients = compiled_model.evaluate(params, data, output_gradients={"loss": backend.array(1.0)})
+            losses.append(float(to_np(backend, outputs["loss"])))
+            updates, opt_state = optimizer.update({k: to_np(backend, g) for k, g in gradients.items()}, opt_state)
+            np_params = {k: np_params[k] + updates[k] for k in np_params}
+            params = {k: backend.array(v.astype(np.float32)) for k, v in np_params.items()}
+    assert losses[-1] < losses[0] * 0.7, losses
+    # backend.cross_entropy agrees with the model's loss (per-sample values, mean-reduced by the block)
+    logits = compiled_model.evaluate(params, data)["output"]
+    per_sample = to_np(backend, backend.cross_entropy(logits, backend.array(y)))
+    np.testing.assert_allclose(per_sample.mean(), float(to_np(backend, compiled_model.evaluate(params, data)["loss"])), rtol=1e-4)
+
+
+def test_000_jax_migration_block09_mithril_prng(backend_or_numpy):
+    backend = backend_or_numpy("jax", seed=42)
+    model = create_mlp([6, 8, 3])
+    compiled_model = ml.compile(model, backend)
+    params = compiled_model.randomize_params()
+    again = ml.compile(model, backend_or_numpy("jax", seed=42)).randomize_params()
+    for k in params:  # deterministic: same seed, same parameters
+        np.testing.assert_array_equal(to_np(backend, params[k]), to_np(backend, again[k]))
+
+    model = Model()
+    model |= Linear(dimension=64)
+    model += Relu()
+    model += Dropout(p=0.5)(training=True)
+    model += Linear(dimension=10)
+    pm = ml.compile(model, backend, shapes={"input": [4, 6]})
+    params = pm.randomize_params()
+    x = backend.randn(4, 6)
+    out = pm.evaluate(params, {"input": x})["output"]
+    assert tuple(out.shape) == (4, 10)
+
+    # The dropout mask: about half dropped, survivors scaled by 1/(1-p); training=False is the identity.
+    drop = Model()
+    drop |= Dropout(p=0.5)(training=True)
+    pm = ml.compile(drop, backend, shapes={"input": [64, 64]})
+    y = to_np(backend, pm.evaluate({}, {"input": backend.ones(64, 64)})["output"])
+    assert set(np.unique(y)) <= {0.0, 2.0}
+    assert 0.4 < (y == 0).mean() < 0.6
+    ident = Model()
+    ident |= Dropout(p=0.5)(training=False)
+    pm = ml.compile(ident, backend, shapes={"input": [8, 8]})
+    np.testing.assert_array_equal(to_np(backend, pm.evaluate({}, {"input": backend.ones(8, 8)})["output"]), np.ones((8, 8)))
+
+
+def test_000_jax_migration_block11_mithril_custom_primitive(backend_or_numpy):
+    # As written: `Operator` subclass with `compute` and `@ml.register_primitive(name)` as a decorator are not
+    # our API. Operator (= Primitive) needs a registered primitive name.
+    from mithril.models import Operator
+    from mithril.primitives import rules
+
+    class SinTimeX(Operator):
+        def __init__(self):
+            super().__init__()
+
+    with pytest.raises(TypeError):
+        SinTimeX()
+
+    # Closest equivalent: register a primitive, its NumPy implementation and a VJP rule in primitives.
+    ml.register_primitive("seed_sin_times_x", inputs=("input",), shape_rule=rules.same_shape, type_rule=rules.float_result)
+
+    @ml.register_implementation("numpy", "seed_sin_times_x")
+    def sin_times_x(input):  # noqa: A002
+        return np.sin(input) * input
+
+    @ml.register_gradient("seed_sin_times_x")
+    def sin_times_x_grad(ctx):
+        x = ctx["input"]
+        return {"input": ctx.cotangent * (ctx.ops.sin(x) + x * ctx.ops.cos(x))}
+
+    backend = backend_or_numpy("numpy", dtype=ml.float64)
+    model = Model()
+    model |= Linear(dimension=6)
+    model += Relu()
+    model += Operator("seed_sin_times_x")()
+    model += Linear(dimension=3)
+    pm = ml.compile(model, backend, shapes={"input": [4, 5]})
+    params = pm.randomize_params(seed=1)
+    x = backend.randn(4, 5)
+    cot = backend.randn(4, 3)
+    _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": cot})
+
+    def loss(p):
+        return float((pm.evaluate(p, {"input": x})["output"] * cot).sum())
+
+    eps = 1e-6
+    for key in ["weight_0", "bias_0"]:
+        fd = np.zeros_like(params[key])
+        for idx in np.ndindex(params[key].shape):
+            plus, minus = dict(params), dict(params)
+            plus[key] = params[key].copy(); plus[key][idx] += eps
+            minus[key] = params[key].copy(); minus[key][idx] -= eps
+            fd[idx] = (loss(plus) - loss(minus)) / (2 * eps)
+        np.testing.assert_allclose(grads[key], fd, rtol=1e-5, atol=1e-7)
+
+
+def test_000_jax_migration_block12_xla_options(backend_class_or_numpy):
+    cls = backend_class_or_numpy("jax")
+    with pytest.raises(TypeError) as exc:
+        cls(precision="float64", xla_flags=["--xla_gpu_autotune_level=4"])
+    assert_option_rejected(exc, "precision", "xla_flags")
+    backend = cls(dtype=ml.float64)  # the real feature behind precision="float64"
+    assert backend.dtype == ml.float64
+    with pytest.raises(TypeError) as exc:
+        ml.compile(model=create_mlp([4, 3]), backend=backend, jit=True,
+                   jit_options={"static_argnums": (0,), "donate_argnums": (0,), "xla_computation": True})
+    assert_option_rejected(exc, "jit_options")
+    assert "accepted" in str(exc.value)
+
+
+def test_000_jax_migration_block13_tpu_usage(backend_class_or_numpy, backend_or_numpy):
+    cls = backend_class_or_numpy("jax")
+    with pytest.raises((TypeError, ValueError)) as exc:
+        cls(device="tpu", device_mesh=(8,))
+    assert_option_rejected(exc, "tpu", "device_mesh")
+    with pytest.raises(TypeError) as exc:
+        ml.compile(model=create_mlp([4, 3]), backend=backend_or_numpy("jax"), tpu_options={"replicate_inputs": True, "allow_spmd": True})
+    assert_option_rejected(exc, "tpu_options")
+
+
+def test_000_jax_migration_block14_jax_optimizations(backend_class_or_numpy, backend_or_numpy):
+    cls = backend_class_or_numpy("jax")
+    with pytest.raises((TypeError, ValueError)) as exc:
+        cls(precision="bfloat16", device="tpu")
+    assert_option_rejected(exc, "precision", "tpu")
+    with pytest.raises(TypeError) as exc:
+        ml.compile(model=create_mlp([4, 3]), backend=backend_or_numpy("jax"), jit=True, jit_options={"donate_argnums": (0,)},
+                   static_shapes=True, optimizations={"fusion": True, "buffer_reuse": True, "layout_optimization": True})
+    for option in ["jit_options", "static_shapes", "optimizations"]:
+        assert option in str(exc.value)
+
+
+def test_000_jax_migration_block16_mithril_haiku_equivalent(backend_or_numpy):
+    def create_mlp_784():
+        model = Model()
+        model |= Linear(dimension=512)
+        model += Relu()
+        model += Linear(dimension=256)
+        model += Relu()
+        model += Linear(dimension=10)
+        return model
+
+    backend = backend_or_numpy("jax")
+    compiled_model = ml.compile(create_mlp_784(), backend, shapes={"input": [1, 784]})
+    assert not hasattr(compiled_model, "get_layer_names")  # not our API: parameter names are the map
+    rng = np.random.default_rng(0)
+    sizes = [784, 512, 256, 10]
+    haiku_params = {
+        f"mlp/~/linear_{i}": {"w": rng.normal(size=(m, n)).astype(np.float32) * 0.05, "b": rng.normal(size=n).astype(np.float32)}
+        for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:]))
+    }
+
+    def import_haiku_params(haiku_params, compiled_model):
+        # Haiku keeps w as [in, out]; Mithril's Linear.weight is [out, in] (PyTorch layout).
+        mithril_params = {}
+        for layer_idx in range(len(sizes) - 1):
+            layer = haiku_params[f"mlp/~/linear_{layer_idx}"]
+            mithril_params[f"weight_{layer_idx}"] = backend.array(layer["w"].T)
+            mithril_params[f"bias_{layer_idx}"] = backend.array(layer["b"])
+        assert set(mithril_params) == set(compiled_model.randomize_params())
+        return mithril_params
+
+    params = import_haiku_params(haiku_params, compiled_model)
+    x = rng.normal(size=(1, 784)).astype(np.float32)
+    out = to_np(backend, compiled_model.evaluate(params, {"input": backend.array(x)})["output"])
+    ref = x
+    for i in range(3):
+        layer = haiku_params[f"mlp/~/linear_{i}"]
+        ref = ref @ layer["w"] + layer["b"]
+        if i < 2:
+            ref = np.maximum(ref, 0)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    assert is_numpy(backend) or True
