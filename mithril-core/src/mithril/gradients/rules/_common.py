@@ -48,8 +48,7 @@ def reduced_count(ctx: GradContext) -> Value | float:
     reduced dims are static, else ``size(input) / size(output)`` computed at run time)."""
     x = ctx["input"]
     dims = x.shape.ints()
-    axes = ctx.axes(x, ctx.attrs["axis"])
-    sizes = [dims[a] for a in axes]  # type: ignore[index]
+    sizes = [dims[a] for a in ctx.axes(x, ctx.attrs["axis"])] if dims is not None else [None]
     if None not in sizes:
         n = 1
         for s in sizes:

@@ -22,6 +22,8 @@ class _Loss(Model):
             raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
         loss = Primitive(self._primitive, **attrs)
         target = IOKey("target", type="int") if attrs.get("categorical") else IOKey("target")
+        if self._primitive != "cross_entropy":  # elementwise losses: target shaped like input, as in PyTorch
+            loss.set_shapes(input=[("S", ...)], target=[("S", ...)])
         if reduction == "none":
             self |= loss(input=IOKey("input"), target=target, output=IOKey("output"))
             return

@@ -1,0 +1,142 @@
+"""Convolution and pooling with ``jax.lax`` (PyTorch semantics: NC..., weight ``[O, C/groups, *k]``;
+pooling over the last two axes), plus the kernel-offset slices the max-pool gradient scatters through.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> x, w = jnp.ones((1, 2, 4, 4)), jnp.ones((3, 2, 3, 3))
+    >>> float(conv_forward(x, w, None, stride=1, padding=1, dilation=1, groups=1)[0, 0, 1, 1])
+    18.0
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from mithril.primitives.catalogue.nn import conv_geometry, spatial
+
+__all__ = [
+    "Geometry", "conv_forward", "max_pool", "avg_pool", "pool_geometry", "offset_slices", "lowest",
+]  # fmt: skip
+
+_SPATIAL = "DHW"
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Kernel, stride, ``[(before, after)]`` padding, dilation and the input/output spatial sizes."""
+
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]
+    dilation: tuple[int, ...]
+    size: tuple[int, ...]
+    out: tuple[int, ...]
+
+    @classmethod
+    def of(cls, kernel: Sequence[int], *, stride: Any, padding: Any, dilation: Any, size: Sequence[int]) -> Geometry:
+        """Normalise the attributes with core's ``conv_geometry`` (``stride=None`` -> kernel size)."""
+        kernel = tuple(int(k) for k in kernel)
+        st, pads, dil = conv_geometry({"stride": stride, "padding": padding, "dilation": dilation}, kernel)
+        size = tuple(int(s) for s in size)
+        out = tuple((s + b + a - d * (k - 1) - 1) // t + 1 for s, (b, a), d, k, t in zip(size, pads, dil, kernel, st))
+        if any(o <= 0 for o in out):
+            raise ValueError(f"window {kernel} (dilation {dil}) does not fit the padded input {size} {pads}")
+        return cls(kernel, tuple(st), tuple((int(b), int(a)) for b, a in pads), tuple(dil), size, out)
+
+    @property
+    def padded(self) -> bool:
+        return any(b or a for b, a in self.pads)
+
+
+def conv_forward(x: Any, weight: Any, bias: Any, *, stride: Any, padding: Any, dilation: Any, groups: int) -> jax.Array:
+    """``torch.nn.functional.conv{n}d(x, weight, bias, stride, padding, dilation, groups)``."""
+    dtype = jnp.result_type(x, weight)
+    x, weight = jnp.asarray(x, dtype=dtype), jnp.asarray(weight, dtype=dtype)
+    n = weight.ndim - 2
+    channels, out_channels = x.shape[1], weight.shape[0]
+    if channels % groups or out_channels % groups:
+        raise ValueError(f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}")
+    geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
+    letters = _SPATIAL[-n:]
+    out = jax.lax.conv_general_dilated(
+        x,
+        weight,
+        window_strides=geometry.stride,
+        padding=geometry.pads,
+        rhs_dilation=geometry.dilation,
+        dimension_numbers=(f"NC{letters}", f"OI{letters}", f"NC{letters}"),
+        feature_group_count=groups,
+    )
+    if bias is not None:
+        out = out + jnp.asarray(bias, dtype=dtype).reshape(out_channels, *(1,) * n)
+    return out
+
+
+def pool_geometry(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Geometry:
+    if jnp.ndim(x) < 2:
+        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {jnp.shape(x)}")
+    return Geometry.of(spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=jnp.shape(x)[-2:])
+
+
+def lowest(dtype: Any) -> Any:
+    """The padding value of max pooling: ``-inf`` (floats), the minimum (ints), ``False`` (bools)."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return -jnp.inf
+    if dtype == jnp.bool_:
+        return False
+    return jnp.iinfo(dtype).min
+
+
+def _window_args(x: Any, geometry: Geometry) -> dict[str, Any]:
+    lead = jnp.ndim(x) - 2
+    return {
+        "window_dimensions": (1,) * lead + geometry.kernel,
+        "window_strides": (1,) * lead + geometry.stride,
+        "padding": ((0, 0),) * lead + geometry.pads,
+        "window_dilation": (1,) * lead + geometry.dilation,
+    }
+
+
+def max_pool(x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> jax.Array:
+    """``torch.nn.functional.max_pool2d`` over the last two axes; padding reads as ``-inf``."""
+    x = jnp.asarray(x)
+    geometry = pool_geometry(x, kernel_size, stride, padding, dilation)
+    return jax.lax.reduce_window(x, lowest(x.dtype), jax.lax.max, **_window_args(x, geometry))
+
+
+def avg_pool(
+    x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any, count_include_pad: bool, float_dtype: Any
+) -> jax.Array:
+    """``torch.nn.functional.avg_pool2d`` over the last two axes (padding counts as zeros when
+    ``count_include_pad``); int inputs average into ``float_dtype``."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(float_dtype)
+    geometry = pool_geometry(x, kernel_size, stride, padding, dilation)
+    total = jax.lax.reduce_window(x, jnp.zeros((), x.dtype), jax.lax.add, **_window_args(x, geometry))
+    if count_include_pad or not geometry.padded:
+        return total / x.dtype.type(math.prod(geometry.kernel))
+    ones = np.pad(np.ones(geometry.size), geometry.pads)
+    count = np.zeros(geometry.out)
+    for _, window in offset_slices(geometry):
+        count += ones[window]
+    return total / jnp.asarray(count, dtype=x.dtype)
+
+
+def offset_slices(geometry: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    """For each kernel offset (row-major), the slices of the padded input it reads for all outputs."""
+    for offset in itertools.product(*(range(k) for k in geometry.kernel)):
+        yield (
+            offset,
+            tuple(
+                slice(o * d, o * d + t * (m - 1) + 1, t)
+                for o, d, t, m in zip(offset, geometry.dilation, geometry.stride, geometry.out)
+            ),
+        )

@@ -1,0 +1,58 @@
+"""Per-element losses (no reduction over the batch; that is ``mean``/``sum``). Class axis is 1.
+
+Example:
+    >>> logits = mx.zeros((1, 4))
+    >>> round(cross_entropy(logits, mx.array([2]), input_type="logits", categorical=True, eps=1e-12)[0].item(), 4)
+    1.3863
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from .reductions import log_softmax
+
+__all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
+
+Array = mx.array
+
+
+def log_probabilities(input: Array, input_type: str, eps: float) -> Array:
+    """``log p`` over the class axis 1 for input given as ``logits``, ``probs`` or ``log_probs``."""
+    if input_type == "logits":
+        return log_softmax(input, axis=1)
+    if input_type == "probs":
+        return mx.log(mx.maximum(input, eps))
+    if input_type == "log_probs":
+        return input
+    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+
+
+def cross_entropy(input: Array, target: Array, *, input_type: str, categorical: bool, eps: float) -> Array:
+    """``-sum(target_onehot * log p, axis=1)``: input [N, C, ...]; target class indices [N, ...] when
+    ``categorical``, else probabilities shaped like input. Output [N, ...]."""
+    log_p = log_probabilities(input, input_type, eps)
+    if categorical:
+        picked = mx.take_along_axis(log_p, mx.expand_dims(target, 1), axis=1)
+        return -mx.squeeze(picked, axis=1)
+    return -mx.sum(target * log_p, axis=1)
+
+
+def binary_cross_entropy(input: Array, target: Array, *, input_type: str, eps: float) -> Array:
+    """``-(t log p + (1 - t) log(1 - p))``; ``p = sigmoid(input)`` for ``logits`` (computed stably as
+    ``max(x, 0) - x t + log1p(exp(-|x|))``) or ``input`` for ``probs`` (clamped to ``[eps, 1 - eps]``)."""
+    if input_type == "logits":
+        return mx.maximum(input, 0) - input * target + mx.log1p(mx.exp(-mx.abs(input)))
+    if input_type == "probs":
+        return -(target * mx.log(mx.maximum(input, eps)) + (1 - target) * mx.log(mx.maximum(1 - input, eps)))
+    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+
+
+def squared_error(input: Array, target: Array) -> Array:
+    """``(input - target) ** 2``"""
+    return mx.square(mx.subtract(input, target))
+
+
+def absolute_error(input: Array, target: Array) -> Array:
+    """``abs(input - target)``"""
+    return mx.abs(mx.subtract(input, target))
