@@ -36,7 +36,7 @@ def main() -> None:
     compile_s = statistics.median(r[1] for r in runs)
     _, _, prims, params = runs[0]
     total = build + compile_s
-    print(f"GPT-2 small shape (12 layers, 768 dims, 12 heads, vocab 50257, block 1024), NumPy, with gradients")
+    print("GPT-2 small shape (12 layers, 768 dims, 12 heads, vocab 50257, block 1024), NumPy, with gradients")
     print(f"  logical build : {build:.3f} s")
     print(f"  ml.compile    : {compile_s:.3f} s  ({prims} primitive calls forward+backward, {params} parameters)")
     print(f"  total         : {total:.3f} s  target <= 0.5 s -> {'OK' if total <= 0.5 else 'MISSED'}")

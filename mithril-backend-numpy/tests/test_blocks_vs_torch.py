@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import mithril as ml
 import numpy as np
 import pytest
-
-import mithril as ml
 from mithril.models import (
     MLP,
     BatchNorm2d,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import mithril as ml
 import numpy as np
 import pytest
-
-import mithril as ml
 from mithril.errors import ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from mithril.models import MLP, Add, Embedding, IOKey, Lambda, Linear, Model, Multiply, Relu, Sum
 
@@ -49,7 +48,7 @@ def test_generated_source_is_written_and_readable(backend, tmp_path):
 
 
 def test_unknown_compile_option_names_accepted_ones(backend):
-    with pytest.raises(TypeError, match="parallelism.*accepted: shapes, data_keys"):
+    with pytest.raises(TypeError, match=r"parallelism.*accepted: shapes, data_keys"):
         ml.compile(mlp_model(), backend, parallelism="data")
 
 

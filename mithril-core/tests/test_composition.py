@@ -1,7 +1,6 @@
 """Composition: |=, +=, naming, canonical keys, IOKey constraints, connection arithmetic, connect-time errors."""
 
 import pytest
-
 from mithril.errors import ConnectionError_, DtypeError, KeyError_, ShapeError
 from mithril.models import (
     MLP,

@@ -5,17 +5,15 @@ from __future__ import annotations
 import importlib
 from types import SimpleNamespace
 
+import mithril as ml
 import numpy as np
 import pytest
-
-import mithril as ml
 from mithril import plugins
 from mithril.backends import Backend
 from mithril.errors import BackendNotAvailableError, PluginError, UnsupportedPrimitiveError
 from mithril.models import IOKey, Model, Multiply, Primitive
 from mithril.plugins import hookimpl, manager
 from mithril.primitives import PrimitiveSpec, rules
-
 
 manager_module = importlib.import_module("mithril.plugins.manager")  # the module (``manager`` is also a function)
 

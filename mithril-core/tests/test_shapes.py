@@ -1,7 +1,6 @@
 """The symbolic shape engine: unification, variadic segments, templates, ambiguity."""
 
 import pytest
-
 from mithril.shapes import Dim, Shape, ShapeMismatch, ShapeUndetermined, Variadic, shape_from_template, unify
 
 

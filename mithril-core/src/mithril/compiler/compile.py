@@ -23,11 +23,11 @@ import numpy as np
 
 from ..backends.backend import Backend
 from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
-from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
+from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec, generate_python
 from .flatten import FlatModel, flatten
-from .graph import Graph, Value
+from .graph import Graph, Value, as_constant, constant_kind
 from .passes import eliminate_common_subexpressions, fold_constants, prune
 from .physical import PhysicalModel
 
@@ -192,16 +192,13 @@ def _check_names(flat: FlatModel, shapes: Mapping[str, Any], data: set[str], tra
 def _apply_constants(flat: FlatModel, constants: Mapping[str, Any]) -> None:
     for name, value in constants.items():
         target = flat.inputs.pop(name)
-        array = value if isinstance(value, (bool, int, float)) else np.asarray(value)
-        shape = Shape() if isinstance(array, (bool, int, float)) else Shape.of(list(array.shape))
+        array, shape = as_constant(value)
         try:
             unify(target.shape, shape)
         except ShapeMismatch as exc:
             raise ShapeError(f"ml.compile(constant_keys): {name!r} expects shape {target.shape!r}, got {list(np.shape(array))} ({exc})") from None
         target.const = array
         if target.kind is None:
-            from .graph import constant_kind
-
             target.kind = constant_kind(array)
 
 

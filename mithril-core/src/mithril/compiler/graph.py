@@ -23,8 +23,9 @@ from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
 from ..shapes import Shape, epoch, shape_from_template
 from ..types import Kind, kind_of_python_value
+from ..union_find import find_root
 
-__all__ = ["NOTHING", "Value", "Node", "Graph", "constant_kind"]
+__all__ = ["NOTHING", "Value", "Node", "Graph", "as_constant", "constant_kind"]
 
 
 class _Nothing:
@@ -46,6 +47,14 @@ def constant_kind(value: Any) -> Kind:
     return kind
 
 
+def as_constant(value: Any) -> tuple[Any, Shape]:
+    """A constant as stored in the graph (Python scalar or NumPy array) and its shape."""
+    if isinstance(value, (bool, int, float)):
+        return value, Shape()
+    array = np.asarray(value)
+    return array, Shape.of(list(array.shape))
+
+
 class Value:
     """A tensor in the flat graph. Arithmetic on values emits primitives into their graph."""
 
@@ -65,13 +74,7 @@ class Value:
 
     def find(self) -> Value:
         """The representative after logical merges (connections unify values through union-find)."""
-        root = self
-        while root._parent is not None:
-            root = root._parent
-        node = self
-        while node._parent is not None and node._parent is not root:
-            node._parent, node = root, node._parent
-        return root
+        return find_root(self)
 
     @property
     def is_constant(self) -> bool:
@@ -170,10 +173,8 @@ class Graph:
         """A constant value (Python scalar or array); its shape and kind come from the data."""
         if isinstance(value, Value):
             return value
-        if isinstance(value, (bool, int, float)):
-            return self.new_value(Shape(), constant_kind(value), value, name)
-        array = np.asarray(value)
-        return self.new_value(Shape.of(list(array.shape)), constant_kind(array), array, name)
+        constant, shape = as_constant(value)
+        return self.new_value(shape, constant_kind(constant), constant, name)
 
     def emit(self, primitive: str, *args: Any, path: str = "", **kwargs: Any) -> Value | tuple[Value, ...]:
         """Add a call of ``primitive``: positional args fill input keys in order, keyword args may name

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.graph import NOTHING, Graph, Value
+from ..compiler.graph import NOTHING, Graph, Value, as_constant
 from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
@@ -291,8 +291,7 @@ class Model:
         kind = kind_of_python_value(constant)
         if kind is None:
             raise DtypeError(f"{where}: constant {constant!r} is not a number, bool or array")
-        array = constant if isinstance(constant, (bool, int, float)) else np.asarray(constant)
-        shape = Shape() if isinstance(array, (bool, int, float)) else Shape.of(list(array.shape))
+        array, shape = as_constant(constant)
         try:
             unify(root.shape, shape)
         except ShapeMismatch as exc:

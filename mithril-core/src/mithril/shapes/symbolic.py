@@ -19,6 +19,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
+from ..union_find import find_root
+
 __all__ = ["Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch"]
 
 _counter = itertools.count()
@@ -57,13 +59,7 @@ class Dim:
         self._id = next(_counter)
 
     def find(self) -> Dim:
-        root = self
-        while root._parent is not None:
-            root = root._parent
-        node = self
-        while node._parent is not None and node._parent is not root:
-            node._parent, node = root, node._parent
-        return root
+        return find_root(self)
 
     @property
     def value(self) -> int | None:
@@ -110,10 +106,7 @@ class Variadic:
         self._id = next(_counter)
 
     def find(self) -> Variadic:
-        root = self
-        while root._parent is not None:
-            root = root._parent
-        return root
+        return find_root(self)
 
     def bind(self, prefix: list[Dim], inner: Variadic | None, suffix: list[Dim]) -> None:
         root = self.find()

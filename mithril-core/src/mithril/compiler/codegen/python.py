@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..graph import Graph, Value
+from ..passes.pruning import live_nodes
 
 __all__ = ["FunctionSpec", "PythonProgram", "generate_python"]
 
@@ -84,16 +85,6 @@ class FunctionSpec:
     returns: Sequence[Mapping[str, Value]]
 
 
-def _needed_nodes(graph: Graph, targets: Sequence[Value]) -> list[Any]:
-    live = {v.id for v in targets}
-    needed = []
-    for node in reversed(graph.nodes):
-        if any(out.id in live for out in node.outputs.values()):
-            needed.append(node)
-            live.update(v.id for v in node.inputs.values() if v is not None)
-    return needed[::-1]
-
-
 def generate_python(
     graph: Graph,
     functions: Sequence[FunctionSpec],
@@ -143,7 +134,7 @@ def generate_python(
         for name, value in fn.cotangents.items():
             body.append(f"{ref(value)} = cotangents[{name!r}]")
         targets_all = [v for group in fn.returns for v in group.values()]
-        for node in _needed_nodes(graph, targets_all):
+        for node in live_nodes(graph.nodes, targets_all):
             args = ", ".join("None" if v is None else ref(v) for v in node.inputs.values())
             call = f"{fn_names[node.spec.name]}({', '.join(p for p in (args, attr_text(node.attrs)) if p)})"
             targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if len(node.outputs) > 1 else "")

@@ -2,12 +2,12 @@
 
 from .attention import MultiHeadAttention
 from .conv import AvgPool2d, Conv1d, Conv2d, Flatten, MaxPool2d
+from .embedding import Embedding
 from .lambda_ import Lambda
 from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
-from .embedding import Embedding
 
 __all__ = [
     "AbsoluteError", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",

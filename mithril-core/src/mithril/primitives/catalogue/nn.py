@@ -6,7 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
-from ..rules import conv_output_size, conv_padding, fixed, float_result, int_result, kind_of, promote, same_kind, same_shape
+from ..rules import (
+    conv_output_size,
+    conv_padding,
+    fixed,
+    float_result,
+    int_result,
+    kind_of,
+    promote,
+    same_kind,
+    same_shape,
+)
 from ..spec import REQUIRED, PrimitiveSpec
 
 
