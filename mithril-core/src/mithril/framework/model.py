@@ -208,7 +208,10 @@ class Model:
             if self._cin is None or self._cin.find().producer is not None:
                 self._cin = child._cin if child._cin is not None and child._cin.find().producer is None else self._cin
             self._cout = child._cout or self._cout
-        self._graph.solve()
+        try:
+            self._graph.solve()
+        except ShapeError as exc:  # name the model the conflicting primitive sits in: gpt.h_3.attn...
+            raise ShapeError(f"{self._path()}.{exc}") from None
 
     def _connect(self, value: Value, target: Any, where: str) -> None:
         if isinstance(target, str):

@@ -37,7 +37,8 @@ def model_summary(model: Model, indent: str = "") -> str:
     from .model import describe_shape
 
     count = parameter_count(model) if not indent else None
-    title = f"{indent}{model.name or type(model).__name__} ({type(model).__name__})"
+    kind = getattr(model, "primitive_name", None) or type(model).__name__
+    title = f"{indent}{model.name or type(model).__name__} ({kind})"
     if not indent:
         title += f" - trainable parameters: {count if count is not None else 'unknown until shapes are known'}"
     lines = [title]

@@ -318,7 +318,7 @@ SPECS = (
         lambda attrs: tuple(f"input_{i}" for i in range(attrs["n"])),
         _concat,
         promote,
-        attributes={"n": 2, "axis": 0},
+        attributes={"axis": 0, "n": 2},
         doc="np.concatenate([input_0, ..., input_{n-1}], axis)",
     ),
     PrimitiveSpec(
