@@ -194,6 +194,37 @@ class Backend(ABC):
 
         return call
 
+    # -- code generation (overridden by backends that do not run Python, e.g. C) ------------------
+    def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
+        """Turn the optimised graph into a program: an object with ``source`` (text shown to users and
+        written to ``ml.compile(file_path=...)``) and ``load(filename) -> {function name: callable}``.
+
+        Each :class:`~mithril.compiler.codegen.FunctionSpec` becomes a callable ``fn(params, data)`` (or
+        ``fn(params, data, cotangents)``) returning a dict, or a tuple of dicts. The default generates
+        Python that calls this backend's primitive implementations.
+        """
+        from ..compiler.codegen.python import generate_python
+
+        primitives = {node.spec.name for node in graph.nodes}
+        return generate_python(
+            graph,
+            functions,
+            param_names=param_names,
+            implementations={name: self.implementation(name) for name in primitives},
+            to_backend=lambda value: value if self.is_array(value) else self.array(value),
+            header=header,
+        )
+
+    def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        """Compute one primitive on constant inputs at compile time (constant folding).
+
+        Backends whose implementations are not Python callables return ``NotImplemented`` to skip folding.
+        """
+        if self.codegen != "python":
+            return NotImplemented
+        args = [v if v is None or isinstance(v, (bool, int, float)) or self.is_array(v) else self.array(v) for v in inputs]
+        return self.implementation(primitive)(*args, **attrs)
+
     # -- autograd (overridden by autograd backends) ----------------------------------------------
     def vjp(self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Autograd backends: run ``outputs = fn(primals)`` and pull ``cotangents`` back through it.

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import DtypeError, KeyError_, ShapeError
-from .codegen.python import PythonProgram
 from .graph import Value
 
 __all__ = ["PhysicalModel"]
@@ -34,7 +33,7 @@ class PhysicalModel:
         self,
         *,
         backend: Any,
-        program: PythonProgram,
+        program: Any,
         params: Mapping[str, Value],
         data: Mapping[str, Value],
         outputs: Mapping[str, Value],

@@ -10,14 +10,12 @@ from ..graph import Graph
 __all__ = ["fold_constants"]
 
 
-def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, Any]], Any] | None) -> int:
+def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, Any]], Any]) -> int:
     """Replace constant-input nodes by their values; returns how many nodes were folded.
 
-    ``evaluate(primitive, inputs, attrs)`` runs one primitive (the backend's implementation); without
-    it (backends that cannot run Python) nothing is folded. Random primitives are never folded.
+    ``evaluate(primitive, inputs, attrs)`` runs one primitive (the backend's ``evaluate_constant``); when
+    it returns ``NotImplemented`` the node is kept. Random primitives are never folded.
     """
-    if evaluate is None:
-        return 0
     kept = []
     folded = 0
     for node in graph.nodes:
@@ -26,6 +24,9 @@ def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, A
             kept.append(node)
             continue
         result = evaluate(node.spec.name, [None if v is None else v.const for v in inputs], node.attrs)
+        if result is NotImplemented:
+            kept.append(node)
+            continue
         values = result if len(node.outputs) > 1 else (result,)
         for out, value in zip(node.outputs.values(), values):
             out.const = value
