@@ -1,4 +1,4 @@
-"""The ``mithril`` command: ``mithril demo`` and ``mithril plugins``."""
+"""The ``mithril`` command: ``mithril demo``, ``mithril plugins`` and ``mithril export``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,29 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    import mithril as ml
+
+    from .plugins.lookup import backend_class
+    from .primitives.registry import resolve_target
+
+    builder = resolve_target(args.model)
+    model = builder() if callable(builder) else builder
+    shapes = {}
+    for item in args.shape:
+        key, _, dims = item.partition("=")
+        shapes[key] = [int(d) for d in dims.split(",") if d]
+    backend = backend_class(args.backend)(dtype=ml.Dtype.parse(args.dtype))
+    pm = ml.compile(model, backend, shapes=shapes, inference=True)
+    if args.params:
+        params = pm.load_params(args.params)
+    else:
+        params = pm.randomize_params(seed=args.seed)
+    out = pm.export(args.output, params)
+    print(f"exported {args.model} ({pm.primitive_count} primitive calls) to {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mithril`` console script."""
     parser = argparse.ArgumentParser(prog="mithril", description="Mithril: compose once, compile anywhere.")
@@ -41,6 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--steps", type=int, default=300)
     demo.add_argument("--lr", type=float, default=0.1)
     demo.set_defaults(func=_demo)
+    export = sub.add_parser("export", help="compile a model for a native backend and write a standalone program")
+    export.add_argument("model", help="module:attribute of a Model or a function returning one")
+    export.add_argument("output", help="directory to write (model.c, model.h, weights, main.c)")
+    export.add_argument("--shape", action="append", default=[], metavar="KEY=D1,D2,...", help="input shape, repeatable")
+    export.add_argument("--backend", default="c")
+    export.add_argument("--dtype", default="float32")
+    export.add_argument("--params", help="parameters saved with save_params (.npz or .safetensors); random otherwise")
+    export.add_argument("--seed", type=int, default=0)
+    export.set_defaults(func=_export)
     plugins = sub.add_parser("plugins", help="list loaded and broken plugins")
     plugins.set_defaults(func=_plugins)
     args = parser.parse_args(argv)

@@ -113,6 +113,22 @@ class PhysicalModel:
             print_fn(text)
         return text
 
+    def export(self, directory: str | Path, params: Mapping[str, Any] | None = None) -> Path:
+        """Write a standalone program for this model (backends that generate native code, e.g. C).
+
+        ``params`` default to :meth:`get_parameters`. Returns the directory written.
+        """
+        exporter = getattr(self.program, "export", None)
+        if exporter is None:
+            from ..errors import UnsupportedPrimitiveError
+
+            raise UnsupportedPrimitiveError(
+                f"{type(self.backend).__name__} cannot export a standalone program; compile with ml.CBackend() to export C"
+            )
+        directory = Path(directory)
+        exporter(directory, {k: self.backend.to_numpy(v) for k, v in (params or self.get_parameters()).items()}, self)
+        return directory
+
     # -- parameters ------------------------------------------------------------------------------
     def randomize_params(self, seed: int | None = None) -> dict[str, Any]:
         """New parameters: PyTorch-style uniform(+-1/sqrt(fan_in)) for weights, ones/zeros for norms.
