@@ -61,8 +61,9 @@ class PhysicalModel:
         self._backward = functions.get("evaluate_gradients")
         if jit and backend.supports_autograd:
             self._forward = backend.jit(self._forward)
+        # per input: (name, is_param, static shape or None, shape pattern, native dtype, kind)
         self._checks = [
-            (name, label, _expected(v), backend.native_dtype(v.kind or "float"), v.kind or "float")
+            (name, label == "params", v.shape.static(), _expected(v), backend.native_dtype(v.kind or "float"), v.kind or "float")
             for label, group in (("params", params), ("data", data))
             for name, v in group.items()
         ]
@@ -178,7 +179,7 @@ class PhysicalModel:
                 arrays = {k: archive[k] for k in archive.files}
         params = {k: self.backend.array(v) for k, v in arrays.items()}
         self._check_group(params, self._param_keys, "params")
-        self._check_arrays(params, {})
+        self._check_arrays(params, {}, params_only=True)
         self._params = params
         return params
 
@@ -258,23 +259,26 @@ class PhysicalModel:
             shown = tuple("?" if e is None else e for e in expected)
             raise ShapeError(f"evaluate({label}): {name!r} has shape {shape}, expected {shown}")
 
-    def _check_arrays(self, params: Mapping[str, Any], data: Mapping[str, Any]) -> Mapping[str, Any]:
-        backend = self.backend
+    def _check_arrays(self, params: Mapping[str, Any], data: Mapping[str, Any], params_only: bool = False) -> Mapping[str, Any]:
+        """Check every input's type, dtype and shape (the common case is a few comparisons per input);
+        convert runtime data given as NumPy arrays/lists. Returns ``data``, converted where needed."""
+        is_array = self.backend.is_array
         converted: dict[str, Any] | None = None
-        for name, label, expected, dtype, kind in self._checks:
-            source = params if label == "params" else data
-            if name not in source:
+        for name, is_param, static, pattern, dtype, kind in self._checks:
+            if params_only and not is_param:
                 continue
-            value = source[name]
-            if label == "params":
-                if not backend.is_array(value):
+            value = params[name] if is_param else data[name]
+            if is_array(value) and value.dtype == dtype:
+                if static is not None and tuple(value.shape) == static:
+                    continue
+            elif is_param:
+                if not is_array(value):
                     raise DtypeError(f"evaluate(params): {name!r} is a {type(value).__name__}; convert it with backend.array(...)")
-                if value.dtype != dtype:
-                    raise DtypeError(f"evaluate(params): {name!r} has dtype {value.dtype}, the model computes in {dtype}")
-            elif not backend.is_array(value) or value.dtype != dtype:
+                raise DtypeError(f"evaluate(params): {name!r} has dtype {value.dtype}, the model computes in {dtype}")
+            else:
                 converted = dict(data) if converted is None else converted
                 converted[name] = value = self._convert_data(name, value, kind)
-            self._check_shape(name, label, expected, value)
+            self._check_shape(name, "params" if is_param else "data", pattern, value)
         return data if converted is None else converted
 
     def _convert_data(self, name: str, value: Any, kind: str) -> Any:
