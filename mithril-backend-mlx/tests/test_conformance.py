@@ -1,5 +1,6 @@
 """The core conformance suite on MLX: every case forward in float32/float16/bfloat16, gradients (from
-``mx.vjp``) in float32 against float64 finite differences, random ops, all under ``mx.compile``."""
+``mx.vjp``) in float32 against float64 finite differences, and the random ops — once compiled with
+``mx.compile`` (``ml.compile``'s default) and once eager."""
 
 from __future__ import annotations
 
@@ -13,3 +14,7 @@ class TestMlxConformance(BackendConformanceTests):
     grad_dtypes = (ml.float32,)
     unsupported = frozenset()
     jit = True
+
+
+class TestMlxConformanceEager(TestMlxConformance):
+    jit = False

@@ -4,9 +4,9 @@ the generated forward in ``mx.compile``.
 Dtypes: float32 (default), float16 and bfloat16 (MLX has no float64 on the GPU, and Mithril keeps the
 CPU and GPU builds alike). The ``int`` kind is int64 and ``bool`` is ``mx.bool_``, as on NumPy.
 
-Randomness: the backend owns an ``mx.random`` key, split once per draw. Under ``mx.compile`` the key is an
-argument of the compiled function (split once per call), so random primitives give fresh samples on
-every ``evaluate`` and the same sequence for the same ``seed``.
+Randomness: the backend owns an ``mx.random`` key, split once per draw. Under ``mx.compile`` the key is
+threaded through the compiled function (an argument in, the split-off remainder out), so random primitives
+draw fresh samples on every ``evaluate`` and the same sequence, compiled or eager, for the same ``seed``.
 
 Example:
     >>> import mithril as ml
@@ -62,15 +62,26 @@ _REFUSED_OPTIONS: dict[str, str] = {
 _ACCEPTED_OPTIONS = ("dtype", "device", "seed", "default_dtype")
 
 
-def _device_name(device: Any) -> str:
-    """``"cpu"``, ``"gpu"``, ``"gpu:0"``, ``mx.cpu``/``mx.gpu`` (``DeviceType``) or ``mx.Device(...)`` -> a name."""
-    if isinstance(device, str):
-        return device
-    if isinstance(device, mx.DeviceType):
-        return device.name
+def _mx_device(device: Any) -> tuple[str, mx.Device]:
+    """``"cpu"``, ``"gpu"``, ``"gpu:1"``, ``mx.cpu``/``mx.gpu`` or ``mx.Device(...)`` -> (name, ``mx.Device``).
+
+    Raises ``ValueError`` for an unknown device or a GPU this MLX build does not have.
+    """
     if isinstance(device, mx.Device):
-        return f"{device.type.name}:{device.index}" if device.index else device.type.name
-    raise TypeError(f"MlxBackend: device must be 'cpu', 'gpu', mx.cpu or mx.gpu, got {device!r}")
+        device = f"{device.type.name}:{device.index}" if device.index else device.type.name
+    elif isinstance(device, mx.DeviceType):
+        device = device.name
+    elif not isinstance(device, str):
+        raise TypeError(f"MlxBackend: device must be 'cpu', 'gpu', mx.cpu or mx.gpu, got {device!r}")
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "gpu") or (index and not index.isdigit()):
+        raise ValueError(f"MlxBackend: device {device!r} is not available; MLX devices are 'cpu' and 'gpu'")
+    if kind == "gpu" and not mx.is_available(mx.gpu):
+        raise ValueError(
+            "MlxBackend(device='gpu'): this MLX build has no GPU (Metal needs macOS on Apple silicon; on Linux "
+            "install mlx[cuda] for an NVIDIA GPU). Use device='cpu'."
+        )
+    return device, mx.Device(getattr(mx, kind), int(index or 0))
 
 
 def _differentiable(value: Any, float_dtype: Any) -> mx.array:
@@ -99,7 +110,11 @@ class MlxBackend(Backend):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "gpu")
 
     def __init__(
-        self, dtype: Dtype | str | Any = Dtype.float32, device: str | Any = "cpu", seed: int | None = None, **options: Any
+        self,
+        dtype: Dtype | str | Any = Dtype.float32,
+        device: str | Any = "cpu",
+        seed: int | None = None,
+        **options: Any,
     ) -> None:
         if "default_dtype" in options:
             if dtype is not Dtype.float32 and Dtype.parse(dtype) is not Dtype.parse(options["default_dtype"]):
@@ -117,23 +132,15 @@ class MlxBackend(Backend):
                 "MlxBackend does not compute in float64: MLX has no float64 on the GPU and Mithril keeps the CPU "
                 "build alike. Use float32 (default), float16 or bfloat16, or a NumPy/JAX/PyTorch backend for float64."
             )
-        name = _device_name(device)
-        kind = name.split(":")[0]
-        if kind == "gpu" and not mx.is_available(mx.gpu):
-            raise ValueError(
-                "MlxBackend(device='gpu'): this MLX build has no GPU (Metal needs macOS on Apple silicon; on Linux "
-                "install mlx[cuda] for an NVIDIA GPU). Use device='cpu'."
-            )
+        name, self._mx_device = _mx_device(device)
         super().__init__(dtype=dtype, device=name, seed=seed)
-        if kind in self.devices:
-            self._mx_device = mx.Device(getattr(mx, kind), int(name.split(":")[1]) if ":" in name else 0)
-            mx.set_default_device(self._mx_device)
+        mx.set_default_device(self._mx_device)
 
     # -- device ----------------------------------------------------------------------------------
     def set_default_device(self, device: str | Any) -> None:
         """Move this backend (and MLX's process-wide default device) to ``"cpu"`` or ``"gpu"``."""
-        fresh = type(self)(dtype=self.dtype, device=device, seed=None)
-        self.device, self._mx_device = fresh.device, fresh._mx_device
+        self.device, self._mx_device = _mx_device(device)
+        mx.set_default_device(self._mx_device)
 
     def get_memory_info(self) -> dict[str, float]:
         """MLX allocator statistics in MB: ``used`` (active), ``peak`` and ``cache``."""
@@ -261,8 +268,11 @@ class MlxBackend(Backend):
         return dict(outputs), gradients
 
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``mx.compile`` of ``fn(params, data) -> outputs``: compiled per key layout over flat lists, with
-        the random key passed in as an argument (split once per call)."""
+        """``mx.compile`` of ``fn(params, data) -> outputs``, compiled per key layout over flat lists.
+
+        The backend's random key is threaded through as state: it goes in as the first argument and the
+        key left after the random primitives' splits comes back as the last output, so compiled and
+        eager evaluation draw the same samples and each call draws fresh ones."""
         compiled: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Callable[..., Any], list[str]]] = {}
         backend = self
 
@@ -276,10 +286,11 @@ class MlxBackend(Backend):
                     params = dict(zip(param_keys, arrays[:n_params]))
                     data = dict(zip(data_keys, arrays[n_params:]))
                     outputs = fn(params, data)
+                    key_out = backend._key
                 finally:
                     backend._key = saved
                 output_keys[:] = list(outputs)
-                return [v if isinstance(v, mx.array) else mx.array(v) for v in outputs.values()]
+                return [*(v if isinstance(v, mx.array) else mx.array(v) for v in outputs.values()), key_out]
 
             return mx.compile(flat), output_keys
 
@@ -289,7 +300,7 @@ class MlxBackend(Backend):
                 compiled[layout] = build(*layout)
             flat, output_keys = compiled[layout]
             with mx.stream(backend._mx_device):
-                values = flat(backend.next_key(), *params.values(), *data.values())
+                *values, backend._key = flat(backend._key, *params.values(), *data.values())
             return dict(zip(output_keys, values))
 
         run.__wrapped__ = fn  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
 """``TorchBackend``: arrays are ``torch.Tensor``; gradients come from ``torch.autograd`` (``vjp``), and
-``ml.compile(..., jit=True)`` wraps the generated forward with ``torch.compile``.
+``ml.compile(..., jit=True)`` wraps the generated forward with ``torch.compile``; the default is eager.
 
 Example:
     >>> from mithril.types import Dtype
@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -65,6 +67,11 @@ class TorchBackend(Backend):
     codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda", "mps")
+    jit_by_default: ClassVar[bool] = False  # eager unless ml.compile(jit=True): torch.compile warm-up is seconds on CPU
+
+    @classmethod
+    def available_devices(cls) -> tuple[str, ...]:
+        return available_devices()
 
     def __init__(
         self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **options: Any
@@ -73,22 +80,18 @@ class TorchBackend(Backend):
             raise TypeError(
                 f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
             )
-        self.devices = available_devices()  # type: ignore[misc]  # what this machine has, not what torch knows
         self._check_device(device)
         super().__init__(dtype=dtype, device=str(device), seed=seed)
 
     # -- devices ---------------------------------------------------------------------------------
     def _check_device(self, device: Any) -> None:
         base = str(device).split(":")[0]
-        if base == "cuda" and "cuda" not in self.devices:
+        available = self.available_devices()
+        if base == "cuda" and "cuda" not in available:
             raise ValueError(
                 f"TorchBackend(device={str(device)!r}): CUDA is not available on this machine "
                 f"(torch {torch.__version__}, torch.cuda.is_available() is False); "
-                f"available devices: {', '.join(self.devices)}"
-            )
-        if base not in self.devices:
-            raise ValueError(
-                f"TorchBackend: device {str(device)!r} is not available; available here: {', '.join(self.devices)}"
+                f"available devices: {', '.join(available)}"
             )
 
     @property
@@ -148,7 +151,7 @@ class TorchBackend(Backend):
             if values.dtype.kind not in "biuf":
                 raise TypeError(f"TorchBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
             if not values.flags.writeable or not values.flags.c_contiguous:
-                values = np.ascontiguousarray(values).copy()
+                values = np.array(values, order="C")  # torch.from_numpy needs its own, writable buffer
             tensor = torch.from_numpy(values)
         if dtype is not None:
             target = self.native_dtype(dtype)
@@ -286,5 +289,28 @@ class TorchBackend(Backend):
         return cotangent
 
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``torch.compile(fn)``: compiled on its first call (and again for new input shapes)."""
-        return torch.compile(fn, dynamic=False)
+        """``torch.compile(fn)``, compiled on its first call (again when input shapes or ``requires_grad``
+        change; a dim that changes is then treated as dynamic).
+
+        If torch's compiler backend cannot build on this machine (no working C++ toolchain, ...), the
+        function runs eagerly from then on, with one warning saying why.
+        """
+        compiled = torch.compile(fn)
+        state: dict[str, Callable[..., Any]] = {"call": compiled}
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return state["call"](*args, **kwargs)
+            except torch._dynamo.exc.BackendCompilerFailed as exc:  # the toolchain, not the user's code
+                warnings.warn(
+                    f"TorchBackend.jit: torch.compile failed on this machine ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else ''}); running eagerly instead",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                state["call"] = fn
+                return fn(*args, **kwargs)
+
+        run.compiled = compiled  # type: ignore[attr-defined]
+        return run

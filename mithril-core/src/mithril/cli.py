@@ -27,9 +27,12 @@ def _plugins(_: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .demo import DemoFailed, run_demo
 
-    run_demo(steps=args.steps, lr=args.lr)
+    try:
+        run_demo(steps=args.steps, lr=args.lr)
+    except DemoFailed:
+        return 1
     return 0
 
 

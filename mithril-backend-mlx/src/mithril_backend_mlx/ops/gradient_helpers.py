@@ -46,9 +46,7 @@ def sum_to_like(input: Array, like: Array) -> Array:
     extra = input.ndim - len(shape)
     if extra < 0:  # input broadcasts up to like
         return mx.broadcast_to(input, shape)
-    axes = list(range(extra)) + [
-        extra + i for i, size in enumerate(shape) if size == 1 and input.shape[extra + i] != 1
-    ]
+    axes = list(range(extra)) + [extra + i for i, size in enumerate(shape) if size == 1 and input.shape[extra + i] != 1]
     return mx.reshape(mx.sum(input, axis=axes, keepdims=True), shape) if axes else mx.reshape(input, shape)
 
 

@@ -44,7 +44,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor, *, input_type: str, eps:
         zero = torch.zeros((), dtype=input.dtype, device=input.device)
         return torch.logaddexp(input, zero) - input * target
     if input_type == "probs":
-        return -(target * torch.log(torch.clamp_min(input, eps)) + (1 - target) * torch.log(torch.clamp_min(1 - input, eps)))
+        log_p, log_not_p = torch.log(torch.clamp_min(input, eps)), torch.log(torch.clamp_min(1 - input, eps))
+        return -(target * log_p + (1 - target) * log_not_p)
     raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
 
 

@@ -134,8 +134,6 @@ def positive_key(key: Any, shape: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
     return tuple(out), tuple(flips)
 
 
-
-
 def index(input: Tensor, *, key: Any) -> Tensor:
     """``input[key]`` with a static basic-indexing key (ints, slices incl. negative steps, ``None``, ``...``)."""
     key, flips = positive_key(key, input.shape)

@@ -43,6 +43,13 @@ class Backend(ABC):
     codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float64)
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    jit_by_default: ClassVar[bool] = True
+    """What ``ml.compile(jit=None)`` (the default) means on this backend (PyTorch: eager)."""
+
+    @classmethod
+    def available_devices(cls) -> tuple[str, ...]:
+        """Devices usable on this machine (override to probe, e.g. ``torch.cuda.is_available()``)."""
+        return cls.devices
 
     def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None) -> None:
         self.dtype = Dtype.parse(dtype)
@@ -50,9 +57,10 @@ class Backend(ABC):
             names = ", ".join(d.value for d in self.supported_dtypes)
             raise TypeError(f"{type(self).__name__} does not compute in {self.dtype.value}; supported: {names}")
         base_device = str(device).split(":")[0]
-        if base_device not in self.devices:
+        available = self.available_devices()
+        if base_device not in available:
             raise ValueError(
-                f"{type(self).__name__}: device {device!r} is not available; available here: {', '.join(self.devices)}"
+                f"{type(self).__name__}: device {device!r} is not available; available here: {', '.join(available)}"
             )
         self.device = device
         self.seed = seed

@@ -28,7 +28,7 @@ from .backward import build_backward
 from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten
 from .graph import Graph, Value, as_constant, constant_kind
-from .passes import eliminate_common_subexpressions, fold_constants, prune
+from .passes import eliminate_common_subexpressions, fold_constants, promote_integer_inputs, prune
 from .physical import PhysicalModel
 
 __all__ = ["compile"]
@@ -49,7 +49,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     trainable_keys: Iterable[str] = (),
     discard_keys: Iterable[str] = (),
     inference: bool = False,
-    jit: bool = True,
+    jit: bool | None = None,
     file_path: str | Path | None = None,
     safe_names: bool = True,
     use_short_namings: bool = True,
@@ -66,7 +66,8 @@ def compile(  # noqa: A001 - the public name is ml.compile
         trainable_keys: inputs that are parameters (in addition to blocks' weights).
         discard_keys: outputs not to compute (their exclusive nodes are pruned).
         inference: build no backward pass.
-        jit: use the backend's JIT (JAX/PyTorch/MLX); ignored by NumPy.
+        jit: use the backend's JIT (``jax.jit``, ``torch.compile``, ``mx.compile``); ``None`` lets the
+            backend choose (JAX and MLX compile, PyTorch stays eager); ignored by NumPy.
         file_path: also write the generated source there.
         safe_names: sanitise generated variable names (always on for Python code).
         use_short_namings: ``weight_0`` instead of ``linear_0.weight`` for unnamed inputs.
@@ -95,6 +96,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         if flat.inputs[name].kind != "float":
             raise DtypeError(f"parameter {name!r} is {flat.inputs[name].kind}; only float inputs can be trained")
     outputs = {k: v for k, v in flat.outputs.items() if k not in set(discard_keys)}
+    promote_integer_inputs(graph)
 
     fold_constants(graph, backend.evaluate_constant)
     eliminate_common_subexpressions(graph, outputs)
@@ -132,7 +134,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         data={name: flat.inputs[name] for name in data},
         outputs=outputs,
         differentiable_outputs=list(cotangents) if gradients else [k for k, v in outputs.items() if v.kind == "float"],
-        jit=jit,
+        jit=backend.jit_by_default if jit is None else jit,
         model=model,
         primitive_count=len(graph.nodes),
         compile_seconds=time.perf_counter() - started,

@@ -1,7 +1,8 @@
-"""Graph passes run by the compiler, in order: constant folding, CSE, dead-node pruning."""
+"""Graph passes run by the compiler, in order: integer promotion, constant folding, CSE, dead-node pruning."""
 
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
+from .promotion import promote_integer_inputs
 from .pruning import prune
 
-__all__ = ["fold_constants", "eliminate_common_subexpressions", "prune"]
+__all__ = ["fold_constants", "eliminate_common_subexpressions", "promote_integer_inputs", "prune"]
