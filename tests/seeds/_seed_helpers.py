@@ -135,7 +135,7 @@ def construct_or_clear_error(cls: type, **options: Any) -> Any:
         return cls(**options)
     except (TypeError, ValueError) as exc:
         message = str(exc)
-        names = [*options, *(str(v) for v in options.values())]
+        names = [*options, *(str(v) for v in options.values()), *(str(v).rsplit(".", 1)[-1] for v in options.values())]
         assert any(n in message for n in names), f"{cls.__name__}({options}) failed with {message!r}, naming none of {names}"
         return exc
 

@@ -71,5 +71,5 @@ class NumpyBackend(Backend):
         return np.asarray(array)
 
     def is_array(self, value: Any) -> bool:
-        """Whether ``value`` is an ``np.ndarray``."""
-        return isinstance(value, np.ndarray)
+        """Whether ``value`` is a NumPy array (or NumPy scalar)."""
+        return isinstance(value, (np.ndarray, np.generic))  # reductions may return NumPy scalars

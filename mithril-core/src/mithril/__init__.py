@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors
+from .backends.backend import Backend
 from .compiler.compile import compile
 from .compiler.physical import PhysicalModel
 from .errors import DtypeError, ShapeError
@@ -32,7 +33,7 @@ float16, bfloat16, float32, float64 = Dtype.float16, Dtype.bfloat16, Dtype.float
 
 __version__ = "0.1.0"
 __all__ = [
-    "compile", "PhysicalModel", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
+    "Backend", "compile", "PhysicalModel", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
     "register_gradient", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     *_models_all,
 ]
@@ -41,7 +42,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``ml.NumpyBackend``, ``ml.JaxBackend``, ``ml.MLXBackend``...: backends registered by plugins."""
     if name.endswith("Backend"):
+        from .errors import BackendAttributeError, BackendNotAvailableError
         from .plugins.lookup import backend_class
 
-        return backend_class(name)
+        try:
+            return backend_class(name)
+        except BackendNotAvailableError as exc:
+            raise BackendAttributeError(str(exc)) from exc
     raise AttributeError(f"module 'mithril' has no attribute {name!r}")

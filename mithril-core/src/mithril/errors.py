@@ -9,6 +9,7 @@ __all__ = [
     "KeyError_",
     "ConnectionError_",
     "BackendNotAvailableError",
+    "BackendAttributeError",
     "UnsupportedPrimitiveError",
     "PluginError",
 ]
@@ -41,7 +42,12 @@ class ConnectionError_(MithrilError, ValueError):
 
 
 class BackendNotAvailableError(MithrilError, ImportError):
-    """A backend (or model builder) was requested whose plugin is not installed or failed to load."""
+    """A backend (or model builder) was requested whose plugin is not installed or failed to load
+    (``from mithril.backends import JaxBackend``)."""
+
+
+class BackendAttributeError(MithrilError, AttributeError):
+    """The same failure met through attribute access (``ml.JaxBackend``), so ``hasattr`` stays usable."""
 
 
 class UnsupportedPrimitiveError(MithrilError, NotImplementedError):

@@ -51,7 +51,7 @@ class Dtype(enum.Enum):
         """
         if isinstance(value, Dtype):
             return value
-        text = getattr(value, "name", None) if not isinstance(value, str) else value
+        text = value if isinstance(value, str) else getattr(value, "name", None) or getattr(value, "__name__", None)
         text = str(text if text is not None else value).rsplit(".", 1)[-1]
         for member in cls:
             if member.value == text:

@@ -51,7 +51,11 @@ class Backend(ABC):
         """Devices usable on this machine (override to probe, e.g. ``torch.cuda.is_available()``)."""
         return cls.devices
 
-    def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None) -> None:
+    def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **unknown: Any) -> None:
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unknown option(s) {sorted(unknown)}; accepted: dtype, device, seed"
+            )
         self.dtype = Dtype.parse(dtype)
         if self.dtype not in self.supported_dtypes:
             names = ", ".join(d.value for d in self.supported_dtypes)
@@ -242,6 +246,21 @@ class Backend(ABC):
         bools) get none. Returns ``(outputs, gradients)`` with one gradient per primal.
         """
         raise NotImplementedError(f"{type(self).__name__} computes gradients from the symbolic backward graph")
+
+    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+        """The callable ``PhysicalModel.evaluate`` runs for outputs: ``forward(params, data)``, jitted when
+        asked. Override to add context (a device stream) around every call."""
+        return self.jit(forward) if jit else forward
+
+    def gradient_function(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+        """Autograd backends: ``fn(params, data, cotangents) -> (outputs, gradients)`` built once per
+        compiled model. Override to compile forward and backward together (``jax.jit`` of the ``vjp``)."""
+        prepared = self.prepare_forward(forward, jit=jit)
+
+        def outputs_and_gradients(params: dict[str, Any], data: dict[str, Any], cotangents: dict[str, Any]) -> Any:
+            return self.vjp(lambda p: prepared(p, data), params, cotangents)
+
+        return outputs_and_gradients
 
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Compile ``fn`` with the framework's JIT; the identity by default."""

@@ -57,10 +57,11 @@ class PhysicalModel:
         self.file_path = file_path
         self._model_name = type(model).__name__
         functions = program.load(file_path or f"<mithril:{self._model_name}>")
-        self._forward = functions["evaluate"]
-        self._backward = functions.get("evaluate_gradients")
-        if jit and backend.supports_autograd:
-            self._forward = backend.jit(self._forward)
+        self._forward = backend.prepare_forward(functions["evaluate"], jit=jit) if backend.supports_autograd else functions["evaluate"]
+        if backend.supports_autograd:
+            self._backward = backend.gradient_function(functions["evaluate"], jit=jit)
+        else:
+            self._backward = functions.get("evaluate_gradients")
         # per input: (name, is_param, static shape or None, shape pattern, native dtype, kind)
         self._checks = [
             (name, label == "params", v.shape.static(), _expected(v), backend.native_dtype(v.kind or "float"), v.kind or "float")
@@ -202,8 +203,6 @@ class PhysicalModel:
 
     def _evaluate_gradients(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         cotangents = self._cotangents(output_gradients)
-        if self.backend.supports_autograd:
-            return self.backend.vjp(lambda p: self._forward(p, data), dict(params), cotangents)
         if self._backward is None:
             raise KeyError_("this model was compiled with inference=True or has no parameters; it has no gradients")
         return self._backward(params, data, cotangents)

@@ -33,7 +33,9 @@ def backend_class(name: str) -> type:
             raise BackendNotAvailableError(
                 f"backend {name!r} from plugin {entry.plugin!r} failed to import: {type(exc).__name__}: {exc}"
             ) from exc
-    registry_name, dist, extra = KNOWN_BACKENDS.get(name, (name, f"mithril-backend-{name.lower()}", name.lower()))
+    if name not in KNOWN_BACKENDS:
+        raise AttributeError(f"no backend named {name!r}; available backends: {', '.join(available_backends()) or 'none'}")
+    registry_name, dist, extra = KNOWN_BACKENDS[name]
     broken = pm.broken_for(registry_name)
     cause = broken.describe() if broken else f"the package {dist} is not installed"
     raise BackendNotAvailableError(

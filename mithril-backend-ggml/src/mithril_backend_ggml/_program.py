@@ -1,0 +1,317 @@
+"""Turning the optimised flat graph into ggml compute graphs, and running them.
+
+For every :class:`~mithril.compiler.codegen.FunctionSpec` (``evaluate``; ``evaluate_gradients`` holds the
+forward *and* the symbolic backward nodes) a :class:`_GraphFunction` owns:
+
+- a metadata-only ggml context (``no_alloc``) holding the tensor headers and the graph, sized from the
+  number of primitive calls (a few hundred bytes per tensor header, never a fixed guess);
+- a constants buffer, allocated to the exact size of the folded constants the graph reads;
+- a ``ggml_gallocr`` compute buffer, sized by ggml's allocator from the static shapes (with memory reuse
+  between tensors whose lifetimes do not overlap);
+- a CPU backend computing with the requested thread count.
+
+Nothing is shared between compiled models. Tensors are stored in ggml's layout: a row-major shape
+``[a, b, c]`` is ``ne = (c, b, a)`` (``ne[0]`` is the fastest dim). Floats are F32, ints I32, and bools F32
+holding 0/1 (so masks feed straight into arithmetic); outputs are converted back at the boundary.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from mithril.compiler.passes.pruning import live_nodes
+from mithril.errors import ShapeError
+
+from ._lib import load_ggml
+
+__all__ = ["GGMLProgram", "T", "Builder"]
+
+_TENSORS_PER_NODE = 24  # upper bound of ggml ops (and shape templates) one primitive's builder creates
+
+
+class T(NamedTuple):
+    """A built value: its ggml tensor, Mithril (row-major) shape and kind. Always contiguous."""
+
+    tensor: Any
+    shape: tuple[int, ...]
+    kind: str
+
+
+def _static_shape(value: Any, where: str) -> tuple[int, ...]:
+    shape = value.shape.static()
+    if shape is None:
+        label = value.name or f"%{value.id}"
+        raise ShapeError(
+            f"GGMLBackend needs static shapes: {label!r} ({where}) has shape {value.shape!r}; "
+            "give every input shape to ml.compile(shapes=...)"
+        )
+    return tuple(int(d) for d in shape)
+
+
+class Builder:
+    """What a primitive builder sees: the ggml context and helpers to make tensors of Mithril shapes."""
+
+    def __init__(self, program: GGMLProgram, ctx: Any, const_ctx: Any) -> None:
+        self.ggml = load_ggml()
+        self.program = program
+        self.backend = program.backend
+        self.ctx = ctx
+        self.const_ctx = const_ctx
+        self.constants: list[tuple[Any, np.ndarray]] = []
+        self.callbacks: list[Any] = []  # ctypes callbacks of custom ops, kept alive with the graph
+        self._permuted: dict[tuple[int, tuple[int, ...]], T] = {}
+        self.errors: list[BaseException] = []  # exceptions raised inside custom ops during a compute
+
+    # -- tensors -----------------------------------------------------------------------------------
+    def ggml_type(self, kind: str) -> int:
+        return self.ggml.GGML_TYPE_I32 if kind == "int" else self.ggml.GGML_TYPE_F32
+
+    @staticmethod
+    def ne(shape: Sequence[int]) -> list[int]:
+        """ggml dims of a row-major shape (4 at most; larger ranks are stored flat)."""
+        if len(shape) > 4:
+            return [math.prod(shape), 1, 1, 1]
+        ne = [int(d) for d in reversed(shape)]
+        return ne + [1] * (4 - len(ne))
+
+    def new(self, shape: Sequence[int], kind: str, ctx: Any = None) -> Any:
+        ne = self.ne(shape)
+        return self.ggml.ggml_new_tensor_4d(ctx or self.ctx, self.ggml_type(kind), *ne)
+
+    def const(self, value: Any, kind: str) -> T:
+        """A constant tensor (filled once, after allocation)."""
+        dtype = np.int32 if kind == "int" else np.float32
+        array = np.ascontiguousarray(np.asarray(value).astype(dtype))
+        tensor = self.new(array.shape, kind, self.const_ctx)
+        self.constants.append((tensor, array))
+        return T(tensor, tuple(array.shape), kind)
+
+    def reshape(self, x: T, shape: Sequence[int]) -> T:
+        shape = tuple(int(d) for d in shape)
+        if shape == x.shape:
+            return x
+        return T(self.ggml.ggml_reshape_4d(self.ctx, x.tensor, *self.ne(shape)), shape, x.kind)
+
+    def broadcast(self, x: T, shape: Sequence[int]) -> T:
+        """``np.broadcast_to`` (a ggml_repeat); rank is aligned from the fastest dim."""
+        shape = tuple(shape)
+        if x.shape == shape:
+            return x
+        return T(self.ggml.ggml_repeat_4d(self.ctx, x.tensor, *self.ne(shape)), shape, x.kind)
+
+    def permute(self, x: T, axes: Sequence[int]) -> T:
+        """``np.transpose(x, axes)`` made contiguous."""
+        r = len(x.shape)
+        if list(axes) == list(range(r)):
+            return x
+        key = (ctypes.addressof(x.tensor.contents), tuple(axes))
+        if key in self._permuted:  # e.g. g^T, needed by both linear_grad_weight and sum_to_like
+            return self._permuted[key]
+        pos = list(range(4))
+        for i, a in enumerate(axes):
+            pos[r - 1 - a] = r - 1 - i
+        view = self.ggml.ggml_permute(self.ctx, x.tensor, *pos)
+        result = T(self.ggml.ggml_cont(self.ctx, view), tuple(x.shape[a] for a in axes), x.kind)
+        self._permuted[key] = result
+        return result
+
+    def wrap(self, tensor: Any, shape: Sequence[int], kind: str = "float") -> T:
+        return T(tensor, tuple(int(d) for d in shape), kind)
+
+
+class _GraphFunction:
+    """One ggml graph (with its memory) computing one FunctionSpec."""
+
+    def __init__(self, program: GGMLProgram, graph: Any, fn: Any, param_names: set[str]) -> None:
+        from .ops import build_node
+
+        ggml = load_ggml()
+        self.ggml = ggml
+        self.name = fn.name
+        self.returns_tuple = len(fn.returns) > 1
+        targets = [v for group in fn.returns for v in group.values()]
+        nodes = live_nodes(graph.nodes, targets)
+        n_tensors = _TENSORS_PER_NODE * (len(nodes) + len(fn.inputs) + len(fn.cotangents)) + 64
+        graph_size = max(64, 2 * n_tensors)
+        mem = n_tensors * ggml.ggml_tensor_overhead() + ggml.ggml_graph_overhead_custom(graph_size, False)
+        self.ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=True))
+        n_consts = sum(1 for n in nodes for v in n.inputs.values() if v is not None and v.is_constant) + len(targets)
+        self.const_ctx = ggml.ggml_init(
+            ggml.ggml_init_params(mem_size=(n_consts + 1) * ggml.ggml_tensor_overhead(), mem_buffer=None, no_alloc=True)
+        )
+        self.backend = ggml.ggml_backend_cpu_init()
+        self.const_buffer = None
+        self.galloc = None
+        self._finalizer = weakref.finalize(self, _free, ggml, self.__dict__)
+        b = Builder(program, self.ctx, self.const_ctx)
+        self.callbacks = b.callbacks
+        values: dict[int, T] = {}
+        self.lines: list[str] = [f"def {fn.name}({'params, data, cotangents' if fn.cotangents else 'params, data'}):"]
+
+        # inputs
+        self.inputs: list[tuple[str, str, Any, tuple[int, ...], np.dtype]] = []
+        for source, group in (("input", fn.inputs), ("cotangent", fn.cotangents)):
+            for name, value in group.items():
+                kind = value.kind or "float"
+                shape = _static_shape(value, f"{source} {name!r}")
+                tensor = b.new(shape, kind)
+                ggml.ggml_set_input(tensor)
+                ggml.ggml_set_name(tensor, name.encode()[:63])
+                values[value.id] = T(tensor, shape, kind)
+                label = "cotangents" if source == "cotangent" else ("params" if name in param_names else "data")
+                self.inputs.append((label, name, tensor, shape, np.dtype(np.int32 if kind == "int" else np.float32)))
+                self.lines.append(f"    {_label(value)} = {label}[{name!r}]  # {list(shape)} {kind}")
+
+        def lookup(value: Any) -> T:
+            value = value.find() if value.id not in values else value
+            if value.id in values:
+                return values[value.id]
+            if value.is_constant and value.producer is None:
+                kind = value.kind or ("float" if isinstance(value.const, float) else "int")
+                const = b.const(value.const, kind)
+                values[value.id] = const
+                return const
+            raise KeyError(f"GGMLBackend: value {value!r} is used before it is computed")
+
+        for node in nodes:
+            if node.spec.name != "lambda":  # a lambda's result shape is probed when it is built
+                for value in node.outputs.values():
+                    _static_shape(value, f"output of {node.path or node.spec.name}")
+            args = {k: (None if v is None else lookup(v)) for k, v in node.inputs.items()}
+            outs, how = build_node(b, node, args)
+            for key, value in node.outputs.items():
+                values[value.id] = outs[key]
+            shown = ", ".join(f"{k}={'None' if v is None else _label(v)}" for k, v in node.inputs.items())
+            results = ", ".join(_label(v) for v in node.outputs.values())
+            self.lines.append(f"    {results} = {node.spec.name}({shown})  # ggml: {how}{'  @ ' + node.path if node.path else ''}")
+
+        # outputs: fresh tensors (never an input or a view), flagged so the allocator keeps them
+        self.outputs: list[list[tuple[str, Any, tuple[int, ...], str, np.ndarray | None]]] = []
+        gf = ggml.ggml_new_graph_custom(self.ctx, graph_size, False)
+        for group in fn.returns:
+            entries = []
+            for key, value in group.items():
+                kind = value.kind or "float"
+                if value.is_constant and value.producer is None:
+                    const = np.asarray(value.const)
+                    entries.append((key, None, const.shape, kind, _host(const, kind)))
+                    continue
+                t = lookup(value)
+                shape = t.shape
+                tensor = t.tensor
+                if tensor.contents.view_src or tensor.contents.op == ggml.GGML_OP_NONE or tensor.contents.flags & 1:
+                    tensor = ggml.ggml_cont(self.ctx, tensor)
+                ggml.ggml_set_output(tensor)
+                ggml.ggml_build_forward_expand(gf, tensor)
+                entries.append((key, tensor, shape, kind, None))
+                self.lines.append(f"    return[{key!r}] = {_label(value)}  # {list(shape)} {kind}")
+            self.outputs.append(entries)
+        self.gf = gf
+        self.n_graph_nodes = ggml.ggml_graph_n_nodes(gf)
+
+        # memory: constants (exact size), then the compute buffer sized by ggml's allocator
+        if b.constants:
+            self.const_buffer = ggml.ggml_backend_alloc_ctx_tensors(self.const_ctx, self.backend)
+            for tensor, array in b.constants:
+                ggml.ggml_backend_tensor_set(tensor, array.ctypes.data_as(ctypes.c_void_p), 0, array.nbytes)
+        # (the bindings declare ggml_backend_cpu_buffer_type's result as int, truncating the pointer:
+        # ask the backend for its buffer type instead)
+        self.galloc = ggml.ggml_gallocr_new(ggml.ggml_backend_get_default_buffer_type(self.backend))
+        if not ggml.ggml_gallocr_alloc_graph(self.galloc, gf):
+            raise MemoryError(f"GGMLBackend: could not allocate the compute buffer of {fn.name}")
+        self.buffer_bytes = ggml.ggml_gallocr_get_buffer_size(self.galloc, 0)
+        # inputs the graph never reads have no memory: skip them when copying in
+        self.inputs = [entry for entry in self.inputs if entry[2].contents.data]
+        self.errors = b.errors
+        self.lock = threading.Lock()
+
+    def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
+        ggml = self.ggml
+        sources = dict(zip(("params", "data", "cotangents"), groups))
+        with self.lock:
+            for label, name, tensor, shape, dtype in self.inputs:
+                array = sources[label][name]
+                if not (isinstance(array, np.ndarray) and array.dtype == dtype and array.flags.c_contiguous):
+                    array = np.ascontiguousarray(np.asarray(array), dtype=dtype)
+                if array.shape != shape:
+                    raise ShapeError(f"{self.name}: {label}[{name!r}] has shape {array.shape}, expected {shape}")
+                ggml.ggml_backend_tensor_set(tensor, array.ctypes.data, 0, array.nbytes)
+            ggml.ggml_backend_cpu_set_n_threads(self.backend, threads)
+            self.errors.clear()
+            status = ggml.ggml_backend_graph_compute(self.backend, self.gf)
+            if self.errors:
+                raise self.errors[0]
+            if status != 0:
+                raise RuntimeError(f"GGMLBackend: ggml_backend_graph_compute failed with status {status} in {self.name}")
+            results = []
+            for entries in self.outputs:
+                out = {}
+                for key, tensor, shape, kind, fixed in entries:
+                    if tensor is None:
+                        out[key] = fixed.copy()
+                        continue
+                    array = np.empty(shape, np.int32 if kind == "int" else np.float32)
+                    ggml.ggml_backend_tensor_get(tensor, array.ctypes.data, 0, array.nbytes)
+                    out[key] = array != 0 if kind == "bool" else array
+                results.append(out)
+        return tuple(results) if self.returns_tuple else results[0]
+
+
+def _label(value: Any) -> str:
+    if value.is_constant and value.producer is None and np.ndim(value.const) == 0:
+        return repr(value.const.item() if isinstance(value.const, np.ndarray) else value.const)
+    return value.name or f"t{value.id}"
+
+
+def _host(array: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "bool":
+        return array.astype(bool)
+    return array.astype(np.int32 if kind == "int" else np.float32)
+
+
+def _free(ggml: Any, state: dict[str, Any]) -> None:
+    if state.get("galloc"):
+        ggml.ggml_gallocr_free(state["galloc"])
+    if state.get("const_buffer"):
+        ggml.ggml_backend_buffer_free(state["const_buffer"])
+    if state.get("backend"):
+        ggml.ggml_backend_free(state["backend"])
+    for key in ("ctx", "const_ctx"):
+        if state.get(key):
+            ggml.ggml_free(state[key])
+
+
+class GGMLProgram:
+    """The compiled program: ``source`` describes the ggml graphs; ``load`` returns the callables."""
+
+    def __init__(self, backend: Any, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> None:
+        self.backend = backend
+        self.functions = {fn.name: _GraphFunction(self, graph, fn, param_names) for fn in functions}
+        lines = [f"# {line}" for line in header.splitlines()]
+        for f in self.functions.values():
+            lines.append(
+                f"# ggml graph {f.name!r}: {f.n_graph_nodes} ggml nodes, compute buffer {f.buffer_bytes / 2**20:.2f} MiB"
+            )
+        lines.append("")
+        for f in self.functions.values():
+            lines.extend(f.lines)
+            lines.append("")
+        self.source = "\n".join(lines)
+
+    def load(self, filename: str = "<mithril-ggml>") -> dict[str, Any]:
+        backend = self.backend
+
+        def bind(f: _GraphFunction) -> Any:
+            def run(*groups: Mapping[str, Any]) -> Any:
+                return f(backend.threads, *groups)
+
+            run.__name__ = f.name
+            return run
+
+        return {name: bind(f) for name, f in self.functions.items()}

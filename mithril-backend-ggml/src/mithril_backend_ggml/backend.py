@@ -1,0 +1,109 @@
+"""``GGMLBackend``: compiles a model to ggml compute graphs (forward, and forward+backward when
+gradients are requested) that libggml runs on the CPU with the requested number of threads.
+
+Arrays at the boundary are NumPy arrays (float32, int32, bool); ``evaluate`` copies them into the
+graph's input tensors, computes, and copies the outputs out.
+
+Example:
+    >>> import mithril as ml
+    >>> from mithril.models import Linear
+    >>> backend = ml.GGMLBackend(threads=2)                                 # doctest: +SKIP
+    >>> pm = ml.compile(Linear(4), backend, shapes={"input": [2, 3]})      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from mithril.backends.backend import Backend
+from mithril.types import KINDS, Dtype, Kind
+
+__all__ = ["GGMLBackend"]
+
+
+class GGMLBackend(Backend):
+    """Backend running ggml compute graphs (float32 only).
+
+    Args:
+        dtype: ``ml.float32`` (ggml's CPU ops compute float tensors in float32).
+        threads: CPU threads libggml computes with (default: ``os.cpu_count()``).
+        device: ``"cpu"``.
+        seed: seed of the generator behind ``randn``, ``randint`` and dropout.
+    """
+
+    backend_type: ClassVar[str] = "ggml"
+    supports_autograd: ClassVar[bool] = False
+    codegen: ClassVar[str] = "ggml"
+    supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32,)
+
+    def __init__(
+        self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, threads: int | None = None
+    ) -> None:
+        super().__init__(dtype=dtype, device=device, seed=seed)
+        if threads is None:
+            threads = os.cpu_count() or 1
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"GGMLBackend(threads=...) must be a positive int, got {threads!r}")
+        self.threads = threads
+        from ._lib import load_ggml
+
+        load_ggml()  # fail early (missing package, wrong libggml version), not at the first compile
+
+    def __repr__(self) -> str:
+        return f"GGMLBackend(dtype={self.dtype.value}, device={self.device!r}, threads={self.threads})"
+
+    # -- dtypes ----------------------------------------------------------------------------------
+    def kind_dtype(self, kind: Kind) -> Dtype:
+        """float -> float32, int -> int32 (ggml's integer tensor type), bool -> bool."""
+        return {"float": self.dtype, "int": Dtype.int32, "bool": Dtype.bool_}[kind]
+
+    def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
+        if dtype is None:
+            resolved = self.dtype
+        elif isinstance(dtype, str) and dtype in KINDS:
+            resolved = self.kind_dtype(dtype)
+        else:
+            resolved = Dtype.parse(dtype)
+        if resolved is Dtype.bfloat16:
+            raise TypeError("GGMLBackend arrays cannot be bfloat16; it computes in float32")
+        return np.dtype(resolved.value)
+
+    # -- arrays ----------------------------------------------------------------------------------
+    def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
+        """An ``np.ndarray``: floats float32, ints int32, bools bool (or the explicit ``dtype``)."""
+        if dtype is not None:
+            return np.asarray(data, dtype=self.native_dtype(dtype))
+        values = np.asarray(data)
+        kind = values.dtype.kind
+        if kind == "f":
+            return values.astype(self.native_dtype(), copy=False)
+        if kind in "iu":
+            return values.astype(np.int32, copy=False)
+        if kind == "b":
+            return values
+        raise TypeError(f"GGMLBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.asarray(array)
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
+    def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
+        return self.array(self._rng.integers(low, high, tuple(shape)), "int")
+
+    # -- code generation -------------------------------------------------------------------------
+    def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
+        """One ggml context and graph per function (``evaluate``, ``evaluate_gradients``)."""
+        from ._program import GGMLProgram
+
+        return GGMLProgram(self, graph, functions, param_names=param_names, header=header)
+
+    def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        """Constant folding with NumPy kernels (the same ones the custom ops use), in float32."""
+        from .ops import fold
+
+        return fold(self, primitive, inputs, attrs)

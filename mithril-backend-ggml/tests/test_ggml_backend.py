@@ -1,0 +1,115 @@
+"""GGML-specific behaviour: the seeds' MLP and CNN examples, errors, threads, version check."""
+
+import mithril as ml
+import numpy as np
+import pytest
+from mithril.errors import ShapeError
+from mithril.models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+from mithril.testing.references import REFERENCES as R
+
+
+def _mlp(sizes):
+    model = Model()
+    for i, out in enumerate(sizes[1:]):
+        model += Linear(dimension=out)(input="input") if i == 0 else Linear(dimension=out)
+        if i < len(sizes) - 2:
+            model += Relu()
+    return model
+
+
+def test_seed_mlp_forward_and_gradients_match_numpy():
+    backend = ml.GGMLBackend(threads=2)
+    compiled = ml.compile(_mlp([784, 64, 32, 10]), backend, shapes={"input": [8, 784]})
+    params = compiled.randomize_params(seed=0)
+    x = np.random.default_rng(1).standard_normal((8, 784)).astype(np.float32)
+    g = np.random.default_rng(2).standard_normal((8, 10)).astype(np.float32)
+    out, grads = compiled.evaluate(params, {"input": x}, output_gradients={"output": g})
+    h1 = np.maximum(x @ params["weight_0"].T + params["bias_0"], 0)
+    h2 = np.maximum(h1 @ params["weight_1"].T + params["bias_1"], 0)
+    y = h2 @ params["weight_2"].T + params["bias_2"]
+    np.testing.assert_allclose(out["output"], y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads["weight_2"], g.T @ h2, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads["bias_0"], (((g @ params["weight_2"]) * (h2 > 0)) @ params["weight_1"] * (h1 > 0)).sum(0), rtol=1e-4, atol=1e-4)
+    assert "ggml: native" in compiled.source and "custom op" not in compiled.source
+
+
+def test_seed_cnn_runs_natively_and_matches_reference():
+    model = Model()
+    model |= Conv2d(in_channels=3, out_channels=4, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Conv2d(in_channels=4, out_channels=8, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Flatten()
+    model += Linear(dimension=10)
+    backend = ml.GGMLBackend(threads=2)
+    compiled = ml.compile(model, backend, shapes={"input": [2, 3, 8, 8]})
+    params = compiled.randomize_params(seed=0)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    out = compiled.evaluate(params, {"input": x})["output"]
+    names = sorted(params)
+    conv = dict(stride=1, padding="same", dilation=1, groups=1)
+    pool = dict(kernel_size=2, stride=2, padding=0, dilation=1)
+    w = {k: params[k].astype(np.float64) for k in names}
+    conv_w = [k for k in names if w[k].ndim == 4]
+    conv_b = [k.replace("weight", "bias") for k in conv_w]
+    h = x.astype(np.float64)
+    for cw, cb in zip(conv_w, conv_b):
+        h = R["max_pool2d"](np.maximum(R["conv2d"](h, w[cw], w[cb], **conv), 0), **pool)
+    lin_w = next(k for k in names if w[k].ndim == 2)
+    y = h.reshape(2, -1) @ w[lin_w].T + w[lin_w.replace("weight", "bias")]
+    np.testing.assert_allclose(out, y, rtol=1e-4, atol=1e-4)
+    forward = compiled.source.split("def evaluate_gradients")[0]
+    assert "custom op" not in forward.split("def evaluate(")[1]
+    _, grads = compiled.evaluate(params, {"input": x}, output_gradients={"output": np.ones_like(out)})
+    assert set(grads) == set(params)
+
+
+def test_threads_do_not_change_results():
+    x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
+    results = []
+    for threads in (1, 2):
+        compiled = ml.compile(_mlp([32, 64, 8]), ml.GGMLBackend(threads=threads), shapes={"input": [16, 32]})
+        results.append(compiled.evaluate(compiled.randomize_params(seed=0), {"input": x})["output"])
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
+
+
+def test_two_compiled_models_share_no_state():
+    backend = ml.GGMLBackend(threads=2)
+    a = ml.compile(_mlp([4, 3]), backend, shapes={"input": [2, 4]})
+    b = ml.compile(_mlp([4, 5]), backend, shapes={"input": [2, 4]})
+    pa, pb = a.randomize_params(seed=0), b.randomize_params(seed=1)
+    x = np.ones((2, 4), np.float32)
+    first = a.evaluate(pa, {"input": x})["output"].copy()
+    b.evaluate(pb, {"input": x})
+    np.testing.assert_array_equal(a.evaluate(pa, {"input": x})["output"], first)
+
+
+def test_non_static_shape_is_a_clear_error():
+    with pytest.raises(ShapeError, match="static shapes"):
+        ml.compile(_mlp([4, 3]), ml.GGMLBackend(), shapes={"input": [None, 4]})
+
+
+def test_float64_is_refused():
+    with pytest.raises(TypeError, match="float32"):
+        ml.GGMLBackend(dtype=ml.float64)
+
+
+def test_bad_threads():
+    with pytest.raises(ValueError, match="threads"):
+        ml.GGMLBackend(threads=0)
+
+
+def test_version_is_checked():
+    from mithril_backend_ggml._lib import REQUIRED_GGML_VERSION, ggml_versions
+
+    assert ggml_versions()["ggml"] == REQUIRED_GGML_VERSION
+
+
+def test_capability_table_covers_every_core_primitive():
+    from mithril_backend_ggml.capabilities import UNSUPPORTED, capability_table
+
+    table = capability_table()
+    assert {name for name, how in table.items() if how == "unsupported"} == set(UNSUPPORTED)
+    assert table["linear"] == table["conv2d"] == table["relu"] == "native"

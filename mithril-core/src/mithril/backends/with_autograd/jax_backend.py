@@ -1,0 +1,11 @@
+"""Upstream Mithril's module path for ``JaxBackend``; resolved lazily through the plugin registry."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "JaxBackend":
+        from ...plugins.lookup import backend_class
+
+        return backend_class("JaxBackend")
+    raise AttributeError(name)

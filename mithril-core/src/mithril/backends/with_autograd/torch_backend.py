@@ -1,0 +1,11 @@
+"""Upstream Mithril's module path for ``TorchBackend``; resolved lazily through the plugin registry."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TorchBackend":
+        from ...plugins.lookup import backend_class
+
+        return backend_class("TorchBackend")
+    raise AttributeError(name)

@@ -1,0 +1,11 @@
+"""Upstream Mithril's module path for ``GGMLBackend``; resolved lazily through the plugin registry."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GGMLBackend":
+        from ...plugins.lookup import backend_class
+
+        return backend_class("GGMLBackend")
+    raise AttributeError(name)

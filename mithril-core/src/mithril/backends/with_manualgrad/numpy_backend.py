@@ -1,0 +1,11 @@
+"""Upstream Mithril's module path for ``NumpyBackend``; resolved lazily through the plugin registry."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NumpyBackend":
+        from ...plugins.lookup import backend_class
+
+        return backend_class("NumpyBackend")
+    raise AttributeError(name)
