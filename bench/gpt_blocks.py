@@ -31,3 +31,12 @@ def gpt(num_layers: int = 12, dims: int = 768, heads: int = 12, vocab: int = 502
     model += LayerNorm(name="ln_f")
     model += Linear(vocab, use_bias=False, name="lm_head")(output=IOKey("logits"))
     return model
+
+
+def block_stack(num_layers: int = 2, dims: int = 768, heads: int = 12) -> Model:
+    """``num_layers`` GPT-2 blocks on an input ``[batch, seq, dims]`` (no embeddings or head)."""
+    model = Model(name="stack")
+    for i in range(num_layers):
+        block = gpt_block(dims, heads, name=f"h_{i}")
+        model += block(input="input") if i == 0 else block
+    return model

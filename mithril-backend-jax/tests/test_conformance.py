@@ -1,6 +1,9 @@
-"""The core op x dtype conformance suite, run on the JAX backend (eagerly: jit is tested elsewhere).
+"""The core op x dtype conformance suite, run on the JAX backend.
 
-Forward in float32 and float64, finite-difference gradient checks in float64.
+``TestJaxConformance`` runs eagerly (``jit=False``: hundreds of one-primitive models, each jit compile
+would dominate): forward in float32 and float64, finite-difference gradient checks in float64.
+``TestJaxConformanceJit`` repeats the float32 forward cases through ``jax.jit`` so every implementation
+is checked to trace; gradients under jit are covered by the whole-model tests in ``test_backend.py``.
 """
 
 from __future__ import annotations
@@ -14,3 +17,11 @@ class TestJaxConformance(BackendConformanceTests):
     dtypes = (ml.float32, ml.float64)
     grad_dtypes = (ml.float64,)
     unsupported = frozenset()
+
+
+class TestJaxConformanceJit(BackendConformanceTests):
+    backend_factory = staticmethod(lambda dtype: ml.JaxBackend(dtype=dtype, jit=True))
+    dtypes = (ml.float32,)
+    grad_dtypes = ()
+    unsupported = frozenset()
+    jit = True

@@ -35,6 +35,7 @@ from mithril.types import KINDS, Dtype, Kind
 
 __all__ = ["JaxBackend"]
 
+_X64 = jax.enable_x64  # the thread-local x64 state: ``_X64.value``, and ``with _X64(flag):``
 _PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "tpu": "tpu"}
 
 
@@ -95,7 +96,10 @@ class JaxBackend(Backend):
         name, _, _ = str(device).partition(":")
         platform = _PLATFORMS.get(name)
         if platform is None:
-            raise ValueError(f"JaxBackend: unknown device {device!r}; use one of {', '.join(_PLATFORMS)} (available: {_available_devices()})")
+            raise ValueError(
+                f"JaxBackend: unknown device {device!r}; use one of {', '.join(_PLATFORMS)} "
+                f"(available: {_available_devices()})"
+            )
         try:
             return list(jax.devices(platform))
         except RuntimeError:
@@ -158,7 +162,9 @@ class JaxBackend(Backend):
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            with jax.enable_x64(x64):
+            if _X64.value == x64:  # already in the right precision: skip the (slower) context switch
+                return fn(*args, **kwargs)
+            with _X64(x64):
                 return fn(*args, **kwargs)
 
         return call
@@ -285,12 +291,16 @@ class JaxBackend(Backend):
     def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
         """Standard normal samples (the backend float dtype unless ``dtype``)."""
         with self.scope():
-            return jax.device_put(jax.random.normal(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement)
+            return jax.device_put(
+                jax.random.normal(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement
+            )
 
     def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
         """Uniform samples in ``[0, 1)`` (the backend float dtype unless ``dtype``)."""
         with self.scope():
-            return jax.device_put(jax.random.uniform(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement)
+            return jax.device_put(
+                jax.random.uniform(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement
+            )
 
     def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
         """Integers uniform in ``[low, high)``."""
@@ -317,6 +327,17 @@ class JaxBackend(Backend):
             (grads,) = pullback(seeds)
             return outputs, grads
 
+    def gradient_function(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+        """With jit, forward and backward compile into one XLA computation (``jax.jit`` of the ``vjp``),
+        as hand-written JAX training steps are; otherwise the default (``vjp`` around the forward)."""
+        if not (jit and self.jit_enabled):
+            return super().gradient_function(forward, jit=jit)
+
+        def outputs_and_gradients(params: dict[str, Any], data: dict[str, Any], cotangents: dict[str, Any]) -> Any:
+            return self.vjp(lambda p: forward(p, data), params, cotangents)
+
+        return self.jit(outputs_and_gradients)
+
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``jax.jit(fn)`` (the identity, scoped, when the backend was made with ``jit=False``).
 
@@ -337,7 +358,9 @@ class JaxBackend(Backend):
         def call(*args: Any, **kwargs: Any) -> Any:
             # the counter is folded into the key inside the compiled function: no eager dispatch per call
             self._counter += 1
-            with jax.enable_x64(x64):
+            if _X64.value == x64:
+                return compiled(self._key, np.uint32(self._counter), *args, **kwargs)
+            with _X64(x64):
                 return compiled(self._key, np.uint32(self._counter), *args, **kwargs)
 
         return call

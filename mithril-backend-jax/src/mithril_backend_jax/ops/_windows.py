@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,7 @@ import numpy as np
 from mithril.primitives.catalogue.nn import conv_geometry, spatial
 
 __all__ = [
-    "Geometry", "conv_forward", "max_pool", "avg_pool", "pool_geometry", "offset_slices", "lowest",
+    "Geometry", "conv_forward", "max_pool", "max_pool_route", "avg_pool", "pool_geometry", "offset_slices", "lowest",
 ]  # fmt: skip
 
 _SPATIAL = "DHW"
@@ -62,7 +63,9 @@ def conv_forward(x: Any, weight: Any, bias: Any, *, stride: Any, padding: Any, d
     n = weight.ndim - 2
     channels, out_channels = x.shape[1], weight.shape[0]
     if channels % groups or out_channels % groups:
-        raise ValueError(f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}")
+        raise ValueError(
+            f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}"
+        )
     geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
     letters = _SPATIAL[-n:]
     out = jax.lax.conv_general_dilated(
@@ -82,7 +85,9 @@ def conv_forward(x: Any, weight: Any, bias: Any, *, stride: Any, padding: Any, d
 def pool_geometry(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Geometry:
     if jnp.ndim(x) < 2:
         raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {jnp.shape(x)}")
-    return Geometry.of(spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=jnp.shape(x)[-2:])
+    return Geometry.of(
+        spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=jnp.shape(x)[-2:]
+    )
 
 
 def lowest(dtype: Any) -> Any:
@@ -105,10 +110,48 @@ def _window_args(x: Any, geometry: Geometry) -> dict[str, Any]:
 
 
 def max_pool(x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> jax.Array:
-    """``torch.nn.functional.max_pool2d`` over the last two axes; padding reads as ``-inf``."""
+    """``torch.nn.functional.max_pool2d`` over the last two axes; padding reads as ``-inf``.
+
+    Differentiable (also with dilation, which ``lax.reduce_window`` cannot differentiate): the gradient
+    goes to the first arg-max of each window, like the NumPy backend's ``max_pool2d_grad``.
+    """
     x = jnp.asarray(x)
-    geometry = pool_geometry(x, kernel_size, stride, padding, dilation)
+    return _max_pool(x, pool_geometry(x, kernel_size, stride, padding, dilation))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _max_pool(x: jax.Array, geometry: Geometry) -> jax.Array:
     return jax.lax.reduce_window(x, lowest(x.dtype), jax.lax.max, **_window_args(x, geometry))
+
+
+def _max_pool_fwd(x: jax.Array, geometry: Geometry) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    best = _max_pool(x, geometry)
+    return best, (x, best)
+
+
+def _max_pool_bwd(geometry: Geometry, residuals: tuple[jax.Array, jax.Array], grad: jax.Array) -> tuple[jax.Array]:
+    x, best = residuals
+    return (max_pool_route(grad, x, best, geometry).astype(x.dtype),)
+
+
+_max_pool.defvjp(_max_pool_fwd, _max_pool_bwd)
+
+
+def max_pool_route(grad: jax.Array, x: jax.Array, best: jax.Array, geometry: Geometry) -> jax.Array:
+    """Route ``grad`` (shaped like the pooled ``best``) to the first arg-max (row-major) of each window
+    of ``x``; the result is shaped like ``x``."""
+    pads = ((0, 0),) * (x.ndim - 2) + geometry.pads
+    xp = jnp.pad(x, pads, constant_values=lowest(x.dtype)) if geometry.padded else x
+    grad = jnp.broadcast_to(grad, best.shape)
+    dxp = jnp.zeros(xp.shape, dtype=grad.dtype)
+    pending = jnp.ones(best.shape, dtype=bool)  # windows whose arg-max is not found yet
+    for _, window in offset_slices(geometry):
+        hit = (xp[(..., *window)] == best) & pending
+        pending = pending & ~hit
+        dxp = dxp.at[(..., *window)].add(jnp.where(hit, grad, 0))
+    (top, _), (left, _) = geometry.pads
+    height, width = geometry.size
+    return dxp[..., top : top + height, left : left + width]
 
 
 def avg_pool(
@@ -120,7 +163,7 @@ def avg_pool(
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(float_dtype)
     geometry = pool_geometry(x, kernel_size, stride, padding, dilation)
-    total = jax.lax.reduce_window(x, jnp.zeros((), x.dtype), jax.lax.add, **_window_args(x, geometry))
+    total = jax.lax.reduce_window(x, x.dtype.type(0), jax.lax.add, **_window_args(x, geometry))
     if count_include_pad or not geometry.padded:
         return total / x.dtype.type(math.prod(geometry.kernel))
     ones = np.pad(np.ones(geometry.size), geometry.pads)

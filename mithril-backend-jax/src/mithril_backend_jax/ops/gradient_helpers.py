@@ -74,12 +74,16 @@ def _pull(forward: Callable[[Array], Array], like_shape: tuple[int, ...], dtype:
 
 def _conv_grad_input(output_grad: Array, weight: Array, like: Array, **attrs: Any) -> Array:
     dtype = jnp.result_type(output_grad, weight)
-    return _pull(lambda x: _windows.conv_forward(x, weight.astype(dtype), None, **attrs), jnp.shape(like), dtype, output_grad)
+    return _pull(
+        lambda x: _windows.conv_forward(x, weight.astype(dtype), None, **attrs), jnp.shape(like), dtype, output_grad
+    )
 
 
 def _conv_grad_weight(output_grad: Array, input: Array, like: Array, **attrs: Any) -> Array:
     dtype = jnp.result_type(output_grad, input)
-    return _pull(lambda w: _windows.conv_forward(input.astype(dtype), w, None, **attrs), jnp.shape(like), dtype, output_grad)
+    return _pull(
+        lambda w: _windows.conv_forward(input.astype(dtype), w, None, **attrs), jnp.shape(like), dtype, output_grad
+    )
 
 
 def conv1d_grad_input(
@@ -117,22 +121,11 @@ def max_pool2d_grad(
     """Route ``output_grad`` to the first arg-max (row-major) of each window, shaped like ``input``."""
     x = jnp.asarray(input)
     geometry = _windows.pool_geometry(x, kernel_size, stride, padding, dilation)
-    pads = ((0, 0),) * (x.ndim - 2) + geometry.pads
-    xp = jnp.pad(x, pads, constant_values=_windows.lowest(x.dtype)) if geometry.padded else x
     best = _windows.max_pool(x, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation)
     grad = jnp.asarray(output_grad)
     if not jnp.issubdtype(grad.dtype, jnp.floating):
         grad = grad.astype(backend.native_dtype("float"))
-    grad = jnp.broadcast_to(grad, best.shape)
-    dxp = jnp.zeros(xp.shape, dtype=grad.dtype)
-    pending = jnp.ones(best.shape, dtype=bool)  # windows whose arg-max is not found yet
-    for _, window in _windows.offset_slices(geometry):
-        hit = (xp[(..., *window)] == best) & pending
-        pending = pending & ~hit
-        dxp = dxp.at[(..., *window)].add(jnp.where(hit, grad, 0))
-    h, w = geometry.size
-    (top, _), (left, _) = geometry.pads
-    return dxp[..., top : top + h, left : left + w]
+    return _windows.max_pool_route(grad, x, best, geometry)
 
 
 @uses_backend

@@ -1,0 +1,96 @@
+"""``CBackend``: compiles the flat graph (forward and symbolic backward) to C, builds it with -O3 and
+OpenMP (plus a BLAS when one is found), and calls it through ctypes. Arrays are NumPy arrays.
+
+Example:
+    >>> import mithril as ml
+    >>> from mithril.models import Add
+    >>> backend = ml.CBackend(dtype=ml.float64, threads=1)                        # doctest: +SKIP
+    >>> pm = ml.compile(Add(), backend, shapes={"left": [4], "right": [4]})       # doctest: +SKIP
+    >>> pm.evaluate({}, {"left": backend.ones(4), "right": backend.ones(4)})     # doctest: +SKIP
+    {'output': array([2., 2., 2., 2.])}
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from mithril.backends.backend import Backend
+from mithril.types import KINDS, Dtype, Kind
+
+__all__ = ["CBackend"]
+
+
+class CBackend(Backend):
+    """Backend generating C; ``threads`` is the OpenMP thread count of each call (default: all cores).
+
+    Every value's shape must be known at compile time: pass ``ml.compile(shapes=...)``.
+    """
+
+    backend_type: ClassVar[str] = "c"
+    supports_autograd: ClassVar[bool] = False
+    codegen: ClassVar[str] = "c"
+    supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float64)
+
+    def __init__(
+        self,
+        dtype: Dtype | str = Dtype.float32,
+        device: str = "cpu",
+        seed: int | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"CBackend(threads=...) must be a positive int, got {threads!r}")
+        self.threads = threads if threads is not None else (os.cpu_count() or 1)
+        super().__init__(dtype, device, seed)
+
+    def __repr__(self) -> str:
+        return f"CBackend(dtype={self.dtype.value}, threads={self.threads})"
+
+    def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
+        """``None``/``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool."""
+        if dtype is None:
+            resolved = self.dtype
+        elif isinstance(dtype, str) and dtype in KINDS:
+            resolved = self.kind_dtype(dtype)
+        else:
+            resolved = Dtype.parse(dtype)
+        if resolved in (Dtype.bfloat16, Dtype.float16):
+            raise TypeError(f"CBackend cannot represent {resolved.value}; use float32 or float64")
+        return np.dtype(resolved.value)
+
+    def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
+        """A C-contiguous ``np.ndarray``; floats get the backend dtype, ints int64, bools bool."""
+        if dtype is not None:
+            return np.asarray(data, dtype=self.native_dtype(dtype), order="C")
+        values = np.asarray(data)
+        kind = values.dtype.kind
+        if kind == "f":
+            return np.asarray(values, dtype=self.native_dtype(), order="C")
+        if kind in "iu":
+            return np.asarray(values, dtype=np.int64, order="C")
+        if kind == "b":
+            return np.asarray(values, order="C")
+        raise TypeError(f"CBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.asarray(array)
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
+    def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
+        """C source for every function plus a loader (see :class:`~mithril_backend_c.program.CProgram`)."""
+        from .codegen import generate_c
+        from .program import CProgram
+
+        source, entry_points = generate_c(
+            graph, functions, param_names=param_names, header=header, dtype=self.dtype, emitters=self._impls
+        )
+        return CProgram(source, entry_points, self)
+
+    def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        """No folding at compile time (constants are embedded in the C source instead)."""
+        return NotImplemented

@@ -1,0 +1,620 @@
+"""Flat graph -> C source: one entry point per function (``evaluate``, ``evaluate_gradients``), each
+taking a struct of array pointers. Intermediates live in one workspace laid out at compile time
+(liveness-based reuse); outputs are written straight into the caller's arrays.
+
+The generated code has no global or static mutable state: constants are ``static const`` arrays and
+everything else lives in the caller's struct, its workspace or locals, so one library can serve many
+models and threads at once.
+
+Example of a generated entry point (``Add`` of two vectors)::
+
+    typedef struct {
+        const void *in_left;   /* data 'left': float32[16] */
+        const void *in_right;  /* data 'right': float32[16] */
+        void *out_output;      /* output 'output': float32[16] */
+        void *workspace;       /* NULL, or mithril_evaluate_workspace_size() bytes */
+        uint64_t seed;         /* random primitives draw from (seed, node) */
+    } mithril_evaluate_args;
+    int mithril_evaluate(const mithril_evaluate_args *a, int nt);
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mithril.compiler.graph import Graph, Node, Value
+from mithril.compiler.passes.pruning import live_nodes
+from mithril.errors import DtypeError, ShapeError
+from mithril.types import Dtype
+
+__all__ = ["CFunction", "CField", "Ctx", "generate_c", "ALIAS_PRIMITIVES", "PAR_THRESHOLD"]
+
+C_TYPES = {
+    "float32": "float",
+    "float64": "double",
+    "int64": "int64_t",
+    "int32": "int32_t",
+    "int16": "int16_t",
+    "int8": "int8_t",
+    "uint8": "uint8_t",
+    "bool": "uint8_t",
+}
+ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "reshape_like"})
+"""Primitives whose output is the input's memory read with another shape (no copy)."""
+PAR_THRESHOLD = 1 << 16
+"""Loops over at least this many elements get an OpenMP ``parallel for``."""
+ALIGN = 64
+
+
+@dataclass
+class CField:
+    """One pointer in an entry point's argument struct."""
+
+    name: str  # C field name
+    key: str  # Mithril key (input, cotangent, output or parameter name)
+    role: str  # "param", "data", "cotangent", or "return<i>"
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass
+class CFunction:
+    """One generated entry point and its struct layout."""
+
+    name: str  # "evaluate" / "evaluate_gradients"
+    symbol: str
+    inputs: list[CField]
+    returns: list[list[CField]]
+    workspace: int
+    random: bool
+
+
+def c_ident(text: str) -> str:
+    name = re.sub(r"\W", "_", text)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def float_literal(value: float) -> str:
+    value = float(value)
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "(-INFINITY)"
+    text = repr(value)
+    return f"({text})" if text.startswith("-") else text
+
+
+def literal(value: Any, dtype: np.dtype) -> str:
+    """A C literal for a Python/NumPy scalar stored as ``dtype``."""
+    if dtype.kind == "f":
+        return float_literal(float(value))
+    if dtype.kind == "b":
+        return "1" if bool(value) else "0"
+    return f"INT64_C({int(value)})"
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides that read an array of ``shape`` broadcast to ``out_shape`` (0 on broadcast axes)."""
+    own = contiguous_strides(shape)
+    pad = len(out_shape) - len(shape)
+    return tuple(0 if i < pad or (shape[i - pad] == 1 and n != 1) else own[i - pad] for i, n in enumerate(out_shape))
+
+
+def view_layout(
+    shape: Sequence[int], view: Callable[[np.ndarray], np.ndarray]
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """``(offset, strides, shape)`` in elements of ``view(x)`` for a C-contiguous ``x`` of ``shape``:
+    NumPy computes the layout of any basic-indexing / transpose / broadcast view for us."""
+    base = np.empty(tuple(shape), dtype=np.uint8)
+    result = view(base)
+    offset = result.__array_interface__["data"][0] - base.__array_interface__["data"][0] if result.size else 0
+    return offset, tuple(result.strides), tuple(result.shape)
+
+
+class _Arena:
+    """First-fit allocator over the workspace (offsets known at compile time)."""
+
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int]] = []  # (offset, size), sorted
+        self.top = 0
+
+    def alloc(self, nbytes: int) -> int:
+        nbytes = max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
+        for i, (offset, size) in enumerate(self.free):
+            if size >= nbytes:
+                if size == nbytes:
+                    del self.free[i]
+                else:
+                    self.free[i] = (offset + nbytes, size - nbytes)
+                return offset
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.top:  # grow the last free block
+            offset, _ = self.free.pop()
+            self.top = offset + nbytes
+            return offset
+        offset, self.top = self.top, self.top + nbytes
+        return offset
+
+    def release(self, offset: int, nbytes: int) -> None:
+        nbytes = max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
+        self.free.append((offset, nbytes))
+        self.free.sort()
+        merged: list[tuple[int, int]] = []
+        for off, size in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == off:
+                merged[-1] = (merged[-1][0], merged[-1][1] + size)
+            else:
+                merged.append((off, size))
+        self.free = merged
+
+
+@dataclass
+class _Storage:
+    var: str
+    offset: int | None = None  # arena offset, None when not in the arena
+    nbytes: int = 0
+    last_use: float = -1
+
+
+class Ctx:
+    """What an emitter sees: value names, shapes, C types, literals, scratch space and loop helpers."""
+
+    def __init__(self, dtype: Dtype, value_dtypes: Mapping[int, np.dtype], constants: Mapping[int, str]) -> None:
+        self.dtype = np.dtype(dtype.value)
+        self.real = C_TYPES[dtype.value]
+        self.sfx = "f32" if dtype is Dtype.float32 else "f64"
+        self._value_dtypes = value_dtypes
+        self._constants = constants
+        self.names: dict[int, str] = {}
+        self._counter = 0
+        self.arena = _Arena()
+        self._scratch: list[tuple[int, int]] = []
+        self.node: Node | None = None
+        self.salt = 0  # per-node stream of random primitives
+
+    # -- values ------------------------------------------------------------------------------------
+    def np_dtype(self, value: Value) -> np.dtype:
+        return self._value_dtypes[value.id]
+
+    def ct(self, value: Value) -> str:
+        return C_TYPES[self.np_dtype(value).name]
+
+    def shape(self, value: Value) -> tuple[int, ...]:
+        shape = value.shape.static()
+        assert shape is not None
+        return tuple(shape)
+
+    def size(self, value: Value) -> int:
+        return math.prod(self.shape(value))
+
+    def p(self, value: Value) -> str:
+        """The C pointer variable holding ``value``."""
+        return self.names[value.id]
+
+    def lit(self, value: Value | None) -> str | None:
+        """A literal for a scalar constant (folded into expressions), else ``None``."""
+        if value is None or not value.is_constant or value.producer is not None:
+            return None
+        const = np.asarray(value.const)
+        if const.size != 1:
+            return None
+        return literal(const.reshape(()).item(), self.np_dtype(value))
+
+    def elem(self, value: Value, index: str) -> str:
+        lit = self.lit(value)
+        return lit if lit is not None else f"{self.p(value)}[{index}]"
+
+    def fresh(self, prefix: str = "t") -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def scratch(self, count: int, ctype: str | None = None) -> str:
+        """A temporary array of ``count`` elements alive while the current node runs (a workspace slice)."""
+        ctype = ctype or self.real
+        nbytes = count * {"float": 4, "double": 8}.get(ctype, 8)
+        offset = self.arena.alloc(nbytes)
+        self._scratch.append((offset, nbytes))
+        return f"(({ctype} *)(ws + {offset}))"
+
+    def end_node(self) -> None:
+        for offset, nbytes in self._scratch:
+            self.arena.release(offset, nbytes)
+        self._scratch = []
+
+    # -- loops -------------------------------------------------------------------------------------
+    @staticmethod
+    def par(count: int, extra: str = "") -> str:
+        """An OpenMP ``parallel for`` pragma line for a loop doing ``count`` units of work, or ``""``."""
+        if count < PAR_THRESHOLD:
+            return ""
+        return f"#pragma omp parallel for{extra} num_threads(nt) if(nt > 1)"
+
+    def loops(
+        self,
+        shape: Sequence[int],
+        operands: Sequence[tuple[int, Sequence[int]]],
+        body: Callable[[list[str]], list[str]],
+        *,
+        simd: bool = True,
+        parallel: bool = True,
+    ) -> list[str]:
+        """Nested loops over ``shape``; ``operands`` are ``(offset, strides)`` in elements, and ``body``
+        gets one C index expression per operand. Unit axes are dropped and contiguous runs merged."""
+        dims: list[tuple[int, list[int]]] = []
+        for axis, n in enumerate(shape):
+            if n == 1:
+                continue
+            strides = [s[axis] for _, s in operands]
+            if dims and all(a == b * n for a, b in zip(dims[-1][1], strides)):
+                dims[-1] = (dims[-1][0] * n, strides)
+            else:
+                dims.append((n, strides))
+        if math.prod(shape) == 0:
+            return []
+        lines: list[str] = []
+        total = math.prod(shape)
+        names = [self.fresh("i") for _ in dims]
+        for depth, ((n, _), name) in enumerate(zip(dims, names)):
+            innermost = depth == len(dims) - 1
+            pragma = self.par(total) if depth == 0 and parallel else ""
+            if pragma and innermost and simd:
+                pragma = pragma.replace("parallel for", "parallel for simd")
+            elif not pragma and innermost and simd and n >= 8:
+                pragma = "#pragma omp simd"
+            if pragma:
+                lines.append(pragma)
+            lines.append(f"for (long {name} = 0; {name} < {n}; {name}++) {{")
+        indices = []
+        for j, (offset, _) in enumerate(operands):
+            terms = [str(offset)] if offset else []
+            for (n, strides), name in zip(dims, names):
+                s = strides[j]
+                if s == 1:
+                    terms.append(name)
+                elif s:
+                    terms.append(f"{name} * {s}")
+            indices.append(" + ".join(terms) or "0")
+        lines += ["    " + line for line in body(indices)]
+        lines += ["}"] * len(dims)
+        return lines
+
+    def map(
+        self, out: Value, inputs: Sequence[Value], expr: Callable[..., str], *, out_index_offset: int = 0
+    ) -> list[str]:
+        """``out[i] = expr(in_0[i'], in_1[i''], ...)`` with NumPy broadcasting of the inputs."""
+        shape = self.shape(out)
+        operands: list[tuple[int, Sequence[int]]] = [(out_index_offset, contiguous_strides(shape))]
+        for value in inputs:
+            operands.append((0, broadcast_strides(self.shape(value), shape)))
+        ct = self.ct(out)
+
+        def body(idx: list[str]) -> list[str]:
+            args = [self.elem(v, i) for v, i in zip(inputs, idx[1:])]
+            return [f"{self.p(out)}[{idx[0]}] = ({ct})({expr(*args)});"]
+
+        return self.loops(shape, operands, body)
+
+    def fill(self, out: Value, value: str, count: int | None = None, ptr: str | None = None) -> list[str]:
+        n = self.size(out) if count is None else count
+        target = ptr or self.p(out)
+        if n == 0:
+            return []
+        lines = [self.par(n, " simd")] if self.par(n) else []
+        name = self.fresh("i")
+        return [line for line in lines if line] + [
+            f"for (long {name} = 0; {name} < {n}; {name}++) {target}[{name}] = {value};"
+        ]
+
+    def copy_view(
+        self,
+        dst: str,
+        dst_layout: tuple[int, Sequence[int]],
+        src: str,
+        src_layout: tuple[int, Sequence[int]],
+        shape: Sequence[int],
+        cast: str = "",
+    ) -> list[str]:
+        """Strided copy ``dst[view] = src[view]`` of ``shape`` elements."""
+        return self.loops(shape, [dst_layout, src_layout], lambda idx: [f"{dst}[{idx[0]}] = {cast}{src}[{idx[1]}];"])
+
+
+Emitter = Callable[[Ctx, Node], list[str]]
+
+
+def value_dtypes(nodes: Sequence[Node], values: Sequence[Value], dtype: Dtype) -> dict[int, np.dtype]:
+    """The NumPy dtype of every value: the kind's default, or an explicit ``dtype`` attribute
+    (``cast``/``zeros``/``ones``/``full`` with an ``ml.Dtype``)."""
+    default = {"float": np.dtype(dtype.value), "int": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
+    result: dict[int, np.dtype] = {}
+
+    def assign(value: Value) -> None:
+        if value.id in result:
+            return
+        explicit = None
+        if value.producer is not None:
+            attr = value.producer.attrs.get("dtype")
+            if isinstance(attr, Dtype) and value.producer.spec.name in ("cast", "zeros", "ones", "full"):
+                explicit = attr
+        if explicit is not None:
+            if explicit.value not in C_TYPES:
+                raise DtypeError(f"CBackend cannot compute in {explicit.value} (at {value.producer.path or '<root>'})")
+            result[value.id] = np.dtype(explicit.value)
+            return
+        kind = value.kind or "float"
+        result[value.id] = default[kind]
+
+    for value in values:
+        assign(value)
+    for node in nodes:
+        for value in node.inputs.values():
+            if value is not None:
+                assign(value)
+        for value in node.outputs.values():
+            assign(value)
+    return result
+
+
+def _check_static(value: Value, key: str) -> tuple[int, ...]:
+    shape = value.shape.static()
+    if shape is None:
+        where = value.producer.path if value.producer is not None and value.producer.path else "<root>"
+        raise ShapeError(
+            f"CBackend needs every shape at compile time, but {key!r} (at {where}) has shape {value.shape!r}; "
+            "pass the input shapes to ml.compile(shapes=...)"
+        )
+    return tuple(shape)
+
+
+def _constant_array(name: str, value: Value, dtype: np.dtype) -> str:
+    array = np.asarray(value.const).astype(dtype).ravel()
+    ct = C_TYPES[dtype.name]
+    if array.size == 0:
+        return f"static const {ct} {name}[1] = {{0}};"
+    if dtype.kind == "f":
+        items = [
+            ("NAN" if math.isnan(x) else ("INFINITY" if x > 0 else "(-INFINITY)") if math.isinf(x) else float(x).hex())
+            for x in array.tolist()
+        ]
+    else:
+        items = [str(int(x)) for x in array.tolist()]
+    body = ",".join(items)
+    return f"static const {ct} {name}[{array.size}] = {{{body}}};"
+
+
+def generate_c(
+    graph: Graph,
+    functions: Sequence[Any],
+    *,
+    param_names: set[str],
+    header: str,
+    dtype: Dtype,
+    emitters: Mapping[str, Emitter],
+    prefix: str = "mithril",
+) -> tuple[str, list[CFunction]]:
+    """C source (without the runtime, which it includes) and the entry points' layouts."""
+    all_values: list[Value] = []
+    for fn in functions:
+        all_values += [*fn.inputs.values(), *fn.cotangents.values()]
+        all_values += [v for group in fn.returns for v in group.values()]
+    dtypes = value_dtypes(graph.nodes, all_values, dtype)
+    constants: dict[int, str] = {}
+    file_lines = [f"/* {line} */" for line in header.splitlines()]
+    file_lines += [
+        "#include <float.h>",
+        "#include <math.h>",
+        "#include <stdint.h>",
+        "#include <stdlib.h>",
+        "#include <string.h>",
+        '#include "runtime.h"',
+        "",
+    ]
+    decls: list[str] = []
+    bodies: list[str] = []
+    entry_points: list[CFunction] = []
+    for fn in functions:
+        text, layout = _generate_function(graph, fn, param_names, dtype, dtypes, constants, decls, emitters, prefix)
+        bodies.append(text)
+        entry_points.append(layout)
+    return "\n".join(file_lines + decls + [""] + bodies), entry_points
+
+
+def struct_text(fn: CFunction, prefix: str) -> str:
+    lines = ["typedef struct {"]
+    for f in fn.inputs:
+        lines.append(f"    const void *{f.name};  /* {f.role} {f.key!r}: {f.dtype.name}{list(f.shape)} */")
+    for group in fn.returns:
+        for f in group:
+            lines.append(f"    void *{f.name};  /* {f.role} {f.key!r}: {f.dtype.name}{list(f.shape)} */")
+    lines.append(f"    void *workspace;  /* NULL (allocated per call), or {prefix}_{fn.name}_workspace_size() bytes */")
+    lines.append("    uint64_t seed;  /* random primitives draw from (seed, node) */")
+    lines.append(f"}} {prefix}_{fn.name}_args;")
+    return "\n".join(lines)
+
+
+def _generate_function(
+    graph: Graph,
+    fn: Any,
+    param_names: set[str],
+    dtype: Dtype,
+    dtypes: dict[int, np.dtype],
+    constants: dict[int, str],
+    decls: list[str],
+    emitters: Mapping[str, Emitter],
+    prefix: str,
+) -> tuple[str, CFunction]:
+    ctx = Ctx(dtype, dtypes, constants)
+    used_fields: set[str] = set()
+
+    def field_name(role_prefix: str, key: str) -> str:
+        base = f"{role_prefix}_{c_ident(key)}"
+        name, i = base, 1
+        while name in used_fields:
+            name, i = f"{base}_{i}", i + 1
+        used_fields.add(name)
+        return name
+
+    inputs: list[CField] = []
+    body: list[str] = []
+    for key, value in fn.inputs.items():
+        role = "param" if key in param_names else "data"
+        f = CField(field_name("in", key), key, role, _check_static(value, key), dtypes[value.id])
+        inputs.append(f)
+        if value.id not in ctx.names:
+            ctx.names[value.id] = f"v{value.id}"
+            body.append(f"{C_TYPES[f.dtype.name]} *v{value.id} = ({C_TYPES[f.dtype.name]} *)a->{f.name};")
+    for key, value in fn.cotangents.items():
+        f = CField(field_name("cot", key), key, "cotangent", _check_static(value, key), dtypes[value.id])
+        inputs.append(f)
+        if value.id not in ctx.names:
+            ctx.names[value.id] = f"v{value.id}"
+            body.append(f"{C_TYPES[f.dtype.name]} *v{value.id} = ({C_TYPES[f.dtype.name]} *)a->{f.name};")
+    returns: list[list[CField]] = []
+    direct: dict[int, CField] = {}  # value id -> the output field it is computed into
+    for g, group in enumerate(fn.returns):
+        role_prefix = ("out", "grad")[g] if g < 2 else f"ret{g}"
+        fields = []
+        for key, value in group.items():
+            f = CField(
+                field_name(role_prefix, key),
+                key,
+                f"return{g}" if g > 1 else ("output", "gradient")[g],
+                _check_static(value, key),
+                dtypes[value.id],
+            )
+            fields.append(f)
+            producer = value.producer
+            if (
+                producer is not None
+                and value.id not in direct
+                and value.id not in ctx.names
+                and producer.spec.name not in ALIAS_PRIMITIVES
+            ):
+                direct[value.id] = f
+        returns.append(fields)
+
+    targets = [v for group in fn.returns for v in group.values()]
+    nodes = live_nodes(graph.nodes, targets)
+    missing = sorted({n.spec.name for n in nodes if n.spec.name not in emitters})
+    if missing:
+        from mithril.errors import UnsupportedPrimitiveError
+
+        raise UnsupportedPrimitiveError(f"CBackend has no C emitter for {missing}")
+
+    # liveness: the last node index reading each storage root (aliases share their source's root)
+    root: dict[int, int] = {}
+    last_use: dict[int, float] = {}
+    returned = {v.id for v in targets}
+    for index, node in enumerate(nodes):
+        for value in node.inputs.values():
+            if value is not None:
+                r = root.get(value.id, value.id)
+                last_use[r] = max(last_use.get(r, -1), index)
+        if node.spec.name in ALIAS_PRIMITIVES:
+            (source,) = [v for v in node.inputs.values() if v is not None][:1]
+            root[node.output.id] = root.get(source.id, source.id)
+        for value in node.outputs.values():
+            r = root.get(value.id, value.id)
+            if value.id in returned:
+                last_use[r] = math.inf
+            last_use.setdefault(r, index)
+
+    def declare_constant(value: Value) -> None:
+        name = f"c{value.id}"
+        decls.append(_constant_array(name, value, dtypes[value.id]))
+        constants[value.id] = name
+        ctx.names[value.id] = f"v{value.id}"
+        ct = C_TYPES[dtypes[value.id].name]
+        body.append(f"{ct} *v{value.id} = ({ct} *){name};")
+
+    arena: dict[int, tuple[int, int]] = {}  # root id -> (offset, nbytes)
+    random_used = False
+    for index, node in enumerate(nodes):
+        for value in node.inputs.values():
+            if value is None or value.id in ctx.names:
+                continue
+            if value.is_constant and value.producer is None:
+                _check_static(value, value.name or f"constant %{value.id}")
+                if value.id in constants:
+                    ctx.names[value.id] = f"v{value.id}"
+                    ct = C_TYPES[dtypes[value.id].name]
+                    body.append(f"{ct} *v{value.id} = ({ct} *){constants[value.id]};")
+                else:
+                    declare_constant(value)
+            else:
+                raise ShapeError(
+                    f"CBackend: value {value!r} read by {node.path or '<root>'} is not computed before use"
+                )
+        for key, value in node.outputs.items():
+            shape = _check_static(value, f"{node.path or node.spec.name}.{key}")
+            ct = C_TYPES[dtypes[value.id].name]
+            ctx.names[value.id] = f"v{value.id}"
+            if node.spec.name in ALIAS_PRIMITIVES:
+                source = next(v for v in node.inputs.values() if v is not None)
+                body.append(f"{ct} *v{value.id} = ({ct} *){ctx.p(source)};")
+            elif value.id in direct:
+                body.append(f"{ct} *v{value.id} = ({ct} *)a->{direct[value.id].name};")
+            else:
+                nbytes = math.prod(shape) * dtypes[value.id].itemsize
+                offset = ctx.arena.alloc(nbytes)
+                arena[value.id] = (offset, nbytes)
+                body.append(f"{ct} *v{value.id} = ({ct} *)(ws + {offset});")
+        ctx.node = node
+        ctx.salt = node.id
+        random_used |= node.spec.random
+        lines = emitters[node.spec.name](ctx, node)
+        ctx.end_node()
+        body.append(f"{{  /* {node.spec.name}{' @ ' + node.path if node.path else ''} */")
+        body += ["    " + line for line in lines]
+        body.append("}")
+        # release storage whose last reader was this node
+        for r, (offset, nbytes) in list(arena.items()):
+            if last_use.get(r, index) <= index:
+                ctx.arena.release(offset, nbytes)
+                del arena[r]
+
+    # returns that are not computed in place: copies (inputs, constants, aliases, repeated outputs)
+    for group, fields in zip(fn.returns, returns):
+        for (key, value), f in zip(group.items(), fields):
+            if direct.get(value.id) is f:
+                continue
+            if value.id not in ctx.names:
+                if value.is_constant:
+                    declare_constant(value)
+                else:
+                    raise ShapeError(f"CBackend: output {key!r} is not computed by the graph")
+            nbytes = math.prod(f.shape) * f.dtype.itemsize
+            if nbytes:
+                body.append(f"memcpy(a->{f.name}, {ctx.p(value)}, {nbytes});")
+
+    workspace = ctx.arena.top
+    symbol = f"{prefix}_{fn.name}"
+    layout = CFunction(fn.name, symbol, inputs, returns, workspace, random_used)
+    lines = [
+        struct_text(layout, prefix),
+        "",
+        f"size_t {symbol}_workspace_size(void) {{ return {workspace}; }}",
+        "",
+        f"int {symbol}(const {prefix}_{fn.name}_args *a, int nt) {{",
+        "    char *ws = (char *)a->workspace, *ws_own = NULL;",
+        f"    if (ws == NULL && {workspace} > 0) {{",
+        f"        ws = ws_own = (char *)malloc({workspace});",
+        "        if (ws == NULL) return 1;",
+        "    }",
+        "    if (nt < 1) nt = 1;",
+        "    (void)ws; (void)nt;",
+    ]
+    lines += ["    " + line for line in body]
+    lines += ["    free(ws_own);", "    return 0;", "}", ""]
+    return "\n".join(lines), layout

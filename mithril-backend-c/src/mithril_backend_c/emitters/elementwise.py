@@ -1,0 +1,213 @@
+"""Elementwise emitters: one C expression per primitive, broadcast by :meth:`Ctx.map`.
+
+Example (what ``add`` emits for float32 ``[3, 4] + [4]``)::
+
+    for (long i1 = 0; i1 < 3; i1++) {
+    #pragma omp simd
+    for (long i2 = 0; i2 < 4; i2++) {
+        v7[i1 * 4 + i2] = (float)(v3[i1 * 4 + i2] + v5[i2]);
+    }}
+"""
+
+from __future__ import annotations
+
+from mithril.compiler.graph import Node
+
+from ..codegen import Ctx, float_literal
+
+__all__ = [
+    "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid",
+    "relu", "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num", "logical_not", "cast",
+    "add", "subtract", "multiply", "divide", "floor_divide", "power", "minimum", "maximum",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_xor", "where",
+]  # fmt: skip
+
+
+def _math(ctx: Ctx, node: Node) -> str:
+    """The C floating type math is done in for this node's output (float32 -> float functions)."""
+    ct = ctx.ct(node.output)
+    return ct if ct in ("float", "double") else "double"
+
+
+def _fn(ctx: Ctx, node: Node, name: str) -> str:
+    return f"{name}f" if _math(ctx, node) == "float" else name
+
+
+def _unary(ctx: Ctx, node: Node, expr) -> list[str]:
+    return ctx.map(node.output, [node.inputs["input"]], expr)
+
+
+def _binary(ctx: Ctx, node: Node, expr) -> list[str]:
+    return ctx.map(node.output, [node.inputs["left"], node.inputs["right"]], expr)
+
+
+def neg(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"-{x}")
+
+
+def abs(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"({x} < 0 ? -{x} : {x})")
+
+
+def sign(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"({x} > 0 ? 1 : ({x} < 0 ? -1 : {x}))")
+
+
+def _call(name: str):
+    def emit(ctx: Ctx, node: Node) -> list[str]:
+        m, f = _math(ctx, node), _fn(ctx, node, name)
+        return _unary(ctx, node, lambda x: f"{f}(({m}){x})")
+
+    emit.__name__ = name
+    return emit
+
+
+exp, log, sqrt, sin, cos, tanh, erf, floor = (
+    _call(n) for n in ("exp", "log", "sqrt", "sin", "cos", "tanh", "erf", "floor")
+)
+
+
+def rsqrt(ctx: Ctx, node: Node) -> list[str]:
+    m, f = _math(ctx, node), _fn(ctx, node, "sqrt")
+    return _unary(ctx, node, lambda x: f"({m})1 / {f}(({m}){x})")
+
+
+def square(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"{x} * {x}")
+
+
+def sigmoid(ctx: Ctx, node: Node) -> list[str]:
+    m, e = _math(ctx, node), _fn(ctx, node, "exp")
+    return _unary(
+        ctx, node, lambda x: f"({x} >= 0 ? ({m})1 / (1 + {e}(-({m}){x})) : {e}(({m}){x}) / (1 + {e}(({m}){x})))"
+    )
+
+
+def relu(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"({x} > 0 || {x} != {x} ? {x} : 0)")
+
+
+def leaky_relu(ctx: Ctx, node: Node) -> list[str]:
+    slope = float_literal(node.attrs["slope"])
+    return _unary(ctx, node, lambda x: f"({x} > 0 ? {x} : {slope} * {x})")
+
+
+def gelu(ctx: Ctx, node: Node) -> list[str]:
+    m = _math(ctx, node)
+    if node.attrs["approximate"]:
+        t = _fn(ctx, node, "tanh")
+        return _unary(
+            ctx, node,
+            lambda x: f"({m})0.5 * {x} * (1 + {t}(({m})0.7978845608028654 * ({x} + ({m})0.044715 * {x} * {x} * {x})))",
+        )  # fmt: skip
+    e = _fn(ctx, node, "erf")
+    return _unary(ctx, node, lambda x: f"({m})0.5 * {x} * (1 + {e}(({m}){x} * ({m})0.7071067811865476))")
+
+
+def softplus(ctx: Ctx, node: Node) -> list[str]:
+    m, e, l1p = _math(ctx, node), _fn(ctx, node, "exp"), _fn(ctx, node, "log1p")
+    return _unary(ctx, node, lambda x: f"(({x} > 0 ? ({m}){x} : 0) + {l1p}({e}(-({x} < 0 ? -({m}){x} : ({m}){x}))))")
+
+
+def isnan(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"{x} != {x}")
+
+
+def nan_to_num(ctx: Ctx, node: Node) -> list[str]:
+    x = node.inputs["input"]
+    if ctx.np_dtype(x).kind != "f":
+        return _unary(ctx, node, lambda v: v)
+    big = "FLT_MAX" if ctx.ct(x) == "float" else "DBL_MAX"
+    nan = float_literal(node.attrs["nan"])
+    pos = big if node.attrs["posinf"] is None else float_literal(node.attrs["posinf"])
+    neg_ = f"(-{big})" if node.attrs["neginf"] is None else float_literal(node.attrs["neginf"])
+    return _unary(
+        ctx, node, lambda v: f"({v} != {v} ? {nan} : ({v} == INFINITY ? {pos} : ({v} == -INFINITY ? {neg_} : {v})))"
+    )
+
+
+def logical_not(ctx: Ctx, node: Node) -> list[str]:
+    return _unary(ctx, node, lambda x: f"!{x}")
+
+
+def cast(ctx: Ctx, node: Node) -> list[str]:
+    if ctx.np_dtype(node.output).kind == "b":
+        return _unary(ctx, node, lambda x: f"{x} != 0")
+    return _unary(ctx, node, lambda x: x)
+
+
+def add(ctx: Ctx, node: Node) -> list[str]:
+    if ctx.np_dtype(node.output).kind == "b":
+        return _binary(ctx, node, lambda a, b: f"{a} || {b}")
+    return _binary(ctx, node, lambda a, b: f"{a} + {b}")
+
+
+def subtract(ctx: Ctx, node: Node) -> list[str]:
+    return _binary(ctx, node, lambda a, b: f"{a} - {b}")
+
+
+def multiply(ctx: Ctx, node: Node) -> list[str]:
+    if ctx.np_dtype(node.output).kind == "b":
+        return _binary(ctx, node, lambda a, b: f"{a} && {b}")
+    return _binary(ctx, node, lambda a, b: f"{a} * {b}")
+
+
+def divide(ctx: Ctx, node: Node) -> list[str]:
+    m = _math(ctx, node)
+    return _binary(ctx, node, lambda a, b: f"({m}){a} / ({m}){b}")
+
+
+def floor_divide(ctx: Ctx, node: Node) -> list[str]:
+    if ctx.np_dtype(node.output).kind in "iu":
+        return _binary(ctx, node, lambda a, b: f"mt_floordiv_i64({a}, {b})")
+    m, f = _math(ctx, node), _fn(ctx, node, "floor")
+    return _binary(ctx, node, lambda a, b: f"{f}(({m}){a} / ({m}){b})")
+
+
+def power(ctx: Ctx, node: Node) -> list[str]:
+    if ctx.np_dtype(node.output).kind in "iu":
+        return _binary(ctx, node, lambda a, b: f"(int64_t)pow((double){a}, (double){b})")
+    m, f = _math(ctx, node), _fn(ctx, node, "pow")
+    return _binary(ctx, node, lambda a, b: f"{f}(({m}){a}, ({m}){b})")
+
+
+def minimum(ctx: Ctx, node: Node) -> list[str]:
+    return _binary(ctx, node, lambda a, b: f"({a} != {a} || {a} < {b} ? {a} : {b})")
+
+
+def maximum(ctx: Ctx, node: Node) -> list[str]:
+    return _binary(ctx, node, lambda a, b: f"({a} != {a} || {a} > {b} ? {a} : {b})")
+
+
+def _compare(op: str, name: str):
+    def emit(ctx: Ctx, node: Node) -> list[str]:
+        return _binary(ctx, node, lambda a, b: f"{a} {op} {b}")
+
+    emit.__name__ = name
+    return emit
+
+
+equal = _compare("==", "equal")
+not_equal = _compare("!=", "not_equal")
+less = _compare("<", "less")
+less_equal = _compare("<=", "less_equal")
+greater = _compare(">", "greater")
+greater_equal = _compare(">=", "greater_equal")
+
+
+def logical_and(ctx: Ctx, node: Node) -> list[str]:
+    return _binary(ctx, node, lambda a, b: f"({a} != 0) && ({b} != 0)")
+
+
+def logical_or(ctx: Ctx, node: Node) -> list[str]:
+    return _binary(ctx, node, lambda a, b: f"({a} != 0) || ({b} != 0)")
+
+
+def logical_xor(ctx: Ctx, node: Node) -> list[str]:
+    return _binary(ctx, node, lambda a, b: f"({a} != 0) != ({b} != 0)")
+
+
+def where(ctx: Ctx, node: Node) -> list[str]:
+    ins = [node.inputs["condition"], node.inputs["left"], node.inputs["right"]]
+    return ctx.map(node.output, ins, lambda c, a, b: f"{c} ? {a} : {b}")

@@ -1,0 +1,152 @@
+"""Shape manipulation, indexing and creation. Layouts of views (transpose, basic indexing, broadcast,
+slices of concat/split/pad) are computed by NumPy on a dummy array at compile time; the C code is a
+strided copy. ``reshape``-like primitives alias their input (see ``ALIAS_PRIMITIVES``) and emit nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from mithril.compiler.graph import Node
+from mithril.primitives.rules import normalize_axis
+
+from ..codegen import Ctx, contiguous_strides, literal, view_layout
+
+__all__ = [
+    "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
+    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "shape", "size",
+]  # fmt: skip
+
+
+def _alias(ctx: Ctx, node: Node) -> list[str]:
+    return []  # the codegen points the output at the input's memory
+
+
+reshape = flatten = squeeze = unsqueeze = _alias
+
+
+def copy_from_view(ctx: Ctx, node: Node, view) -> list[str]:
+    """``output = view(input)`` as a strided copy."""
+    x, out = node.inputs["input"], node.output
+    offset, strides, shape = view_layout(ctx.shape(x), view)
+    assert tuple(shape) == ctx.shape(out), (shape, ctx.shape(out))
+    return ctx.copy_view(ctx.p(out), (0, contiguous_strides(shape)), ctx.p(x), (offset, strides), shape)
+
+
+def transpose(ctx: Ctx, node: Node) -> list[str]:
+    axes = node.attrs["axes"]
+    return copy_from_view(ctx, node, lambda a: np.transpose(a, None if axes is None else tuple(axes)))
+
+
+def swapaxes(ctx: Ctx, node: Node) -> list[str]:
+    return copy_from_view(ctx, node, lambda a: np.swapaxes(a, node.attrs["axis1"], node.attrs["axis2"]))
+
+
+def broadcast_to(ctx: Ctx, node: Node) -> list[str]:
+    shape = ctx.shape(node.output)
+    return copy_from_view(ctx, node, lambda a: np.broadcast_to(a, shape))
+
+
+def index(ctx: Ctx, node: Node) -> list[str]:
+    key = node.attrs["key"]
+    key = tuple(key) if isinstance(key, list) else key
+    return copy_from_view(ctx, node, lambda a: a[key])
+
+
+def _slices(rank: int, axis: int, start: int, stop: int) -> tuple[slice, ...]:
+    return tuple(slice(start, stop) if i == axis else slice(None) for i in range(rank))
+
+
+def concat(ctx: Ctx, node: Node) -> list[str]:
+    out = node.output
+    shape = ctx.shape(out)
+    axis = normalize_axis(node.attrs["axis"], len(shape))
+    lines, start = [], 0
+    for i in range(node.attrs["n"]):
+        x = node.inputs[f"input_{i}"]
+        xs = ctx.shape(x)
+        offset, strides, vshape = view_layout(shape, lambda a: a[_slices(len(shape), axis, start, start + xs[axis])])
+        cast = f"({ctx.ct(out)})"
+        lines += ctx.copy_view(ctx.p(out), (offset, strides), ctx.p(x), (0, contiguous_strides(xs)), vshape, cast)
+        start += xs[axis]
+    return lines
+
+
+def split(ctx: Ctx, node: Node) -> list[str]:
+    x = node.inputs["input"]
+    shape = ctx.shape(x)
+    axis = normalize_axis(node.attrs["axis"], len(shape))
+    lines, start = [], 0
+    for key, out in node.outputs.items():
+        os_ = ctx.shape(out)
+        offset, strides, vshape = view_layout(shape, lambda a: a[_slices(len(shape), axis, start, start + os_[axis])])
+        lines += ctx.copy_view(ctx.p(out), (0, contiguous_strides(os_)), ctx.p(x), (offset, strides), vshape)
+        start += os_[axis]
+    return lines
+
+
+def pad(ctx: Ctx, node: Node) -> list[str]:
+    x, out = node.inputs["input"], node.output
+    widths = [tuple(p) for p in node.attrs["pad_width"]]
+    xs, shape = ctx.shape(x), ctx.shape(out)
+    lines = ctx.fill(out, literal(node.attrs["value"], ctx.np_dtype(out)))
+    key = tuple(slice(b, b + n) for (b, _), n in zip(widths, xs))
+    offset, strides, vshape = view_layout(shape, lambda a: a[key])
+    return lines + ctx.copy_view(ctx.p(out), (offset, strides), ctx.p(x), (0, contiguous_strides(xs)), vshape)
+
+
+def gather(ctx: Ctx, node: Node) -> list[str]:
+    """``np.take_along_axis``: the output walks the index's shape; the input axis comes from the index."""
+    x, idx, out = node.inputs["input"], node.inputs["index"], node.output
+    xs, ishape = ctx.shape(x), ctx.shape(idx)
+    axis = normalize_axis(node.attrs["axis"], len(xs))
+    xstrides = list(contiguous_strides(xs))
+    read = [0 if i == axis or xs[i] == 1 else s for i, s in enumerate(xstrides)]
+    operands = [(0, contiguous_strides(ishape)), (0, contiguous_strides(ishape)), (0, read)]
+    n = xs[axis]
+
+    def body(i: list[str]) -> list[str]:
+        return [
+            f"int64_t j = {ctx.p(idx)}[{i[1]}]; if (j < 0) j += {n};",
+            f"{ctx.p(out)}[{i[0]}] = {ctx.p(x)}[{i[2]} + j * {xstrides[axis]}];",
+        ]
+
+    return ctx.loops(ishape, operands, body, simd=False)
+
+
+def arange(ctx: Ctx, node: Node) -> list[str]:
+    start, stop, step = node.attrs["start"], node.attrs["stop"], node.attrs["step"]
+    if stop is None:
+        start = 0
+    out = node.output
+    dt = ctx.np_dtype(out)
+    values = np.arange(start, stop if stop is not None else node.attrs["start"], step).astype(dt)
+    n = values.size
+    if n == 0:
+        return []
+    return [
+        f"for (long i = 0; i < {n}; i++) {ctx.p(out)}[i] = ({ctx.ct(out)})({literal(start, dt)} + i * {literal(step, dt)});"
+    ]
+
+
+def _const_fill(value):
+    def emit(ctx: Ctx, node: Node) -> list[str]:
+        fill = node.attrs.get("fill_value", value) if value is None else value
+        return ctx.fill(node.output, literal(fill, ctx.np_dtype(node.output)))
+
+    return emit
+
+
+ones = ones_like = _const_fill(1)
+zeros = zeros_like = _const_fill(0)
+full = _const_fill(None)
+
+
+def shape(ctx: Ctx, node: Node) -> list[str]:
+    dims = ctx.shape(node.inputs["input"])
+    return [f"{ctx.p(node.output)}[{i}] = {d};" for i, d in enumerate(dims)]
+
+
+def size(ctx: Ctx, node: Node) -> list[str]:
+    return [f"{ctx.p(node.output)}[0] = {math.prod(ctx.shape(node.inputs['input']))};"]

@@ -1,0 +1,227 @@
+"""Compile generated C to a shared library: -O3 + OpenMP, a BLAS found at build time (or the blocked
+fallback), a content-hash disk cache with atomic writes and a file lock, and ctypes loading.
+
+The cache lives in ``$MITHRIL_C_CACHE`` (default ``~/.cache/mithril/c``). A library's key hashes the
+source, the runtime source, the compiler's version, the flags, the BLAS link line and the CPU model
+(``-march=native``), so a change to any of them rebuilds.
+
+Example:
+    >>> from mithril_backend_c import toolchain
+    >>> toolchain.blas_info()["name"] in ("openblas", "blas", "none")   # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mithril.errors import MithrilError
+
+__all__ = ["CCompileError", "blas_info", "build_library", "cache_dir", "compiler", "flags", "runtime_source"]
+
+
+class CCompileError(MithrilError, RuntimeError):
+    """The C compiler rejected generated code; the message has its output and the source path."""
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("MITHRIL_C_CACHE") or Path.home() / ".cache" / "mithril" / "c")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise CCompileError("CBackend needs a C compiler (gcc or clang) on PATH, or set $CC")
+    return cc
+
+
+@functools.cache
+def _compiler_version(cc: str) -> str:
+    return subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+@functools.cache
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "flags")):
+                return line
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def flags() -> tuple[str, ...]:
+    """-O3, OpenMP when the compiler has it, -march=native when it accepts it."""
+    cc = compiler()
+    base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
+    for extra in (["-march=native"], ["-fopenmp"]):
+        if _try_compile(cc, "int main(void){return 0;}", [*base, *extra], []):
+            base += extra
+    return tuple(base)
+
+
+def _try_compile(cc: str, source: str, cflags: list[str], libs: list[str]) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(source)
+        result = subprocess.run([cc, *cflags, str(src), "-o", str(Path(tmp) / "probe"), *libs], capture_output=True)
+        return result.returncode == 0
+
+
+_BLAS_PROBE = """
+void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+int main(void) { float a = 1, b = 2, c = 0; cblas_sgemm(101, 111, 111, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+return c == 2.0f ? 0 : 1; }
+"""
+
+
+@functools.cache
+def blas_info() -> dict[str, Any]:
+    """The BLAS the generated code links: ``{"name", "libs"}``; ``name == "none"`` means the blocked C
+    GEMM. ``$MITHRIL_C_BLAS=none`` forces the fallback; ``$MITHRIL_C_BLAS=-lmkl_rt`` (a link line) picks one."""
+    choice = os.environ.get("MITHRIL_C_BLAS", "")
+    if choice == "none":
+        return {"name": "none", "libs": []}
+    candidates = (
+        [("custom", choice.split())]
+        if choice
+        else [("openblas", ["-lopenblas"]), ("blas", ["-lcblas", "-lblas"]), ("blas", ["-lblas"])]
+    )
+    cc = compiler()
+    for name, libs in candidates:
+        if _try_compile(cc, _BLAS_PROBE, ["-O1"], libs):
+            return {"name": name, "libs": libs}
+    return {"name": "none", "libs": []}
+
+
+def runtime_source() -> tuple[str, str]:
+    """``(runtime.h, runtime.c)`` as shipped in the package."""
+    pkg = resources.files("mithril_backend_c")
+    return (pkg / "runtime.h").read_text(), (pkg / "runtime.c").read_text()
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], source_path: Path) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CCompileError(
+            f"the C compiler failed on the generated source {source_path}\n"
+            f"command: {' '.join(cmd)}\n{result.stderr.strip() or result.stdout.strip()}"
+        )
+
+
+def _atomic_build(target: Path, build: Any) -> Path:
+    """Build ``target`` once across threads and processes: lock, re-check, build to a temp, rename."""
+    if target.exists():
+        return target
+    with _locked(target.with_suffix(target.suffix + ".lock")):
+        if target.exists():
+            return target
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=target.suffix + ".tmp")
+        os.close(fd)
+        try:
+            build(Path(tmp))
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return target
+
+
+def _key(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _runtime_object() -> Path:
+    cc, cflags, blas = compiler(), list(flags()), blas_info()
+    header, body = runtime_source()
+    defines = ["-DMT_USE_BLAS"] if blas["name"] != "none" else []
+    key = _key(header, body, cc, _compiler_version(cc), *cflags, *defines, _cpu_model())
+    directory = cache_dir()
+    target = directory / f"runtime-{key}.o"
+
+    def build(tmp: Path) -> None:
+        src_dir = directory / f"runtime-{key}"
+        src_dir.mkdir(exist_ok=True)
+        (src_dir / "runtime.h").write_text(header)
+        (src_dir / "runtime.c").write_text(body)
+        _run([cc, *cflags, *defines, "-c", str(src_dir / "runtime.c"), "-o", str(tmp)], src_dir / "runtime.c")
+
+    return _atomic_build(target, build)
+
+
+def build_library(source: str) -> Path:
+    """The shared library for ``source`` (compiled once; later calls hit the cache)."""
+    cc, cflags, blas = compiler(), list(flags()), blas_info()
+    runtime = _runtime_object()
+    header, _ = runtime_source()
+    key = _key(source, header, runtime.name, cc, _compiler_version(cc), *cflags, *blas["libs"], _cpu_model())
+    directory = cache_dir()
+    target = directory / f"model-{key}.so"
+    source_path = directory / f"model-{key}.c"
+
+    def build(tmp: Path) -> None:
+        include = directory / f"include-{_key(header)}"
+        include.mkdir(exist_ok=True)
+        if not (include / "runtime.h").exists():
+            fd, tmp_header = tempfile.mkstemp(dir=include)
+            os.close(fd)
+            Path(tmp_header).write_text(header)
+            os.replace(tmp_header, include / "runtime.h")
+        source_path.write_text(source)
+        _run(
+            [
+                cc,
+                *cflags,
+                "-shared",
+                f"-I{include}",
+                str(source_path),
+                str(runtime),
+                "-o",
+                str(tmp),
+                *blas["libs"],
+                "-lm",
+            ],
+            source_path,
+        )
+
+    return _atomic_build(target, build)
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    """Load a built model. OpenMP workers default to sleeping (not spinning) between parallel loops,
+    so they do not steal cores from the BLAS threads that run next (set ``$OMP_WAIT_POLICY`` to override;
+    it only takes effect if no OpenMP runtime is loaded yet)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return ctypes.CDLL(str(path))

@@ -1,0 +1,186 @@
+"""C-specific behaviour: static shapes, compiler errors, cache, thread safety, the seeds' MLP/CNN
+examples, BLAS fallback and the exported standalone program. Only core + this package are needed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import mithril as ml
+import numpy as np
+import pytest
+from mithril.models import MLP, Add, Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+
+from mithril_backend_c import toolchain
+
+
+def _mlp_reference(params: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    h = x
+    names = sorted({k[len("weight") :] for k in params if k.startswith("weight")})
+    for i, suffix in enumerate(names):
+        h = h @ params[f"weight{suffix}"].T + params[f"bias{suffix}"]
+        if i < len(names) - 1:
+            h = np.maximum(h, 0)
+    return h
+
+
+def _cnn() -> Model:
+    model = Model()
+    model |= Conv2d(4, 3, padding=1)(input="input")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2)
+    model += Flatten()
+    model += Linear(3)
+    return model
+
+
+def test_dynamic_shapes_are_refused_with_a_hint() -> None:
+    with pytest.raises(ml.ShapeError, match=r"shapes="):
+        ml.compile(Linear(3), ml.CBackend(threads=1))
+
+
+def test_compiler_failure_reports_message_and_source_path() -> None:
+    with pytest.raises(toolchain.CCompileError) as info:
+        toolchain.build_library("int broken( { return 0; }\n")
+    text = str(info.value)
+    assert "error" in text and ".c" in text
+    path = text.split("generated source ")[1].split()[0]
+    assert Path(path).exists()
+
+
+def test_cache_hit_and_source_is_c() -> None:
+    backend = ml.CBackend(dtype=ml.float64, threads=1)
+    pm = ml.compile(Add(), backend, shapes={"left": [16], "right": [16]})
+    assert "mithril_evaluate" in pm.source and "#include" in pm.source
+    path = pm.program.library_path
+    assert path.exists() and pm.program.library_path == path
+
+
+def test_two_identical_models_and_concurrent_threads() -> None:
+    """No global state: identical sources share a library; threads calling both at once stay correct."""
+    model = MLP(input_size=6, hidden_sizes=[16], output_size=3)
+    backend = ml.CBackend(dtype=ml.float64, threads=2)
+    first = ml.compile(model, backend, shapes={"input": [5, 6]})
+    second = ml.compile(model, backend, shapes={"input": [5, 6]})
+    params = first.randomize_params(seed=1)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((5, 6)) for _ in range(16)]
+
+    def run(i: int) -> float:
+        pm = (first, second)[i % 2]
+        worst = 0.0
+        for _ in range(50):
+            got = pm.evaluate(params, {"input": inputs[i]})["output"]
+            worst = max(worst, float(np.abs(got - _mlp_reference(params, inputs[i])).max()))
+            _, grads = pm.evaluate(params, {"input": inputs[i]}, output_gradients={"output": np.ones((5, 3))})
+            assert set(grads) == set(params)
+        return worst
+
+    with ThreadPoolExecutor(8) as pool:
+        assert max(pool.map(run, range(16))) < 1e-10
+
+
+@pytest.mark.parametrize("dtype", [ml.float32, ml.float64])
+def test_mlp_example_trains(dtype) -> None:
+    """The seeds' MLP: forward matches NumPy, a few SGD steps on squared error reduce the loss."""
+    backend = ml.CBackend(dtype=dtype, threads=1)
+    pm = ml.compile(MLP(input_size=4, hidden_sizes=[32], output_size=1), backend, shapes={"input": [64, 4]})
+    params = pm.randomize_params(seed=0)
+    rng = np.random.default_rng(0)
+    x = backend.array(rng.standard_normal((64, 4)))
+    y = np.sin(x.sum(axis=1, keepdims=True)).astype(x.dtype)
+    tol = 1e-4 if dtype is ml.float32 else 1e-10
+    np.testing.assert_allclose(
+        pm.evaluate(params, {"input": x})["output"], _mlp_reference(params, x), atol=tol, rtol=tol
+    )
+    losses = []
+    for _ in range(60):
+        out = pm.evaluate(params, {"input": x})["output"]
+        losses.append(float(np.mean((out - y) ** 2)))
+        _, grads = pm.evaluate(
+            params, {"input": x}, output_gradients={"output": (2 * (out - y) / len(x)).astype(x.dtype)}
+        )
+        params = {k: (v - 0.2 * grads[k]).astype(x.dtype) for k, v in params.items()}
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_cnn_example_gradients_match_finite_differences() -> None:
+    backend = ml.CBackend(dtype=ml.float64, threads=1)
+    pm = ml.compile(_cnn(), backend, shapes={"input": [2, 2, 6, 6]})
+    params = pm.randomize_params(seed=0)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 2, 6, 6))
+    g = rng.standard_normal((2, 3))
+    _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": g})
+
+    def objective(p):
+        return float(np.sum(pm.evaluate(p, {"input": x})["output"] * g))
+
+    for key, value in params.items():
+        flat = value.reshape(-1)
+        for i in rng.choice(flat.size, size=min(6, flat.size), replace=False):
+            plus, minus = {**params, key: value.copy()}, {**params, key: value.copy()}
+            plus[key].reshape(-1)[i] += 1e-6
+            minus[key].reshape(-1)[i] -= 1e-6
+            numeric = (objective(plus) - objective(minus)) / 2e-6
+            assert abs(grads[key].reshape(-1)[i] - numeric) < 1e-6 * max(1, abs(numeric)), key
+
+
+def test_blocked_gemm_fallback_without_blas(tmp_path) -> None:
+    """``MITHRIL_C_BLAS=none`` builds with the C GEMM; results match the BLAS build."""
+    script = (
+        "import numpy as np, mithril as ml\n"
+        "from mithril_backend_c import toolchain\n"
+        "assert toolchain.blas_info()['name'] == 'none'\n"
+        "m = ml.models.Model(); m |= ml.models.Conv2d(5, 3, padding=1)(input='input'); m += ml.models.Flatten(); m += ml.models.Linear(70)\n"
+        "pm = ml.compile(m, ml.CBackend(dtype=ml.float64, threads=2), shapes={'input': [2, 3, 9, 9]})\n"
+        "p = pm.randomize_params(seed=0); x = np.random.default_rng(0).standard_normal((2, 3, 9, 9))\n"
+        "out, grads = pm.evaluate(p, {'input': x}, output_gradients={'output': np.ones((2, 70))})\n"
+        "np.savez(r'%s', out=out['output'], **grads)\n" % (tmp_path / "none.npz")
+    )
+    env = {**os.environ, "MITHRIL_C_BLAS": "none", "MITHRIL_C_CACHE": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env)
+    fallback = np.load(tmp_path / "none.npz")
+    m = Model()
+    m |= Conv2d(5, 3, padding=1)(input="input")
+    m += Flatten()
+    m += Linear(70)
+    pm = ml.compile(m, ml.CBackend(dtype=ml.float64, threads=2), shapes={"input": [2, 3, 9, 9]})
+    p = pm.randomize_params(seed=0)
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 9))
+    out, grads = pm.evaluate(p, {"input": x}, output_gradients={"output": np.ones((2, 70))})
+    np.testing.assert_allclose(fallback["out"], out["output"], rtol=1e-10, atol=1e-10)
+    for key, value in grads.items():
+        np.testing.assert_allclose(fallback[key], value, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+@pytest.mark.parametrize("via", ["function", "method"])
+def test_export_builds_and_reproduces_python(tmp_path, via) -> None:
+    import mithril_backend_c
+
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    pm = ml.compile(_cnn(), backend, shapes={"input": [2, 2, 6, 6]}, inference=True)
+    params = pm.randomize_params(seed=3)
+    x = np.random.default_rng(2).standard_normal((2, 2, 6, 6)).astype(np.float32)
+    expected = pm.evaluate(params, {"input": x})["output"]
+    out_dir = tmp_path / "model"
+    if via == "function":
+        mithril_backend_c.export(pm, out_dir, params)
+    else:
+        pm.export(out_dir, params)
+    assert {p.name for p in out_dir.iterdir()} >= {"model.c", "model.h", "model.weights", "main.c", "BUILD"}
+    build = (out_dir / "BUILD").read_text().split()
+    assert build[:4] == ["cc", "-O3", "main.c", "model.c"]
+    subprocess.run(
+        [shutil.which("cc") or "gcc", *build[1:], "-o", "model"], cwd=out_dir, check=True, capture_output=True
+    )
+    x.tofile(out_dir / "input_input.bin")
+    run = subprocess.run([str(out_dir / "model"), str(out_dir)], check=True, capture_output=True, text=True)
+    assert "output:" in run.stdout
+    got = np.fromfile(out_dir / "output_output.bin", dtype=np.float32).reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,15 @@
+"""The shared conformance suite on the C backend: every primitive, forward (float32, float64) and
+gradients (float64), compared with plain-NumPy references (no other backend needed)."""
+
+import mithril as ml
+from mithril.testing import BackendConformanceTests
+
+UNSUPPORTED = frozenset({"lambda"})
+"""A user Python callable cannot run inside generated C (see the capability table in README.md)."""
+
+
+class TestCConformance(BackendConformanceTests):
+    backend_factory = staticmethod(lambda dtype: ml.CBackend(dtype=dtype, seed=0, threads=1))
+    dtypes = (ml.float32, ml.float64)
+    grad_dtypes = (ml.float64,)
+    unsupported = UNSUPPORTED
