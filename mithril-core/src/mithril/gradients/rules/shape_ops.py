@@ -10,7 +10,15 @@ def _reshape_back(ctx):
     return {"input": ctx.ops.reshape_like(ctx.cotangent, ctx["input"])}
 
 
-reshape = flatten = squeeze = unsqueeze = _reshape_back
+reshape = flatten = squeeze = unsqueeze = reshape_like = _reshape_back
+
+
+def sum_to_like(ctx):
+    return {"input": ctx.ops.broadcast_to_like(ctx.cotangent, ctx["input"])}
+
+
+def broadcast_to_like(ctx):
+    return {"input": ctx.ops.sum_to_like(ctx.cotangent, ctx["input"])}
 
 
 def transpose(ctx):
@@ -84,6 +92,9 @@ RULES = {
     "flatten": flatten,
     "squeeze": squeeze,
     "unsqueeze": unsqueeze,
+    "reshape_like": reshape_like,
+    "sum_to_like": sum_to_like,
+    "broadcast_to_like": broadcast_to_like,
     "transpose": transpose,
     "swapaxes": swapaxes,
     "broadcast_to": broadcast_to,

@@ -38,14 +38,16 @@ def _attention_weights(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> boo
     return _mask_fits(io)
 
 
-def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=_like, type_rule=None, **kw) -> PrimitiveSpec:
-    return PrimitiveSpec(name, inputs, rule, type_rule or kind_of(inputs[0]), differentiable=(), doc=doc, **kw)
+def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=_like, type_rule=None, differentiable=(), **kw) -> PrimitiveSpec:
+    return PrimitiveSpec(name, inputs, rule, type_rule or kind_of(inputs[0]), differentiable=differentiable, doc=doc, **kw)
 
 
+# The three ``*_like`` helpers also appear in forward graphs (GroupNorm reshapes back with
+# ``reshape_like``), so gradients flow through their ``input``; ``like`` only lends its shape.
 SPECS = (
-    _helper("sum_to_like", ("input", "like"), "sum input over its broadcast axes so it has like's shape"),
-    _helper("reshape_like", ("input", "like"), "input.reshape(like.shape)"),
-    _helper("broadcast_to_like", ("input", "like"), "np.broadcast_to(input, like.shape)"),
+    _helper("sum_to_like", ("input", "like"), "sum input over its broadcast axes so it has like's shape", differentiable=("input",)),
+    _helper("reshape_like", ("input", "like"), "input.reshape(like.shape)", differentiable=("input",)),
+    _helper("broadcast_to_like", ("input", "like"), "np.broadcast_to(input, like.shape)", differentiable=("input",)),
     _helper(
         "linear_grad_weight",
         ("output_grad", "input"),
