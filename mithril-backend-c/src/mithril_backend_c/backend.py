@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from mithril.backends.backend import Backend
-from mithril.types import KINDS, Dtype, Kind
+from mithril.types import Dtype, Kind
 
 __all__ = ["CBackend"]
 
@@ -51,12 +51,7 @@ class CBackend(Backend):
 
     def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
         """``None``/``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool."""
-        if dtype is None:
-            resolved = self.dtype
-        elif isinstance(dtype, str) and dtype in KINDS:
-            resolved = self.kind_dtype(dtype)
-        else:
-            resolved = Dtype.parse(dtype)
+        resolved = self.resolve_dtype(dtype)
         if resolved in (Dtype.bfloat16, Dtype.float16):
             raise TypeError(f"CBackend cannot represent {resolved.value}; use float32 or float64")
         return np.dtype(resolved.value)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from mithril.backends.backend import Backend
-from mithril.types import KINDS, Dtype, Kind
+from mithril.types import Dtype, Kind
 
 __all__ = ["GGMLBackend"]
 
@@ -61,12 +61,7 @@ class GGMLBackend(Backend):
         return {"float": self.dtype, "int": Dtype.int32, "bool": Dtype.bool_}[kind]
 
     def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
-        if dtype is None:
-            resolved = self.dtype
-        elif isinstance(dtype, str) and dtype in KINDS:
-            resolved = self.kind_dtype(dtype)
-        else:
-            resolved = Dtype.parse(dtype)
+        resolved = self.resolve_dtype(dtype)
         if resolved is Dtype.bfloat16:
             raise TypeError("GGMLBackend arrays cannot be bfloat16; it computes in float32")
         return np.dtype(resolved.value)

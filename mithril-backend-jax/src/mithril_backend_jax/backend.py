@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from mithril.backends.backend import Backend
-from mithril.types import KINDS, Dtype, Kind
+from mithril.types import Dtype, Kind
 
 __all__ = ["JaxBackend"]
 
@@ -191,12 +191,7 @@ class JaxBackend(Backend):
         >>> JaxBackend().native_dtype("int")
         dtype('int32')
         """
-        if dtype is None:
-            resolved = self.dtype
-        elif isinstance(dtype, str) and dtype in KINDS:
-            resolved = self.kind_dtype(dtype)
-        else:
-            resolved = Dtype.parse(dtype)
+        resolved = self.resolve_dtype(dtype)
         if not self.x64:
             if resolved is Dtype.int64:
                 resolved = Dtype.int32

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import mlx.core as mx
 import numpy as np
 from mithril.backends.backend import Backend
-from mithril.types import KINDS, Dtype, Kind
+from mithril.types import Dtype, Kind
 
 __all__ = ["MlxBackend"]
 
@@ -158,12 +158,7 @@ class MlxBackend(Backend):
         >>> MlxBackend().native_dtype("int")
         mlx.core.int64
         """
-        if dtype is None:
-            resolved = self.dtype
-        elif isinstance(dtype, str) and dtype in KINDS:
-            resolved = self.kind_dtype(dtype)
-        else:
-            resolved = Dtype.parse(dtype)
+        resolved = self.resolve_dtype(dtype)
         if resolved is Dtype.float64:
             raise TypeError("MlxBackend cannot represent float64; use float32, float16 or bfloat16")
         return _NATIVE[resolved]

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from mithril.backends.backend import Backend
-from mithril.types import KINDS, Dtype, Kind
+from mithril.types import Dtype, Kind
 
 __all__ = ["NumpyBackend"]
 
@@ -33,12 +33,7 @@ class NumpyBackend(Backend):
         >>> NumpyBackend().native_dtype("int")
         dtype('int64')
         """
-        if dtype is None:
-            resolved = self.dtype
-        elif isinstance(dtype, str) and dtype in KINDS:
-            resolved = self.kind_dtype(dtype)
-        else:
-            resolved = Dtype.parse(dtype)
+        resolved = self.resolve_dtype(dtype)
         if resolved is Dtype.bfloat16:
             raise TypeError("NumpyBackend cannot represent bfloat16; use float16, float32 or float64")
         return np.dtype(resolved.value)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from mithril.backends.backend import Backend
-from mithril.types import KINDS, Dtype, Kind
+from mithril.types import Dtype, Kind
 
 __all__ = ["TorchBackend", "available_devices"]
 
@@ -121,14 +121,9 @@ class TorchBackend(Backend):
         >>> TorchBackend().native_dtype("int")
         torch.int64
         """
-        if dtype is None:
-            resolved = self.dtype
-        elif isinstance(dtype, torch.dtype):
+        if isinstance(dtype, torch.dtype):
             return dtype
-        elif isinstance(dtype, str) and dtype in KINDS:
-            resolved = self.kind_dtype(dtype)
-        else:
-            resolved = Dtype.parse(dtype)
+        resolved = self.resolve_dtype(dtype)
         return _TORCH_DTYPES[resolved]
 
     def dtype_of(self, array: Any) -> Dtype:

@@ -1,5 +1,6 @@
 """Convolution and pooling with ``jax.lax`` (PyTorch semantics: NC..., weight ``[O, C/groups, *k]``;
-pooling over the last two axes), plus the kernel-offset slices the max-pool gradient scatters through.
+pooling over the last two axes). The window geometry (and the kernel-offset slices the max-pool gradient
+scatters through) is core's :class:`~mithril.primitives.geometry.WindowGeometry`.
 
 Example:
     >>> import jax.numpy as jnp
@@ -11,49 +12,19 @@ Example:
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mithril.primitives.catalogue.nn import conv_geometry, spatial
+from mithril.primitives.geometry import WindowGeometry, check_groups
 
 __all__ = [
-    "Geometry", "conv_forward", "max_pool", "max_pool_route", "avg_pool", "pool_geometry", "offset_slices", "lowest",
+    "conv_forward", "max_pool", "max_pool_route", "avg_pool", "pool_geometry", "lowest",
 ]  # fmt: skip
 
 _SPATIAL = "DHW"
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Kernel, stride, ``[(before, after)]`` padding, dilation and the input/output spatial sizes."""
-
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    pads: tuple[tuple[int, int], ...]
-    dilation: tuple[int, ...]
-    size: tuple[int, ...]
-    out: tuple[int, ...]
-
-    @classmethod
-    def of(cls, kernel: Sequence[int], *, stride: Any, padding: Any, dilation: Any, size: Sequence[int]) -> Geometry:
-        """Normalise the attributes with core's ``conv_geometry`` (``stride=None`` -> kernel size)."""
-        kernel = tuple(int(k) for k in kernel)
-        st, pads, dil = conv_geometry({"stride": stride, "padding": padding, "dilation": dilation}, kernel)
-        size = tuple(int(s) for s in size)
-        out = tuple((s + b + a - d * (k - 1) - 1) // t + 1 for s, (b, a), d, k, t in zip(size, pads, dil, kernel, st))
-        if any(o <= 0 for o in out):
-            raise ValueError(f"window {kernel} (dilation {dil}) does not fit the padded input {size} {pads}")
-        return cls(kernel, tuple(st), tuple((int(b), int(a)) for b, a in pads), tuple(dil), size, out)
-
-    @property
-    def padded(self) -> bool:
-        return any(b or a for b, a in self.pads)
 
 
 def conv_forward(x: Any, weight: Any, bias: Any, *, stride: Any, padding: Any, dilation: Any, groups: int) -> jax.Array:
@@ -61,12 +32,9 @@ def conv_forward(x: Any, weight: Any, bias: Any, *, stride: Any, padding: Any, d
     dtype = jnp.result_type(x, weight)
     x, weight = jnp.asarray(x, dtype=dtype), jnp.asarray(weight, dtype=dtype)
     n = weight.ndim - 2
-    channels, out_channels = x.shape[1], weight.shape[0]
-    if channels % groups or out_channels % groups:
-        raise ValueError(
-            f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}"
-        )
-    geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
+    out_channels = weight.shape[0]
+    check_groups(x.shape[1], out_channels, groups)
+    geometry = WindowGeometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
     letters = _SPATIAL[-n:]
     out = jax.lax.conv_general_dilated(
         x,
@@ -82,11 +50,9 @@ def conv_forward(x: Any, weight: Any, bias: Any, *, stride: Any, padding: Any, d
     return out
 
 
-def pool_geometry(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Geometry:
-    if jnp.ndim(x) < 2:
-        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {jnp.shape(x)}")
-    return Geometry.of(
-        spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=jnp.shape(x)[-2:]
+def pool_geometry(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> WindowGeometry:
+    return WindowGeometry.pool2d(
+        jnp.shape(x), kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
     )
 
 
@@ -99,7 +65,7 @@ def lowest(dtype: Any) -> Any:
     return jnp.iinfo(dtype).min
 
 
-def _window_args(x: Any, geometry: Geometry) -> dict[str, Any]:
+def _window_args(x: Any, geometry: WindowGeometry) -> dict[str, Any]:
     lead = jnp.ndim(x) - 2
     return {
         "window_dimensions": (1,) * lead + geometry.kernel,
@@ -120,16 +86,18 @@ def max_pool(x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: A
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _max_pool(x: jax.Array, geometry: Geometry) -> jax.Array:
+def _max_pool(x: jax.Array, geometry: WindowGeometry) -> jax.Array:
     return jax.lax.reduce_window(x, lowest(x.dtype), jax.lax.max, **_window_args(x, geometry))
 
 
-def _max_pool_fwd(x: jax.Array, geometry: Geometry) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+def _max_pool_fwd(x: jax.Array, geometry: WindowGeometry) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     best = _max_pool(x, geometry)
     return best, (x, best)
 
 
-def _max_pool_bwd(geometry: Geometry, residuals: tuple[jax.Array, jax.Array], grad: jax.Array) -> tuple[jax.Array]:
+def _max_pool_bwd(
+    geometry: WindowGeometry, residuals: tuple[jax.Array, jax.Array], grad: jax.Array
+) -> tuple[jax.Array]:
     x, best = residuals
     return (max_pool_route(grad, x, best, geometry).astype(x.dtype),)
 
@@ -137,7 +105,7 @@ def _max_pool_bwd(geometry: Geometry, residuals: tuple[jax.Array, jax.Array], gr
 _max_pool.defvjp(_max_pool_fwd, _max_pool_bwd)
 
 
-def max_pool_route(grad: jax.Array, x: jax.Array, best: jax.Array, geometry: Geometry) -> jax.Array:
+def max_pool_route(grad: jax.Array, x: jax.Array, best: jax.Array, geometry: WindowGeometry) -> jax.Array:
     """Route ``grad`` (shaped like the pooled ``best``) to the first arg-max (row-major) of each window
     of ``x``; the result is shaped like ``x``."""
     pads = ((0, 0),) * (x.ndim - 2) + geometry.pads
@@ -145,7 +113,7 @@ def max_pool_route(grad: jax.Array, x: jax.Array, best: jax.Array, geometry: Geo
     grad = jnp.broadcast_to(grad, best.shape)
     dxp = jnp.zeros(xp.shape, dtype=grad.dtype)
     pending = jnp.ones(best.shape, dtype=bool)  # windows whose arg-max is not found yet
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         hit = (xp[(..., *window)] == best) & pending
         pending = pending & ~hit
         dxp = dxp.at[(..., *window)].add(jnp.where(hit, grad, 0))
@@ -168,18 +136,6 @@ def avg_pool(
         return total / x.dtype.type(math.prod(geometry.kernel))
     ones = np.pad(np.ones(geometry.size), geometry.pads)
     count = np.zeros(geometry.out)
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         count += ones[window]
     return total / jnp.asarray(count, dtype=x.dtype)
-
-
-def offset_slices(geometry: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
-    """For each kernel offset (row-major), the slices of the padded input it reads for all outputs."""
-    for offset in itertools.product(*(range(k) for k in geometry.kernel)):
-        yield (
-            offset,
-            tuple(
-                slice(o * d, o * d + t * (m - 1) + 1, t)
-                for o, d, t, m in zip(offset, geometry.dilation, geometry.stride, geometry.out)
-            ),
-        )

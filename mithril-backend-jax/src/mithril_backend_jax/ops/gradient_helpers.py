@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from mithril.primitives import uses_backend
+from mithril.primitives.rules import broadcast_sum_axes
 
 from . import _windows
 from .losses import log_probabilities
@@ -40,12 +41,9 @@ def sum_to_like(input: Array, like: Array) -> Array:
     shape = jnp.shape(like)
     if input.shape == shape:
         return input
-    extra = input.ndim - len(shape)
-    if extra < 0:  # input broadcasts up to like
+    axes = broadcast_sum_axes(input.shape, shape)
+    if axes is None:  # input broadcasts up to like
         return jnp.broadcast_to(input, shape)
-    axes = tuple(range(extra)) + tuple(
-        extra + i for i, size in enumerate(shape) if size == 1 and input.shape[extra + i] != 1
-    )
     return jnp.sum(input, axis=axes, keepdims=True).reshape(shape) if axes else input.reshape(shape)
 
 

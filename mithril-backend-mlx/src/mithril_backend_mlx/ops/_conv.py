@@ -14,17 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-
-from ._windows import Geometry
+from mithril.primitives.geometry import WindowGeometry, check_groups
 
 __all__ = ["conv_forward", "conv_grad_input", "conv_grad_weight"]
-
-
-def _check(channels: int, out_channels: int, groups: int) -> None:
-    if channels % groups or out_channels % groups:
-        raise ValueError(
-            f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}"
-        )
 
 
 def conv_forward(
@@ -33,8 +25,8 @@ def conv_forward(
     """``torch.nn.functional.conv{n}d(x, weight, bias, stride, padding, dilation, groups)``."""
     n = weight.ndim - 2
     out_channels = weight.shape[0]
-    _check(x.shape[1], out_channels, groups)
-    geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
+    check_groups(x.shape[1], out_channels, groups)
+    geometry = WindowGeometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
     out = mx.conv_general(
         mx.moveaxis(x, 1, -1),  # [N, C, *S] -> [N, *S, C]
         mx.moveaxis(weight, 1, -1),  # [O, C/g, *k] -> [O, *k, C/g]

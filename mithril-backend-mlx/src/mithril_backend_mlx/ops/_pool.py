@@ -11,19 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mithril.primitives.catalogue.nn import spatial
+from mithril.primitives.geometry import WindowGeometry
 
-from ._windows import Geometry, crop_spatial, offset_slices, pad_spatial
+from ._windows import crop_spatial, pad_spatial
 
 __all__ = ["max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad"]
 
 _FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
 
 
-def _geometry(x: mx.array, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Geometry:
-    if x.ndim < 2:
-        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {x.shape}")
-    return Geometry.of(spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=x.shape[-2:])
+def _geometry(x: mx.array, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> WindowGeometry:
+    return WindowGeometry.pool2d(x.shape, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation)
 
 
 def _lowest(dtype: Any) -> Any:
@@ -43,19 +41,19 @@ def max_pool(x: mx.array, *, kernel_size: Any, stride: Any, padding: Any, dilati
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads, _lowest(x.dtype))
     out = None
-    for window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         values = xp[(..., *window)]
         out = values if out is None else mx.maximum(out, values)
     return out
 
 
-def _count(geometry: Geometry, count_include_pad: bool, dtype: Any) -> Any:
+def _count(geometry: WindowGeometry, count_include_pad: bool, dtype: Any) -> Any:
     """The divisor of each output: the window size, or the number of unpadded elements it covers."""
     if count_include_pad or not geometry.padded:
         return float(geometry.kernel[0] * geometry.kernel[1])
     ones = pad_spatial(mx.ones(geometry.size, dtype=dtype), geometry.pads)
     count = mx.zeros(geometry.out, dtype=dtype)
-    for window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         count = count + ones[window]
     return count
 
@@ -69,7 +67,7 @@ def avg_pool(
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads)
     total = None
-    for window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         values = xp[(..., *window)]
         total = values if total is None else total + values
     return total / _count(geometry, count_include_pad, x.dtype)
@@ -85,7 +83,7 @@ def max_pool_grad(
     grad = mx.broadcast_to(_float(output_grad), best.shape)
     dxp = mx.zeros(xp.shape, dtype=grad.dtype)
     pending = mx.ones(best.shape, dtype=mx.bool_)  # windows whose arg-max is not found yet
-    for window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         hit = mx.logical_and(xp[(..., *window)] == best, pending)
         pending = mx.logical_and(pending, mx.logical_not(hit))
         dxp = dxp.at[(..., *window)].add(mx.where(hit, grad, 0))
@@ -106,8 +104,8 @@ def avg_pool_grad(
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     grad = _float(output_grad)
     grad = grad / _count(geometry, count_include_pad, grad.dtype)
-    padded_shape = (*x.shape[:-2], *(s + b + a for s, (b, a) in zip(x.shape[-2:], geometry.pads)))
+    padded_shape = (*x.shape[:-2], *geometry.padded_size)
     dxp = mx.zeros(padded_shape, dtype=grad.dtype)
-    for window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         dxp = dxp.at[(..., *window)].add(grad)
     return crop_spatial(dxp, geometry.pads)

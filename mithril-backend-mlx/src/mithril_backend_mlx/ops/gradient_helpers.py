@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
+from mithril.primitives.rules import broadcast_sum_axes
 
 from . import _conv, _pool
 from .losses import log_probabilities
@@ -43,11 +44,10 @@ def sum_to_like(input: Array, like: Array) -> Array:
     shape = tuple(like.shape)
     if tuple(input.shape) == shape:
         return input
-    extra = input.ndim - len(shape)
-    if extra < 0:  # input broadcasts up to like
+    axes = broadcast_sum_axes(input.shape, shape)
+    if axes is None:  # input broadcasts up to like
         return mx.broadcast_to(input, shape)
-    axes = list(range(extra)) + [extra + i for i, size in enumerate(shape) if size == 1 and input.shape[extra + i] != 1]
-    return mx.reshape(mx.sum(input, axis=axes, keepdims=True), shape) if axes else mx.reshape(input, shape)
+    return mx.reshape(mx.sum(input, axis=list(axes), keepdims=True), shape) if axes else mx.reshape(input, shape)
 
 
 def reshape_like(input: Array, like: Array) -> Array:

@@ -15,7 +15,7 @@ from typing import Any
 
 import mlx.core as mx
 from mithril.primitives import uses_backend
-from mithril.types import kind_of_python_value
+from mithril.primitives.rules import creation_kind
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
@@ -97,22 +97,10 @@ def gather(input: Array, index: Array, *, axis: int) -> Array:
     return mx.take_along_axis(input, index, axis=axis)
 
 
-def _creation_dtype(backend: Any, dtype: Any, *values: Any) -> Any:
-    if dtype is not None:
-        return backend.native_dtype(dtype)
-    kinds = {kind_of_python_value(v) for v in values if v is not None}
-    for kind in ("float", "int", "bool"):
-        if kind in kinds:
-            return backend.native_dtype(kind)
-    return backend.native_dtype("float")
-
-
 @uses_backend
 def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Array:
     """``arange(start, stop, step)``: backend float dtype if any bound is a float, else int64."""
-    dtype = _creation_dtype(backend, None, start, stop, step)
-    if dtype == mx.bool_:
-        dtype = mx.int64
+    dtype = backend.native_dtype(creation_kind(None, start, stop, step, counting=True))
     work = mx.float32 if dtype in (mx.float16, mx.bfloat16) else dtype  # count in float32, then round
     values = mx.arange(start, stop, step, dtype=work) if stop is not None else mx.arange(start, dtype=work)
     return values.astype(dtype)
@@ -121,19 +109,19 @@ def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Ar
 @uses_backend
 def ones(backend: Any, *, shape: Sequence[int], dtype: Any) -> Array:
     """``mx.ones(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return mx.ones(list(shape), dtype=_creation_dtype(backend, dtype))
+    return mx.ones(list(shape), dtype=backend.native_dtype(creation_kind(dtype)))
 
 
 @uses_backend
 def zeros(backend: Any, *, shape: Sequence[int], dtype: Any) -> Array:
     """``mx.zeros(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return mx.zeros(list(shape), dtype=_creation_dtype(backend, dtype))
+    return mx.zeros(list(shape), dtype=backend.native_dtype(creation_kind(dtype)))
 
 
 @uses_backend
 def full(backend: Any, *, shape: Sequence[int], fill_value: Any, dtype: Any) -> Array:
     """``mx.full(shape, fill_value)``; without ``dtype`` the kind of ``fill_value`` decides."""
-    return mx.full(list(shape), fill_value, dtype=_creation_dtype(backend, dtype, fill_value))
+    return mx.full(list(shape), fill_value, dtype=backend.native_dtype(creation_kind(dtype, fill_value)))
 
 
 def zeros_like(input: Array) -> Array:

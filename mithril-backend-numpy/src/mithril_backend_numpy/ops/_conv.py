@@ -17,20 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from mithril.primitives.geometry import WindowGeometry, check_groups
 
-from ._windows import Geometry, crop_spatial, offset_slices, pad_spatial, prod, window_view
+from ._windows import crop_spatial, pad_spatial, prod, window_view
 
 __all__ = ["conv_forward", "conv_grad_input", "conv_grad_weight"]
 
 
-def _check(channels: int, out_channels: int, groups: int) -> None:
-    if channels % groups or out_channels % groups:
-        raise ValueError(
-            f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}"
-        )
-
-
-def _columns(x: np.ndarray, geometry: Geometry, groups: int) -> np.ndarray:
+def _columns(x: np.ndarray, geometry: WindowGeometry, groups: int) -> np.ndarray:
     """im2col of ``x`` [N, C, *S] -> ``[N, groups, C/groups * prod(kernel), prod(out)]`` (one copy)."""
     n_batch, channels = x.shape[:2]
     xp = pad_spatial(x, geometry.pads)
@@ -48,8 +42,8 @@ def conv_forward(
     n = weight.ndim - 2
     n_batch, channels = x.shape[:2]
     out_channels = weight.shape[0]
-    _check(channels, out_channels, groups)
-    geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
+    check_groups(channels, out_channels, groups)
+    geometry = WindowGeometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
     w = weight.reshape(groups, out_channels // groups, -1)  # [g, Og, Cg * prod(k)]
     if geometry.pointwise:
         cols = x.reshape(n_batch, groups, channels // groups, -1)
@@ -69,8 +63,8 @@ def conv_grad_weight(
     x = np.asarray(x, dtype=dtype)
     n_batch, channels = x.shape[:2]
     out_channels = like.shape[0]
-    _check(channels, out_channels, groups)
-    geometry = Geometry.of(like.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
+    check_groups(channels, out_channels, groups)
+    geometry = WindowGeometry.of(like.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
     if geometry.out != tuple(output_grad.shape[2:]):
         raise ValueError(f"conv_grad_weight: output_grad spatial shape {output_grad.shape[2:]} != {geometry.out}")
     og = out_channels // groups
@@ -103,8 +97,10 @@ def conv_grad_input(
     dtype = np.result_type(output_grad, weight)
     n_batch, channels = like.shape[:2]
     out_channels = weight.shape[0]
-    _check(channels, out_channels, groups)
-    geometry = Geometry.of(weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=like.shape[2:])
+    check_groups(channels, out_channels, groups)
+    geometry = WindowGeometry.of(
+        weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=like.shape[2:]
+    )
     if geometry.out != tuple(output_grad.shape[2:]):
         raise ValueError(f"conv_grad_input: output_grad spatial shape {output_grad.shape[2:]} != {geometry.out}")
     w_t = np.swapaxes(np.asarray(weight, dtype=dtype).reshape(groups, out_channels // groups, -1), -1, -2)
@@ -113,8 +109,8 @@ def conv_grad_input(
     if geometry.pointwise:
         return dcols.reshape(like.shape)
     dcols = dcols.reshape(n_batch, channels, *geometry.kernel, *geometry.out)
-    padded_shape = (n_batch, channels, *(s + b + a for s, (b, a) in zip(like.shape[2:], geometry.pads)))
+    padded_shape = (n_batch, channels, *geometry.padded_size)
     dxp = np.zeros(padded_shape, dtype=dtype)
-    for offset, window in offset_slices(geometry):
+    for offset, window in geometry.offset_slices():
         dxp[(slice(None), slice(None), *window)] += dcols[(slice(None), slice(None), *offset)]
     return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))

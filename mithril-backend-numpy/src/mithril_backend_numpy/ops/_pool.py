@@ -13,17 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mithril.primitives.catalogue.nn import spatial
+from mithril.primitives.geometry import WindowGeometry
 
-from ._windows import Geometry, crop_spatial, offset_slices, pad_spatial
+from ._windows import crop_spatial, pad_spatial
 
 __all__ = ["max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad"]
 
 
-def _geometry(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Geometry:
-    if np.ndim(x) < 2:
-        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {np.shape(x)}")
-    return Geometry.of(spatial(kernel_size, 2), stride=stride, padding=padding, dilation=dilation, size=x.shape[-2:])
+def _geometry(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> WindowGeometry:
+    return WindowGeometry.pool2d(
+        np.shape(x), kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation
+    )
 
 
 def _lowest(dtype: np.dtype) -> Any:
@@ -44,19 +44,19 @@ def max_pool(x: np.ndarray, *, kernel_size: Any, stride: Any, padding: Any, dila
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads, _lowest(x.dtype)) if geometry.padded else x
     out = None
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         values = xp[(..., *window)]
         out = values.copy() if out is None else np.maximum(out, values, out=out)
     return out
 
 
-def _count(geometry: Geometry, count_include_pad: bool, dtype: np.dtype) -> Any:
+def _count(geometry: WindowGeometry, count_include_pad: bool, dtype: np.dtype) -> Any:
     """The divisor of each output: the window size, or the number of unpadded elements it covers."""
     if count_include_pad or not geometry.padded:
         return dtype.type(np.prod(geometry.kernel))
     ones = pad_spatial(np.ones(geometry.size, dtype=dtype), geometry.pads)
     count = np.zeros(geometry.out, dtype=dtype)
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         count += ones[window]
     return count
 
@@ -70,7 +70,7 @@ def avg_pool(
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads)
     total = None
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         values = xp[(..., *window)]
         total = values.copy() if total is None else np.add(total, values, out=total)
     total /= _count(geometry, count_include_pad, x.dtype)
@@ -88,7 +88,7 @@ def max_pool_grad(
     grad = np.broadcast_to(_float(np.asarray(output_grad)), best.shape)
     dxp = np.zeros(xp.shape, dtype=grad.dtype)
     pending = np.ones(best.shape, dtype=bool)  # windows whose arg-max is not found yet
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         hit = xp[(..., *window)] == best
         hit &= pending
         pending &= ~hit
@@ -111,8 +111,8 @@ def avg_pool_grad(
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     grad = _float(np.asarray(output_grad))
     grad = grad / _count(geometry, count_include_pad, grad.dtype)
-    padded_shape = (*x.shape[:-2], *(s + b + a for s, (b, a) in zip(x.shape[-2:], geometry.pads)))
+    padded_shape = (*x.shape[:-2], *geometry.padded_size)
     dxp = np.zeros(padded_shape, dtype=grad.dtype)
-    for _, window in offset_slices(geometry):
+    for _, window in geometry.offset_slices():
         dxp[(..., *window)] += grad
     return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))

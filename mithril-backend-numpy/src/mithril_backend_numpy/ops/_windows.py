@@ -1,57 +1,23 @@
-"""Sliding-window machinery shared by convolution and pooling: geometry, padding, im2col and the
-kernel-offset slices used to scatter gradients back (col2im).
+"""Sliding-window array machinery shared by convolution and pooling: padding and im2col views.
 
-Spatial axes are always the trailing ``n`` axes of an array.
+The geometry itself (normalised attributes, output sizes, kernel-offset slices) is core's
+:class:`~mithril.primitives.geometry.WindowGeometry`. Spatial axes are always the trailing ``n`` axes.
 
 Example:
     >>> import numpy as np
-    >>> g = Geometry.of((3, 3), stride=1, padding=1, dilation=1, size=(5, 5))
-    >>> g.out
-    (5, 5)
+    >>> pad_spatial(np.ones((1, 2)), ((1, 0),)).tolist()
+    [[0.0, 1.0, 1.0]]
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
-from mithril.primitives.catalogue.nn import conv_geometry
+from mithril.primitives.geometry import WindowGeometry
 
-__all__ = ["Geometry", "pad_spatial", "crop_spatial", "window_view", "offset_slices"]
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Kernel, stride, ``[(before, after)]`` padding, dilation and the input/output spatial sizes."""
-
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    pads: tuple[tuple[int, int], ...]
-    dilation: tuple[int, ...]
-    size: tuple[int, ...]
-    out: tuple[int, ...]
-
-    @classmethod
-    def of(cls, kernel: Sequence[int], *, stride: Any, padding: Any, dilation: Any, size: Sequence[int]) -> Geometry:
-        """Normalise the attributes with core's ``conv_geometry`` (``stride=None`` -> kernel size)."""
-        kernel = tuple(int(k) for k in kernel)
-        st, pads, dil = conv_geometry({"stride": stride, "padding": padding, "dilation": dilation}, kernel)
-        out = tuple((s + b + a - d * (k - 1) - 1) // t + 1 for s, (b, a), d, k, t in zip(size, pads, dil, kernel, st))
-        if any(o <= 0 for o in out):
-            raise ValueError(f"window {kernel} (dilation {dil}) does not fit the padded input {tuple(size)} {pads}")
-        return cls(kernel, tuple(st), tuple(tuple(p) for p in pads), tuple(dil), tuple(size), out)  # type: ignore[arg-type]
-
-    @property
-    def padded(self) -> bool:
-        return any(b or a for b, a in self.pads)
-
-    @property
-    def pointwise(self) -> bool:
-        """A 1x1 kernel with stride 1 and no padding: the convolution is a plain matmul."""
-        return not self.padded and all(k == 1 for k in self.kernel) and all(s == 1 for s in self.stride)
+__all__ = ["pad_spatial", "crop_spatial", "window_view", "prod"]
 
 
 def pad_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]], value: float = 0) -> np.ndarray:
@@ -73,7 +39,7 @@ def crop_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]]) -> np.ndarray:
     return x[(..., *(slice(b, s - a) for s, (b, a) in zip(x.shape[-n:], pads)))]
 
 
-def window_view(xp: np.ndarray, geometry: Geometry, lead_order: Sequence[int] | None = None) -> np.ndarray:
+def window_view(xp: np.ndarray, geometry: WindowGeometry, lead_order: Sequence[int] | None = None) -> np.ndarray:
     """A read-only strided view of the windows of padded ``xp``: ``[*lead, *kernel, *out]``.
 
     ``lead_order`` permutes the leading axes (other layouts: :func:`numpy.moveaxis` on the view).
@@ -91,18 +57,6 @@ def window_view(xp: np.ndarray, geometry: Geometry, lead_order: Sequence[int] | 
         *(t * s for t, s in zip(geometry.stride, spatial)),
     )
     return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
-
-
-def offset_slices(geometry: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
-    """For each kernel offset (row-major), the slices of the padded input it reads for all outputs."""
-    for offset in np.ndindex(*geometry.kernel):
-        yield (
-            offset,
-            tuple(
-                slice(o * d, o * d + t * (m - 1) + 1, t)
-                for o, d, t, m in zip(offset, geometry.dilation, geometry.stride, geometry.out)
-            ),
-        )
 
 
 def prod(values: Sequence[int]) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from mithril.primitives.rules import broadcast_sum_axes
 
 from . import _conv, _pool
 from .losses import log_probabilities
@@ -33,12 +34,9 @@ def sum_to_like(input: Array, like: Array) -> Array:
     shape = np.shape(like)
     if input.shape == shape:
         return input
-    extra = input.ndim - len(shape)
-    if extra < 0:  # input broadcasts up to like
+    axes = broadcast_sum_axes(input.shape, shape)
+    if axes is None:  # input broadcasts up to like
         return np.broadcast_to(input, shape)
-    axes = tuple(range(extra)) + tuple(
-        extra + i for i, size in enumerate(shape) if size == 1 and input.shape[extra + i] != 1
-    )
     return np.sum(input, axis=axes, keepdims=True).reshape(shape) if axes else input.reshape(shape)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from mithril.primitives import uses_backend
-from mithril.types import kind_of_python_value
+from mithril.primitives.rules import creation_kind
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
@@ -95,41 +95,29 @@ def gather(input: Array, index: Array, *, axis: int) -> Array:
     return np.take_along_axis(input, index, axis=axis)
 
 
-def _creation_dtype(backend: Any, dtype: Any, *values: Any) -> np.dtype:
-    if dtype is not None:
-        return backend.native_dtype(dtype)
-    kinds = {kind_of_python_value(v) for v in values if v is not None}
-    for kind in ("float", "int", "bool"):
-        if kind in kinds:
-            return backend.native_dtype(kind)
-    return backend.native_dtype("float")
-
-
 @uses_backend
 def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Array:
     """``np.arange(start, stop, step)``: backend float dtype if any bound is a float, else int64."""
-    dtype = _creation_dtype(backend, None, start, stop, step)
-    if dtype.kind == "b":
-        dtype = backend.native_dtype("int")
+    dtype = backend.native_dtype(creation_kind(None, start, stop, step, counting=True))
     return np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(start, dtype=dtype)
 
 
 @uses_backend
 def ones(backend: Any, *, shape: Sequence[int], dtype: Any) -> Array:
     """``np.ones(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return np.ones(tuple(shape), dtype=_creation_dtype(backend, dtype))
+    return np.ones(tuple(shape), dtype=backend.native_dtype(creation_kind(dtype)))
 
 
 @uses_backend
 def zeros(backend: Any, *, shape: Sequence[int], dtype: Any) -> Array:
     """``np.zeros(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return np.zeros(tuple(shape), dtype=_creation_dtype(backend, dtype))
+    return np.zeros(tuple(shape), dtype=backend.native_dtype(creation_kind(dtype)))
 
 
 @uses_backend
 def full(backend: Any, *, shape: Sequence[int], fill_value: Any, dtype: Any) -> Array:
     """``np.full(shape, fill_value)``; without ``dtype`` the kind of ``fill_value`` decides."""
-    return np.full(tuple(shape), fill_value, dtype=_creation_dtype(backend, dtype, fill_value))
+    return np.full(tuple(shape), fill_value, dtype=backend.native_dtype(creation_kind(dtype, fill_value)))
 
 
 def zeros_like(input: Array) -> Array:

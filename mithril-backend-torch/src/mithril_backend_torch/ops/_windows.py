@@ -1,5 +1,5 @@
 """Convolution/pooling geometry shared by ``nn`` and ``gradient_helpers``: padding specs normalised by
-core (``conv_geometry``) and turned into what torch's kernels accept.
+core (:func:`~mithril.primitives.geometry.window_attributes`) and turned into what torch's kernels accept.
 
 torch's convolutions take one symmetric padding per axis, and its pooling kernels only pad up to half
 the kernel; anything else (``"same"`` with an even kernel, ``((1, 0), (2, 1))``) is padded explicitly
@@ -19,9 +19,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from mithril.primitives.catalogue.nn import conv_geometry, spatial
+from mithril.primitives.catalogue.nn import spatial
+from mithril.primitives.geometry import window_attributes
 
-__all__ = ["conv_geometry", "spatial", "torch_padding", "pad_spatial", "crop_spatial", "pool_geometry"]
+__all__ = ["torch_padding", "pad_spatial", "crop_spatial", "pool_geometry"]
 
 Pads = Sequence[tuple[int, int]]
 
@@ -51,5 +52,4 @@ def crop_spatial(x: torch.Tensor, pads: Pads) -> torch.Tensor:
 def pool_geometry(kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, ...], ...]:
     """``(kernel, stride, pads, dilation)`` of a 2-d pool (``stride=None`` means the kernel size)."""
     kernel = spatial(kernel_size, 2)
-    strides, pads, dilations = conv_geometry({"stride": stride, "padding": padding, "dilation": dilation}, kernel)
-    return kernel, tuple(strides), tuple(pads), tuple(dilations)
+    return kernel, *window_attributes(kernel, stride=stride, padding=padding, dilation=dilation)

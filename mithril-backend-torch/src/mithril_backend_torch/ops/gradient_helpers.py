@@ -15,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from mithril.primitives.geometry import window_attributes
+from mithril.primitives.rules import broadcast_sum_axes
 from torch.nn import grad as nn_grad
 
 from . import nn
-from ._windows import conv_geometry, crop_spatial, pad_spatial
+from ._windows import crop_spatial, pad_spatial
 from .losses import log_probabilities
 from .shape_ops import positive_key
 
@@ -37,12 +39,9 @@ def sum_to_like(input: Tensor, like: Tensor) -> Tensor:
     shape = tuple(like.shape)
     if tuple(input.shape) == shape:
         return input
-    extra = input.ndim - len(shape)
-    if extra < 0:  # input broadcasts up to like
+    axes = broadcast_sum_axes(input.shape, shape)
+    if axes is None:  # input broadcasts up to like
         return torch.broadcast_to(input, shape)
-    axes = tuple(range(extra)) + tuple(
-        extra + i for i, size in enumerate(shape) if size == 1 and input.shape[extra + i] != 1
-    )
     return torch.sum(input, dim=axes, keepdim=True).reshape(shape) if axes else input.reshape(shape)
 
 
@@ -62,16 +61,11 @@ def linear_grad_weight(output_grad: Tensor, input: Tensor) -> Tensor:
     return torch.matmul(output_grad.reshape(-1, d).T, input.reshape(-1, k))
 
 
-def _geometry(kernel: tuple[int, ...], stride: Any, padding: Any, dilation: Any) -> tuple[Any, Any, Any]:
-    strides, pads, dilations = conv_geometry({"stride": stride, "padding": padding, "dilation": dilation}, kernel)
-    return tuple(strides), pads, tuple(dilations)
-
-
 def _conv_grad_input(
     fn: Callable[..., Tensor], output_grad: Tensor, weight: Tensor, like: Tensor, stride: Any, padding: Any,
     dilation: Any, groups: int,
 ) -> Tensor:  # fmt: skip
-    strides, pads, dilations = _geometry(tuple(weight.shape[2:]), stride, padding, dilation)
+    strides, pads, dilations = window_attributes(weight.shape[2:], stride=stride, padding=padding, dilation=dilation)
     padded = (*like.shape[:2], *(s + b + a for s, (b, a) in zip(like.shape[2:], pads)))
     grad = fn(padded, weight, output_grad.to(weight.dtype), strides, 0, dilations, groups)
     return crop_spatial(grad, pads).contiguous()
@@ -81,7 +75,7 @@ def _conv_grad_weight(
     fn: Callable[..., Tensor], output_grad: Tensor, input: Tensor, like: Tensor, stride: Any, padding: Any,
     dilation: Any, groups: int,
 ) -> Tensor:  # fmt: skip
-    strides, pads, dilations = _geometry(tuple(like.shape[2:]), stride, padding, dilation)
+    strides, pads, dilations = window_attributes(like.shape[2:], stride=stride, padding=padding, dilation=dilation)
     x = pad_spatial(input, pads).to(output_grad.dtype)
     return fn(x, tuple(like.shape), output_grad, strides, 0, dilations, groups)
 

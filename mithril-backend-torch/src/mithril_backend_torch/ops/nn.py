@@ -18,8 +18,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from mithril.primitives import uses_backend
+from mithril.primitives.geometry import check_pool2d_input, window_attributes
 
-from ._windows import conv_geometry, pad_spatial, pool_geometry, torch_padding
+from ._windows import pad_spatial, pool_geometry, torch_padding
 
 __all__ = [
     "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
@@ -33,13 +34,11 @@ def _conv(
     fn: Callable[..., Tensor], input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
     dilation: Any, groups: int,
 ) -> Tensor:  # fmt: skip
-    strides, pads, dilations = conv_geometry(
-        {"stride": stride, "padding": padding, "dilation": dilation}, tuple(weight.shape[2:])
-    )
+    strides, pads, dilations = window_attributes(weight.shape[2:], stride=stride, padding=padding, dilation=dilation)
     symmetric = torch_padding(pads)
     if symmetric is None:
         input, symmetric = pad_spatial(input, pads), (0,) * len(pads)
-    return fn(input, weight, bias, tuple(strides), symmetric, tuple(dilations), groups)
+    return fn(input, weight, bias, strides, symmetric, dilations, groups)
 
 
 def conv1d(
@@ -61,8 +60,7 @@ def conv2d(
 
 def _as_planes(x: Tensor) -> Tensor:
     """``[*lead, H, W]`` -> ``[prod(lead), H, W]`` (torch's unbatched ``[C, H, W]`` pooling layout)."""
-    if x.ndim < 2:
-        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {tuple(x.shape)}")
+    check_pool2d_input(x.shape)
     return x.reshape(-1, *x.shape[-2:])
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from mithril.primitives import uses_backend
-from mithril.types import kind_of_python_value
+from mithril.primitives.rules import creation_kind
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
@@ -145,22 +145,10 @@ def gather(input: Tensor, index: Tensor, *, axis: int) -> Tensor:
     return torch.take_along_dim(input, index, dim=axis)
 
 
-def _creation_dtype(backend: Any, dtype: Any, *values: Any) -> torch.dtype:
-    if dtype is not None:
-        return backend.native_dtype(dtype)
-    kinds = {kind_of_python_value(v) for v in values if v is not None}
-    for kind in ("float", "int", "bool"):
-        if kind in kinds:
-            return backend.native_dtype(kind)
-    return backend.native_dtype("float")
-
-
 @uses_backend
 def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Tensor:
     """``np.arange(start, stop, step)``: backend float dtype if any bound is a float, else int64."""
-    dtype = _creation_dtype(backend, None, start, stop, step)
-    if dtype == torch.bool:
-        dtype = backend.native_dtype("int")
+    dtype = backend.native_dtype(creation_kind(None, start, stop, step, counting=True))
     if stop is None:
         start, stop = 0, start
     return torch.arange(start, stop, step, dtype=dtype, device=backend.torch_device)
@@ -169,19 +157,19 @@ def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Te
 @uses_backend
 def ones(backend: Any, *, shape: Sequence[int], dtype: Any) -> Tensor:
     """``np.ones(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return torch.ones(tuple(shape), dtype=_creation_dtype(backend, dtype), device=backend.torch_device)
+    return torch.ones(tuple(shape), dtype=backend.native_dtype(creation_kind(dtype)), device=backend.torch_device)
 
 
 @uses_backend
 def zeros(backend: Any, *, shape: Sequence[int], dtype: Any) -> Tensor:
     """``np.zeros(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return torch.zeros(tuple(shape), dtype=_creation_dtype(backend, dtype), device=backend.torch_device)
+    return torch.zeros(tuple(shape), dtype=backend.native_dtype(creation_kind(dtype)), device=backend.torch_device)
 
 
 @uses_backend
 def full(backend: Any, *, shape: Sequence[int], fill_value: Any, dtype: Any) -> Tensor:
     """``np.full(shape, fill_value)``; without ``dtype`` the kind of ``fill_value`` decides."""
-    target = _creation_dtype(backend, dtype, fill_value)
+    target = backend.native_dtype(creation_kind(dtype, fill_value))
     return torch.full(tuple(shape), fill_value, dtype=target, device=backend.torch_device)
 
 

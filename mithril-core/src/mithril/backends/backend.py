@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..types import Dtype, Kind
+from ..types import KINDS, Dtype, Kind
 
 __all__ = ["Backend"]
 
@@ -80,6 +80,17 @@ class Backend(ABC):
     @abstractmethod
     def native_dtype(self, dtype: Dtype | Kind | None = None) -> Any:
         """The framework's dtype for a Mithril dtype or kind (``None`` -> the backend's float dtype)."""
+
+    def resolve_dtype(self, dtype: Dtype | Kind | None = None) -> Dtype:
+        """``None`` -> the backend's dtype; a kind (``"int"``) -> :meth:`kind_dtype`; else ``Dtype.parse``.
+
+        Backends' :meth:`native_dtype` start from this and map the result to the framework's dtype.
+        """
+        if dtype is None:
+            return self.dtype
+        if isinstance(dtype, str) and dtype in KINDS:
+            return self.kind_dtype(dtype)
+        return Dtype.parse(dtype)
 
     def kind_dtype(self, kind: Kind) -> Dtype:
         """The concrete dtype used for a logical kind on this backend."""

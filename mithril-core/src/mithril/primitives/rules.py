@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..shapes import Dim, Shape, ShapeMismatch, Variadic, unify, unify_dims
-from ..types import Kind, promote_kinds
+from ..types import Dtype, Kind, kind_of_python_value, promote_kinds
 
 __all__ = [
     "normalize_axis",
@@ -27,6 +27,7 @@ __all__ = [
     "same_shape",
     "broadcast",
     "broadcast_dims",
+    "broadcast_sum_axes",
     "reduction",
     "scalar_output",
     "conv_output_size",
@@ -38,6 +39,7 @@ __all__ = [
     "int_result",
     "promote",
     "kind_of",
+    "creation_kind",
     "fixed",
 ]
 
@@ -109,6 +111,24 @@ def broadcast_dims(dims: Sequence[Sequence[Dim]]) -> list[Dim] | None:
         assert chosen is not None
         result.append(chosen)
     return result
+
+
+def broadcast_sum_axes(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...] | None:
+    """The axes of ``shape`` to sum (keeping dims) so that it reshapes to ``target`` (``sum_to_like``):
+    its extra leading axes and those where ``target`` has size 1. ``None`` when ``shape`` has fewer axes
+    than ``target`` (it broadcasts up instead).
+
+    >>> broadcast_sum_axes((2, 3, 4), (3, 1))
+    (0, 2)
+    >>> broadcast_sum_axes((4,), (3, 4)) is None
+    True
+    """
+    extra = len(shape) - len(target)
+    if extra < 0:
+        return None
+    return tuple(range(extra)) + tuple(
+        extra + i for i, size in enumerate(target) if size == 1 and shape[extra + i] != 1
+    )
 
 
 def broadcast(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -189,6 +209,27 @@ def conv_padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int], s
 
 
 # -- type rules ------------------------------------------------------------------------------------
+def creation_kind(dtype: Dtype | Kind | None, *values: Any, counting: bool = False) -> Dtype | Kind:
+    """The dtype a creation op (``ones``, ``full``, ``arange``...) makes: an explicit ``dtype`` wins, else
+    the widest kind among the Python ``values`` (float, then int, then bool; ``None`` values are skipped),
+    else ``"float"``. ``counting`` (``arange``) counts in ints where the values are bools.
+
+    Backends pass the result to their ``native_dtype``.
+
+    >>> creation_kind(None, 0, 2.5), creation_kind(None, True), creation_kind("int32", 1.0)
+    ('float', 'bool', 'int32')
+    >>> creation_kind(None, True, None, counting=True), creation_kind(None)
+    ('int', 'float')
+    """
+    if dtype is not None:
+        return dtype
+    kinds = {kind_of_python_value(v) for v in values if v is not None}
+    for kind in ("float", "int", "bool"):
+        if kind in kinds:
+            return "int" if counting and kind == "bool" else kind
+    return "float"
+
+
 def kind_of(key: str):
     """Type rule: every output has the kind of input ``key``."""
 
