@@ -38,7 +38,9 @@ def _numpy_backend():
 def mlp() -> None:
     from mithril_backend_c import toolchain
 
-    print(f"C backend: BLAS {toolchain.blas_info()['name']}; flags {' '.join(toolchain.flags())}")
+    blas = toolchain.blas_info()
+    version = f" {blas['version']}" if blas.get("version") else ""
+    print(f"C backend: BLAS {blas['name']}{version}; flags {' '.join(toolchain.flags())}")
     reference = _numpy_backend()
     if reference is None:
         print("mithril-backend-numpy is not installed: MLP comparison skipped")

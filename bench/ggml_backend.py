@@ -21,15 +21,17 @@ from mithril.models import Linear, Model, Relu
 
 
 def median_times(fns, repeats: int) -> list[float]:
-    """Median time of each function, calls interleaved so machine load hits all of them alike."""
+    """Median time of each function, calls interleaved so machine load hits all of them alike; the order
+    reverses every round so that each function follows each other one equally often."""
     for fn in fns:
         fn()
     times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, bucket in zip(fns, times):
+    order = list(range(len(fns)))
+    for r in range(repeats):
+        for i in order if r % 2 == 0 else order[::-1]:
             start = time.perf_counter()
-            fn()
-            bucket.append(time.perf_counter() - start)
+            fns[i]()
+            times[i].append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -138,8 +140,7 @@ def main() -> None:
     assert np.allclose(hand[0].reshape(batch, width), y_ref, atol=1e-3), "hand-built ggml differs from NumPy"
 
     flops_fwd = 2 * batch * width * width * 2
-    rows = []
-    for label, mithril_fn, hand_fn, numpy_fn, flops in (
+    cases = (
         ("forward", lambda: compiled.evaluate(params, {"input": x}), lambda: hand_fwd([x, *flat]), lambda: numpy_mlp(pairs, x), flops_fwd),
         (
             "forward+backward",
@@ -148,9 +149,12 @@ def main() -> None:
             lambda: numpy_mlp(pairs, x, g),
             flops_fwd * 3 - 2 * batch * width * width,  # the first layer's input gradient is not needed
         ),
-    ):
-        t_m, t_h, t_n = median_times([mithril_fn, hand_fn, numpy_fn], args.repeats)
-        rows.append((label, t_m, t_h, t_n, flops))
+    )
+    # the ggml graphs first, NumPy after: OpenBLAS's worker threads keep spinning for a while after a
+    # multithreaded matmul returns, and would slow down whichever ggml graph ran next
+    ggml_times = [median_times([mithril_fn, hand_fn], args.repeats) for _, mithril_fn, hand_fn, _, _ in cases]
+    numpy_times = [median_times([numpy_fn], args.repeats)[0] for _, _, _, numpy_fn, _ in cases]
+    rows = [(label, t_m, t_h, t_n, flops) for (label, *_, flops), (t_m, t_h), t_n in zip(cases, ggml_times, numpy_times)]
     print(f"MLP {width}-{width}-{width}, batch {batch}, {args.threads} threads, libggml {ggml.ggml_version().decode()}")
     print(f"{'':18} {'mithril-ggml':>13} {'hand ggml':>10} {'numpy':>9} {'ggml/hand':>10} {'ggml/numpy':>11} {'GFLOP/s':>8}")
     for label, t_m, t_h, t_n, flops in rows:

@@ -184,3 +184,69 @@ def test_export_builds_and_reproduces_python(tmp_path, via) -> None:
     assert "output:" in run.stdout
     got = np.fromfile(out_dir / "output_output.bin", dtype=np.float32).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    alternative = out_dir / "BUILD.scipy-openblas"
+    assert alternative.exists() == (toolchain.blas_info()["name"] == "scipy-openblas")
+    if alternative.exists():  # the same program linked against the wheel's OpenBLAS by absolute path
+        assert "-lopenblas" not in build and "-DMT_USE_BLAS" not in build  # the default needs no Python package
+        command = alternative.read_text().split()
+        assert command[:4] == build[:4] and "-DMT_BLAS_SCIPY" in command
+        subprocess.run([shutil.which("cc") or "gcc", *command[1:], "-o", "model_blas"], cwd=out_dir, check=True)
+        subprocess.run([str(out_dir / "model_blas"), str(out_dir)], check=True, capture_output=True)
+        got = np.fromfile(out_dir / "output_output.bin", dtype=np.float32).reshape(expected.shape)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_scipy_openblas_is_preferred_and_follows_threads() -> None:
+    """The scipy-openblas32 wheel is the default BLAS; OpenBLAS's thread count follows ``threads``."""
+    import ctypes
+
+    wheel = pytest.importorskip("scipy_openblas32")
+    if os.environ.get("MITHRIL_C_BLAS"):
+        pytest.skip("$MITHRIL_C_BLAS forces a BLAS")
+    info = toolchain.blas_info()
+    assert info["name"] == "scipy-openblas"
+    assert "-lscipy_openblas" in info["libs"] and "-DMT_BLAS_SCIPY" in info["defines"]
+    lib = ctypes.CDLL(str(Path(wheel.get_lib_dir()) / f"lib{wheel.get_library()}.so"))
+    x = np.ones((32, 64), dtype=np.float32)
+    for threads in (1, 2, 1):
+        pm = ml.compile(
+            MLP(input_size=64, hidden_sizes=[64], output_size=4),
+            ml.CBackend(dtype=ml.float32, threads=threads),
+            shapes={"input": [32, 64]},
+        )
+        params = pm.randomize_params(seed=0)
+        np.testing.assert_allclose(pm.evaluate(params, {"input": x})["output"], _mlp_reference(params, x), rtol=1e-5)
+        assert lib.scipy_openblas_get_num_threads() == threads
+
+
+@pytest.mark.parametrize("choice", ["system", "scipy-openblas"])
+def test_forced_blas_choice_matches_the_fallback(tmp_path, choice) -> None:
+    """``MITHRIL_C_BLAS=system|scipy-openblas`` picks that BLAS (or the C GEMM when it is missing); the
+    forward and gradients agree with the blocked C GEMM."""
+    script = (
+        "import numpy as np, mithril as ml, sys\n"
+        "from mithril_backend_c import toolchain\n"
+        "print(toolchain.blas_info()['name'])\n"
+        "pm = ml.compile(ml.models.MLP(input_size=20, hidden_sizes=[33], output_size=7), ml.CBackend(dtype=ml.float64, threads=2), shapes={'input': [9, 20]})\n"
+        "p = pm.randomize_params(seed=0); x = np.random.default_rng(0).standard_normal((9, 20))\n"
+        "out, grads = pm.evaluate(p, {'input': x}, output_gradients={'output': np.ones((9, 7))})\n"
+        "np.savez(sys.argv[1], out=out['output'], **grads)\n"
+    )
+    results = {}
+    for name in (choice, "none"):
+        env = {**os.environ, "MITHRIL_C_BLAS": name, "MITHRIL_C_CACHE": str(tmp_path / "cache")}
+        run = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / f"{name}.npz")],
+            check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        results[name] = (run.stdout.strip(), np.load(tmp_path / f"{name}.npz"))
+    assert results["none"][0] == "none"
+    assert (
+        results[choice][0]
+        in {"system": ("openblas", "blas", "none"), "scipy-openblas": ("scipy-openblas", "none")}[choice]
+    )
+    for key in results["none"][1].files:
+        np.testing.assert_allclose(results[choice][1][key], results["none"][1][key], rtol=1e-9, atol=1e-10)

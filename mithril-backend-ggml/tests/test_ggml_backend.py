@@ -113,3 +113,61 @@ def test_capability_table_covers_every_core_primitive():
     table = capability_table()
     assert {name for name, how in table.items() if how == "unsupported"} == set(UNSUPPORTED)
     assert table["linear"] == table["conv2d"] == table["relu"] == "native"
+
+
+def _ops(compiled, name="evaluate_gradients"):
+    import ggml
+
+    f = compiled.program.functions[name]
+    return [ggml.ggml_op_desc(ggml.ggml_graph_node(f.gf, i)).decode() for i in range(f.n_graph_nodes)]
+
+
+def test_mlp_backward_graph_copies_only_the_transposes_mul_mat_needs():
+    """2-layer MLP: the hand-built ggml graph's 22 nodes. Five transposed copies (g1^T, W1^T, g0^T, h^T,
+    x^T); bias gradients are ggml_sum_rows results returned as they are (no reshape view, no copy)."""
+    compiled = ml.compile(_mlp([16, 32, 8]), ml.GGMLBackend(threads=2), shapes={"input": [4, 16]})
+    ops = _ops(compiled)
+    assert ops.count("CONT") == 5 and "RESHAPE" not in ops, ops
+    assert len(ops) <= 22, ops
+    params = compiled.randomize_params(seed=0)
+    x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
+    g = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
+    _, grads = compiled.evaluate(params, {"input": x}, output_gradients={"output": g})
+    h = np.maximum(x @ params["weight_0"].T + params["bias_0"], 0)
+    np.testing.assert_allclose(grads["bias_1"], g.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads["weight_1"], g.T @ h, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads["bias_0"], ((g @ params["weight_1"]) * (h > 0)).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_gradient_reads_the_untransposed_operand():
+    """``dA = g @ swapaxes(B)``: mul_mat wants B^T transposed, i.e. B itself, so no copy is made of it."""
+    from mithril.models import Matmul
+
+    model = Model()
+    model |= Matmul()(left="a", right="b", output="y")
+    shapes = {"a": [6, 5], "b": [5, 7]}
+    compiled = ml.compile(model, ml.GGMLBackend(threads=2), shapes=shapes, trainable_keys={"a", "b"})
+    params = compiled.randomize_params(seed=0)
+    g = np.random.default_rng(0).standard_normal((6, 7)).astype(np.float32)
+    out, grads = compiled.evaluate(params, {}, output_gradients={"y": g})
+    np.testing.assert_allclose(out["y"], params["a"] @ params["b"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads["a"], g @ params["b"].T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads["b"], params["a"].T @ g, rtol=1e-5, atol=1e-5)
+    assert _ops(compiled).count("CONT") == 3  # B^T (forward), A^T and g^T (dB contracts over rows)
+
+
+def test_outputs_that_are_views_of_inputs_are_copied():
+    """Reshapes (and transposes moving only size-1 axes, which are reshapes) of inputs are still copied
+    into fresh output tensors."""
+    from mithril.models import SwapAxes, Transpose
+
+    model = Model()
+    model |= Flatten()(input="input", output="flat")
+    model |= Transpose()(input="input", output="t")
+    model |= SwapAxes(axis1=0, axis2=1)(input="input", output="s")
+    compiled = ml.compile(model, ml.GGMLBackend(threads=1), shapes={"input": [2, 1, 3]})
+    x = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    out = compiled.evaluate({}, {"input": x})
+    np.testing.assert_array_equal(out["flat"], x.reshape(2, 3))
+    np.testing.assert_array_equal(out["t"], x.T)
+    np.testing.assert_array_equal(out["s"], x.swapaxes(0, 1))

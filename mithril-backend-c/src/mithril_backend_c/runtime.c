@@ -1,14 +1,48 @@
 /* Mithril C runtime (see runtime.h). MT_USE_BLAS selects CBLAS GEMM; otherwise a blocked, vectorisable
- * fallback parallelised with OpenMP. */
+ * fallback parallelised with OpenMP.
+ *
+ * BLAS flavours (chosen by toolchain.py, or by hand when building an exported model):
+ *   -DMT_USE_BLAS                    any CBLAS (-lopenblas, -lcblas -lblas, -lblas, ...);
+ *   -DMT_BLAS_OPENBLAS               ... which is OpenBLAS: its thread count follows each call's nt;
+ *   -DMT_BLAS_SCIPY                  the scipy-openblas32 wheel, whose symbols are all prefixed scipy_
+ *                                    (needs -I<wheel>/include; implies MT_USE_BLAS and MT_BLAS_OPENBLAS). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "runtime.h"
 
-#ifdef MT_USE_BLAS
+#ifdef MT_BLAS_SCIPY
+#ifndef MT_USE_BLAS
+#define MT_USE_BLAS 1
+#endif
+#ifndef MT_BLAS_OPENBLAS
+#define MT_BLAS_OPENBLAS 1
+#endif
+#include <cblas.h> /* the wheel's header: prototypes of the prefixed symbols */
+#define cblas_sgemm scipy_cblas_sgemm
+#define cblas_dgemm scipy_cblas_dgemm
+#define openblas_get_num_threads scipy_openblas_get_num_threads
+#define openblas_set_num_threads scipy_openblas_set_num_threads
+#define MT_BLAS_ORDER(x) ((enum CBLAS_ORDER)(x))
+#define MT_BLAS_TRANS(x) ((enum CBLAS_TRANSPOSE)(x))
+#elif defined(MT_USE_BLAS)
 /* CBLAS prototypes (declared here so no cblas.h is needed): row-major 101, no-trans 111, trans 112 */
 void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 void cblas_dgemm(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
+#ifdef MT_BLAS_OPENBLAS
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int);
+#endif
+#define MT_BLAS_ORDER(x) (x)
+#define MT_BLAS_TRANS(x) (x)
+#endif
+
+#ifdef MT_BLAS_OPENBLAS
+/* OpenBLAS runs its own thread pool: give it the caller's nt so BLAS and OpenMP threads never add up
+ * to more than nt busy threads. Reading the count is a load of a global; it is only set when it changed. */
+#define MT_BLAS_THREADS(nt) do { if (openblas_get_num_threads() != (nt)) openblas_set_num_threads(nt); } while (0)
+#else
+#define MT_BLAS_THREADS(nt) do { (void)(nt); } while (0)
 #endif
 
 #define MT_MB 64
@@ -162,8 +196,8 @@ void cblas_dgemm(int, int, int, int, int, int, double, const double *, int, cons
     }
 
 #ifdef MT_USE_BLAS
-#define MT_BLAS_S cblas_sgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
-#define MT_BLAS_D cblas_dgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
+#define MT_BLAS_S MT_BLAS_THREADS(nt); cblas_sgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
+#define MT_BLAS_D MT_BLAS_THREADS(nt); cblas_dgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
 #else
 #define MT_BLAS_S
 #define MT_BLAS_D

@@ -2,12 +2,16 @@
 fallback), a content-hash disk cache with atomic writes and a file lock, and ctypes loading.
 
 The cache lives in ``$MITHRIL_C_CACHE`` (default ``~/.cache/mithril/c``). A library's key hashes the
-source, the runtime source, the compiler's version, the flags, the BLAS link line and the CPU model
-(``-march=native``), so a change to any of them rebuilds.
+source, the runtime source, the compiler's version, the flags, the BLAS (include path, defines and link
+line) and the CPU model (``-march=native``), so a change to any of them rebuilds.
+
+BLAS: the ``scipy-openblas32`` wheel (a dependency: a recent OpenBLAS with ``scipy_``-prefixed symbols,
+linked by absolute rpath) is preferred, then a system ``-lopenblas``, ``-lcblas -lblas``, ``-lblas``, then the
+blocked C GEMM; ``$MITHRIL_C_BLAS`` = ``scipy-openblas`` | ``system`` | ``none`` | a link line forces one.
 
 Example:
     >>> from mithril_backend_c import toolchain
-    >>> toolchain.blas_info()["name"] in ("openblas", "blas", "none")   # doctest: +SKIP
+    >>> toolchain.blas_info()["name"] in ("scipy-openblas", "openblas", "blas", "custom", "none")  # doctest: +SKIP
     True
 """
 
@@ -21,7 +25,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -29,7 +33,16 @@ from typing import Any
 
 from mithril.errors import MithrilError
 
-__all__ = ["CCompileError", "blas_info", "build_library", "cache_dir", "compiler", "flags", "runtime_source"]
+__all__ = [
+    "BLAS_CHOICES",
+    "CCompileError",
+    "blas_info",
+    "build_library",
+    "cache_dir",
+    "compiler",
+    "flags",
+    "runtime_source",
+]
 
 
 class CCompileError(MithrilError, RuntimeError):
@@ -78,38 +91,115 @@ def flags() -> tuple[str, ...]:
     return tuple(base)
 
 
-def _try_compile(cc: str, source: str, cflags: list[str], libs: list[str]) -> bool:
+def _try_compile(cc: str, source: str, cflags: list[str], libs: list[str], *, run: bool = False) -> bool:
+    """Whether ``source`` compiles and links (and, with ``run``, exits with 0)."""
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "probe.c"
+        src, exe = Path(tmp) / "probe.c", Path(tmp) / "probe"
         src.write_text(source)
-        result = subprocess.run([cc, *cflags, str(src), "-o", str(Path(tmp) / "probe"), *libs], capture_output=True)
-        return result.returncode == 0
+        result = subprocess.run([cc, *cflags, str(src), "-o", str(exe), *libs], capture_output=True)
+        if result.returncode != 0:
+            return False
+        if not run:
+            return True
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+        try:
+            return subprocess.run([str(exe)], capture_output=True, env=env, timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
 
 
 _BLAS_PROBE = """
+#ifdef MT_BLAS_SCIPY
+#include <cblas.h>
+#define cblas_sgemm scipy_cblas_sgemm
+#define openblas_get_num_threads scipy_openblas_get_num_threads
+#define openblas_set_num_threads scipy_openblas_set_num_threads
+#else
 void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
-int main(void) { float a = 1, b = 2, c = 0; cblas_sgemm(101, 111, 111, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+#ifdef MT_BLAS_OPENBLAS
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int);
+#endif
+#endif
+int main(void) { float a = 1, b = 2, c = 0;
+#ifdef MT_BLAS_OPENBLAS
+if (openblas_get_num_threads() < 1) return 1;
+openblas_set_num_threads(1);
+#endif
+cblas_sgemm(101, 111, 111, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
 return c == 2.0f ? 0 : 1; }
 """
+
+BLAS_CHOICES = ("scipy-openblas", "system", "none")
+"""Values of ``$MITHRIL_C_BLAS`` besides a custom link line."""
+
+
+def _blas(
+    name: str, libs: Sequence[str], cflags: Sequence[str] = (), defines: Sequence[str] = (), **extra: Any
+) -> dict[str, Any]:
+    return {"name": name, "libs": list(libs), "cflags": list(cflags), "defines": list(defines), **extra}
+
+
+def _scipy_openblas() -> dict[str, Any] | None:
+    """The scipy-openblas32 wheel (a recent OpenBLAS, no root needed), or ``None`` if not installed."""
+    try:
+        import scipy_openblas32 as wheel
+    except ImportError:
+        return None
+    include, lib = wheel.get_include_dir(), wheel.get_lib_dir()
+    if not (Path(include) / "cblas.h").exists():
+        return None
+    return _blas(
+        "scipy-openblas",
+        [f"-L{lib}", f"-l{wheel.get_library()}", f"-Wl,-rpath,{lib}"],
+        [f"-I{include}"],
+        ["-DMT_USE_BLAS", "-DMT_BLAS_OPENBLAS", "-DMT_BLAS_SCIPY"],
+        version=getattr(wheel, "__version__", ""),
+    )
+
+
+def _system_blas() -> list[dict[str, Any]]:
+    return [
+        _blas("openblas", ["-lopenblas"], defines=["-DMT_USE_BLAS", "-DMT_BLAS_OPENBLAS"]),
+        _blas("openblas", ["-lopenblas"], defines=["-DMT_USE_BLAS"]),  # an OpenBLAS-named lib without the threads API
+        _blas("blas", ["-lcblas", "-lblas"], defines=["-DMT_USE_BLAS"]),
+        _blas("blas", ["-lblas"], defines=["-DMT_USE_BLAS"]),
+    ]
+
+
+def _probe_blas(cc: str, blas: dict[str, Any]) -> bool:
+    return _try_compile(cc, _BLAS_PROBE, ["-O1", *blas["cflags"], *blas["defines"]], blas["libs"], run=True)
 
 
 @functools.cache
 def blas_info() -> dict[str, Any]:
-    """The BLAS the generated code links: ``{"name", "libs"}``; ``name == "none"`` means the blocked C
-    GEMM. ``$MITHRIL_C_BLAS=none`` forces the fallback; ``$MITHRIL_C_BLAS=-lmkl_rt`` (a link line) picks one."""
-    choice = os.environ.get("MITHRIL_C_BLAS", "")
+    """The BLAS the generated code links: ``{"name", "libs", "cflags", "defines"}``; ``name`` is
+    ``"scipy-openblas"`` (the ``scipy-openblas32`` wheel, preferred), ``"openblas"`` / ``"blas"`` (a system
+    library), ``"custom"`` or ``"none"`` (the blocked C GEMM). ``$MITHRIL_C_BLAS`` forces a choice:
+    ``scipy-openblas``, ``system`` (``-lopenblas``, then ``-lcblas -lblas``, then ``-lblas``), ``none``, or a
+    link line such as ``-lmkl_rt``. A forced choice that does not link falls back to the blocked GEMM."""
+    choice = os.environ.get("MITHRIL_C_BLAS", "").strip()
     if choice == "none":
-        return {"name": "none", "libs": []}
-    candidates = (
-        [("custom", choice.split())]
-        if choice
-        else [("openblas", ["-lopenblas"]), ("blas", ["-lcblas", "-lblas"]), ("blas", ["-lblas"])]
-    )
+        return _blas("none", [])
+    if choice == "scipy-openblas":
+        wheel = _scipy_openblas()
+        candidates = [wheel] if wheel else []
+    elif choice == "system":
+        candidates = _system_blas()
+    elif choice:
+        custom = choice.split()
+        candidates = [
+            _blas("custom", custom, defines=["-DMT_USE_BLAS", "-DMT_BLAS_OPENBLAS"]),
+            _blas("custom", custom, defines=["-DMT_USE_BLAS"]),
+        ]
+    else:
+        wheel = _scipy_openblas()
+        candidates = ([wheel] if wheel else []) + _system_blas()
     cc = compiler()
-    for name, libs in candidates:
-        if _try_compile(cc, _BLAS_PROBE, ["-O1"], libs):
-            return {"name": name, "libs": libs}
-    return {"name": "none", "libs": []}
+    for blas in candidates:
+        if _probe_blas(cc, blas):
+            return blas
+    return _blas("none", [])
 
 
 def runtime_source() -> tuple[str, str]:
@@ -166,7 +256,7 @@ def _key(*parts: str) -> str:
 def _runtime_object() -> Path:
     cc, cflags, blas = compiler(), list(flags()), blas_info()
     header, body = runtime_source()
-    defines = ["-DMT_USE_BLAS"] if blas["name"] != "none" else []
+    defines = [*blas["cflags"], *blas["defines"]]
     key = _key(header, body, cc, _compiler_version(cc), *cflags, *defines, _cpu_model())
     directory = cache_dir()
     target = directory / f"runtime-{key}.o"
@@ -187,6 +277,7 @@ def build_library(source: str) -> Path:
     runtime = _runtime_object()
     header, _ = runtime_source()
     key = _key(source, header, runtime.name, cc, _compiler_version(cc), *cflags, *blas["libs"], _cpu_model())
+    # (the runtime object's name hashes the BLAS include path and defines, the libs are hashed here)
     directory = cache_dir()
     target = directory / f"model-{key}.so"
     source_path = directory / f"model-{key}.c"

@@ -65,7 +65,10 @@ class Builder:
         self.const_ctx = const_ctx
         self.constants: list[tuple[Any, np.ndarray]] = []
         self.callbacks: list[Any] = []  # ctypes callbacks of custom ops, kept alive with the graph
-        self._permuted: dict[tuple[int, tuple[int, ...]], T] = {}
+        self._permuted: dict[tuple[int, tuple[int, ...], tuple[int, ...]], T] = {}
+        # result tensor address -> (source, axes) for the copies made by ``permute``, so that a transpose
+        # of a transpose reads the source instead of copying twice
+        self._permute_source: dict[int, tuple[T, tuple[int, ...]]] = {}
         self.errors: list[BaseException] = []  # exceptions raised inside custom ops during a compute
 
     # -- tensors -----------------------------------------------------------------------------------
@@ -93,10 +96,20 @@ class Builder:
         return T(tensor, tuple(array.shape), kind)
 
     def reshape(self, x: T, shape: Sequence[int]) -> T:
+        """A reshape view; none when ggml's dims do not change (``[d, 1]`` -> ``[d]``), and a reshape
+        of a reshape views the first source (no chains of view nodes)."""
         shape = tuple(int(d) for d in shape)
         if shape == x.shape:
             return x
-        return T(self.ggml.ggml_reshape_4d(self.ctx, x.tensor, *self.ne(shape)), shape, x.kind)
+        tensor = x.tensor
+        if list(tensor.contents.ne) == self.ne(shape):
+            return T(tensor, shape, x.kind)
+        ggml = self.ggml
+        if tensor.contents.op == ggml.GGML_OP_RESHAPE and tensor.contents.view_src:
+            tensor = tensor.contents.src[0]
+            if list(tensor.contents.ne) == self.ne(shape):
+                return T(tensor, shape, x.kind)
+        return T(ggml.ggml_reshape_4d(self.ctx, tensor, *self.ne(shape)), shape, x.kind)
 
     def broadcast(self, x: T, shape: Sequence[int]) -> T:
         """``np.broadcast_to`` (a ggml_repeat); rank is aligned from the fastest dim."""
@@ -106,19 +119,33 @@ class Builder:
         return T(self.ggml.ggml_repeat_4d(self.ctx, x.tensor, *self.ne(shape)), shape, x.kind)
 
     def permute(self, x: T, axes: Sequence[int]) -> T:
-        """``np.transpose(x, axes)`` made contiguous."""
+        """``np.transpose(x, axes)`` made contiguous, with three peepholes: a permutation that moves only
+        size-1 axes is a reshape (no copy); a permutation of a permuted copy permutes the copy's source
+        (a transpose of a transpose is the source itself, e.g. the ``swapaxes`` that generic ``matmul``
+        gradients emit, fed to a ``matmul`` whose right operand ggml wants transposed); and one copy per
+        (tensor, axes) is made however many builders ask for it."""
         r = len(x.shape)
-        if list(axes) == list(range(r)):
+        axes = tuple(int(a) for a in axes)
+        if axes == tuple(range(r)):
             return x
-        key = (ctypes.addressof(x.tensor.contents), tuple(axes))
+        shape = tuple(x.shape[a] for a in axes)
+        if [a for a in axes if x.shape[a] != 1] == [a for a in range(r) if x.shape[a] != 1]:
+            return self.reshape(x, shape)
+        addr = ctypes.addressof(x.tensor.contents)
+        origin = self._permute_source.get(addr)
+        if origin is not None and tuple(origin[0].shape[a] for a in origin[1]) == x.shape:
+            source, first = origin
+            return self.permute(source, tuple(first[a] for a in axes))
+        key = (addr, x.shape, axes)  # (a reshape that keeps ggml's dims shares the tensor)
         if key in self._permuted:  # e.g. g^T, needed by both linear_grad_weight and sum_to_like
             return self._permuted[key]
         pos = list(range(4))
         for i, a in enumerate(axes):
             pos[r - 1 - a] = r - 1 - i
         view = self.ggml.ggml_permute(self.ctx, x.tensor, *pos)
-        result = T(self.ggml.ggml_cont(self.ctx, view), tuple(x.shape[a] for a in axes), x.kind)
+        result = T(self.ggml.ggml_cont(self.ctx, view), shape, x.kind)
         self._permuted[key] = result
+        self._permute_source[ctypes.addressof(result.tensor.contents)] = (x, axes)
         return result
 
     def wrap(self, tensor: Any, shape: Sequence[int], kind: str = "float") -> T:
@@ -204,9 +231,9 @@ class _GraphFunction:
                     continue
                 t = lookup(value)
                 shape = t.shape
-                tensor = t.tensor
-                if tensor.contents.view_src or tensor.contents.op == ggml.GGML_OP_NONE or tensor.contents.flags & 1:
-                    tensor = ggml.ggml_cont(self.ctx, tensor)
+                tensor = _materialised(ggml, t.tensor)
+                if tensor is None:
+                    tensor = ggml.ggml_cont(self.ctx, t.tensor)
                 ggml.ggml_set_output(tensor)
                 ggml.ggml_build_forward_expand(gf, tensor)
                 entries.append((key, tensor, shape, kind, None))
@@ -261,6 +288,18 @@ class _GraphFunction:
                     out[key] = array != 0 if kind == "bool" else array
                 results.append(out)
         return tuple(results) if self.returns_tuple else results[0]
+
+
+def _materialised(ggml: Any, tensor: Any) -> Any:
+    """The computed tensor holding an output's bytes in row-major order: the tensor itself, or the source
+    of a reshape view of one (same bytes, so no copy and no view node); ``None`` when a copy is needed (a
+    graph input, a constant, a strided view)."""
+    while tensor.contents.op == ggml.GGML_OP_RESHAPE and tensor.contents.view_src:
+        tensor = tensor.contents.src[0]
+    t = tensor.contents
+    if t.view_src or t.op == ggml.GGML_OP_NONE or t.flags & ggml.GGML_TENSOR_FLAG_INPUT:
+        return None
+    return tensor
 
 
 def _label(value: Any) -> str:

@@ -5,7 +5,7 @@ A builder receives the :class:`~mithril_backend_ggml._program.Builder`, the node
 outputs by key. Two kinds of entries:
 
 - *native* builders map the primitive to ggml ops (``linear`` -> ``ggml_mul_mat`` + ``ggml_add``,
-  ``relu`` -> ``ggml_relu``, ``sum_to_like`` -> ``ggml_repeat_back``, ``conv2d`` -> ``ggml_im2col`` +
+  ``relu`` -> ``ggml_relu``, ``sum_to_like`` -> ``ggml_sum_rows``, ``conv2d`` -> ``ggml_im2col`` +
   ``ggml_mul_mat`` ...). A native builder raises :class:`Fallback` for a case ggml cannot do exactly (a
   rank above 4, integer operands, asymmetric padding, grouped convolution, ...);
 - every other primitive (and every fallback) becomes a ggml *custom op* (``ggml_custom_4d``) whose kernel
