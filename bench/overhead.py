@@ -15,9 +15,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mithril as ml  # noqa: E402
 import time  # noqa: E402
 
+import mithril as ml  # noqa: E402
 from _hand_written import jax_models, torch_models  # noqa: E402
 from _timing import interleaved, report  # noqa: E402
 from gpt_blocks import block_stack  # noqa: E402

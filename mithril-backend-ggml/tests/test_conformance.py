@@ -2,6 +2,7 @@
 
 import mithril as ml
 from mithril.testing import BackendConformanceTests
+
 from mithril_backend_ggml.capabilities import UNSUPPORTED
 
 

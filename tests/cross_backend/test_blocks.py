@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import mithril as ml
 import numpy as np
 import pytest
-
-import mithril as ml
 from mithril.models import (
     MLP,
     AbsoluteError,

@@ -11,10 +11,9 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import mithril as ml
 import numpy as np
 import pytest
-
-import mithril as ml
 from mithril.errors import BackendNotAvailableError
 
 CLASS_NAMES = {

@@ -3,11 +3,10 @@ all fenced code blocks of the file). Pure-JAX/Haiku blocks 00, 02, 04, 06, 08, 1
 
 from __future__ import annotations
 
+import mithril as ml
 import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
-
-import mithril as ml
 from mithril.errors import KeyError_
 from mithril.models import Conv2d, Dropout, Flatten, Linear, MaxPool2d, Model, Relu
 

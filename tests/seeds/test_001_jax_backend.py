@@ -3,11 +3,10 @@ Block 00 is a bash install block (not Mithril code)."""
 
 from __future__ import annotations
 
+import mithril as ml
 import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
-
-import mithril as ml
 from mithril.models import Linear, Model
 
 

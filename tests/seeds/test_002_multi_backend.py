@@ -3,11 +3,10 @@ Blocks 00, 01, 05, 06 need the model builders (resnet18, create_gpt, clip, t5) o
 
 from __future__ import annotations
 
+import mithril as ml
 import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, requires_models, to_np
-
-import mithril as ml
 
 
 def test_002_multi_backend_block00_same_model_multiple_backends(backend_or_numpy):

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pickle
 
+import mithril as ml
 import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, has_backend, to_np
-
-import mithril as ml
 
 
 def _classifier():

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import importlib
 
+import mithril as ml
 import numpy as np
 import pytest
 from _seed_helpers import CLASS_NAMES, assert_option_rejected, has_backend, to_np
-
-import mithril as ml
 from mithril.backends.backend import Backend
 from mithril.errors import BackendNotAvailableError
 

@@ -28,7 +28,7 @@ import numpy as np
 from mithril.primitives.rules import conv_padding
 from mithril.testing.references import REFERENCES
 
-from ._program import T, Builder
+from ._program import Builder, T
 
 __all__ = ["BUILDERS", "NATIVE", "Fallback", "build_node", "fold"]
 

@@ -18,7 +18,7 @@ def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     if sum(1 for t in target if t == -1) > 1:
         raise ShapeMismatch(f"reshape shape {tuple(target)} has more than one -1")
     source = io["input"]
-    src_prefix, src_var, src_suffix = source.parts()
+    src_prefix = source.parts()[0]
     src_dims = source.dims()
     out: list[Dim] = []
     for i, entry in enumerate(target):
