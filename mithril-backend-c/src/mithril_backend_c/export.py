@@ -40,7 +40,31 @@ def export(pm: Any, directory: str | Path, params: dict[str, Any] | None = None)
     if not hasattr(program, "functions") or not hasattr(program, "source"):
         raise TypeError(f"export needs a model compiled with ml.CBackend(), not {type(pm.backend).__name__}")
     arrays = {k: pm.backend.to_numpy(v) for k, v in (params or pm.get_parameters()).items()}
-    return export_program(program, Path(directory), arrays)
+    directory = export_program(program, Path(directory), arrays)
+    write_example(pm, program, directory, arrays)
+    return directory
+
+
+def write_example(pm: Any, program: Any, directory: Path, params: dict[str, np.ndarray], seed: int = 0) -> None:
+    """Write example inputs (``input_<key>.bin``: normal floats, zero integers) and ``expected_output.txt``:
+    the lines the standalone program prints for them, as computed in Python. The program's sums agree to
+    the dtype's rounding (about 7 significant digits in float32: its GEMM may differ from the BLAS used
+    in-process)."""
+    evaluate = next(fn for fn in program.functions if fn.name == "evaluate")
+    rng = np.random.default_rng(seed)
+    data = {}
+    for f in evaluate.inputs:
+        if f.role != "data":
+            continue
+        values = rng.normal(size=f.shape) if np.dtype(f.dtype).kind == "f" else np.zeros(f.shape)
+        data[f.key] = np.ascontiguousarray(values, dtype=f.dtype)
+        data[f.key].tofile(directory / f"input_{f.key}.bin")
+    outputs = pm.evaluate({k: pm.backend.array(v) for k, v in params.items()}, data)
+    lines = []
+    for f in (f for group in evaluate.returns for f in group):
+        values = np.asarray(pm.backend.to_numpy(outputs[f.key]), dtype=np.float64)
+        lines.append(f"{f.key}: {values.size} values, sum {values.sum():.9g}")
+    (directory / "expected_output.txt").write_text("\n".join(lines) + "\n")
 
 
 def export_program(program: Any, directory: Path, params: dict[str, np.ndarray]) -> Path:

@@ -40,9 +40,12 @@ class CProgram:
         return {fn.name: _bind(lib, fn, self.backend) for fn in self.functions}
 
     def export(self, directory: str | Path, params: dict[str, np.ndarray], pm: Any = None) -> Path:
-        from .export import export_program
+        from .export import export_program, write_example
 
-        return export_program(self, Path(directory), params)
+        directory = export_program(self, Path(directory), params)
+        if pm is not None:
+            write_example(pm, self, directory, params)
+        return directory
 
 
 def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
