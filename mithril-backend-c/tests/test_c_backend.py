@@ -250,3 +250,24 @@ def test_forced_blas_choice_matches_the_fallback(tmp_path, choice) -> None:
     )
     for key in results["none"][1].files:
         np.testing.assert_allclose(results[choice][1][key], results["none"][1][key], rtol=1e-9, atol=1e-10)
+
+
+def test_mithril_export_cli_builds_a_program_that_reproduces_python(tmp_path, monkeypatch):
+    """`mithril export module:builder DIR --shape ...` writes a program, example inputs and the expected sums."""
+    from mithril.cli import main
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "cli_model.py").write_text(
+        "from mithril.models import MLP\n\ndef build():\n    return MLP(input_size=4, hidden_sizes=[8], output_size=2)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "exported"
+    assert main(["export", "cli_model:build", str(out), "--shape", "input=3,4"]) == 0
+    for name in ("model.c", "model.h", "model.weights", "main.c", "BUILD", "input_input.bin", "expected_output.txt"):
+        assert (out / name).exists(), name
+    subprocess.run(["cc", "-O3", "main.c", "model.c", "-lm", "-o", "model"], cwd=out, check=True)
+    printed = subprocess.run(["./model"], cwd=out, check=True, capture_output=True, text=True).stdout.split()
+    expected = (out / "expected_output.txt").read_text().split()
+    assert printed[:-1] == expected[:-1]  # "output: 6 values, sum"
+    assert float(printed[-1]) == pytest.approx(float(expected[-1]), rel=1e-5, abs=1e-5)
