@@ -120,7 +120,10 @@ def add(ctx):
 
 def subtract(ctx):
     g = ctx.cotangent
-    return unbroadcast(ctx, left=lambda: g, right=lambda: -g)
+    grads = unbroadcast(ctx, left=lambda: g, right=lambda: g)
+    if grads["right"] is not None:  # negate after reducing: a broadcast right side is the smaller tensor
+        grads["right"] = -grads["right"]
+    return grads
 
 
 def multiply(ctx):
