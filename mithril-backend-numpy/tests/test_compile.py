@@ -5,7 +5,7 @@ from __future__ import annotations
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.errors import ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
+from mithril.errors import ConnectionError_, DtypeError, KeyError_, MithrilError, ShapeError, UnsupportedPrimitiveError
 from mithril.models import MLP, Add, Embedding, IOKey, Lambda, Linear, Model, Multiply, Relu, Sum
 
 
@@ -174,7 +174,7 @@ def test_output_gradients_true_needs_a_scalar(backend):
 
 def test_inference_model_has_no_gradients(backend):
     pm = compiled(backend, inference=True)
-    with pytest.raises(KeyError_, match="inference=True"):
+    with pytest.raises(MithrilError, match="inference=True"):
         pm.evaluate(pm.randomize_params(), {"input": np.ones((4, 5))}, output_gradients={"output": np.ones((4, 3))})
 
 
@@ -221,3 +221,33 @@ def test_same_model_compiles_twice_with_different_shapes(backend):
 def test_backend_rejects_unknown_dtype():
     with pytest.raises(TypeError, match="does not compute in int32"):
         ml.NumpyBackend(dtype=ml.int32)
+
+
+def test_inputs_sharing_a_symbolic_dim_must_agree(backend):
+    add = Add()
+    add.set_shapes(left=["N", 4], right=["N", 4])
+    model = Model()
+    model |= add(left="l", right="r", output=IOKey("out"))
+    pm = ml.compile(model, backend)
+    with pytest.raises(ShapeError, match="'r' axis 0 has size 1 but 'l' axis 0 has size 3"):
+        pm.evaluate({}, {"l": np.ones((3, 4)), "r": np.ones((1, 4))})
+    assert pm.evaluate({}, {"l": np.ones((2, 4)), "r": np.ones((2, 4))})["out"].shape == (2, 4)
+
+
+def test_constant_and_shape_for_the_same_key(backend):
+    model = Model()
+    model |= Add()(left="x", right="y", output=IOKey("out"))
+    pm = ml.compile(model, backend, shapes={"x": [3]}, constant_keys={"x": np.ones(3)})
+    np.testing.assert_allclose(pm.evaluate({}, {"y": np.ones(3)})["out"], [2.0, 2.0, 2.0])
+
+
+def test_bias_initialisation_uses_the_weight_fan_in_like_pytorch(backend):
+    pm = ml.compile(Linear(1000), backend, shapes={"input": [2, 3]})
+    bias = pm.randomize_params(seed=0)["bias"]
+    # uniform(+-1/sqrt(3)) from the weight's fan-in 3 (not +-1/sqrt(1000) from the bias's own size)
+    assert 0.5 < np.abs(bias).max() <= 1 / np.sqrt(3)
+
+
+def test_safe_names_false_is_refused_for_python_code(backend):
+    with pytest.raises(ValueError, match="safe_names=False"):
+        ml.compile(mlp_model(), backend, safe_names=False)

@@ -168,3 +168,40 @@ def test_summary_mentions_children_and_shapes():
     text = model.summary(print_fn=None)
     assert "linear_0" in text and "relu_0" in text and "[2, 4]" in text
     assert "trainable parameters: 16" in text
+
+
+def test_failed_connection_marks_the_model_unusable_instead_of_corrupting_it():
+    model = Model()
+    model |= Linear(4)(input=IOKey("x", shape=[2, 3]), output="h")
+    with pytest.raises(ShapeError):
+        model |= Add()(left="h", right=IOKey("z", shape=[5, 5]))
+    with pytest.raises(ConnectionError_, match="half-connected"):
+        model |= Relu()
+
+
+def test_errors_found_before_any_change_leave_the_model_usable():
+    model = Model()
+    model |= Linear(4)(input="x", output="h")
+    outside = Model()
+    outside |= Relu()(input="a", output="b")
+    with pytest.raises(ConnectionError_, match="outside"):
+        model |= Relu()(input=outside.b)
+    with pytest.raises(KeyError_):
+        model |= Relu()(wrong_key="h")
+    model |= Relu()(input="h", output="r")  # still fine
+    assert "r" in model.output_keys
+
+
+def test_unknown_initialiser_is_rejected():
+    with pytest.raises(ValueError, match="xavier"):
+        IOKey("w", init="xavier")
+
+
+def test_dropout_training_cannot_change_after_it_is_added():
+    from mithril.models import Dropout
+
+    drop = Dropout(0.5)
+    model = Model()
+    model |= drop(input="x", training=False, output="y")
+    with pytest.raises(ConnectionError_, match="before the Dropout is added"):
+        drop(training=True)

@@ -40,7 +40,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``ml.NumpyBackend``, ``ml.JaxBackend``, ``ml.MLXBackend``...: backends registered by plugins."""
+    """``ml.NumpyBackend``, ``ml.JaxBackend``, ``ml.MLXBackend``...: backends registered by plugins;
+    ``ml.plugins`` is the plugin module (imported on first use)."""
+    if name == "plugins":
+        import importlib
+
+        return importlib.import_module(".plugins", __name__)
     if name.endswith("Backend"):
         from .errors import BackendAttributeError, BackendNotAvailableError
         from .plugins.lookup import backend_class

@@ -35,7 +35,7 @@ class Backend(ABC):
             the symbolic backward graph (NumPy, C, GGML).
         codegen: ``"python"`` (generated Python calling the implementations) or a backend-specific name.
         supported_dtypes: dtypes the backend can compute in.
-        options: extra constructor options it accepts, beyond ``dtype``, ``device``, ``seed``.
+        options: the constructor options it accepts (named in the error for an unknown one).
     """
 
     backend_type: ClassVar[str] = ""
@@ -43,6 +43,8 @@ class Backend(ABC):
     codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float64)
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    options: ClassVar[tuple[str, ...]] = ("dtype", "device", "seed")
+    """Constructor options, named in the error for an unknown one."""
     jit_by_default: ClassVar[bool] = True
     """What ``ml.compile(jit=None)`` (the default) means on this backend (PyTorch: eager)."""
 
@@ -54,7 +56,7 @@ class Backend(ABC):
     def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **unknown: Any) -> None:
         if unknown:
             raise TypeError(
-                f"{type(self).__name__} got unknown option(s) {sorted(unknown)}; accepted: dtype, device, seed"
+                f"{type(self).__name__} got unknown option(s) {sorted(unknown)}; accepted: {', '.join(self.options)}"
             )
         self.dtype = Dtype.parse(dtype)
         if self.dtype not in self.supported_dtypes:

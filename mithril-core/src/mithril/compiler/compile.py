@@ -69,13 +69,16 @@ def compile(  # noqa: A001 - the public name is ml.compile
         jit: use the backend's JIT (``jax.jit``, ``torch.compile``, ``mx.compile``); ``None`` lets the
             backend choose (JAX and MLX compile, PyTorch stays eager); ignored by NumPy.
         file_path: also write the generated source there.
-        safe_names: sanitise generated variable names (always on for Python code).
+        safe_names: sanitise generated variable names; Python code generation requires it (``False`` raises).
         use_short_namings: ``weight_0`` instead of ``linear_0.weight`` for unnamed inputs.
     """
     if unknown:
         raise TypeError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
     if not isinstance(backend, Backend):
         raise TypeError(f"ml.compile needs a backend instance such as ml.NumpyBackend(), got {backend!r}")
+    if not safe_names and backend.codegen == "python":
+        raise ValueError("safe_names=False is not available for Python code generation: variable names must be identifiers")
+    model._check_usable()
     if getattr(model, "_parent", None) is not None:
         raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
     started = time.perf_counter()
@@ -87,8 +90,8 @@ def compile(  # noqa: A001 - the public name is ml.compile
     mentioned = set(shapes or {}) | data_set | trainable_set | set(constants)
     _drop_unused_optional_inputs(flat, mentioned)
     _check_names(flat, shapes or {}, data_set, trainable_set, constants, set(discard_keys))
-    _apply_constants(flat, constants)
     _apply_shapes(flat, shapes or {})
+    _apply_constants(flat, constants)
     params, data = _classify(flat, data_set, trainable_set)
     graph = flat.graph
     graph.default_kinds(flat.inputs.values())
@@ -135,6 +138,8 @@ def compile(  # noqa: A001 - the public name is ml.compile
         outputs=outputs,
         differentiable_outputs=list(cotangents) if gradients else [k for k, v in outputs.items() if v.kind == "float"],
         jit=backend.jit_by_default if jit is None else jit,
+        inference=inference,
+        fan_in={name: fan for name, fan in _bias_fan_in(graph).items() if name in params},
         model=model,
         primitive_count=len(graph.nodes),
         compile_seconds=time.perf_counter() - started,
@@ -218,6 +223,20 @@ def _classify(flat: FlatModel, data: set[str], trainable: set[str]) -> tuple[lis
         else:
             runtime.append(name)
     return params, runtime
+
+
+def _bias_fan_in(graph: Graph) -> dict[str, int]:
+    """For a parameter in a primitive's ``bias`` slot next to a ``weight``: the weight's fan-in, so
+    ``randomize_params`` bounds biases as PyTorch's Linear/Conv do (``1/sqrt(fan_in)`` of the weight)."""
+    import math
+
+    result: dict[str, int] = {}
+    for node in graph.nodes:
+        bias, weight = node.inputs.get("bias"), node.inputs.get("weight")
+        shape = weight.shape.static() if weight is not None else None
+        if bias is not None and bias.name and shape is not None and len(shape) >= 2:
+            result[bias.name] = math.prod(shape[1:])
+    return result
 
 
 def _check_implementations(graph: Graph, backend: Backend) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DtypeError, KeyError_, ShapeError
+from ..errors import DtypeError, KeyError_, MithrilError, ShapeError
 from .graph import Value
 
 __all__ = ["PhysicalModel"]
@@ -40,6 +40,8 @@ class PhysicalModel:
         differentiable_outputs: list[str],
         jit: bool,
         model: Any,
+        inference: bool = False,
+        fan_in: Mapping[str, int] | None = None,
         primitive_count: int,
         compile_seconds: float,
         file_path: str | None,
@@ -58,10 +60,13 @@ class PhysicalModel:
         self._model_name = type(model).__name__
         functions = program.load(file_path or f"<mithril:{self._model_name}>")
         self._forward = backend.prepare_forward(functions["evaluate"], jit=jit) if backend.supports_autograd else functions["evaluate"]
-        if backend.supports_autograd:
+        if inference or not params:
+            self._backward = None
+        elif backend.supports_autograd:
             self._backward = backend.gradient_function(functions["evaluate"], jit=jit)
         else:
             self._backward = functions.get("evaluate_gradients")
+        self._fan_in = dict(fan_in or {})
         # per input: (name, is_param, static shape or None, shape pattern, native dtype, kind)
         self._checks = [
             (name, label == "params", v.shape.static(), _expected(v), backend.native_dtype(v.kind or "float"), v.kind or "float")
@@ -69,6 +74,8 @@ class PhysicalModel:
             for name, v in group.items()
         ]
         self._params: dict[str, Any] | None = None
+        # symbolic dims shared by several inputs (``N`` of data and labels) are checked for agreement
+        self._shared_dims = _shared_symbolic_dims({**params, **data})
 
     # -- introspection ---------------------------------------------------------------------------
     @property
@@ -133,7 +140,8 @@ class PhysicalModel:
 
     # -- parameters ------------------------------------------------------------------------------
     def randomize_params(self, seed: int | None = None) -> dict[str, Any]:
-        """New parameters: PyTorch-style uniform(+-1/sqrt(fan_in)) for weights, ones/zeros for norms.
+        """New parameters: PyTorch-style uniform(+-1/sqrt(fan_in)) for weights and for biases (the fan-in
+        of the weight they are added to), ones/zeros for norm scales/shifts, normal(0, 0.02) for embeddings.
 
         The numbers come from NumPy's generator seeded with ``seed`` (or the backend's seed), so the
         same seed gives the same parameters on every backend.
@@ -147,7 +155,7 @@ class PhysicalModel:
                     f"randomize_params: the shape of parameter {name!r} is {value.shape!r}, not fully known; "
                     "give the input shapes to ml.compile(shapes=...)"
                 )
-            params[name] = self.backend.array(_initial(rng, shape, value.init))
+            params[name] = self.backend.array(_initial(rng, shape, value.init, self._fan_in.get(name)))
         self._params = params
         return params
 
@@ -204,7 +212,7 @@ class PhysicalModel:
     def _evaluate_gradients(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         cotangents = self._cotangents(output_gradients)
         if self._backward is None:
-            raise KeyError_("this model was compiled with inference=True or has no parameters; it has no gradients")
+            raise MithrilError("this model was compiled with inference=True or has no parameters; it has no gradients")
         return self._backward(params, data, cotangents)
 
     def _cotangents(self, output_gradients: Any) -> dict[str, Any]:
@@ -278,7 +286,25 @@ class PhysicalModel:
                 converted = dict(data) if converted is None else converted
                 converted[name] = value = self._convert_data(name, value, kind)
             self._check_shape(name, "params" if is_param else "data", pattern, value)
+        if self._shared_dims:
+            self._check_shared_dims(params, data if converted is None else converted)
         return data if converted is None else converted
+
+    def _check_shared_dims(self, params: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        for positions in self._shared_dims:
+            seen: tuple[str, int, int] | None = None
+            for name, axis in positions:
+                value = params.get(name, data.get(name))
+                if value is None:
+                    continue
+                size = int(value.shape[axis])
+                if seen is None:
+                    seen = (name, axis, size)
+                elif size != seen[2]:
+                    raise ShapeError(
+                        f"evaluate: {name!r} axis {axis} has size {size} but {seen[0]!r} axis {seen[1]} has size "
+                        f"{seen[2]}; the model requires them to be equal (one symbolic dimension)"
+                    )
 
     def _convert_data(self, name: str, value: Any, kind: str) -> Any:
         """Runtime data may come as NumPy arrays, lists or other-precision arrays; they are converted to
@@ -289,13 +315,29 @@ class PhysicalModel:
         return self.backend.array(array, kind)
 
 
-def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None) -> np.ndarray:
+def _shared_symbolic_dims(values: Mapping[str, Value]) -> list[list[tuple[str, int]]]:
+    """Groups of (input, axis) that are one unknown dim, for inputs whose shapes are not fully static."""
+    groups: dict[int, list[tuple[str, int]]] = {}
+    for name, value in values.items():
+        dims = value.shape.dims()
+        if dims is None:
+            continue
+        for axis, dim in enumerate(dims):
+            if dim.value is None:
+                groups.setdefault(id(dim.find()), []).append((name, axis))
+    return [positions for positions in groups.values() if len(positions) > 1]
+
+
+def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None, fan_in: int | None = None) -> np.ndarray:
     if init == "ones":
         return np.ones(shape)
     if init == "zeros":
         return np.zeros(shape)
     if init == "normal":
         return rng.normal(0.0, 0.02, shape)
-    fan_in = math.prod(shape[1:]) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
+    if init not in (None, "fan_in"):
+        raise ValueError(f"unknown initialiser {init!r}; accepted: fan_in, ones, zeros, normal")
+    if fan_in is None:
+        fan_in = math.prod(shape[1:]) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
     bound = 1.0 / math.sqrt(max(fan_in, 1))
     return rng.uniform(-bound, bound, shape)

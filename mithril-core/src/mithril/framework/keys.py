@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from ..compiler.graph import Value
     from .model import Model
 
-__all__ = ["TBD", "IOKey", "Connection"]
+__all__ = ["TBD", "IOKey", "Connection", "INITIALISERS"]
+
+INITIALISERS = (None, "fan_in", "ones", "zeros", "normal")
 
 
 class _TBD:
@@ -53,6 +55,10 @@ class IOKey:
     differentiable: bool | None = None
     expose: bool | None = None
     init: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.init not in INITIALISERS:
+            raise ValueError(f"IOKey({self.name!r}): unknown init {self.init!r}; accepted: {', '.join(map(str, INITIALISERS[1:]))}")
 
 
 def _emit(op: str, *args: Any, **attrs: Any) -> Connection:

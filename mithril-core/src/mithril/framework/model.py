@@ -93,6 +93,12 @@ def _same_constant(x: Any, y: Any) -> bool:
         return x is y
 
 
+def _unchanged(exc: Exception) -> Exception:
+    """Mark an error raised before a connection changed anything (the model stays usable)."""
+    exc._mithril_before_changes = True  # type: ignore[attr-defined]
+    return exc
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
@@ -126,6 +132,7 @@ class Model:
         self._cout: Value | None = None
         self._frozen = False
         self._role_snapshot: dict[str, bool] | None = None  # key -> is_output, fixed when added to a parent
+        self._broken: Exception | None = None  # set when a failed connection left the model half-connected
 
     # -- composition -----------------------------------------------------------------------------
     def __call__(self, **connections: Any) -> _Call:
@@ -171,18 +178,43 @@ class Model:
         self._child_names[base] = index + 1
         return f"{base}_{index}"
 
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise ConnectionError_(
+                f"{self._path()} was left half-connected by an earlier failed connection ({self._broken}); "
+                "build the model again without that connection"
+            ) from self._broken
+
     def _add(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool = True) -> None:
+        self._check_usable()
+        child._check_usable()
+        try:
+            self._connect_child(child, kwargs, extend=extend, canonical_update=canonical_update)
+        except (ShapeError, DtypeError, ConnectionError_) as exc:
+            if getattr(exc, "_mithril_before_changes", False):
+                raise
+            # shapes and values were already unified in place; refuse further use rather than corrupt silently
+            self._broken = child._broken = exc
+            raise
+
+    def _connect_child(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool) -> None:
         if not isinstance(child, Model):
             raise TypeError(f"only models can be added to a Model, got {type(child).__name__}")
         if child is self:
-            raise ConnectionError_(f"{self._path()}: a model cannot be added to itself")
+            raise _unchanged(ConnectionError_(f"{self._path()}: a model cannot be added to itself"))
         if child._parent is not None:
-            raise ConnectionError_(
+            raise _unchanged(ConnectionError_(
                 f"{type(child).__name__} {child._path()} is already part of {child._parent._path()}; "
                 "create a new instance to use it again"
-            )
+            ))
         if self._frozen:
-            raise ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more")
+            raise _unchanged(ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more"))
+        for key, target in kwargs.items():  # foreign connections are refused before anything is merged
+            if isinstance(target, Connection) and not self._owns(target.model):
+                raise _unchanged(ConnectionError_(
+                    f"{self._path()}.{key}: connection {target!r} belongs to a model outside {self._path()}; add "
+                    "that model to this one first"
+                ))
         iface = child._interface()
         unknown = set(kwargs) - set(iface)
         if unknown:

@@ -17,8 +17,6 @@ Example plugin module:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
 import pluggy
 
 hookspec = pluggy.HookspecMarker("mithril")
@@ -66,4 +64,3 @@ HOOK_NAMES: tuple[str, ...] = (
 )
 
 __all__ = ["hookspec", "hookimpl", "HOOK_NAMES", *HOOK_NAMES]
-_ = Any

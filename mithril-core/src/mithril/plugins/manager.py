@@ -6,7 +6,7 @@ names the package, the cause and the fix.
 
 Example:
     >>> from mithril import plugins
-    >>> "numpy" in [p.name for p in plugins.list()] or True
+    >>> "mithril-core" in [p.name for p in plugins.list()]
     True
 """
 
@@ -23,7 +23,6 @@ from typing import Any
 
 import pluggy
 
-from ..errors import PluginError
 from ..primitives.registry import Registry
 from . import hookspecs
 
@@ -79,6 +78,7 @@ class PluginManager:
             self._run_hooks(name, module)
         except Exception:
             self._pm.unregister(module)
+            self._rebuild_registry()  # drop whatever the plugin registered before it failed
             raise
         self.loaded.append(PluginInfo(name, getattr(module, "__name__", type(module).__name__), distribution, version))
 
@@ -89,6 +89,9 @@ class PluginManager:
             raise KeyError(f"no plugin named {name!r}; loaded: {[p.name for p in self.loaded]}")
         self._pm.unregister(plugin)
         self.loaded = [p for p in self.loaded if p.name != name]
+        self._rebuild_registry()
+
+    def _rebuild_registry(self) -> None:
         self.registry = Registry()
         for info in self.loaded:
             self._run_hooks(info.name, self._pm.get_plugin(info.name))
@@ -181,5 +184,3 @@ def _core_version() -> str:
     except metadata.PackageNotFoundError:
         return "0+unknown"
 
-
-_ = PluginError

@@ -124,6 +124,10 @@ class Registry:
     def add_backend(self, name: str, target: object, *, aliases: tuple[str, ...] = (), plugin: str = "?") -> None:
         if name in self.backends:
             raise PluginError(f"plugin {plugin!r} registers backend {name!r}, already registered by {self.backends[name].plugin!r}")
+        taken = [a for a in (name, *aliases) if a in self._backend_alias]
+        if taken:
+            owner = self.backends[self._backend_alias[taken[0]]].plugin
+            raise PluginError(f"plugin {plugin!r} registers backend name(s) {taken}, already used by plugin {owner!r}")
         self.backends[name] = BackendEntry(name, target, plugin, tuple(aliases))
         for alias in (name, *aliases):
             self._backend_alias[alias] = name

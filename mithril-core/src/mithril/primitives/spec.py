@@ -101,7 +101,7 @@ class PrimitiveSpec:
         keys = self.input_keys(attrs)
         if self.differentiable is None:
             return keys
-        return tuple(k for k in keys if k in self.differentiable or k.startswith(self.differentiable))
+        return tuple(k for k in keys if k in self.differentiable)
 
     def resolve_attributes(self, given: Mapping[str, Any], where: str = "") -> dict[str, Any]:
         """Defaults filled in; unknown or missing attributes raise ``TypeError`` naming the accepted ones."""

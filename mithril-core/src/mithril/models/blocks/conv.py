@@ -12,10 +12,6 @@ from ._util import param
 __all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten"]
 
 
-def _pair(value: int | tuple[int, int]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
-
-
 class _ConvNd(Model):
     _rank = 2
 
@@ -102,5 +98,3 @@ class Flatten(Model):
         super().__init__(name=name)
         self |= Primitive("flatten", start_dim=start_dim, end_dim=end_dim)(input=IOKey("input"), output=IOKey("output"))
 
-
-_ = _pair

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...framework.keys import IOKey
+from ...errors import ConnectionError_
 from ...framework.model import Model
 from ..primitive import Primitive
 
@@ -22,17 +23,17 @@ class Dropout(Model):
         super().__init__(name=name)
         if not 0.0 <= p < 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
-        self._mask = Primitive("dropout_mask", p=p, training=training)
-        self |= self._mask(input=IOKey("input"))
-        self |= Primitive("multiply")(left="input", right=self._mask.output, output=IOKey("output"))
+        mask = Primitive("dropout_mask", p=p, training=training)
+        self |= mask(input=IOKey("input"))
+        self._mask_node = self._graph.nodes[-1]
+        self |= Primitive("multiply")(left="input", right=mask.output, output=IOKey("output"))
 
     def __call__(self, **connections: Any):
         if "training" in connections:
             training = connections.pop("training")
             if not isinstance(training, bool):
                 raise TypeError(f"Dropout: training must be a constant bool, got {training!r}")
-            self._mask_node().attrs["training"] = training
+            if self._parent is not None:
+                raise ConnectionError_(f"{self._path()}: training can only be set before the Dropout is added to a model")
+            self._mask_node.attrs["training"] = training
         return super().__call__(**connections)
-
-    def _mask_node(self):
-        return next(n for n in self._graph.nodes if n.spec.name == "dropout_mask")
