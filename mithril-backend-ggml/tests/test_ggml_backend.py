@@ -171,3 +171,69 @@ def test_outputs_that_are_views_of_inputs_are_copied():
     np.testing.assert_array_equal(out["flat"], x.reshape(2, 3))
     np.testing.assert_array_equal(out["t"], x.T)
     np.testing.assert_array_equal(out["s"], x.swapaxes(0, 1))
+
+
+def _custom_kinds(compiled):
+    return {kind for f in compiled.program.functions.values() for _, kind in f.custom_ops}
+
+
+@pytest.mark.parametrize("name", ["gelu-tanh", "conv1d", "erf"])
+def test_fallback_primitives_run_as_c_kernels_without_the_gil(name):
+    """Primitives without a ggml op are custom ops whose callback is a C function (the C backend's emitter),
+    never a Python callback: forward and backward graphs record only "c" custom ops."""
+    from mithril.models import Conv1d, Erf, Gelu
+
+    model = Model()
+    if name == "gelu-tanh":
+        model |= Gelu(approximate=True)(input="input", output="output")
+        shapes = {"input": [4, 6]}
+    elif name == "conv1d":
+        model |= Conv1d(out_channels=3, kernel_size=3)(input="input", output="output")
+        shapes = {"input": [2, 2, 9]}
+    else:
+        model |= Erf()(input="input", output="output")
+        shapes = {"input": [4, 6]}
+    compiled = ml.compile(model, ml.GGMLBackend(threads=2), shapes=shapes, trainable_keys={"input"})
+    assert _custom_kinds(compiled) == {"c"}, compiled.source
+    assert "custom op (C kernel)" in compiled.source and "Python callback" not in compiled.source
+    params = compiled.randomize_params(seed=0)
+    params["input"] = np.random.default_rng(0).standard_normal(shapes["input"]).astype(np.float32)
+    cotangent = np.ones_like(compiled.evaluate(params, {})["output"])
+    out, grads = compiled.evaluate(params, {}, output_gradients={"output": cotangent})
+    assert np.isfinite(out["output"]).all() and set(grads) == set(params)
+
+
+def test_c_kernel_matches_reference_and_lambda_is_the_only_python_op():
+    from mithril.models import Gelu, Lambda
+
+    model = Model()
+    model |= Gelu(approximate=True)(input="input", output="g")
+    model |= Lambda(fn=lambda x: x * 2)(input="g", output="output")
+    compiled = ml.compile(model, ml.GGMLBackend(threads=2), shapes={"input": [3, 5]})
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    out = compiled.evaluate({}, {"input": x})["output"]
+    expected = 2 * R["gelu"](x.astype(np.float64), approximate=True)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    kinds = compiled.program.functions["evaluate"].custom_ops
+    assert sorted(kinds) == [("gelu", "c"), ("lambda", "python")]
+
+
+def test_native_compositions_have_no_custom_ops():
+    """Exact gelu (ggml_gelu_erf), log_softmax (pool max + sum_rows), cross-entropy from logits and
+    attention (mul_mat + soft_max_ext) are built from ggml ops only."""
+    from mithril.models import Gelu
+
+    model = Model()
+    model |= Gelu()(input="input", output="output")
+    compiled = ml.compile(model, ml.GGMLBackend(threads=2), shapes={"input": [3, 5]})
+    assert _custom_kinds(compiled) == set() and "custom op" not in compiled.source
+
+
+def test_package_does_not_import_the_testing_module():
+    import pathlib
+
+    import mithril_backend_ggml
+
+    root = pathlib.Path(mithril_backend_ggml.__file__).parent
+    for path in root.glob("*.py"):
+        assert "mithril.testing" not in path.read_text(), path

@@ -70,6 +70,7 @@ class Builder:
         # of a transpose reads the source instead of copying twice
         self._permute_source: dict[int, tuple[T, tuple[int, ...]]] = {}
         self.errors: list[BaseException] = []  # exceptions raised inside custom ops during a compute
+        self.custom_kinds: list[tuple[str, str]] = []  # (primitive, "c" | "python") of every custom op built
 
     # -- tensors -----------------------------------------------------------------------------------
     def ggml_type(self, kind: str) -> int:
@@ -161,6 +162,7 @@ class _GraphFunction:
         ggml = load_ggml()
         self.ggml = ggml
         self.name = fn.name
+        self.program_backend = program.backend
         self.returns_tuple = len(fn.returns) > 1
         targets = [v for group in fn.returns for v in group.values()]
         nodes = live_nodes(graph.nodes, targets)
@@ -178,6 +180,8 @@ class _GraphFunction:
         self._finalizer = weakref.finalize(self, _free, ggml, self.__dict__)
         b = Builder(program, self.ctx, self.const_ctx)
         self.callbacks = b.callbacks
+        self.custom_ops = b.custom_kinds
+        self.random_slots = program.ckernels
         values: dict[int, T] = {}
         self.lines: list[str] = [f"def {fn.name}({'params, data, cotangents' if fn.cotangents else 'params, data'}):"]
 
@@ -271,6 +275,8 @@ class _GraphFunction:
                 ggml.ggml_backend_tensor_set(tensor, array.ctypes.data, 0, array.nbytes)
             ggml.ggml_backend_cpu_set_n_threads(self.backend, threads)
             self.errors.clear()
+            if self.random_slots.random_slots:
+                self.random_slots.reseed(self.program_backend.rng)
             status = ggml.ggml_backend_graph_compute(self.backend, self.gf)
             if self.errors:
                 raise self.errors[0]
@@ -330,8 +336,12 @@ class GGMLProgram:
     """The compiled program: ``source`` describes the ggml graphs; ``load`` returns the callables."""
 
     def __init__(self, backend: Any, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> None:
+        from ._ckernels import CKernels
+
         self.backend = backend
+        self.ckernels = CKernels()  # the C kernels of custom ops, compiled once for all functions
         self.functions = {fn.name: _GraphFunction(self, graph, fn, param_names) for fn in functions}
+        self.ckernels.link()
         lines = [f"# {line}" for line in header.splitlines()]
         for f in self.functions.values():
             lines.append(

@@ -1,0 +1,270 @@
+"""C kernels for the primitives (or cases) ggml has no op for, run as ggml custom ops.
+
+A primitive call that no native builder can express becomes a ggml custom op (``ggml_custom_4d``) whose
+callback is a *C function*: the C backend's emitter for that primitive generates the kernel (a one-node
+function run through :func:`mithril_backend_c.codegen.generate_c` with the node's static shapes and
+attributes), and a small generated wrapper with ggml's custom-op signature
+
+    typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+reads the ``src`` tensors' data, converts ggml's storage (ints I32, bools F32 0/1) to the C backend's
+(ints int64, bools uint8) where needed, calls the kernel and writes ``dst``. ggml computes the graph
+without the GIL (``ggml_backend_graph_compute`` is a plain ctypes call), so these ops never enter Python.
+
+All kernels of one compiled program go into one C source, compiled once by
+:func:`mithril_backend_c.toolchain.build_library` (content-hash disk cache, file lock, atomic write).
+Since the graph is built before the library exists, the op's callback is a fixed trampoline
+(``mithril_ggml_call``, in its own tiny cached library) and its ``userdata`` a :class:`Slot` whose ``fn``
+is filled with the kernel's address once the program's library is loaded. Random kernels read a fresh
+``seed`` from their slot, drawn from the backend's generator before every compute.
+
+The wrapper only reads ``struct ggml_tensor`` fields (``data``, ``src``), declared by the ``ggml.h``
+shipped with ggml-python; it calls no libggml function, so nothing links a second libggml.
+
+Only thread ``ith == 0`` runs a kernel, with one OpenMP thread: the other ggml threads wait at the
+node's barrier.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CKernels", "Slot", "c_emitters", "ggml_include_dir"]
+
+_CTYPES = {
+    "float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
+    "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t",
+}  # fmt: skip
+
+
+class Slot(ctypes.Structure):
+    """``userdata`` of a C custom op: the kernel to call (filled after the library is built) and the seed
+    of a random kernel."""
+
+    _fields_ = [("fn", ctypes.c_void_p), ("seed", ctypes.c_uint64)]
+
+
+_TRAMPOLINE = """/* mithril-backend-ggml: the ggml custom-op callback of every C kernel */
+#include <stdint.h>
+struct ggml_tensor;
+typedef void (*mithril_ggml_kernel)(struct ggml_tensor *dst, int ith, int nth, void *slot);
+typedef struct { mithril_ggml_kernel fn; uint64_t seed; } mithril_ggml_slot;
+void mithril_ggml_call(struct ggml_tensor *dst, int ith, int nth, void *userdata) {
+    const mithril_ggml_slot *slot = (const mithril_ggml_slot *)userdata;
+    if (slot->fn) slot->fn(dst, ith, nth, userdata);
+}
+"""
+
+
+def ggml_include_dir() -> Path:
+    """The headers installed with ggml-python (``site-packages/include``), holding ``ggml.h``."""
+    import ggml
+
+    candidates = [Path(ggml.__file__).parent / "include", Path(ggml.__file__).parent.parent / "include"]
+    candidates += [Path(p) / "include" for p in sys.path if p]
+    for path in candidates:
+        if (path / "ggml.h").is_file():
+            return path
+    raise FileNotFoundError("ggml.h not found: the ggml-python package should install it under site-packages/include")
+
+
+@functools.cache
+def _header_line() -> str:
+    """``#include`` of ggml.h by absolute path, plus its hash (so the kernel cache key follows the header)."""
+    header = ggml_include_dir() / "ggml.h"
+    digest = hashlib.sha256(header.read_bytes()).hexdigest()[:16]
+    return f'#include "{header}"  /* sha256 {digest} */'
+
+
+@functools.cache
+def trampoline() -> int:
+    """The address of ``mithril_ggml_call`` (its library is built once and cached on disk)."""
+    from mithril_backend_c import toolchain
+
+    lib = toolchain.load_library(toolchain.build_library(_TRAMPOLINE))
+    _LIBRARIES.append(lib)
+    return ctypes.cast(lib.mithril_ggml_call, ctypes.c_void_p).value
+
+
+_LIBRARIES: list[Any] = []  # loaded kernel libraries stay loaded for the life of the process
+
+
+@functools.cache
+def c_emitters() -> Mapping[str, Any]:
+    """The C backend's emitter table (``lambda``, a Python callable, has none)."""
+    from mithril.plugins import registry
+
+    try:
+        table = registry().impls.get("c")
+    except AttributeError:  # pragma: no cover - older registries
+        table = None
+    if table is None:
+        from mithril_backend_c import emitters
+
+        table = {name: getattr(emitters, name) for name in emitters.__all__}
+    return table
+
+
+def _ggml_ctype(kind: str) -> str:
+    return "int32_t" if kind == "int" else "float"
+
+
+class CKernels:
+    """The C custom ops of one program: collected while its graphs are built, compiled by :meth:`link`."""
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []
+        self.slots: list[tuple[Slot, str]] = []  # (slot, kernel symbol)
+        self.random_slots: list[Slot] = []
+        self._symbols: dict[tuple[int, int], str] = {}  # (node id, output index) -> wrapper symbol
+        self._kernels: dict[int, str] = {}  # node id -> kernel prefix
+        self.library: Any = None
+
+    def supports(self, node: Any) -> bool:
+        return node.spec.name in c_emitters()
+
+    def slot(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> Slot:
+        """The slot of output ``index`` of ``node``; ``inputs`` are ``(value, ggml kind)`` of the custom op's
+        sources, in order (the node's present inputs, each stored as the ggml builder stored it)."""
+        key = (node.id, index)
+        symbol = self._symbols.get(key)
+        if symbol is None:
+            symbol = self._symbols[key] = self._emit(node, inputs, index)
+        slot = Slot(None, 0)
+        self.slots.append((slot, symbol))
+        if node.spec.random:
+            self.random_slots.append(slot)
+        return slot
+
+    # -- code generation -------------------------------------------------------------------------
+    def _emit(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> str:
+        from mithril.compiler.codegen.python import FunctionSpec
+        from mithril.types import Dtype
+        from mithril_backend_c.codegen import generate_c
+
+        prefix = self._kernels.get(node.id)
+        n = len(self._kernels)
+        fresh = prefix is None
+        if fresh:
+            prefix = f"mg{n}"
+        spec = FunctionSpec(
+            name="kernel",
+            inputs={f"x{i}": value for i, (value, _) in enumerate(inputs)},
+            cotangents={},
+            returns=[{f"y{j}": value for j, value in enumerate(node.outputs.values())}],
+        )
+        graph = _OneNode(node)
+        source, (layout,) = generate_c(
+            graph, [spec], param_names=set(), header=f"{node.spec.name}{' @ ' + node.path if node.path else ''}",
+            dtype=Dtype.float32, emitters=c_emitters(), prefix=prefix,
+        )  # fmt: skip
+        if fresh:
+            self._kernels[node.id] = prefix
+            # drop the per-kernel #includes of the runtime (the program's source has them once)
+            self.sources.append("\n".join(line for line in source.splitlines() if not line.startswith("#include")))
+        out_value = list(node.outputs.values())[index]
+        symbol = f"{prefix}_out{index}"
+        self.sources.append(self._wrapper(symbol, prefix, layout, inputs, index, out_value))
+        return symbol
+
+    @staticmethod
+    def _wrapper(symbol: str, prefix: str, layout: Any, inputs: Sequence[tuple[Any, str]], index: int, out: Any) -> str:
+        lines = [
+            f"void {symbol}(struct ggml_tensor *dst, int ith, int nth, void *userdata) {{",
+            "    (void)nth;",
+            "    if (ith != 0) return;",
+            f"    {prefix}_kernel_args a;",
+            "    memset(&a, 0, sizeof a);",
+            "    a.seed = ((const mithril_ggml_slot *)userdata)->seed;",
+        ]
+        frees: list[str] = []
+        after: list[str] = []
+        for i, (field, (_, kind)) in enumerate(zip(layout.inputs, inputs)):
+            count = math.prod(field.shape)
+            want = _CTYPES[field.dtype.name]
+            have = _ggml_ctype(kind)
+            src = f"dst->src[{i}]->data"
+            if want == have and kind != "bool":
+                lines.append(f"    a.{field.name} = {src};")
+                continue
+            buf = f"b{i}"
+            convert = f"({want})(s[k] != 0)" if kind == "bool" else f"({want})s[k]"
+            lines += [
+                f"    {want} *{buf} = ({want} *)malloc({max(count, 1)} * sizeof({want}));",
+                f"    {{ const {have} *s = (const {have} *){src};",
+                f"      for (long k = 0; k < {count}; k++) {buf}[k] = {convert}; }}",
+                f"    a.{field.name} = {buf};",
+            ]
+            frees.append(buf)
+        kind = out.kind or "float"
+        for j, field in enumerate(layout.returns[0]):
+            count = math.prod(field.shape)
+            want = _CTYPES[field.dtype.name]
+            buf = f"r{j}"
+            if j == index and want == _ggml_ctype(kind) and kind != "bool":
+                lines.append(f"    a.{field.name} = dst->data;")
+                continue
+            lines += [
+                f"    {want} *{buf} = ({want} *)malloc({max(count, 1)} * sizeof({want}));",
+                f"    a.{field.name} = {buf};",
+            ]
+            frees.append(buf)
+            if j == index:
+                have = _ggml_ctype(kind)
+                convert = f"({have})({buf}[k] != 0)" if kind == "bool" else f"({have}){buf}[k]"
+                after.append(
+                    f"    {{ {have} *d = ({have} *)dst->data; for (long k = 0; k < {count}; k++) d[k] = {convert}; }}"
+                )
+        lines.append(f"    {prefix}_kernel(&a, 1);")
+        lines += after
+        lines += [f"    free({buf});" for buf in frees]
+        lines.append("}")
+        return "\n".join(lines)
+
+    # -- build -----------------------------------------------------------------------------------
+    def source(self) -> str:
+        head = [
+            "/* mithril-backend-ggml: C kernels of ggml custom ops (generated by mithril-backend-c's emitters) */",
+            "#include <float.h>",
+            "#include <math.h>",
+            "#include <stdint.h>",
+            "#include <stdlib.h>",
+            "#include <string.h>",
+            '#include "runtime.h"',
+            _header_line(),
+            "typedef struct { void *fn; uint64_t seed; } mithril_ggml_slot;",
+            "",
+        ]
+        return "\n".join(head + self.sources) + "\n"
+
+    def link(self) -> None:
+        """Compile (or fetch from the cache) the program's kernels and point every slot at its kernel."""
+        if not self.slots:
+            return
+        from mithril_backend_c import toolchain
+
+        self.library = toolchain.load_library(toolchain.build_library(self.source()))
+        _LIBRARIES.append(self.library)
+        for slot, symbol in self.slots:
+            slot.fn = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value
+
+    def reseed(self, rng: np.random.Generator) -> None:
+        """Fresh seeds for the random kernels (called before every compute)."""
+        for slot in self.random_slots:
+            slot.seed = int(rng.integers(0, 1 << 63))
+
+
+class _OneNode:
+    """The graph ``generate_c`` sees: the one node."""
+
+    def __init__(self, node: Any) -> None:
+        self.nodes = [node]
