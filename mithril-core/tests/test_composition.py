@@ -170,13 +170,30 @@ def test_summary_mentions_children_and_shapes():
     assert "trainable parameters: 16" in text
 
 
-def test_failed_connection_marks_the_model_unusable_instead_of_corrupting_it():
+def _state(model):
+    return model.shapes, model.input_keys, model.output_keys, [n for n, _ in model._children], model.summary(print_fn=None)
+
+
+def test_failed_connection_restores_both_models_exactly():
     model = Model()
     model |= Linear(4)(input=IOKey("x", shape=[2, 3]), output="h")
+    before = _state(model)
+    add = Add()
     with pytest.raises(ShapeError):
-        model |= Add()(left="h", right=IOKey("z", shape=[5, 5]))
-    with pytest.raises(ConnectionError_, match="half-connected"):
-        model |= Relu()
+        model |= add(left="h", right=IOKey("z", shape=[5, 5]))
+    assert _state(model) == before
+    assert add._parent is None and add.shapes == Add().shapes  # the child is untouched and reusable
+    model |= add(left="h", right=IOKey("z", shape=[4]), output="y")
+    assert model.shapes["y"] == [2, 4]
+
+
+def test_failed_set_shapes_changes_nothing():
+    model = Model()
+    model |= Add()(left="a", right="b", output="c")
+    before = _state(model)
+    with pytest.raises(ShapeError):
+        model.set_shapes(a=["N", 4], b=[3, 4], c=[5, 5])  # a and b fit; c conflicts after they were applied
+    assert _state(model) == before
 
 
 def test_errors_found_before_any_change_leave_the_model_usable():

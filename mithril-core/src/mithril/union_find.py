@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from .journal import _CURRENT, touch
+
 T = TypeVar("T")
 
 
@@ -14,5 +16,7 @@ def find_root(node: T) -> T:
         root = root._parent
     current: Any = node
     while current._parent is not None and current._parent is not root:
+        if _CURRENT:
+            touch(current)
         current._parent, current = root, current._parent
     return root

@@ -78,7 +78,6 @@ def compile(  # noqa: A001 - the public name is ml.compile
         raise TypeError(f"ml.compile needs a backend instance such as ml.NumpyBackend(), got {backend!r}")
     if not safe_names and backend.codegen == "python":
         raise ValueError("safe_names=False is not available for Python code generation: variable names must be identifiers")
-    model._check_usable()
     if getattr(model, "_parent", None) is not None:
         raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
     started = time.perf_counter()

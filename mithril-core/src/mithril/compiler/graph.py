@@ -23,6 +23,7 @@ from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
 from ..shapes import Shape, epoch, shape_from_template
 from ..types import Kind, kind_of_python_value
+from ..journal import touch
 from ..union_find import find_root
 
 __all__ = ["NOTHING", "Value", "Node", "Graph", "as_constant", "constant_kind"]
@@ -219,6 +220,7 @@ class Graph:
         return f"{node.path or '<root>'} ({node.spec.name})"
 
     def _infer(self, node: Node) -> None:
+        touch(node)
         if not node.shape_done:
             io = ShapeIO({k: v.find().shape for k, v in node.inputs.items() if v is not None})
             io.update({k: v.find().shape for k, v in node.outputs.items()})
@@ -229,12 +231,14 @@ class Graph:
             result = run_type_rule(node.spec, node.attrs, kinds, self._where(node))
             for key, value in inputs.items():
                 if value.kind is None and kinds.get(key) is not None:
+                    touch(value)
                     value.kind = kinds[key]
             if result is not None:
                 for key, kind in result.items():
                     out = node.outputs[key].find()
                     if out.kind is not None and out.kind != kind:
                         raise DtypeError(f"{self._where(node)}: output {key!r} is {kind}, but it is connected where {out.kind} is required")
+                    touch(out)
                     out.kind = kind
                 node.type_done = True
 
@@ -279,7 +283,10 @@ class Graph:
 
     def absorb(self, other: Graph, prefix: str) -> None:
         """Take over another graph's nodes (a child model joining its parent), prefixing their paths."""
+        touch(self)
+        touch(other)
         for node in other.nodes:
+            touch(node)
             node.path = f"{prefix}.{node.path}" if node.path else prefix
         self.nodes.extend(other.nodes)
         self._pending.extend(other._pending)

@@ -17,13 +17,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
+from ..journal import touch, transaction
 from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
@@ -63,6 +65,8 @@ def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> 
     a, b = a.find(), b.find()
     if a is b:
         return a
+    touch(a)
+    touch(b)
     if a.producer is not None and b.producer is not None:
         raise ConnectionError_(f"{where}: both sides are outputs of other models; a key can have one producer")
     try:
@@ -70,6 +74,7 @@ def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> 
     except ShapeUndetermined:
         if graph is None:
             raise ShapeError(f"{where}: shapes {a.shape!r} and {b.shape!r} can be matched in several ways") from None
+        touch(graph)
         graph.deferred.append((a.shape, b.shape, where))
     except ShapeMismatch as exc:
         raise ShapeError(f"{where}: shapes {a.shape!r} and {b.shape!r} do not match ({exc})") from None
@@ -91,12 +96,6 @@ def _same_constant(x: Any, y: Any) -> bool:
         return bool(np.array_equal(np.asarray(x), np.asarray(y)))
     except Exception:
         return x is y
-
-
-def _unchanged(exc: Exception) -> Exception:
-    """Mark an error raised before a connection changed anything (the model stays usable)."""
-    exc._mithril_before_changes = True  # type: ignore[attr-defined]
-    return exc
 
 
 def _snake(name: str) -> str:
@@ -132,7 +131,6 @@ class Model:
         self._cout: Value | None = None
         self._frozen = False
         self._role_snapshot: dict[str, bool] | None = None  # key -> is_output, fixed when added to a parent
-        self._broken: Exception | None = None  # set when a failed connection left the model half-connected
 
     # -- composition -----------------------------------------------------------------------------
     def __call__(self, **connections: Any) -> _Call:
@@ -178,43 +176,26 @@ class Model:
         self._child_names[base] = index + 1
         return f"{base}_{index}"
 
-    def _check_usable(self) -> None:
-        if self._broken is not None:
-            raise ConnectionError_(
-                f"{self._path()} was left half-connected by an earlier failed connection ({self._broken}); "
-                "build the model again without that connection"
-            ) from self._broken
-
     def _add(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool = True) -> None:
-        self._check_usable()
-        child._check_usable()
-        try:
+        """Add ``child``; if anything fails, both models are restored exactly (see :mod:`mithril.journal`)."""
+        with self._transaction():
+            if isinstance(child, Model):
+                touch(child)
+                touch(child._graph)
             self._connect_child(child, kwargs, extend=extend, canonical_update=canonical_update)
-        except (ShapeError, DtypeError, ConnectionError_) as exc:
-            if getattr(exc, "_mithril_before_changes", False):
-                raise
-            # shapes and values were already unified in place; refuse further use rather than corrupt silently
-            self._broken = child._broken = exc
-            raise
 
     def _connect_child(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool) -> None:
         if not isinstance(child, Model):
             raise TypeError(f"only models can be added to a Model, got {type(child).__name__}")
         if child is self:
-            raise _unchanged(ConnectionError_(f"{self._path()}: a model cannot be added to itself"))
+            raise ConnectionError_(f"{self._path()}: a model cannot be added to itself")
         if child._parent is not None:
-            raise _unchanged(ConnectionError_(
+            raise ConnectionError_(
                 f"{type(child).__name__} {child._path()} is already part of {child._parent._path()}; "
                 "create a new instance to use it again"
-            ))
+            )
         if self._frozen:
-            raise _unchanged(ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more"))
-        for key, target in kwargs.items():  # foreign connections are refused before anything is merged
-            if isinstance(target, Connection) and not self._owns(target.model):
-                raise _unchanged(ConnectionError_(
-                    f"{self._path()}.{key}: connection {target!r} belongs to a model outside {self._path()}; add "
-                    "that model to this one first"
-                ))
+            raise ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more")
         iface = child._interface()
         unknown = set(kwargs) - set(iface)
         if unknown:
@@ -262,6 +243,7 @@ class Model:
         elif target is None:
             if value.producer is not None:
                 raise ConnectionError_(f"{where}: an output cannot be set to None")
+            touch(value)
             value.const = None
         else:
             self._set_constant(value, target, where)
@@ -294,8 +276,10 @@ class Model:
         if key.value is not TBD:
             self._set_constant(value, key.value, where)
         if key.differentiable is not None:
+            touch(value.find())
             value.find().differentiable = key.differentiable
         if key.init is not None:
+            touch(value.find())
             value.find().init = key.init
         if key.name is not None:
             self._bind_name(key.name, value, where)
@@ -316,6 +300,7 @@ class Model:
         root = value.find()
         if root.kind is not None and root.kind != kind:
             raise DtypeError(f"{where}: is {root.kind}, cannot be set to {kind}")
+        touch(root)
         root.kind = kind
         self._graph.solve()
 
@@ -333,6 +318,7 @@ class Model:
             raise ShapeError(f"{where}: constant of shape {describe_shape(shape)} does not fit {root.shape!r} ({exc})") from None
         if root.const is not NOTHING and not _same_constant(root.const, array):
             raise ConnectionError_(f"{where}: already has constant {root.const!r}")
+        touch(root)
         root.const = array
         if root.kind is None:
             root.kind = kind
@@ -411,30 +397,43 @@ class Model:
         >>> _ = add.set_shapes(left=["N", 4], right=["N", 4])
         """
         symbols: dict[str, object] = {}
-        for key, template in self._items(mapping, shapes):
-            self._unify_template(self._resolve(key, "set_shapes"), template, symbols, f"{self._path()}.set_shapes({key!r})")
+        with self._transaction():
+            for key, template in self._items(mapping, shapes):
+                self._unify_template(self._resolve(key, "set_shapes"), template, symbols, f"{self._path()}.set_shapes({key!r})")
         return self
 
     def set_types(self, mapping: Mapping[str | Connection, Any] | None = None, **types: Any) -> Model:
         """Set kinds: ``float``/``int``/``bool`` or an ``ml.Dtype``."""
-        for key, type_ in self._items(mapping, types):
-            self._set_kind(self._resolve(key, "set_types"), parse_kind(type_), f"{self._path()}.set_types({key!r})")
+        with self._transaction():
+            for key, type_ in self._items(mapping, types):
+                self._set_kind(self._resolve(key, "set_types"), parse_kind(type_), f"{self._path()}.set_types({key!r})")
         return self
 
     def set_values(self, mapping: Mapping[str | Connection, Any] | None = None, **values: Any) -> Model:
         """Give inputs constant values (folded at compile time)."""
-        for key, value in self._items(mapping, values):
-            self._set_constant(self._resolve(key, "set_values"), value, f"{self._path()}.set_values({key!r})")
+        with self._transaction():
+            for key, value in self._items(mapping, values):
+                self._set_constant(self._resolve(key, "set_values"), value, f"{self._path()}.set_values({key!r})")
         return self
 
     def set_differentiability(self, mapping: Mapping[str | Connection, bool] | None = None, **flags: bool) -> Model:
         """``True`` makes an input a trainable parameter; ``False`` makes it runtime data."""
-        for key, flag in self._items(mapping, flags):
-            value = self._resolve(key, "set_differentiability").find()
-            if value.producer is not None:
-                raise ConnectionError_(f"{self._path()}.set_differentiability({key!r}): only inputs can be set")
-            value.differentiable = bool(flag)
+        with self._transaction():
+            for key, flag in self._items(mapping, flags):
+                value = self._resolve(key, "set_differentiability").find()
+                if value.producer is not None:
+                    raise ConnectionError_(f"{self._path()}.set_differentiability({key!r}): only inputs can be set")
+                touch(value)
+                value.differentiable = bool(flag)
         return self
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """All-or-nothing changes to this model (see :mod:`mithril.journal`)."""
+        with transaction():
+            touch(self)
+            touch(self._graph)
+            yield
 
     @property
     def shapes(self) -> dict[str, list[Any]]:

@@ -21,17 +21,18 @@ def describe_shapes(io: Mapping[str, Shape]) -> str:
 def run_shape_rule(spec: PrimitiveSpec, attrs: Mapping[str, Any], io: ShapeIO, where: str) -> bool:
     """Apply ``spec.shape_rule``; a conflict becomes a :class:`ShapeError` naming ``where`` and the keys.
 
-    The shapes are shown as they stood *before* the rule ran, so both sides of the conflict are visible.
+    The shapes are shown with the dims they had before the rule ran, so both sides of the conflict are visible.
     """
-    before = describe_shapes(io)
+    before = [(key, shape.parts()) for key, shape in io.items()]  # formatted only if the rule fails
     try:
         return bool(spec.shape_rule(io, attrs))
     except ShapeUndetermined:
         return False  # ambiguous for now; the solver re-runs the rule when shapes are refined
     except ShapeMismatch as exc:
+        shown = describe_shapes({key: Shape(*parts) for key, parts in before})
         raise ShapeError(
             f"{where}: shapes of primitive {spec.name!r} do not fit ({exc}). "
-            f"Shapes were {before}; attributes {dict(attrs)}"
+            f"Shapes were {shown}; attributes {dict(attrs)}"
         ) from None
 
 

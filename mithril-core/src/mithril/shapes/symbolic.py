@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
+from ..journal import _CURRENT, touch
 from ..union_find import find_root
 
 __all__ = ["Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch"]
@@ -69,6 +70,7 @@ class Dim:
         """Give this dim a concrete value (error if it already has a different one)."""
         root = self.find()
         if root._value is None:
+            touch(root)
             root._value = value
             _bump()
         elif root._value != value:
@@ -88,8 +90,10 @@ def unify_dims(a: Dim, b: Dim) -> None:
         raise ShapeMismatch(f"{ra._value} != {rb._value}")
     informative = ra._value is None or rb._value is None  # linking two equal known dims teaches nothing
     if ra._value is None:
+        touch(ra)
         ra._parent = rb
     else:
+        touch(rb)
         rb._parent = ra
     if informative:
         _bump()
@@ -112,6 +116,7 @@ class Variadic:
         root = self.find()
         if root._binding is not None:
             raise AssertionError("variadic already bound")  # callers normalise first
+        touch(root)
         if inner is not None and inner.find() is root:
             if prefix or suffix:
                 raise ShapeMismatch("a variadic segment cannot contain itself")
@@ -159,7 +164,15 @@ class Shape:
 
     def parts(self) -> tuple[list[Dim], Variadic | None, list[Dim]]:
         """The normalised ``(prefix, variadic, suffix)``; ``variadic`` is ``None`` when the rank is known."""
-        prefix, var, suffix = _expand(self._prefix, self._var, self._suffix)
+        var = self._var
+        if var is None:
+            return self._prefix, None, self._suffix
+        root = var.find()
+        if root._binding is None:  # nothing to expand: no need to rewrite (or journal) the cache
+            return self._prefix, root, self._suffix
+        prefix, var, suffix = _expand(self._prefix, root, self._suffix)
+        if _CURRENT:
+            touch(self)
         self._prefix, self._var, self._suffix = prefix, var, suffix
         return prefix, var, suffix
 

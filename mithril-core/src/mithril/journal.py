@@ -1,0 +1,88 @@
+"""An undo journal for the logical layer: a failed connection restores everything it changed.
+
+Connecting models unifies shapes and merges values in place (union-find), so an error found halfway
+through ``model |= child(...)`` would leave both models half-connected. Inside :func:`transaction`,
+every object about to be written is first saved with :func:`touch` (its slots, or a shallow copy of its
+``__dict__``); if the block raises, all saved objects are restored, newest first.
+
+Example:
+    >>> from mithril.journal import touch, transaction
+    >>> class Box:
+    ...     __slots__ = ("value",)
+    >>> box = Box(); box.value = 1
+    >>> try:
+    ...     with transaction():
+    ...         touch(box); box.value = 2
+    ...         raise ValueError("connection failed")
+    ... except ValueError:
+    ...     pass
+    >>> box.value
+    1
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["transaction", "touch", "active"]
+
+
+class _Trail:
+    __slots__ = ("saved", "seen")
+
+    def __init__(self) -> None:
+        self.saved: list[tuple[Any, Any]] = []
+        self.seen: set[int] = set()
+
+
+_CURRENT: list[_Trail] = []  # the open transaction (at most one; nested blocks join it)
+
+
+def active() -> bool:
+    """Whether a transaction is open (writes must be announced with :func:`touch`)."""
+    return bool(_CURRENT)
+
+
+def touch(obj: Any) -> None:
+    """Save ``obj``'s state before its first write in the open transaction (no-op outside one)."""
+    if not _CURRENT:
+        return
+    trail = _CURRENT[0]
+    if id(obj) in trail.seen:
+        return
+    trail.seen.add(id(obj))
+    slots = getattr(type(obj), "__slots__", None)
+    if slots is not None and not hasattr(obj, "__dict__"):
+        trail.saved.append((obj, [(name, getattr(obj, name)) for name in slots if hasattr(obj, name)]))
+    else:
+        state = {k: (v.copy() if isinstance(v, (list, dict, set)) else v) for k, v in vars(obj).items()}
+        trail.saved.append((obj, state))
+
+
+def _restore(trail: _Trail) -> None:
+    for obj, state in reversed(trail.saved):
+        if isinstance(state, dict):
+            obj.__dict__.clear()
+            obj.__dict__.update(state)
+        else:
+            for name, value in state:
+                object.__setattr__(obj, name, value)
+
+
+@contextlib.contextmanager
+def transaction() -> Iterator[None]:
+    """Run a block whose writes are undone if it raises. Nested blocks join the outer transaction."""
+    if _CURRENT:
+        yield
+        return
+    trail = _Trail()
+    _CURRENT.append(trail)
+    try:
+        yield
+    except BaseException:
+        _restore(trail)
+        raise
+    finally:
+        _CURRENT.clear()
