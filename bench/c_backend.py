@@ -74,47 +74,11 @@ def mlp() -> None:
 
 
 def conv() -> None:
-    try:
-        import torch
-    except ImportError:
-        print("PyTorch is not installed: conv stack comparison skipped")
-        return
-    from conv import mithril_stack, torch_stack
+    from conv import compare_with_torch
 
     backend = ml.CBackend(dtype=ml.float32)
-    pm = ml.compile(mithril_stack(), backend, shapes={"input": [1, 3, 224, 224]})
-    params = pm.randomize_params(seed=0)
-    x = backend.randn(1, 3, 224, 224)
-    net = torch_stack(torch, params)
-    tx = torch.from_numpy(x)
-    out = pm.evaluate(params, {"input": x})["output"]
-    deviation = float(np.abs(out - net(tx).detach().numpy()).max())
-    g = np.ones_like(out)
-
-    def torch_forward():
-        with torch.no_grad():
-            net(tx)
-
-    def torch_backward():
-        net.zero_grad(set_to_none=True)
-        net(tx).backward(torch.from_numpy(g))
-
-    print(
-        f"torch threads: {torch.get_num_threads()}; C threads: {backend.threads}; max |C - torch| forward: {deviation:.2e}"
-    )
-    fwd = interleaved(
-        {"PyTorch eager": torch_forward, "Mithril C": lambda: pm.evaluate(params, {"input": x})}, rounds=5, repeats=3
-    )
-    report("ResNet-18-shaped conv stack, 1x3x224x224, forward", fwd, "PyTorch eager", 2.0)
-    both = interleaved(
-        {
-            "PyTorch eager": torch_backward,
-            "Mithril C": lambda: pm.evaluate(params, {"input": x}, output_gradients={"output": g}),
-        },
-        rounds=5,
-        repeats=3,
-    )
-    report("ResNet-18-shaped conv stack, 1x3x224x224, forward+backward", both, "PyTorch eager", 2.0)
+    print(f"C threads: {backend.threads}")
+    compare_with_torch(backend, "Mithril C", 2.0)
 
 
 def overhead() -> None:

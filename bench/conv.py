@@ -59,22 +59,20 @@ def torch_stack(torch, params: dict[str, np.ndarray]):
     return torch.nn.Sequential(*layers).train()
 
 
-def main() -> None:
+def compare_with_torch(backend: object, label: str, target: float) -> None:
+    """Time the conv stack on ``backend`` against the same stack in PyTorch eager (forward, forward+backward)."""
     try:
         import torch
     except ImportError:
         print("PyTorch is not installed: nothing to compare against (pip install torch==2.13.0)")
         return
-    backend = ml.NumpyBackend(dtype=ml.float32)
     pm = ml.compile(mithril_stack(), backend, shapes={"input": [1, 3, 224, 224]})
     params = pm.randomize_params(seed=0)
     x = backend.randn(1, 3, 224, 224)
     net = torch_stack(torch, params)
     tx = torch.from_numpy(x)
-
     out = pm.evaluate(params, {"input": x})["output"]
-    ref = net(tx).detach().numpy()
-    deviation = float(np.abs(out - ref).max())
+    deviation = float(np.abs(out - net(tx).detach().numpy()).max())
     g = np.ones_like(out)
 
     def torch_forward():
@@ -85,15 +83,19 @@ def main() -> None:
         net.zero_grad(set_to_none=True)
         net(tx).backward(torch.from_numpy(g))
 
-    print(f"torch threads: {torch.get_num_threads()}; max |mithril - torch| forward: {deviation:.2e}")
-    fwd = interleaved({"PyTorch eager": torch_forward, "Mithril NumPy": lambda: pm.evaluate(params, {"input": x})}, rounds=5, repeats=3)
-    report("ResNet-18-shaped conv stack, 1x3x224x224, forward", fwd, "PyTorch eager", 3.0)
+    print(f"torch threads: {torch.get_num_threads()}; max |{label} - torch| forward: {deviation:.2e}")
+    fwd = interleaved({"PyTorch eager": torch_forward, label: lambda: pm.evaluate(params, {"input": x})}, rounds=5, repeats=3)
+    report("ResNet-18-shaped conv stack, 1x3x224x224, forward", fwd, "PyTorch eager", target)
     both = interleaved(
-        {"PyTorch eager": torch_backward, "Mithril NumPy": lambda: pm.evaluate(params, {"input": x}, output_gradients={"output": g})},
+        {"PyTorch eager": torch_backward, label: lambda: pm.evaluate(params, {"input": x}, output_gradients={"output": g})},
         rounds=5,
         repeats=3,
     )
-    report("ResNet-18-shaped conv stack, 1x3x224x224, forward+backward", both, "PyTorch eager", 3.0)
+    report("ResNet-18-shaped conv stack, 1x3x224x224, forward+backward", both, "PyTorch eager", target)
+
+
+def main() -> None:
+    compare_with_torch(ml.NumpyBackend(dtype=ml.float32), "Mithril NumPy", 3.0)
 
 
 if __name__ == "__main__":
