@@ -11,5 +11,5 @@ UNSUPPORTED = frozenset({"lambda"})
 class TestCConformance(BackendConformanceTests):
     backend_factory = staticmethod(lambda dtype: ml.CBackend(dtype=dtype, seed=0, threads=1))
     dtypes = (ml.float32, ml.float64)
-    grad_dtypes = (ml.float64,)
+    grad_dtypes = (ml.float32, ml.float64)
     unsupported = UNSUPPORTED

@@ -15,7 +15,7 @@ from mithril.testing import BackendConformanceTests
 class TestJaxConformance(BackendConformanceTests):
     backend_factory = staticmethod(lambda dtype: ml.JaxBackend(dtype=dtype, jit=False))
     dtypes = (ml.float32, ml.float64)
-    grad_dtypes = (ml.float64,)
+    grad_dtypes = (ml.float32, ml.float64)
     unsupported = frozenset()
 
 

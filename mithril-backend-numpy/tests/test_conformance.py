@@ -7,5 +7,5 @@ from mithril.testing import BackendConformanceTests
 class TestNumpyConformance(BackendConformanceTests):
     backend_factory = staticmethod(lambda dtype: ml.NumpyBackend(dtype=dtype, seed=0))
     dtypes = (ml.float32, ml.float64)
-    grad_dtypes = (ml.float64,)
+    grad_dtypes = (ml.float32, ml.float64)
     unsupported = frozenset()

@@ -14,5 +14,5 @@ from mithril_backend_torch import TorchBackend
 class TestTorchConformance(BackendConformanceTests):
     backend_factory = staticmethod(lambda dtype: TorchBackend(dtype=dtype))
     dtypes = (ml.float32, ml.float64)
-    grad_dtypes = (ml.float64,)
+    grad_dtypes = (ml.float32, ml.float64)
     unsupported = frozenset()
