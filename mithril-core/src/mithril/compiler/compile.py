@@ -29,7 +29,7 @@ from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten
 from .graph import Graph, Value, as_constant, constant_kind
 from .passes import eliminate_common_subexpressions, fold_constants, promote_integer_inputs, prune
-from .physical import PhysicalModel
+from .physical import PhysicalModel, weight_fan_in
 
 __all__ = ["compile"]
 
@@ -227,14 +227,12 @@ def _classify(flat: FlatModel, data: set[str], trainable: set[str]) -> tuple[lis
 def _bias_fan_in(graph: Graph) -> dict[str, int]:
     """For a parameter in a primitive's ``bias`` slot next to a ``weight``: the weight's fan-in, so
     ``randomize_params`` bounds biases as PyTorch's Linear/Conv do (``1/sqrt(fan_in)`` of the weight)."""
-    import math
-
     result: dict[str, int] = {}
     for node in graph.nodes:
         bias, weight = node.inputs.get("bias"), node.inputs.get("weight")
         shape = weight.shape.static() if weight is not None else None
         if bias is not None and bias.name and shape is not None and len(shape) >= 2:
-            result[bias.name] = math.prod(shape[1:])
+            result[bias.name] = weight_fan_in(shape)
     return result
 
 

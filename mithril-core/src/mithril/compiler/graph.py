@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import DtypeError
+from ..journal import touch
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
 from ..shapes import Shape, epoch, shape_from_template
 from ..types import Kind, kind_of_python_value
-from ..journal import touch
 from ..union_find import find_root
 
 __all__ = ["NOTHING", "Value", "Node", "Graph", "as_constant", "constant_kind"]

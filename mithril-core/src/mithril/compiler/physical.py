@@ -22,10 +22,6 @@ from .graph import Value
 __all__ = ["PhysicalModel"]
 
 
-def _expected(value: Value) -> tuple[int | None, ...] | None:
-    return value.shape.ints()
-
-
 class PhysicalModel:
     """The result of ``ml.compile``. See the module docstring for the calling convention."""
 
@@ -69,7 +65,7 @@ class PhysicalModel:
         self._fan_in = dict(fan_in or {})
         # per input: (name, is_param, static shape or None, shape pattern, native dtype, kind)
         self._checks = [
-            (name, label == "params", v.shape.static(), _expected(v), backend.native_dtype(v.kind or "float"), v.kind or "float")
+            (name, label == "params", v.shape.static(), v.shape.ints(), backend.native_dtype(v.kind or "float"), v.kind or "float")
             for label, group in (("params", params), ("data", data))
             for name, v in group.items()
         ]
@@ -315,6 +311,11 @@ class PhysicalModel:
         return self.backend.array(array, kind)
 
 
+def weight_fan_in(shape: tuple[int, ...]) -> int:
+    """Inputs feeding each output unit of a weight ``[out, in, *kernel]`` (PyTorch's fan-in)."""
+    return math.prod(shape[1:])
+
+
 def _shared_symbolic_dims(values: Mapping[str, Value]) -> list[list[tuple[str, int]]]:
     """Groups of (input, axis) that are one unknown dim, for inputs whose shapes are not fully static."""
     groups: dict[int, list[tuple[str, int]]] = {}
@@ -338,6 +339,6 @@ def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None,
     if init not in (None, "fan_in"):
         raise ValueError(f"unknown initialiser {init!r}; accepted: fan_in, ones, zeros, normal")
     if fan_in is None:
-        fan_in = math.prod(shape[1:]) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
+        fan_in = weight_fan_in(shape) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
     bound = 1.0 / math.sqrt(max(fan_in, 1))
     return rng.uniform(-bound, bound, shape)

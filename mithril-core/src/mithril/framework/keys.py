@@ -61,6 +61,11 @@ class IOKey:
             raise ValueError(f"IOKey({self.name!r}): unknown init {self.init!r}; accepted: {', '.join(map(str, INITIALISERS[1:]))}")
 
 
+def _sequence(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``x.reshape(2, 3)`` and ``x.reshape((2, 3))`` alike: one tuple/list argument or the arguments."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+
+
 def _emit(op: str, *args: Any, **attrs: Any) -> Connection:
     from .arithmetic import apply
 
@@ -178,11 +183,10 @@ class Connection:
         return _emit("transpose", self, axes=None)
 
     def transpose(self, *axes: int) -> Connection:
-        return _emit("transpose", self, axes=tuple(axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes) or None)
+        return _emit("transpose", self, axes=_sequence(axes) or None)
 
     def reshape(self, *shape: Any) -> Connection:
-        target = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return _emit("reshape", self, shape=tuple(target))
+        return _emit("reshape", self, shape=_sequence(shape))
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Connection:
         return _emit("flatten", self, start_dim=start_dim, end_dim=end_dim)

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
-from ..journal import touch, transaction
 from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError
+from ..journal import touch, transaction
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
 from .keys import TBD, Connection, IOKey

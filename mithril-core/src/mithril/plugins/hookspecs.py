@@ -17,6 +17,7 @@ Example plugin module:
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import pluggy
 
 hookspec = pluggy.HookspecMarker("mithril")

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from ...framework.keys import Connection, IOKey
+from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
+from ._util import op
 from .linear import Linear
 
 __all__ = ["MultiHeadAttention"]
-
-
-def _op(model: Model, primitive: str, *inputs: object, **attrs: object) -> Connection:
-    child = Primitive(primitive, **attrs)
-    model |= child(**dict(zip(child.input_keys, inputs)))
-    return child.output
 
 
 class MultiHeadAttention(Model):
@@ -38,12 +33,12 @@ class MultiHeadAttention(Model):
         for proj, key in (("q_proj", "input"), ("k_proj", source), ("v_proj", source)):
             linear = Linear(dim, use_bias=use_bias, name=proj)
             self |= linear(input=IOKey(key, shape=[None, None, dim]))
-            split = _op(self, "reshape", linear.output, shape=(None, None, num_heads, head_dim))  # [B, T, H, D]
-            heads[proj] = _op(self, "transpose", split, axes=(0, 2, 1, 3))  # [B, H, T, D]
+            split = op(self, "reshape", linear.output, shape=(None, None, num_heads, head_dim))  # [B, T, H, D]
+            heads[proj] = op(self, "transpose", split, axes=(0, 2, 1, 3))  # [B, H, T, D]
         sdpa = Primitive("scaled_dot_product_attention", causal=causal)
         self |= sdpa(query=heads["q_proj"], key=heads["k_proj"], value=heads["v_proj"], mask=IOKey("mask") if use_mask else None)
-        merged = _op(self, "transpose", sdpa.output, axes=(0, 2, 1, 3))  # [B, T, H, D]
-        merged = _op(self, "reshape", merged, shape=(None, None, dim))  # [B, T, dim]
+        merged = op(self, "transpose", sdpa.output, axes=(0, 2, 1, 3))  # [B, T, H, D]
+        merged = op(self, "reshape", merged, shape=(None, None, dim))  # [B, T, dim]
         out_proj = Linear(dim, use_bias=use_bias, name="out_proj")
         self |= out_proj(input=merged, output=IOKey("output"))
         self._cin = self._keys["input"]

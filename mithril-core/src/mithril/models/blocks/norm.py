@@ -4,32 +4,24 @@ from __future__ import annotations
 
 from ...framework.keys import Connection, IOKey
 from ...framework.model import Model
-from ..primitive import Primitive
-from ._util import param
+from ._util import op, param
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d"]
 
 
-def _op(model: Model, primitive: str, *inputs: object, **attrs: object) -> Connection:
-    """Add ``primitive`` on ``inputs`` to ``model`` and return its output connection."""
-    child = Primitive(primitive, **attrs)
-    model |= child(**dict(zip(child.input_keys, inputs)))
-    return child.output
-
-
 def _normalize(model: Model, x: Connection, axis: object, eps: float) -> Connection:
     """``(x - mean) / sqrt(var + eps)`` over ``axis`` (two-pass, numerically stable)."""
-    centered = x - _op(model, "mean", x, axis=axis, keepdim=True)
-    variance = _op(model, "mean", centered * centered, axis=axis, keepdim=True)
-    return centered * _op(model, "rsqrt", variance + eps)
+    centered = x - op(model, "mean", x, axis=axis, keepdim=True)
+    variance = op(model, "mean", centered * centered, axis=axis, keepdim=True)
+    return centered * op(model, "rsqrt", variance + eps)
 
 
 def _affine(model: Model, x: Connection, scale: bool, bias: bool, reshape: tuple[int, ...] | None = None) -> Connection:
     if scale:
-        weight = _op(model, "reshape", IOKey("weight"), shape=reshape) if reshape else None
+        weight = op(model, "reshape", IOKey("weight"), shape=reshape) if reshape else None
         x = x * (weight if weight is not None else Connection(model, "weight"))
     if bias:
-        b = _op(model, "reshape", IOKey("bias"), shape=reshape) if reshape else None
+        b = op(model, "reshape", IOKey("bias"), shape=reshape) if reshape else None
         x = x + (b if b is not None else Connection(model, "bias"))
     return x
 
@@ -70,8 +62,8 @@ class RMSNorm(_Norm):
         super().__init__(name=name)
         self._params(dim, use_scale, False)
         x = self._declare(IOKey("input"))
-        mean_square = _op(self, "mean", _op(self, "square", x), axis=-1, keepdim=True)
-        out = _affine(self, x * _op(self, "rsqrt", mean_square + eps), use_scale, False)
+        mean_square = op(self, "mean", op(self, "square", x), axis=-1, keepdim=True)
+        out = _affine(self, x * op(self, "rsqrt", mean_square + eps), use_scale, False)
         self.set_shapes(input=[("B", ...), "d"], **({"weight": ["d"]} if use_scale else {}))
         self._finish(out)
 
@@ -86,8 +78,8 @@ class GroupNorm(_Norm):
         super().__init__(name=name)
         self._params(num_channels, affine, affine)
         x = self._declare(IOKey("input", shape=["N", num_channels, *([None] * spatial_dims)]))
-        grouped = _op(self, "reshape", x, shape=(None, num_groups, -1))
-        restored = _op(self, "reshape_like", _normalize(self, grouped, -1, eps), x)
+        grouped = op(self, "reshape", x, shape=(None, num_groups, -1))
+        restored = op(self, "reshape_like", _normalize(self, grouped, -1, eps), x)
         out = _affine(self, restored, affine, affine, reshape=(-1,) + (1,) * spatial_dims)
         if affine:
             self.set_shapes(input=["N", "C", *([None] * spatial_dims)], weight=["C"], bias=["C"])
@@ -111,10 +103,10 @@ class BatchNorm2d(_Norm):
             normed = _normalize(self, x, (0, 2, 3), eps)
         else:
             stats = {
-                key: _op(self, "reshape", self._declare(IOKey(key, shape=[num_features], type="float", differentiable=False)), shape=per_channel)
+                key: op(self, "reshape", self._declare(IOKey(key, shape=[num_features], type="float", differentiable=False)), shape=per_channel)
                 for key in ("running_mean", "running_var")
             }
-            normed = (x - stats["running_mean"]) * _op(self, "rsqrt", stats["running_var"] + eps)
+            normed = (x - stats["running_mean"]) * op(self, "rsqrt", stats["running_var"] + eps)
         out = _affine(self, normed, affine, affine, reshape=per_channel)
         self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"], "bias": ["C"]} if affine else {}))
         self._finish(out)

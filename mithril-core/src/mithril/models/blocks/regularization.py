@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...framework.keys import IOKey
 from ...errors import ConnectionError_
+from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
 
