@@ -83,17 +83,25 @@ def test_group_norm():
 
 @pytest.mark.parametrize("use_batch_stats", [True, False])
 def test_batch_norm(use_batch_stats):
+    """Training mode (batch statistics, running statistics updated) and inference mode (running statistics,
+    passed with the parameters as buffers) against ``F.batch_norm``."""
     rng = np.random.default_rng(4)
     x = rng.normal(size=(3, 4, 5, 5))
-    params = {"weight": rng.normal(size=4), "bias": rng.normal(size=4)}
-    data = {"input": x}
-    if not use_batch_stats:
-        data |= {"running_mean": rng.normal(size=4), "running_var": rng.uniform(0.5, 2, size=4)}
-    out, grads = _recompute(BatchNorm2d(use_batch_stats=use_batch_stats), {"input": [3, 4, 5, 5]}, data, params)
+    params = {"weight": rng.normal(size=4), "bias": rng.normal(size=4), "running_mean": rng.normal(size=4), "running_var": rng.uniform(0.5, 2, size=4)}
+    backend = ml.NumpyBackend(dtype=ml.float64)
+    pm = ml.compile(BatchNorm2d(use_batch_stats=use_batch_stats, momentum=0.2), backend, shapes={"input": [3, 4, 5, 5]}, data_keys={"input"})
+    assert pm.param_keys == ["weight", "bias"] and pm.buffer_keys == ["running_mean", "running_var"]
+    out, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": np.ones(x.shape)})
     w, b = t(params["weight"]), t(params["bias"])
-    stats = (None, None) if use_batch_stats else (torch.tensor(data["running_mean"]), torch.tensor(data["running_var"]))
-    ref = F.batch_norm(t(x, False), *stats, w, b, training=use_batch_stats, eps=1e-5)
-    check(out, grads, ref, {"weight": w, "bias": b})
+    stats = torch.tensor(params["running_mean"]), torch.tensor(params["running_var"])
+    ref = F.batch_norm(t(x, False), *stats, w, b, training=use_batch_stats, momentum=0.2, eps=1e-5)
+    check(out["output"], grads, ref, {"weight": w, "bias": b})
+    if use_batch_stats:  # F.batch_norm updated ``stats`` in place
+        updated = pm.update_buffers(params, out)
+        np.testing.assert_allclose(updated["running_mean"], stats[0].numpy(), rtol=1e-12)
+        np.testing.assert_allclose(updated["running_var"], stats[1].numpy(), rtol=1e-12)
+    else:
+        assert pm.buffer_updates == {}
 
 
 def test_conv2d_groups_stride_padding():

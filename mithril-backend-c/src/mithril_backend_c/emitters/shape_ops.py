@@ -15,7 +15,7 @@ from ..codegen import Ctx, contiguous_strides, literal, view_layout
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
-    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "shape", "size",
+    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "positions", "shape", "size",
 ]  # fmt: skip
 
 
@@ -141,6 +141,11 @@ def _const_fill(value):
 ones = ones_like = _const_fill(1)
 zeros = zeros_like = _const_fill(0)
 full = _const_fill(None)
+
+
+def positions(ctx: Ctx, node: Node) -> list[str]:
+    (n,) = ctx.shape(node.output)
+    return [f"for (long i = 0; i < {n}; i++) {ctx.p(node.output)}[i] = ({ctx.ct(node.output)})i;"] if n else []
 
 
 def shape(ctx: Ctx, node: Node) -> list[str]:

@@ -21,7 +21,7 @@ from mithril.primitives.rules import creation_kind
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
     "split", "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like",
-    "shape", "size",
+    "positions", "shape", "size",
 ]  # fmt: skip
 
 Array = jax.Array
@@ -129,6 +129,12 @@ def zeros_like(input: Array) -> Array:
 def ones_like(input: Array) -> Array:
     """``jnp.ones_like(input)``"""
     return jnp.ones_like(input)
+
+
+@uses_backend
+def positions(backend: Any, input: Array, *, axis: int) -> Array:
+    """``arange(input.shape[axis])`` in the backend's int dtype (the length is static under ``jax.jit``)."""
+    return jnp.arange(jnp.shape(input)[axis], dtype=backend.native_dtype("int"))
 
 
 @uses_backend

@@ -20,7 +20,7 @@ from mithril.primitives.rules import creation_kind
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
     "split", "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like",
-    "shape", "size",
+    "positions", "shape", "size",
 ]  # fmt: skip
 
 Array = mx.array
@@ -132,6 +132,11 @@ def zeros_like(input: Array) -> Array:
 def ones_like(input: Array) -> Array:
     """``mx.ones_like(input)``"""
     return mx.ones_like(input)
+
+
+def positions(input: Array, *, axis: int) -> Array:
+    """``arange(input.shape[axis])`` as int64."""
+    return mx.arange(input.shape[axis], dtype=mx.int64)
 
 
 def shape(input: Array) -> Array:

@@ -20,7 +20,7 @@ from mithril.primitives.rules import creation_kind
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
     "split", "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like",
-    "shape", "size",
+    "positions", "shape", "size",
 ]  # fmt: skip
 
 Array = np.ndarray
@@ -128,6 +128,11 @@ def zeros_like(input: Array) -> Array:
 def ones_like(input: Array) -> Array:
     """``np.ones_like(input)``"""
     return np.ones_like(input)
+
+
+def positions(input: Array, *, axis: int) -> Array:
+    """``np.arange(input.shape[axis])`` as int64."""
+    return np.arange(np.shape(input)[axis], dtype=np.int64)
 
 
 def shape(input: Array) -> Array:

@@ -21,7 +21,7 @@ from mithril.primitives.rules import creation_kind
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
     "split", "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like",
-    "shape", "size",
+    "positions", "shape", "size",
 ]  # fmt: skip
 
 Tensor = torch.Tensor
@@ -181,6 +181,11 @@ def zeros_like(input: Tensor) -> Tensor:
 def ones_like(input: Tensor) -> Tensor:
     """``np.ones_like(input)``"""
     return torch.ones_like(input)
+
+
+def positions(input: Tensor, *, axis: int) -> Tensor:
+    """``arange(input.shape[axis])`` as int64."""
+    return torch.arange(input.shape[axis], dtype=torch.int64, device=input.device)
 
 
 def shape(input: Tensor) -> Tensor:

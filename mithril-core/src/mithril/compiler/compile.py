@@ -88,16 +88,18 @@ def compile(  # noqa: A001 - the public name is ml.compile
     constants = dict(constant_keys or {})
     mentioned = set(shapes or {}) | data_set | trainable_set | set(constants)
     _drop_unused_optional_inputs(flat, mentioned)
+    state_outputs = _expose_buffer_updates(flat)
     _check_names(flat, shapes or {}, data_set, trainable_set, constants, set(discard_keys))
     _apply_shapes(flat, shapes or {})
     _apply_constants(flat, constants)
-    params, data = _classify(flat, data_set, trainable_set)
+    params, buffers, data = _classify(flat, data_set, trainable_set)
     graph = flat.graph
     graph.default_kinds(flat.inputs.values())
     for name in params:
         if flat.inputs[name].kind != "float":
             raise DtypeError(f"parameter {name!r} is {flat.inputs[name].kind}; only float inputs can be trained")
     outputs = {k: v for k, v in flat.outputs.items() if k not in set(discard_keys)}
+    buffer_updates = {buffer: out for buffer, out in state_outputs.items() if out in outputs and buffer in flat.inputs}
     promote_integer_inputs(graph)
 
     fold_constants(graph, backend.evaluate_constant)
@@ -107,7 +109,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     cotangents: dict[str, Value] = {}
     wrt = {name: flat.inputs[name] for name in params}
     if not inference and wrt and not backend.supports_autograd:
-        differentiable_outputs = {k: v for k, v in outputs.items() if v.kind == "float"}
+        differentiable_outputs = {k: v for k, v in outputs.items() if v.kind == "float" and k not in state_outputs.values()}
         cotangents = {k: graph.new_value(v.shape, "float", name=f"{k}_grad") for k, v in differentiable_outputs.items()}
         gradients = build_backward(graph, wrt, {k: (v, cotangents[k]) for k, v in differentiable_outputs.items()}, backend.backend_type)
         fold_constants(graph, backend.evaluate_constant)
@@ -118,7 +120,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     graph.solve()
     _check_implementations(graph, backend)
 
-    inputs = {name: flat.inputs[name] for name in [*params, *data]}
+    inputs = {name: flat.inputs[name] for name in [*params, *buffers, *data]}
     functions = [FunctionSpec("evaluate", inputs, {}, [outputs])]
     if gradients:
         functions.append(FunctionSpec("evaluate_gradients", inputs, cotangents, [outputs, gradients]))
@@ -133,9 +135,12 @@ def compile(  # noqa: A001 - the public name is ml.compile
         backend=backend,
         program=program,
         params={name: flat.inputs[name] for name in params},
+        buffers={name: flat.inputs[name] for name in buffers},
         data={name: flat.inputs[name] for name in data},
         outputs=outputs,
-        differentiable_outputs=list(cotangents) if gradients else [k for k, v in outputs.items() if v.kind == "float"],
+        buffer_updates=buffer_updates,
+        paths={name: flat.paths.get(name, name) for name in inputs},
+        differentiable_outputs=list(cotangents) if gradients else [k for k, v in outputs.items() if v.kind == "float" and k not in state_outputs.values()],
         jit=backend.jit_by_default if jit is None else jit,
         inference=inference,
         fan_in={name: fan for name, fan in _bias_fan_in(graph).items() if name in params},
@@ -214,14 +219,39 @@ def _apply_shapes(flat: FlatModel, shapes: Mapping[str, Any]) -> None:
     flat.graph.solve()
 
 
-def _classify(flat: FlatModel, data: set[str], trainable: set[str]) -> tuple[list[str], list[str]]:
-    params, runtime = [], []
+def _classify(flat: FlatModel, data: set[str], trainable: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """Inputs -> (trainable parameters, buffers, runtime data)."""
+    params, buffers, runtime = [], [], []
     for name, value in flat.inputs.items():
         if name in trainable or (name not in data and value.differentiable is True):
             params.append(name)
+        elif value.buffer and name not in data:
+            buffers.append(name)
         else:
             runtime.append(name)
-    return params, runtime
+    return params, buffers, runtime
+
+
+def _expose_buffer_updates(flat: FlatModel) -> dict[str, str]:
+    """Make every declared state update (``Model.set_buffer_update``) an output named ``<buffer>_new``
+    (or keep the name it is already exposed under). Returns buffer name -> output name."""
+    input_names = {v.id: name for name, v in flat.inputs.items()}
+    exposed = {v.id: name for name, v in flat.outputs.items()}
+    updates: dict[str, str] = {}
+    for node in flat.graph.nodes:
+        for value in node.outputs.values():
+            if value.updates is None or value.updates.id not in input_names:
+                continue
+            buffer = input_names[value.updates.id]
+            name = exposed.get(value.id)
+            if name is None:
+                name, i = f"{buffer}_new", 0
+                while name in flat.outputs or name in flat.inputs:
+                    name, i = f"{buffer}_new_{i}", i + 1
+                flat.outputs[name] = value
+                value.name = value.name or name
+            updates[buffer] = name
+    return updates
 
 
 def _bias_fan_in(graph: Graph) -> dict[str, int]:

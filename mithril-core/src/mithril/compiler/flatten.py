@@ -23,6 +23,7 @@ class FlatModel:
     outputs: dict[str, Value]
     inputs: dict[str, Value]
     optional_only: set[int] = field(default_factory=set)  # input ids used only in optional slots
+    paths: dict[str, str] = field(default_factory=dict)  # input name -> logical path (``h_0.attn.c_attn.weight``)
 
 
 class _ShapeCopier:
@@ -114,8 +115,10 @@ def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel
         new = copies.get(id(root))
         if new is None:
             new = graph.new_value(copier.shape(root.shape), root.kind, root.const)
-            new.differentiable, new.init = root.differentiable, root.init
+            new.differentiable, new.init, new.buffer = root.differentiable, root.init, root.buffer
             copies[id(root)] = new
+            if root.updates is not None:
+                new.updates = copy(root.updates)
         return new
 
     interface = model._interface()
@@ -150,17 +153,21 @@ def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel
     top_names = {id(copy(v)): k for k, v in interface.items() if v.find().producer is None}
     inner = _model_names(model, short_names)
     by_copy = {id(copies[rid]): name for rid, name in inner.items() if rid in copies}
+    long_names = inner if not short_names else _model_names(model, False)
+    by_copy_long = {id(copies[rid]): name for rid, name in long_names.items() if rid in copies}
     reserved = set(top_names.values()) | set(outputs)
     candidates = [(v.id, by_copy.get(id(v), "input")) for v in used if id(v) not in top_names]
     generated = _unique(candidates, reserved)
     inputs: dict[str, Value] = {}
+    paths: dict[str, str] = {}
     for value in used:
         name = top_names.get(id(value)) or generated[value.id]
         value.name = name
         inputs[name] = value
+        paths[name] = top_names.get(id(value)) or by_copy_long.get(id(value), name)
     for name, value in outputs.items():
         if value.name is None:
             value.name = name
     # an optional input (bias, mask) nobody declared as a parameter or data may be left out at compile time
     optional_only = {v.id for v in used if optional_slots.get(v.id) and v.differentiable is None}
-    return FlatModel(graph, outputs, inputs, optional_only)
+    return FlatModel(graph, outputs, inputs, optional_only, paths)

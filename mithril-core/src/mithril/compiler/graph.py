@@ -59,7 +59,7 @@ def as_constant(value: Any) -> tuple[Any, Shape]:
 class Value:
     """A tensor in the flat graph. Arithmetic on values emits primitives into their graph."""
 
-    __slots__ = ("id", "graph", "shape", "kind", "const", "name", "producer", "differentiable", "init", "_parent")
+    __slots__ = ("id", "graph", "shape", "kind", "const", "name", "producer", "differentiable", "init", "buffer", "updates", "_parent")
 
     def __init__(self, graph: Graph, id: int, shape: Shape, kind: Kind | None, const: Any, name: str | None) -> None:
         self.id = id
@@ -71,6 +71,8 @@ class Value:
         self.producer: Node | None = None
         self.differentiable: bool | None = None  # None: decided by the compiler's defaults
         self.init: str | None = None  # parameter initialiser hint ("ones", "zeros", ...)
+        self.buffer = False  # non-trainable state that travels with the parameters
+        self.updates: Value | None = None  # this value is the next value of that buffer (a state update)
         self._parent: Value | None = None
 
     def find(self) -> Value:

@@ -33,6 +33,9 @@ class PhysicalModel:
         params: Mapping[str, Value],
         data: Mapping[str, Value],
         outputs: Mapping[str, Value],
+        buffers: Mapping[str, Value] | None = None,
+        buffer_updates: Mapping[str, str] | None = None,
+        paths: Mapping[str, str] | None = None,
         differentiable_outputs: list[str],
         jit: bool,
         model: Any,
@@ -45,11 +48,17 @@ class PhysicalModel:
         self.backend = backend
         self.program = program
         self._param_values = dict(params)
+        self._buffer_values = dict(buffers or {})
         self._data_values = dict(data)
         self._output_values = dict(outputs)
         self._differentiable_outputs = differentiable_outputs
         self._param_keys = frozenset(params)
+        self._buffer_keys = frozenset(self._buffer_values)
+        self._state_keys = self._param_keys | self._buffer_keys  # what evaluate's ``params`` holds
         self._data_keys = frozenset(data)
+        self._buffer_updates = dict(buffer_updates or {})
+        self._paths = dict(paths or {})
+        self.model = model
         self.primitive_count = primitive_count
         self.compile_seconds = compile_seconds
         self.file_path = file_path
@@ -63,10 +72,11 @@ class PhysicalModel:
         else:
             self._backward = functions.get("evaluate_gradients")
         self._fan_in = dict(fan_in or {})
-        # per input: (name, is_param, static shape or None, shape pattern, native dtype, kind)
+        # per input: (name, is_state, static shape or None, shape pattern, native dtype, kind); state
+        # (parameters and buffers) comes in ``params``, runtime data in ``data``
         self._checks = [
             (name, label == "params", v.shape.static(), v.shape.ints(), backend.native_dtype(v.kind or "float"), v.kind or "float")
-            for label, group in (("params", params), ("data", data))
+            for label, group in (("params", params), ("params", self._buffer_values), ("data", data))
             for name, v in group.items()
         ]
         self._params: dict[str, Any] | None = None
@@ -81,12 +91,39 @@ class PhysicalModel:
 
     @property
     def input_keys(self) -> list[str]:
-        return [*self._param_values, *self._data_values]
+        return [*self._param_values, *self._buffer_values, *self._data_values]
 
     @property
     def param_keys(self) -> list[str]:
-        """Trainable parameters (what ``randomize_params`` creates and gradients are returned for)."""
+        """Trainable parameters (gradients are returned for these)."""
         return list(self._param_values)
+
+    @property
+    def buffer_keys(self) -> list[str]:
+        """Non-trainable state (BatchNorm running statistics): passed in ``params``, never differentiated."""
+        return list(self._buffer_values)
+
+    @property
+    def buffer_updates(self) -> dict[str, str]:
+        """Buffer -> the output holding its next value (state updates, e.g. running statistics in training)."""
+        return dict(self._buffer_updates)
+
+    @property
+    def input_paths(self) -> dict[str, str]:
+        """Each input's logical path (``h_0.attn.c_attn.weight``), whatever ``use_short_namings`` chose
+        for its name: the stable identity checkpoint loaders map names to."""
+        return dict(self._paths)
+
+    def update_buffers(self, params: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with every buffer replaced by its new value from ``outputs`` (see :attr:`buffer_updates`).
+
+        >>> outputs, grads = pm.evaluate(params, data, output_gradients=True)   # doctest: +SKIP
+        >>> params = pm.update_buffers(params, outputs)                          # doctest: +SKIP
+        """
+        missing = [out for out in self._buffer_updates.values() if out not in outputs]
+        if missing:
+            raise KeyError_(f"update_buffers: outputs {missing} are missing; pass the dict evaluate returned")
+        return {**params, **{buffer: outputs[out] for buffer, out in self._buffer_updates.items()}}
 
     @property
     def data_keys(self) -> list[str]:
@@ -113,6 +150,8 @@ class PhysicalModel:
                 if label == "param" and shape is not None and None not in shape:
                     total += math.prod(shape)  # type: ignore[arg-type]
         lines.append(f"  trainable parameters: {total}")
+        if self._buffer_values:
+            lines.append(f"  buffers: {', '.join(self._buffer_values)}")
         text = "\n".join(lines)
         if print_fn is not None:
             print_fn(text)
@@ -144,7 +183,7 @@ class PhysicalModel:
         """
         rng = np.random.default_rng(self.backend.seed if seed is None else seed)
         params = {}
-        for name, value in self._param_values.items():
+        for name, value in {**self._param_values, **self._buffer_values}.items():
             shape = value.shape.static()
             if shape is None:
                 raise ShapeError(
@@ -183,7 +222,7 @@ class PhysicalModel:
             with np.load(path, allow_pickle=False) as archive:
                 arrays = {k: archive[k] for k in archive.files}
         params = {k: self.backend.array(v) for k, v in arrays.items()}
-        self._check_group(params, self._param_keys, "params")
+        self._check_group(params, self._state_keys, "params")
         self._check_arrays(params, {}, params_only=True)
         self._params = params
         return params
@@ -194,11 +233,14 @@ class PhysicalModel:
         scalar output) is given."""
         params = {} if params is None else params
         data = {} if data is None else data
-        if params.keys() != self._param_keys:
-            self._check_group(params, self._param_keys, "params")
+        if params.keys() != self._state_keys:
+            self._check_group(params, self._state_keys, "params")
         if data.keys() != self._data_keys:
             self._check_group(data, self._data_keys, "data")
         data = self._check_arrays(params, data)
+        if self._buffer_keys:  # buffers reach the generated code as runtime inputs, never differentiated
+            data = {**data, **{k: params[k] for k in self._buffer_keys}}
+            params = {k: params[k] for k in self._param_keys}
         if output_gradients is None:
             return self._forward(params, data)
         return self._evaluate_gradients(params, data, output_gradients)
@@ -248,7 +290,7 @@ class PhysicalModel:
         if missing:
             parts.append(f"missing {missing}")
         if unknown:
-            other = self._data_keys if label == "params" else self._param_keys
+            other = self._data_keys if label == "params" else self._state_keys
             hint = [k for k in unknown if k in other]
             parts.append(f"unknown {unknown}" + (f" ({hint} belong in {'data' if label == 'params' else 'params'})" if hint else ""))
         if parts:

@@ -46,6 +46,9 @@ class IOKey:
         expose: ``False`` keeps a named output internal.
         init: how ``randomize_params`` fills a parameter: ``"fan_in"`` (uniform +-1/sqrt(fan_in), PyTorch's
             Linear/Conv default), ``"ones"``, ``"zeros"`` or ``"normal"`` (std 0.02).
+        buffer: ``True`` makes an input non-trainable state (PyTorch's buffers, e.g. BatchNorm running
+            statistics): it travels with the parameters (``randomize_params``, ``load_params``, the
+            ``params`` of ``evaluate``) but is never differentiated.
     """
 
     name: str | None = None
@@ -55,10 +58,13 @@ class IOKey:
     differentiable: bool | None = None
     expose: bool | None = None
     init: str | None = None
+    buffer: bool = False
 
     def __post_init__(self) -> None:
         if self.init not in INITIALISERS:
             raise ValueError(f"IOKey({self.name!r}): unknown init {self.init!r}; accepted: {', '.join(map(str, INITIALISERS[1:]))}")
+        if self.buffer and self.differentiable:
+            raise ValueError(f"IOKey({self.name!r}): a buffer is never differentiated; drop differentiable=True or buffer=True")
 
 
 def _sequence(args: tuple[Any, ...]) -> tuple[Any, ...]:

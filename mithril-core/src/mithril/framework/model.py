@@ -88,6 +88,8 @@ def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> 
     a.producer = a.producer or b.producer
     a.differentiable = a.differentiable if a.differentiable is not None else b.differentiable
     a.init = a.init or b.init
+    a.buffer = a.buffer or b.buffer
+    a.updates = a.updates or b.updates
     return a
 
 
@@ -281,6 +283,10 @@ class Model:
         if key.init is not None:
             touch(value.find())
             value.find().init = key.init
+        if key.buffer:
+            touch(value.find())
+            value.find().buffer = True
+            value.find().differentiable = False
         if key.name is not None:
             self._bind_name(key.name, value, where)
             if key.expose is False:
@@ -425,6 +431,33 @@ class Model:
                     raise ConnectionError_(f"{self._path()}.set_differentiability({key!r}): only inputs can be set")
                 touch(value)
                 value.differentiable = bool(flag)
+        return self
+
+    def set_buffer_update(self, buffer: str | Connection, new_value: str | Connection) -> Model:
+        """Declare ``new_value`` the next value of the buffer ``buffer`` (a state update, e.g. BatchNorm's
+        running statistics in training mode).
+
+        A compiled model returns it as the output ``"<buffer name>_new"``; ``pm.buffer_updates`` maps each
+        buffer to its output and ``pm.update_buffers(params, outputs)`` applies them.
+
+        >>> from mithril.models import Add, IOKey, Model
+        >>> model = Model()
+        >>> model |= Add()(left=IOKey("count", buffer=True, shape=[1]), right=1.0, output=IOKey("next"))
+        >>> _ = model.set_buffer_update("count", "next")
+        """
+        with self._transaction():
+            target = self._resolve(buffer, "set_buffer_update").find()
+            if not target.buffer or target.producer is not None:
+                raise ConnectionError_(f"{self._path()}.set_buffer_update({buffer!r}): not a buffer input (declare it with IOKey(buffer=True))")
+            value = self._resolve(new_value, "set_buffer_update").find()
+            if value.producer is None:
+                raise ConnectionError_(f"{self._path()}.set_buffer_update({new_value!r}): the new value must be computed by the model")
+            touch(value)
+            value.updates = target
+            try:
+                unify(value.shape, target.shape)
+            except ShapeMismatch as exc:
+                raise ShapeError(f"{self._path()}.set_buffer_update({buffer!r}): the new value's shape {value.shape!r} differs from the buffer's {target.shape!r} ({exc})") from None
         return self
 
     @contextlib.contextmanager

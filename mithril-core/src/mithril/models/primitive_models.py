@@ -40,7 +40,7 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("Unsqueeze", "unsqueeze"), ("BroadcastTo", "broadcast_to"), ("Concat", "concat"), ("Split", "split"),
     ("Pad", "pad"), ("Indexer", "index"), ("Gather", "gather"), ("Arange", "arange"), ("Ones", "ones"),
     ("Zeros", "zeros"), ("Full", "full"), ("ZerosLike", "zeros_like"), ("OnesLike", "ones_like"),
-    ("Shape", "shape"), ("Size", "size"),
+    ("Positions", "positions"), ("Shape", "shape"), ("Size", "size"),
     # neural network
     ("ScaledDotProduct", "scaled_dot_product_attention"), ("Randn", "randn"), ("Randint", "randint"),
     ("DropoutMask", "dropout_mask"),

@@ -414,6 +414,8 @@ def _shape_ops() -> list[Case]:
         Case("zeros_like", {"input": normal(2, 3)}),
         Case("zeros_like", {"input": integers(0, 4, 2, 3)}, id="zeros_like-int"),
         Case("ones_like", {"input": normal(2, 3)}),
+        Case("positions", {"input": normal(2, 5)}),
+        Case("positions", {"input": integers(0, 4, 3, 4, 2)}, {"axis": 1}, id="positions-axis1"),
         Case("shape", {"input": normal(2, 3, 4)}),
         Case("size", {"input": normal(2, 3, 4)}),
     ]

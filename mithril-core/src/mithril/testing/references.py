@@ -464,6 +464,11 @@ def ones_like(input):
 
 
 @reference
+def positions(input, *, axis):
+    return np.arange(np.shape(input)[axis], dtype=_INT)
+
+
+@reference
 def shape(input):
     return np.array(np.shape(input), dtype=_INT)
 

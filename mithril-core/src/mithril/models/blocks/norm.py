@@ -87,25 +87,58 @@ class GroupNorm(_Norm):
 
 
 class BatchNorm2d(_Norm):
-    """Batch normalisation over ``(N, H, W)`` of ``[N, C, H, W]``.
+    """Batch normalisation over ``(N, H, W)`` of ``[N, C, H, W]`` (PyTorch's ``BatchNorm2d``).
 
-    With ``use_batch_stats=True`` (training) the batch statistics are used; with ``False`` the inputs
-    ``running_mean`` and ``running_var`` (runtime data, ``[C]``) are used, as in PyTorch's eval mode.
-    Running statistics are not updated by the model; update them in the training loop if needed.
+    Args:
+        num_features: channels ``C`` (inferred from the input when ``None``).
+        eps: added to the variance.
+        momentum: weight of the batch statistics in the running-statistics update.
+        affine: learn a per-channel ``weight`` and ``bias``.
+        track_running_stats: keep the buffers ``running_mean`` (zeros) and ``running_var`` (ones),
+            passed with the parameters and never differentiated.
+        use_batch_stats: ``True`` (training, PyTorch's ``train()``): normalise with the batch statistics;
+            with ``track_running_stats`` the compiled model also returns the updated running statistics
+            (``running_mean_new``/``running_var_new``; apply them with ``pm.update_buffers``), as
+            PyTorch does: ``(1 - momentum) * running + momentum * batch`` with the unbiased batch variance.
+            ``False`` (inference, PyTorch's ``eval()``): normalise with the running statistics.
+
+    >>> bn = BatchNorm2d(4, use_batch_stats=False)
+    >>> sorted(bn.input_keys)
+    ['bias', 'input', 'running_mean', 'running_var', 'weight']
     """
 
-    def __init__(self, num_features: int | None = None, eps: float = 1e-5, affine: bool = True, *, use_batch_stats: bool = True, name: str | None = None) -> None:
+    def __init__(
+        self,
+        num_features: int | None = None,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        use_batch_stats: bool = True,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
+        if not use_batch_stats and not track_running_stats:
+            raise ValueError("BatchNorm2d: inference (use_batch_stats=False) needs the running statistics (track_running_stats=True)")
         self._params(num_features, affine, affine)
         per_channel = (-1, 1, 1)
         x = self._declare(IOKey("input", shape=["N", num_features, None, None]))
+        running = {}
+        if track_running_stats:
+            for key, init in (("running_mean", "zeros"), ("running_var", "ones")):
+                running[key] = self._declare(IOKey(key, shape=[num_features], type="float", buffer=True, init=init))
         if use_batch_stats:
             normed = _normalize(self, x, (0, 2, 3), eps)
+            if track_running_stats:
+                batch = {
+                    "running_mean": op(self, "mean", x, axis=(0, 2, 3)),
+                    "running_var": op(self, "var", x, axis=(0, 2, 3), correction=1),
+                }
+                for key, stat in batch.items():
+                    self.set_buffer_update(key, running[key] * (1.0 - momentum) + stat * momentum)
         else:
-            stats = {
-                key: op(self, "reshape", self._declare(IOKey(key, shape=[num_features], type="float", differentiable=False)), shape=per_channel)
-                for key in ("running_mean", "running_var")
-            }
+            stats = {key: op(self, "reshape", value, shape=per_channel) for key, value in running.items()}
             normed = (x - stats["running_mean"]) * op(self, "rsqrt", stats["running_var"] + eps)
         out = _affine(self, normed, affine, affine, reshape=per_channel)
         self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"], "bias": ["C"]} if affine else {}))

@@ -298,6 +298,16 @@ def _size_of(io, attrs):
     return True
 
 
+def _positions_shape(io, attrs):
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    length = Dim()
+    unify(io["output"], Shape([length]))
+    unify_dims(length, dims[normalize_axis(attrs["axis"], len(dims))])
+    return True
+
+
 def _like_shape(io, attrs):
     unify(io["output"], io["input"])
     return True
@@ -355,6 +365,15 @@ SPECS = (
     PrimitiveSpec("full", (), _creation_shape, _full_kind, attributes={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None}, doc="np.full(shape, fill_value)"),
     PrimitiveSpec("zeros_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.zeros_like(input)"),
     PrimitiveSpec("ones_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.ones_like(input)"),
+    PrimitiveSpec(
+        "positions",
+        ("input",),
+        _positions_shape,
+        int_result,
+        attributes={"axis": -1},
+        differentiable=(),
+        doc="np.arange(input.shape[axis]): int positions along one axis (the length may be known only at run time)",
+    ),
     PrimitiveSpec("shape", ("input",), _shape_of, int_result, differentiable=(), doc="np.array(input.shape)"),
     PrimitiveSpec("size", ("input",), _size_of, int_result, differentiable=(), doc="np.array(input.size)"),
 )

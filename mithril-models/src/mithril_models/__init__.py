@@ -1,0 +1,63 @@
+"""mithril-models: ResNet, GPT-2, CLIP and T5 for Mithril, with checkpoint loading and text generation.
+
+Every builder returns a logical model you compile for any backend; :func:`load_hf` fills it from a
+Hugging Face (or torchvision/timm, or OpenAI CLIP) checkpoint; :func:`generate` samples text from a GPT.
+The builders are also reachable as ``from mithril.models import resnet18`` through the plugin registry.
+
+Example:
+    >>> import mithril as ml
+    >>> from mithril_models import resnet18
+    >>> model = resnet18(num_classes=10)
+    >>> pm = ml.compile(model, ml.NumpyBackend(), shapes={"input": [1, 3, 64, 64]}, data_keys={"input"})  # doctest: +SKIP
+    >>> logits = pm.evaluate(pm.randomize_params(), {"input": image})["output"]                         # doctest: +SKIP
+
+Names are resolved on first use, so ``import mithril_models`` imports no model family.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .checkpoints import CheckpointError, LoadReport, load_hf, save_safetensors
+    from .clip import clip, encode_image, encode_text
+    from .family import FamilyModel
+    from .generation import generate
+    from .gpt import create_gpt
+    from .hf import from_hf_config
+    from .resnet import resnet18, resnet34, resnet50, resnet101, resnet152
+    from .t5 import t5_decode, t5_encode
+
+_EXPORTS: dict[str, str] = {
+    **{f"resnet{depth}": "resnet" for depth in (18, 34, 50, 101, 152)},
+    "create_gpt": "gpt",
+    "clip": "clip",
+    "encode_image": "clip",
+    "encode_text": "clip",
+    "t5_encode": "t5",
+    "t5_decode": "t5",
+    "from_hf_config": "hf",
+    "load_hf": "checkpoints",
+    "save_safetensors": "checkpoints",
+    "CheckpointError": "checkpoints",
+    "LoadReport": "checkpoints",
+    "generate": "generation",
+    "FamilyModel": "family",
+}
+
+__all__ = sorted(_EXPORTS)
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mithril_models' has no attribute {name!r}; available: {', '.join(__all__)}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,33 @@
+"""Reading model configurations given as ``transformers`` config objects, dataclasses or plain dicts.
+
+Example:
+    >>> read_config({"d_model": 512}, "d_model", "num_heads", num_heads=8)
+    (512, 8)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["config_value", "read_config"]
+
+_MISSING: Any = object()
+
+
+def config_value(config: Any, name: str, default: Any = _MISSING) -> Any:
+    """``config.name`` or ``config[name]``; ``default`` when absent (a clear error when there is none)."""
+    if isinstance(config, Mapping):
+        if name in config:
+            return config[name]
+    elif hasattr(config, name):
+        return getattr(config, name)
+    if default is _MISSING:
+        kind = "dict" if isinstance(config, Mapping) else type(config).__name__
+        raise KeyError(f"model configuration ({kind}) has no field {name!r}")
+    return default
+
+
+def read_config(config: Any, *names: str, **defaults: Any) -> tuple[Any, ...]:
+    """Several fields at once: required ``names`` in order, then the fields of ``defaults`` in order."""
+    return tuple(config_value(config, n) for n in names) + tuple(config_value(config, n, d) for n, d in defaults.items())

@@ -1,0 +1,19 @@
+"""Checkpoint reading and loading: formats (:mod:`.safetensors`, :mod:`.source`), name maps
+(:mod:`.layout`) and :func:`load_hf` (:mod:`.loader`).
+
+Example:
+    >>> from mithril_models.checkpoints import Layout, Target, transpose
+    >>> Layout("mine", {"fc.weight": [Target("head.weight", transpose)]}).name
+    'mine'
+"""
+
+from .errors import CheckpointError
+from .layout import Layout, Target, merge_layouts, take, transpose
+from .loader import LoadReport, load_hf
+from .safetensors import SafetensorsFile, save_safetensors
+from .source import TensorSource, open_checkpoint, to_numpy
+
+__all__ = [
+    "CheckpointError", "Layout", "LoadReport", "SafetensorsFile", "Target", "TensorSource", "load_hf", "merge_layouts",
+    "open_checkpoint", "save_safetensors", "take", "to_numpy", "transpose",
+]

@@ -1,0 +1,48 @@
+"""``FamilyModel``: the logical model a builder returns, carrying its configuration and its checkpoint layouts.
+
+A family (ResNet, GPT-2, CLIP, T5) subclasses it, builds its graph in ``__init__`` and says in
+:meth:`FamilyModel.checkpoint_layouts` how each published checkpoint format names its tensors. Child
+blocks are named after the modules of the most common checkpoint (``transformer.h.0.attn.c_attn``), so
+``ml.compile(..., use_short_namings=False)`` gives parameter names a PyTorch user already knows.
+
+Example:
+    >>> from mithril_models import create_gpt
+    >>> gpt = create_gpt(bias=True, block_size=8, dims=16, num_heads=2, num_layers=1, vocab_size=32)
+    >>> gpt.family, isinstance(gpt, FamilyModel)
+    ('gpt2', True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from mithril.models import Model
+
+from .checkpoints.layout import Layout
+
+__all__ = ["FamilyModel", "find_family_models"]
+
+
+class FamilyModel(Model):
+    """A model of a known family: ``config`` holds the builder's arguments (or the ``transformers`` config)."""
+
+    family: ClassVar[str] = ""
+    """Short family name (``"resnet"``, ``"gpt2"``, ``"clip"``, ``"t5"``)."""
+
+    def __init__(self, config: Any, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.config = config
+
+    def checkpoint_layouts(self) -> list[Layout]:
+        """Every checkpoint naming convention this model loads from, paths relative to this model."""
+        raise NotImplementedError(f"{type(self).__name__} declares no checkpoint layouts")
+
+
+def find_family_models(model: Model, prefix: str = "") -> Iterator[tuple[str, FamilyModel]]:
+    """``(path prefix, model)`` for the outermost family models in ``model``'s tree (``model`` itself first)."""
+    if isinstance(model, FamilyModel):
+        yield prefix, model
+        return
+    for name, child in model._children:
+        yield from find_family_models(child, f"{prefix}{name}.")
