@@ -456,6 +456,7 @@ class Model:
             value.updates = target
             try:
                 unify(value.shape, target.shape)
+                self._graph.solve()
             except ShapeMismatch as exc:
                 raise ShapeError(f"{self._path()}.set_buffer_update({buffer!r}): the new value's shape {value.shape!r} differs from the buffer's {target.shape!r} ({exc})") from None
         return self

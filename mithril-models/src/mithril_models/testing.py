@@ -1,0 +1,60 @@
+"""Helpers for testing model families: every installed backend, and the error measure of the model tests.
+
+Tests compare a family against an implementation nobody here wrote (``transformers``, hand-written
+PyTorch, OpenAI's CLIP) built with random weights from a config object; nothing is fetched from a hub.
+
+Example:
+    >>> max_relative_error([1.0, 2.0], [1.0, 2.5])
+    0.2
+"""
+
+from __future__ import annotations
+
+__all__ = ["FLOAT32_TOLERANCE", "FLOAT64_TOLERANCE", "assert_matches", "backend_names", "backend_params", "make_backend", "max_relative_error"]
+
+from collections.abc import Iterator
+from typing import Any
+
+import mithril as ml
+import numpy as np
+from mithril.plugins.lookup import available_backends, backend_class
+
+FLOAT32_TOLERANCE = 1e-4
+"""Max relative error of float32 backends against the float32 reference (``max|got-ref| / max|ref|``)."""
+FLOAT64_TOLERANCE = 1e-9
+"""Max relative error of NumPy float64 against the reference run in float64."""
+
+
+def backend_names() -> list[str]:
+    """Installed backends, NumPy first (``*`` is the shared Python table, not a backend)."""
+    names = sorted(b for b in available_backends() if b != "*")
+    return sorted(names, key=lambda n: n != "numpy")
+
+
+def backend_params(*, dtypes: tuple[Any, ...] = (ml.float32,)) -> Iterator[Any]:
+    """``pytest.param(name, dtype)`` for every installed backend that computes in ``dtype``."""
+    import pytest
+
+    for name in backend_names():
+        for dtype in dtypes:
+            if dtype in backend_class(name).supported_dtypes:
+                yield pytest.param(name, dtype, id=f"{name}-{dtype.value}")
+
+
+def make_backend(name: str, dtype: Any = ml.float32) -> Any:
+    return backend_class(name)(dtype=dtype)
+
+
+def max_relative_error(got: Any, ref: Any) -> float:
+    """``max|got - ref| / max|ref|`` (the issue's measure), in float64."""
+    got64, ref64 = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    assert got64.shape == ref64.shape, f"shape {got64.shape} != reference {ref64.shape}"
+    scale = float(np.abs(ref64).max()) or 1.0
+    return float(np.abs(got64 - ref64).max()) / scale
+
+
+def assert_matches(got: Any, ref: Any, dtype: Any, what: str = "") -> None:
+    """Fail unless ``got`` is within the tolerance for ``dtype`` of ``ref``."""
+    tolerance = FLOAT64_TOLERANCE if dtype == ml.float64 else FLOAT32_TOLERANCE
+    error = max_relative_error(got, ref)
+    assert error <= tolerance, f"{what}: max relative error {error:.3g} > {tolerance:g}"
