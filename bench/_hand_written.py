@@ -104,3 +104,47 @@ def torch_models(num_layers: int, heads: int) -> dict[str, Any]:
         return run
 
     return {"mlp": (no_grad(mlp), with_grads(mlp)), "gpt": (no_grad(stack), with_grads(stack))}
+
+
+def jax_gpt2(num_layers: int, heads: int, tied: bool = True) -> tuple[Any, Any]:
+    """A hand-written ``jax.jit`` GPT-2 (token ids -> logits) over parameters named as Hugging Face's
+    ``GPT2LMHeadModel`` names them, with ``Linear`` layouts ([out, in]): Mithril's ``create_gpt`` compiled
+    with ``use_short_namings=False``. Returns ``(forward, forward_backward)``."""
+    import jax
+    import jax.numpy as jnp
+
+    def layer_norm(x, p, name):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p[f"{name}.weight"] + p[f"{name}.bias"]
+
+    def linear(x, p, name):
+        return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+
+    def attention(x, p, name):
+        b, t, d = x.shape
+        hd = d // heads
+        q, k, v = jnp.split(linear(x, p, f"{name}.c_attn"), 3, axis=-1)
+        q, k, v = (y.reshape(b, t, heads, hd).transpose(0, 2, 1, 3) for y in (q, k, v))  # [B, H, T, hd]
+        scores = q @ k.swapaxes(-1, -2) / math.sqrt(hd)
+        scores = jnp.where(jnp.tril(jnp.ones((t, t), bool)), scores, -jnp.inf)
+        out = jax.nn.softmax(scores, axis=-1) @ v
+        return linear(out.transpose(0, 2, 1, 3).reshape(b, t, d), p, f"{name}.c_proj")
+
+    def gpt2(params, ids):
+        t = ids.shape[1]
+        x = params["transformer.wte.weight"][ids] + params["transformer.wpe.weight"][:t]
+        for i in range(num_layers):
+            h = f"transformer.h.{i}"
+            x = x + attention(layer_norm(x, params, f"{h}.ln_1"), params, f"{h}.attn")
+            hidden = jax.nn.gelu(linear(layer_norm(x, params, f"{h}.ln_2"), params, f"{h}.mlp.c_fc"), approximate=True)
+            x = x + linear(hidden, params, f"{h}.mlp.c_proj")
+        x = layer_norm(x, params, "transformer.ln_f")
+        head = params["transformer.wte.weight"] if tied else params["lm_head.weight"]
+        return x @ head.T
+
+    def run(params, ids, g):
+        out, pullback = jax.vjp(lambda p: gpt2(p, ids), params)
+        return out, pullback(g)[0]
+
+    return jax.jit(gpt2), jax.jit(run)

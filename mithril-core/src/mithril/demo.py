@@ -130,9 +130,28 @@ def run_demo(steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] 
         print_fn(f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}")
     for failure in failures:
         print_fn(f"{'FAILED':<16}{failure}")
+    failures += _run_sections(print_fn)
     if failures:
         raise DemoFailed(failures)
     return rows
+
+
+def _run_sections(print_fn: Callable[[str], None]) -> list[str]:
+    """Run the demo sections plugins registered (``mithril_register_demos``); returns their failures."""
+    from .plugins import registry
+    from .primitives.registry import resolve_target
+
+    failures: list[str] = []
+    for name, target in registry().demos.items():
+        print_fn("")
+        try:
+            resolve_target(target)(print_fn)
+        except DemoFailed as exc:
+            failures.extend(f"{name}: {item}" for item in exc.args[0])
+        except Exception as exc:  # a broken section is reported, not fatal to the others
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            print_fn(f"{'FAILED':<16}{failures[-1]}")
+    return failures
 
 
 class DemoFailed(RuntimeError):

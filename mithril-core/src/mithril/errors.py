@@ -12,6 +12,7 @@ __all__ = [
     "BackendAttributeError",
     "UnsupportedPrimitiveError",
     "PluginError",
+    "ArgumentError",
 ]
 
 
@@ -52,6 +53,11 @@ class BackendAttributeError(MithrilError, AttributeError):
 
 class UnsupportedPrimitiveError(MithrilError, NotImplementedError):
     """A compiled model needs a primitive (or its gradient) that the chosen backend does not provide."""
+
+
+class ArgumentError(MithrilError, ValueError):
+    """A block, primitive or function was given an invalid argument (``stride=0``, ``Linear(dimension="4")``);
+    the message names the argument, what is accepted and what was given."""
 
 
 class PluginError(MithrilError, RuntimeError):

@@ -56,12 +56,20 @@ def mithril_register_models(register: Callable[..., None]) -> None:
     ``create_gpt``), reachable as ``from mithril.models import <name>``."""
 
 
+@hookspec
+def mithril_register_demos(register: Callable[..., None]) -> None:
+    """``register(name, section_or_"module:function")`` adds a section to ``mithril demo``: a function
+    ``section(print_fn) -> None`` that runs after the core demo and prints its own table; it raises
+    ``mithril.demo.DemoFailed`` to make the demo fail."""
+
+
 HOOK_NAMES: tuple[str, ...] = (
     "mithril_register_primitives",
     "mithril_register_backends",
     "mithril_register_impls",
     "mithril_register_gradients",
     "mithril_register_models",
+    "mithril_register_demos",
 )
 
 __all__ = ["hookspec", "hookimpl", "HOOK_NAMES", *HOOK_NAMES]

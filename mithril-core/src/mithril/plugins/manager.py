@@ -125,6 +125,7 @@ class PluginManager:
             ("mithril_register_impls", lambda backend, table, fn=None: reg.add_impls(backend, table, plugin_name) if fn is None else reg.add_impl(backend, table, fn, plugin_name)),
             ("mithril_register_gradients", lambda prim, rule, backend=None: reg.add_gradient(prim, rule, backend=backend, plugin=plugin_name)),
             ("mithril_register_models", lambda name, builder: reg.add_model(name, builder, plugin_name)),
+            ("mithril_register_demos", lambda name, section: reg.add_demo(name, section, plugin_name)),
         ]
         for hook_name, registrar in calls:
             impl = getattr(module, hook_name, None)

@@ -108,11 +108,14 @@ class Registry:
         self.gradients: dict[str, VjpRule] = {}
         self.fused_gradients: dict[tuple[str, str], VjpRule] = {}
         self.models: dict[str, object] = {}
+        self.demos: dict[str, object] = {}
 
     # -- registrars (called through the plugin hooks) -------------------------------------------
     def add_primitive(self, spec: PrimitiveSpec, plugin: str = "?") -> None:
         if not isinstance(spec, PrimitiveSpec):
             raise PluginError(f"plugin {plugin!r} registered {spec!r}; expected a PrimitiveSpec")
+        if not spec.name.isidentifier() or not spec.name.isascii():
+            raise PluginError(f"plugin {plugin!r} registered primitive name {spec.name!r}; names must be ASCII identifiers (snake_case)")
         if spec.name in self.primitives and self.primitives[spec.name] is not spec:
             raise PluginError(
                 f"plugin {plugin!r} registers primitive {spec.name!r}, already registered by "
@@ -152,6 +155,11 @@ class Registry:
         if name in self.models:
             raise PluginError(f"plugin {plugin!r} registers model {name!r} twice")
         self.models[name] = builder
+
+    def add_demo(self, name: str, section: object, plugin: str = "?") -> None:
+        if name in self.demos:
+            raise PluginError(f"plugin {plugin!r} registers demo section {name!r} twice")
+        self.demos[name] = section
 
     # -- lookups ---------------------------------------------------------------------------------
     def primitive(self, name: str) -> PrimitiveSpec:

@@ -77,6 +77,8 @@ class PrimitiveSpec:
         input_kinds: accepted kinds per input, e.g. ``{"index": ("int",)}``.
         random: draws random numbers (never folded or deduplicated).
         doc: one line saying what it computes, in NumPy terms.
+        check_attributes: raises ``ValueError`` naming the attribute when resolved attributes are invalid
+            (``stride=0``); run whenever attributes are resolved, so every use of the primitive is checked.
     """
 
     name: str
@@ -90,6 +92,7 @@ class PrimitiveSpec:
     input_kinds: Mapping[str, tuple[Kind, ...]] = field(default_factory=dict)
     random: bool = False
     doc: str = ""
+    check_attributes: Callable[[Mapping[str, Any]], None] | None = None
 
     def input_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
         return self.inputs(attrs) if callable(self.inputs) else self.inputs
@@ -116,4 +119,11 @@ class PrimitiveSpec:
         missing = [k for k, v in attrs.items() if v is REQUIRED]
         if missing:
             raise TypeError(f"{where or self.name}: primitive {self.name!r} needs attribute(s) {missing}")
+        if self.check_attributes is not None:
+            try:
+                self.check_attributes(attrs)
+            except ValueError as exc:
+                from ..errors import ArgumentError
+
+                raise ArgumentError(f"{where or self.name}: {exc}") from None
         return attrs

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
+from ..errors import ShapeError
 from ..journal import _CURRENT, touch
 from ..union_find import find_root
 
@@ -37,11 +38,11 @@ def _bump() -> None:
     _EPOCH[0] += 1
 
 
-class ShapeMismatch(Exception):
+class ShapeMismatch(ShapeError):
     """Raised by unification; callers turn it into a :class:`~mithril.errors.ShapeError` with context."""
 
 
-class ShapeUndetermined(Exception):
+class ShapeUndetermined(ShapeError):
     """Two variadic shapes overlap ambiguously (``[..., 3]`` vs ``[N, C, ...]``): no single answer yet.
 
     Callers retry later (shape rules stay pending; connections become deferred equalities)."""

@@ -13,13 +13,13 @@ Example of generated code::
 from __future__ import annotations
 
 import keyword
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..graph import Graph, Value
 from ..passes.pruning import live_nodes
+from .escape import python_comment, python_identifier, python_literal
 
 __all__ = ["FunctionSpec", "PythonProgram", "generate_python"]
 
@@ -57,9 +57,7 @@ class _Namer:
 
     def fresh(self, hint: str | None) -> str:
         if hint:
-            base = re.sub(r"\W", "_", hint)
-            if not base or base[0].isdigit() or keyword.iskeyword(base):
-                base = f"v_{base}"
+            base = python_identifier(hint)
         else:
             base = f"_t{self.counter}"
             self.counter += 1
@@ -103,7 +101,7 @@ def generate_python(
     fn_names = {name: f"{name}_" if keyword.iskeyword(name) else name for name in primitives}  # e.g. lambda
     namespace: dict[str, Any] = {fn_names[name]: implementations[name] for name in primitives}
     namer = _Namer(set(fn_names.values()) | {"params", "data", "cotangents"})
-    lines = [f"# {line}" for line in header.splitlines()] + [""]
+    lines = [f"# {python_comment(line)}" for line in header.splitlines()] + [""]
 
     def ref(value: Value) -> str:
         if value.is_constant and value.producer is None:
@@ -130,17 +128,17 @@ def generate_python(
         body: list[str] = []
         for name, value in fn.inputs.items():
             source = "params" if name in param_names else "data"
-            body.append(f"{ref(value)} = {source}[{name!r}]")
+            body.append(f"{ref(value)} = {source}[{python_literal(name)}]")
         for name, value in fn.cotangents.items():
-            body.append(f"{ref(value)} = cotangents[{name!r}]")
+            body.append(f"{ref(value)} = cotangents[{python_literal(name)}]")
         targets_all = [v for group in fn.returns for v in group.values()]
         for node in live_nodes(graph.nodes, targets_all):
             args = ", ".join("None" if v is None else ref(v) for v in node.inputs.values())
             call = f"{fn_names[node.spec.name]}({', '.join(p for p in (args, attr_text(node.attrs)) if p)})"
             targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if len(node.outputs) > 1 else "")
-            comment = f"  # {node.path}" if node.path else ""
+            comment = f"  # {python_comment(node.path)}" if node.path else ""
             body.append(f"{targets} = {call}{comment}")
-        results = ["{" + ", ".join(f"{k!r}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns]
+        results = ["{" + ", ".join(f"{python_literal(k)}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns]
         signature = "params, data, cotangents" if fn.cotangents or len(fn.returns) > 1 else "params, data"
         lines.append(f"def {fn.name}({signature}):")
         lines.extend(f"    {line}" for line in body)

@@ -7,7 +7,7 @@ from typing import Any
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
-from ._util import param
+from ._util import check_size, param
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten"]
 
@@ -34,9 +34,15 @@ class _ConvNd(Model):
             if out_channels is not None and out_channels != filters:
                 raise TypeError(f"{type(self).__name__}: out_channels={out_channels} and filters={filters} disagree")
             out_channels = filters
-        kernel = (kernel_size,) * self._rank if isinstance(kernel_size, int) else tuple(kernel_size)
+        owner = type(self).__name__
+        check_size(owner, "out_channels", out_channels)
+        check_size(owner, "in_channels", in_channels)
+        check_size(owner, "groups", groups, optional=False)
+        kernel = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * self._rank
         if len(kernel) != self._rank:
-            raise ValueError(f"{type(self).__name__}: kernel_size {kernel_size!r} needs {self._rank} entries")
+            raise ValueError(f"{owner}: kernel_size {kernel_size!r} needs {self._rank} entries")
+        for k in kernel:
+            check_size(owner, "kernel_size", k, optional=False)
         if in_channels is not None and in_channels % groups:
             raise ValueError(f"{type(self).__name__}: in_channels={in_channels} is not divisible by groups={groups}")
         weight_in = in_channels // groups if in_channels is not None else None

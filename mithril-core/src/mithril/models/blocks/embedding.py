@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
-from ._util import param
+from ._util import check_size, param
 
 __all__ = ["Embedding"]
 
@@ -15,6 +15,8 @@ class Embedding(Model):
 
     def __init__(self, num_embeddings: int | None = None, dim: int | None = None, *, name: str | None = None) -> None:
         super().__init__(name=name)
+        check_size("Embedding", "num_embeddings", num_embeddings)
+        check_size("Embedding", "dim", dim)
         self |= Primitive("embedding")(
             input=IOKey("input", type="int"),
             weight=param("weight", init="normal", shape=[num_embeddings, dim]),

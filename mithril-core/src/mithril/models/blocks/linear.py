@@ -8,7 +8,7 @@ from typing import Any
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
-from ._util import param
+from ._util import check_size, param
 
 __all__ = ["Linear", "MLP"]
 
@@ -27,6 +27,8 @@ class Linear(Model):
 
     def __init__(self, dimension: int | None = None, use_bias: bool = True, *, in_features: int | None = None, name: str | None = None) -> None:
         super().__init__(name=name)
+        check_size("Linear", "dimension", dimension)
+        check_size("Linear", "in_features", in_features)
         self |= Primitive("linear")(
             input=IOKey("input"),
             weight=param("weight", shape=[dimension, in_features]),

@@ -1,0 +1,112 @@
+"""The one place where user-controlled strings (block names, keys, model names, paths) are made inert for
+generated source and for file names. Every code generator goes through these functions.
+
+- Python: :func:`python_identifier` (a valid, length-bounded identifier), :func:`python_comment` (one
+  line, control characters escaped) and :func:`python_literal` (a string literal).
+- C: :func:`c_identifier`, :func:`c_comment` (no ``*/``, no line breaks), :func:`c_string_literal`.
+- Files: :func:`safe_file_name` (no separators, no ``..``, bounded length, unique by a hash suffix).
+
+Example:
+    >>> python_comment("evil\\nimport os")
+    'evil\\\\nimport os'
+    >>> c_comment("a */ system(\\"x\\"); /*")
+    'a * / system("x"); / *'
+    >>> c_string_literal('key "1"\\n')
+    '"key \\\\"1\\\\"\\\\012"'
+    >>> safe_file_name("../etc/passwd", ".bin")
+    'etc_passwd-7fef78f5.bin'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import re
+
+__all__ = [
+    "MAX_COMMENT", "MAX_IDENTIFIER", "c_comment", "c_identifier", "c_string_literal", "python_comment",
+    "python_identifier", "python_literal", "safe_file_name",
+]
+
+MAX_IDENTIFIER = 48
+"""Longest identifier derived from a user string (a hash suffix keeps long names distinct)."""
+MAX_COMMENT = 160
+"""Longest comment derived from a user string."""
+
+_NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z_]")
+_C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int long "
+    "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while "
+    "_Bool _Complex _Imaginary NULL main".split()
+)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+def _identifier(text: str, reserved: frozenset[str] | set[str], prefix: str) -> str:
+    base = _NOT_IDENTIFIER.sub("_", text) or "_"
+    if len(base) > MAX_IDENTIFIER or base != text:
+        base = base[:MAX_IDENTIFIER]
+    if base[0].isdigit() or base in reserved:
+        base = f"{prefix}{base}"
+    return base
+
+
+def python_identifier(text: str) -> str:
+    """An ASCII Python identifier derived from ``text`` (callers still make it unique)."""
+    return _identifier(text, frozenset(keyword.kwlist) | frozenset(keyword.softkwlist), "v_")
+
+
+def c_identifier(text: str) -> str:
+    """An ASCII C identifier derived from ``text`` (callers still make it unique)."""
+    return _identifier(text, _C_KEYWORDS, "v_")
+
+
+def _one_line(text: str) -> str:
+    """Printable ASCII on one line: everything else (newlines, NUL, unicode) as escapes, bounded length."""
+    escaped = text.encode("unicode_escape").decode("ascii")
+    escaped = "".join(ch if " " <= ch <= "~" else f"\\x{ord(ch):02x}" for ch in escaped)
+    return escaped if len(escaped) <= MAX_COMMENT else escaped[: MAX_COMMENT - 12] + "..." + _digest(text)
+
+
+def python_comment(text: str) -> str:
+    """``text`` as the body of a ``#`` comment: it cannot end the comment or start a new line."""
+    return _one_line(text)
+
+
+def python_literal(text: str) -> str:
+    """``text`` as a Python string literal (``repr`` of a ``str`` is always a valid, inert literal)."""
+    return repr(str(text))
+
+
+def c_comment(text: str) -> str:
+    """``text`` as the body of a ``/* ... */`` comment: no ``*/`` or ``/*``, no line breaks, no trigraphs."""
+    return _one_line(text).replace("*/", "* /").replace("/*", "/ *").replace("??", "?\\?")
+
+
+def c_string_literal(text: str) -> str:
+    """``text`` as a C string literal: quotes, backslashes, control and non-ASCII bytes escaped (UTF-8)."""
+    out = []
+    for byte in text.encode("utf-8", "surrogatepass"):
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "?":
+            out.append("\\?")  # no trigraphs
+        elif 32 <= byte < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")  # octal escapes never swallow the next character
+    return '"' + "".join(out) + '"'
+
+
+def safe_file_name(text: str, suffix: str = "", max_length: int = 80) -> str:
+    """A file name derived from ``text``: ``[A-Za-z0-9._-]`` only, no leading dots, at most ``max_length``
+    characters before ``suffix``; a hash suffix keeps names distinct when anything was changed."""
+    base = re.sub(r"[^0-9A-Za-z._-]", "_", text).lstrip("._") or "_"
+    base = re.sub(r"\.{2,}", "_", base)
+    if base != text or len(base) > max_length:
+        base = f"{base[: max_length - 9]}-{_digest(text)}"
+    return base + suffix
