@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 __all__ = ["main"]
@@ -62,6 +63,7 @@ def _export(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mithril`` console script."""
     parser = argparse.ArgumentParser(prog="mithril", description="Mithril: compose once, compile anywhere.")
+    parser.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="train the seeds' MLP on every installed backend and compare")
     demo.add_argument("--steps", type=int, default=300)
@@ -79,7 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     plugins = sub.add_parser("plugins", help="list loaded and broken plugins")
     plugins.set_defaults(func=_plugins)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    if "" not in sys.path and os.getcwd() not in sys.path:  # `mithril export my_model:build` finds ./my_model.py
+        sys.path.insert(0, os.getcwd())
+    try:
+        return int(args.func(args))
+    except (Exception, KeyboardInterrupt) as exc:  # one readable line; --traceback for the whole story
+        if args.traceback:
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"mithril {args.command}: error: {type(exc).__name__}: {message} (run with --traceback for details)", file=sys.stderr)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ __all__ = [
     "UnsupportedPrimitiveError",
     "PluginError",
     "ArgumentError",
+    "CheckpointError",
 ]
 
 
@@ -55,9 +56,14 @@ class UnsupportedPrimitiveError(MithrilError, NotImplementedError):
     """A compiled model needs a primitive (or its gradient) that the chosen backend does not provide."""
 
 
-class ArgumentError(MithrilError, ValueError):
+class ArgumentError(MithrilError, ValueError, TypeError):
     """A block, primitive or function was given an invalid argument (``stride=0``, ``Linear(dimension="4")``);
     the message names the argument, what is accepted and what was given."""
+
+
+class CheckpointError(MithrilError, ValueError):
+    """A parameter or checkpoint file that cannot be read (missing, truncated, corrupt, pickle-based) or does
+    not fit the model (missing, unexpected or mis-shaped tensors); the message names the path and every problem."""
 
 
 class PluginError(MithrilError, RuntimeError):

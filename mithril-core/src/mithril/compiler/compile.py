@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.backend import Backend
-from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
+from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec
@@ -74,6 +74,10 @@ def compile(  # noqa: A001 - the public name is ml.compile
     """
     if unknown:
         raise TypeError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
+    from ..framework.model import Model
+
+    if not isinstance(model, Model):
+        raise ArgumentError(f"ml.compile needs a logical model (mithril.models.Model) as its first argument, got {type(model).__name__}")
     if not isinstance(backend, Backend):
         raise TypeError(f"ml.compile needs a backend instance such as ml.NumpyBackend(), got {backend!r}")
     if not safe_names and backend.codegen == "python":

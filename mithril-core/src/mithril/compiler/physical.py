@@ -10,13 +10,16 @@ Example:
 from __future__ import annotations
 
 import math
+import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import DtypeError, KeyError_, MithrilError, ShapeError
+from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
+from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
 
 __all__ = ["PhysicalModel"]
@@ -81,7 +84,10 @@ class PhysicalModel:
         ]
         self._params: dict[str, Any] | None = None
         # symbolic dims shared by several inputs (``N`` of data and labels) are checked for agreement
-        self._shared_dims = _shared_symbolic_dims({**params, **data})
+        inputs = {**params, **self._buffer_values, **data}
+        self._shared_dims = _shared_symbolic_dims(inputs)
+        # output axis -> an input axis of the same run-time size, to check cotangents whose shape is symbolic
+        self._output_dims = _output_symbolic_dims(inputs, outputs)
 
     # -- introspection ---------------------------------------------------------------------------
     @property
@@ -181,6 +187,8 @@ class PhysicalModel:
         The numbers come from NumPy's generator seeded with ``seed`` (or the backend's seed), so the
         same seed gives the same parameters on every backend.
         """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ArgumentError(f"randomize_params: seed must be a non-negative int or None, got {seed!r}")
         rng = np.random.default_rng(self.backend.seed if seed is None else seed)
         params = {}
         for name, value in {**self._param_values, **self._buffer_values}.items():
@@ -200,30 +208,50 @@ class PhysicalModel:
             return self.randomize_params()
         return dict(self._params)
 
-    def save_params(self, path: str | Path, params: Mapping[str, Any] | None = None) -> None:
-        """Save parameters as ``.safetensors`` (when the package is installed) or ``.npz``. Never pickle."""
-        arrays = {k: np.ascontiguousarray(self.backend.to_numpy(v)) for k, v in (params or self.get_parameters()).items()}
-        path = Path(path)
-        if path.suffix == ".safetensors":
-            from safetensors.numpy import save_file
+    def save_params(self, path: str | Path, params: Mapping[str, Any] | None = None) -> Path:
+        """Save parameters and buffers to exactly ``path``: ``.safetensors`` or ``.npz``. Never pickle.
 
-            save_file(arrays, str(path))
+        Keys, dtypes and shapes are checked first, so a file :meth:`load_params` would refuse is never
+        written. Returns the path written.
+        """
+        path = _param_file(path, "save_params")
+        params = self.get_parameters() if params is None else params
+        try:
+            self._check_group(params, self._state_keys, "params")
+            self._check_arrays(params, {}, params_only=True)
+        except MithrilError as exc:
+            raise type(exc)(f"save_params({path}): {exc}") from None
+        arrays = {k: np.ascontiguousarray(self.backend.to_numpy(v)) for k, v in params.items()}
+        if path.suffix == ".safetensors":
+            save_safetensors(path, arrays)
         else:
-            np.savez(path, **arrays)
+            partial = path.with_name(path.name + ".partial")
+            with open(partial, "wb") as f:  # a file object: np.savez appends no ".npz" to the name
+                np.savez(f, **arrays)
+            os.replace(partial, path)
+        return path
 
     def load_params(self, path: str | Path) -> dict[str, Any]:
-        """Load parameters saved by :meth:`save_params`; keys and shapes are checked."""
-        path = Path(path)
+        """Load parameters and buffers saved by :meth:`save_params`; keys, dtypes and shapes are checked and
+        every error names the file."""
+        path = _param_file(path, "load_params")
+        if not path.is_file():
+            raise CheckpointError(f"load_params: {path} does not exist")
         if path.suffix == ".safetensors":
-            from safetensors.numpy import load_file
-
-            arrays = load_file(str(path))
+            file = SafetensorsFile(path)
+            arrays = {k: file.read(k) for k in file.keys()}
         else:
-            with np.load(path, allow_pickle=False) as archive:
-                arrays = {k: archive[k] for k in archive.files}
+            try:
+                with np.load(path, allow_pickle=False) as archive:
+                    arrays = {k: archive[k] for k in archive.files}
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                raise CheckpointError(f"load_params: {path} is not a valid .npz file ({type(exc).__name__}: {exc})") from None
         params = {k: self.backend.array(v) for k, v in arrays.items()}
-        self._check_group(params, self._state_keys, "params")
-        self._check_arrays(params, {}, params_only=True)
+        try:
+            self._check_group(params, self._state_keys, "params")
+            self._check_arrays(params, {}, params_only=True)
+        except MithrilError as exc:
+            raise type(exc)(f"load_params({path}): {exc}") from None
         self._params = params
         return params
 
@@ -233,6 +261,12 @@ class PhysicalModel:
         scalar output) is given."""
         params = {} if params is None else params
         data = {} if data is None else data
+        if not isinstance(params, Mapping) or not isinstance(data, Mapping):
+            wrong, value = ("params", params) if not isinstance(params, Mapping) else ("data", data)
+            raise ArgumentError(
+                f"evaluate({wrong}=...): expected a dict of name -> array, got {type(value).__name__}; "
+                f"e.g. pm.evaluate(params, {{{', '.join(repr(k) for k in sorted(self._data_keys)) or ''}: ...}})"
+            )
         if params.keys() != self._state_keys:
             self._check_group(params, self._state_keys, "params")
         if data.keys() != self._data_keys:
@@ -249,6 +283,7 @@ class PhysicalModel:
 
     def _evaluate_gradients(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         cotangents = self._cotangents(output_gradients)
+        self._check_cotangent_dims(cotangents, params, data)
         if self._backward is None:
             raise MithrilError("this model was compiled with inference=True or has no parameters; it has no gradients")
         return self._backward(params, data, cotangents)
@@ -265,6 +300,11 @@ class PhysicalModel:
             given: dict[str, Any] = {scalar[0]: self.backend.array(1.0)}
         elif isinstance(output_gradients, Mapping):
             given = dict(output_gradients)
+            if not given:
+                raise KeyError_(
+                    f"output_gradients is empty, which would give all-zero gradients; give cotangents for the "
+                    f"differentiable outputs {outputs} (or True for a single scalar output)"
+                )
         else:
             raise TypeError(f"output_gradients must be a dict of cotangents or True, got {type(output_gradients).__name__}")
         unknown = set(given) - set(outputs)
@@ -328,6 +368,19 @@ class PhysicalModel:
             self._check_shared_dims(params, data if converted is None else converted)
         return data if converted is None else converted
 
+    def _check_cotangent_dims(self, cotangents: Mapping[str, Any], params: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        """Cotangent axes that are symbolic at compile time must match the inputs they follow (``N``, ``T``)."""
+        for (key, axis), (name, in_axis) in self._output_dims.items():
+            given = cotangents.get(key)
+            source = params.get(name, data.get(name))
+            if given is None or source is None:
+                continue
+            if int(given.shape[axis]) != int(source.shape[in_axis]):
+                raise ShapeError(
+                    f"evaluate(output_gradients): {key!r} axis {axis} has size {int(given.shape[axis])}, but the output's "
+                    f"axis {axis} follows {name!r} axis {in_axis}, of size {int(source.shape[in_axis])} in this call"
+                )
+
     def _check_shared_dims(self, params: Mapping[str, Any], data: Mapping[str, Any]) -> None:
         for positions in self._shared_dims:
             seen: tuple[str, int, int] | None = None
@@ -348,9 +401,21 @@ class PhysicalModel:
         """Runtime data may come as NumPy arrays, lists or other-precision arrays; they are converted to
         the model's dtype. Floats are never silently truncated into integer or bool inputs."""
         array = np.asarray(self.backend.to_numpy(value) if self.backend.is_array(value) else value)
+        if array.dtype.kind not in "biuf":
+            raise DtypeError(f"evaluate(data): {name!r} is {type(value).__name__} of dtype {array.dtype}; expected numbers ({kind})")
         if array.dtype.kind == "f" and kind != "float":
             raise DtypeError(f"evaluate(data): {name!r} has float values, but the model expects {kind} values")
         return self.backend.array(array, kind)
+
+
+PARAM_FILE_SUFFIXES = (".safetensors", ".npz")
+
+
+def _param_file(path: str | Path, where: str) -> Path:
+    path = Path(path)
+    if path.suffix not in PARAM_FILE_SUFFIXES:
+        raise ArgumentError(f"{where}: {path} must end in .safetensors or .npz (the format is chosen by the suffix)")
+    return path
 
 
 def weight_fan_in(shape: tuple[int, ...]) -> int:
@@ -369,6 +434,21 @@ def _shared_symbolic_dims(values: Mapping[str, Value]) -> list[list[tuple[str, i
             if dim.value is None:
                 groups.setdefault(id(dim.find()), []).append((name, axis))
     return [positions for positions in groups.values() if len(positions) > 1]
+
+
+def _output_symbolic_dims(inputs: Mapping[str, Value], outputs: Mapping[str, Value]) -> dict[tuple[str, int], tuple[str, int]]:
+    """(output, axis) -> (input, axis) for output axes of unknown size that are one dim with an input axis."""
+    by_dim: dict[int, tuple[str, int]] = {}
+    for name, value in inputs.items():
+        for axis, dim in enumerate(value.shape.dims() or ()):
+            if dim.value is None:
+                by_dim.setdefault(id(dim.find()), (name, axis))
+    result = {}
+    for key, value in outputs.items():
+        for axis, dim in enumerate(value.shape.dims() or ()):
+            if dim.value is None and id(dim.find()) in by_dim:
+                result[(key, axis)] = by_dim[id(dim.find())]
+    return result
 
 
 def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None, fan_in: int | None = None) -> np.ndarray:

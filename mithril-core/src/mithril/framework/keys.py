@@ -61,6 +61,10 @@ class IOKey:
     buffer: bool = False
 
     def __post_init__(self) -> None:
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            from ..errors import ArgumentError
+
+            raise ArgumentError(f"IOKey: name must be a non-empty string or None, got {self.name!r}")
         if self.init not in INITIALISERS:
             raise ValueError(f"IOKey({self.name!r}): unknown init {self.init!r}; accepted: {', '.join(map(str, INITIALISERS[1:]))}")
         if self.buffer and self.differentiable:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
-from ..errors import ConnectionError_, DtypeError, KeyError_, ShapeError
+from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..journal import touch, transaction
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
@@ -258,6 +258,8 @@ class Model:
         return False
 
     def _bind_name(self, name: str, value: Value, where: str) -> None:
+        if not name:
+            raise ArgumentError(f"{where}: key names must be non-empty strings")
         if name in self._keys:
             merge_values(self._keys[name], value, f"{where} -> {name!r}", self._graph)
         else:

@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import BackendNotAvailableError
 from .manager import manager
 
-__all__ = ["KNOWN_BACKENDS", "backend_class", "model_builder", "available_backends"]
+__all__ = ["KNOWN_BACKENDS", "KNOWN_MODELS", "backend_class", "model_builder", "available_backends"]
 
 # Backends Mithril publishes: attribute name -> (registry name, distribution, extra)
 KNOWN_BACKENDS: dict[str, tuple[str, str, str]] = {
@@ -48,13 +48,33 @@ def available_backends() -> list[str]:
     return sorted(manager().registry.backends)
 
 
+KNOWN_MODELS: frozenset[str] = frozenset(
+    {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "create_gpt", "clip", "encode_image", "encode_text", "t5_encode", "t5_decode"}
+)
+"""Builders the mithril-models package provides (asking for one without it names the package to install)."""
+
+
 def model_builder(name: str) -> Any:
-    """A registered model builder (``resnet18``), or ``AttributeError`` naming the package to install."""
+    """A registered model builder (``resnet18``). A builder mithril-models provides raises
+    :class:`BackendNotAvailableError` (an ``ImportError``, so ``from mithril.models import resnet18`` shows
+    it) naming ``pip install "mithril-core[models]"`` when that package is missing; other names raise
+    ``AttributeError``."""
     pm = manager()
     if name in pm.registry.models:
         from ..primitives.registry import resolve_target
 
         return resolve_target(pm.registry.models[name])
     broken = pm.broken_for("models")
-    hint = broken.describe() if broken else "install it with: pip install \"mithril-core[models]\""
-    raise AttributeError(f"mithril.models has no model {name!r}; registered builders: {sorted(pm.registry.models)}. ({hint})")
+    if broken:
+        hint = broken.describe()
+    elif "models" in pm.disabled:
+        hint = "the models plugin is disabled by MITHRIL_DISABLE_PLUGINS"
+    else:
+        hint = "the package mithril-models is not installed"
+    message = (
+        f"mithril.models has no model {name!r}: {hint}. Install it with: pip install \"mithril-core[models]\" "
+        f"(registered builders: {', '.join(sorted(pm.registry.models)) or 'none'})"
+    )
+    if name in KNOWN_MODELS:
+        raise BackendNotAvailableError(message)
+    raise AttributeError(message)

@@ -1,4 +1,4 @@
-"""Checkpoint reading and loading: formats (:mod:`.safetensors`, :mod:`.source`), name maps
+"""Checkpoint reading and loading: sources (:mod:`.source`, on core's :mod:`mithril.serialization`), name maps
 (:mod:`.layout`) and :func:`load_hf` (:mod:`.loader`).
 
 Example:
@@ -10,7 +10,7 @@ Example:
 from .errors import CheckpointError
 from .layout import Layout, Target, merge_layouts, take, transpose
 from .loader import LoadReport, load_hf
-from .safetensors import SafetensorsFile, save_safetensors
+from mithril.serialization.safetensors import SafetensorsFile, save_safetensors
 from .source import TensorSource, open_checkpoint, to_numpy
 
 __all__ = [

@@ -1,12 +1,7 @@
-"""Errors of checkpoint loading."""
+"""Errors of checkpoint loading (core's :class:`~mithril.errors.CheckpointError`, re-exported)."""
 
 from __future__ import annotations
 
-from mithril.errors import MithrilError
+from mithril.errors import CheckpointError
 
 __all__ = ["CheckpointError"]
-
-
-class CheckpointError(MithrilError, ValueError):
-    """A checkpoint that cannot be read (missing, truncated, corrupt, pickle-based) or does not fit the
-    model (missing, unexpected or mis-shaped tensors); the message names the path and every problem."""

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .errors import CheckpointError
-from .safetensors import SafetensorsFile
+from mithril.serialization.safetensors import SafetensorsFile
 
 __all__ = ["TensorSource", "StateDictSource", "ShardedSource", "open_checkpoint"]
 

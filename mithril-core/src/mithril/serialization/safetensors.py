@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 __all__ = ["SafetensorsFile", "save_safetensors", "DTYPES"]
 
