@@ -14,6 +14,7 @@ __all__ = [
     "PluginError",
     "ArgumentError",
     "CheckpointError",
+    "IndexRangeError",
 ]
 
 
@@ -64,6 +65,11 @@ class ArgumentError(MithrilError, ValueError, TypeError):
 class CheckpointError(MithrilError, ValueError):
     """A parameter or checkpoint file that cannot be read (missing, truncated, corrupt, pickle-based) or does
     not fit the model (missing, unexpected or mis-shaped tensors); the message names the path and every problem."""
+
+
+class IndexRangeError(MithrilError, IndexError):
+    """An integer index (token id, class target, gather index) outside the range of what it indexes; the
+    message names the key, the bad value, its position and the valid range."""
 
 
 class PluginError(MithrilError, RuntimeError):

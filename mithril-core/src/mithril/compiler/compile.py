@@ -28,6 +28,7 @@ from .backward import build_backward
 from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten
 from .graph import Graph, Value, as_constant, constant_kind
+from .index_checks import find_index_checks
 from .passes import eliminate_common_subexpressions, fold_constants, promote_integer_inputs, prune
 from .physical import PhysicalModel, weight_fan_in
 
@@ -135,8 +136,10 @@ def compile(  # noqa: A001 - the public name is ml.compile
     program = backend.generate_program(graph, functions, param_names=set(params), header=header)
     if file_path is not None:
         Path(file_path).write_text(program.source)
+    index_checks = find_index_checks(graph, {**flat.inputs}, set(data) | set(buffers))
     return PhysicalModel(
         backend=backend,
+        index_checks=index_checks,
         program=program,
         params={name: flat.inputs[name] for name in params},
         buffers={name: flat.inputs[name] for name in buffers},

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
+from .index_checks import IndexCheck, check_indices
 
 __all__ = ["PhysicalModel"]
 
@@ -39,6 +40,7 @@ class PhysicalModel:
         buffers: Mapping[str, Value] | None = None,
         buffer_updates: Mapping[str, str] | None = None,
         paths: Mapping[str, str] | None = None,
+        index_checks: list[IndexCheck] | None = None,
         differentiable_outputs: list[str],
         jit: bool,
         model: Any,
@@ -61,6 +63,7 @@ class PhysicalModel:
         self._data_keys = frozenset(data)
         self._buffer_updates = dict(buffer_updates or {})
         self._paths = dict(paths or {})
+        self._index_checks = list(index_checks or [])
         self.model = model
         self.primitive_count = primitive_count
         self.compile_seconds = compile_seconds
@@ -272,6 +275,8 @@ class PhysicalModel:
         if data.keys() != self._data_keys:
             self._check_group(data, self._data_keys, "data")
         data = self._check_arrays(params, data)
+        if self._index_checks:
+            check_indices(self._index_checks, {**params, **data}, self.backend.to_numpy)
         if self._buffer_keys:  # buffers reach the generated code as runtime inputs, never differentiated
             data = {**data, **{k: params[k] for k in self._buffer_keys}}
             params = {k: params[k] for k in self._param_keys}

@@ -1,0 +1,103 @@
+"""Range checks of integer indices given as run-time data (token ids for ``embedding``, class targets for
+``cross_entropy``, ``gather`` indices), run by ``PhysicalModel.evaluate`` before any backend code.
+
+Out-of-range indices are undefined behaviour in native code (C reads or writes out of bounds, ggml aborts
+the process) and silently wrong elsewhere (NumPy wraps negative indices, JAX returns NaN), so every
+backend gets the same clear error instead. Only data inputs reaching an index slot through shape-only
+primitives are checked here; the cost is one min/max over each such array per call.
+
+Example:
+    >>> IndexCheck("input", "embedding at wte", 50, None).describe()
+    'embedding at wte (valid: 0 <= index < 50)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import IndexRangeError
+from .graph import Graph, Node, Value
+
+__all__ = ["IndexCheck", "find_index_checks", "check_indices"]
+
+# primitive -> (index input, indexed input, axis of the indexed input that bounds the index)
+INDEX_SLOTS: dict[str, tuple[str, str, Callable[[Node], int]]] = {
+    "embedding": ("input", "weight", lambda node: 0),
+    "cross_entropy": ("target", "input", lambda node: 1),
+    "gather": ("index", "input", lambda node: int(node.attrs["axis"])),
+}
+_PASS_THROUGH = frozenset({"reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "index", "concat"})
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """Data input ``key`` indexes ``what``: valid indices are ``0 <= i < size`` (``size`` known at compile
+    time, or read from input ``size_from = (name, axis)`` at run time)."""
+
+    key: str
+    what: str
+    size: int | None
+    size_from: tuple[str, int] | None
+
+    def describe(self, size: int | None = None) -> str:
+        return f"{self.what} (valid: 0 <= index < {self.size if size is None else size})"
+
+
+def _source_inputs(value: Value) -> list[Value]:
+    """The graph inputs ``value`` is made of through shape-only primitives (none when it is computed)."""
+    producer = value.producer
+    if producer is None:
+        return [value]
+    if producer.spec.name not in _PASS_THROUGH:
+        return []
+    return [v for inp in producer.inputs.values() if inp is not None for v in _source_inputs(inp)]
+
+
+def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[str]) -> list[IndexCheck]:
+    """Every (data input, index slot) pair of ``graph``."""
+    names = {v.id: name for name, v in inputs.items()}
+    checks: list[IndexCheck] = []
+    for node in graph.nodes:
+        slot = INDEX_SLOTS.get(node.spec.name)
+        if slot is None or (node.spec.name == "cross_entropy" and not node.attrs.get("categorical", True)):
+            continue
+        index_key, indexed_key, axis_of = slot
+        index, indexed = node.inputs.get(index_key), node.inputs.get(indexed_key)
+        if index is None or indexed is None or index.kind != "int":
+            continue
+        axis = axis_of(node)
+        dims = indexed.shape.ints()
+        size = dims[axis] if dims is not None and -len(dims) <= axis < len(dims) else None
+        size_from = (names[indexed.id], axis) if size is None and indexed.id in names else None
+        if size is None and size_from is None:
+            continue
+        what = f"{node.spec.name} at {node.path or '<root>'}"
+        for source in _source_inputs(index):
+            key = names.get(source.id)
+            if key in data_keys:
+                checks.append(IndexCheck(key, what, size, size_from))
+    return checks
+
+
+def check_indices(checks: list[IndexCheck], arrays: Mapping[str, Any], to_numpy: Callable[[Any], np.ndarray]) -> None:
+    """Raise :class:`IndexRangeError` naming the key, the bad value, where it is and the valid range."""
+    for check in checks:
+        values = np.asarray(to_numpy(arrays[check.key]))
+        if values.size == 0:
+            continue
+        size = check.size
+        if size is None and check.size_from is not None:
+            name, axis = check.size_from
+            size = int(arrays[name].shape[axis])
+        low, high = values.min(), values.max()
+        if low < 0 or (size is not None and high >= size):
+            bad = low if low < 0 else high
+            position = tuple(int(i) for i in np.argwhere(values == bad)[0])
+            raise IndexRangeError(
+                f"evaluate(data): {check.key!r} holds index {int(bad)} at position {position}, out of range for "
+                f"{check.describe(size)}"
+            )
