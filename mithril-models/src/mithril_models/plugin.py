@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from mithril.plugins import hookimpl
 
-__all__ = ["BUILDERS", "mithril_register_models"]
+__all__ = ["BUILDERS", "mithril_register_demos", "mithril_register_models"]
 
 BUILDERS: dict[str, str] = {
     **{f"resnet{depth}": f"mithril_models.resnet:resnet{depth}" for depth in (18, 34, 50, 101, 152)},
@@ -34,3 +34,9 @@ def mithril_register_models(register: Callable[..., None]) -> None:
     """Register every builder of :data:`BUILDERS` (``from mithril.models import resnet18``)."""
     for name, target in BUILDERS.items():
         register(name, target)
+
+
+@hookimpl
+def mithril_register_demos(register: Callable[..., None]) -> None:
+    """Add the models section (GPT-2 and ResNet checkpoints on every backend) to ``mithril demo``."""
+    register("models", "mithril_models.demo:run")

@@ -145,7 +145,7 @@ class PhysicalModel:
     @property
     def shapes(self) -> dict[str, list[int | None] | None]:
         """Final shapes of inputs and outputs (``None`` for a dim known only at run time)."""
-        values = {**self._param_values, **self._data_values, **self._output_values}
+        values = {**self._param_values, **self._buffer_values, **self._data_values, **self._output_values}
         return {k: (list(s) if (s := v.shape.ints()) is not None else None) for k, v in values.items()}
 
     def summary(self, print_fn: Any = print) -> str:

@@ -8,6 +8,7 @@ Example:
 """
 
 from .errors import CheckpointError
+from .export import to_checkpoint
 from .layout import Layout, Target, merge_layouts, take, transpose
 from .loader import LoadReport, load_hf
 from mithril.serialization.safetensors import SafetensorsFile, save_safetensors
@@ -15,5 +16,5 @@ from .source import TensorSource, open_checkpoint, to_numpy
 
 __all__ = [
     "CheckpointError", "Layout", "LoadReport", "SafetensorsFile", "Target", "TensorSource", "load_hf", "merge_layouts",
-    "open_checkpoint", "save_safetensors", "take", "to_numpy", "transpose",
+    "open_checkpoint", "save_safetensors", "take", "to_checkpoint", "to_numpy", "transpose",
 ]

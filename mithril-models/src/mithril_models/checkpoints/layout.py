@@ -40,6 +40,7 @@ def take(index: int, parts: int, axis: int = 0, then: Transform | None = None) -
         return then(piece) if then is not None else piece
 
     part.__name__ = f"part {index + 1} of {parts} along axis {axis}"
+    part.packing = (index, parts, axis, then)  # type: ignore[attr-defined] - read by to_checkpoint
     return part
 
 

@@ -1,0 +1,60 @@
+"""``to_checkpoint``: a compiled model's parameters under a checkpoint format's names (the inverse of
+:func:`~mithril_models.checkpoints.load_hf`), e.g. to write a Hugging Face-named ``.safetensors`` file.
+
+Example:
+    >>> from mithril_models.checkpoints import save_safetensors, to_checkpoint
+    >>> save_safetensors("gpt2.safetensors", to_checkpoint(pm, params))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import CheckpointError
+from .layout import Layout, Target, transpose
+from .loader import _family_layout
+
+__all__ = ["to_checkpoint"]
+
+
+def _inverse(target: Target, value: np.ndarray) -> np.ndarray:
+    if target.transform is None:
+        return value
+    if target.transform is transpose:
+        return np.ascontiguousarray(value.T)
+    raise CheckpointError(f"to_checkpoint: cannot invert the transform {target.transform.__name__!r} of {target.path}")
+
+
+def _packed(targets: list[tuple[Target, np.ndarray]]) -> np.ndarray:
+    """Re-pack ``take(i, n, axis, then)`` parts (OpenAI's fused q/k/v) into one tensor."""
+    parts = []
+    for target, value in targets:
+        index, count, axis, then = target.transform.packing  # type: ignore[union-attr]
+        if then is not None:
+            value = _inverse(Target(target.path, then), value)
+        parts.append((index, axis, value))
+    parts.sort(key=lambda item: item[0])
+    return np.concatenate([value for _, _, value in parts], axis=parts[0][1])
+
+
+def to_checkpoint(pm: Any, params: Mapping[str, Any], *, layout: str | None = None) -> dict[str, np.ndarray]:
+    """``params`` of ``pm`` as ``{checkpoint key: array}`` in the layout named ``layout`` (default: the
+    family's first layout, e.g. Hugging Face names). Tied keys all get the shared tensor."""
+    layouts = _family_layout(pm)
+    chosen: Layout | None = layouts[0] if layout is None else next((lay for lay in layouts if lay.name == layout), None)
+    if chosen is None:
+        raise CheckpointError(f"to_checkpoint: no layout named {layout!r}; available: {[lay.name for lay in layouts]}")
+    by_path = {pm.input_paths.get(name, name): name for name in [*pm.param_keys, *pm.buffer_keys]}
+    result: dict[str, np.ndarray] = {}
+    for key, targets in chosen.entries.items():
+        found = [(t, np.asarray(pm.backend.to_numpy(params[by_path[t.path]]))) for t in targets if t.path in by_path]
+        if not found:
+            continue
+        if any(getattr(t.transform, "packing", None) is not None for t, _ in found):
+            result[key] = _packed(found)
+        else:  # one parameter, or copies of one tensor
+            result[key] = _inverse(*found[0])
+    return result
