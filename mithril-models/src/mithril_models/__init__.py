@@ -8,8 +8,8 @@ Example:
     >>> import mithril as ml
     >>> from mithril_models import resnet18
     >>> model = resnet18(num_classes=10)
-    >>> pm = ml.compile(model, ml.NumpyBackend(), shapes={"input": [1, 3, 64, 64]}, data_keys={"input"})  # doctest: +SKIP
-    >>> logits = pm.evaluate(pm.randomize_params(), {"input": image})["output"]                         # doctest: +SKIP
+    >>> pm = ml.compile(model, ml.NumpyBackend(), shapes={"input": [1, 3, 64, 64]})  # doctest: +SKIP
+    >>> logits = pm.evaluate(pm.randomize_params(), {"input": image})["output"]    # doctest: +SKIP
 
 Names are resolved on first use, so ``import mithril_models`` imports no model family.
 """
@@ -46,7 +46,12 @@ _EXPORTS: dict[str, str] = {
     "FamilyModel": "family",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "CheckpointError", "FamilyModel", "LoadReport", "clip", "create_gpt", "encode_image", "encode_text",
+    "from_hf_config", "generate", "load_hf", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "save_safetensors", "t5_decode", "t5_encode",
+]  # fmt: skip
+assert sorted(__all__) == sorted(_EXPORTS)
 __version__ = "0.1.0"
 
 

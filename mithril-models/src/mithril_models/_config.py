@@ -30,4 +30,6 @@ def config_value(config: Any, name: str, default: Any = _MISSING) -> Any:
 
 def read_config(config: Any, *names: str, **defaults: Any) -> tuple[Any, ...]:
     """Several fields at once: required ``names`` in order, then the fields of ``defaults`` in order."""
-    return tuple(config_value(config, n) for n in names) + tuple(config_value(config, n, d) for n, d in defaults.items())
+    return tuple(config_value(config, n) for n in names) + tuple(
+        config_value(config, n, d) for n, d in defaults.items()
+    )

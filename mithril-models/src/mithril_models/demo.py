@@ -62,7 +62,9 @@ def _checkpoints(directory: Path) -> tuple[Any, Any, Path, Path]:
     return gpt, net, files[0], files[1]
 
 
-def _run_backend(backend: Any, gpt: Any, net: Any, gpt_file: Path, net_file: Path, image: np.ndarray) -> tuple[ModelRow, np.ndarray]:
+def _run_backend(
+    backend: Any, gpt: Any, net: Any, gpt_file: Path, net_file: Path, image: np.ndarray
+) -> tuple[ModelRow, np.ndarray]:
     import mithril as ml
 
     from .checkpoints import load_hf
@@ -90,7 +92,10 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
     from mithril.demo import DemoFailed
     from mithril.plugins.lookup import available_backends, backend_class
 
-    print_fn("mithril-models: a small GPT-2 and ResNet written as .safetensors (HF / torchvision names), loaded on every backend")
+    print_fn(
+        "mithril-models: a small GPT-2 and ResNet written as .safetensors (HF / torchvision names), "
+        "loaded on every backend"
+    )
     image = np.random.default_rng(2).normal(size=IMAGE_SHAPE).astype(np.float32)
     rows: list[ModelRow] = []
     failures: list[str] = []
@@ -112,14 +117,18 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
             row.same_tokens = row.tokens == reference[0]
             row.same_class = int(logits.argmax()) == int(reference[1].argmax())
             if not (row.same_tokens and row.same_class):
-                failures.append(f"{row.backend}: greedy tokens {row.tokens} / class {int(logits.argmax())} differ from NumPy's")
+                failures.append(
+                    f"{row.backend}: greedy tokens {row.tokens} / class {int(logits.argmax())} differ from NumPy's"
+                )
             rows.append(row)
-    header = f"{'backend':<16}{'load ms':>10}{'generate ms':>13}{'classify ms':>13}{'max dev (ResNet)':>18}  greedy tokens (same as NumPy?)"
+    columns = f"{'backend':<16}{'load ms':>10}{'generate ms':>13}{'classify ms':>13}{'max dev (ResNet)':>18}"
+    header = f"{columns}  greedy tokens (same as NumPy?)"
     print_fn(header)
     print_fn("-" * len(header))
     for r in rows:
         print_fn(
-            f"{r.backend:<16}{r.load_ms:>10.1f}{r.generate_ms:>13.1f}{r.classify_ms:>13.2f}{r.logits_deviation:>18.2e}  "
+            f"{r.backend:<16}{r.load_ms:>10.1f}{r.generate_ms:>13.1f}{r.classify_ms:>13.2f}"
+            f"{r.logits_deviation:>18.2e}  "
             f"{' '.join(map(str, r.tokens))} ({'yes' if r.same_tokens else 'NO'})"
         )
     if failures:

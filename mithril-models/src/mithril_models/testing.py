@@ -10,7 +10,15 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["FLOAT32_TOLERANCE", "FLOAT64_TOLERANCE", "assert_matches", "backend_names", "backend_params", "make_backend", "max_relative_error"]
+__all__ = [
+    "FLOAT32_TOLERANCE",
+    "FLOAT64_TOLERANCE",
+    "assert_matches",
+    "backend_names",
+    "backend_params",
+    "make_backend",
+    "max_relative_error",
+]
 
 from collections.abc import Iterator
 from typing import Any

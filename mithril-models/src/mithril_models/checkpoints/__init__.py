@@ -7,14 +7,27 @@ Example:
     'mine'
 """
 
+from mithril.serialization.safetensors import SafetensorsFile, save_safetensors
+
 from .errors import CheckpointError
 from .export import to_checkpoint
 from .layout import Layout, Target, merge_layouts, take, transpose
 from .loader import LoadReport, load_hf
-from mithril.serialization.safetensors import SafetensorsFile, save_safetensors
 from .source import TensorSource, open_checkpoint, to_numpy
 
 __all__ = [
-    "CheckpointError", "Layout", "LoadReport", "SafetensorsFile", "Target", "TensorSource", "load_hf", "merge_layouts",
-    "open_checkpoint", "save_safetensors", "take", "to_checkpoint", "to_numpy", "transpose",
+    "CheckpointError",
+    "Layout",
+    "LoadReport",
+    "SafetensorsFile",
+    "Target",
+    "TensorSource",
+    "load_hf",
+    "merge_layouts",
+    "open_checkpoint",
+    "save_safetensors",
+    "take",
+    "to_checkpoint",
+    "to_numpy",
+    "transpose",
 ]

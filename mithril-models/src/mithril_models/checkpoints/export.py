@@ -32,7 +32,7 @@ def _packed(targets: list[tuple[Target, np.ndarray]]) -> np.ndarray:
     """Re-pack ``take(i, n, axis, then)`` parts (OpenAI's fused q/k/v) into one tensor."""
     parts = []
     for target, value in targets:
-        index, count, axis, then = target.transform.packing  # type: ignore[union-attr]
+        index, _count, axis, then = target.transform.packing  # type: ignore[union-attr]
         if then is not None:
             value = _inverse(Target(target.path, then), value)
         parts.append((index, axis, value))

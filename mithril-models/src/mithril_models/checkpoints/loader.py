@@ -71,7 +71,9 @@ def _pick_layout(layouts: list[Layout], keys: list[str]) -> Layout:
     return max(layouts, key=lambda layout: layout.matches(keys))
 
 
-def _plan(layout: Layout, source: TensorSource, by_path: dict[str, str], report: LoadReport) -> list[tuple[str, list[tuple[str, Target]]]]:
+def _plan(
+    layout: Layout, source: TensorSource, by_path: dict[str, str], report: LoadReport
+) -> list[tuple[str, list[tuple[str, Target]]]]:
     """For each checkpoint key the model uses: the parameter names and transforms it fills."""
     plan = []
     for key in source.keys():

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from mithril.serialization.safetensors import SafetensorsFile
 
 from .errors import CheckpointError
-from mithril.serialization.safetensors import SafetensorsFile
 
 __all__ = ["TensorSource", "StateDictSource", "ShardedSource", "open_checkpoint"]
 
@@ -118,7 +118,9 @@ def open_checkpoint(source: Any) -> TensorSource:
     if path.is_dir():
         for name in ("model.safetensors.index.json", "model.safetensors"):
             if (path / name).exists():
-                return ShardedSource(path / name) if name.endswith(".json") else _FileSource(SafetensorsFile(path / name))
+                return (
+                    ShardedSource(path / name) if name.endswith(".json") else _FileSource(SafetensorsFile(path / name))
+                )
         raise CheckpointError(f"{path}: a directory without model.safetensors or model.safetensors.index.json")
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist")
