@@ -42,17 +42,21 @@ def _packed(targets: list[tuple[Target, np.ndarray]]) -> np.ndarray:
 
 def to_checkpoint(pm: Any, params: Mapping[str, Any], *, layout: str | None = None) -> dict[str, np.ndarray]:
     """``params`` of ``pm`` as ``{checkpoint key: array}`` in the layout named ``layout`` (default: the
-    family's first layout, e.g. Hugging Face names). Tied keys all get the shared tensor."""
+    family's first layout, e.g. Hugging Face names). A tied tensor is written once, under its first key (as
+    ``save_pretrained`` does); ``load_hf`` fills every tied parameter from it."""
     layouts = _family_layout(pm)
     chosen: Layout | None = layouts[0] if layout is None else next((lay for lay in layouts if lay.name == layout), None)
     if chosen is None:
         raise CheckpointError(f"to_checkpoint: no layout named {layout!r}; available: {[lay.name for lay in layouts]}")
     by_path = {pm.input_paths.get(name, name): name for name in [*pm.param_keys, *pm.buffer_keys]}
     result: dict[str, np.ndarray] = {}
+    written: set[str] = set()
     for key, targets in chosen.entries.items():
-        found = [(t, np.asarray(pm.backend.to_numpy(params[by_path[t.path]]))) for t in targets if t.path in by_path]
-        if not found:
+        present = [t for t in targets if t.path in by_path]
+        if not present or all(t.path in written for t in present):
             continue
+        written.update(t.path for t in present)
+        found = [(t, np.asarray(pm.backend.to_numpy(params[by_path[t.path]]))) for t in present]
         if any(getattr(t.transform, "packing", None) is not None for t, _ in found):
             result[key] = _packed(found)
         else:  # one parameter, or copies of one tensor

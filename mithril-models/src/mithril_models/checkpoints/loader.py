@@ -114,7 +114,7 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
     tied = _tied_paths(layout)
     loaded: dict[str, Any] = {}
     misfits: set[str] = set()
-    tied_sources: dict[str, tuple[str, np.ndarray]] = {}  # kept only for tied parameters, to compare
+    tied_sources: dict[str, str] = {}  # tied parameter -> the checkpoint key that filled it
     total = sum(checkpoint.nbytes(key) for key, _ in plan)
     with progress_bar(total, f"loading {checkpoint.description}", wants_progress(progress, total)) as advance:
         for key, targets in plan:
@@ -125,13 +125,13 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
                 if tuple(value.shape) != expected:
                     report.mismatched.append(f"{key} -> {name}: checkpoint {list(value.shape)}, model {list(expected)}")
                     misfits.add(name)
-                elif name in tied_sources:
-                    other_key, other = tied_sources[name]
-                    if not np.array_equal(other, value):
-                        report.conflicting.append(f"{key} and {other_key} both fill {name} but hold different values")
+                elif name in tied_sources:  # a second key of a tied tensor: it must hold the same values
+                    same = np.array_equal(pm.backend.to_numpy(loaded[name]), pm.backend.to_numpy(pm.backend.array(value)))
+                    if not same:
+                        report.conflicting.append(f"{key} and {tied_sources[name]} both fill {name} but hold different values")
                 else:
                     if target.path in tied:
-                        tied_sources[name] = (key, value)
+                        tied_sources[name] = key
                     loaded[name] = pm.backend.array(value)
             advance(checkpoint.nbytes(key))
     report.missing = [name for name in state_names if name not in loaded and name not in misfits]
