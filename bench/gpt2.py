@@ -64,7 +64,6 @@ def _backend(name: str):
 
 def forward_section(hf, names: list[str], seq: int, with_backward: bool) -> None:
     import torch
-    from mithril_models import create_gpt, load_hf
 
     ids_np = np.random.default_rng(0).integers(0, hf.config.vocab_size, (1, seq))
     ids = torch.tensor(ids_np)
@@ -88,45 +87,77 @@ def forward_section(hf, names: list[str], seq: int, with_backward: bool) -> None
         except Exception as exc:  # noqa: BLE001 - a backend that is not installed
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue
-        gpt = create_gpt(bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size)
-        started = time.perf_counter()
-        pm = ml.compile(gpt, backend, shapes={"input": [1, seq]}, data_keys={"input"}, use_short_namings=False, inference=not with_backward or name in ("c", "ggml"))
-        compile_s = time.perf_counter() - started
-        params = load_hf(pm, hf.state_dict())
-        data = {"input": backend.array(ids_np, "int")}
-        out = backend.to_numpy(pm.evaluate(params, data)["output"])
-        error = _relative_error(out, reference)
-        print(f"Mithril {name}: compiled in {compile_s:.2f} s; max relative error vs transformers {error:.1e}")
-        label = f"Mithril {name}"
-        sync = _sync(name)
-        fwd = interleaved({"transformers (PyTorch eager)": hf_forward, label: lambda: sync(pm.evaluate(params, data)["output"])}, rounds=5, repeats=3)
-        report(f"GPT-2 small forward, batch 1, seq {seq}", fwd, "transformers (PyTorch eager)", 1.0 if name == "torch" else None)
-        if name == "jax":
-            import jax
+        _forward_backend(name, backend, hf, ids_np, cot_np, reference, hf_forward, hf_forward_backward, with_backward)
 
-            jax_forward, jax_forward_backward = jax_gpt2(LAYERS, HEADS)
-            jax_ids = backend.array(ids_np, "int")
-            jax.block_until_ready(jax_forward(params, jax_ids))
-            hand = interleaved({"hand-written jax.jit": lambda: jax.block_until_ready(jax_forward(params, jax_ids)), label: lambda: sync(pm.evaluate(params, data)["output"])}, rounds=5, repeats=3)
-            report(f"GPT-2 small forward, batch 1, seq {seq}", hand, "hand-written jax.jit", 1.02)
-        if not with_backward or name in ("c", "ggml"):
-            continue
-        g = {"output": backend.array(cot_np)}
-        both = interleaved(
-            {"transformers (PyTorch eager)": hf_forward_backward, label: lambda: sync(pm.evaluate(params, data, output_gradients=g)[1])},
+
+def _forward_backend(
+    name, backend, hf, ids_np, cot_np, reference, hf_forward, hf_forward_backward, with_backward
+) -> None:
+    from mithril_models import create_gpt, load_hf
+
+    seq = ids_np.shape[1]
+    gpt = create_gpt(
+        bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size
+    )
+    native = name in ("c", "ggml")  # forward only: their gradients of GPT-2 small take a long C build
+    started = time.perf_counter()
+    pm = ml.compile(
+        gpt,
+        backend,
+        shapes={"input": [1, seq]},
+        data_keys={"input"},
+        use_short_namings=False,
+        inference=not with_backward or native,
+    )
+    compile_s = time.perf_counter() - started
+    params = load_hf(pm, hf.state_dict())
+    data = {"input": backend.array(ids_np, "int")}
+    out = backend.to_numpy(pm.evaluate(params, data)["output"])
+    print(
+        f"Mithril {name}: compiled in {compile_s:.2f} s; max relative error vs transformers {_relative_error(out, reference):.1e}"
+    )
+    label, sync = f"Mithril {name}", _sync(name)
+    baseline = "transformers (PyTorch eager)"
+    title = f"GPT-2 small, batch 1, seq {seq}"
+    fwd = interleaved(
+        {baseline: hf_forward, label: lambda: sync(pm.evaluate(params, data)["output"])}, rounds=5, repeats=3
+    )
+    report(f"{title}, forward", fwd, baseline, 1.0 if name == "torch" else None)
+    if name == "jax":
+        import jax
+
+        jax_forward, jax_forward_backward = jax_gpt2(LAYERS, HEADS)
+        jax_ids = backend.array(ids_np, "int")
+        hand = interleaved(
+            {
+                "hand-written jax.jit": lambda: jax.block_until_ready(jax_forward(params, jax_ids)),
+                label: lambda: sync(pm.evaluate(params, data)["output"]),
+            },
             rounds=5,
             repeats=3,
         )
-        report(f"GPT-2 small forward+backward, batch 1, seq {seq}", both, "transformers (PyTorch eager)", 1.0 if name == "torch" else None)
-        if name == "jax":
-            jg = backend.array(cot_np)
-            jax.block_until_ready(jax_forward_backward(params, jax_ids, jg))
-            hand = interleaved(
-                {"hand-written jax.jit": lambda: jax.block_until_ready(jax_forward_backward(params, jax_ids, jg)), label: lambda: sync(pm.evaluate(params, data, output_gradients=g)[1])},
-                rounds=5,
-                repeats=3,
-            )
-            report(f"GPT-2 small forward+backward, batch 1, seq {seq}", hand, "hand-written jax.jit", 1.02)
+        report(f"{title}, forward", hand, "hand-written jax.jit", 1.02)
+    if not with_backward or native:
+        return
+    g = {"output": backend.array(cot_np)}
+    both = interleaved(
+        {baseline: hf_forward_backward, label: lambda: sync(pm.evaluate(params, data, output_gradients=g)[1])},
+        rounds=5,
+        repeats=3,
+    )
+    report(f"{title}, forward+backward", both, baseline, 1.0 if name == "torch" else None)
+    if name == "jax":
+        hand = interleaved(
+            {
+                "hand-written jax.jit": lambda: jax.block_until_ready(
+                    jax_forward_backward(params, jax_ids, g["output"])
+                ),
+                label: lambda: sync(pm.evaluate(params, data, output_gradients=g)[1]),
+            },
+            rounds=5,
+            repeats=3,
+        )
+        report(f"{title}, forward+backward", hand, "hand-written jax.jit", 1.02)
 
 
 def _sync(name: str):
@@ -143,14 +174,19 @@ def _sync(name: str):
 
 def generate_section(hf, names: list[str]) -> None:
     import torch
-    from mithril_models import create_gpt, generate, load_hf
 
     prompt = np.random.default_rng(2).integers(0, hf.config.vocab_size, (1, PROMPT))
     pad = hf.config.eos_token_id
 
     def hf_generate():
         with torch.no_grad():
-            out = hf.generate(torch.tensor(prompt), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=pad)
+            out = hf.generate(
+                torch.tensor(prompt),
+                max_new_tokens=NEW_TOKENS,
+                min_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                pad_token_id=pad,
+            )
         return out[:, PROMPT:].numpy()
 
     reference = hf_generate()
@@ -160,23 +196,38 @@ def generate_section(hf, names: list[str]) -> None:
         except Exception as exc:  # noqa: BLE001
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue
-        gpt = create_gpt(bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size)
-        pm = ml.compile(gpt, backend, shapes={"input": [1, PROMPT + NEW_TOKENS]}, data_keys={"input"}, inference=True)
-        params = load_hf(pm, hf.state_dict())
-        started = time.perf_counter()
-        tokens = generate(pm, params, prompt, NEW_TOKENS, top_k=1)
-        first = time.perf_counter() - started
-        same = bool(np.array_equal(tokens, reference))
-        print(f"Mithril {name}: first generate (compiles the decode step) {first:.2f} s; tokens identical to transformers: {same}")
-        times = interleaved({"transformers.generate (PyTorch)": hf_generate, f"Mithril {name}": lambda: generate(pm, params, prompt, NEW_TOKENS, top_k=1)}, rounds=3, repeats=2)
-        print(f"GPT-2 small greedy decoding, {PROMPT}-token prompt, {NEW_TOKENS} new tokens (tokens/s, higher is better)")
-        base = NEW_TOKENS / times["transformers.generate (PyTorch)"]
-        for label, seconds in times.items():
-            rate = NEW_TOKENS / seconds
-            mark = ""
-            if label != "transformers.generate (PyTorch)" and name in ("torch", "jax"):
-                mark = f"  (target >= 1.00: {'OK' if rate / base >= 1.0 else 'MISSED'})"
-            print(f"  {label:<34} {rate:9.1f} tokens/s   ratio {rate / base:5.2f}{mark}")
+        _generate_backend(name, backend, hf, prompt, reference, hf_generate)
+
+
+def _generate_backend(name, backend, hf, prompt, reference, hf_generate) -> None:
+    from mithril_models import create_gpt, generate, load_hf
+
+    gpt = create_gpt(
+        bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size
+    )
+    pm = ml.compile(gpt, backend, shapes={"input": [1, PROMPT + NEW_TOKENS]}, data_keys={"input"}, inference=True)
+    params = load_hf(pm, hf.state_dict())
+    started = time.perf_counter()
+    tokens = generate(pm, params, prompt, NEW_TOKENS, top_k=1)
+    first = time.perf_counter() - started
+    same = bool(np.array_equal(tokens, reference))
+    print(
+        f"Mithril {name}: first generate (compiles the decode step) {first:.2f} s; tokens identical to transformers: {same}"
+    )
+    baseline = "transformers.generate (PyTorch)"
+    times = interleaved(
+        {baseline: hf_generate, f"Mithril {name}": lambda: generate(pm, params, prompt, NEW_TOKENS, top_k=1)},
+        rounds=3,
+        repeats=2,
+    )
+    print(f"GPT-2 small greedy decoding, {PROMPT}-token prompt, {NEW_TOKENS} new tokens (tokens/s, higher is better)")
+    base = NEW_TOKENS / times[baseline]
+    for label, seconds in times.items():
+        rate = NEW_TOKENS / seconds
+        mark = ""
+        if label != baseline and name in ("torch", "jax"):
+            mark = f"  (target >= 1.00: {'OK' if rate / base >= 1.0 else 'MISSED'})"
+        print(f"  {label:<34} {rate:9.1f} tokens/s   ratio {rate / base:5.2f}{mark}")
 
 
 def main() -> None:

@@ -47,7 +47,9 @@ def write_checkpoint(directory: Path) -> Path:
     from mithril_models.checkpoints import save_safetensors, to_checkpoint
 
     gpt = create_gpt(bias=True, block_size=1024, dims=768, num_heads=12, num_layers=12, vocab_size=50257)
-    pm = ml.compile(gpt, ml.NumpyBackend(dtype=ml.float32), shapes={"input": [1, 16]}, data_keys={"input"}, inference=True)
+    pm = ml.compile(
+        gpt, ml.NumpyBackend(dtype=ml.float32), shapes={"input": [1, 16]}, data_keys={"input"}, inference=True
+    )
     path = directory / "gpt2.safetensors"
     save_safetensors(path, to_checkpoint(pm, pm.randomize_params(seed=0)), metadata={"format": "pt"})
     return path
@@ -64,7 +66,9 @@ def main() -> None:
         for name in args.backends.split(","):
             result = subprocess.run([sys.executable, "-c", CHILD, name, str(path)], capture_output=True, text=True)
             if result.returncode != 0:
-                print(f"  {name:<6} skipped: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'failed'}")
+                print(
+                    f"  {name:<6} skipped: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'failed'}"
+                )
                 continue
             figures = json.loads(result.stdout.strip().splitlines()[-1])
             added = figures["peak"] - figures["before"]

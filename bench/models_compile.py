@@ -54,7 +54,9 @@ def _models() -> dict[str, tuple[Callable[[], Any], dict[str, list[int]], set[st
     }
 
 
-def measure(build: Callable[[], Any], shapes: dict[str, list[int]], data: set[str], backend: Any) -> tuple[float, float, int]:
+def measure(
+    build: Callable[[], Any], shapes: dict[str, list[int]], data: set[str], backend: Any
+) -> tuple[float, float, int]:
     started = time.perf_counter()
     model = build()
     built = time.perf_counter()
@@ -69,7 +71,9 @@ def main() -> None:
     args = parser.parse_args()
     for name in args.backends.split(","):
         try:
-            backend = {"numpy": ml.NumpyBackend, "torch": ml.TorchBackend, "jax": ml.JaxBackend, "mlx": ml.MlxBackend}[name]()
+            backend = {"numpy": ml.NumpyBackend, "torch": ml.TorchBackend, "jax": ml.JaxBackend, "mlx": ml.MlxBackend}[
+                name
+            ]()
         except Exception as exc:  # noqa: BLE001 - a backend that is not installed
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue

@@ -42,19 +42,27 @@ class IndexCheck:
     what: str
     size: int | None
     size_from: tuple[str, int] | None
+    length_axis: int | None = None  # the indices are ``positions`` of this axis of ``key``: check its length
 
     def describe(self, size: int | None = None) -> str:
         return f"{self.what} (valid: 0 <= index < {self.size if size is None else size})"
 
 
-def _source_inputs(value: Value) -> list[Value]:
-    """The graph inputs ``value`` is made of through shape-only primitives (none when it is computed)."""
+def _source_inputs(value: Value) -> list[tuple[Value, int | None]]:
+    """The graph inputs ``value`` is made of through shape-only primitives, each with ``None``, or with the
+    axis whose ``positions`` the indices are (none when the indices are otherwise computed)."""
     producer = value.producer
     if producer is None:
-        return [value]
+        return [(value, None)]
+    if producer.spec.name == "positions":
+        source = producer.inputs["input"]
+        dims = source.shape.dims()
+        if source.producer is not None or dims is None:
+            return []
+        return [(source, int(producer.attrs["axis"]) % len(dims))]
     if producer.spec.name not in _PASS_THROUGH:
         return []
-    return [v for inp in producer.inputs.values() if inp is not None for v in _source_inputs(inp)]
+    return [pair for inp in producer.inputs.values() if inp is not None for pair in _source_inputs(inp)]
 
 
 def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[str]) -> list[IndexCheck]:
@@ -76,23 +84,31 @@ def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[
         if size is None and size_from is None:
             continue
         what = f"{node.spec.name} at {node.path or '<root>'}"
-        for source in _source_inputs(index):
+        for source, length_axis in _source_inputs(index):
             key = names.get(source.id)
             if key in data_keys:
-                checks.append(IndexCheck(key, what, size, size_from))
+                checks.append(IndexCheck(key, what, size, size_from, length_axis))
     return checks
 
 
 def check_indices(checks: list[IndexCheck], arrays: Mapping[str, Any], to_numpy: Callable[[Any], np.ndarray]) -> None:
     """Raise :class:`IndexRangeError` naming the key, the bad value, where it is and the valid range."""
     for check in checks:
-        values = np.asarray(to_numpy(arrays[check.key]))
-        if values.size == 0:
-            continue
         size = check.size
         if size is None and check.size_from is not None:
             name, axis = check.size_from
             size = int(arrays[name].shape[axis])
+        if check.length_axis is not None:
+            length = int(arrays[check.key].shape[check.length_axis])
+            if size is not None and length > size:
+                raise IndexRangeError(
+                    f"evaluate(data): {check.key!r} has length {length} along axis {check.length_axis}, but its positions "
+                    f"index {check.describe(size)}: at most {size} positions"
+                )
+            continue
+        values = np.asarray(to_numpy(arrays[check.key]))
+        if values.size == 0:
+            continue
         low, high = values.min(), values.max()
         if low < 0 or (size is not None and high >= size):
             bad = low if low < 0 else high

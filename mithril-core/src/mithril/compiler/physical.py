@@ -224,7 +224,7 @@ class PhysicalModel:
             self._check_arrays(params, {}, params_only=True)
         except MithrilError as exc:
             raise type(exc)(f"save_params({path}): {exc}") from None
-        arrays = {k: np.ascontiguousarray(self.backend.to_numpy(v)) for k, v in params.items()}
+        arrays = {k: np.asarray(self.backend.to_numpy(v), order="C") for k, v in params.items()}
         if path.suffix == ".safetensors":
             save_safetensors(path, arrays)
         else:

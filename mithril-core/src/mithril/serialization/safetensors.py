@@ -121,7 +121,7 @@ class SafetensorsFile:
 
 def save_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> None:
     """Write ``tensors`` (NumPy arrays or anything ``np.asarray`` takes) as a ``.safetensors`` file."""
-    arrays = {name: np.ascontiguousarray(np.asarray(value)) for name, value in tensors.items()}
+    arrays = {name: np.asarray(value, order="C") for name, value in tensors.items()}
     header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
     offset = 0
     for name, array in arrays.items():

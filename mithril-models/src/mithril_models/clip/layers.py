@@ -1,0 +1,141 @@
+"""Blocks shared by CLIP's towers: multi-head attention, the pre-LayerNorm transformer block, learned tables.
+
+Children are named after ``transformers``' CLIP modules (``self_attn.q_proj``, ``layer_norm1``, ``mlp.fc1``),
+so a tower compiled with ``use_short_namings=False`` has Hugging Face's parameter names.
+
+Example:
+    >>> block = EncoderLayer(width=32, heads=4, intermediate_size=128, causal=True, name="layers.0")
+    >>> block.input_keys, block.output_keys
+    (['input'], ['output'])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mithril.framework.keys import Connection, IOKey
+from mithril.models import LayerNorm, Linear, Model
+from mithril.models.blocks._util import op, param
+
+__all__ = ["Attention", "EncoderLayer", "LearnedTable", "activation", "attend"]
+
+
+def activation(model: Model, x: Connection, kind: str) -> Connection:
+    """``quick_gelu`` (``x * sigmoid(1.702 x)``, OpenAI's QuickGELU) or exact ``gelu`` applied to ``x``.
+
+    >>> from mithril.models import IOKey, Model, Relu
+    >>> model = Model()
+    >>> model |= Relu()(input=IOKey("x"))
+    >>> model.expose(activation(model, model.cout, "quick_gelu"), "y")
+    """
+    if kind == "quick_gelu":
+        return x * op(model, "sigmoid", x * 1.702)
+    if kind == "gelu":
+        return op(model, "gelu", x, approximate=False)
+    raise ValueError(f"clip: unsupported activation {kind!r}; expected 'quick_gelu' or 'gelu'")
+
+
+def attend(
+    model: Model,
+    query: Any,
+    memory: Any,
+    width: int,
+    heads: int,
+    *,
+    causal: bool = False,
+    out_width: int | None = None,
+    out_name: str = "out_proj",
+) -> Connection:
+    """Add multi-head attention of ``query`` over ``memory`` (both ``[batch, tokens, width]``) to ``model``.
+
+    The projections become children of ``model`` named ``q_proj``, ``k_proj``, ``v_proj`` and ``out_name``
+    (each a ``Linear`` with bias), so a caller keeps the checkpoint's flat names (OpenAI's
+    ``attnpool.q_proj``). ``query``/``memory`` are connections or keys (``IOKey``); returns the output.
+
+    >>> from mithril.models import IOKey, Model
+    >>> model = Model()
+    >>> model.expose(attend(model, IOKey("q", shape=[None, 1, 32]), IOKey("kv", shape=[None, None, 32]), 32, 4), "y")
+    >>> sorted(name for name, _ in model._children if name.endswith("proj"))
+    ['k_proj', 'out_proj', 'q_proj', 'v_proj']
+    """
+    if width % heads:
+        raise ValueError(f"clip attention: width={width} is not divisible by heads={heads}")
+    head_dim = width // heads
+    split: dict[str, Connection] = {}
+    for proj, source in (("q_proj", query), ("k_proj", memory), ("v_proj", memory)):
+        linear = Linear(width, name=proj)
+        model |= linear(input=source)
+        per_head = linear.output.reshape(None, None, heads, head_dim)  # [B, T, H, D]
+        split[proj] = per_head.transpose(0, 2, 1, 3)  # [B, H, T, D]
+    attended = op(
+        model, "scaled_dot_product_attention", split["q_proj"], split["k_proj"], split["v_proj"], causal=causal
+    )
+    merged = attended.transpose(0, 2, 1, 3).reshape(None, None, width)  # [B, T, width]
+    out = Linear(out_width or width, name=out_name)
+    model |= out(input=merged)
+    return out.output
+
+
+class Attention(Model):
+    """Multi-head self-attention over ``[batch, tokens, width]`` (``input`` -> ``output``), see :func:`attend`.
+
+    >>> Attention(width=32, heads=4, causal=True).output_keys
+    ['output']
+    """
+
+    def __init__(self, width: int, heads: int, *, causal: bool = False, name: str | None = None) -> None:
+        super().__init__(name=name)
+        tokens = IOKey("input", shape=[None, None, width])
+        self.expose(attend(self, tokens, tokens, width, heads, causal=causal))
+        self._cin = self._keys["input"]
+
+
+class EncoderLayer(Model):
+    """``x + attn(ln1(x))`` then ``x + fc2(act(fc1(ln2(x))))`` (CLIP's residual attention block).
+
+    >>> EncoderLayer(width=32, heads=4, intermediate_size=128).output_keys
+    ['output']
+    """
+
+    def __init__(
+        self,
+        width: int,
+        heads: int,
+        intermediate_size: int,
+        *,
+        causal: bool = False,
+        layer_norm_eps: float = 1e-5,
+        act: str = "quick_gelu",
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        norm1 = LayerNorm(width, eps=layer_norm_eps, name="layer_norm1")
+        self |= norm1(input=IOKey("input", shape=[None, None, width]))
+        attn = Attention(width, heads, causal=causal, name="self_attn")
+        self |= attn(input=norm1.output)
+        hidden = Connection(self, "input") + attn.output
+        norm2 = LayerNorm(width, eps=layer_norm_eps, name="layer_norm2")
+        self |= norm2(input=hidden)
+        fc1 = Linear(intermediate_size, name="mlp.fc1")
+        self |= fc1(input=norm2.output)
+        fc2 = Linear(width, name="mlp.fc2")
+        self |= fc2(input=activation(self, fc1.output, act))
+        self.expose(hidden + fc2.output)
+        self._cin = self._keys["input"]
+
+
+class LearnedTable(Model):
+    """A learned table added to the input: ``output = input + weight`` (``weight`` is ``shape``).
+
+    Holds position embeddings used whole (a ViT's ``position_embedding.weight``, OpenAI's attention-pooling
+    ``positional_embedding``) under the checkpoint's parameter name ``key``.
+
+    >>> LearnedTable([5, 32]).input_keys
+    ['input', 'weight']
+    """
+
+    def __init__(self, shape: list[Any], key: str = "weight", *, init: str = "normal", name: str | None = None) -> None:
+        super().__init__(name=name)
+        total = op(self, "add", IOKey("input"), param(key, init=init, shape=shape))
+        self.expose(total)
+        self._cin = self._keys["input"]

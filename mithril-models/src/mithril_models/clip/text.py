@@ -1,0 +1,91 @@
+"""CLIP's text tower: token + position embeddings, a causal transformer, the end-of-text feature, a projection.
+
+Key ``text`` (int token ids ``[batch, tokens]``, at most ``context_length`` tokens) -> ``output``
+(``[batch, embed_dim]``, not normalised; OpenAI's ``encode_text``, HF's ``get_text_features``).
+
+Example:
+    >>> from mithril_models.clip.config import TextConfig
+    >>> tower = EncodeText(TextConfig(embed_dim=16, context_length=8, vocab_size=100, width=32, heads=4, layers=2))
+    >>> tower.input_keys[0], tower.output_keys
+    ('text', ['output'])
+"""
+
+from __future__ import annotations
+
+from mithril.framework.keys import Connection, IOKey
+from mithril.models import Embedding, LayerNorm, Linear
+from mithril.models.blocks._util import op
+
+from ..checkpoints.layout import Layout
+from ..family import FamilyModel
+from .config import TextConfig
+from .layers import EncoderLayer
+
+__all__ = ["EncodeText", "pool_end_of_text"]
+
+
+def pool_end_of_text(model: FamilyModel, hidden: Connection, text: Connection, eos_token_id: int | None) -> Connection:
+    """``hidden[b, t_b]`` (``[batch, width]``) where ``t_b`` is the end-of-text position of row ``b``.
+
+    ``t_b = argmax(text[b])`` (the highest id, OpenAI's rule) or, with ``eos_token_id``, the first position
+    holding that id (``transformers``' rule; position 0 when the row has none, as ``argmax`` of zeros).
+    The row is picked by a one-hot matrix product, which is exact and differentiable on every backend.
+
+    >>> tower = EncodeText(TextConfig(16, 8, 100, 32, 4, 1, eos_token_id=99))  # pools with this rule
+    >>> tower.output_keys
+    ['output']
+    """
+    if eos_token_id is None:
+        index = text.argmax(axis=-1)
+    else:
+        index = text.eq(eos_token_id).cast("int").argmax(axis=-1)
+    positions = op(model, "positions", text, axis=-1)  # [T]
+    one_hot = positions.eq(index.reshape(None, 1)).cast("float")  # [B, T]
+    picked = one_hot[:, None, :] @ hidden  # [B, 1, width]
+    return picked[:, 0, :]
+
+
+class EncodeText(FamilyModel):
+    """The text tower (see the module docstring); build it with :func:`mithril_models.clip.encode_text`.
+
+    Children follow ``transformers``' ``CLIPTextModelWithProjection``: ``text_model.embeddings.*``,
+    ``text_model.encoder.layers.<i>``, ``text_model.final_layer_norm``, ``text_projection``.
+
+    >>> EncodeText(TextConfig(16, 8, 100, 32, 4, 1)).family
+    'clip'
+    """
+
+    family = "clip"
+
+    def __init__(self, config: TextConfig, *, name: str | None = None) -> None:
+        super().__init__(config, name=name)
+        width = config.width
+        tokens = Embedding(config.vocab_size, width, name="text_model.embeddings.token_embedding")
+        self |= tokens(input=IOKey("text", shape=[None, None], type="int"))
+        text = Connection(self, "text")
+        positions = Embedding(config.context_length, width, name="text_model.embeddings.position_embedding")
+        self |= positions(input=op(self, "positions", text, axis=-1))
+        hidden = tokens.output + positions.output
+        for i in range(config.layers):
+            layer = EncoderLayer(
+                width,
+                config.heads,
+                config.intermediate_size,
+                causal=True,
+                layer_norm_eps=config.layer_norm_eps,
+                act=config.activation,
+                name=f"text_model.encoder.layers.{i}",
+            )
+            self |= layer(input=hidden)
+            hidden = layer.output
+        final = LayerNorm(width, eps=config.layer_norm_eps, name="text_model.final_layer_norm")
+        self |= final(input=hidden)
+        pooled = pool_end_of_text(self, final.output, text, config.eos_token_id)
+        projection = Linear(config.embed_dim, use_bias=False, name="text_projection")
+        self |= projection(input=pooled, output=IOKey("output"))
+
+    def checkpoint_layouts(self) -> list[Layout]:
+        """Hugging Face and OpenAI names; the image tower's keys and ``logit_scale`` are ignorable."""
+        from .checkpoint import text_layouts
+
+        return text_layouts(self.config, alone=True)
