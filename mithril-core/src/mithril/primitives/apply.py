@@ -48,7 +48,8 @@ def run_type_rule(
             continue
         kind = kinds[key]
         if kind is None:
-            kinds[key] = accepted[0]
+            if len(accepted) == 1:  # only one kind fits: it is known now (Embedding indices are int)
+                kinds[key] = accepted[0]
         elif kind not in accepted:
             raise DtypeError(
                 f"{where}: input {key!r} of primitive {spec.name!r} must be {' or '.join(accepted)}, got {kind}"

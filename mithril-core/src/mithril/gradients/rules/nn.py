@@ -54,17 +54,20 @@ def _attention_scale(ctx):
 
 
 def scaled_dot_product_attention(ctx):
-    """Recompute ``P = softmax(q k^T * scale + mask)`` and backpropagate through ``P @ v``; the mask gets
-    no gradient. Shapes: q ``[..., Lq, d]``, k ``[..., Lk, d]``, v ``[..., Lk, dv]``, g ``[..., Lq, dv]``."""
+    """Recompute ``P = softmax(q k^T * scale + mask)`` and backpropagate through ``P @ v``; an additive
+    (float) mask gets the scores' gradient, summed over the axes it was broadcast along (a bool mask gets
+    none). Shapes: q ``[..., Lq, d]``, k ``[..., Lk, d]``, v ``[..., Lk, dv]``, g ``[..., Lq, dv]``."""
     g, q, k, v = ctx.cotangent, ctx["query"], ctx["key"], ctx["value"]
     ops = ctx.ops
     p = ops.attention_weights(q, k, ctx.inputs["mask"], causal=ctx.attrs["causal"], scale=ctx.attrs["scale"])
     grads = {}
     if wants(ctx, "value"):
         grads["value"] = ops.swapaxes(p) @ g  # [..., Lk, Lq] @ [..., Lq, dv] -> [..., Lk, dv]
-    if wants(ctx, "query") or wants(ctx, "key"):
+    if wants(ctx, "query") or wants(ctx, "key") or wants(ctx, "mask"):
         dp = g @ ops.swapaxes(v)  # [..., Lq, dv] @ [..., dv, Lk] -> [..., Lq, Lk]
         ds = p * (dp - ops.sum(dp * p, axis=-1, keepdim=True))  # softmax VJP on the scores
+        if wants(ctx, "mask"):
+            grads["mask"] = ops.sum_to_like(ds, ctx["mask"])
         scale = _attention_scale(ctx)
         if wants(ctx, "query"):
             grads["query"] = ds @ k * scale  # [..., Lq, Lk] @ [..., Lk, d] -> [..., Lq, d]

@@ -216,7 +216,8 @@ SPECS = (
         float_result,
         attributes={"causal": False, "scale": None},
         optional_inputs=frozenset({"mask"}),
-        differentiable=("query", "key", "value"),
+        differentiable=("query", "key", "value", "mask"),
+        input_kinds={"mask": ("float", "bool")},
         doc="softmax(q @ k^T * scale + mask) @ v; scale defaults to 1/sqrt(d); a bool mask keeps True "
         "positions, a float mask is added; causal masks positions j > i (torch semantics)",
     ),
