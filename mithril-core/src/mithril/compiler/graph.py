@@ -22,7 +22,7 @@ from ..errors import DtypeError
 from ..journal import touch
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
-from ..shapes import Shape, epoch, shape_from_template
+from ..shapes import Shape, changes_since, epoch, shape_from_template
 from ..types import Kind, kind_of_python_value
 from ..union_find import find_root
 
@@ -129,7 +129,7 @@ class Value:
 class Node:
     """One primitive call. ``inputs`` maps input keys to values (``None`` for absent optional inputs)."""
 
-    __slots__ = ("id", "spec", "attrs", "inputs", "outputs", "path", "shape_done", "type_done")
+    __slots__ = ("id", "spec", "attrs", "inputs", "outputs", "path", "shape_done", "type_done", "kinds_seen")
 
     def __init__(self, id: int, spec: PrimitiveSpec, attrs: dict[str, Any], inputs: dict[str, Value | None], outputs: dict[str, Value], path: str) -> None:
         self.id = id
@@ -140,6 +140,7 @@ class Node:
         self.path = path
         self.shape_done = False
         self.type_done = False
+        self.kinds_seen: tuple[Any, ...] | None = None  # input kinds the pending type rule last saw
 
     @property
     def output(self) -> Value:
@@ -163,6 +164,10 @@ class Graph:
         self._ids = itertools.count()
         self._pending: list[Node] = []
         self.deferred: list[tuple[Shape, Shape, str]] = []  # shapes that must be equal but cannot be unified yet
+        # Pending shape rules are re-run only when a dim they read is refined: id(dim root) -> nodes that
+        # read it, and the shapes epoch up to which refinements were looked at (see ``solve``).
+        self._watch: dict[int, dict[int, Node]] = {}
+        self._seen_epoch = epoch()
 
     # -- construction ----------------------------------------------------------------------------
     def new_value(self, shape: Shape | Sequence[Any] | None = None, kind: Kind | None = None, const: Any = NOTHING, name: str | None = None) -> Value:
@@ -221,15 +226,22 @@ class Graph:
     def _where(self, node: Node) -> str:
         return f"{node.path or '<root>'} ({node.spec.name})"
 
-    def _infer(self, node: Node) -> None:
+    def _infer(self, node: Node, shapes: bool = True) -> None:
+        """Run ``node``'s pending rules (the shape rule only when ``shapes``: its dims were refined)."""
+        inputs = {k: v.find() for k, v in node.inputs.items() if v is not None}
+        kinds = {k: v.kind for k, v in inputs.items()}
+        types = not node.type_done and tuple(kinds.values()) != node.kinds_seen
+        if not (types or (shapes and not node.shape_done)):
+            return
         touch(node)
-        if not node.shape_done:
-            io = ShapeIO({k: v.find().shape for k, v in node.inputs.items() if v is not None})
+        if shapes and not node.shape_done:
+            io = ShapeIO({k: v.shape for k, v in inputs.items()})
             io.update({k: v.find().shape for k, v in node.outputs.items()})
             node.shape_done = run_shape_rule(node.spec, node.attrs, io, self._where(node))
-        if not node.type_done:
-            inputs = {k: v.find() for k, v in node.inputs.items() if v is not None}
-            kinds = {k: v.kind for k, v in inputs.items()}
+            if not node.shape_done:
+                self._watch_shapes(node, io.values())
+        if types:
+            node.kinds_seen = tuple(kinds.values())  # a type rule only learns from new input kinds
             result = run_type_rule(node.spec, node.attrs, kinds, self._where(node))
             for key, value in inputs.items():
                 if value.kind is None and kinds.get(key) is not None:
@@ -244,18 +256,38 @@ class Graph:
                     out.kind = kind
                 node.type_done = True
 
+    def _watch_shapes(self, node: Node, shapes: Iterable[Shape]) -> None:
+        """Re-run ``node``'s shape rule when any dim it reads now is refined."""
+        for shape in shapes:
+            for root in shape.roots():
+                self._watch.setdefault(id(root), {})[id(node)] = node
+
+    def _due(self) -> list[tuple[Node, bool]]:
+        """Pending nodes whose rules may learn something: pending types, and shape rules reading a dim
+        refined since the last pass (all of them when the change log no longer reaches back)."""
+        changed = changes_since(self._seen_epoch)
+        self._seen_epoch = epoch()
+        if changed is None:
+            return [(n, True) for n in self._pending]
+        woken: set[int] = set()
+        for key in set(changed):
+            woken.update(self._watch.pop(key, ()))  # woken nodes re-register on the roots they read now
+        return [(n, id(n) in woken) for n in self._pending if not n.type_done or id(n) in woken]
+
     def solve(self, max_idle_passes: int = 2) -> None:
         """Re-run pending rules until nothing changes.
 
         A pass that completes no rule but still refines some dim (rules may link fresh symbols) counts as
         idle; after ``max_idle_passes`` such passes in a row the solver stops, so it always terminates.
+        Only rules whose shapes were refined since they last ran are re-run, so building a model costs
+        time linear in its size.
         """
         idle = 0
         while (self._pending or self.deferred) and idle <= max_idle_passes:
             before = (epoch(), len(self._pending) + len(self.deferred), sum(1 for n in self._pending if n.type_done))
             self._retry_deferred()
-            for node in list(self._pending):
-                self._infer(node)
+            for node, shapes in self._due():
+                self._infer(node, shapes)
             self._pending = [n for n in self._pending if not (n.shape_done and n.type_done)]
             after = (epoch(), len(self._pending) + len(self.deferred), sum(1 for n in self._pending if n.type_done))
             if after == before:
@@ -293,7 +325,10 @@ class Graph:
         self.nodes.extend(other.nodes)
         self._pending.extend(other._pending)
         self.deferred.extend(other.deferred)
-        other.nodes, other._pending, other.deferred = [], [], []
+        for key, nodes in other._watch.items():
+            self._watch.setdefault(key, {}).update(nodes)
+        self._seen_epoch = min(self._seen_epoch, other._seen_epoch)
+        other.nodes, other._pending, other.deferred, other._watch = [], [], [], {}
 
     # -- queries ---------------------------------------------------------------------------------
     def consumers(self) -> dict[int, list[Node]]:

@@ -6,10 +6,15 @@ from .symbolic import (
     ShapeMismatch,
     ShapeUndetermined,
     Variadic,
+    changes_since,
     epoch,
+    reset_change_log,
     shape_from_template,
     unify,
     unify_dims,
 )
 
-__all__ = ["Dim", "Shape", "ShapeMismatch", "ShapeUndetermined", "Variadic", "epoch", "shape_from_template", "unify", "unify_dims"]
+__all__ = [
+    "Dim", "Shape", "ShapeMismatch", "ShapeUndetermined", "Variadic", "changes_since", "epoch", "reset_change_log",
+    "shape_from_template", "unify", "unify_dims",
+]  # fmt: skip

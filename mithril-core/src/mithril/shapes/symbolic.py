@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Iterable, Sequence
 
@@ -23,10 +24,15 @@ from ..errors import ShapeError
 from ..journal import _CURRENT, touch
 from ..union_find import find_root
 
-__all__ = ["Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch"]
+__all__ = [
+    "Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch", "changes_since",
+    "reset_change_log",
+]  # fmt: skip
 
 _counter = itertools.count()
 _EPOCH = [0]  # bumped on every refinement; rules use it to tell whether a pass made progress
+_LOG_SIZE = 1 << 16
+_LOG: collections.deque[int] = collections.deque(maxlen=_LOG_SIZE)  # ids of the roots refined, oldest first
 
 
 def epoch() -> int:
@@ -34,8 +40,25 @@ def epoch() -> int:
     return _EPOCH[0]
 
 
-def _bump() -> None:
-    _EPOCH[0] += 1
+def changes_since(position: int) -> list[int] | None:
+    """``id()`` of every dim/variadic root refined since ``epoch()`` was ``position``; ``None`` when the
+    bounded log no longer reaches back that far (the caller then re-checks everything)."""
+    missed = _EPOCH[0] - position
+    if missed > len(_LOG) or missed < 0:
+        return None
+    return list(itertools.islice(reversed(_LOG), missed))
+
+
+def reset_change_log() -> None:
+    """Forget the change log (every solver falls back to a full pass once); for tests and long sessions."""
+    _LOG.clear()
+    _EPOCH[0] += _LOG_SIZE + 1
+
+
+def _bump(*changed: object) -> None:
+    for obj in changed:
+        _EPOCH[0] += 1
+        _LOG.append(id(obj))
 
 
 class ShapeMismatch(ShapeError):
@@ -73,7 +96,7 @@ class Dim:
         if root._value is None:
             touch(root)
             root._value = value
-            _bump()
+            _bump(root)
         elif root._value != value:
             raise ShapeMismatch(f"{root._value} != {value}")
 
@@ -90,14 +113,18 @@ def unify_dims(a: Dim, b: Dim) -> None:
     if ra._value is not None and rb._value is not None and ra._value != rb._value:
         raise ShapeMismatch(f"{ra._value} != {rb._value}")
     informative = ra._value is None or rb._value is None  # linking two equal known dims teaches nothing
-    if ra._value is None:
+    # A known dim stays the root (its value shows through); of two symbols the older stays, so the long-
+    # lived dims of a model (batch, sequence) keep their identity and the rules reading them stay asleep.
+    if ra._value is None and (rb._value is not None or ra._id > rb._id):
         touch(ra)
         ra._parent = rb
+        moved = ra
     else:
         touch(rb)
         rb._parent = ra
+        moved = rb
     if informative:
-        _bump()
+        _bump(moved)  # only shapes holding the re-parented root see a change; the surviving root's do not
 
 
 class Variadic:
@@ -126,7 +153,7 @@ class Variadic:
             root._parent = inner.find()
         else:
             root._binding = (list(prefix), inner, list(suffix))
-        _bump()
+        _bump(root)
 
 
 def _expand(prefix: Iterable[Dim], var: Variadic | None, suffix: Iterable[Dim]) -> tuple[list[Dim], Variadic | None, list[Dim]]:
@@ -198,6 +225,15 @@ class Shape:
         if values is None or any(v is None for v in values):
             return None
         return values  # type: ignore[return-value]
+
+    def roots(self) -> list[object]:
+        """The root dims (and the open variadic) of this shape: what a rule reading it depends on."""
+        prefix, var, suffix = self.parts()
+        found: list[object] = [d.find() for d in prefix]
+        found.extend(d.find() for d in suffix)
+        if var is not None:
+            found.append(var)
+        return found
 
     def min_rank(self) -> int:
         prefix, _, suffix = self.parts()
