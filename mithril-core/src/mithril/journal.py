@@ -2,8 +2,9 @@
 
 Connecting models unifies shapes and merges values in place (union-find), so an error found halfway
 through ``model |= child(...)`` would leave both models half-connected. Inside :func:`transaction`,
-every object about to be written is first saved with :func:`touch` (its slots, or a shallow copy of its
-``__dict__``); if the block raises, all saved objects are restored, newest first.
+every object about to be written is first saved with :func:`touch` (its slots, a shallow copy of its
+``__dict__``, or what its ``_journal_snapshot()`` returns); if the block raises, all saved objects are
+restored, newest first.
 
 Example:
     >>> from mithril.journal import touch, transaction
@@ -53,6 +54,10 @@ def touch(obj: Any) -> None:
     if id(obj) in trail.seen:
         return
     trail.seen.add(id(obj))
+    snapshot = getattr(obj, "_journal_snapshot", None)
+    if snapshot is not None:  # large objects save only what they need to undo (see Graph)
+        trail.saved.append((obj, _Custom(snapshot())))
+        return
     slots = getattr(type(obj), "__slots__", None)
     if slots is not None and not hasattr(obj, "__dict__"):
         trail.saved.append((obj, [(name, getattr(obj, name)) for name in slots if hasattr(obj, name)]))
@@ -61,9 +66,20 @@ def touch(obj: Any) -> None:
         trail.saved.append((obj, state))
 
 
+class _Custom:
+    """State saved by an object's own ``_journal_snapshot()``, given back to its ``_journal_restore``."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+
 def _restore(trail: _Trail) -> None:
     for obj, state in reversed(trail.saved):
-        if isinstance(state, dict):
+        if isinstance(state, _Custom):
+            obj._journal_restore(state.state)
+        elif isinstance(state, dict):
             obj.__dict__.clear()
             obj.__dict__.update(state)
         else:

@@ -209,7 +209,7 @@ def _apply_constants(flat: FlatModel, constants: Mapping[str, Any]) -> None:
             raise ShapeError(f"ml.compile(constant_keys): {name!r} expects shape {target.shape!r}, got {list(np.shape(array))} ({exc})") from None
         target.const = array
         if target.kind is None:
-            target.kind = constant_kind(array)
+            target.set_kind(constant_kind(array))
 
 
 def _apply_shapes(flat: FlatModel, shapes: Mapping[str, Any]) -> None:

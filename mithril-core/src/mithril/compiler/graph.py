@@ -22,7 +22,7 @@ from ..errors import DtypeError
 from ..journal import touch
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
-from ..shapes import Shape, changes_since, epoch, shape_from_template
+from ..shapes import Shape, changes_since, epoch, note_change, shape_from_template
 from ..types import Kind, kind_of_python_value
 from ..union_find import find_root
 
@@ -74,6 +74,12 @@ class Value:
         self.buffer = False  # non-trainable state that travels with the parameters
         self.updates: Value | None = None  # this value is the next value of that buffer (a state update)
         self._parent: Value | None = None
+
+    def set_kind(self, kind: Kind) -> None:
+        """Give this (root) value its kind; rules waiting for it are woken (see ``Graph.solve``)."""
+        touch(self)
+        self.kind = kind
+        note_change(self)
 
     def find(self) -> Value:
         """The representative after logical merges (connections unify values through union-find)."""
@@ -169,6 +175,17 @@ class Graph:
         self._watch: dict[int, dict[int, Node]] = {}
         self._seen_epoch = epoch()
 
+    # -- undo (see mithril.journal) ---------------------------------------------------------------
+    def _journal_snapshot(self) -> tuple[Any, ...]:
+        """Nodes and pending rules only grow between solver passes (which replace ``_pending``), so a
+        list and its length undo them without copying the graph at every connection."""
+        return (self.nodes, len(self.nodes), self._pending, len(self._pending), list(self.deferred))
+
+    def _journal_restore(self, state: tuple[Any, ...]) -> None:
+        nodes, n_nodes, pending, n_pending, deferred = state
+        self.nodes, self._pending, self.deferred = nodes[:n_nodes], pending[:n_pending], deferred
+        self.recheck()  # the watch index may have lost entries
+
     # -- construction ----------------------------------------------------------------------------
     def new_value(self, shape: Shape | Sequence[Any] | None = None, kind: Kind | None = None, const: Any = NOTHING, name: str | None = None) -> Value:
         if shape is None:
@@ -226,34 +243,38 @@ class Graph:
     def _where(self, node: Node) -> str:
         return f"{node.path or '<root>'} ({node.spec.name})"
 
-    def _infer(self, node: Node, shapes: bool = True) -> None:
-        """Run ``node``'s pending rules (the shape rule only when ``shapes``: its dims were refined)."""
-        inputs = {k: v.find() for k, v in node.inputs.items() if v is not None}
-        kinds = {k: v.kind for k, v in inputs.items()}
-        types = not node.type_done and tuple(kinds.values()) != node.kinds_seen
-        if not (types or (shapes and not node.shape_done)):
+    def _infer(self, node: Node) -> None:
+        """Run ``node``'s pending rules (a type rule only when its input kinds changed since it last ran)."""
+        seen = None if node.type_done else tuple(v.find().kind for v in node.inputs.values() if v is not None)
+        types = seen is not None and seen != node.kinds_seen
+        if not (types or not node.shape_done):
             return
         touch(node)
-        if shapes and not node.shape_done:
+        if types:  # wake the type rule again when one of its inputs gets a kind
+            for value in node.inputs.values():
+                if value is not None and value.find().kind is None:
+                    self._watch.setdefault(id(value.find()), {})[id(node)] = node
+        inputs = {k: v.find() for k, v in node.inputs.items() if v is not None}
+        kinds = {k: v.kind for k, v in inputs.items()}
+        if not node.shape_done:
             io = ShapeIO({k: v.shape for k, v in inputs.items()})
             io.update({k: v.find().shape for k, v in node.outputs.items()})
             node.shape_done = run_shape_rule(node.spec, node.attrs, io, self._where(node))
             if not node.shape_done:
                 self._watch_shapes(node, io.values())
         if types:
-            node.kinds_seen = tuple(kinds.values())  # a type rule only learns from new input kinds
+            node.kinds_seen = seen  # a type rule only learns from new input kinds
             result = run_type_rule(node.spec, node.attrs, kinds, self._where(node))
             for key, value in inputs.items():
                 if value.kind is None and kinds.get(key) is not None:
-                    touch(value)
-                    value.kind = kinds[key]
+                    value.set_kind(kinds[key])
             if result is not None:
                 for key, kind in result.items():
                     out = node.outputs[key].find()
                     if out.kind is not None and out.kind != kind:
                         raise DtypeError(f"{self._where(node)}: output {key!r} is {kind}, but it is connected where {out.kind} is required")
-                    touch(out)
-                    out.kind = kind
+                    if out.kind != kind:
+                        out.set_kind(kind)
                 node.type_done = True
 
     def _watch_shapes(self, node: Node, shapes: Iterable[Shape]) -> None:
@@ -262,17 +283,17 @@ class Graph:
             for root in shape.roots():
                 self._watch.setdefault(id(root), {})[id(node)] = node
 
-    def _due(self) -> list[tuple[Node, bool]]:
-        """Pending nodes whose rules may learn something: pending types, and shape rules reading a dim
-        refined since the last pass (all of them when the change log no longer reaches back)."""
+    def _due(self) -> list[Node]:
+        """Pending nodes whose rules may learn something: those reading a dim refined, or a value given a
+        kind, since the last pass (all of them when the change log no longer reaches back)."""
         changed = changes_since(self._seen_epoch)
         self._seen_epoch = epoch()
         if changed is None:
-            return [(n, True) for n in self._pending]
+            return list(self._pending)
         woken: set[int] = set()
         for key in set(changed):
-            woken.update(self._watch.pop(key, ()))  # woken nodes re-register on the roots they read now
-        return [(n, id(n) in woken) for n in self._pending if not n.type_done or id(n) in woken]
+            woken.update(self._watch.pop(key, ()))  # woken nodes re-register on what they read now
+        return [n for n in self._pending if id(n) in woken]
 
     def solve(self, max_idle_passes: int = 2) -> None:
         """Re-run pending rules until nothing changes.
@@ -286,8 +307,8 @@ class Graph:
         while (self._pending or self.deferred) and idle <= max_idle_passes:
             before = (epoch(), len(self._pending) + len(self.deferred), sum(1 for n in self._pending if n.type_done))
             self._retry_deferred()
-            for node, shapes in self._due():
-                self._infer(node, shapes)
+            for node in self._due():
+                self._infer(node)
             self._pending = [n for n in self._pending if not (n.shape_done and n.type_done)]
             after = (epoch(), len(self._pending) + len(self.deferred), sum(1 for n in self._pending if n.type_done))
             if after == before:
@@ -308,11 +329,17 @@ class Graph:
                 raise ShapeError(f"{where}: shapes {a!r} and {b!r} do not match ({exc})") from None
         self.deferred = still
 
+    def recheck(self) -> None:
+        """Make the next ``solve`` re-run every pending rule (after node inputs were rewired directly)."""
+        self._seen_epoch = -1
+
     def default_kinds(self, values: Iterable[Value], kind: Kind = "float") -> None:
-        """Give unknown-kind values a kind (free inputs default to float) and re-solve."""
+        """Give unknown-kind values a kind (free inputs default to float) and re-solve every pending rule
+        (the compiler rewires inputs before calling this, e.g. dropping unused optional ones)."""
+        self.recheck()
         for value in values:
-            if value.kind is None:
-                value.kind = kind
+            if value.find().kind is None:
+                value.find().set_kind(kind)
         self.solve()
 
     def absorb(self, other: Graph, prefix: str) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..journal import touch, transaction
-from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
+from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
 from .keys import TBD, Connection, IOKey
 
@@ -83,7 +83,9 @@ def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> 
     if a.const is not NOTHING and b.const is not NOTHING and not _same_constant(a.const, b.const):
         raise ConnectionError_(f"{where}: conflicting constant values {a.const!r} and {b.const!r}")
     b._parent = a
-    a.kind = a.kind or b.kind
+    note_change(b)  # rules reading ``b`` now read ``a``
+    if a.kind is None and b.kind is not None:
+        a.set_kind(b.kind)
     a.const = a.const if a.const is not NOTHING else b.const
     a.producer = a.producer or b.producer
     a.differentiable = a.differentiable if a.differentiable is not None else b.differentiable
@@ -308,8 +310,7 @@ class Model:
         root = value.find()
         if root.kind is not None and root.kind != kind:
             raise DtypeError(f"{where}: is {root.kind}, cannot be set to {kind}")
-        touch(root)
-        root.kind = kind
+        root.set_kind(kind)
         self._graph.solve()
 
     def _set_constant(self, value: Value, constant: Any, where: str) -> None:
@@ -329,7 +330,7 @@ class Model:
         touch(root)
         root.const = array
         if root.kind is None:
-            root.kind = kind
+            root.set_kind(kind)
         self._graph.solve()
 
     # -- keys ------------------------------------------------------------------------------------

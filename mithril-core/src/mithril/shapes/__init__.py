@@ -8,6 +8,7 @@ from .symbolic import (
     Variadic,
     changes_since,
     epoch,
+    note_change,
     reset_change_log,
     shape_from_template,
     unify,
@@ -15,6 +16,6 @@ from .symbolic import (
 )
 
 __all__ = [
-    "Dim", "Shape", "ShapeMismatch", "ShapeUndetermined", "Variadic", "changes_since", "epoch", "reset_change_log",
+    "Dim", "Shape", "ShapeMismatch", "ShapeUndetermined", "Variadic", "changes_since", "epoch", "note_change", "reset_change_log",
     "shape_from_template", "unify", "unify_dims",
 ]  # fmt: skip

@@ -26,7 +26,7 @@ from ..union_find import find_root
 
 __all__ = [
     "Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch", "changes_since",
-    "reset_change_log",
+    "note_change", "reset_change_log",
 ]  # fmt: skip
 
 _counter = itertools.count()
@@ -53,6 +53,12 @@ def reset_change_log() -> None:
     """Forget the change log (every solver falls back to a full pass once); for tests and long sessions."""
     _LOG.clear()
     _EPOCH[0] += _LOG_SIZE + 1
+
+
+def note_change(*changed: object) -> None:
+    """Record that ``changed`` objects were refined: dims and variadics (done here) or graph values whose
+    kind became known (done by the graph), so the solver wakes the rules that read them."""
+    _bump(*changed)
 
 
 def _bump(*changed: object) -> None:

@@ -66,6 +66,8 @@ def c_identifier(text: str) -> str:
 
 def _one_line(text: str) -> str:
     """Printable ASCII on one line: everything else (newlines, NUL, unicode) as escapes, bounded length."""
+    if text.isascii() and text.isprintable() and "\\" not in text and len(text) <= MAX_COMMENT:
+        return text
     escaped = text.encode("unicode_escape").decode("ascii")
     escaped = "".join(ch if " " <= ch <= "~" else f"\\x{ord(ch):02x}" for ch in escaped)
     return escaped if len(escaped) <= MAX_COMMENT else escaped[: MAX_COMMENT - 12] + "..." + _digest(text)
