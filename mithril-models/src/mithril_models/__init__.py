@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .checkpoints import CheckpointError, LoadReport, load_hf, save_safetensors
     from .clip import clip, encode_image, encode_text
     from .family import FamilyModel
-    from .generation import generate
+    from .generation import clear_decode_cache, generate
     from .gpt import create_gpt
     from .hf import from_hf_config
     from .resnet import resnet18, resnet34, resnet50, resnet101, resnet152
@@ -43,13 +43,14 @@ _EXPORTS: dict[str, str] = {
     "CheckpointError": "checkpoints",
     "LoadReport": "checkpoints",
     "generate": "generation",
+    "clear_decode_cache": "generation",
     "FamilyModel": "family",
 }
 
 __all__ = [
-    "CheckpointError", "FamilyModel", "LoadReport", "clip", "create_gpt", "encode_image", "encode_text",
-    "from_hf_config", "generate", "load_hf", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-    "save_safetensors", "t5_decode", "t5_encode",
+    "CheckpointError", "FamilyModel", "LoadReport", "clear_decode_cache", "clip", "create_gpt", "encode_image",
+    "encode_text", "from_hf_config", "generate", "load_hf", "resnet18", "resnet34", "resnet50", "resnet101",
+    "resnet152", "save_safetensors", "t5_decode", "t5_encode",
 ]  # fmt: skip
 assert sorted(__all__) == sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -126,9 +126,10 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
                     report.mismatched.append(f"{key} -> {name}: checkpoint {list(value.shape)}, model {list(expected)}")
                     misfits.add(name)
                 elif name in tied_sources:  # a second key of a tied tensor: it must hold the same values
-                    same = np.array_equal(pm.backend.to_numpy(loaded[name]), pm.backend.to_numpy(pm.backend.array(value)))
-                    if not same:
-                        report.conflicting.append(f"{key} and {tied_sources[name]} both fill {name} but hold different values")
+                    backend = pm.backend
+                    if not np.array_equal(backend.to_numpy(loaded[name]), backend.to_numpy(backend.array(value))):
+                        first = tied_sources[name]
+                        report.conflicting.append(f"{key} and {first} both fill {name} but hold different values")
                 else:
                     if target.path in tied:
                         tied_sources[name] = key

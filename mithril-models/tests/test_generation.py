@@ -1,0 +1,197 @@
+"""``generate`` against ``transformers``' greedy ``generate`` (random weights), the KV-cache decode step
+against the full model's logits, seeded sampling across backends, the step cache and bad input."""
+
+from __future__ import annotations
+
+import copy
+import gc
+from typing import Any
+
+import mithril as ml
+import numpy as np
+import pytest
+import torch
+from mithril.models import IOKey, Model
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from mithril_models import from_hf_config, generate, load_hf
+from mithril_models import generation as generation_module
+from mithril_models.generation import clear_decode_cache
+from mithril_models.gpt.decode import KVDecoder
+from mithril_models.testing import assert_matches, backend_names, backend_params, make_backend
+
+SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
+PROMPT = np.random.default_rng(0).integers(0, SIZES["vocab_size"], (2, 5))
+NEW = 11  # 5 + 11 - 1 = 15 positions are fed: the cache spans the whole block (16)
+
+
+def reference(seed: int = 0, std: float = 0.1) -> GPT2LMHeadModel:
+    """A ``GPT2LMHeadModel`` in eval mode with every parameter random (layer-norm scales around 1)."""
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(**SIZES, bos_token_id=None, eos_token_id=None)).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.normal_(1.0 if ".ln_" in name and name.endswith("weight") else 0.0, std)
+    return model
+
+
+@pytest.fixture(scope="module")
+def model() -> GPT2LMHeadModel:
+    return reference()
+
+
+@pytest.fixture(scope="module")
+def greedy(model: GPT2LMHeadModel) -> np.ndarray:
+    """``transformers``' greedy tokens; the top two logits are apart at every step (no near-ties)."""
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor(PROMPT), max_new_tokens=NEW, do_sample=False, output_scores=True, return_dict_in_generate=True
+        )
+    scores = torch.stack(out.scores, 1)  # [B, NEW, vocab]
+    top = scores.topk(2, dim=-1).values
+    assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > 1e-3
+    tokens = out.sequences[:, PROMPT.shape[1] :].numpy()
+    assert len(np.unique(tokens)) > 3  # not one token repeated
+    return tokens
+
+
+def compiled(
+    model: GPT2LMHeadModel, backend_name: str, dtype: Any = ml.float32, shapes: Any = None
+) -> tuple[Any, dict[str, Any]]:
+    backend = make_backend(backend_name, dtype)
+    if shapes is None and backend.codegen != "python":
+        shapes = [2, SIZES["n_positions"]]  # C and GGML: static shapes
+    pm = ml.compile(
+        from_hf_config(model.config), backend, shapes={"input": shapes} if shapes else None, data_keys={"input"}
+    )
+    return pm, load_hf(pm, model.state_dict())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_name, dtype", list(backend_params()))
+def test_greedy_tokens_are_those_of_transformers(
+    model: GPT2LMHeadModel, greedy: np.ndarray, backend_name: str, dtype: Any
+) -> None:
+    pm, params = compiled(model, backend_name, dtype)
+    got = generate(pm, params, PROMPT, NEW, top_k=1)
+    assert got.dtype == np.int64 and got.shape == (2, NEW)
+    np.testing.assert_array_equal(got, greedy, err_msg=f"greedy tokens on {backend_name}")
+
+
+@pytest.mark.parametrize(
+    "backend_name, dtype",
+    [("numpy", ml.float64), *(p for p in backend_params() if p.values[0] in ("numpy", "torch", "jax", "mlx"))],
+)
+def test_decode_step_logits_match_the_reference(model: GPT2LMHeadModel, backend_name: str, dtype: Any) -> None:
+    """The prompt step and every one-token step give the logits of the full model at that position."""
+    pm, params = compiled(model, backend_name, dtype)
+    continuation = np.random.default_rng(3).integers(0, SIZES["vocab_size"], (2, 6))
+    seen: list[np.ndarray] = []
+
+    def record(logits: np.ndarray) -> np.ndarray:
+        seen.append(logits)
+        return continuation[:, len(seen) - 1]
+
+    decoder = KVDecoder(pm.model.config, pm.backend, batch=2, cache_len=12)
+    decoder.run(params, pm.input_paths, PROMPT, continuation.shape[1], record)
+    sequence = np.concatenate([PROMPT, continuation], axis=1)
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(torch.tensor(sequence)).logits.numpy()
+    assert len(seen) == continuation.shape[1]
+    for i, logits in enumerate(seen):
+        assert_matches(logits, want[:, PROMPT.shape[1] - 1 + i], dtype, f"{backend_name} step {i}")
+
+
+def test_prompt_as_list_list_of_lists_or_array(model: GPT2LMHeadModel, greedy: np.ndarray) -> None:
+    pm, params = compiled(model, "numpy")
+    np.testing.assert_array_equal(generate(pm, params, PROMPT.tolist(), 4, top_k=1), greedy[:, :4])
+    np.testing.assert_array_equal(generate(pm, params, PROMPT.astype(np.int32), 4, top_k=1), greedy[:, :4])
+    one = generate(pm, params, PROMPT[1].tolist(), 4, top_k=1)
+    np.testing.assert_array_equal(one, greedy[1:, :4])
+    assert generate(pm, params, PROMPT, 0).shape == (2, 0)
+
+
+@pytest.mark.parametrize("shapes", [None, [2, 16]], ids=["symbolic", "static-window"])
+def test_models_that_are_not_a_gpt_run_without_a_cache(model: GPT2LMHeadModel, greedy: np.ndarray, shapes: Any) -> None:
+    outer = Model()  # a GPT inside another model: generate cannot build a decode step for it
+    outer |= from_hf_config(model.config)(input="input", output=IOKey("output"))
+    pm = ml.compile(outer, make_backend("numpy"), shapes={"input": shapes} if shapes else None, data_keys={"input"})
+    params = load_hf(pm, model.state_dict())
+    np.testing.assert_array_equal(generate(pm, params, PROMPT, NEW, top_k=1), greedy)
+    assert pm not in generation_module._DECODERS
+    with pytest.raises(ValueError, match="needs 17 positions, more than block_size=16"):
+        generate(pm, params, PROMPT, NEW + 2, top_k=1)
+
+
+@pytest.mark.parametrize("other", ["torch", "jax"])
+def test_seeded_sampling_gives_the_same_tokens_on_every_backend(model: GPT2LMHeadModel, other: str) -> None:
+    if other not in backend_names():
+        pytest.skip(f"the {other} backend is not installed")
+    runs = {name: compiled(model, name) for name in ("numpy", other)}
+    for options in ({"top_k": 5, "temperature": 0.8}, {"top_k": None}):
+        tokens = {name: generate(pm, params, PROMPT, NEW, seed=1, **options) for name, (pm, params) in runs.items()}
+        np.testing.assert_array_equal(tokens["numpy"], tokens[other], err_msg=str(options))
+        pm, params = runs["numpy"]
+        np.testing.assert_array_equal(generate(pm, params, PROMPT, NEW, seed=1, **options), tokens["numpy"])
+        assert not np.array_equal(generate(pm, params, PROMPT, NEW, seed=2, **options), tokens["numpy"])
+
+
+def test_top_k_samples_only_among_the_k_most_likely_tokens(model: GPT2LMHeadModel) -> None:
+    pm, params = compiled(model, "numpy", ml.float64)
+
+    def ranks(tokens: np.ndarray) -> np.ndarray:
+        """Rank of each sampled token among the reference logits at its position (0 = most likely)."""
+        sequence = np.concatenate([PROMPT, tokens], axis=1)
+        with torch.no_grad():
+            logits = model(torch.tensor(sequence)).logits.numpy()[:, PROMPT.shape[1] - 1 : -1]
+        chosen = np.take_along_axis(logits, tokens[..., None], axis=-1)
+        return (logits > chosen).sum(-1)
+
+    for seed in range(3):
+        assert ranks(generate(pm, params, PROMPT, NEW, top_k=3, seed=seed)).max() < 3
+    wide = np.concatenate(
+        [ranks(generate(pm, params, PROMPT, NEW, top_k=None, temperature=2.0, seed=s)) for s in range(3)]
+    )
+    assert wide.max() >= 3  # the full distribution does reach beyond the top 3
+
+
+def test_decode_steps_are_compiled_once_and_released(model: GPT2LMHeadModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    pm, params = compiled(model, "numpy")
+    calls: list[Any] = []
+    original = ml.compile
+    monkeypatch.setattr(ml, "compile", lambda *args, **kwargs: calls.append(args[0]) or original(*args, **kwargs))
+    first = generate(pm, params, PROMPT, 6, top_k=1)
+    np.testing.assert_array_equal(generate(pm, params, PROMPT, 6, top_k=1), first)
+    generate(pm, params, PROMPT, 6, top_k=4, seed=0)
+    assert len(calls) == 2 and list(generation_module._DECODERS[pm]) == [(2, 11)]  # the prompt and one-token steps
+    generate(pm, params, PROMPT[:, :4], 7, top_k=1)  # another prompt length, same cache length: no compile
+    assert len(calls) == 2
+    generate(pm, params, PROMPT[:1], 6, top_k=1)  # another batch size: other steps
+    assert len(calls) == 4
+    clear_decode_cache()
+    assert pm not in generation_module._DECODERS
+    generate(pm, params, PROMPT, 6, top_k=1)
+    assert len(calls) == 6
+    del pm, params
+    gc.collect()
+    assert len(generation_module._DECODERS) == 0
+
+
+def test_bad_input_says_what_was_expected(model: GPT2LMHeadModel) -> None:
+    pm, params = compiled(model, "numpy")
+    cases = [
+        ((np.zeros((1, 17), int), 1), {}, "the prompt has 17 tokens, more than block_size=16"),
+        (([[1, 2, 50]], 1), {}, r"token ids must be in 0\.\.49 \(vocab_size=50\), got \[50\]"),
+        (([[1, -2, 3]], 1), {}, r"got \[-2\]"),
+        ((PROMPT, 13), {}, "needs 17 positions, more than block_size=16; ask for at most 12 new tokens"),
+        ((PROMPT, 2), {"top_k": 0}, "top_k must be None .* or an int >= 1, got 0"),
+        ((PROMPT, 2), {"temperature": 0.0}, "temperature must be a number > 0"),
+        ((PROMPT, -1), {}, "max_new_tokens must be an int >= 0, got -1"),
+        (([[1, 2], [3]], 2), {}, "rectangular"),
+        (([[]], 2), {}, "at least one token"),
+        (([[1.5, 2.0]], 2), {}, "integer token ids, got dtype float64"),
+    ]
+    for (prompt, new), options, message in cases:
+        with pytest.raises(ValueError, match=message):
+            generate(pm, params, prompt, new, **options)
+    assert generate(pm, params, PROMPT, 12, top_k=1).shape == (2, 12)  # 5 + 12 - 1 = 16 positions: fits
