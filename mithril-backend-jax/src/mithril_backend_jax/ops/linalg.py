@@ -22,6 +22,12 @@ def matmul(left: Array, right: Array) -> Array:
 
 
 def linear(input: Array, weight: Array, bias: Array | None) -> Array:
-    """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``."""
-    out = jnp.matmul(input, jnp.swapaxes(weight, -1, -2))
+    """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``.
+
+    Written as one ``dot_general`` contracting the feature axes, so XLA never materialises the transposed
+    weight (with a single input row it otherwise copies the whole weight on every call)."""
+    if jnp.ndim(weight) == 2 and jnp.ndim(input) >= 1:
+        out = jax.lax.dot_general(input, weight, (((jnp.ndim(input) - 1,), (1,)), ((), ())))
+    else:
+        out = jnp.matmul(input, jnp.swapaxes(weight, -1, -2))
     return out if bias is None else out + bias
