@@ -56,10 +56,9 @@ def _source_inputs(value: Value) -> list[tuple[Value, int | None]]:
         return [(value, None)]
     if producer.spec.name == "positions":
         source = producer.inputs["input"]
-        dims = source.shape.dims()
-        if source.producer is not None or dims is None:
+        if source.producer is not None:
             return []
-        return [(source, int(producer.attrs["axis"]) % len(dims))]
+        return [(source, int(producer.attrs["axis"]))]  # may be negative: read from the array at run time
     if producer.spec.name not in _PASS_THROUGH:
         return []
     return [pair for inp in producer.inputs.values() if inp is not None for pair in _source_inputs(inp)]

@@ -1,0 +1,186 @@
+"""Bad input gets Mithril's own clear error on every installed backend, never a crash, a framework's
+internal message or a silently wrong answer (each test failed before the hardening work)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import mithril as ml
+import numpy as np
+import pytest
+from mithril.errors import (
+    ArgumentError,
+    CheckpointError,
+    DtypeError,
+    IndexRangeError,
+    KeyError_,
+    MithrilError,
+    ShapeError,
+)
+from mithril.models import Conv2d, CrossEntropy, Embedding, IOKey, Linear, MaxPool2d, Model, Positions, Relu
+from mithril.plugins.lookup import available_backends, backend_class
+from mithril.shapes import ShapeMismatch
+
+BACKENDS = sorted(b for b in available_backends() if b != "*")
+PYTHON_BACKENDS = [b for b in BACKENDS if backend_class(b).codegen == "python"]
+
+
+def _backend(name: str):
+    return backend_class(name)(dtype=ml.float32)
+
+
+# -- generated code is inert ---------------------------------------------------------------------
+HOSTILE = "x\nimport os; os.environ['MITHRIL_PWNED'] = '1'\n#"
+
+
+@pytest.mark.parametrize("name", PYTHON_BACKENDS)
+def test_block_and_key_names_cannot_inject_python(name, monkeypatch):
+    monkeypatch.delenv("MITHRIL_PWNED", raising=False)
+    model = Model()
+    key = "in\n'\"put" + HOSTILE
+    out_key = "out\"\n" + HOSTILE
+    model |= Linear(3, name=HOSTILE)(input=key)
+    model += Relu(name=HOSTILE + "2")(output=IOKey(out_key))
+    backend = _backend(name)
+    pm = ml.compile(model, backend, shapes={key: [1, 2]})
+    params = pm.randomize_params(seed=0)
+    out = pm.evaluate(params, {key: backend.array(np.ones((1, 2)))})
+    assert "MITHRIL_PWNED" not in os.environ
+    w, b = (backend.to_numpy(params[k]) for k in pm.param_keys)
+    np.testing.assert_allclose(backend.to_numpy(out[out_key]), np.maximum(np.ones((1, 2)) @ w.T + b, 0), rtol=1e-5)
+    assert all(line.startswith("#") or "\n" not in line for line in pm.source.splitlines())
+
+
+# -- indices out of range ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("bad", [10, -1])
+def test_embedding_index_out_of_range_is_an_error_naming_key_value_and_range(name, bad):
+    model = Model()
+    model |= Embedding(10, 4)(input="tokens", output=IOKey("output"))
+    backend = _backend(name)
+    pm = ml.compile(model, backend, shapes={"tokens": [2, 3]})
+    params = pm.randomize_params(seed=0)
+    ids = np.array([[1, 2, 3], [4, 5, bad]])
+    with pytest.raises(IndexRangeError, match=rf"'tokens' holds index {bad} at position \(1, 2\).*0 <= index < 10"):
+        pm.evaluate(params, {"tokens": ids})
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_class_target_out_of_range_is_an_error(name):
+    model = Model()
+    model |= Linear(5)(input="input", output="logits")
+    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    backend = _backend(name)
+    pm = ml.compile(model, backend, shapes={"input": [2, 3]})
+    params = pm.randomize_params(seed=0)
+    with pytest.raises(IndexRangeError, match=r"'target' holds index 5.*0 <= index < 5"):
+        pm.evaluate(params, {"input": np.ones((2, 3)), "target": np.array([1, 5])}, output_gradients=True)
+
+
+def test_positions_longer_than_the_table_are_an_error():
+    model = Model()
+    model |= Positions(axis=1)(input="input", output="pos")
+    model |= Embedding(4, 2)(input="pos", output=IOKey("output"))
+    pm = ml.compile(model, ml.NumpyBackend(), data_keys={"input"})
+    params = pm.randomize_params(seed=0)
+    pm.evaluate(params, {"input": np.zeros((1, 4), np.int64)})
+    with pytest.raises(IndexRangeError, match="length 5 along axis 1.*at most 4 positions"):
+        pm.evaluate(params, {"input": np.zeros((1, 5), np.int64)})
+
+
+# -- silent wrong answers ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", BACKENDS)
+def test_empty_output_gradients_is_an_error_not_zero_gradients(name):
+    backend = _backend(name)
+    pm = ml.compile(Linear(3), backend, shapes={"input": [2, 4]})
+    with pytest.raises(KeyError_, match=r"output_gradients is empty.*\['output'\]"):
+        pm.evaluate(pm.randomize_params(seed=0), {"input": np.ones((2, 4))}, output_gradients={})
+
+
+@pytest.mark.parametrize("name", [b for b in PYTHON_BACKENDS if b != "numpy"] or ["numpy"])
+def test_wrong_cotangent_shape_is_mithrils_error_before_the_framework_sees_it(name):
+    backend = _backend(name)
+    pm = ml.compile(Linear(3), backend, shapes={"input": [None, 4]}, data_keys={"input"})
+    params = pm.randomize_params(seed=0)
+    with pytest.raises(ShapeError, match="'output' axis 0 has size 5.*'input' axis 0, of size 2"):
+        pm.evaluate(params, {"input": np.ones((2, 4))}, output_gradients={"output": backend.ones(5, 3)})
+
+
+def test_save_params_writes_exactly_the_named_file_and_checks_first(tmp_path):
+    pm = ml.compile(Linear(3), ml.NumpyBackend(), shapes={"input": [2, 4]})
+    params = pm.randomize_params(seed=0)
+    with pytest.raises(ArgumentError, match=r"must end in \.safetensors or \.npz"):
+        pm.save_params(tmp_path / "x.bin", params)
+    assert pm.save_params(tmp_path / "x.npz", params) == tmp_path / "x.npz"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npz"]
+    bad = {**params, "weight": np.ones((5, 5), np.float32)}
+    with pytest.raises(ShapeError, match=r"save_params\(.*y\.npz\).*'weight' has shape \(5, 5\)"):
+        pm.save_params(tmp_path / "y.npz", bad)
+    assert not (tmp_path / "y.npz").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"junk that is not a file format", b"PK\x03\x04broken zip"])
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_load_params_errors_name_the_file(tmp_path, content, suffix):
+    pm = ml.compile(Linear(3), ml.NumpyBackend(), shapes={"input": [2, 4]})
+    path = tmp_path / f"params{suffix}"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError) as info:
+        pm.load_params(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        pm.load_params(tmp_path / f"missing{suffix}")
+
+
+# -- validation ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        (lambda: Conv2d(4, kernel_size=0), "kernel_size"),
+        (lambda: Conv2d(4, 3, dilation=0), "dilation"),
+        (lambda: Conv2d(4, 3, stride=0), "stride"),
+        (lambda: Conv2d(4, 3, padding=-1), "padding"),
+        (lambda: Conv2d(0, 3), "out_channels"),
+        (lambda: Conv2d(4, kernel_size=2.5), "kernel_size"),
+        (lambda: Conv2d(4, 3, groups=0, in_channels=4), "groups"),
+        (lambda: Linear(dimension="4"), "dimension"),
+        (lambda: MaxPool2d(2, stride=0), "stride"),
+        (lambda: Embedding(0, 3), "num_embeddings"),
+    ],
+)
+def test_invalid_layer_arguments_name_the_argument(build, fragment):
+    with pytest.raises(ArgumentError, match=fragment) as info:
+        build()
+    assert isinstance(info.value, MithrilError) and isinstance(info.value, ValueError)
+
+
+def test_api_misuse_gets_clear_errors():
+    pm = ml.compile(Linear(3), ml.NumpyBackend(), shapes={"input": [2, 4]})
+    params = pm.randomize_params(seed=0)
+    with pytest.raises(ArgumentError, match="needs a logical model"):
+        ml.compile(None, ml.NumpyBackend())
+    with pytest.raises(ArgumentError, match=r"evaluate\(data=\.\.\.\): expected a dict"):
+        pm.evaluate(params, np.ones((2, 4)))
+    with pytest.raises(DtypeError, match="'input' is str"):
+        pm.evaluate(params, {"input": "abc"})
+    with pytest.raises(ArgumentError, match="seed must be a non-negative int"):
+        pm.randomize_params(seed=-1)
+    with pytest.raises(ArgumentError, match="non-empty"):
+        IOKey("")
+    model = Model()
+    with pytest.raises(ArgumentError, match="non-empty"):
+        model |= Linear(3)(input="")
+    assert issubclass(ShapeMismatch, ShapeError)
+
+
+def test_cli_prints_one_line_errors_and_finds_modules_in_the_current_directory(tmp_path):
+    (tmp_path / "my_models.py").write_text("from mithril.models import Linear\n\ndef build():\n    return Linear(3)\n")
+    cli = [sys.executable, "-m", "mithril.cli"]
+    missing = subprocess.run([*cli, "export", "my_models:nothing", str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1
+    lines = missing.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no attribute 'nothing'" in lines[0] and "--traceback" in lines[0]
+    full = subprocess.run([*cli, "--traceback", "export", "my_models:nothing", str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "Traceback" in full.stderr
