@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear, Model, Primitive
-from mithril.models.blocks._util import op, param
+from mithril.models.blocks._util import op
 
 from .config import GPTConfig
 
-__all__ = ["MASKED", "StepShape", "WeightFirstLinear", "build_gpt", "cache_names"]
+__all__ = ["MASKED", "StepShape", "build_gpt", "cache_names"]
 
 MASKED = -65504.0
 """Added to the attention scores of cache slots a query must not see: softmax gives them weight 0 (the
@@ -44,7 +44,7 @@ exponential underflows), and it is finite in every float dtype (the largest floa
 class StepShape:
     """A decode step: ``batch`` sequences, caches of ``cache_len`` slots, the prompt step or a one-token step.
 
-    Activations are rows ``[batch * T, dims]`` and linear layers are :class:`WeightFirstLinear`."""
+    Activations are rows ``[batch * T, dims]``."""
 
     batch: int
     cache_len: int
@@ -60,35 +60,9 @@ def cache_names(num_layers: int) -> list[tuple[str, str]]:
     return [(f"past_{kind}_{i}", f"present_{kind}_{i}") for i in range(num_layers) for kind in ("key", "value")]
 
 
-class WeightFirstLinear(Model):
-    """``Linear`` on rows ``[N, in]``, computed as ``(weight @ input^T)^T``.
-
-    The parameters (``weight [out, in]``, ``bias [out]``) and the numbers are those of ``Linear``, but the
-    product reads the weight in its stored layout: XLA on CPU copies a transposed weight on every call of
-    ``input @ weight^T`` with a single row, which would dominate a decode step.
-
-    >>> WeightFirstLinear(8, use_bias=True, name="c_fc").input_keys
-    ['input', 'weight', 'bias']
-    """
-
-    def __init__(self, dimension: int, use_bias: bool = True, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        columns = op(self, "transpose", IOKey("input", shape=[None, None]), axes=(1, 0))  # [in, N]
-        product = op(self, "matmul", param("weight", shape=[dimension, None]), columns)  # [out, N]
-        out = op(self, "transpose", product, axes=(1, 0))  # [N, out]
-        if use_bias:
-            out = op(self, "add", out, param("bias", shape=[dimension]))
-        self.expose(out, "output")
-
-
-def _dense(
-    model: Model, x: Connection | IOKey, dims: int, config: GPTConfig, name: str, step: StepShape | None
-) -> Connection:
-    """A linear layer ``name`` of ``dims`` outputs on ``x``: ``Linear`` in the model, row-wise in a step."""
-    if step is None:
-        layer: Model = Linear(dims, use_bias=config.bias, name=name)
-    else:
-        layer = WeightFirstLinear(dims, config.bias, name=name)
+def _dense(model: Model, x: Connection | IOKey, dims: int, config: GPTConfig, name: str) -> Connection:
+    """A linear layer ``name`` of ``dims`` outputs on ``x``."""
+    layer = Linear(dims, use_bias=config.bias, name=name)
     model |= layer(input=x)
     return layer.output
 
@@ -97,12 +71,12 @@ def _layer_norm(config: GPTConfig, name: str) -> LayerNorm:
     return LayerNorm(config.dims, eps=config.layer_norm_epsilon, use_bias=config.bias, name=name)
 
 
-def _mlp(config: GPTConfig, step: StepShape | None) -> Model:
+def _mlp(config: GPTConfig) -> Model:
     """``c_proj(gelu(c_fc(x)))``."""
     mlp = Model(name="mlp")
-    hidden = _dense(mlp, IOKey("input"), config.hidden_dims, config, "c_fc", step)
+    hidden = _dense(mlp, IOKey("input"), config.hidden_dims, config, "c_fc")
     hidden = op(mlp, "gelu", hidden, approximate=config.approximate_gelu)
-    mlp.expose(_dense(mlp, hidden, config.dims, config, "c_proj", step), "output")
+    mlp.expose(_dense(mlp, hidden, config.dims, config, "c_proj"), "output")
     return mlp
 
 
@@ -130,7 +104,7 @@ def _attention(config: GPTConfig, step: StepShape | None) -> Model:
     """Causal self-attention with a fused ``c_attn`` (q, k, v) projection and ``c_proj``; in a step it
     also writes the KV cache and, for one token, attends the cache (see the module docstring)."""
     attn = Model(name="attn")
-    qkv = _dense(attn, IOKey("input"), 3 * config.dims, config, "c_attn", step)
+    qkv = _dense(attn, IOKey("input"), 3 * config.dims, config, "c_attn")
     split = Primitive("split", sections=3, axis=-1)
     attn |= split(input=qkv)
     q, k, v = (_heads(attn, getattr(split, f"output_{i}"), config, step) for i in range(3))  # [B, H, T, D] each
@@ -144,7 +118,7 @@ def _attention(config: GPTConfig, step: StepShape | None) -> Model:
         out = op(attn, "scaled_dot_product_attention", q, k, v, IOKey("mask"), causal=False)
     merged = op(attn, "transpose", out, axes=(0, 2, 1, 3))  # [B, T, H, D]
     merged = op(attn, "reshape", merged, shape=(None, None, config.dims) if step is None else (-1, config.dims))
-    attn.expose(_dense(attn, merged, config.dims, config, "c_proj", step), "output")
+    attn.expose(_dense(attn, merged, config.dims, config, "c_proj"), "output")
     return attn
 
 
@@ -167,7 +141,7 @@ def _block(config: GPTConfig, index: int, step: StepShape | None) -> Model:
     residual = block.input + attn.output
     ln_2 = _layer_norm(config, "ln_2")
     block |= ln_2(input=residual)
-    mlp = _mlp(config, step)
+    mlp = _mlp(config)
     block |= mlp(input=ln_2.output)
     block.expose(residual + mlp.output, "output")
     return block
@@ -185,14 +159,6 @@ def _slot_masks(model: Model, positions: Connection, step: StepShape) -> dict[st
     visible = op(model, "cast", op(model, "less_equal", slots, positions), dtype="float")  # [L]
     mask = op(model, "reshape", (1.0 - visible) * MASKED, shape=(1, -1))  # [1, L]: one query
     return {"hit": hit, "mask": mask}
-
-
-def _head(model: Model, x: Connection, weight: Connection, step: StepShape | None) -> Connection:
-    """Logits with the tied embedding ``weight``: ``linear``, or ``(weight @ x^T)^T`` in a step."""
-    if step is None:
-        return op(model, "linear", x, weight, None)  # no bias
-    columns = op(model, "transpose", x, axes=(1, 0))
-    return op(model, "transpose", op(model, "matmul", weight, columns), axes=(1, 0))
 
 
 def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
@@ -223,7 +189,8 @@ def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
     model |= ln_f(input=x)
     model.expose(ln_f.output, "output")
     if config.tie_word_embeddings:
-        model.expose(_head(model, ln_f.output, wte.weight, step), "logits", canonical=False)
+        logits = op(model, "linear", ln_f.output, wte.weight, None)  # the tied head: x @ wte^T, no bias
+        model.expose(logits, "logits", canonical=False)
     return model
 
 
@@ -244,11 +211,7 @@ def build_gpt(root: Model, config: GPTConfig, step: StepShape | None = None) -> 
     root |= transformer(**keys)
     if config.tie_word_embeddings:
         root.expose(transformer.logits, "output")
-    elif step is None:
-        root |= Linear(config.vocab_size, use_bias=False, name="lm_head")(
-            input=transformer.output, output=IOKey("output")
-        )
     else:
-        root |= WeightFirstLinear(config.vocab_size, False, name="lm_head")(
+        root |= Linear(config.vocab_size, use_bias=False, name="lm_head")(
             input=transformer.output, output=IOKey("output")
         )
