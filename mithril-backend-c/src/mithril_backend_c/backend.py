@@ -82,7 +82,13 @@ class CBackend(Backend):
         from .program import CProgram
 
         source, entry_points = generate_c(
-            graph, functions, param_names=param_names, header=header, dtype=self.dtype, emitters=self._impls
+            graph,
+            functions,
+            param_names=param_names,
+            header=header,
+            dtype=self.dtype,
+            emitters=self._impls,
+            max_parts=self.threads,
         )
         return CProgram(source, entry_points, self)
 

@@ -32,7 +32,7 @@ from mithril.compiler.passes.pruning import live_nodes
 from mithril.errors import DtypeError, ShapeError
 from mithril.types import Dtype
 
-__all__ = ["CFunction", "CField", "Ctx", "generate_c", "ALIAS_PRIMITIVES", "PAR_THRESHOLD"]
+__all__ = ["CFunction", "CField", "Ctx", "generate_c", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "NotPartitionable"]
 
 C_TYPES = {
     "float32": "float",
@@ -49,6 +49,10 @@ ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "res
 PAR_THRESHOLD = 1 << 16
 """Loops over at least this many elements get an OpenMP ``parallel for``."""
 ALIGN = 64
+
+
+class NotPartitionable(Exception):
+    """``generate_c(partitioned=True)`` was asked for code that does not run as independent parts."""
 
 
 @dataclass
@@ -171,8 +175,19 @@ class _Storage:
 class Ctx:
     """What an emitter sees: value names, shapes, C types, literals, scratch space and loop helpers."""
 
-    def __init__(self, dtype: Dtype, value_dtypes: Mapping[int, np.dtype], constants: Mapping[int, str]) -> None:
+    def __init__(
+        self,
+        dtype: Dtype,
+        value_dtypes: Mapping[int, np.dtype],
+        constants: Mapping[int, str],
+        *,
+        max_parts: int = 1,
+        partitioned: bool = False,
+    ) -> None:
         self.dtype = np.dtype(dtype.value)
+        self.max_parts = max(1, int(max_parts))  # most parts a parallel region is split into
+        self.partitioned = partitioned  # the function runs one part (mt_part of mt_nparts) per call
+        self.regions: list[list[str]] = []  # parallel regions emitted for the current node
         self.real = C_TYPES[dtype.value]
         self.sfx = "f32" if dtype is Dtype.float32 else "f64"
         self._value_dtypes = value_dtypes
@@ -241,6 +256,81 @@ class Ctx:
             return ""
         return f"#pragma omp parallel for{extra} num_threads(nt) if(nt > 1)"
 
+    def parallel(self, body: Sequence[str], work: int) -> list[str]:
+        """``body`` run as part ``part`` of ``nparts`` (C variables in its scope), each part doing its own
+        share of the work: one OpenMP thread per part (at most ``max_parts``, none when ``work`` is small),
+        or, in a partitioned function, the part the caller asked for (ggml runs each part on its own
+        thread). An emitter whose lines are exactly one such region can run inside a ggml custom op on
+        all of ggml's threads."""
+        inner = ["    " + line for line in body]
+        if self.partitioned:
+            head = ["{", "    const long part = mt_part, nparts = mt_nparts;"]
+        elif work < PAR_THRESHOLD or self.max_parts <= 1:
+            head = ["{", "    const long part = 0, nparts = 1;"]
+        else:
+            head = [
+                f"#pragma omp parallel num_threads(nt < {self.max_parts} ? nt : {self.max_parts}) if(nt > 1)",
+                "{",
+                "    long part = 0, nparts = 1;",
+                "    MT_PART(part, nparts);",
+            ]
+        lines = [*head, "    (void)part; (void)nparts;", *inner, "}"]
+        self.regions.append(lines)
+        return lines
+
+    def parallel_loops(
+        self,
+        shape: Sequence[int],
+        operands: Sequence[tuple[int, Sequence[int]]],
+        body: Callable[[list[str]], list[str]],
+    ) -> list[str]:
+        """:meth:`loops` inside :meth:`parallel`: each part takes a near-equal slice of the outermost loop."""
+        if math.prod(shape) == 0:
+            return self.parallel([], 0)
+        dims = self._merged_dims(shape, operands) or [(1, [0 for _ in operands])]
+        names = [self.fresh("i") for _ in dims]
+        lines = ["long lo, hi;", f"mt_part_range({dims[0][0]}, part, nparts, 1, &lo, &hi);"]
+        for depth, ((n, _), name) in enumerate(zip(dims, names)):
+            if depth == len(dims) - 1 and n >= 8:
+                lines.append("#pragma omp simd")
+            bounds = ("lo", "hi") if depth == 0 else ("0", str(n))
+            lines.append(f"for (long {name} = {bounds[0]}; {name} < {bounds[1]}; {name}++) {{")
+        lines += ["    " + line for line in body(self._indices(operands, dims, names))]
+        lines += ["}"] * len(dims)
+        return self.parallel(lines, math.prod(shape))
+
+    @staticmethod
+    def _merged_dims(
+        shape: Sequence[int], operands: Sequence[tuple[int, Sequence[int]]]
+    ) -> list[tuple[int, list[int]]]:
+        """Loop dims of ``shape`` (unit axes dropped, contiguous runs merged) with each operand's stride."""
+        dims: list[tuple[int, list[int]]] = []
+        for axis, n in enumerate(shape):
+            if n == 1:
+                continue
+            strides = [s[axis] for _, s in operands]
+            if dims and all(a == b * n for a, b in zip(dims[-1][1], strides)):
+                dims[-1] = (dims[-1][0] * n, strides)
+            else:
+                dims.append((n, strides))
+        return dims
+
+    @staticmethod
+    def _indices(
+        operands: Sequence[tuple[int, Sequence[int]]], dims: Sequence[tuple[int, list[int]]], names: Sequence[str]
+    ) -> list[str]:
+        indices = []
+        for j, (offset, _) in enumerate(operands):
+            terms = [str(offset)] if offset else []
+            for (_, strides), name in zip(dims, names):
+                s = strides[j]
+                if s == 1:
+                    terms.append(name)
+                elif s:
+                    terms.append(f"{name} * {s}")
+            indices.append(" + ".join(terms) or "0")
+        return indices
+
     def loops(
         self,
         shape: Sequence[int],
@@ -252,15 +342,7 @@ class Ctx:
     ) -> list[str]:
         """Nested loops over ``shape``; ``operands`` are ``(offset, strides)`` in elements, and ``body``
         gets one C index expression per operand. Unit axes are dropped and contiguous runs merged."""
-        dims: list[tuple[int, list[int]]] = []
-        for axis, n in enumerate(shape):
-            if n == 1:
-                continue
-            strides = [s[axis] for _, s in operands]
-            if dims and all(a == b * n for a, b in zip(dims[-1][1], strides)):
-                dims[-1] = (dims[-1][0] * n, strides)
-            else:
-                dims.append((n, strides))
+        dims = self._merged_dims(shape, operands)
         if math.prod(shape) == 0:
             return []
         lines: list[str] = []
@@ -276,17 +358,7 @@ class Ctx:
             if pragma:
                 lines.append(pragma)
             lines.append(f"for (long {name} = 0; {name} < {n}; {name}++) {{")
-        indices = []
-        for j, (offset, _) in enumerate(operands):
-            terms = [str(offset)] if offset else []
-            for (n, strides), name in zip(dims, names):
-                s = strides[j]
-                if s == 1:
-                    terms.append(name)
-                elif s:
-                    terms.append(f"{name} * {s}")
-            indices.append(" + ".join(terms) or "0")
-        lines += ["    " + line for line in body(indices)]
+        lines += ["    " + line for line in body(self._indices(operands, dims, names))]
         lines += ["}"] * len(dims)
         return lines
 
@@ -402,8 +474,17 @@ def generate_c(
     dtype: Dtype,
     emitters: Mapping[str, Emitter],
     prefix: str = "mithril",
+    max_parts: int = 1,
+    partitioned: bool = False,
+    fuse: bool = True,
 ) -> tuple[str, list[CFunction]]:
-    """C source (without the runtime, which it includes) and the entry points' layouts."""
+    """C source (without the runtime, which it includes) and the entry points' layouts.
+
+    ``max_parts``: the most threads a parallel region uses (scratch space is laid out for that many).
+    ``partitioned``: entry points take ``(args, nt, part, nparts)`` and compute only their part (for
+    callers with their own thread pool, e.g. ggml custom ops); raises :class:`NotPartitionable` when some
+    node cannot be split that way. ``fuse``: fuse elementwise chains and convolution epilogues
+    (:mod:`~mithril_backend_c.fusion`)."""
     all_values: list[Value] = []
     for fn in functions:
         all_values += [*fn.inputs.values(), *fn.cotangents.values()]
@@ -424,7 +505,9 @@ def generate_c(
     bodies: list[str] = []
     entry_points: list[CFunction] = []
     for fn in functions:
-        text, layout = _generate_function(graph, fn, param_names, dtype, dtypes, constants, decls, emitters, prefix)
+        text, layout = _generate_function(
+            graph, fn, param_names, dtype, dtypes, constants, decls, emitters, prefix, max_parts, partitioned, fuse
+        )
         bodies.append(text)
         entry_points.append(layout)
     return "\n".join(file_lines + decls + [""] + bodies), entry_points
@@ -453,8 +536,13 @@ def _generate_function(
     decls: list[str],
     emitters: Mapping[str, Emitter],
     prefix: str,
+    max_parts: int = 1,
+    partitioned: bool = False,
+    fuse: bool = True,
 ) -> tuple[str, CFunction]:
-    ctx = Ctx(dtype, dtypes, constants)
+    from .fusion import Unit, plan
+
+    ctx = Ctx(dtype, dtypes, constants, max_parts=max_parts, partitioned=partitioned)
     used_fields: set[str] = set()
 
     def field_name(role_prefix: str, key: str) -> str:
@@ -512,26 +600,29 @@ def _generate_function(
 
         raise UnsupportedPrimitiveError(f"CBackend has no C emitter for {missing}")
 
-    # liveness: the last node index reading each storage root (aliases share their source's root)
+    returned = {v.id for v in targets}
+    units = plan(nodes, returned, ctx, emitters) if fuse else [Unit([n]) for n in nodes]
+
+    # liveness: the last unit index reading each storage root (aliases share their source's root)
     root: dict[int, int] = {}
     last_use: dict[int, float] = {}
-    returned = {v.id for v in targets}
-    for index, node in enumerate(nodes):
-        for value in node.inputs.values():
-            if value is not None:
-                r = root.get(value.id, value.id)
-                last_use[r] = max(last_use.get(r, -1), index)
-        if node.spec.name in ALIAS_PRIMITIVES:
+    for index, unit in enumerate(units):
+        for value in unit.inputs:
+            r = root.get(value.id, value.id)
+            last_use[r] = max(last_use.get(r, -1), index)
+        node = unit.nodes[0]
+        if not unit.fused and node.spec.name in ALIAS_PRIMITIVES:
             (source,) = [v for v in node.inputs.values() if v is not None][:1]
             root[node.output.id] = root.get(source.id, source.id)
-        for value in node.outputs.values():
+        outputs = unit.stored if unit.fused else list(node.outputs.values())
+        for value in outputs:
             r = root.get(value.id, value.id)
             if value.id in returned:
                 last_use[r] = math.inf
             last_use.setdefault(r, index)
 
     def declare_constant(value: Value) -> None:
-        name = f"c{value.id}"
+        name = f"{prefix}_c{value.id}"
         decls.append(_constant_array(name, value, dtypes[value.id]))
         constants[value.id] = name
         ctx.names[value.id] = f"v{value.id}"
@@ -540,9 +631,10 @@ def _generate_function(
 
     arena: dict[int, tuple[int, int]] = {}  # root id -> (offset, nbytes)
     random_used = False
-    for index, node in enumerate(nodes):
-        for value in node.inputs.values():
-            if value is None or value.id in ctx.names:
+    for index, unit in enumerate(units):
+        node = unit.nodes[-1]
+        for value in unit.inputs:
+            if value.id in ctx.names:
                 continue
             if value.is_constant and value.producer is None:
                 _check_static(value, value.name or f"constant %{value.id}")
@@ -556,11 +648,15 @@ def _generate_function(
                 raise ShapeError(
                     f"CBackend: value {value!r} read by {node.path or '<root>'} is not computed before use"
                 )
-        for key, value in node.outputs.items():
-            shape = _check_static(value, f"{node.path or node.spec.name}.{key}")
+        for member in unit.nodes:
+            for key, value in member.outputs.items():
+                _check_static(value, f"{member.path or member.spec.name}.{key}")
+        stored = unit.stored if unit.fused else list(node.outputs.values())
+        for value in stored:
+            shape = ctx.shape(value)
             ct = C_TYPES[dtypes[value.id].name]
             ctx.names[value.id] = f"v{value.id}"
-            if node.spec.name in ALIAS_PRIMITIVES:
+            if not unit.fused and node.spec.name in ALIAS_PRIMITIVES:
                 source = next(v for v in node.inputs.values() if v is not None)
                 body.append(f"{ct} *v{value.id} = ({ct} *){ctx.p(source)};")
             elif value.id in direct:
@@ -572,13 +668,22 @@ def _generate_function(
                 body.append(f"{ct} *v{value.id} = ({ct} *)(ws + {offset});")
         ctx.node = node
         ctx.salt = node.id
-        random_used |= node.spec.random
-        lines = emitters[node.spec.name](ctx, node)
+        ctx.regions = []
+        random_used |= any(n.spec.random for n in unit.nodes)
+        if unit.fused:
+            from .emitters import nn
+            from .fusion import elementwise_group
+
+            lines = nn.conv_forward(ctx, unit.anchor, unit) if unit.anchor is not None else elementwise_group(ctx, unit)
+        else:
+            lines = emitters[node.spec.name](ctx, node)
+        if partitioned and (len(ctx.regions) != 1 or lines != ctx.regions[0]):
+            raise NotPartitionable(f"{unit.label} does not run as independent parts")
         ctx.end_node()
-        body.append(f"{{  /* {node.spec.name}{' @ ' + node.path if node.path else ''} */")
+        body.append(f"{{  /* {unit.label} */")
         body += ["    " + line for line in lines]
         body.append("}")
-        # release storage whose last reader was this node
+        # release storage whose last reader was this unit
         for r, (offset, nbytes) in list(arena.items()):
             if last_use.get(r, index) <= index:
                 ctx.arena.release(offset, nbytes)
@@ -595,23 +700,42 @@ def _generate_function(
                 else:
                     raise ShapeError(f"CBackend: output {key!r} is not computed by the graph")
             nbytes = math.prod(f.shape) * f.dtype.itemsize
+            if nbytes and partitioned:
+                raise NotPartitionable(f"output {key!r} would be a copy")
             if nbytes:
                 body.append(f"memcpy(a->{f.name}, {ctx.p(value)}, {nbytes});")
 
     workspace = ctx.arena.top
     symbol = f"{prefix}_{fn.name}"
     layout = CFunction(fn.name, symbol, inputs, returns, workspace, random_used)
+    if partitioned:
+        # every part runs this function on the same (caller-provided) workspace
+        signature = f"int {symbol}(const {prefix}_{fn.name}_args *a, int nt, long mt_part, long mt_nparts) {{"
+        prologue = [
+            "    char *ws = (char *)a->workspace, *ws_own = NULL;",
+            f"    if (ws == NULL && {workspace} > 0) return 1;",
+            f"    if (mt_nparts > {ctx.max_parts}) {{",
+            f"        if (mt_part >= {ctx.max_parts}) return 0;",
+            f"        mt_nparts = {ctx.max_parts};",
+            "    }",
+        ]
+    else:
+        signature = f"int {symbol}(const {prefix}_{fn.name}_args *a, int nt) {{"
+        prologue = [
+            "    char *ws = (char *)a->workspace, *ws_own = NULL;",
+            f"    if (ws == NULL && {workspace} > 0) {{",
+            f"        ws = ws_own = (char *)malloc({workspace});",
+            "        if (ws == NULL) return 1;",
+            "    }",
+            "    mt_blas_serial();",
+        ]
     lines = [
         struct_text(layout, prefix),
         "",
         f"size_t {symbol}_workspace_size(void) {{ return {workspace}; }}",
         "",
-        f"int {symbol}(const {prefix}_{fn.name}_args *a, int nt) {{",
-        "    char *ws = (char *)a->workspace, *ws_own = NULL;",
-        f"    if (ws == NULL && {workspace} > 0) {{",
-        f"        ws = ws_own = (char *)malloc({workspace});",
-        "        if (ws == NULL) return 1;",
-        "    }",
+        signature,
+        *prologue,
         "    if (nt < 1) nt = 1;",
         "    (void)ws; (void)nt;",
     ]

@@ -1,9 +1,9 @@
 /* Mithril C runtime (see runtime.h). MT_USE_BLAS selects CBLAS GEMM; otherwise a blocked, vectorisable
- * fallback parallelised with OpenMP.
+ * fallback. Large GEMMs are split over the caller's nt OpenMP threads, each calling a single-threaded GEMM.
  *
  * BLAS flavours (chosen by toolchain.py, or by hand when building an exported model):
  *   -DMT_USE_BLAS                    any CBLAS (-lopenblas, -lcblas -lblas, -lblas, ...);
- *   -DMT_BLAS_OPENBLAS               ... which is OpenBLAS: its thread count follows each call's nt;
+ *   -DMT_BLAS_OPENBLAS               ... which is OpenBLAS: told to run single-threaded (Mithril's threads split);
  *   -DMT_BLAS_SCIPY                  the scipy-openblas32 wheel, whose symbols are all prefixed scipy_
  *                                    (needs -I<wheel>/include; implies MT_USE_BLAS and MT_BLAS_OPENBLAS). */
 #include <math.h>
@@ -37,13 +37,34 @@ void openblas_set_num_threads(int);
 #define MT_BLAS_TRANS(x) (x)
 #endif
 
-#ifdef MT_BLAS_OPENBLAS
-/* OpenBLAS runs its own thread pool: give it the caller's nt so BLAS and OpenMP threads never add up
- * to more than nt busy threads. Reading the count is a load of a global; it is only set when it changed. */
-#define MT_BLAS_THREADS(nt) do { if (openblas_get_num_threads() != (nt)) openblas_set_num_threads(nt); } while (0)
-#else
-#define MT_BLAS_THREADS(nt) do { (void)(nt); } while (0)
+#ifdef _OPENMP
+#include <omp.h>
 #endif
+
+#ifdef MT_BLAS_OPENBLAS
+/* OpenBLAS always runs single-threaded: Mithril splits every large GEMM over its own OpenMP threads (the
+ * caller's nt), so one thread pool serves BLAS, convolutions and elementwise loops alike. Two pools (OpenMP
+ * plus OpenBLAS's pthreads, whose idle workers spin for a long while after each call) would fight over
+ * the cores between every BLAS call and every OpenMP loop. Reading the count is a load of a global; it is
+ * only set when it changed. */
+#define MT_BLAS_SERIAL() do { if (openblas_get_num_threads() != 1) openblas_set_num_threads(1); } while (0)
+#else
+#define MT_BLAS_SERIAL() do { } while (0)
+#endif
+
+void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
+
+/* GEMMs with fewer multiply-adds than this run on the calling thread (a parallel region costs a few us) */
+#define MT_SPLIT_MIN (1L << 19)
+/* blocks per thread a split GEMM is cut into */
+#define MT_SPLIT_BLOCKS 2
+
+/* out[q] = max(out[q], r[q * stride]) for q in [lo, hi), NaN-propagating (a constant stride vectorises) */
+#define MT_MAX_ROW(T, out, r, lo, hi, stride)                                                             \
+    for (long q = (lo); q < (hi); q++) {                                                                  \
+        T v_ = (r)[q * (stride)], b_ = (out)[q];                                                          \
+        (out)[q] = (v_ > b_ || v_ != v_) ? v_ : b_;                                                       \
+    }
 
 #define MT_MB 64
 #define MT_NB 256
@@ -80,6 +101,11 @@ void openblas_set_num_threads(int);
                 }                                                                                         \
             }                                                                                             \
     }                                                                                                     \
+    static void mt_gemm1_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda,         \
+                             const T *B, long ldb, T beta, T *C, long ldc) {                              \
+        BLASFN                                                                                            \
+        mt_gemm_fallback_##S(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);                    \
+    }                                                                                                     \
     void mt_gemm_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda, const T *B,   \
                      long ldb, T beta, T *C, long ldc, int nt) {                                          \
         if (M <= 0 || N <= 0) return;                                                                     \
@@ -88,8 +114,74 @@ void openblas_set_num_threads(int);
                 for (long j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];      \
             return;                                                                                       \
         }                                                                                                 \
-        BLASFN                                                                                            \
-        mt_gemm_fallback_##S(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nt);                   \
+        MT_BLAS_SERIAL();                                                                                 \
+        if (nt <= 1 || M * N * K < MT_SPLIT_MIN || (M < 32 && N < 32)) {                                  \
+            mt_gemm1_##S(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                           \
+            return;                                                                                       \
+        }                                                                                                 \
+        /* split the longer side of C (N in multiples of 16 so vector stores stay aligned) into a few     \
+         * blocks per thread, handed out dynamically: a thread slowed down by another process (or by    \
+         * another library's thread pool still spinning) does fewer of them */                          \
+        int by_cols = N >= 2 * M;                                                                         \
+        long side = by_cols ? N : M, align = by_cols ? 16 : 1;                                            \
+        long blocks = side / (by_cols ? 64 : 16);                                                         \
+        if (blocks > MT_SPLIT_BLOCKS * nt) blocks = MT_SPLIT_BLOCKS * nt;                                 \
+        if (blocks < nt) blocks = nt;                                                                     \
+        _Pragma("omp parallel for schedule(dynamic, 1) num_threads(nt)")                                  \
+        for (long part = 0; part < blocks; part++) {                                                      \
+            long lo, hi;                                                                                  \
+            mt_part_range(side, part, blocks, align, &lo, &hi);                                           \
+            if (lo >= hi) continue;                                                                       \
+            if (by_cols)                                                                                  \
+                mt_gemm1_##S(ta, tb, M, hi - lo, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, \
+                             C + lo, ldc);                                                                \
+            else                                                                                          \
+                mt_gemm1_##S(ta, tb, hi - lo, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, \
+                             C + lo * ldc, ldc);                                                          \
+        }                                                                                                 \
+    }                                                                                                     \
+    void mt_im2col_range_##S(const T *x, T *cols, long C, long H, long W, long kh, long kw, long sh,      \
+                             long sw, long ph, long pw, long dh, long dw, long OH, long OW, long p0,      \
+                             long p1) {                                                                   \
+        long n = p1 - p0;                                                                                 \
+        (void)OH;                                                                                         \
+        for (long c = 0; c < C; c++)                                                                      \
+            for (long i = 0; i < kh; i++)                                                                 \
+                for (long j = 0; j < kw; j++) {                                                           \
+                    T *d = cols + ((c * kh + i) * kw + j) * n - p0;                                       \
+                    const T *src = x + c * H * W;                                                         \
+                    long off = j * dw - pw;                                                               \
+                    for (long p = p0; p < p1;) {                                                          \
+                        long oh = p / OW, ow = p - oh * OW;                                               \
+                        long end = ow + (p1 - p) < OW ? ow + (p1 - p) : OW; /* this output row's part */  \
+                        long h = oh * sh - ph + i * dh;                                                   \
+                        T *dd = d + (p - ow); /* dd[ow'] is the column of output (oh, ow') */             \
+                        if (h < 0 || h >= H) {                                                            \
+                            for (long q = ow; q < end; q++) dd[q] = 0;                                    \
+                        } else if (sw == 1) {                                                             \
+                            const T *s = src + h * W + off; /* s[q] = x[h, q + off] */                    \
+                            long lo = -off > ow ? -off : ow, hi = W - off < end ? W - off : end;          \
+                            if (lo > end) lo = end;                                                       \
+                            if (hi < lo) hi = lo;                                                         \
+                            for (long q = ow; q < lo; q++) dd[q] = 0;                                     \
+                            if (hi > lo) memcpy(dd + lo, s + lo, (hi - lo) * sizeof(T));                  \
+                            for (long q = hi; q < end; q++) dd[q] = 0;                                    \
+                        } else {                                                                          \
+                            /* q in [lo, hi) reads inside the row: w = q * sw + off in [0, W) */          \
+                            const T *s = src + h * W + off;                                               \
+                            long lo = off >= 0 ? 0 : (-off + sw - 1) / sw;                                \
+                            long hi = W - off > 0 ? (W - off + sw - 1) / sw : 0;                          \
+                            if (lo < ow) lo = ow;                                                         \
+                            if (lo > end) lo = end;                                                       \
+                            if (hi > end) hi = end;                                                       \
+                            if (hi < lo) hi = lo;                                                         \
+                            for (long q = ow; q < lo; q++) dd[q] = 0;                                     \
+                            for (long q = lo; q < hi; q++) dd[q] = s[q * sw];                             \
+                            for (long q = hi; q < end; q++) dd[q] = 0;                                    \
+                        }                                                                                 \
+                        p += end - ow;                                                                    \
+                    }                                                                                     \
+                }                                                                                         \
     }                                                                                                     \
     void mt_im2col_##S(const T *x, T *cols, long C, long H, long W, long kh, long kw, long sh, long sw,   \
                        long ph, long pw, long dh, long dw, long OH, long OW, int nt) {                    \
@@ -113,6 +205,70 @@ void openblas_set_num_threads(int);
                 }                                                                                         \
             }                                                                                             \
     }                                                                                                     \
+    void mt_wino_filter_##S(const T *w, T *U, long rows, long C) {                                      \
+        for (long r = 0; r < rows; r++) {                                                                 \
+            T *u = U + r * 16 * C;                                                                        \
+            for (long c = 0; c < C; c++) {                                                                \
+                const T *g = w + (r * C + c) * 9;                                                         \
+                T a[4][3];                                                                                \
+                for (int j = 0; j < 3; j++) {                                                             \
+                    a[0][j] = g[j];                                                                       \
+                    a[1][j] = (T)0.5 * (g[j] + g[3 + j] + g[6 + j]);                                      \
+                    a[2][j] = (T)0.5 * (g[j] - g[3 + j] + g[6 + j]);                                      \
+                    a[3][j] = g[6 + j];                                                                   \
+                }                                                                                         \
+                for (int i = 0; i < 4; i++) {                                                             \
+                    u[(i * 4 + 0) * C + c] = a[i][0];                                                     \
+                    u[(i * 4 + 1) * C + c] = (T)0.5 * (a[i][0] + a[i][1] + a[i][2]);                      \
+                    u[(i * 4 + 2) * C + c] = (T)0.5 * (a[i][0] - a[i][1] + a[i][2]);                      \
+                    u[(i * 4 + 3) * C + c] = a[i][2];                                                     \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
+    void mt_wino_input_##S(const T *x, T *V, long C, long H, long W, long ph, long pw, long TW, long t0,  \
+                           long t1, T *buf) {                                                             \
+        long n = t1 - t0, wp = 2 * TW + 2, half = TW + 1;                                                 \
+        long lo = pw < wp ? pw : wp, hi = pw + W < wp ? pw + W : wp;                                      \
+        T *row = buf, *e = buf + 4 * wp; /* 4 padded input rows; their vertical combinations, even/odd */ \
+        for (long c = 0; c < C; c++) {                                                                    \
+            const T *xc = x + c * H * W;                                                                  \
+            T *v = V + c * 16 * n - t0;                                                                   \
+            for (long t = t0; t < t1;) {                                                                  \
+                long th = t / TW, tw0 = t - th * TW;                                                      \
+                long tw1 = tw0 + (t1 - t) < TW ? tw0 + (t1 - t) : TW;                                     \
+                long h0 = 2 * th - ph;                                                                    \
+                for (int i = 0; i < 4; i++) { /* row[i][k] = x[h0 + i, k - pw], zero outside */          \
+                    T *r = row + i * wp;                                                                  \
+                    long h = h0 + i;                                                                      \
+                    if (h < 0 || h >= H) { for (long k = 0; k < wp; k++) r[k] = 0; continue; }            \
+                    for (long k = 0; k < lo; k++) r[k] = 0;                                               \
+                    if (hi > lo) memcpy(r + lo, xc + h * W + (lo - pw), (hi - lo) * sizeof(T));           \
+                    for (long k = hi > lo ? hi : lo; k < wp; k++) r[k] = 0;                               \
+                }                                                                                         \
+                const T *r0 = row, *r1 = row + wp, *r2 = row + 2 * wp, *r3 = row + 3 * wp;                \
+                for (long k = 0; k < half; k++) { /* B^T d: rows (0 - 2, 1 + 2, 2 - 1, 1 - 3) */          \
+                    long a = 2 * k, b = a + 1;                                                            \
+                    e[k] = r0[a] - r2[a]; e[half + k] = r0[b] - r2[b];                                    \
+                    e[2 * half + k] = r1[a] + r2[a]; e[3 * half + k] = r1[b] + r2[b];                     \
+                    e[4 * half + k] = r2[a] - r1[a]; e[5 * half + k] = r2[b] - r1[b];                     \
+                    e[6 * half + k] = r1[a] - r3[a]; e[7 * half + k] = r1[b] - r3[b];                     \
+                }                                                                                         \
+                T *q = v + t - tw0;                                                                       \
+                for (int i = 0; i < 4; i++) { /* (B^T d) B: columns (0 - 2, 1 + 2, 2 - 1, 1 - 3) */       \
+                    const T *ev = e + 2 * i * half, *od = ev + half;                                      \
+                    T *q0 = q + (i * 4) * n, *q1 = q0 + n, *q2 = q1 + n, *q3 = q2 + n;                    \
+                    for (long tw = tw0; tw < tw1; tw++) {                                                 \
+                        q0[tw] = ev[tw] - ev[tw + 1];                                                     \
+                        q1[tw] = od[tw] + ev[tw + 1];                                                     \
+                        q2[tw] = ev[tw + 1] - od[tw];                                                     \
+                        q3[tw] = od[tw] - od[tw + 1];                                                     \
+                    }                                                                                     \
+                }                                                                                         \
+                t += tw1 - tw0;                                                                           \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
     void mt_col2im_##S(const T *cols, T *x, long C, long H, long W, long kh, long kw, long sh, long sw,   \
                        long ph, long pw, long dh, long dw, long OH, long OW, int nt) {                    \
         _Pragma("omp parallel for num_threads(nt) if(nt > 1 && C * kh * kw * OH * OW > 65536)")           \
@@ -133,19 +289,53 @@ void openblas_set_num_threads(int);
                 }                                                                                         \
             }                                                                                             \
     }                                                                                                     \
-    void mt_pool_##S(const T *x, T *y, long L, long H, long W, long kh, long kw, long sh, long sw,        \
-                     long ph, long pw, long dh, long dw, long OH, long OW, int is_max, int include_pad,  \
-                     int nt) {                                                                            \
-        _Pragma("omp parallel for num_threads(nt) if(nt > 1 && L * OH * OW * kh * kw > 65536)")          \
-        for (long l = 0; l < L; l++) {                                                                    \
+    void mt_pool_part_##S(const T *x, T *y, long L, long H, long W, long kh, long kw, long sh, long sw,   \
+                          long ph, long pw, long dh, long dw, long OH, long OW, int is_max,              \
+                          int include_pad, long part, long nparts) {                                     \
+        long l0, l1;                                                                                      \
+        mt_part_range(L, part, nparts, 1, &l0, &l1);                                                      \
+        /* outputs whose window lies inside the row horizontally: ow in [wlo, whi) */                     \
+        long wlo = sw > 0 ? (pw + sw - 1) / sw : 0, whi = OW;                                             \
+        while (whi > wlo && (whi - 1) * sw - pw + (kw - 1) * dw >= W) whi--;                              \
+        if (wlo > OW) wlo = OW;                                                                           \
+        for (long l = l0; l < l1; l++) {                                                                  \
             const T *src = x + l * H * W;                                                                 \
             T *dst = y + l * OH * OW;                                                                     \
-            for (long oh = 0; oh < OH; oh++)                                                              \
+            for (long oh = 0; oh < OH; oh++) {                                                            \
+                long h0 = oh * sh - ph, i0 = 0, i1 = kh;                                                  \
+                while (i0 < kh && h0 + i0 * dh < 0) i0++;                                                 \
+                while (i1 > i0 && h0 + (i1 - 1) * dh >= H) i1--;                                          \
+                T *out = dst + oh * OW;                                                                   \
                 for (long ow = 0; ow < OW; ow++) {                                                        \
+                    if (ow == wlo && wlo < whi) { /* interior columns: no bounds checks */                \
+                        if (is_max) {                                                                     \
+                            for (long q = wlo; q < whi; q++) out[q] = -INFINITY;                          \
+                            for (long i = i0; i < i1; i++) {                                              \
+                                const T *row = src + (h0 + i * dh) * W - pw;                              \
+                                for (long j = 0; j < kw; j++) {                                           \
+                                    const T *r = row + j * dw;                                            \
+                                    if (sw == 1) MT_MAX_ROW(T, out, r, wlo, whi, 1)                       \
+                                    else if (sw == 2) MT_MAX_ROW(T, out, r, wlo, whi, 2)                  \
+                                    else MT_MAX_ROW(T, out, r, wlo, whi, sw)                              \
+                                }                                                                         \
+                            }                                                                             \
+                        } else {                                                                          \
+                            double div = (double)(include_pad ? kh * kw : (i1 - i0) * kw);                \
+                            for (long q = wlo; q < whi; q++) {                                            \
+                                double total = 0;                                                         \
+                                for (long i = i0; i < i1; i++) {                                          \
+                                    const T *r = src + (h0 + i * dh) * W - pw + q * sw;                   \
+                                    for (long j = 0; j < kw; j++) total += r[j * dw];                     \
+                                }                                                                         \
+                                out[q] = (T)(total / div);                                                \
+                            }                                                                             \
+                        }                                                                                 \
+                        ow = whi - 1;                                                                     \
+                        continue;                                                                         \
+                    }                                                                                     \
                     T best = -INFINITY; double total = 0; long count = 0;                                 \
-                    for (long i = 0; i < kh; i++) {                                                       \
-                        long h = oh * sh - ph + i * dh;                                                   \
-                        if (h < 0 || h >= H) continue;                                                    \
+                    for (long i = i0; i < i1; i++) {                                                      \
+                        long h = h0 + i * dh;                                                             \
                         for (long j = 0; j < kw; j++) {                                                   \
                             long w = ow * sw - pw + j * dw;                                               \
                             if (w < 0 || w >= W) continue;                                                \
@@ -154,8 +344,26 @@ void openblas_set_num_threads(int);
                             total += v; count++;                                                          \
                         }                                                                                 \
                     }                                                                                     \
-                    dst[oh * OW + ow] = is_max ? best : (T)(total / (double)(include_pad ? kh * kw : count)); \
+                    out[ow] = is_max ? best : (T)(total / (double)(include_pad ? kh * kw : count));        \
                 }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
+    void mt_pool_##S(const T *x, T *y, long L, long H, long W, long kh, long kw, long sh, long sw,        \
+                     long ph, long pw, long dh, long dw, long OH, long OW, int is_max, int include_pad,  \
+                     int nt) {                                                                            \
+        if (nt > L) nt = (int)L;                                                                          \
+        if (nt <= 1 || L * OH * OW * kh * kw <= 65536) {                                                  \
+            mt_pool_part_##S(x, y, L, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, is_max, include_pad,  \
+                             0, 1);                                                                       \
+            return;                                                                                       \
+        }                                                                                                 \
+        _Pragma("omp parallel num_threads(nt)")                                                           \
+        {                                                                                                 \
+            long part = 0, nparts = 1;                                                                    \
+            MT_PART(part, nparts);                                                                        \
+            mt_pool_part_##S(x, y, L, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, is_max, include_pad,  \
+                             part, nparts);                                                               \
         }                                                                                                 \
     }                                                                                                     \
     void mt_pool_grad_##S(const T *g, const T *x, T *dx, long L, long H, long W, long kh, long kw,        \
@@ -196,8 +404,8 @@ void openblas_set_num_threads(int);
     }
 
 #ifdef MT_USE_BLAS
-#define MT_BLAS_S MT_BLAS_THREADS(nt); cblas_sgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
-#define MT_BLAS_D MT_BLAS_THREADS(nt); cblas_dgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
+#define MT_BLAS_S cblas_sgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
+#define MT_BLAS_D cblas_dgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
 #else
 #define MT_BLAS_S
 #define MT_BLAS_D

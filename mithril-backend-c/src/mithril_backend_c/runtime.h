@@ -1,15 +1,51 @@
 /* Mithril C runtime: GEMM (BLAS or a blocked fallback), im2col/col2im, pooling and a stateless RNG.
- * Every function is pure: no global or static mutable state. */
+ * Every function is pure: no global or static mutable state (BLAS is told to run single-threaded: the
+ * generated code parallelises with its own OpenMP threads).
+ *
+ * Work split: ``*_part`` functions (and the generated code's parallel regions) do part ``part`` of
+ * ``nparts`` near-equal pieces, so the same kernel runs under OpenMP (part = thread number) or under
+ * another thread pool (ggml's custom ops: part = ith). */
 #ifndef MITHRIL_RUNTIME_H
 #define MITHRIL_RUNTIME_H
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#define MT_PART(part, nparts) do { (part) = omp_get_thread_num(); (nparts) = omp_get_num_threads(); } while (0)
+#else
+#define MT_PART(part, nparts) do { (part) = 0; (nparts) = 1; } while (0)
+#endif
+
+/* boundary k of nparts near-equal pieces of [0, n), rounded to a multiple of align (0 and n stay exact) */
+static inline long mt_bound(long n, long k, long nparts, long align) {
+    if (k <= 0) return 0;
+    if (k >= nparts) return n;
+    long b = n * k / nparts;
+    if (align > 1) b = (b + align / 2) / align * align;
+    return b < n ? b : n;
+}
+static inline void mt_part_range(long n, long part, long nparts, long align, long *lo, long *hi) {
+    *lo = mt_bound(n, part, nparts, align);
+    *hi = mt_bound(n, part + 1, nparts, align);
+}
+void mt_blas_serial(void);
 
 #define MT_DECLARE(T, S)                                                                                   \
     void mt_gemm_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda, const T *B,   \
                      long ldb, T beta, T *C, long ldc, int nt);                                           \
     void mt_im2col_##S(const T *x, T *cols, long C, long H, long W, long kh, long kw, long sh, long sw,   \
                        long ph, long pw, long dh, long dw, long OH, long OW, int nt);                     \
+    void mt_im2col_range_##S(const T *x, T *cols, long C, long H, long W, long kh, long kw, long sh,      \
+                             long sw, long ph, long pw, long dh, long dw, long OH, long OW, long p0,      \
+                             long p1);                                                                    \
+    /* Winograd F(2x2, 3x3): U[r][16][C] = G g G^T of 3x3 filters w[rows][C]; V[c][16][t - t0] = B^T d B \
+     * of the 4x4 input tiles [t0, t1) (TW tiles per row, 2x2 outputs each; buf: 16 * (TW + 2) elements) */ \
+    void mt_wino_filter_##S(const T *w, T *U, long rows, long C);                                        \
+    void mt_wino_input_##S(const T *x, T *V, long C, long H, long W, long ph, long pw, long TW, long t0,  \
+                           long t1, T *buf);                                                              \
+    void mt_pool_part_##S(const T *x, T *y, long L, long H, long W, long kh, long kw, long sh, long sw,   \
+                          long ph, long pw, long dh, long dw, long OH, long OW, int is_max,              \
+                          int include_pad, long part, long nparts);                                      \
     void mt_col2im_##S(const T *cols, T *x, long C, long H, long W, long kh, long kw, long sh, long sw,   \
                        long ph, long pw, long dh, long dw, long OH, long OW, int nt);                     \
     void mt_pool_##S(const T *x, T *y, long L, long H, long W, long kh, long kw, long sh, long sw,        \

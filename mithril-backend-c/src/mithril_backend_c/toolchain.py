@@ -311,8 +311,9 @@ def build_library(source: str) -> Path:
 
 
 def load_library(path: Path) -> ctypes.CDLL:
-    """Load a built model. OpenMP workers default to sleeping (not spinning) between parallel loops,
-    so they do not steal cores from the BLAS threads that run next (set ``$OMP_WAIT_POLICY`` to override;
-    it only takes effect if no OpenMP runtime is loaded yet)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """Load a built model. OpenMP workers keep the runtime's default wait policy (spin briefly, then
+    sleep): the generated code runs BLAS single-threaded on those same workers, so no other pool waits for
+    the cores, and a worker that is still spinning starts the next parallel loop at once (a sleeping one
+    costs a wake-up per loop). ``$OMP_WAIT_POLICY`` overrides it if set before the first OpenMP runtime
+    is loaded."""
     return ctypes.CDLL(str(path))

@@ -21,8 +21,11 @@ is filled with the kernel's address once the program's library is loaded. Random
 The wrapper only reads ``struct ggml_tensor`` fields (``data``, ``src``), declared by the ``ggml.h``
 shipped with ggml-python; it calls no libggml function, so nothing links a second libggml.
 
-Only thread ``ith == 0`` runs a kernel, with one OpenMP thread: the other ggml threads wait at the
-node's barrier.
+Most kernels run on thread ``ith == 0`` only, with one OpenMP thread, while the other ggml threads wait
+at the node's barrier. *Partitioned* kernels (:meth:`CKernels.partitioned`: convolutions with their fused
+elementwise epilogue, fused elementwise chains, pooling) run on every ggml thread, each computing its own
+part (``generate_c(partitioned=True)``); their scratch space lives in the custom op's own result tensor,
+after the output, so ggml's allocator provides it and no thread allocates memory.
 """
 
 from __future__ import annotations
@@ -118,19 +121,72 @@ def _ggml_ctype(kind: str) -> str:
     return "int32_t" if kind == "int" else "float"
 
 
+class Partitioned:
+    """A kernel that every ggml thread runs on its own part: the slot, and the bytes of scratch space the
+    custom op's result tensor holds after the output (``offset`` = where the scratch starts)."""
+
+    def __init__(self, slot: Slot, offset: int, workspace: int) -> None:
+        self.slot, self.offset, self.workspace = slot, offset, workspace
+
+
 class CKernels:
     """The C custom ops of one program: collected while its graphs are built, compiled by :meth:`link`."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = threads  # ggml threads a partitioned kernel is laid out for
         self.sources: list[str] = []
         self.slots: list[tuple[Slot, str]] = []  # (slot, kernel symbol)
         self.random_slots: list[Slot] = []
         self._symbols: dict[tuple[int, int], str] = {}  # (node id, output index) -> wrapper symbol
         self._kernels: dict[int, str] = {}  # node id -> kernel prefix
+        self._prefixes = 0
         self.library: Any = None
 
     def supports(self, node: Any) -> bool:
         return node.spec.name in c_emitters()
+
+    def partitioned(self, nodes: Sequence[Any], inputs: Sequence[Any], output: Any) -> Partitioned | None:
+        """A kernel computing ``output`` from ``inputs`` (float values, in the custom op's source order)
+        through ``nodes`` (one node, or a fused group: see :mod:`mithril_backend_c.fusion`), split over
+        ggml's threads; ``None`` when the C code cannot be split that way."""
+        from mithril.compiler.codegen.python import FunctionSpec
+        from mithril.types import Dtype
+        from mithril_backend_c.codegen import NotPartitionable, generate_c
+
+        prefix = self._new_prefix()
+        spec = FunctionSpec(
+            name="kernel", inputs={f"x{i}": v for i, v in enumerate(inputs)}, cotangents={}, returns=[{"y0": output}]
+        )
+        head = nodes[0]
+        label = f"{head.spec.name}{' @ ' + head.path if head.path else ''}"
+        try:
+            source, (layout,) = generate_c(
+                _OneNode(*nodes), [spec], param_names=set(), header=label, dtype=Dtype.float32,
+                emitters=c_emitters(), prefix=prefix, max_parts=self.threads, partitioned=True,
+            )  # fmt: skip
+        except NotPartitionable:
+            return None
+        self.sources.append("\n".join(line for line in source.splitlines() if not line.startswith("#include")))
+        out_bytes = math.prod(layout.returns[0][0].shape) * 4
+        offset = (out_bytes + 63) // 64 * 64 if layout.workspace else out_bytes
+        symbol = f"{prefix}_part"
+        lines = [
+            f"void {symbol}(struct ggml_tensor *dst, int ith, int nth, void *userdata) {{",
+            f"    {prefix}_kernel_args a;",
+            "    memset(&a, 0, sizeof a);",
+            "    a.seed = ((const mithril_ggml_slot *)userdata)->seed;",
+        ]
+        lines += [f"    a.{field.name} = dst->src[{i}]->data;" for i, field in enumerate(layout.inputs)]
+        lines.append(f"    a.{layout.returns[0][0].name} = dst->data;")
+        if layout.workspace:
+            lines.append(f"    a.workspace = (char *)dst->data + {offset};")
+        lines += [f"    {prefix}_kernel(&a, 1, ith, nth);", "}"]
+        self.sources.append("\n".join(lines))
+        slot = Slot(None, 0)
+        self.slots.append((slot, symbol))
+        if any(n.spec.random for n in nodes):
+            self.random_slots.append(slot)
+        return Partitioned(slot, offset, layout.workspace)
 
     def slot(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> Slot:
         """The slot of output ``index`` of ``node``; ``inputs`` are ``(value, ggml kind)`` of the custom op's
@@ -146,16 +202,19 @@ class CKernels:
         return slot
 
     # -- code generation -------------------------------------------------------------------------
+    def _new_prefix(self) -> str:
+        self._prefixes += 1
+        return f"mg{self._prefixes - 1}"
+
     def _emit(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> str:
         from mithril.compiler.codegen.python import FunctionSpec
         from mithril.types import Dtype
         from mithril_backend_c.codegen import generate_c
 
         prefix = self._kernels.get(node.id)
-        n = len(self._kernels)
         fresh = prefix is None
         if fresh:
-            prefix = f"mg{n}"
+            prefix = self._new_prefix()
         spec = FunctionSpec(
             name="kernel",
             inputs={f"x{i}": value for i, (value, _) in enumerate(inputs)},
@@ -254,6 +313,7 @@ class CKernels:
 
         self.library = toolchain.load_library(toolchain.build_library(self.source()))
         _LIBRARIES.append(self.library)
+        self.library.mt_blas_serial()  # before ggml's threads run kernels: BLAS stays on the calling thread
         for slot, symbol in self.slots:
             slot.fn = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value
 
@@ -264,7 +324,7 @@ class CKernels:
 
 
 class _OneNode:
-    """The graph ``generate_c`` sees: the one node."""
+    """The graph ``generate_c`` sees: the node (or the nodes of one fused group)."""
 
-    def __init__(self, node: Any) -> None:
-        self.nodes = [node]
+    def __init__(self, *nodes: Any) -> None:
+        self.nodes = list(nodes)

@@ -157,7 +157,7 @@ class _GraphFunction:
     """One ggml graph (with its memory) computing one FunctionSpec."""
 
     def __init__(self, program: GGMLProgram, graph: Any, fn: Any, param_names: set[str]) -> None:
-        from .ops import build_node
+        from .ops import backend_threads, build_fused, build_node
 
         ggml = load_ggml()
         self.ggml = ggml
@@ -214,13 +214,28 @@ class _GraphFunction:
             if node.spec.name != "lambda":  # a lambda's result shape is probed when it is built
                 for value in node.outputs.values():
                     _static_shape(value, f"output of {node.path or node.spec.name}")
+
+        def build_one(node: Any) -> None:
             args = {k: (None if v is None else lookup(v)) for k, v in node.inputs.items()}
             outs, how = build_node(b, node, args)
             for key, value in node.outputs.items():
                 values[value.id] = outs[key]
-            shown = ", ".join(f"{k}={'None' if v is None else _label(v)}" for k, v in node.inputs.items())
-            results = ", ".join(_label(v) for v in node.outputs.values())
-            self.lines.append(f"    {results} = {node.spec.name}({shown})  # ggml: {how}{'  @ ' + node.path if node.path else ''}")
+            self._describe(node.spec.name, node.inputs, node.outputs.values(), how, node.path)
+
+        for unit in _units(nodes, targets):
+            if not unit.fused:
+                build_one(unit.nodes[0])
+                continue
+            output = unit.stored[0]
+            built = build_fused(b, unit.nodes, unit.inputs, output, lookup)
+            if built is None:  # not expressible as one split C kernel: node by node
+                for node in unit.nodes:
+                    build_one(node)
+                continue
+            values[output.id] = built
+            names = ", ".join(n.spec.name for n in unit.nodes)
+            how = f"custom op (C kernel, fused, on {backend_threads(b)} threads)"
+            self._describe(f"fused[{names}]", dict(enumerate(unit.inputs)), [output], how, unit.nodes[0].path)
 
         # outputs: fresh tensors (never an input or a view), flagged so the allocator keeps them
         self.outputs: list[list[tuple[str, Any, tuple[int, ...], str, np.ndarray | None]]] = []
@@ -262,6 +277,14 @@ class _GraphFunction:
         self.errors = b.errors
         self.lock = threading.Lock()
 
+    def _describe(self, name: str, inputs: Mapping[Any, Any], outputs: Any, how: str, path: str) -> None:
+        """One line of the readable listing (``pm.source``): ``results = primitive(inputs)  # ggml: how``."""
+        shown = ", ".join(
+            ("" if isinstance(k, int) else f"{k}=") + ("None" if v is None else _label(v)) for k, v in inputs.items()
+        )
+        results = ", ".join(_label(v) for v in outputs)
+        self.lines.append(f"    {results} = {name}({shown})  # ggml: {how}{'  @ ' + path if path else ''}")
+
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         ggml = self.ggml
         sources = dict(zip(("params", "data", "cotangents"), groups))
@@ -294,6 +317,27 @@ class _GraphFunction:
                     out[key] = array != 0 if kind == "bool" else array
                 results.append(out)
         return tuple(results) if self.returns_tuple else results[0]
+
+
+def _units(nodes: Sequence[Any], targets: Sequence[Any]) -> list[Any]:
+    """The nodes grouped for fusion as the C backend groups them (:func:`mithril_backend_c.fusion.plan`),
+    keeping only groups with one result (a ggml custom op has one) whose values are all floats (ggml
+    stores bools as floats 0/1, C kernels as bytes)."""
+    from mithril.types import Dtype
+    from mithril_backend_c.codegen import Ctx, value_dtypes
+    from mithril_backend_c.fusion import Unit, plan
+
+    from ._ckernels import c_emitters
+
+    ctx = Ctx(Dtype.float32, value_dtypes(nodes, [], Dtype.float32), {})
+    units = []
+    for unit in plan(nodes, {v.id for v in targets}, ctx, c_emitters(), single_output=True):
+        values = [*unit.inputs, *(v for n in unit.nodes for v in n.outputs.values())]
+        if unit.fused and not all((v.kind or "float") == "float" for v in values):
+            units += [Unit([node]) for node in unit.nodes]
+        else:
+            units.append(unit)
+    return units
 
 
 def _materialised(ggml: Any, tensor: Any) -> Any:
@@ -339,7 +383,7 @@ class GGMLProgram:
         from ._ckernels import CKernels
 
         self.backend = backend
-        self.ckernels = CKernels()  # the C kernels of custom ops, compiled once for all functions
+        self.ckernels = CKernels(backend.threads)  # the C kernels of custom ops, compiled once for all functions
         self.functions = {fn.name: _GraphFunction(self, graph, fn, param_names) for fn in functions}
         self.ckernels.link()
         lines = [f"# {line}" for line in header.splitlines()]

@@ -68,3 +68,10 @@ class NumpyBackend(Backend):
     def is_array(self, value: Any) -> bool:
         """Whether ``value`` is a NumPy array (or NumPy scalar)."""
         return isinstance(value, (np.ndarray, np.generic))  # reductions may return NumPy scalars
+
+    def generate_program(self, graph: Any, functions: Any, *, param_names: set[str], header: str) -> Any:
+        """Core's generated Python, where elementwise ops write into intermediates nothing reads
+        afterwards instead of allocating (see :mod:`mithril_backend_numpy._program`)."""
+        from ._program import generate_program
+
+        return generate_program(self, graph, functions, param_names=param_names, header=header)

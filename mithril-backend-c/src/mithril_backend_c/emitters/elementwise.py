@@ -1,5 +1,8 @@
 """Elementwise emitters: one C expression per primitive, broadcast by :meth:`Ctx.map`.
 
+Every primitive here is also in :data:`EXPRESSIONS` (primitive -> ``(ctx, node) -> (inputs, expr)``), which
+the fusion pass (:mod:`~mithril_backend_c.fusion`) uses to compute a chain of them in one loop.
+
 Example (what ``add`` emits for float32 ``[3, 4] + [4]``)::
 
     for (long i1 = 0; i1 < 3; i1++) {
@@ -11,7 +14,9 @@ Example (what ``add`` emits for float32 ``[3, 4] + [4]``)::
 
 from __future__ import annotations
 
-from mithril.compiler.graph import Node
+from collections.abc import Callable
+
+from mithril.compiler.graph import Node, Value
 
 from ..codegen import Ctx, float_literal
 
@@ -22,6 +27,16 @@ __all__ = [
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
     "logical_and", "logical_or", "logical_xor", "where",
 ]  # fmt: skip
+
+Expression = Callable[..., str]
+"""``expr(*c_args) -> C expression`` (one argument per input value, in order)."""
+
+Spec = tuple[list[Value], Expression]
+"""``(input values, expr)`` of one elementwise node."""
+
+EXPRESSIONS: dict[str, Callable[[Ctx, Node], Spec]] = {}
+"""Primitive -> ``(ctx, node) -> (input values, expr)``: what its emitter maps over the output, e.g.
+``EXPRESSIONS["add"](ctx, node)[1]("a", "b") == "a + b"``."""
 
 
 def _math(ctx: Ctx, node: Node) -> str:
@@ -34,28 +49,28 @@ def _fn(ctx: Ctx, node: Node, name: str) -> str:
     return f"{name}f" if _math(ctx, node) == "float" else name
 
 
-def _unary(ctx: Ctx, node: Node, expr) -> list[str]:
-    return ctx.map(node.output, [node.inputs["input"]], expr)
+def _unary(ctx: Ctx, node: Node, expr: Expression) -> Spec:
+    return [node.inputs["input"]], expr
 
 
-def _binary(ctx: Ctx, node: Node, expr) -> list[str]:
-    return ctx.map(node.output, [node.inputs["left"], node.inputs["right"]], expr)
+def _binary(ctx: Ctx, node: Node, expr: Expression) -> Spec:
+    return [node.inputs["left"], node.inputs["right"]], expr
 
 
-def neg(ctx: Ctx, node: Node) -> list[str]:
+def neg(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"-{x}")
 
 
-def abs(ctx: Ctx, node: Node) -> list[str]:
+def abs(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"({x} < 0 ? -{x} : {x})")
 
 
-def sign(ctx: Ctx, node: Node) -> list[str]:
+def sign(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"({x} > 0 ? 1 : ({x} < 0 ? -1 : {x}))")
 
 
 def _call(name: str):
-    def emit(ctx: Ctx, node: Node) -> list[str]:
+    def emit(ctx: Ctx, node: Node) -> Spec:
         m, f = _math(ctx, node), _fn(ctx, node, name)
         return _unary(ctx, node, lambda x: f"{f}(({m}){x})")
 
@@ -68,32 +83,32 @@ exp, log, sqrt, sin, cos, tanh, erf, floor = (
 )
 
 
-def rsqrt(ctx: Ctx, node: Node) -> list[str]:
+def rsqrt(ctx: Ctx, node: Node) -> Spec:
     m, f = _math(ctx, node), _fn(ctx, node, "sqrt")
     return _unary(ctx, node, lambda x: f"({m})1 / {f}(({m}){x})")
 
 
-def square(ctx: Ctx, node: Node) -> list[str]:
+def square(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"{x} * {x}")
 
 
-def sigmoid(ctx: Ctx, node: Node) -> list[str]:
+def sigmoid(ctx: Ctx, node: Node) -> Spec:
     m, e = _math(ctx, node), _fn(ctx, node, "exp")
     return _unary(
         ctx, node, lambda x: f"({x} >= 0 ? ({m})1 / (1 + {e}(-({m}){x})) : {e}(({m}){x}) / (1 + {e}(({m}){x})))"
     )
 
 
-def relu(ctx: Ctx, node: Node) -> list[str]:
+def relu(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"({x} > 0 || {x} != {x} ? {x} : 0)")
 
 
-def leaky_relu(ctx: Ctx, node: Node) -> list[str]:
+def leaky_relu(ctx: Ctx, node: Node) -> Spec:
     slope = float_literal(node.attrs["slope"])
     return _unary(ctx, node, lambda x: f"({x} > 0 ? {x} : {slope} * {x})")
 
 
-def gelu(ctx: Ctx, node: Node) -> list[str]:
+def gelu(ctx: Ctx, node: Node) -> Spec:
     m = _math(ctx, node)
     if node.attrs["approximate"]:
         t = _fn(ctx, node, "tanh")
@@ -105,16 +120,16 @@ def gelu(ctx: Ctx, node: Node) -> list[str]:
     return _unary(ctx, node, lambda x: f"({m})0.5 * {x} * (1 + {e}(({m}){x} * ({m})0.7071067811865476))")
 
 
-def softplus(ctx: Ctx, node: Node) -> list[str]:
+def softplus(ctx: Ctx, node: Node) -> Spec:
     m, e, l1p = _math(ctx, node), _fn(ctx, node, "exp"), _fn(ctx, node, "log1p")
     return _unary(ctx, node, lambda x: f"(({x} > 0 ? ({m}){x} : 0) + {l1p}({e}(-({x} < 0 ? -({m}){x} : ({m}){x}))))")
 
 
-def isnan(ctx: Ctx, node: Node) -> list[str]:
+def isnan(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"{x} != {x}")
 
 
-def nan_to_num(ctx: Ctx, node: Node) -> list[str]:
+def nan_to_num(ctx: Ctx, node: Node) -> Spec:
     x = node.inputs["input"]
     if ctx.np_dtype(x).kind != "f":
         return _unary(ctx, node, lambda v: v)
@@ -127,61 +142,61 @@ def nan_to_num(ctx: Ctx, node: Node) -> list[str]:
     )
 
 
-def logical_not(ctx: Ctx, node: Node) -> list[str]:
+def logical_not(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: f"!{x}")
 
 
-def cast(ctx: Ctx, node: Node) -> list[str]:
+def cast(ctx: Ctx, node: Node) -> Spec:
     if ctx.np_dtype(node.output).kind == "b":
         return _unary(ctx, node, lambda x: f"{x} != 0")
     return _unary(ctx, node, lambda x: x)
 
 
-def add(ctx: Ctx, node: Node) -> list[str]:
+def add(ctx: Ctx, node: Node) -> Spec:
     if ctx.np_dtype(node.output).kind == "b":
         return _binary(ctx, node, lambda a, b: f"{a} || {b}")
     return _binary(ctx, node, lambda a, b: f"{a} + {b}")
 
 
-def subtract(ctx: Ctx, node: Node) -> list[str]:
+def subtract(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: f"{a} - {b}")
 
 
-def multiply(ctx: Ctx, node: Node) -> list[str]:
+def multiply(ctx: Ctx, node: Node) -> Spec:
     if ctx.np_dtype(node.output).kind == "b":
         return _binary(ctx, node, lambda a, b: f"{a} && {b}")
     return _binary(ctx, node, lambda a, b: f"{a} * {b}")
 
 
-def divide(ctx: Ctx, node: Node) -> list[str]:
+def divide(ctx: Ctx, node: Node) -> Spec:
     m = _math(ctx, node)
     return _binary(ctx, node, lambda a, b: f"({m}){a} / ({m}){b}")
 
 
-def floor_divide(ctx: Ctx, node: Node) -> list[str]:
+def floor_divide(ctx: Ctx, node: Node) -> Spec:
     if ctx.np_dtype(node.output).kind in "iu":
         return _binary(ctx, node, lambda a, b: f"mt_floordiv_i64({a}, {b})")
     m, f = _math(ctx, node), _fn(ctx, node, "floor")
     return _binary(ctx, node, lambda a, b: f"{f}(({m}){a} / ({m}){b})")
 
 
-def power(ctx: Ctx, node: Node) -> list[str]:
+def power(ctx: Ctx, node: Node) -> Spec:
     if ctx.np_dtype(node.output).kind in "iu":
         return _binary(ctx, node, lambda a, b: f"(int64_t)pow((double){a}, (double){b})")
     m, f = _math(ctx, node), _fn(ctx, node, "pow")
     return _binary(ctx, node, lambda a, b: f"{f}(({m}){a}, ({m}){b})")
 
 
-def minimum(ctx: Ctx, node: Node) -> list[str]:
+def minimum(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: f"({a} != {a} || {a} < {b} ? {a} : {b})")
 
 
-def maximum(ctx: Ctx, node: Node) -> list[str]:
+def maximum(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: f"({a} != {a} || {a} > {b} ? {a} : {b})")
 
 
 def _compare(op: str, name: str):
-    def emit(ctx: Ctx, node: Node) -> list[str]:
+    def emit(ctx: Ctx, node: Node) -> Spec:
         return _binary(ctx, node, lambda a, b: f"{a} {op} {b}")
 
     emit.__name__ = name
@@ -196,18 +211,35 @@ greater = _compare(">", "greater")
 greater_equal = _compare(">=", "greater_equal")
 
 
-def logical_and(ctx: Ctx, node: Node) -> list[str]:
+def logical_and(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: f"({a} != 0) && ({b} != 0)")
 
 
-def logical_or(ctx: Ctx, node: Node) -> list[str]:
+def logical_or(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: f"({a} != 0) || ({b} != 0)")
 
 
-def logical_xor(ctx: Ctx, node: Node) -> list[str]:
+def logical_xor(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: f"({a} != 0) != ({b} != 0)")
 
 
-def where(ctx: Ctx, node: Node) -> list[str]:
+def where(ctx: Ctx, node: Node) -> Spec:
     ins = [node.inputs["condition"], node.inputs["left"], node.inputs["right"]]
-    return ctx.map(node.output, ins, lambda c, a, b: f"{c} ? {a} : {b}")
+    return ins, lambda c, a, b: f"{c} ? {a} : {b}"
+
+
+def _emitter(name: str, spec: Callable[[Ctx, Node], Spec]) -> Callable[[Ctx, Node], list[str]]:
+    def emit(ctx: Ctx, node: Node) -> list[str]:
+        inputs, expr = spec(ctx, node)
+        return ctx.map(node.output, inputs, expr)
+
+    emit.__name__ = emit.__qualname__ = name
+    emit.__doc__ = f"``{name}``: :meth:`Ctx.map` of its C expression (see :data:`EXPRESSIONS`)."
+    return emit
+
+
+# every function above returns (inputs, expression); the emitters map that expression over the output
+for _name in __all__:
+    EXPRESSIONS[_name] = globals()[_name]
+    globals()[_name] = _emitter(_name, EXPRESSIONS[_name])
+del _name

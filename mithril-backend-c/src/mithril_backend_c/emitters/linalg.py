@@ -17,21 +17,22 @@ def gemm(
     ctx: Ctx,
     ta: int,
     tb: int,
-    m: int,
-    n: int,
-    k: int,
+    m: int | str,
+    n: int | str,
+    k: int | str,
     a: str,
-    lda: int,
+    lda: int | str,
     b: str,
-    ldb: int,
+    ldb: int | str,
     c: str,
-    ldc: int,
+    ldc: int | str,
     *,
     alpha: str = "1",
     beta: str = "0",
+    nt: str = "nt",
 ) -> str:
-    """One row-major ``C = alpha * op(A) @ op(B) + beta * C`` call."""
-    return f"mt_gemm_{ctx.sfx}({ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, {lda}, {b}, {ldb}, {beta}, {c}, {ldc}, nt);"
+    """One row-major ``C = alpha * op(A) @ op(B) + beta * C`` call (split over ``nt`` threads when large)."""
+    return f"mt_gemm_{ctx.sfx}({ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, {lda}, {b}, {ldb}, {beta}, {c}, {ldc}, {nt});"
 
 
 def _offsets(batch: Sequence[int], strides: Sequence[int]) -> list[int]:

@@ -1,8 +1,23 @@
-"""Convolution (im2col + GEMM), pooling, embedding, attention and the counter-based random primitives."""
+"""Convolution, pooling, embedding, attention and the counter-based random primitives.
+
+Convolutions run in blocks of output pixels, each followed by the elementwise chain fused after the
+convolution (:mod:`~mithril_backend_c.fusion`): Winograd F(2x2, 3x3) for 3x3 stride-1 kernels over at
+least 8x8 outputs, im2col + GEMM otherwise. Convolutions and pooling split their work into parts
+(:meth:`~mithril_backend_c.codegen.Ctx.parallel`), so ggml can run them on all its threads too.
+
+Example (the blocks of a convolution whose BatchNorm and ReLU were fused)::
+
+    {  /* conv2d @ layer1.0.conv1.conv2d_0 + subtract, multiply, multiply, add, relu */
+        #pragma omp parallel num_threads(nt < 2 ? nt : 2) if(nt > 1)
+        ...
+            mt_wino_input_f32(...); for (int xi = 0; xi < 16; xi++) mt_gemm_f32(...);
+            ... y00 = s0[0] + s0[1] + s0[2] ... e27 = (e26 > 0 || e26 != e26 ? e26 : 0) ...
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from mithril.compiler.graph import Node
 
@@ -43,45 +58,208 @@ def conv_parts(ctx: Ctx, node: Node, x_shape, w_shape) -> dict:
     )
 
 
-def conv_forward(ctx: Ctx, node: Node) -> list[str]:
+CONV_BLOCK = 256
+"""Output pixels per im2col block and GEMM (images with at most twice as many pixels are one block): the
+block's columns stay in cache for the GEMM and its epilogue, while the GEMM is still wide enough that
+repacking the weights for each block costs little (measured: smaller blocks lose on 7x7 feature maps,
+where the weights are the big operand)."""
+WINO_BLOCK = 200
+"""Winograd tiles per block (images with at most 256 tiles are one block); not a power of two, so the
+16 interleaved matrices of a block do not alias in the cache."""
+WINO_MIN_TILES = 32
+"""Winograd pays from 8x8 outputs on: below, the transformed filters (16/9 of the weights) outweigh the
+saved multiplications."""
+WINO_MAX_FILTER_BYTES = 8 << 20
+"""Each thread transforms the filters of its output channels (all of them when threads split the
+pixels); a layer whose transformed filters would take more than this, all threads together, uses im2col."""
+
+
+def _conv_plan(ctx: Ctx, d: dict) -> dict:
+    """How a convolution is computed: ``winograd`` (3x3, stride 1: F(2x2, 3x3), 2.25x fewer
+    multiplications) or im2col blocks of ``block`` ``units`` (2x2 tiles or pixels); threads split the
+    output channels (``by_rows``, ``rows`` at a time) when there are few units per thread, else the units;
+    ``scratch``: elements each thread needs."""
+    g, parts = d["geo"], ctx.max_parts
+
+    def by_rows(total: int, per_thread: int) -> bool:
+        return parts > 1 and total < per_thread * parts and d["Og"] >= 16 * parts
+
+    def blocks(units: int, total: int, split: bool, largest: int, size: int) -> int:
+        """Units per block: all of an image's when few, and never more than a thread's share of the
+        pixels when threads split them (so each thread's scratch is one block, however many threads)."""
+        block = units if units <= largest else size
+        return block if split else min(block, -(-total // parts) + 16)
+
+    if (g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"]) == (3, 3, 1, 1, 1, 1) and min(d["Cg"], d["Og"]) >= 16:
+        tw, th = (g["OW"] + 1) // 2, (g["OH"] + 1) // 2
+        total = d["N"] * d["G"] * tw * th
+        split = by_rows(total, 64)
+        rows = -(-d["Og"] // parts) if split else d["Og"]
+        filters = parts * 16 * rows * d["Cg"] * ctx.dtype.itemsize  # every thread's transformed filters
+        if tw * th >= WINO_MIN_TILES and filters <= WINO_MAX_FILTER_BYTES:
+            block = blocks(tw * th, total, split, 256, WINO_BLOCK)
+            scratch = 16 * (rows * d["Cg"] + d["Cg"] * block + rows * block + tw + 2)
+            return dict(winograd=True, by_rows=split, rows=rows, units=tw * th, total=total, block=block,
+                        scratch=scratch, TW=tw)  # fmt: skip
+    total = d["N"] * d["G"] * d["P"]
+    split = by_rows(total, 256)
+    block = blocks(d["P"], total, split, 2 * CONV_BLOCK, CONV_BLOCK)
+    scratch = 0 if d["pointwise"] else d["Kc"] * block
+    return dict(winograd=False, by_rows=split, rows=d["Og"], units=d["P"], total=total, block=block,
+                scratch=scratch)  # fmt: skip
+
+
+def conv_forward(ctx: Ctx, node: Node, unit: Any = None) -> list[str]:
+    """Convolution in blocks of output pixels, each followed by the fused elementwise epilogue of ``unit``
+    (:mod:`~mithril_backend_c.fusion`) while the block is in cache:
+
+    - 3x3 stride-1 convolutions over at least 8x8 outputs: Winograd F(2x2, 3x3) (input tiles transformed,
+      16 GEMMs, 2x2 outputs transformed back), 2.25x fewer multiplications;
+    - others: im2col of the block (none for 1x1 kernels), one GEMM.
+
+    Threads split the output pixels, or the output channels when there are few pixels; each has its own
+    scratch (``max_parts`` of them) and calls single-threaded GEMMs."""
+    from ..fusion import chain_lines, pixel_strides
+
     x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(w))
-    X, W, Y = ctx.p(x), ctx.p(w), ctx.p(out)
-    lines = []
-    if b is not None:
-        lines += ctx.loops(
-            (d["N"], d["O"], d["P"]),
-            [(0, (d["O"] * d["P"], d["P"], 1)), (0, (0, 1, 0))],
-            lambda i: [f"{Y}[{i[0]}] = {ctx.p(b)}[{i[1]}];"],
-        )
-    beta = "1" if b is not None else "0"
+    plan = _conv_plan(ctx, d)
+    og, k, pixels, groups = d["Og"], d["Kc"], d["P"], d["G"]
+    X, W, real = ctx.p(x), ctx.p(w), ctx.real
+    out_shape = ctx.shape(out)
+    stored = {v.id for v in unit.stored} if unit is not None and unit.fused else {out.id}
+    acc_value = out if out.id in stored else unit.nodes[-1].output  # where the GEMM of im2col writes
+
+    def index(strides: tuple[int, int, int]) -> str:
+        terms = (f"n * {strides[0]}" if strides[0] else "", f"o * {strides[1]}" if strides[1] else "")
+        pixel = ("p" if strides[2] == 1 else f"p * {strides[2]}") if strides[2] else ""
+        return " + ".join(t for t in (*terms, pixel) if t) or "0"
+
+    at = index(pixel_strides(out_shape, out_shape))
+
+    def epilogue(value: str, in_memory: bool) -> list[str]:
+        """Lines finishing output (n, o, p) whose convolution sum is ``value`` (already at ``acc[at]``
+        when ``in_memory``): bias, stores, the fused chain."""
+        if b is not None:
+            value = f"({real})({value} + {ctx.p(b)}[o])"
+        if unit is None or not unit.fused:
+            return [] if in_memory and b is None else [f"{ctx.p(out)}[{at}] = {value};"]
+        cv = ctx.fresh("e")
+        lines = [f"{real} {cv} = {value};"]
+        if out.id in stored and not (in_memory and b is None):
+            lines.append(f"{ctx.p(out)}[{at}] = {cv};")
+        strides = lambda v: index(pixel_strides(ctx.shape(v), out_shape))  # noqa: E731
+        return lines + chain_lines(ctx, unit, strides, {out.id: cv})
+
+    image = "const long n = ng, gi = 0;" if groups == 1 else f"const long n = ng / {groups}, gi = ng % {groups};"
     src = f"{X} + n * {d['C'] * d['HW']} + gi * {d['Cg'] * d['HW']}"
-    lines += [f"for (long n = 0; n < {d['N']}; n++) for (long gi = 0; gi < {d['G']}; gi++) {{"]
-    if d["pointwise"]:
-        cols = src
+    units, block = plan["units"], plan["block"]
+    per_part = plan["scratch"]
+    scratch = ctx.scratch(ctx.max_parts * per_part) if per_part else None
+    body = [f"{real} *scr = {scratch} + part * {per_part};"] if scratch else []
+    body += [f"long m0 = 0, m1 = {og}, lo = 0, hi = {plan['total']};"]
+    if plan["by_rows"]:
+        body.append(f"mt_part_range({og}, part, nparts, 1, &m0, &m1);")
     else:
-        cols = ctx.scratch(d["Kc"] * d["P"])
-        lines.append(f"    mt_im2col_{ctx.sfx}({src}, {cols}, {d['Cg']}, {geometry_args(d['geo'])}, nt);")
-    lines.append(
-        "    "
-        + gemm(
-            ctx,
-            0,
-            0,
-            d["Og"],
-            d["P"],
-            d["Kc"],
-            f"{W} + gi * {d['Og'] * d['Kc']}",
-            d["Kc"],
-            cols,
-            d["P"],
-            f"{Y} + n * {d['O'] * d['P']} + gi * {d['Og'] * d['P']}",
-            d["P"],
-            beta=beta,
-        )
-    )
-    lines.append("}")
-    return lines
+        body.append(f"mt_part_range({plan['total']}, part, nparts, 16, &lo, &hi);")
+
+    if plan["winograd"]:
+        g, tw = d["geo"], plan["TW"]
+        cg, rows = d["Cg"], plan["rows"]
+        body += [
+            f"{real} *U = scr, *V = U + {16 * rows * cg}, *M = V + {16 * cg * block}, *buf = M + {16 * rows * block};",
+            # a thread with more channels than its scratch holds (fewer threads than planned) does them in turns
+            f"for (long r0 = m0; r0 < m1; r0 += {rows}) {{",
+            f"const long r1 = r0 + {rows} < m1 ? r0 + {rows} : m1;",
+        ]
+        filt = f"mt_wino_filter_{ctx.sfx}({W} + (gi * {og} + r0) * {cg * 9}, U, r1 - r0, {cg});"
+        if groups == 1:
+            body += ["{", "    const long gi = 0;", f"    {filt}", "}"]
+        inner = [] if groups == 1 else [filt]
+        inner += [
+            f"mt_wino_input_{ctx.sfx}({src}, V, {cg}, {g['H']}, {g['W']}, {g['ph']}, {g['pw']}, {tw}, u0, u1, buf);",
+            "const long tb = u1 - u0;",
+            "for (int xi = 0; xi < 16; xi++)",
+            "    " + gemm(ctx, 0, 0, "r1 - r0", "tb", cg, f"U + xi * {cg}", 16 * cg, "V + xi * tb", "16 * tb",
+                          "M + xi * tb", "16 * tb", nt="1"),
+        ]  # fmt: skip
+        oh_, ow_ = g["OH"], g["OW"]
+        y = [  # A^T m A for the tile at mm[tw], m(i, j) = mm[(4 i + j) * tb + tw]
+            f"const {real} *m_ = mm + tw;",
+            f"{real} s0[4], s1[4];",
+            "for (int j = 0; j < 4; j++) {",
+            "    s0[j] = m_[j * tb] + m_[(4 + j) * tb] + m_[(8 + j) * tb];",
+            "    s1[j] = m_[(4 + j) * tb] - m_[(8 + j) * tb] - m_[(12 + j) * tb];",
+            "}",
+            f"const {real} y00 = s0[0] + s0[1] + s0[2], y01 = s0[1] - s0[2] - s0[3];",
+            f"const {real} y10 = s1[0] + s1[1] + s1[2], y11 = s1[1] - s1[2] - s1[3];",
+        ]
+        fast = []
+        for a_, b_ in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            fast += ["{", f"    const long p = (oh + {a_}) * {ow_} + 2 * tw + {b_};"]
+            fast += ["    " + line for line in epilogue(f"y{a_}{b_}", False)]
+            fast.append("}")
+        edge = [
+            f"const {real} ys[4] = {{y00, y01, y10, y11}};",
+            "for (int a2 = 0; a2 < 2; a2++) for (int b2 = 0; b2 < 2; b2++) {",
+            f"    if (oh + a2 >= {oh_} || 2 * tw + b2 >= {ow_}) continue;",
+            f"    const long p = (oh + a2) * {ow_} + 2 * tw + b2;",
+        ]
+        edge += ["    " + line for line in epilogue("ys[a2 * 2 + b2]", False)] + ["}"]
+        inner += [
+            f"for (long o = gi * {og} + r0; o < gi * {og} + r1; o++) {{",
+            f"    const {real} *mo = M + (o - gi * {og} - r0) * 16 * tb - u0;",
+            "    for (long t = u0; t < u1;) {",
+            f"        const long th = t / {tw}, tw0 = t - th * {tw};",
+            f"        const long tw1 = tw0 + (u1 - t) < {tw} ? tw0 + (u1 - t) : {tw};",
+            f"        const long oh = 2 * th, full = oh + 1 < {oh_} ? (tw1 < {ow_ // 2} ? tw1 : {ow_ // 2}) : tw0;",
+            f"        const {real} *mm = mo + (t - tw0);",
+            "        #pragma omp simd",
+            "        for (long tw = tw0; tw < full; tw++) {",
+            *["            " + line for line in y + fast],
+            "        }",
+            "        for (long tw = full > tw0 ? full : tw0; tw < tw1; tw++) {",
+            *["            " + line for line in y + edge],
+            "        }",
+            "        t += tw1 - tw0;",
+            "    }",
+            "}",
+        ]
+    else:
+        if d["pointwise"]:
+            b_ptr, ldb = f"{src} + u0", str(d["HW"])
+            inner = []
+        else:
+            geo = geometry_args(d["geo"])
+            inner = [f"mt_im2col_range_{ctx.sfx}({src}, scr, {d['Cg']}, {geo}, u0, u1);"]
+            b_ptr, ldb = "scr", "u1 - u0"
+        a_ptr = f"{W} + (gi * {og} + m0) * {k}"
+        c_ptr = f"{ctx.p(acc_value)} + n * {d['O'] * pixels} + (gi * {og} + m0) * {pixels} + u0"
+        inner.append(gemm(ctx, 0, 0, "m1 - m0", "u1 - u0", k, a_ptr, k, b_ptr, ldb, c_ptr, pixels, nt="1"))
+        acc_at = f"{ctx.p(acc_value)}[{at}]"
+        lines = epilogue(acc_at, True)
+        if lines:
+            inner += [
+                f"for (long o = gi * {og} + m0; o < gi * {og} + m1; o++) {{",
+                "#pragma omp simd",
+                "    for (long p = u0; p < u1; p++) {",
+                *["        " + line for line in lines],
+                "    }",
+                "}",
+            ]
+    body += [
+        "if (m0 < m1) for (long q = lo; q < hi;) {",
+        f"    const long ng = q / {units}, u0 = q - ng * {units};",
+        f"    long u1 = u0 + {block} < {units} ? u0 + {block} : {units};",
+        f"    if (ng * {units} + u1 > hi) u1 = hi - ng * {units};",
+        f"    {image}",
+        *["    " + line for line in inner],
+        f"    q = ng * {units} + u1;",
+        "}",
+    ]
+    if plan["winograd"]:
+        body.append("}")  # the row turns
+    return ctx.parallel(body, plan["total"] * d["O"] * k)
 
 
 conv1d = conv2d = conv_forward
@@ -145,9 +323,8 @@ def _pool(is_max: bool):
         g = geometry2d({**node.attrs, "stride": node.attrs["stride"]}, _kernel(node), shape[-2:])
         lead = math.prod(shape[:-2])
         include = int(bool(node.attrs.get("count_include_pad", True)))
-        return [
-            f"mt_pool_{ctx.sfx}({ctx.p(x)}, {ctx.p(out)}, {lead}, {geometry_args(g)}, {int(is_max)}, {include}, nt);"
-        ]
+        call = f"mt_pool_part_{ctx.sfx}({ctx.p(x)}, {ctx.p(out)}, {lead}, {geometry_args(g)}, {int(is_max)}, {include}"
+        return ctx.parallel([f"{call}, part, nparts);"], lead * g["OH"] * g["OW"] * g["kh"] * g["kw"])
 
     return emit
 

@@ -1,5 +1,5 @@
 """2-d max/average pooling over the last two axes and their gradients, one vectorised strided slice
-per kernel offset (no Python loop over output pixels).
+per kernel offset (no Python loop over output pixels); max pooling is separable (rows, then columns).
 
 Example:
     >>> import numpy as np
@@ -43,9 +43,16 @@ def max_pool(x: np.ndarray, *, kernel_size: Any, stride: Any, padding: Any, dila
     x = np.asarray(x)
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads, _lowest(x.dtype)) if geometry.padded else x
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geometry.kernel, geometry.stride, geometry.dilation, geometry.out
+    # separable: the maximum over each row's kw window offsets, then over kh of those rows (kh + kw passes
+    # instead of kh * kw; the first of equal values in row-major window order wins, as in one pass)
+    rows = None
+    for j in range(kw):
+        values = xp[..., j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+        rows = values.copy() if rows is None else np.maximum(rows, values, out=rows)
     out = None
-    for _, window in geometry.offset_slices():
-        values = xp[(..., *window)]
+    for i in range(kh):
+        values = rows[..., i * dh : i * dh + (oh - 1) * sh + 1 : sh, :]
         out = values.copy() if out is None else np.maximum(out, values, out=out)
     return out
 

@@ -1,0 +1,166 @@
+"""ResNet-18 (torchvision's architecture, inference mode) three ways, all taking the same parameter dict
+(Mithril's long names, torchvision's module paths: ``layer1.0.conv1.weight``, ``bn1.running_mean``, ...):
+
+- :func:`mithril_resnet18`: built from core blocks (Conv2d without bias, BatchNorm2d with running
+  statistics, Relu, MaxPool2d, BasicBlocks with a 1x1 downsample, a spatial mean and ``Linear(1000)``);
+- :func:`torch_resnet18`: hand-written PyTorch eager ``nn.Module`` with the same weights;
+- :func:`jax_resnet18`: a hand-written ``jax.jit`` function over the same parameter dict.
+
+Example:
+    >>> model = mithril_resnet18()
+    >>> "fc.weight" in model.input_keys
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mithril.models import Add, BatchNorm2d, Conv2d, IOKey, Linear, MaxPool2d, Mean, Model, Relu
+
+STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
+BLOCKS_PER_STAGE = 2
+EPS = 1e-5
+
+
+def _basic_block(cin: int, cout: int, stride: int, name: str) -> Model:
+    """``relu(bn2(conv2(relu(bn1(conv1(x))))) + downsample(x))``, torchvision's ``BasicBlock``."""
+    block = Model(name=name)
+    block |= Conv2d(cout, 3, stride=stride, padding=1, use_bias=False, in_channels=cin, name="conv1")(input="input")
+    block += BatchNorm2d(cout, use_batch_stats=False, name="bn1")
+    block += Relu(name="relu1")
+    block += Conv2d(cout, 3, stride=1, padding=1, use_bias=False, in_channels=cout, name="conv2")
+    block += BatchNorm2d(cout, use_batch_stats=False, name="bn2")(output="main")
+    skip = "input"
+    if stride != 1 or cin != cout:
+        block |= Conv2d(cout, 1, stride=stride, use_bias=False, in_channels=cin, name="downsample.0")(input="input")
+        block += BatchNorm2d(cout, use_batch_stats=False, name="downsample.1")(output="skip")
+        skip = "skip"
+    block |= Add(name="add")(left="main", right=skip)
+    block += Relu(name="relu2")(output=IOKey("output"))
+    return block
+
+
+def mithril_resnet18(num_classes: int = 1000) -> Model:
+    """The logical ResNet-18 (inference BatchNorm); input ``[N, 3, H, W]``, output ``[N, num_classes]``."""
+    model = Model(name="resnet18")
+    model |= Conv2d(64, 7, stride=2, padding=3, use_bias=False, in_channels=3, name="conv1")(input="input")
+    model += BatchNorm2d(64, use_batch_stats=False, name="bn1")
+    model += Relu(name="relu")
+    model += MaxPool2d(kernel_size=3, stride=2, padding=1, name="maxpool")
+    channels = 64
+    for s, (cout, stride) in enumerate(STAGES):
+        for i in range(BLOCKS_PER_STAGE):
+            model += _basic_block(channels, cout, stride if i == 0 else 1, f"layer{s + 1}.{i}")
+            channels = cout
+    model += Mean(axis=(2, 3), name="avgpool")
+    model += Linear(num_classes, name="fc")(output=IOKey("output"))
+    return model
+
+
+def random_params(keys: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:
+    """He-initialised conv/linear weights and non-trivial BatchNorm statistics (so BN is really tested)."""
+    rng = np.random.default_rng(seed)
+    params = {}
+    for key, shape in sorted(keys.items()):
+        if key.endswith("running_var"):
+            value = rng.uniform(0.5, 2.0, shape)
+        elif key.endswith("running_mean") or key.endswith(".bias"):
+            value = rng.normal(0.0, 0.1, shape)
+        elif len(shape) == 1:  # BatchNorm weight
+            value = rng.uniform(0.5, 1.5, shape)
+        else:
+            fan_in = int(np.prod(shape[1:]))
+            value = rng.normal(0.0, np.sqrt(2.0 / fan_in), shape)
+        params[key] = value.astype(np.float32)
+    return params
+
+
+def torch_resnet18(params: dict[str, np.ndarray]) -> Any:
+    """A hand-written PyTorch eager ResNet-18 (``eval()``) holding ``params``."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: Any) -> Any:
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+    class Net(nn.Module):
+        def __init__(self, num_classes: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            layers, channels = [], 64
+            for cout, stride in STAGES:
+                blocks = []
+                for i in range(BLOCKS_PER_STAGE):
+                    blocks.append(Block(channels, cout, stride if i == 0 else 1))
+                    channels = cout
+                layers.append(nn.Sequential(*blocks))
+            self.layer1, self.layer2, self.layer3, self.layer4 = layers
+            self.fc = nn.Linear(512, num_classes)
+
+        def forward(self, x: Any) -> Any:
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(x.mean((2, 3)), 1))
+
+    net = Net(params["fc.weight"].shape[0])
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in params.items()}
+    missing, unexpected = net.load_state_dict(state, strict=False)
+    if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
+        raise KeyError(f"parameter names differ from torch's: missing {missing}, unexpected {unexpected}")
+    return net.eval()
+
+
+def jax_resnet18(params: dict[str, np.ndarray]) -> tuple[Any, dict[str, Any]]:
+    """A hand-written ``jax.jit`` ResNet-18: ``(fn, device params)`` with ``fn(params, x) -> logits``."""
+    import jax
+    import jax.numpy as jnp
+
+    def conv(x: Any, w: Any, stride: int, pad: int) -> Any:
+        return jax.lax.conv_general_dilated(
+            x, w, (stride, stride), [(pad, pad), (pad, pad)], dimension_numbers=("NCHW", "OIHW", "NCHW")
+        )
+
+    def bn(p: dict[str, Any], x: Any, name: str) -> Any:
+        scale = p[f"{name}.weight"] * jax.lax.rsqrt(p[f"{name}.running_var"] + EPS)
+        shift = p[f"{name}.bias"] - p[f"{name}.running_mean"] * scale
+        return x * scale[:, None, None] + shift[:, None, None]
+
+    def block(p: dict[str, Any], x: Any, name: str, stride: int, downsample: bool) -> Any:
+        out = jax.nn.relu(bn(p, conv(x, p[f"{name}.conv1.weight"], stride, 1), f"{name}.bn1"))
+        out = bn(p, conv(out, p[f"{name}.conv2.weight"], 1, 1), f"{name}.bn2")
+        skip = bn(p, conv(x, p[f"{name}.downsample.0.weight"], stride, 0), f"{name}.downsample.1") if downsample else x
+        return jax.nn.relu(out + skip)
+
+    def forward(p: dict[str, Any], x: Any) -> Any:
+        x = jax.nn.relu(bn(p, conv(x, p["conv1.weight"], 2, 3), "bn1"))
+        x = jax.lax.reduce_window(
+            x, -jnp.inf, jax.lax.max, (1, 1, 3, 3), (1, 1, 2, 2), [(0, 0), (0, 0), (1, 1), (1, 1)]
+        )
+        channels = 64
+        for s, (cout, stride) in enumerate(STAGES):
+            for i in range(BLOCKS_PER_STAGE):
+                st = stride if i == 0 else 1
+                x = block(p, x, f"layer{s + 1}.{i}", st, st != 1 or channels != cout)
+                channels = cout
+        return x.mean((2, 3)) @ p["fc.weight"].T + p["fc.bias"]
+
+    return jax.jit(forward), {k: jnp.asarray(v) for k, v in params.items()}

@@ -1,0 +1,261 @@
+"""Fusion of elementwise chains into one loop, and of a convolution with the elementwise chain that
+follows it (BatchNorm in inference mode, bias, residual add, ReLU ...) into its GEMM's epilogue.
+
+:func:`plan` groups the flat graph's nodes into :class:`Unit` s, each emitted as one block of C:
+
+- a single node, emitted by its own emitter;
+- an *elementwise group*: a chain of elementwise primitives with one output shape (each member reads a
+  value of the group), computed in one loop nest with the intermediates in registers;
+- a *convolution group*: a ``conv1d``/``conv2d`` followed by such a chain on its output: the chain runs on
+  each block of output pixels right after the GEMM computed it, while the block is in cache.
+
+A member's result is *stored* (written to memory) only when a node outside the group, or the caller,
+reads it. Fusion never changes the arithmetic: each member computes the same C expression, rounded to
+its own type, in the same order as its own emitter would (:data:`~mithril_backend_c.emitters.elementwise.EXPRESSIONS`).
+
+A group is emitted where its last member was; nodes between its members that read none of its values
+are emitted before it (a node that reads one closes the group first), so every value a member reads is
+computed before the group runs.
+
+Example (the ops BatchNorm2d + ReLU leave after a convolution become one unit)::
+
+    units = plan(nodes, returned, ctx, emitters)
+    [u.label for u in units if u.fused]   # ['conv2d @ conv1 + subtract, multiply, multiply, add, relu']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mithril.compiler.graph import Node, Value
+
+from .codegen import Ctx, broadcast_strides, contiguous_strides
+
+__all__ = ["Unit", "plan", "CONV_ANCHORS", "chain_lines", "elementwise_group"]
+
+CONV_ANCHORS = frozenset({"conv1d", "conv2d"})
+"""Primitives that can take an elementwise epilogue."""
+
+
+@dataclass
+class Unit:
+    """Nodes emitted as one block: a single node, or a fused group (``anchor`` is its convolution)."""
+
+    nodes: list[Node]
+    anchor: Node | None = None
+    stored: list[Value] = field(default_factory=list)
+
+    @property
+    def fused(self) -> bool:
+        return len(self.nodes) > 1
+
+    @property
+    def members(self) -> list[Node]:
+        """The elementwise nodes (all nodes but the anchor)."""
+        return self.nodes[1:] if self.anchor is not None else self.nodes
+
+    @property
+    def produced(self) -> set[int]:
+        return {v.id for n in self.nodes for v in n.outputs.values()}
+
+    @property
+    def inputs(self) -> list[Value]:
+        """Values read by the unit and computed outside it (in first-use order, each once)."""
+        inside, seen, result = self.produced, set(), []
+        for node in self.nodes:
+            for value in node.inputs.values():
+                if value is not None and value.id not in inside and value.id not in seen:
+                    seen.add(value.id)
+                    result.append(value)
+        return result
+
+    @property
+    def label(self) -> str:
+        head = self.nodes[0]
+        text = f"{head.spec.name}{' @ ' + head.path if head.path else ''}"
+        if self.fused:
+            text += " + " + ", ".join(n.spec.name for n in self.nodes[1:])
+        return text
+
+
+def _elementwise(ctx: Ctx, node: Node, emitters: Mapping[str, Callable]) -> bool:
+    from .emitters import elementwise
+
+    name = node.spec.name
+    return (
+        name in elementwise.EXPRESSIONS
+        and emitters.get(name) is getattr(elementwise, name)  # not overridden by another plugin
+        and len(node.outputs) == 1
+        and not node.spec.random
+    )
+
+
+def _conv_anchor(ctx: Ctx, node: Node, emitters: Mapping[str, Callable]) -> bool:
+    from .emitters import nn
+
+    name = node.spec.name
+    if name not in CONV_ANCHORS or emitters.get(name) is not getattr(nn, name):
+        return False
+    values = [v for v in (*node.inputs.values(), node.output) if v is not None]
+    return all(ctx.ct(v) == ctx.real for v in values)
+
+
+def pixel_strides(shape: Sequence[int], out_shape: Sequence[int]) -> tuple[int, int, int] | None:
+    """Element strides ``(batch, channel, pixel)`` reading ``shape`` broadcast to a convolution output
+    ``[N, O, *spatial]``, or ``None`` when its spatial axes cannot be read as one flat pixel axis
+    (e.g. broadcast along the height only).
+
+    >>> pixel_strides((4, 1, 1), (1, 4, 3, 3)), pixel_strides((1, 4, 3, 3), (1, 4, 3, 3))
+    ((0, 1, 0), (36, 9, 1))
+    """
+    strides = broadcast_strides(shape, out_shape)
+    spatial = [(s, n) for s, n in zip(strides[2:], out_shape[2:]) if n != 1]
+    if not spatial:
+        return strides[0], strides[1], 0
+    pixel = expected = spatial[-1][0]
+    for s, n in reversed(spatial):
+        if s != expected:
+            return None
+        expected *= n
+    return strides[0], strides[1], pixel
+
+
+@dataclass
+class _Group:
+    unit: Unit
+    shape: tuple[int, ...]
+
+
+def plan(
+    nodes: Sequence[Node],
+    returned: set[int],
+    ctx: Ctx,
+    emitters: Mapping[str, Callable],
+    *,
+    single_output: bool = False,
+) -> list[Unit]:
+    """The nodes as units in emission order (see the module docstring).
+
+    ``single_output``: cut groups so that each one's last member is its only stored value (ggml builds a
+    group as one custom op, which has one result)."""
+    consumers: dict[int, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for value in node.inputs.values():
+            if value is not None:
+                consumers.setdefault(value.id, []).append(i)
+    order: list[Unit | _Group] = []
+    open_groups: list[_Group] = []
+
+    def close(group: _Group) -> None:
+        open_groups.remove(group)
+        order.append(group)
+
+    def accepts(group: _Group, node: Node) -> bool:
+        if ctx.shape(node.output) != group.shape:
+            return False
+        if group.unit.anchor is None:
+            return True
+        if ctx.ct(node.output) != ctx.real:
+            return False
+        inside = group.unit.produced
+        return all(
+            ctx.lit(v) is not None or pixel_strides(ctx.shape(v), group.shape) is not None
+            for v in node.inputs.values()
+            if v is not None and v.id not in inside
+        )
+
+    for node in nodes:
+        reads = {v.id for v in node.inputs.values() if v is not None}
+        touching = [g for g in open_groups if reads & g.unit.produced]
+        elementwise = _elementwise(ctx, node, emitters)
+        target = None
+        if elementwise:
+            for group in reversed(touching):
+                if accepts(group, node):
+                    target = group
+                    break
+        for group in touching:
+            if group is not target:
+                close(group)
+        if target is not None:
+            target.unit.nodes.append(node)
+        elif elementwise or _conv_anchor(ctx, node, emitters):
+            unit = Unit([node], anchor=None if elementwise else node)
+            open_groups.append(_Group(unit, ctx.shape(node.output)))
+        else:
+            order.append(Unit([node]))
+    for group in list(open_groups):
+        close(group)
+
+    position = {node.id: i for i, node in enumerate(nodes)}
+
+    def stored(members: list[Node]) -> list[Value]:
+        inside = {position[n.id] for n in members}
+        return [
+            value
+            for node in members
+            for value in node.outputs.values()
+            if value.id in returned or any(c not in inside for c in consumers.get(value.id, []))
+        ]
+
+    units: list[Unit] = []
+    for entry in order:
+        if isinstance(entry, Unit):
+            units.append(entry)
+            continue
+        group = entry.unit
+        pieces = [group.nodes]
+        if single_output:  # cut after every member read outside: each piece has its last result only
+            cuts = {v.id for v in stored(group.nodes)}
+            pieces, current = [], []
+            for node in group.nodes:
+                current.append(node)
+                if node.output.id in cuts:
+                    pieces.append(current)
+                    current = []
+            pieces += [current] if current else []
+        for piece in pieces:
+            results = stored(piece)
+            if len(piece) == 1 or (single_output and [v.id for v in results] != [piece[-1].output.id]):
+                units += [Unit([node]) for node in piece]  # a lone node: its own emitter
+            else:
+                anchor = piece[0] if piece[0] is group.anchor else None
+                units.append(Unit(piece, anchor=anchor, stored=results))
+    return units
+
+
+def chain_lines(ctx: Ctx, unit: Unit, index_of: Callable[[Value], str], env: dict[int, str] | None = None) -> list[str]:
+    """C statements computing the unit's elementwise members for one element: each result goes to a
+    local (``env``: value id -> C expression, pre-filled with e.g. the convolution's value), stored ones
+    also to memory at ``index_of(value)``; inputs from outside are read at ``index_of(value)``."""
+    from .emitters.elementwise import EXPRESSIONS
+
+    env = dict(env or {})
+    stored = {v.id for v in unit.stored}
+    lines = []
+    for node in unit.members:
+        inputs, expr = EXPRESSIONS[node.spec.name](ctx, node)
+        args = [env[v.id] if v.id in env else ctx.elem(v, index_of(v)) for v in inputs]
+        ct = ctx.ct(node.output)
+        name = ctx.fresh("e")
+        lines.append(f"{ct} {name} = ({ct})({expr(*args)});")
+        env[node.output.id] = name
+        if node.output.id in stored:
+            lines.append(f"{ctx.p(node.output)}[{index_of(node.output)}] = {name};")
+    return lines
+
+
+def elementwise_group(ctx: Ctx, unit: Unit) -> list[str]:
+    """One loop nest over the group's shape computing every member (parallel when large)."""
+    shape = ctx.shape(unit.nodes[-1].output)
+    external = [v for v in unit.inputs if ctx.lit(v) is None]
+    operands = [(0, contiguous_strides(shape)) for _ in unit.stored]
+    operands += [(0, broadcast_strides(ctx.shape(v), shape)) for v in external]
+    keys = [v.id for v in unit.stored] + [v.id for v in external]
+
+    def body(idx: list[str]) -> list[str]:
+        where = dict(zip(keys, idx))
+        return chain_lines(ctx, unit, lambda v: where.get(v.id, "0"))
+
+    return ctx.parallel_loops(shape, operands, body)
