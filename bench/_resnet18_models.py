@@ -1,15 +1,9 @@
-"""ResNet-18 (torchvision's architecture, inference mode) three ways, all taking the same parameter dict
-(Mithril's long names, torchvision's module paths: ``layer1.0.conv1.weight``, ``bn1.running_mean``, ...):
+"""Hand-written ResNet-18s (torchvision's architecture, inference mode) for ``bench/resnet18.py``, taking
+the parameter dict of ``mithril_models.resnet18`` compiled with ``use_short_namings=False`` (torchvision's
+module paths: ``layer1.0.conv1.weight``, ``bn1.running_mean``, ...):
 
-- :func:`mithril_resnet18`: built from core blocks (Conv2d without bias, BatchNorm2d with running
-  statistics, Relu, MaxPool2d, BasicBlocks with a 1x1 downsample, a spatial mean and ``Linear(1000)``);
-- :func:`torch_resnet18`: hand-written PyTorch eager ``nn.Module`` with the same weights;
-- :func:`jax_resnet18`: a hand-written ``jax.jit`` function over the same parameter dict.
-
-Example:
-    >>> model = mithril_resnet18()
-    >>> "fc.weight" in model.input_keys
-    True
+- :func:`torch_resnet18`: a PyTorch eager ``nn.Module`` with the same weights;
+- :func:`jax_resnet18`: a ``jax.jit`` function over the same parameter dict.
 """
 
 from __future__ import annotations
@@ -17,46 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mithril.models import Add, BatchNorm2d, Conv2d, IOKey, Linear, MaxPool2d, Mean, Model, Relu
 
-STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
+STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))  # (channels, stride of the first block) per stage
 BLOCKS_PER_STAGE = 2
 EPS = 1e-5
-
-
-def _basic_block(cin: int, cout: int, stride: int, name: str) -> Model:
-    """``relu(bn2(conv2(relu(bn1(conv1(x))))) + downsample(x))``, torchvision's ``BasicBlock``."""
-    block = Model(name=name)
-    block |= Conv2d(cout, 3, stride=stride, padding=1, use_bias=False, in_channels=cin, name="conv1")(input="input")
-    block += BatchNorm2d(cout, use_batch_stats=False, name="bn1")
-    block += Relu(name="relu1")
-    block += Conv2d(cout, 3, stride=1, padding=1, use_bias=False, in_channels=cout, name="conv2")
-    block += BatchNorm2d(cout, use_batch_stats=False, name="bn2")(output="main")
-    skip = "input"
-    if stride != 1 or cin != cout:
-        block |= Conv2d(cout, 1, stride=stride, use_bias=False, in_channels=cin, name="downsample.0")(input="input")
-        block += BatchNorm2d(cout, use_batch_stats=False, name="downsample.1")(output="skip")
-        skip = "skip"
-    block |= Add(name="add")(left="main", right=skip)
-    block += Relu(name="relu2")(output=IOKey("output"))
-    return block
-
-
-def mithril_resnet18(num_classes: int = 1000) -> Model:
-    """The logical ResNet-18 (inference BatchNorm); input ``[N, 3, H, W]``, output ``[N, num_classes]``."""
-    model = Model(name="resnet18")
-    model |= Conv2d(64, 7, stride=2, padding=3, use_bias=False, in_channels=3, name="conv1")(input="input")
-    model += BatchNorm2d(64, use_batch_stats=False, name="bn1")
-    model += Relu(name="relu")
-    model += MaxPool2d(kernel_size=3, stride=2, padding=1, name="maxpool")
-    channels = 64
-    for s, (cout, stride) in enumerate(STAGES):
-        for i in range(BLOCKS_PER_STAGE):
-            model += _basic_block(channels, cout, stride if i == 0 else 1, f"layer{s + 1}.{i}")
-            channels = cout
-    model += Mean(axis=(2, 3), name="avgpool")
-    model += Linear(num_classes, name="fc")(output=IOKey("output"))
-    return model
 
 
 def random_params(keys: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:

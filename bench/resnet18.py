@@ -33,7 +33,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={THREADS}")
 
 import mithril as ml  # noqa: E402
-from _resnet18_models import jax_resnet18, mithril_resnet18, random_params, torch_resnet18  # noqa: E402
+from _resnet18_models import jax_resnet18, random_params, torch_resnet18  # noqa: E402
+from mithril_models import resnet18  # noqa: E402
 
 SHAPE = (1, 3, 224, 224)
 TOLERANCE = 1e-4
@@ -86,7 +87,7 @@ def main() -> None:
         return
     torch.set_num_threads(THREADS)
 
-    model = mithril_resnet18()
+    model = resnet18(num_classes=1000, training=False)  # the mithril-models builder, BatchNorm in inference mode
     backends = _backends(args.backends.split(","))
     compiled = {}
     for label, backend in backends.items():
