@@ -4,7 +4,8 @@ and T5-small (encoder and decoder). Target: <= 0.5 s each (build + compile, with
 Compiled on every installed Python backend (NumPy with its symbolic backward graph; JAX, PyTorch and MLX
 trace lazily, so their first-call JIT is not part of ``ml.compile`` and is not counted here). C and GGML
 are left out: their compile is a C build measured by ``bench/c_backend.py``. Medians of 3 runs after a
-warm-up (plugin loading and first imports excluded).
+warm-up (plugin loading and first imports excluded), each after a ``gc.collect()`` of the previous
+run's models.
 
     python bench/models_compile.py [--backends numpy,torch,jax,mlx]
 """
@@ -12,6 +13,7 @@ warm-up (plugin loading and first imports excluded).
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..backends.backend import Backend
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
+from ..gc_pause import with_paused_gc
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec
@@ -40,6 +41,7 @@ ACCEPTED_OPTIONS = (
 )
 
 
+@with_paused_gc
 def compile(  # noqa: A001 - the public name is ml.compile
     model: Any,
     backend: Backend,

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError
+from ..gc_pause import paused_gc
 from ..journal import touch, transaction
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
@@ -466,8 +467,8 @@ class Model:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        """All-or-nothing changes to this model (see :mod:`mithril.journal`)."""
-        with transaction():
+        """All-or-nothing changes to this model (see :mod:`mithril.journal`), with the cyclic GC paused."""
+        with paused_gc(), transaction():
             touch(self)
             touch(self._graph)
             yield
