@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import _onednn
+
 __all__ = ["matmul", "linear"]
 
 Tensor = torch.Tensor
@@ -22,7 +24,11 @@ def matmul(left: Tensor, right: Tensor) -> Tensor:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``."""
+    """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``.
+
+    Float32 inference on the CPU runs oneDNN's kernel (see :mod:`._onednn`); everything else ``F.linear``."""
+    if _onednn.usable(input, weight, bias):
+        return _onednn.linear(input, weight, bias)
     if input.dtype == weight.dtype and (bias is None or (bias.dtype == weight.dtype and bias.ndim == 1)):
         return F.linear(input, weight, bias)
     out = torch.matmul(input, weight.transpose(-1, -2))
