@@ -19,13 +19,21 @@ def median_seconds(fn: Callable[[], object], repeats: int = 30, warmup: int = 3)
     return statistics.median(samples)
 
 
+SETTLE_SECONDS = 0.2
+"""Pause before each timed block: BLAS/OpenMP thread pools (NumPy's OpenBLAS, torch's, the C backend's)
+spin for up to ~0.1 s after their last job, and would otherwise steal the cores of whatever runs next."""
+
+
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int = 7, repeats: int = 10) -> dict[str, float]:
-    """Median per-call time of each function, measured in alternating rounds so machine noise hits all alike."""
+    """Median per-call time of each function, measured in alternating rounds so machine noise hits all alike
+    (each block after :data:`SETTLE_SECONDS` of idle time, so one implementation's spinning threads do not
+    slow down the next)."""
     for fn in fns.values():
         fn()
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            time.sleep(SETTLE_SECONDS)
             samples[name].append(median_seconds(fn, repeats=repeats, warmup=1))
     return {name: statistics.median(values) for name, values in samples.items()}
 
