@@ -9,6 +9,21 @@ from typing import Any
 MLP_LAYERS = 3
 
 
+def _jax_layers() -> tuple[Any, Any]:
+    """``layer_norm(x, params, name)`` and ``linear(x, params, name)`` over Mithril-named parameter dicts."""
+    import jax
+
+    def layer_norm(x, p, name):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p[f"{name}.weight"] + p[f"{name}.bias"]
+
+    def linear(x, p, name):
+        return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+
+    return layer_norm, linear
+
+
 def jax_models(num_layers: int, heads: int) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
@@ -20,13 +35,7 @@ def jax_models(num_layers: int, heads: int) -> dict[str, Any]:
                 x = jax.nn.relu(x)
         return x
 
-    def layer_norm(x, p, name):
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p[f"{name}.weight"] + p[f"{name}.bias"]
-
-    def linear(x, p, name):
-        return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+    layer_norm, linear = _jax_layers()
 
     def attention(x, p, name):
         b, t, d = x.shape
@@ -113,13 +122,7 @@ def jax_gpt2(num_layers: int, heads: int, tied: bool = True) -> tuple[Any, Any]:
     import jax
     import jax.numpy as jnp
 
-    def layer_norm(x, p, name):
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p[f"{name}.weight"] + p[f"{name}.bias"]
-
-    def linear(x, p, name):
-        return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+    layer_norm, linear = _jax_layers()
 
     def attention(x, p, name):
         b, t, d = x.shape
