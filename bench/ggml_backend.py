@@ -126,7 +126,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch, width)).astype(np.float32)
     g = rng.standard_normal((batch, width)).astype(np.float32)
-    pairs = [(params["weight_0"], params["bias_0"]), (params["weight_1"], params["bias_1"])]
+    pairs = [(params["weight"], params["bias"]), (params["weight_1"], params["bias_1"])]
     flat = [t for pair in pairs for t in pair]
 
     hand_fwd = HandGGML(batch, sizes, args.threads, backward=False)
@@ -135,7 +135,7 @@ def main() -> None:
     y_ref, grads_ref = numpy_mlp(pairs, x, g)
     out, grads = compiled.evaluate(params, {"input": x}, output_gradients={"output": g})
     assert np.allclose(out["output"], y_ref, atol=1e-3), "Mithril-GGML forward differs from NumPy"
-    assert np.allclose(grads["weight_0"], grads_ref[0], rtol=1e-3, atol=1e-2), "gradients differ from NumPy"
+    assert np.allclose(grads["weight"], grads_ref[0], rtol=1e-3, atol=1e-2), "gradients differ from NumPy"
     hand = hand_bwd([x, *flat, g])
     assert np.allclose(hand[0].reshape(batch, width), y_ref, atol=1e-3), "hand-built ggml differs from NumPy"
 

@@ -24,12 +24,12 @@ def test_seed_mlp_forward_and_gradients_match_numpy():
     x = np.random.default_rng(1).standard_normal((8, 784)).astype(np.float32)
     g = np.random.default_rng(2).standard_normal((8, 10)).astype(np.float32)
     out, grads = compiled.evaluate(params, {"input": x}, output_gradients={"output": g})
-    h1 = np.maximum(x @ params["weight_0"].T + params["bias_0"], 0)
+    h1 = np.maximum(x @ params["weight"].T + params["bias"], 0)
     h2 = np.maximum(h1 @ params["weight_1"].T + params["bias_1"], 0)
     y = h2 @ params["weight_2"].T + params["bias_2"]
     np.testing.assert_allclose(out["output"], y, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads["weight_2"], g.T @ h2, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(grads["bias_0"], (((g @ params["weight_2"]) * (h2 > 0)) @ params["weight_1"] * (h1 > 0)).sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads["bias"], (((g @ params["weight_2"]) * (h2 > 0)) @ params["weight_1"] * (h1 > 0)).sum(0), rtol=1e-4, atol=1e-4)
     assert "ggml: native" in compiled.source and "custom op" not in compiled.source
 
 
@@ -138,10 +138,10 @@ def test_mlp_backward_graph_copies_only_the_transposes_mul_mat_needs():
     x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
     g = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
     _, grads = compiled.evaluate(params, {"input": x}, output_gradients={"output": g})
-    h = np.maximum(x @ params["weight_0"].T + params["bias_0"], 0)
+    h = np.maximum(x @ params["weight"].T + params["bias"], 0)
     np.testing.assert_allclose(grads["bias_1"], g.sum(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grads["weight_1"], g.T @ h, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(grads["bias_0"], ((g @ params["weight_1"]) * (h > 0)).sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads["bias"], ((g @ params["weight_1"]) * (h > 0)).sum(0), rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_gradient_reads_the_untransposed_operand():

@@ -35,6 +35,11 @@ def run(block, shapes, data, *, data_keys=(), grad_key="output"):
     return params, out[grad_key], grads
 
 
+def _nth(key: str, i: int) -> str:
+    """The short name of the ``i``-th input with ``key``, in order of first use: ``weight``, ``weight_1``, ..."""
+    return key if i == 0 else f"{key}_{i}"
+
+
 def t(array, grad=True):
     return torch.tensor(np.asarray(array), dtype=torch.float64, requires_grad=grad)
 
@@ -124,8 +129,8 @@ def test_multi_head_attention_matches_torch():
     params, out, grads = run(MultiHeadAttention(dims, heads, causal=True), {"input": [2, 5, dims]}, {"input": x})
     mha = torch.nn.MultiheadAttention(dims, heads, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.tensor(np.concatenate([params[f"weight_{i}"] for i in range(3)])))
-        mha.in_proj_bias.copy_(torch.tensor(np.concatenate([params[f"bias_{i}"] for i in range(3)])))
+        mha.in_proj_weight.copy_(torch.tensor(np.concatenate([params[_nth("weight", i)] for i in range(3)])))
+        mha.in_proj_bias.copy_(torch.tensor(np.concatenate([params[_nth("bias", i)] for i in range(3)])))
         mha.out_proj.weight.copy_(torch.tensor(params["weight_3"]))
         mha.out_proj.bias.copy_(torch.tensor(params["bias_3"]))
     xt = t(x, False)
@@ -134,7 +139,7 @@ def test_multi_head_attention_matches_torch():
     ref.backward(torch.ones_like(ref))
     np.testing.assert_allclose(out, ref.detach().numpy(), rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(grads["weight_3"], mha.out_proj.weight.grad.numpy(), rtol=1e-8, atol=1e-9)
-    in_grad = np.concatenate([grads[f"weight_{i}"] for i in range(3)])
+    in_grad = np.concatenate([grads[_nth("weight", i)] for i in range(3)])
     np.testing.assert_allclose(in_grad, mha.in_proj_weight.grad.numpy(), rtol=1e-8, atol=1e-9)
 
 

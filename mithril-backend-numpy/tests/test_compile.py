@@ -28,9 +28,9 @@ def compiled(backend, **kwargs):
 
 def test_keys_shapes_and_short_names(backend):
     pm = compiled(backend)
-    assert pm.param_keys == ["weight_0", "bias_0", "weight_1", "bias_1"]
+    assert pm.param_keys == ["weight", "bias", "weight_1", "bias_1"]
     assert pm.data_keys == ["input"] and pm.output_keys == ["output"]
-    assert pm.shapes["weight_0"] == [8, 5] and pm.shapes["output"] == [4, 3]
+    assert pm.shapes["weight"] == [8, 5] and pm.shapes["output"] == [4, 3]
 
 
 def test_long_names_use_model_paths(backend):
@@ -54,7 +54,7 @@ def test_unknown_compile_option_names_accepted_ones(backend):
 
 def test_overlapping_key_sets_are_rejected(backend):
     with pytest.raises(KeyError_, match="both data_keys and trainable_keys"):
-        compiled(backend, data_keys={"weight_0"}, trainable_keys={"weight_0"})
+        compiled(backend, data_keys={"weight"}, trainable_keys={"weight"})
 
 
 def test_constant_for_a_non_input_key(backend):
@@ -110,11 +110,11 @@ def test_evaluate_reports_wrong_shape_and_dtype(backend):
     params = pm.randomize_params()
     with pytest.raises(ShapeError, match=r"'input' has shape \(4, 6\), expected \(4, 5\)"):
         pm.evaluate(params, {"input": np.zeros((4, 6))})
-    bad = dict(params, weight_0=params["weight_0"].astype(np.float32))
-    with pytest.raises(DtypeError, match="'weight_0' has dtype float32"):
+    bad = dict(params, weight=params["weight"].astype(np.float32))
+    with pytest.raises(DtypeError, match="'weight' has dtype float32"):
         pm.evaluate(bad, {"input": np.zeros((4, 5))})
-    bad_shape = dict(params, bias_0=np.zeros(7))
-    with pytest.raises(ShapeError, match="'bias_0' has shape"):
+    bad_shape = dict(params, bias=np.zeros(7))
+    with pytest.raises(ShapeError, match="'bias' has shape"):
         pm.evaluate(bad_shape, {"input": np.zeros((4, 5))})
 
 
@@ -187,7 +187,7 @@ def test_randomize_params_is_deterministic_and_pytorch_like(backend):
 
 def test_randomize_params_needs_static_shapes(backend):
     pm = ml.compile(mlp_model(), backend)
-    with pytest.raises(ShapeError, match="weight_0"):
+    with pytest.raises(ShapeError, match="weight"):
         pm.randomize_params()
 
 
@@ -215,7 +215,7 @@ def test_same_model_compiles_twice_with_different_shapes(backend):
     model = mlp_model()
     a = ml.compile(model, backend, shapes={"input": [4, 5]})
     b = ml.compile(model, backend, shapes={"input": [2, 7]})
-    assert a.shapes["weight_0"] == [8, 5] and b.shapes["weight_0"] == [8, 7]
+    assert a.shapes["weight"] == [8, 5] and b.shapes["weight"] == [8, 7]
 
 
 def test_backend_rejects_unknown_dtype():

@@ -184,3 +184,31 @@ def test_cli_prints_one_line_errors_and_finds_modules_in_the_current_directory(t
     assert len(lines) == 1 and "has no attribute 'nothing'" in lines[0] and "--traceback" in lines[0]
     full = subprocess.run([*cli, "--traceback", "export", "my_models:nothing", str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "Traceback" in full.stderr
+
+
+# -- stable parameter names ----------------------------------------------------------------------
+def _mlp(extra_layers: int) -> Model:
+    model = Model()
+    model |= Linear(8)(input="input")
+    model += Relu()
+    model += Linear(3)
+    for _ in range(extra_layers):
+        model += Linear(3)
+    return model
+
+
+def test_names_are_stable_when_blocks_are_added_and_old_files_still_load(tmp_path):
+    before = ml.compile(_mlp(0), ml.NumpyBackend(), shapes={"input": [2, 4]})
+    assert before.param_keys == ["weight", "bias", "weight_1", "bias_1"]
+    saved = before.randomize_params(seed=1)
+    before.save_params(tmp_path / "v1.safetensors", saved)
+
+    after = ml.compile(_mlp(1), ml.NumpyBackend(), shapes={"input": [2, 4]})
+    assert after.param_keys == ["weight", "bias", "weight_1", "bias_1", "weight_2", "bias_2"]
+    assert all(after.input_paths[k] == before.input_paths[k] for k in before.param_keys)  # the same blocks
+    with pytest.raises(KeyError_, match=r"missing \['bias_2', 'weight_2'\]"):
+        after.load_params(tmp_path / "v1.safetensors")
+    with pytest.warns(UserWarning, match="kept current values"):
+        loaded = after.load_params(tmp_path / "v1.safetensors", strict=False)
+    for key in before.param_keys:
+        np.testing.assert_array_equal(loaded[key], saved[key])

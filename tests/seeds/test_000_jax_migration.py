@@ -49,7 +49,7 @@ def test_000_jax_migration_block01_mithril_mlp(backend_or_numpy):
     compiled_model = ml.compile(model=model, backend=backend, shapes={"input": [4, 784]}, jit=True)
     params = compiled_model.randomize_params()
     assert {k: tuple(v.shape) for k, v in params.items() if k.startswith("weight")} == {
-        "weight_0": (512, 784), "weight_1": (256, 512), "weight_2": (10, 256)
+        "weight": (512, 784), "weight_1": (256, 512), "weight_2": (10, 256)
     }
     inputs = {"input": backend.randn(4, 784)}
     output = compiled_model.evaluate(params, inputs)["output"]
@@ -89,7 +89,7 @@ def test_000_jax_migration_block05_mithril_cnn(backend_or_numpy):
     backend = backend_or_numpy("jax")
     compiled_model = ml.compile(model=model, backend=backend, shapes={"input": [4, 3, 32, 32]}, jit=True)
     params = compiled_model.randomize_params()
-    assert tuple(params["weight_0"].shape) == (16, 3, 3, 3)  # PyTorch layout, NCHW
+    assert tuple(params["weight"].shape) == (16, 3, 3, 3)  # PyTorch layout, NCHW
     assert tuple(params["weight_2"].shape) == (10, 2048)
     inputs = {"input": backend.randn(4, 3, 32, 32)}
     outputs = compiled_model.evaluate(params, inputs)
@@ -191,7 +191,17 @@ def test_000_jax_migration_block09_mithril_prng(backend_or_numpy):
     np.testing.assert_array_equal(to_np(backend, pm.evaluate({}, {"input": backend.ones(8, 8)})["output"]), np.ones((8, 8)))
 
 
-def test_000_jax_migration_block11_mithril_custom_primitive(backend_or_numpy):
+@pytest.fixture
+def fresh_registry():
+    """The test registers an in-process primitive; forget it afterwards so other tests see only the
+    installed plugins (a registry rebuilt from the entry points)."""
+    from mithril.plugins.manager import reset
+
+    yield
+    reset()
+
+
+def test_000_jax_migration_block11_mithril_custom_primitive(backend_or_numpy, fresh_registry):
     # As written: `Operator` subclass with `compute` and `@ml.register_primitive(name)` as a decorator are not
     # our API. Operator (= Primitive) needs a registered primitive name.
     from mithril.models import Operator
@@ -232,12 +242,13 @@ def test_000_jax_migration_block11_mithril_custom_primitive(backend_or_numpy):
         return float((pm.evaluate(p, {"input": x})["output"] * cot).sum())
 
     eps = 1e-6
-    for key in ["weight_0", "bias_0"]:
+    for key in ["weight", "bias"]:
         fd = np.zeros_like(params[key])
         for idx in np.ndindex(params[key].shape):
             plus, minus = dict(params), dict(params)
-            plus[key] = params[key].copy(); plus[key][idx] += eps
-            minus[key] = params[key].copy(); minus[key][idx] -= eps
+            plus[key], minus[key] = params[key].copy(), params[key].copy()
+            plus[key][idx] += eps
+            minus[key][idx] -= eps
             fd[idx] = (loss(plus) - loss(minus)) / (2 * eps)
         np.testing.assert_allclose(grads[key], fd, rtol=1e-5, atol=1e-7)
 
@@ -303,8 +314,9 @@ def test_000_jax_migration_block16_mithril_haiku_equivalent(backend_or_numpy):
         mithril_params = {}
         for layer_idx in range(len(sizes) - 1):
             layer = haiku_params[f"mlp/~/linear_{layer_idx}"]
-            mithril_params[f"weight_{layer_idx}"] = backend.array(layer["w"].T)
-            mithril_params[f"bias_{layer_idx}"] = backend.array(layer["b"])
+            suffix = f"_{layer_idx}" if layer_idx else ""  # short names in order of use: weight, weight_1, ...
+            mithril_params[f"weight{suffix}"] = backend.array(layer["w"].T)
+            mithril_params[f"bias{suffix}"] = backend.array(layer["b"])
         assert set(mithril_params) == set(compiled_model.randomize_params())
         return mithril_params
 

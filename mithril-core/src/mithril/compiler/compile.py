@@ -73,7 +73,10 @@ def compile(  # noqa: A001 - the public name is ml.compile
             backend choose (JAX and MLX compile, PyTorch stays eager); ignored by NumPy.
         file_path: also write the generated source there.
         safe_names: sanitise generated variable names; Python code generation requires it (``False`` raises).
-        use_short_namings: ``weight_0`` instead of ``linear_0.weight`` for unnamed inputs.
+        use_short_namings: name unnamed inputs by their key (``weight``; later inputs with the same key, in
+            order of first use, ``weight_1``, ``weight_2``...) instead of their path (``linear_0.weight``).
+            Both are stable when blocks are added after the existing ones; ``pm.input_paths`` maps names
+            to paths either way.
     """
     if unknown:
         raise TypeError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")

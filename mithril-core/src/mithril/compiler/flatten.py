@@ -84,23 +84,22 @@ def _model_names(model: Any, short: bool) -> dict[int, str]:
 
 
 def _unique(candidates: Iterable[tuple[int, str]], reserved: set[str]) -> dict[int, str]:
-    """Disambiguate repeated names as ``name_0``, ``name_1`` ... in order of appearance."""
-    items = list(candidates)
-    counts: dict[str, int] = {}
-    for _, name in items:
-        counts[name] = counts.get(name, 0) + 1
+    """Names in order of first use: the first input wanting a name gets it, later ones ``name_1``,
+    ``name_2``... (skipping reserved names). Blocks added after a model's existing ones never rename its
+    inputs, so parameter files saved before such a change still load."""
+    taken = set(reserved)
+    next_index: dict[str, int] = {}
     result: dict[int, str] = {}
-    index: dict[str, int] = {}
-    for key, name in items:
-        if counts[name] == 1 and name not in reserved:
-            result[key] = name
-            continue
-        i = index.get(name, 0)
-        while f"{name}_{i}" in reserved:
-            i += 1
-        index[name] = i + 1
-        result[key] = f"{name}_{i}"
-        reserved.add(result[key])
+    for key, name in candidates:
+        chosen = name
+        if chosen in taken:
+            i = next_index.get(name, 1)
+            while f"{name}_{i}" in taken:
+                i += 1
+            next_index[name] = i + 1
+            chosen = f"{name}_{i}"
+        taken.add(chosen)
+        result[key] = chosen
     return result
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -234,9 +235,15 @@ class PhysicalModel:
             os.replace(partial, path)
         return path
 
-    def load_params(self, path: str | Path) -> dict[str, Any]:
+    def load_params(self, path: str | Path, *, strict: bool = True) -> dict[str, Any]:
         """Load parameters and buffers saved by :meth:`save_params`; keys, dtypes and shapes are checked and
-        every error names the file."""
+        every error names the file.
+
+        With ``strict=False`` a file that lacks some of this model's parameters (saved before blocks were
+        added) or has extra ones loads what matches; the rest keep their current values and a warning
+        lists both. Names are stable when blocks are added after the existing ones (see ``ml.compile``'s
+        ``use_short_namings``), so the saved blocks get their saved values.
+        """
         path = _param_file(path, "load_params")
         if not path.is_file():
             raise CheckpointError(f"load_params: {path} does not exist")
@@ -250,6 +257,11 @@ class PhysicalModel:
             except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
                 raise CheckpointError(f"load_params: {path} is not a valid .npz file ({type(exc).__name__}: {exc})") from None
         params = {k: self.backend.array(v) for k, v in arrays.items()}
+        if not strict and params.keys() != self._state_keys:
+            missing, unexpected = sorted(self._state_keys - set(params)), sorted(set(params) - self._state_keys)
+            warnings.warn(f"load_params({path}): kept current values for {missing}; ignored {unexpected}", stacklevel=2)
+            current = self.get_parameters()
+            params = {k: params[k] if k in params else current[k] for k in self._state_keys}
         try:
             self._check_group(params, self._state_keys, "params")
             self._check_arrays(params, {}, params_only=True)
