@@ -270,7 +270,10 @@ class TorchBackend(Backend):
         gradients = {}
         for name, value in params.items():
             grad = grads.get(name)
-            gradients[name] = torch.zeros_like(value, requires_grad=False) if grad is None else grad.detach()
+            if grad is None:
+                gradients[name] = torch.zeros_like(value, requires_grad=False)
+            else:
+                gradients[name] = grad.detach().to_dense() if grad.is_sparse else grad.detach()
         detached = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
         return detached, gradients
 

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,21 +47,40 @@ def active() -> bool:
     return bool(_CURRENT)
 
 
+_MISSING: Any = object()
+
+
+@functools.cache
+def _slot_names(cls: type) -> tuple[str, ...] | None:
+    """Every slot of ``cls`` and its bases, or ``None`` when its instances have a ``__dict__``."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        slots = klass.__dict__.get("__slots__")
+        if slots is None:
+            return None
+        names.extend([slots] if isinstance(slots, str) else slots)
+    return tuple(dict.fromkeys(n for n in names if n not in ("__weakref__", "__dict__")))
+
+
 def touch(obj: Any) -> None:
     """Save ``obj``'s state before its first write in the open transaction (no-op outside one)."""
     if not _CURRENT:
         return
     trail = _CURRENT[0]
-    if id(obj) in trail.seen:
+    key = id(obj)
+    if key in trail.seen:
         return
-    trail.seen.add(id(obj))
-    snapshot = getattr(obj, "_journal_snapshot", None)
+    trail.seen.add(key)
+    cls = type(obj)
+    snapshot = getattr(cls, "_journal_snapshot", None)
     if snapshot is not None:  # large objects save only what they need to undo (see Graph)
-        trail.saved.append((obj, _Custom(snapshot())))
+        trail.saved.append((obj, _Custom(snapshot(obj))))
         return
-    slots = getattr(type(obj), "__slots__", None)
-    if slots is not None and not hasattr(obj, "__dict__"):
-        trail.saved.append((obj, [(name, getattr(obj, name)) for name in slots if hasattr(obj, name)]))
+    slots = _slot_names(cls)
+    if slots is not None:
+        trail.saved.append((obj, tuple(getattr(obj, name, _MISSING) for name in slots)))
     else:
         state = {k: (v.copy() if isinstance(v, (list, dict, set)) else v) for k, v in vars(obj).items()}
         trail.saved.append((obj, state))
@@ -83,8 +103,12 @@ def _restore(trail: _Trail) -> None:
             obj.__dict__.clear()
             obj.__dict__.update(state)
         else:
-            for name, value in state:
-                object.__setattr__(obj, name, value)
+            for name, value in zip(_slot_names(type(obj)), state):
+                if value is _MISSING:
+                    if hasattr(obj, name):
+                        object.__delattr__(obj, name)
+                else:
+                    object.__setattr__(obj, name, value)
 
 
 @contextlib.contextmanager

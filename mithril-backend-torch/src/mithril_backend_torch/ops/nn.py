@@ -120,8 +120,14 @@ def avg_pool2d(
 
 
 def embedding(input: Tensor, weight: Tensor) -> Tensor:
-    """``weight[input]``: rows of ``weight`` [num_embeddings, dim] picked by integer indices."""
-    return F.embedding(input, weight)
+    """``weight[input]``: rows of ``weight`` [num_embeddings, dim] picked by integer indices.
+
+    Under autograd the weight's gradient is sparse (only the looked-up rows): the backend's ``vjp`` adds it
+    in place into a tied weight's dense gradient (a GPT's LM head) and densifies it otherwise, instead of
+    zero-filling and adding a whole ``[vocab, dim]`` table per step. Only for a parameter itself (a leaf):
+    a sparse gradient cannot flow back through the ops that computed a non-leaf table."""
+    sparse = weight.is_leaf and weight.requires_grad and torch.is_grad_enabled() and not torch.compiler.is_compiling()
+    return F.embedding(input, weight, sparse=sparse)
 
 
 def attention_probs(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None) -> Tensor:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import keyword
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..graph import Graph, Value
@@ -38,15 +38,42 @@ def _is_literal(value: Any) -> bool:
 
 @dataclass
 class PythonProgram:
-    """Generated source plus the namespace it runs in (implementations and constants)."""
+    """Generated source plus the namespace it runs in (implementations and constants).
+
+    ``functions`` maps each generated function to its first and last line (1-based) in ``source``:
+    :meth:`load` byte-compiles a function on its first call, as JIT backends trace on theirs (a large
+    model's gradient function costs tens of milliseconds to compile and is often never called)."""
 
     source: str
     namespace: dict[str, Any]
+    functions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def load(self, filename: str = "<mithril-generated>") -> dict[str, Callable[..., Any]]:
+        """Callables by function name (each compiled when first called; tracebacks show ``filename``
+        with the lines of :attr:`source`)."""
         namespace = dict(self.namespace)
-        exec(compile(self.source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+        if not self.functions:
+            exec(compile(self.source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+            return namespace
+        lines = self.source.splitlines()
+        for name, (first, last) in self.functions.items():
+            # blank lines in front keep line numbers those of ``source``
+            text = "\n" * (first - 1) + "\n".join(lines[first - 1 : last])
+            namespace[name] = _compile_on_first_call(name, text, filename, namespace)
         return namespace
+
+
+def _compile_on_first_call(name: str, text: str, filename: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    compiled: list[Callable[..., Any]] = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not compiled:
+            exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+            compiled.append(namespace[name])
+        return compiled[0](*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 class _Namer:
@@ -124,6 +151,7 @@ def generate_python(
                 parts.append(f"{key}={name}")
         return ", ".join(parts)
 
+    spans: dict[str, tuple[int, int]] = {}
     for fn in functions:
         body: list[str] = []
         for name, value in fn.inputs.items():
@@ -140,8 +168,10 @@ def generate_python(
             body.append(f"{targets} = {call}{comment}")
         results = ["{" + ", ".join(f"{python_literal(k)}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns]
         signature = "params, data, cotangents" if fn.cotangents or len(fn.returns) > 1 else "params, data"
+        first = len(lines) + 1
         lines.append(f"def {fn.name}({signature}):")
         lines.extend(f"    {line}" for line in body)
         lines.append(f"    return {', '.join(results)}")
+        spans[fn.name] = (first, len(lines))
         lines.append("")
-    return PythonProgram("\n".join(lines), namespace)
+    return PythonProgram("\n".join(lines), namespace, spans)
