@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mithril.progress import task
 
-from .._progress import progress_bar, wants_progress
 from .errors import CheckpointError
 from .layout import Layout, Target
 from .source import TensorSource, open_checkpoint
@@ -98,7 +98,8 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
             ``save_pretrained`` directory, with Hugging Face, torchvision/timm (ResNet) or OpenAI CLIP names.
         strict: raise :class:`CheckpointError` listing every missing, unexpected and mis-shaped key; with
             ``False`` load what fits, keep ``pm``'s current values for the rest and warn with the report.
-        progress: show a progress bar (``None``: on a terminal, for large files).
+        progress: show a progress bar (``None``: on a terminal, when loading takes over 2 s; see
+            :mod:`mithril.progress`).
 
     Returns:
         ``{name: array}`` for every parameter and buffer of ``pm``, ready for ``pm.evaluate``.
@@ -116,7 +117,7 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
     misfits: set[str] = set()
     tied_sources: dict[str, str] = {}  # tied parameter -> the checkpoint key that filled it
     total = sum(checkpoint.nbytes(key) for key, _ in plan)
-    with progress_bar(total, f"loading {checkpoint.description}", wants_progress(progress, total)) as advance:
+    with task(f"loading {checkpoint.description}", total=total, unit="B", verbose=progress) as advance:
         for key, targets in plan:
             array = checkpoint.read(key)
             for name, target in targets:
