@@ -1,0 +1,105 @@
+"""Property test: block names and keys made of hostile text (quotes, newlines, comment terminators, NUL,
+unicode, preprocessor lines, 1,000+ characters) reach generated Python and C only as inert text.
+
+Each generated name carries payloads that break the build or set a canary if they ever escape a comment
+or a string literal: a Python line that sets ``MITHRIL_PWNED``, C ``#error`` lines. The model must compile
+on every installed backend (both naming modes, so hostile block names also become parameter names), give
+the right numbers, and leave the canary unset; on the C backend the exported program must build and
+reproduce them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import mithril as ml
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mithril.models import IOKey, Linear, Model, Relu
+from mithril.plugins.lookup import available_backends, backend_class
+
+BACKENDS = sorted(b for b in available_backends() if b != "*")
+NATIVE = {"c", "ggml"}
+
+PIECES = [
+    '"', "'", '"""', "\n", "\r\n", "\r", "*/", "/*", "//", "#", "\\", "\\\n", "\x00", "??/", "??=", "%s", "{}",
+    "é", "\u2028", "\U0001d518", "../", "/", " ", "\t", ";", "`", "$(touch pwned)", "\x1b[2J",
+    "\nimport os; os.environ['MITHRIL_PWNED'] = '1'\n",
+    "*/\n#error injected\n/*",
+    '";\n#error injected\nchar *x = "',
+    "\n#error injected\n",
+]  # fmt: skip
+
+fragment = st.one_of(st.sampled_from(PIECES), st.text(min_size=1, max_size=4))
+hostile = st.builds(
+    lambda parts, repeat: "".join(parts) * repeat,
+    st.lists(fragment, min_size=1, max_size=8),
+    st.sampled_from([1, 1, 1, 200]),  # sometimes well over 1,000 characters
+)
+
+
+def _model(names: list[str]) -> tuple[Model, str, str]:
+    block_a, block_b, key_in, key_out = names
+    key_in, key_out = "in" + key_in, "out" + key_out  # distinct, non-empty keys (and block names)
+    block_a, block_b = "a" + block_a, "b" + block_b
+    model = Model()
+    model |= Linear(3, name=block_a)(input=key_in)
+    model += Relu(name=block_b)(output=IOKey(key_out))
+    return model, key_in, key_out
+
+
+def _check(backend_name: str, names: list[str], short_names: bool, tmp_path: object = None) -> None:
+    os.environ.pop("MITHRIL_PWNED", None)
+    model, key_in, key_out = _model(names)
+    backend = backend_class(backend_name)(dtype=ml.float32)
+    pm = ml.compile(model, backend, shapes={key_in: [2, 4]}, use_short_namings=short_names, inference=True)
+    params = pm.randomize_params(seed=1)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    out = backend.to_numpy(pm.evaluate(params, {key_in: backend.array(x)})[key_out])
+    weight, bias = (backend.to_numpy(params[k]) for k in pm.param_keys)
+    np.testing.assert_allclose(out, np.maximum(x @ weight.T + bias, 0), rtol=1e-5, atol=1e-6)
+    assert "MITHRIL_PWNED" not in os.environ
+
+
+@pytest.mark.parametrize("backend_name", [b for b in BACKENDS if b not in NATIVE])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names=st.lists(hostile, min_size=4, max_size=4), short_names=st.booleans())
+def test_hostile_names_are_inert_on_python_backends(backend_name: str, names: list[str], short_names: bool) -> None:
+    _check(backend_name, names, short_names)
+
+
+@pytest.mark.parametrize("backend_name", sorted(NATIVE & set(BACKENDS)))
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names=st.lists(hostile, min_size=4, max_size=4), short_names=st.booleans())
+def test_hostile_names_are_inert_on_native_backends(backend_name: str, names: list[str], short_names: bool) -> None:
+    _check(backend_name, names, short_names)
+
+
+@pytest.mark.skipif("c" not in BACKENDS or shutil.which("cc") is None, reason="needs the C backend and cc")
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(names=st.lists(hostile, min_size=4, max_size=4), short_names=st.booleans())
+def test_exported_c_program_with_hostile_names_builds_and_reproduces(
+    names: list[str], short_names: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    model, key_in, key_out = _model(names)
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    pm = ml.compile(model, backend, shapes={key_in: [2, 4]}, use_short_namings=short_names, inference=True)
+    params = pm.randomize_params(seed=2)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    expected = pm.evaluate(params, {key_in: x})[key_out]
+    out_dir = tmp_path_factory.mktemp("export") / "program"
+    pm.export(out_dir, params)
+    written = sorted(p.name for p in out_dir.iterdir())
+    assert all(len(name.encode()) <= 120 and "/" not in name and not name.startswith(".") for name in written)
+    build = (out_dir / "BUILD").read_text().split()
+    subprocess.run([shutil.which("cc"), *build[1:], "-o", "model"], cwd=out_dir, check=True, capture_output=True)
+    run = subprocess.run([str(out_dir / "model"), str(out_dir)], check=True, capture_output=True)
+    assert run.returncode == 0
+    outputs = [p for p in out_dir.iterdir() if p.name.startswith("output_") and p.suffix == ".bin"]
+    assert len(outputs) == 1, written
+    got = np.fromfile(outputs[0], dtype=np.float32).reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
