@@ -44,8 +44,14 @@ def abs(input: Array) -> Array:
 
 
 def sign(input: Array) -> Array:
-    """``mx.sign(input)``"""
-    return mx.sign(input)
+    """``np.sign(input)``: NaN stays NaN (``mx.sign`` gives 0 for NaN).
+
+    >>> sign(mx.array([float("nan"), -2.0, 0.0])).tolist()
+    [nan, -1.0, 0.0]
+    """
+    if input.dtype not in _FLOATS:
+        return mx.sign(input)
+    return mx.where(mx.isnan(input), input, mx.sign(input))
 
 
 def exp(input: Array) -> Array:
@@ -190,8 +196,19 @@ def divide(backend: Any, left: Array, right: Array) -> Array:
 
 
 def floor_divide(left: Array, right: Array) -> Array:
-    """``left // right`` (rounds toward -inf, for ints and floats)."""
-    return mx.floor_divide(left, right)
+    """``left // right`` (rounds toward -inf, for ints and floats), with NumPy's (and Python's) answers
+    for infinities: ``inf // 2`` is NaN and ``-2 // inf`` is ``-1`` (``mx.floor_divide`` gives ``inf``, ``-0``).
+
+    >>> floor_divide(mx.array([float("inf"), -2.0, 7.0]), mx.array([2.0, float("inf"), 2.0])).tolist()
+    [nan, -1.0, 3.0]
+    """
+    result = mx.floor_divide(left, right)
+    if result.dtype not in _FLOATS:
+        return result
+    left, right = (v if isinstance(v, mx.array) else mx.array(v, dtype=result.dtype) for v in (left, right))
+    result = mx.where(mx.isinf(left) & (right != 0), mx.array(float("nan"), dtype=result.dtype), result)
+    opposite = mx.isinf(right) & mx.isfinite(left) & (left != 0) & ((left < 0) != (right < 0))
+    return mx.where(opposite, mx.array(-1.0, dtype=result.dtype), result)
 
 
 def power(left: Array, right: Array) -> Array:

@@ -55,8 +55,14 @@ def abs(input: Tensor) -> Tensor:
 
 
 def sign(input: Tensor) -> Tensor:
-    """``np.sign(input)``"""
-    return torch.sign(input)
+    """``np.sign(input)``: NaN stays NaN (``torch.sign`` gives 0 for NaN).
+
+    >>> sign(torch.tensor([float("nan"), -2.0, 0.0]))
+    tensor([nan, -1.,  0.])
+    """
+    if not input.is_floating_point():
+        return torch.sign(input)
+    return torch.where(torch.isnan(input), input, torch.sign(input))
 
 
 def exp(input: Tensor) -> Tensor:

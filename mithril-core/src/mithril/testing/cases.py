@@ -184,6 +184,33 @@ def _with_non_finite(rng: np.random.Generator) -> np.ndarray:
     return x
 
 
+SPECIAL_VALUES = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.0, 1e-30])
+"""NaN, infinities, signed zeros, ordinary and tiny values: every float elementwise primitive must treat
+them as NumPy does (NaN propagates through ``relu``/``maximum``, ``gelu(inf)`` is ``inf``, ...)."""
+
+FLOAT_UNARY = (
+    "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid", "relu",
+    "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num",
+)  # fmt: skip
+FLOAT_BINARY = (
+    "add", "subtract", "multiply", "divide", "floor_divide", "power", "minimum", "maximum", "equal", "not_equal",
+    "less", "less_equal", "greater", "greater_equal",
+)  # fmt: skip
+
+
+def _special_cases() -> list[Case]:
+    """Forward-only cases with :data:`SPECIAL_VALUES` for every float elementwise primitive: unary ones
+    on all of them, binary ones on every pair (the left operand runs through the values, the right one
+    through them again in another order)."""
+    left = np.repeat(SPECIAL_VALUES, SPECIAL_VALUES.size)
+    right = np.tile(SPECIAL_VALUES, SPECIAL_VALUES.size)
+    cases = [Case(name, {"input": SPECIAL_VALUES.copy()}, id=f"{name}-special", grad=False) for name in FLOAT_UNARY]
+    cases.append(Case("gelu", {"input": SPECIAL_VALUES.copy()}, {"approximate": True}, id="gelu-tanh-special", grad=False))
+    cases.append(Case("leaky_relu", {"input": SPECIAL_VALUES.copy()}, {"slope": 0.2}, id="leaky_relu-slope-special", grad=False))
+    cases += [Case(name, {"left": left.copy(), "right": right.copy()}, id=f"{name}-special", grad=False) for name in FLOAT_BINARY]
+    return cases
+
+
 def _bool_mask_rows(lq: int, lk: int) -> InputFn:
     """A bool attention mask with at least one True per row."""
 
@@ -779,6 +806,7 @@ def _custom_cases() -> list[Case]:
 
 CASES: list[Case] = [
     *_elementwise(),
+    *_special_cases(),
     *_reductions(),
     *_linalg(),
     *_shape_ops(),

@@ -32,6 +32,7 @@ Override :meth:`BackendConformanceTests.compile_case` to change how a case is co
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -113,16 +114,48 @@ def _assert_close(got: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
 
 
 def run_reference(
-    case: Case, arrays: Mapping[str, np.ndarray], references: Mapping[str, Callable[..., Any]] = REFERENCES
+    case: Case,
+    arrays: Mapping[str, np.ndarray],
+    references: Mapping[str, Callable[..., Any]] = REFERENCES,
+    dtype: Dtype | None = None,
 ) -> dict[str, np.ndarray]:
-    """The reference outputs of ``case`` for ``arrays`` (float inputs upcast to float64), by output key."""
+    """The reference outputs of ``case`` for ``arrays`` (float inputs upcast to float64), by output key.
+
+    With ``dtype`` (the dtype a backend computes in) the expectations are in that dtype: a reference
+    whose result depends on it (one with a ``float_dtype`` keyword, e.g. ``nan_to_num``, whose default
+    replacements of infinities are the dtype's largest finite values) is told it, and float results are
+    rounded to it (so ``power(1e-30, -2)`` overflows to ``inf`` in float32 as it does on the backend).
+    An explicit ``dtype`` attribute of the case decides its result's dtype instead.
+
+        >>> from mithril.testing.cases import Case
+        >>> case = Case("nan_to_num", {"input": np.array([np.inf])})
+        >>> float(run_reference(case, case.make_inputs(), dtype=Dtype.float32)["output"][0])
+        3.4028234663852886e+38
+    """
     spec = spec_for(case.primitive)
     attrs = spec.resolve_attributes(dict(case.attrs))
     args = [None if arrays.get(k) is None else _upcast(arrays[k]) for k in spec.input_keys(attrs)]
-    result = references[case.primitive](*args, **attrs)
+    function = references[case.primitive]
+    extra = {"float_dtype": dtype} if dtype is not None and _takes_float_dtype(function) else {}
+    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are what special-value cases expect
+        result = function(*args, **attrs, **extra)
     keys = spec.output_keys(attrs)
     results = (result,) if len(keys) == 1 else tuple(result)
-    return {key: np.asarray(value) for key, value in zip(keys, results, strict=True)}
+    outputs = {key: np.asarray(value) for key, value in zip(keys, results, strict=True)}
+    if dtype is not None:
+        explicit = attrs.get("dtype")
+        target = explicit if isinstance(explicit, Dtype) else Dtype.parse(dtype)
+        with np.errstate(over="ignore"):
+            outputs = {key: _round_to(value, target) for key, value in outputs.items()}
+    return outputs
+
+
+def _takes_float_dtype(function: Callable[..., Any]) -> bool:
+    """Whether a reference computes a dtype-dependent result and accepts the tested dtype."""
+    try:
+        return "float_dtype" in inspect.signature(function).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
 
 
 def _upcast(array: np.ndarray) -> np.ndarray:
@@ -230,7 +263,7 @@ class BackendConformanceTests:
         arrays, trainable = self._prepare(case, dtype)
         compiled = self.compile_case(backend, case, arrays, trainable)
         outputs = compiled.evaluate(*self._split_inputs(backend, arrays, trainable))
-        expected = run_reference(case, arrays, self._references())
+        expected = run_reference(case, arrays, self._references(), dtype=dtype)
         explicit = case.attrs.get("dtype")
         for key, ref in expected.items():
             what = f"{case.id} [{dtype.value}], output {key!r}"

@@ -29,7 +29,7 @@ import numpy as np
 from ..primitives.rules import conv_padding
 from ..types import Dtype
 
-__all__ = ["REFERENCES", "reference", "numpy_dtype"]
+__all__ = ["REFERENCES", "reference", "numpy_dtype", "finite_max"]
 
 REFERENCES: dict[str, Callable[..., Any]] = {}
 """Primitive name -> plain-NumPy reference function."""
@@ -183,8 +183,28 @@ def isnan(input):
 
 
 @reference
-def nan_to_num(input, *, nan, posinf, neginf):
-    return np.nan_to_num(np.asarray(input), copy=True, nan=nan, posinf=posinf, neginf=neginf)
+def nan_to_num(input, *, nan, posinf, neginf, float_dtype=None):
+    """``None`` infinities become the largest finite values of the dtype computed in: ``float_dtype``
+    (the tested dtype, given by the conformance suite) or the input's own."""
+    x = np.asarray(input)
+    if x.dtype.kind == "f":
+        largest = finite_max(x.dtype if float_dtype is None else float_dtype)
+        posinf = largest if posinf is None else posinf
+        neginf = -largest if neginf is None else neginf
+    return np.nan_to_num(x, copy=True, nan=nan, posinf=posinf, neginf=neginf)
+
+
+_BFLOAT16_MAX = float(np.array(0x7F7F0000, dtype=np.uint32).view(np.float32))
+
+
+def finite_max(dtype: Any) -> float:
+    """The largest finite value of a float dtype (NumPy dtype or ``ml.Dtype``; bfloat16 included).
+
+    >>> finite_max("bfloat16")
+    3.3895313892515355e+38
+    """
+    parsed = Dtype.parse(dtype)
+    return _BFLOAT16_MAX if parsed is Dtype.bfloat16 else float(np.finfo(parsed.value).max)
 
 
 @reference
