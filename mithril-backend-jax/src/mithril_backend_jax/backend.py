@@ -30,7 +30,9 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from mithril import validation
 from mithril.backends.backend import Backend
+from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
 __all__ = ["JaxBackend"]
@@ -73,7 +75,7 @@ class JaxBackend(Backend):
         **unknown: Any,
     ) -> None:
         if unknown:
-            raise TypeError(
+            raise ArgumentError(
                 f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; accepted options: "
                 f"{', '.join(self.options)}. (Matmul precision, XLA flags and debugging are JAX settings: "
                 "use jax.config / the XLA_FLAGS environment variable.)"
@@ -96,14 +98,14 @@ class JaxBackend(Backend):
         name, _, _ = str(device).partition(":")
         platform = _PLATFORMS.get(name)
         if platform is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"JaxBackend: unknown device {device!r}; use one of {', '.join(_PLATFORMS)} "
                 f"(available: {_available_devices()})"
             )
         try:
             return list(jax.devices(platform))
         except RuntimeError:
-            raise ValueError(
+            raise ArgumentError(
                 f"JaxBackend: device {device!r} is not available; JAX sees: {_available_devices()}. "
                 f"Install the matching jax build (e.g. 'pip install \"jax[cuda12]\"') or use device='cpu'."
             ) from None
@@ -113,7 +115,7 @@ class JaxBackend(Backend):
         _, _, index = str(device).partition(":")
         position = int(index) if index else 0
         if position >= len(found):
-            raise ValueError(f"JaxBackend: device {device!r} does not exist; JAX sees: {_available_devices()}")
+            raise ArgumentError(f"JaxBackend: device {device!r} does not exist; JAX sees: {_available_devices()}")
         return found[position]
 
     def _build_mesh(self, device_mesh: Sequence[int] | None) -> tuple[tuple[int, ...] | None, Any]:
@@ -121,11 +123,11 @@ class JaxBackend(Backend):
             return None, None
         sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
         if not sizes or any(s < 1 for s in sizes):
-            raise ValueError(f"JaxBackend: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+            raise ArgumentError(f"JaxBackend: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
         found = self._platform_devices(self.jax_device.platform)
         needed = math.prod(sizes)
         if needed > len(found):
-            raise ValueError(
+            raise ArgumentError(
                 f"JaxBackend: device_mesh={sizes} needs {needed} {self.jax_device.platform} devices, but only "
                 f"{len(found)} are available ({_available_devices()})"
             )
@@ -147,7 +149,7 @@ class JaxBackend(Backend):
         """Place ``array`` on the mesh with ``PartitionSpec(*spec)`` (``backend.shard(x, "mesh_0")``
         splits axis 0 over the first mesh axis)."""
         if self.mesh is None:
-            raise ValueError("JaxBackend.shard needs a backend created with device_mesh=...")
+            raise ArgumentError("JaxBackend.shard needs a backend created with device_mesh=...")
         from jax.sharding import NamedSharding, PartitionSpec
 
         return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec(*spec)))
@@ -196,7 +198,7 @@ class JaxBackend(Backend):
             if resolved is Dtype.int64:
                 resolved = Dtype.int32
             elif resolved is Dtype.float64:
-                raise TypeError(f"{self!r} cannot hold float64 arrays; create JaxBackend(dtype=ml.float64)")
+                raise DtypeError(f"{self!r} cannot hold float64 arrays; create JaxBackend(dtype=ml.float64)")
         return np.dtype(jnp.dtype(resolved.value))
 
     # -- arrays ----------------------------------------------------------------------------------
@@ -209,7 +211,7 @@ class JaxBackend(Backend):
             return self.native_dtype("int")
         if source == np.bool_:
             return None
-        raise TypeError(f"JaxBackend.array: unsupported data of dtype {source} ({what})")
+        raise DtypeError(f"JaxBackend.array: unsupported data of dtype {source} ({what})")
 
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> Any:
         """A ``jax.Array`` from data; floats get the backend dtype, ints int32/int64, bools bool.
@@ -241,6 +243,7 @@ class JaxBackend(Backend):
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
         """Reseed the backend: its PRNG key (random ops) and the NumPy generator (``randomize_params``)."""
+        seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         key_seed = int(self._rng.integers(0, 2**31 - 1)) if seed is None else int(seed) % (2**31 - 1)

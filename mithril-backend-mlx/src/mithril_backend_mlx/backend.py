@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import mlx.core as mx
 import numpy as np
 from mithril.backends.backend import Backend
+from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
 __all__ = ["MlxBackend"]
@@ -72,12 +73,12 @@ def _mx_device(device: Any) -> tuple[str, mx.Device]:
     elif isinstance(device, mx.DeviceType):
         device = device.name
     elif not isinstance(device, str):
-        raise TypeError(f"MlxBackend: device must be 'cpu', 'gpu', mx.cpu or mx.gpu, got {device!r}")
+        raise ArgumentError(f"MlxBackend: device must be 'cpu', 'gpu', mx.cpu or mx.gpu, got {device!r}")
     kind, _, index = device.partition(":")
     if kind not in ("cpu", "gpu") or (index and not index.isdigit()):
-        raise ValueError(f"MlxBackend: device {device!r} is not available; MLX devices are 'cpu' and 'gpu'")
+        raise ArgumentError(f"MlxBackend: device {device!r} is not available; MLX devices are 'cpu' and 'gpu'")
     if kind == "gpu" and not mx.is_available(mx.gpu):
-        raise ValueError(
+        raise ArgumentError(
             "MlxBackend(device='gpu'): this MLX build has no GPU (Metal needs macOS on Apple silicon; on Linux "
             "install mlx[cuda] for an NVIDIA GPU). Use device='cpu'."
         )
@@ -118,17 +119,19 @@ class MlxBackend(Backend):
     ) -> None:
         if "default_dtype" in options:
             if dtype is not Dtype.float32 and Dtype.parse(dtype) is not Dtype.parse(options["default_dtype"]):
-                raise TypeError(f"MlxBackend: dtype={dtype!r} and default_dtype={options['default_dtype']!r} disagree")
+                raise ArgumentError(
+                    f"MlxBackend: dtype={dtype!r} and default_dtype={options['default_dtype']!r} disagree"
+                )
             dtype = options.pop("default_dtype")
         for name in options:
             if name in _REFUSED_OPTIONS:
-                raise TypeError(f"MlxBackend does not support the option {name}=: {_REFUSED_OPTIONS[name]}")
+                raise ArgumentError(f"MlxBackend does not support the option {name}=: {_REFUSED_OPTIONS[name]}")
         if options:
-            raise TypeError(
+            raise DtypeError(
                 f"MlxBackend got unknown option(s) {sorted(options)}; accepted options: {', '.join(_ACCEPTED_OPTIONS)}"
             )
         if Dtype.parse(dtype) is Dtype.float64:
-            raise TypeError(
+            raise DtypeError(
                 "MlxBackend does not compute in float64: MLX has no float64 on the GPU and Mithril keeps the CPU "
                 "build alike. Use float32 (default), float16 or bfloat16, or a NumPy/JAX/PyTorch backend for float64."
             )
@@ -160,7 +163,7 @@ class MlxBackend(Backend):
         """
         resolved = self.resolve_dtype(dtype)
         if resolved is Dtype.float64:
-            raise TypeError("MlxBackend cannot represent float64; use float32, float16 or bfloat16")
+            raise DtypeError("MlxBackend cannot represent float64; use float32, float16 or bfloat16")
         return _NATIVE[resolved]
 
     # -- arrays ----------------------------------------------------------------------------------
@@ -178,7 +181,7 @@ class MlxBackend(Backend):
             if host.dtype.kind == "f" and host.dtype.itemsize > 4:
                 host = host.astype(np.float32)  # mx.array has no float64 on every device
             elif host.dtype.kind not in "fiub":
-                raise TypeError(f"MlxBackend.array: unsupported data of dtype {host.dtype} ({type(data).__name__})")
+                raise DtypeError(f"MlxBackend.array: unsupported data of dtype {host.dtype} ({type(data).__name__})")
             values = mx.array(host)
         if dtype is not None:
             target = self.native_dtype(dtype)
@@ -209,7 +212,7 @@ class MlxBackend(Backend):
     def from_mlx(self, array: Any) -> mx.array:
         """An ``mx.array`` in this backend's dtypes (floats cast to the backend dtype, ints to int64)."""
         if not isinstance(array, mx.array):
-            raise TypeError(f"MlxBackend.from_mlx expects an mlx.core.array, got {type(array).__name__}")
+            raise DtypeError(f"MlxBackend.from_mlx expects an mlx.core.array, got {type(array).__name__}")
         return self.array(array)
 
     def dtype_of(self, array: Any) -> Dtype:

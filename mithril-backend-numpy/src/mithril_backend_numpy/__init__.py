@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mithril.errors import AttributeError_
+
 if TYPE_CHECKING:
     from .backend import NumpyBackend
 
@@ -22,4 +24,4 @@ def __getattr__(name: str) -> Any:
         from .backend import NumpyBackend
 
         return NumpyBackend
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError_(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from mithril.backends.backend import Backend
+from mithril.errors import DtypeError
 from mithril.types import Dtype, Kind
 
 __all__ = ["NumpyBackend"]
@@ -35,7 +36,7 @@ class NumpyBackend(Backend):
         """
         resolved = self.resolve_dtype(dtype)
         if resolved is Dtype.bfloat16:
-            raise TypeError("NumpyBackend cannot represent bfloat16; use float16, float32 or float64")
+            raise DtypeError("NumpyBackend cannot represent bfloat16; use float16, float32 or float64")
         return np.dtype(resolved.value)
 
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
@@ -58,7 +59,7 @@ class NumpyBackend(Backend):
         elif kind == "b":
             return values
         else:
-            raise TypeError(f"NumpyBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+            raise DtypeError(f"NumpyBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
         return values.astype(target, copy=False)
 
     def to_numpy(self, array: Any) -> np.ndarray:

@@ -17,7 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from mithril import validation
 from mithril.backends.backend import Backend
+from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
 __all__ = ["TorchBackend", "available_devices"]
@@ -77,7 +79,7 @@ class TorchBackend(Backend):
         self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **options: Any
     ) -> None:
         if options:
-            raise TypeError(
+            raise ArgumentError(
                 f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
             )
         self._check_device(device)
@@ -88,7 +90,7 @@ class TorchBackend(Backend):
         base = str(device).split(":")[0]
         available = self.available_devices()
         if base == "cuda" and "cuda" not in available:
-            raise ValueError(
+            raise ArgumentError(
                 f"TorchBackend(device={str(device)!r}): CUDA is not available on this machine "
                 f"(torch {torch.__version__}, torch.cuda.is_available() is False); "
                 f"available devices: {', '.join(available)}"
@@ -144,7 +146,9 @@ class TorchBackend(Backend):
         else:
             values = np.asarray(data)  # Python floats stay float64 until cast to the target dtype
             if values.dtype.kind not in "biuf":
-                raise TypeError(f"TorchBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+                raise DtypeError(
+                    f"TorchBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})"
+                )
             if not values.flags.writeable or not values.flags.c_contiguous:
                 values = np.array(values, order="C")  # torch.from_numpy needs its own, writable buffer
             tensor = torch.from_numpy(values)
@@ -155,7 +159,7 @@ class TorchBackend(Backend):
         elif tensor.dtype == torch.bool:
             target = torch.bool
         elif tensor.is_complex():
-            raise TypeError("TorchBackend.array: complex tensors are not supported")
+            raise DtypeError("TorchBackend.array: complex tensors are not supported")
         else:
             target = torch.int64
         return tensor.to(device=self.torch_device, dtype=target)
@@ -206,6 +210,7 @@ class TorchBackend(Backend):
     def set_seed(self, seed: int | None) -> None:
         """Reseed the backend's own ``torch.Generator`` (``randn``, ``randint``, dropout); ``None`` draws a
         seed from the operating system. The global torch RNG is left alone."""
+        seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
         self.seed = seed
         generator = torch.Generator(device=torch.device(self.device))
         if seed is None:

@@ -54,4 +54,6 @@ def __getattr__(name: str) -> Any:
             return backend_class(name)
         except BackendNotAvailableError as exc:
             raise BackendAttributeError(str(exc)) from exc
-    raise AttributeError(f"module 'mithril' has no attribute {name!r}")
+    from .errors import AttributeError_
+
+    raise AttributeError_(f"module 'mithril' has no attribute {name!r}")

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import MithrilError
+
 __all__ = ["DemoFailed", "run_demo", "classification_data", "build_mlp_with_loss", "build_cnn"]
 
 
@@ -154,5 +156,5 @@ def _run_sections(print_fn: Callable[[str], None]) -> list[str]:
     return failures
 
 
-class DemoFailed(RuntimeError):
+class DemoFailed(MithrilError, RuntimeError):
     """One or more backends failed to compile or train in the demo (the table was still printed)."""

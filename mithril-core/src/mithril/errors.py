@@ -15,6 +15,7 @@ __all__ = [
     "ArgumentError",
     "CheckpointError",
     "IndexRangeError",
+    "AttributeError_",
 ]
 
 
@@ -49,7 +50,12 @@ class BackendNotAvailableError(MithrilError, ImportError):
     (``from mithril.backends import JaxBackend``)."""
 
 
-class BackendAttributeError(MithrilError, AttributeError):
+class AttributeError_(MithrilError, AttributeError):
+    """An attribute or key a Mithril object does not have (``model.nonexistent``); an ``AttributeError``, so
+    ``hasattr`` and ``getattr(obj, name, default)`` keep working."""
+
+
+class BackendAttributeError(AttributeError_):
     """The same failure met through attribute access (``ml.JaxBackend``), so ``hasattr`` stays usable."""
 
 

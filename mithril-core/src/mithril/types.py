@@ -57,7 +57,9 @@ class Dtype(enum.Enum):
             if member.value == text:
                 return member
         names = ", ".join(m.value for m in cls)
-        raise TypeError(f"unknown dtype {value!r}; expected one of: {names}")
+        from .errors import DtypeError
+
+        raise DtypeError(f"unknown dtype {value!r}; expected one of: {names}")
 
     def __repr__(self) -> str:
         return f"ml.{self.value}"

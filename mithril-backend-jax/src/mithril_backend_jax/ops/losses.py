@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from mithril.errors import ArgumentError
 
 __all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
 
@@ -25,7 +26,7 @@ def log_probabilities(input: Array, input_type: str, eps: float) -> Array:
         return jnp.log(jnp.maximum(input, eps))
     if input_type == "log_probs":
         return jnp.asarray(input)
-    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+    raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
 def cross_entropy(input: Array, target: Array, *, input_type: str, categorical: bool, eps: float) -> Array:
@@ -45,7 +46,7 @@ def binary_cross_entropy(input: Array, target: Array, *, input_type: str, eps: f
         return jnp.maximum(input, 0) - input * target + jnp.log1p(jnp.exp(-jnp.abs(input)))
     if input_type == "probs":
         return -(target * jnp.log(jnp.maximum(input, eps)) + (1 - target) * jnp.log(jnp.maximum(1 - input, eps)))
-    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+    raise ArgumentError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
 
 
 def squared_error(input: Array, target: Array) -> Array:

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import mlx.core as mx
+from mithril.errors import ArgumentError
 
 from .reductions import log_softmax
 
@@ -25,7 +26,7 @@ def log_probabilities(input: Array, input_type: str, eps: float) -> Array:
         return mx.log(mx.maximum(input, eps))
     if input_type == "log_probs":
         return input
-    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+    raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
 def cross_entropy(input: Array, target: Array, *, input_type: str, categorical: bool, eps: float) -> Array:
@@ -45,7 +46,7 @@ def binary_cross_entropy(input: Array, target: Array, *, input_type: str, eps: f
         return mx.maximum(input, 0) - input * target + mx.log1p(mx.exp(-mx.abs(input)))
     if input_type == "probs":
         return -(target * mx.log(mx.maximum(input, eps)) + (1 - target) * mx.log(mx.maximum(1 - input, eps)))
-    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+    raise ArgumentError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
 
 
 def squared_error(input: Array, target: Array) -> Array:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from mithril.errors import ShapeError
 from mithril.primitives.geometry import WindowGeometry, check_groups
 
 from ._windows import crop_spatial, pad_spatial, prod, window_view
@@ -66,7 +67,7 @@ def conv_grad_weight(
     check_groups(channels, out_channels, groups)
     geometry = WindowGeometry.of(like.shape[2:], stride=stride, padding=padding, dilation=dilation, size=x.shape[2:])
     if geometry.out != tuple(output_grad.shape[2:]):
-        raise ValueError(f"conv_grad_weight: output_grad spatial shape {output_grad.shape[2:]} != {geometry.out}")
+        raise ShapeError(f"conv_grad_weight: output_grad spatial shape {output_grad.shape[2:]} != {geometry.out}")
     og = out_channels // groups
     if n_batch == 1:
         gy = output_grad.reshape(groups, og, -1)
@@ -119,7 +120,7 @@ def conv_grad_input(
         weight.shape[2:], stride=stride, padding=padding, dilation=dilation, size=like.shape[2:]
     )
     if geometry.out != tuple(output_grad.shape[2:]):
-        raise ValueError(f"conv_grad_input: output_grad spatial shape {output_grad.shape[2:]} != {geometry.out}")
+        raise ShapeError(f"conv_grad_input: output_grad spatial shape {output_grad.shape[2:]} != {geometry.out}")
     if _full_correlation_pays(geometry, channels, groups):
         return _grad_input_by_correlation(output_grad, weight, geometry, dtype)
     w_t = np.swapaxes(np.asarray(weight, dtype=dtype).reshape(groups, out_channels // groups, -1), -1, -2)

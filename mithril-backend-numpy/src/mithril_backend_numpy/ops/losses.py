@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import numpy as np
+from mithril.errors import ArgumentError
 
 from .reductions import log_softmax
 
@@ -26,7 +27,7 @@ def log_probabilities(input: Array, input_type: str, eps: float) -> Array:
         return np.log(np.maximum(input, eps))
     if input_type == "log_probs":
         return np.asarray(input)
-    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+    raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
 def cross_entropy(input: Array, target: Array, *, input_type: str, categorical: bool, eps: float) -> Array:
@@ -46,7 +47,7 @@ def binary_cross_entropy(input: Array, target: Array, *, input_type: str, eps: f
         return np.maximum(input, 0) - input * target + np.log1p(np.exp(-np.abs(input)))
     if input_type == "probs":
         return -(target * np.log(np.maximum(input, eps)) + (1 - target) * np.log(np.maximum(1 - input, eps)))
-    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+    raise ArgumentError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
 
 
 def squared_error(input: Array, target: Array) -> Array:

@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import torch
+from mithril.errors import ArgumentError
 
 __all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
 
@@ -24,7 +25,7 @@ def log_probabilities(input: Tensor, input_type: str, eps: float) -> Tensor:
         return torch.log(torch.clamp_min(input, eps))
     if input_type == "log_probs":
         return input
-    raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+    raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
 def cross_entropy(input: Tensor, target: Tensor, *, input_type: str, categorical: bool, eps: float) -> Tensor:
@@ -46,7 +47,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, *, input_type: str, eps:
     if input_type == "probs":
         log_p, log_not_p = torch.log(torch.clamp_min(input, eps)), torch.log(torch.clamp_min(1 - input, eps))
         return -(target * log_p + (1 - target) * log_not_p)
-    raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+    raise ArgumentError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
 
 
 def squared_error(input: Tensor, target: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from mithril.errors import ShapeError
 from mithril.primitives import uses_backend
 from mithril.primitives.rules import creation_kind
 
@@ -54,7 +55,7 @@ def _size_one_axes(input: Tensor, axis: int | Sequence[int] | None) -> tuple[int
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     for a in axes:
         if input.shape[a] != 1:
-            raise ValueError(f"squeeze: axis {a} has size {input.shape[a]}, not 1 (shape {tuple(input.shape)})")
+            raise ShapeError(f"squeeze: axis {a} has size {input.shape[a]}, not 1 (shape {tuple(input.shape)})")
     return tuple(a % input.ndim for a in axes)
 
 
@@ -88,7 +89,7 @@ def split(input: Tensor, *, sections: int | Sequence[int], axis: int) -> tuple[T
     """``np.split(input, sections, axis)``: an equal-part count or a list of split indices."""
     if isinstance(sections, int):
         if input.shape[axis] % sections:
-            raise ValueError(f"split: axis {axis} of size {input.shape[axis]} does not split into {sections} parts")
+            raise ShapeError(f"split: axis {axis} of size {input.shape[axis]} does not split into {sections} parts")
         return tuple(torch.tensor_split(input, sections, dim=axis))
     return tuple(torch.tensor_split(input, [int(s) for s in sections], dim=axis))
 

@@ -15,7 +15,9 @@ __all__ = ["Backend"]
 
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
-        raise AttributeError(name)
+        from ..errors import AttributeError_
+
+        raise AttributeError_(f"module 'mithril.backends' has no attribute {name!r}")
     from ..plugins.lookup import backend_class
 
     return backend_class(name)

@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .. import validation
+from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrimitiveError
 from ..types import KINDS, Dtype, Kind
 
 __all__ = ["Backend"]
@@ -55,20 +57,21 @@ class Backend(ABC):
 
     def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **unknown: Any) -> None:
         if unknown:
-            raise TypeError(
+            raise ArgumentError(
                 f"{type(self).__name__} got unknown option(s) {sorted(unknown)}; accepted: {', '.join(self.options)}"
             )
         self.dtype = Dtype.parse(dtype)
         if self.dtype not in self.supported_dtypes:
             names = ", ".join(d.value for d in self.supported_dtypes)
-            raise TypeError(f"{type(self).__name__} does not compute in {self.dtype.value}; supported: {names}")
+            raise DtypeError(f"{type(self).__name__} does not compute in {self.dtype.value}; supported: {names}")
         base_device = str(device).split(":")[0]
         available = self.available_devices()
         if base_device not in available:
-            raise ValueError(
+            raise ArgumentError(
                 f"{type(self).__name__}: device {device!r} is not available; available here: {', '.join(available)}"
             )
         self.device = device
+        seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
         self.seed = seed
         self.set_seed(seed)
         from ..plugins import registry
@@ -152,6 +155,7 @@ class Backend(ABC):
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
         """Reseed the backend's random generator (used by ``randn``, dropout, ``randomize_params``)."""
+        seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
 
@@ -189,12 +193,12 @@ class Backend(ABC):
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
-            raise AttributeError(name)
+            raise AttributeError_(f"{type(self).__name__} has no attribute {name!r}")
         from ..plugins import registry
 
         reg = registry()
         if name not in reg.primitives:
-            raise AttributeError(f"{type(self).__name__} has no attribute or primitive {name!r}")
+            raise AttributeError_(f"{type(self).__name__} has no attribute or primitive {name!r}")
         spec = reg.primitives[name]
         impl = self.implementation(name)
         attr_names = list(spec.attributes)
@@ -258,7 +262,7 @@ class Backend(ABC):
         output (missing ones are already filled with zeros by the caller); non-float outputs (ints,
         bools) get none. Returns ``(outputs, gradients)`` with one gradient per primal.
         """
-        raise NotImplementedError(f"{type(self).__name__} computes gradients from the symbolic backward graph")
+        raise UnsupportedPrimitiveError(f"{type(self).__name__}.vjp: this backend has no autograd; it computes gradients from the symbolic backward graph (PhysicalModel.evaluate(output_gradients=...))")
 
     def prepare_forward(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
         """The callable ``PhysicalModel.evaluate`` runs for outputs: ``forward(params, data)``, jitted when

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import validation
 from ..backends.backend import Backend
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from ..gc_pause import with_paused_gc
@@ -79,15 +80,25 @@ def compile(  # noqa: A001 - the public name is ml.compile
             to paths either way.
     """
     if unknown:
-        raise TypeError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
+        raise ArgumentError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
     from ..framework.model import Model
 
     if not isinstance(model, Model):
         raise ArgumentError(f"ml.compile needs a logical model (mithril.models.Model) as its first argument, got {type(model).__name__}")
     if not isinstance(backend, Backend):
-        raise TypeError(f"ml.compile needs a backend instance such as ml.NumpyBackend(), got {backend!r}")
+        hint = f"; create one: {backend.__name__}()" if isinstance(backend, type) and issubclass(backend, Backend) else ""
+        raise ArgumentError(f"ml.compile needs a backend instance such as ml.NumpyBackend() as its second argument, got {backend!r}{hint}")
+    shapes = validation.mapping("ml.compile", "shapes", shapes, what="a dict of key -> shape template")
+    constant_keys = validation.mapping("ml.compile", "constant_keys", constant_keys, what="a dict of key -> value")
+    data_keys = validation.key_names("ml.compile", "data_keys", data_keys)
+    trainable_keys = validation.key_names("ml.compile", "trainable_keys", trainable_keys)
+    discard_keys = validation.key_names("ml.compile", "discard_keys", discard_keys)
+    for flag, value in (("inference", inference), ("safe_names", safe_names), ("use_short_namings", use_short_namings)):
+        validation.boolean("ml.compile", flag, value)
+    if jit is not None:
+        validation.boolean("ml.compile", "jit", jit)
     if not safe_names and backend.codegen == "python":
-        raise ValueError("safe_names=False is not available for Python code generation: variable names must be identifiers")
+        raise ArgumentError("ml.compile: safe_names=False is not available for Python code generation: variable names must be identifiers")
     if getattr(model, "_parent", None) is not None:
         raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
     started = time.perf_counter()
@@ -140,7 +151,10 @@ def compile(  # noqa: A001 - the public name is ml.compile
     )
     program = backend.generate_program(graph, functions, param_names=set(params), header=header)
     if file_path is not None:
-        Path(file_path).write_text(program.source)
+        try:
+            Path(file_path).write_text(program.source)
+        except (OSError, TypeError) as exc:
+            raise ArgumentError(f"ml.compile(file_path={file_path!r}): cannot write the generated source there ({exc})") from None
     index_checks = find_index_checks(graph, {**flat.inputs}, set(data) | set(buffers))
     return PhysicalModel(
         backend=backend,
@@ -221,7 +235,8 @@ def _apply_shapes(flat: FlatModel, shapes: Mapping[str, Any]) -> None:
     symbols: dict[str, object] = {}
     for name, template in shapes.items():
         value = flat.inputs.get(name) or flat.outputs[name]
-        shape = shape_from_template(list(template), symbols)
+        template = validation.shape_template(f"ml.compile(shapes={{{name!r}: ...}})", "the shape", template)
+        shape = shape_from_template(template, symbols)
         try:
             unify(value.shape, shape)
         except ShapeUndetermined:

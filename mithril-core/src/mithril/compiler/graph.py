@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DtypeError
+from ..errors import ArgumentError, DtypeError
 from ..journal import touch
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
@@ -209,16 +209,16 @@ class Graph:
         attrs = spec.resolve_attributes(kwargs, path or primitive)
         keys = spec.input_keys(attrs)
         if len(args) > len(keys):
-            raise TypeError(f"{primitive} takes inputs {keys}, got {len(args)} positional arguments")
+            raise ArgumentError(f"{primitive} takes inputs {keys}, got {len(args)} positional arguments")
         given = dict(zip(keys, args)) | input_kwargs
         unknown = set(given) - set(keys)
         if unknown:
-            raise TypeError(f"{primitive}: unknown input(s) {sorted(unknown)}; inputs are {keys}")
+            raise ArgumentError(f"{primitive}: unknown input(s) {sorted(unknown)}; inputs are {keys}")
         inputs: dict[str, Value | None] = {}
         for key in keys:
             if key not in given or given[key] is None:
                 if key not in spec.optional_inputs:
-                    raise TypeError(f"{primitive}: missing input {key!r}")
+                    raise ArgumentError(f"{primitive}: missing input {key!r}")
                 inputs[key] = None
             else:
                 inputs[key] = self.constant(given[key])

@@ -61,14 +61,26 @@ class IOKey:
     buffer: bool = False
 
     def __post_init__(self) -> None:
-        if self.name is not None and (not isinstance(self.name, str) or not self.name):
-            from ..errors import ArgumentError
+        from .. import validation
+        from ..errors import ArgumentError
 
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise ArgumentError(f"IOKey: name must be a non-empty string or None, got {self.name!r}")
+        where = f"IOKey({self.name!r})"
+        if self.shape is not None:
+            object.__setattr__(self, "shape", validation.shape_template(where, "shape", self.shape))
+        if self.type is not None:
+            from .model import parse_kind
+
+            parse_kind(self.type, where)
         if self.init not in INITIALISERS:
-            raise ValueError(f"IOKey({self.name!r}): unknown init {self.init!r}; accepted: {', '.join(map(str, INITIALISERS[1:]))}")
+            raise ArgumentError(f"{where}: init must be one of {', '.join(map(repr, INITIALISERS[1:]))}, got {self.init!r}")
+        for flag in ("differentiable", "expose"):
+            if getattr(self, flag) is not None:
+                validation.boolean(where, flag, getattr(self, flag))
+        validation.boolean(where, "buffer", self.buffer)
         if self.buffer and self.differentiable:
-            raise ValueError(f"IOKey({self.name!r}): a buffer is never differentiated; drop differentiable=True or buffer=True")
+            raise ArgumentError(f"{where}: a buffer is never differentiated; drop differentiable=True or buffer=True")
 
 
 def _sequence(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -247,4 +259,6 @@ class Connection:
         return _emit("cast", self, dtype=dtype)
 
     def __bool__(self) -> bool:
-        raise TypeError("a Connection has no truth value; use .eq()/.ne() for elementwise comparison")
+        from ..errors import ArgumentError
+
+        raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
-from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError
+from ..errors import ArgumentError, AttributeError_, ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..gc_pause import paused_gc
 from ..journal import touch, transaction
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
@@ -47,15 +47,25 @@ def describe_shape(shape: Shape) -> list[Any]:
     return items
 
 
-def parse_kind(type_: Any) -> Kind:
-    """``float``/``int``/``bool``, their names, or an ``ml.Dtype`` -> a kind."""
+def parse_kind(type_: Any, where: str = "") -> Kind:
+    """``float``/``int``/``bool``, their names, or an ``ml.Dtype`` -> a kind; anything else is a
+    :class:`DtypeError` naming ``where``.
+
+    >>> parse_kind("float32")
+    'float'
+    """
     if type_ in (float, "float"):
         return "float"
     if type_ in (int, "int"):
         return "int"
     if type_ in (bool, "bool"):
         return "bool"
-    return Dtype.parse(type_).kind
+    try:
+        return Dtype.parse(type_).kind
+    except DtypeError:
+        names = ", ".join(d.value for d in Dtype)
+        prefix = f"{where}: " if where else ""
+        raise DtypeError(f"{prefix}type must be float, int, bool or a dtype ({names}), got {type_!r}") from None
 
 
 def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> Value:
@@ -125,6 +135,8 @@ class Model:
     """
 
     def __init__(self, name: str | None = None) -> None:
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ArgumentError(f"{type(self).__name__}: name must be a non-empty string or None, got {name!r}")
         self.name = name
         self._graph = Graph(_core_registry())
         self._keys: dict[str, Value] = {}
@@ -191,7 +203,7 @@ class Model:
 
     def _connect_child(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool) -> None:
         if not isinstance(child, Model):
-            raise TypeError(f"only models can be added to a Model, got {type(child).__name__}")
+            raise ArgumentError(f"{self._path()}: only models can be added to a Model, got {child!r} ({type(child).__name__})")
         if child is self:
             raise ConnectionError_(f"{self._path()}: a model cannot be added to itself")
         if child._parent is not None:
@@ -244,7 +256,7 @@ class Model:
                 )
             merge_values(target.value, value, where, self._graph)
         elif isinstance(target, Model):
-            raise TypeError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
+            raise ArgumentError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
         elif target is None:
             if value.producer is not None:
                 raise ConnectionError_(f"{where}: an output cannot be set to None")
@@ -298,13 +310,13 @@ class Model:
                 self._hidden.add(key.name)
 
     def _unify_template(self, value: Value, template: Any, symbols: dict[str, object], where: str) -> None:
-        shape = shape_from_template(list(template), symbols)
         try:
+            shape = shape_from_template(template, symbols)
             unify(value.find().shape, shape)
         except ShapeUndetermined:
             self._graph.deferred.append((value.find().shape, shape, where))
         except ShapeMismatch as exc:
-            raise ShapeError(f"{where}: shape {value.find().shape!r} does not match {list(template)!r} ({exc})") from None
+            raise ShapeError(f"{where}: shape {value.find().shape!r} does not match {template!r} ({exc})") from None
         self._graph.solve()
 
     def _set_kind(self, value: Value, kind: Kind, where: str) -> None:
@@ -347,10 +359,10 @@ class Model:
 
     def __getattr__(self, name: str) -> Connection:
         if name.startswith("_"):
-            raise AttributeError(name)
+            raise AttributeError_(f"{type(self).__name__} has no attribute {name!r}")
         if name in self._interface():
             return Connection(self, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
+        raise AttributeError_(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
 
     def _is_output(self, key: str, value: Value) -> bool:
         if self._role_snapshot is not None and key in self._role_snapshot:
@@ -416,7 +428,8 @@ class Model:
         """Set kinds: ``float``/``int``/``bool`` or an ``ml.Dtype``."""
         with self._transaction():
             for key, type_ in self._items(mapping, types):
-                self._set_kind(self._resolve(key, "set_types"), parse_kind(type_), f"{self._path()}.set_types({key!r})")
+                where = f"{self._path()}.set_types({key!r})"
+                self._set_kind(self._resolve(key, "set_types"), parse_kind(type_, where), where)
         return self
 
     def set_values(self, mapping: Mapping[str | Connection, Any] | None = None, **values: Any) -> Model:

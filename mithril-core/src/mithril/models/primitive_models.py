@@ -59,7 +59,9 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
         spec = _spec(primitive)
         attr_names = list(spec.attributes)
         if len(args) > len(attr_names):
-            raise TypeError(f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}")
+            from ..errors import ArgumentError
+
+            raise ArgumentError(f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}, got {len(args)}: {args!r}")
         attrs = dict(zip(attr_names, args))
         constants = {}
         for key, value in kwargs.items():
@@ -70,7 +72,9 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
         Primitive.__init__(self, primitive, name=name, **attrs)
         for key, value in constants.items():
             if key not in self._keys:
-                raise TypeError(f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}")
+                from ..errors import ArgumentError
+
+                raise ArgumentError(f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}")
             self._connect(self._keys[key], value, f"{class_name}.{key}")
 
     doc = f"The ``{primitive}`` primitive as a model (see ``mithril.plugins.registry().primitive({primitive!r}).doc``)."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BackendNotAvailableError
+from ..errors import AttributeError_, BackendAttributeError, BackendNotAvailableError
 from .manager import manager
 
 __all__ = ["KNOWN_BACKENDS", "KNOWN_MODELS", "backend_class", "model_builder", "available_backends"]
@@ -34,7 +34,7 @@ def backend_class(name: str) -> type:
                 f"backend {name!r} from plugin {entry.plugin!r} failed to import: {type(exc).__name__}: {exc}"
             ) from exc
     if name not in KNOWN_BACKENDS:
-        raise AttributeError(f"no backend named {name!r}; available backends: {', '.join(available_backends()) or 'none'}")
+        raise BackendAttributeError(f"no backend named {name!r}; available backends: {', '.join(available_backends()) or 'none'}")
     registry_name, dist, extra = KNOWN_BACKENDS[name]
     broken = pm.broken_for(registry_name)
     cause = broken.describe() if broken else f"the package {dist} is not installed"
@@ -77,4 +77,4 @@ def model_builder(name: str) -> Any:
     )
     if name in KNOWN_MODELS:
         raise BackendNotAvailableError(message)
-    raise AttributeError(message)
+    raise AttributeError_(message)

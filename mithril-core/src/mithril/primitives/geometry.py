@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ShapeError
 from ..shapes import ShapeMismatch
 from .catalogue.nn import conv_geometry, spatial
 from .rules import conv_output_size
@@ -45,17 +46,19 @@ def window_attributes(
 
 
 def check_groups(channels: int, out_channels: int, groups: int) -> None:
-    """``ValueError`` unless both channel counts of a grouped convolution divide by ``groups``."""
+    """:class:`~mithril.errors.ShapeError` (a ``ValueError``) unless both channel counts of a grouped
+    convolution divide by ``groups``."""
     if channels % groups or out_channels % groups:
-        raise ValueError(
+        raise ShapeError(
             f"conv: {channels} input / {out_channels} output channels are not divisible by groups={groups}"
         )
 
 
 def check_pool2d_input(shape: Sequence[int]) -> None:
-    """``ValueError`` unless an input of ``shape`` has the two trailing axes a 2-d pool slides over."""
+    """:class:`~mithril.errors.ShapeError` unless an input of ``shape`` has the two trailing axes a 2-d pool
+    slides over."""
     if len(shape) < 2:
-        raise ValueError(f"pool2d needs an input with at least 2 axes, got shape {tuple(shape)}")
+        raise ShapeError(f"pool2d needs an input with at least 2 axes, got shape {tuple(shape)}")
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class WindowGeometry:
     ) -> WindowGeometry:
         """Normalise the attributes (``stride=None`` -> kernel size) for an input of spatial ``size``.
 
-        ``ValueError`` when a (dilated) window does not fit the padded input.
+        :class:`~mithril.errors.ShapeError` when a (dilated) window does not fit the padded input.
         """
         kernel = tuple(int(k) for k in kernel)
         st, pads, dil = window_attributes(kernel, stride=stride, padding=padding, dilation=dilation)
@@ -83,7 +86,7 @@ class WindowGeometry:
         try:
             out = tuple(conv_output_size(s, k, t, b + a, d) for s, k, t, (b, a), d in zip(size, kernel, st, pads, dil))
         except ShapeMismatch:
-            raise ValueError(
+            raise ShapeError(
                 f"window {kernel} (dilation {dil}) does not fit the padded input {size} {list(pads)}"
             ) from None
         return cls(kernel, st, pads, dil, size, out)

@@ -166,7 +166,9 @@ class Registry:
         try:
             return self.primitives[name]
         except KeyError:
-            raise KeyError(f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}") from None
+            from ..errors import KeyError_
+
+            raise KeyError_(f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}") from None
 
     def backend_name(self, name: str) -> str | None:
         return self._backend_alias.get(name)

@@ -77,8 +77,10 @@ class PrimitiveSpec:
         input_kinds: accepted kinds per input, e.g. ``{"index": ("int",)}``.
         random: draws random numbers (never folded or deduplicated).
         doc: one line saying what it computes, in NumPy terms.
-        check_attributes: raises ``ValueError`` naming the attribute when resolved attributes are invalid
-            (``stride=0``); run whenever attributes are resolved, so every use of the primitive is checked.
+        check_attributes: raises :class:`~mithril.errors.ArgumentError` (or ``ValueError``) naming the attribute
+            when resolved attributes are invalid; run whenever attributes are resolved, after the checks every
+            attribute of a common name gets (:data:`mithril.validation.ATTRIBUTE_CHECKS`: ``stride=0``,
+            ``axis="x"``), so every use of the primitive is checked.
     """
 
     name: str
@@ -107,23 +109,32 @@ class PrimitiveSpec:
         return tuple(k for k in keys if k in self.differentiable)
 
     def resolve_attributes(self, given: Mapping[str, Any], where: str = "") -> dict[str, Any]:
-        """Defaults filled in; unknown or missing attributes raise ``TypeError`` naming the accepted ones."""
+        """Defaults filled in, every attribute checked (:data:`mithril.validation.ATTRIBUTE_CHECKS` by name,
+        then the spec's own ``check_attributes``) and normalised (NumPy ints -> ``int``). Unknown, missing
+        or invalid attributes raise :class:`~mithril.errors.ArgumentError` naming the accepted ones.
+
+        >>> from mithril.plugins import registry
+        >>> registry().primitive("sum").resolve_attributes({"axis": 1})
+        {'axis': 1, 'keepdim': False}
+        """
+        from ..errors import ArgumentError
+        from ..validation import check_attributes
+
+        where = where or self.name
         unknown = set(given) - set(self.attributes)
         if unknown:
             accepted = ", ".join(self.attributes) or "none"
-            raise TypeError(
-                f"{where or self.name}: unknown attribute(s) {sorted(unknown)} for primitive {self.name!r}; "
-                f"accepted: {accepted}"
-            )
+            raise ArgumentError(f"{where}: unknown attribute(s) {sorted(unknown)} for primitive {self.name!r}; accepted: {accepted}")
         attrs = {**self.attributes, **given}
         missing = [k for k, v in attrs.items() if v is REQUIRED]
         if missing:
-            raise TypeError(f"{where or self.name}: primitive {self.name!r} needs attribute(s) {missing}")
+            raise ArgumentError(f"{where}: primitive {self.name!r} needs attribute(s) {missing}")
+        check_attributes(where, attrs)
         if self.check_attributes is not None:
             try:
                 self.check_attributes(attrs)
-            except ValueError as exc:
-                from ..errors import ArgumentError
-
-                raise ArgumentError(f"{where or self.name}: {exc}") from None
+            except ArgumentError:
+                raise
+            except (ValueError, TypeError) as exc:  # third-party checks may raise the builtin errors
+                raise ArgumentError(f"{where}: {exc}") from None
         return attrs

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import numbers
 from collections.abc import Iterable, Sequence
 
 from ..errors import ShapeError
@@ -306,6 +307,8 @@ def shape_from_template(template: Sequence[object], symbols: dict[str, object]) 
     Strings are symbols shared through ``symbols`` (one template call or one ``set_shapes`` call);
     ``("V", ...)`` or ``...`` is the variadic segment; ``None`` is a fresh unknown dim.
     """
+    if not isinstance(template, (list, tuple)):
+        raise ShapeMismatch(f"a shape template must be a list or tuple such as ['N', 4], got {template!r} ({type(template).__name__})")
     prefix: list[Dim] = []
     suffix: list[Dim] = []
     var: Variadic | None = None
@@ -331,8 +334,10 @@ def shape_from_template(template: Sequence[object], symbols: dict[str, object]) 
             dim = found
         elif isinstance(item, Dim):
             dim = item
-        elif isinstance(item, int) and not isinstance(item, bool):
-            dim = Dim(item)
+        elif isinstance(item, numbers.Integral) and not isinstance(item, bool):
+            if item < 0:
+                raise ShapeMismatch(f"invalid shape entry {item!r} in {list(template)!r}: sizes are non-negative ints")
+            dim = Dim(int(item))
         else:
             raise ShapeMismatch(f"invalid shape entry {item!r} in {list(template)!r}; use ints, names, None or ('V', ...)")
         (suffix if var is not None else prefix).append(dim)

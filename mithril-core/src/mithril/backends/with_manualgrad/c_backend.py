@@ -8,4 +8,6 @@ def __getattr__(name: str) -> Any:
         from ...plugins.lookup import backend_class
 
         return backend_class("CBackend")
-    raise AttributeError(name)
+    from ...errors import AttributeError_
+
+    raise AttributeError_(f"module {__name__!r} has no attribute {name!r}")

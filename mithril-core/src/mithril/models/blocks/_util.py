@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
-from ...errors import ArgumentError
+from ... import validation
 from ...framework.keys import Connection, IOKey
 from ...framework.model import Model
 
 
-def check_size(owner: str, name: str, value: Any, *, optional: bool = True) -> None:
-    """``ValueError`` unless ``value`` is a positive int (or ``None`` when ``optional``): layer sizes such as
-    ``Linear(dimension=...)`` or ``Conv2d(out_channels=...)``."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ArgumentError(f"{owner}: {name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+def check_size(owner: str, name: str, value: Any, *, optional: bool = True) -> Any:
+    """``value`` as a positive int (or ``None`` when ``optional``), else :class:`ArgumentError`: layer sizes
+    such as ``Linear(dimension=...)`` or ``Conv2d(out_channels=...)`` (see :mod:`mithril.validation`)."""
+    return validation.positive_int(owner, name, value, optional=optional)
 
 
 def param(name: str, init: str = "fan_in", shape: list[Any] | None = None) -> IOKey:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ... import validation
+from ...errors import ArgumentError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
@@ -25,8 +27,10 @@ class MultiHeadAttention(Model):
 
     def __init__(self, dim: int, num_heads: int, *, use_bias: bool = True, causal: bool = False, cross: bool = False, use_mask: bool = False, name: str | None = None) -> None:
         super().__init__(name=name)
+        dim = validation.positive_int("MultiHeadAttention", "dim", dim)
+        num_heads = validation.positive_int("MultiHeadAttention", "num_heads", num_heads)
         if dim % num_heads:
-            raise ValueError(f"MultiHeadAttention: dim={dim} is not divisible by num_heads={num_heads}")
+            raise ArgumentError(f"MultiHeadAttention: dim={dim} must be divisible by num_heads={num_heads}")
         head_dim = dim // num_heads
         source = "memory" if cross else "input"
         heads = {}

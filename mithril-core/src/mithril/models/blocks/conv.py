@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import validation
+from ...errors import ArgumentError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
-from ._util import check_size, param
+from ._util import param
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten"]
 
@@ -30,21 +32,26 @@ class _ConvNd(Model):
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
+        owner = type(self).__name__
         if filters is not None:  # Keras spelling, accepted as an alias
             if out_channels is not None and out_channels != filters:
-                raise TypeError(f"{type(self).__name__}: out_channels={out_channels} and filters={filters} disagree")
+                raise ArgumentError(f"{owner}: out_channels={out_channels!r} and filters={filters!r} disagree; give one of them")
             out_channels = filters
-        owner = type(self).__name__
-        check_size(owner, "out_channels", out_channels)
-        check_size(owner, "in_channels", in_channels)
-        check_size(owner, "groups", groups, optional=False)
+        out_channels = validation.positive_int(owner, "out_channels", out_channels, optional=True)
+        in_channels = validation.positive_int(owner, "in_channels", in_channels, optional=True)
+        groups = validation.positive_int(owner, "groups", groups)
+        kernel_size = validation.int_or_ints(owner, "kernel_size", kernel_size, minimum=1, count=self._rank if isinstance(kernel_size, (tuple, list)) else None)
         kernel = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * self._rank
         if len(kernel) != self._rank:
-            raise ValueError(f"{owner}: kernel_size {kernel_size!r} needs {self._rank} entries")
-        for k in kernel:
-            check_size(owner, "kernel_size", k, optional=False)
+            raise ArgumentError(f"{owner}: kernel_size must be a positive int or a tuple of {self._rank} of them, got {kernel_size!r}")
+        stride = validation.int_or_ints(owner, "stride", stride, minimum=1)
+        dilation = validation.int_or_ints(owner, "dilation", dilation, minimum=1)
+        padding = validation.padding(owner, "padding", padding)
+        use_bias = validation.boolean(owner, "use_bias", use_bias)
         if in_channels is not None and in_channels % groups:
-            raise ValueError(f"{type(self).__name__}: in_channels={in_channels} is not divisible by groups={groups}")
+            raise ArgumentError(f"{owner}: in_channels={in_channels} must be divisible by groups={groups}")
+        if out_channels is not None and out_channels % groups:
+            raise ArgumentError(f"{owner}: out_channels={out_channels} must be divisible by groups={groups}")
         weight_in = in_channels // groups if in_channels is not None else None
         conv = Primitive(f"conv{self._rank}d", stride=stride, padding=padding, dilation=dilation, groups=groups)
         self |= conv(
@@ -77,6 +84,11 @@ class _Pool(Model):
 
     def __init__(self, kernel_size: int | tuple[int, int], stride: Any = None, padding: Any = 0, dilation: int = 1, *, name: str | None = None, **extra: Any) -> None:
         super().__init__(name=name)
+        owner = type(self).__name__
+        kernel_size = validation.int_or_ints(owner, "kernel_size", kernel_size, minimum=1, count=2 if isinstance(kernel_size, (tuple, list)) else None)
+        stride = None if stride is None else validation.int_or_ints(owner, "stride", stride, minimum=1, count=2 if isinstance(stride, (tuple, list)) else None)
+        padding = validation.padding(owner, "padding", padding)
+        dilation = validation.int_or_ints(owner, "dilation", dilation, minimum=1)
         self |= Primitive(self._primitive, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation, **extra)(
             input=IOKey("input"), output=IOKey("output")
         )
@@ -102,5 +114,7 @@ class Flatten(Model):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1, *, name: str | None = None) -> None:
         super().__init__(name=name)
+        start_dim = validation.axis("Flatten", "start_dim", start_dim, optional=False, multiple=False)
+        end_dim = validation.axis("Flatten", "end_dim", end_dim, optional=False, multiple=False)
         self |= Primitive("flatten", start_dim=start_dim, end_dim=end_dim)(input=IOKey("input"), output=IOKey("output"))
 

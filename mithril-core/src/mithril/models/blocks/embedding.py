@@ -15,8 +15,8 @@ class Embedding(Model):
 
     def __init__(self, num_embeddings: int | None = None, dim: int | None = None, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        check_size("Embedding", "num_embeddings", num_embeddings)
-        check_size("Embedding", "dim", dim)
+        num_embeddings = check_size("Embedding", "num_embeddings", num_embeddings)
+        dim = check_size("Embedding", "dim", dim)
         self |= Primitive("embedding")(
             input=IOKey("input", type="int"),
             weight=param("weight", init="normal", shape=[num_embeddings, dim]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ... import validation
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
@@ -25,6 +26,7 @@ class Lambda(Model):
 
     def __init__(self, fn: Callable[[Any], Any], *, same_shape: bool = True, name: str | None = None) -> None:
         if not callable(fn):
-            raise TypeError(f"Lambda needs a callable, got {fn!r}")
+            raise validation.fail("Lambda", "fn", "a callable", fn)
+        same_shape = validation.boolean("Lambda", "same_shape", same_shape)
         super().__init__(name=name)
         self |= Primitive("lambda", fn=fn, same_shape=same_shape)(input=IOKey("input"), output=IOKey("output"))

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ... import validation
+from ...errors import ArgumentError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
-from ._util import check_size, param
+from ._util import param
 
 __all__ = ["Linear", "MLP"]
 
@@ -27,8 +29,9 @@ class Linear(Model):
 
     def __init__(self, dimension: int | None = None, use_bias: bool = True, *, in_features: int | None = None, name: str | None = None) -> None:
         super().__init__(name=name)
-        check_size("Linear", "dimension", dimension)
-        check_size("Linear", "in_features", in_features)
+        dimension = validation.positive_int("Linear", "dimension", dimension, optional=True)
+        in_features = validation.positive_int("Linear", "in_features", in_features, optional=True)
+        use_bias = validation.boolean("Linear", "use_bias", use_bias)
         self |= Primitive("linear")(
             input=IOKey("input"),
             weight=param("weight", shape=[dimension, in_features]),
@@ -44,7 +47,7 @@ def _activation(spec: Any) -> Model | None:
         return spec
     if isinstance(spec, type) and issubclass(spec, Model):
         return spec()
-    raise TypeError(f"MLP activations must be Model instances, Model classes or None, got {spec!r}")
+    raise ArgumentError(f"MLP: activations must be Model instances, Model classes or None, got {spec!r} ({type(spec).__name__})")
 
 
 class MLP(Model):
@@ -74,14 +77,14 @@ class MLP(Model):
         super().__init__(name=name)
         if dimensions is not None:
             if hidden_sizes is not None or output_size is not None:
-                raise TypeError("MLP: give either dimensions/activations or hidden_sizes/output_size, not both")
+                raise ArgumentError("MLP: give either dimensions/activations or hidden_sizes/output_size, not both")
             acts = list(activations) if activations is not None else [None] * len(dimensions)
             if len(acts) != len(dimensions):
-                raise ValueError(f"MLP: {len(acts)} activations for {len(dimensions)} dimensions")
+                raise ArgumentError(f"MLP: activations must have one entry per dimension ({len(dimensions)}), got {len(acts)}")
             dims = list(dimensions)
         else:
             if output_size is None:
-                raise TypeError("MLP needs output_size (with optional hidden_sizes) or dimensions=[...]")
+                raise ArgumentError("MLP: needs output_size (with optional hidden_sizes) or dimensions=[...], got neither")
             from ..primitive_models import Relu  # type: ignore[attr-defined]
 
             act_cls = activation or Relu

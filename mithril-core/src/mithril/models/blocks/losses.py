@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import validation
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
@@ -18,8 +19,7 @@ class _Loss(Model):
 
     def __init__(self, reduction: str = "mean", *, name: str | None = None, **attrs: Any) -> None:
         super().__init__(name=name)
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        validation.choice(type(self).__name__, "reduction", reduction, _REDUCTIONS)
         loss = Primitive(self._primitive, **attrs)
         target = IOKey("target", type="int") if attrs.get("categorical") else IOKey("target")
         if self._primitive != "cross_entropy":  # elementwise losses: target shaped like input, as in PyTorch
@@ -42,8 +42,8 @@ class CrossEntropy(_Loss):
     _primitive = "cross_entropy"
 
     def __init__(self, input_type: str = "logits", categorical: bool = True, reduction: str = "mean", *, name: str | None = None) -> None:
-        if input_type not in ("logits", "probs", "log_probs"):
-            raise ValueError(f"CrossEntropy: input_type must be logits, probs or log_probs, got {input_type!r}")
+        validation.choice("CrossEntropy", "input_type", input_type, ("logits", "probs", "log_probs"))
+        validation.boolean("CrossEntropy", "categorical", categorical)
         super().__init__(reduction, name=name, input_type=input_type, categorical=categorical)
 
 
@@ -53,8 +53,7 @@ class BinaryCrossEntropy(_Loss):
     _primitive = "binary_cross_entropy"
 
     def __init__(self, input_type: str = "logits", reduction: str = "mean", *, name: str | None = None) -> None:
-        if input_type not in ("logits", "probs"):
-            raise ValueError(f"BinaryCrossEntropy: input_type must be logits or probs, got {input_type!r}")
+        validation.choice("BinaryCrossEntropy", "input_type", input_type, ("logits", "probs"))
         super().__init__(reduction, name=name, input_type=input_type)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ... import validation
+from ...errors import ArgumentError
 from ...framework.keys import Connection, IOKey
 from ...framework.model import Model
 from ._util import op, param
@@ -48,6 +50,9 @@ class LayerNorm(_Norm):
 
     def __init__(self, dim: int | None = None, eps: float = 1e-5, use_scale: bool = True, use_bias: bool = True, *, name: str | None = None) -> None:
         super().__init__(name=name)
+        dim = validation.positive_int("LayerNorm", "dim", dim, optional=True)
+        eps = validation.number("LayerNorm", "eps", eps, low=0.0)
+        use_scale, use_bias = validation.boolean("LayerNorm", "use_scale", use_scale), validation.boolean("LayerNorm", "use_bias", use_bias)
         self._params(dim, use_scale, use_bias)
         x = self._declare(IOKey("input"))
         out = _affine(self, _normalize(self, x, -1, eps), use_scale, use_bias)
@@ -60,6 +65,9 @@ class RMSNorm(_Norm):
 
     def __init__(self, dim: int | None = None, eps: float = 1e-6, use_scale: bool = True, *, name: str | None = None) -> None:
         super().__init__(name=name)
+        dim = validation.positive_int("RMSNorm", "dim", dim, optional=True)
+        eps = validation.number("RMSNorm", "eps", eps, low=0.0)
+        use_scale = validation.boolean("RMSNorm", "use_scale", use_scale)
         self._params(dim, use_scale, False)
         x = self._declare(IOKey("input"))
         mean_square = op(self, "mean", op(self, "square", x), axis=-1, keepdim=True)
@@ -76,6 +84,13 @@ class GroupNorm(_Norm):
 
     def __init__(self, num_groups: int, num_channels: int | None = None, eps: float = 1e-5, affine: bool = True, *, spatial_dims: int = 2, name: str | None = None) -> None:
         super().__init__(name=name)
+        num_groups = validation.positive_int("GroupNorm", "num_groups", num_groups)
+        num_channels = validation.positive_int("GroupNorm", "num_channels", num_channels, optional=True)
+        if num_channels is not None and num_channels % num_groups:
+            raise ArgumentError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
+        eps = validation.number("GroupNorm", "eps", eps, low=0.0)
+        affine = validation.boolean("GroupNorm", "affine", affine)
+        spatial_dims = validation.positive_int("GroupNorm", "spatial_dims", spatial_dims, minimum=0)
         self._params(num_channels, affine, affine)
         x = self._declare(IOKey("input", shape=["N", num_channels, *([None] * spatial_dims)]))
         grouped = op(self, "reshape", x, shape=(None, num_groups, -1))
@@ -119,8 +134,13 @@ class BatchNorm2d(_Norm):
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
+        num_features = validation.positive_int("BatchNorm2d", "num_features", num_features, optional=True)
+        eps = validation.number("BatchNorm2d", "eps", eps, low=0.0)
+        momentum = validation.number("BatchNorm2d", "momentum", momentum, low=0.0, high=1.0)
+        for flag, value in (("affine", affine), ("track_running_stats", track_running_stats), ("use_batch_stats", use_batch_stats)):
+            validation.boolean("BatchNorm2d", flag, value)
         if not use_batch_stats and not track_running_stats:
-            raise ValueError("BatchNorm2d: inference (use_batch_stats=False) needs the running statistics (track_running_stats=True)")
+            raise ArgumentError("BatchNorm2d: inference (use_batch_stats=False) needs the running statistics (track_running_stats=True), got track_running_stats=False")
         self._params(num_features, affine, affine)
         per_channel = (-1, 1, 1)
         x = self._declare(IOKey("input", shape=["N", num_features, None, None]))

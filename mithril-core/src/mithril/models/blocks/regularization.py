@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import validation
 from ...errors import ConnectionError_
 from ...framework.keys import IOKey
 from ...framework.model import Model
@@ -21,8 +22,8 @@ class Dropout(Model):
 
     def __init__(self, p: float = 0.5, training: bool = True, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        p = validation.number("Dropout", "p", p, low=0.0, high=1.0, high_open=True)
+        training = validation.boolean("Dropout", "training", training)
         mask = Primitive("dropout_mask", p=p, training=training)
         self |= mask(input=IOKey("input"))
         self._mask_node = self._graph.nodes[-1]
@@ -31,8 +32,7 @@ class Dropout(Model):
     def __call__(self, **connections: Any):
         if "training" in connections:
             training = connections.pop("training")
-            if not isinstance(training, bool):
-                raise TypeError(f"Dropout: training must be a constant bool, got {training!r}")
+            training = validation.boolean(f"{self._path()}", "training (a constant)", training)
             if self._parent is not None:
                 raise ConnectionError_(f"{self._path()}: training can only be set before the Dropout is added to a model")
             self._mask_node.attrs["training"] = training

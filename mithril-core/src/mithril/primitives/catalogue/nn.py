@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,34 +28,6 @@ def spatial(value: Any, n: int) -> tuple[int, ...]:
     if len(values) != n:
         raise ShapeMismatch(f"expected {n} values, got {value!r}")
     return values
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_ints(name: str, value: Any, minimum: int) -> None:
-    """``value`` (an int or a sequence of ints) has every entry an int >= ``minimum``."""
-    items = list(value) if isinstance(value, (tuple, list)) else [value]
-    if not items or not all(_is_int(v) and v >= minimum for v in items):
-        raise ValueError(f"{name} must be {'a positive' if minimum else 'a non-negative'} int or a tuple of them, got {value!r}")
-
-
-def check_window_attributes(attrs: Mapping[str, Any]) -> None:
-    """Convolution/pooling attributes: positive ints for kernel, stride and dilation, non-negative padding
-    (an int, per-axis ints or ``(before, after)`` pairs, ``"same"`` or ``"valid"``), positive ``groups``."""
-    if "kernel_size" in attrs:
-        _check_ints("kernel_size", attrs["kernel_size"], 1)
-    if attrs.get("stride") is not None:
-        _check_ints("stride", attrs["stride"], 1)
-    _check_ints("dilation", attrs.get("dilation", 1), 1)
-    if "groups" in attrs:
-        _check_ints("groups", attrs["groups"], 1)
-    padding = attrs.get("padding", 0)
-    if padding not in ("same", "valid"):
-        flat = [p for item in (padding if isinstance(padding, (tuple, list)) else [padding]) for p in (item if isinstance(item, (tuple, list)) else [item])]
-        if isinstance(padding, str) or not flat or not all(_is_int(p) and p >= 0 for p in flat):
-            raise ValueError(f"padding must be 'same', 'valid', a non-negative int, per-axis ints or (before, after) pairs, got {padding!r}")
 
 
 def conv_geometry(attrs: Mapping[str, Any], kernel: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
@@ -168,7 +139,6 @@ SPECS = (
         promote,
         attributes=_CONV_ATTRS,
         optional_inputs=frozenset({"bias"}),
-        check_attributes=check_window_attributes,
         doc="torch.nn.functional.conv1d: input [N, C, L], weight [O, C/groups, k], bias [O] or None",
     ),
     PrimitiveSpec(
@@ -178,7 +148,6 @@ SPECS = (
         promote,
         attributes=_CONV_ATTRS,
         optional_inputs=frozenset({"bias"}),
-        check_attributes=check_window_attributes,
         doc="torch.nn.functional.conv2d: input [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or None; "
         "padding is an int, a pair, ((top, bottom), (left, right)), 'valid' or 'same'",
     ),
@@ -188,7 +157,6 @@ SPECS = (
         _pool_rule,
         same_kind,
         attributes=_POOL_ATTRS,
-        check_attributes=check_window_attributes,
         doc="torch max_pool2d over the last two axes; stride defaults to kernel_size; padding pads with -inf",
     ),
     PrimitiveSpec(
@@ -197,7 +165,6 @@ SPECS = (
         _pool_rule,
         float_result,
         attributes={**_POOL_ATTRS, "count_include_pad": True},
-        check_attributes=check_window_attributes,
         doc="torch avg_pool2d over the last two axes; padding counts as zeros when count_include_pad",
     ),
     PrimitiveSpec(
