@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import validation
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
@@ -92,6 +93,14 @@ class PhysicalModel:
         self._shared_dims = _shared_symbolic_dims(inputs)
         # output axis -> an input axis of the same run-time size, to check cotangents whose shape is symbolic
         self._output_dims = _output_symbolic_dims(inputs, outputs)
+        # differentiable outputs with an axis whose run-time size follows no input axis (``reshape(-1)`` of a
+        # dynamic input): their cotangents are checked against the outputs the gradient pass computes
+        self._unchecked_outputs = frozenset(
+            key
+            for key in differentiable_outputs
+            if (pattern := outputs[key].shape.ints()) is None
+            or any(size is None and (key, axis) not in self._output_dims for axis, size in enumerate(pattern))
+        )
 
     # -- introspection ---------------------------------------------------------------------------
     @property
@@ -191,8 +200,7 @@ class PhysicalModel:
         The numbers come from NumPy's generator seeded with ``seed`` (or the backend's seed), so the
         same seed gives the same parameters on every backend.
         """
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ArgumentError(f"randomize_params: seed must be a non-negative int or None, got {seed!r}")
+        seed = validation.positive_int("randomize_params", "seed", seed, optional=True, minimum=0)
         rng = np.random.default_rng(self.backend.seed if seed is None else seed)
         params = {}
         for name, value in {**self._param_values, **self._buffer_values}.items():
@@ -219,20 +227,28 @@ class PhysicalModel:
         written. Returns the path written.
         """
         path = _param_file(path, "save_params")
+        where = f"save_params({path})"
         params = self.get_parameters() if params is None else params
-        try:
-            self._check_group(params, self._state_keys, "params")
-            self._check_arrays(params, {}, params_only=True)
-        except MithrilError as exc:
-            raise type(exc)(f"save_params({path}): {exc}") from None
+        if not isinstance(params, Mapping):
+            raise ArgumentError(f"{where}: params must be a dict of name -> array, got {type(params).__name__}")
+        self._check_group(params, self._state_keys, "params", where)
+        self._check_arrays(params, {}, params_only=True, where=where)
         arrays = {k: np.asarray(self.backend.to_numpy(v), order="C") for k, v in params.items()}
-        if path.suffix == ".safetensors":
-            save_safetensors(path, arrays)
-        else:
-            partial = path.with_name(path.name + ".partial")
-            with open(partial, "wb") as f:  # a file object: np.savez appends no ".npz" to the name
-                np.savez(f, **arrays)
-            os.replace(partial, path)
+        if not path.parent.is_dir():
+            raise CheckpointError(f"{where}: the directory {path.parent} does not exist; create it first")
+        partial = path.with_name(path.name + ".partial")
+        try:
+            if path.suffix == ".safetensors":
+                save_safetensors(path, arrays)
+            else:
+                with open(partial, "wb") as f:  # a file object: np.savez appends no ".npz" to the name
+                    np.savez(f, **arrays)
+                os.replace(partial, path)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise CheckpointError(f"{where}: cannot write {path}: {exc.strerror or exc}") from None
+        except CheckpointError as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
         return path
 
     def load_params(self, path: str | Path, *, strict: bool = True) -> dict[str, Any]:
@@ -246,7 +262,8 @@ class PhysicalModel:
         """
         path = _param_file(path, "load_params")
         if not path.is_file():
-            raise CheckpointError(f"load_params: {path} does not exist")
+            what = "is a directory, not a file" if path.is_dir() else "does not exist"
+            raise CheckpointError(f"load_params: {path} {what}")
         if path.suffix == ".safetensors":
             file = SafetensorsFile(path)
             arrays = {k: file.read(k) for k in file.keys()}
@@ -262,18 +279,25 @@ class PhysicalModel:
             warnings.warn(f"load_params({path}): kept current values for {missing}; ignored {unexpected}", stacklevel=2)
             current = self.get_parameters()
             params = {k: params[k] if k in params else current[k] for k in self._state_keys}
-        try:
-            self._check_group(params, self._state_keys, "params")
-            self._check_arrays(params, {}, params_only=True)
-        except MithrilError as exc:
-            raise type(exc)(f"load_params({path}): {exc}") from None
+        self._check_group(params, self._state_keys, "params", f"load_params({path})")
+        self._check_arrays(params, {}, params_only=True, where=f"load_params({path})")
         self._params = params
         return params
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self, params: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None, output_gradients: Any = None) -> Any:
         """Outputs, or ``(outputs, gradients)`` when ``output_gradients`` (cotangents, or ``True`` for a
-        scalar output) is given."""
+        scalar output) is given.
+
+        Every input is checked before the backend sees it: keys, dtypes and shapes of ``params`` and
+        ``data`` (data given as NumPy arrays, lists or other-precision arrays is converted; float data
+        for an int input is refused), and the keys, shapes and values of ``output_gradients`` (converted
+        to the model's float dtype; outputs left out get zero cotangents). Mistakes raise
+        :class:`~mithril.errors.MithrilError` subclasses naming the key, what was expected and what was given.
+
+        >>> outputs = pm.evaluate(params, {"input": x})                                  # doctest: +SKIP
+        >>> outputs, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": g})  # doctest: +SKIP
+        """
         params = {} if params is None else params
         data = {} if data is None else data
         if not isinstance(params, Mapping) or not isinstance(data, Mapping):
@@ -299,13 +323,37 @@ class PhysicalModel:
     __call__ = evaluate
 
     def _evaluate_gradients(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        cotangents = self._cotangents(output_gradients)
+        cotangents, given = self._cotangents(output_gradients, params, data)
         self._check_cotangent_dims(cotangents, params, data)
         if self._backward is None:
-            raise MithrilError("this model was compiled with inference=True or has no parameters; it has no gradients")
-        return self._backward(params, data, cotangents)
+            raise MithrilError(
+                "evaluate(output_gradients=...): this model was compiled with inference=True or has no parameters; "
+                "it has no gradients (compile without inference=True, with trainable parameters)"
+            )
+        unchecked = [key for key in given if key in self._unchecked_outputs]
+        if not unchecked:
+            return self._backward(params, data, cotangents)
+        # some cotangent axes follow no input: compare them with the outputs the gradient pass computes
+        # (a wrong shape may have broadcast silently), or diagnose the framework's error with a forward pass
+        try:
+            result = self._backward(params, data, cotangents)
+        except MithrilError:
+            raise
+        except Exception:
+            self._check_cotangents_fit(unchecked, cotangents, self._forward(params, data))
+            raise
+        self._check_cotangents_fit(unchecked, cotangents, result[0])
+        return result
 
-    def _cotangents(self, output_gradients: Any) -> dict[str, Any]:
+    def _check_cotangents_fit(self, keys: list[str], cotangents: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+        for key in keys:
+            expected, given = tuple(outputs[key].shape), tuple(cotangents[key].shape)
+            if expected != given:
+                raise ShapeError(f"evaluate(output_gradients): {key!r} has shape {given}, but the output {key!r} has shape {expected} in this call")
+
+    def _cotangents(self, output_gradients: Any, params: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Cotangents for every differentiable output (zeros for those not given), checked and converted to
+        the model's float dtype, and the keys the caller gave."""
         outputs = self._differentiable_outputs
         if output_gradients is True:
             scalar = [k for k in outputs if self._output_values[k].shape.ints() == ()]
@@ -323,24 +371,55 @@ class PhysicalModel:
                     f"differentiable outputs {outputs} (or True for a single scalar output)"
                 )
         else:
-            raise TypeError(f"output_gradients must be a dict of cotangents or True, got {type(output_gradients).__name__}")
-        unknown = set(given) - set(outputs)
+            raise ArgumentError(
+                f"evaluate(output_gradients=...): expected a dict of output name -> cotangent array (or True for a "
+                f"single scalar output), got {output_gradients!r} ({type(output_gradients).__name__}); differentiable outputs: {outputs}"
+            )
+        unknown = [k for k in given if k not in self._output_values or k not in outputs]
         if unknown:
-            raise KeyError_(f"output_gradients has key(s) {sorted(unknown)}; differentiable outputs are {outputs}")
+            raise KeyError_(f"evaluate(output_gradients): {'; '.join(self._describe_non_output(k) for k in unknown)}; the differentiable outputs are {outputs}")
+        keys = list(given)
+        float_dtype = self.backend.native_dtype("float")
         for key in outputs:
             if key not in given:
-                shape = self._output_values[key].shape.static()
+                shape = self._runtime_shape(key, params, data)
                 if shape is None:
-                    raise KeyError_(f"output_gradients is missing {key!r}, whose shape is not static; give its cotangent")
+                    raise KeyError_(
+                        f"evaluate(output_gradients): missing {key!r}, whose shape {self._output_values[key].shape!r} is not "
+                        f"known before the call; give its cotangent (zeros shaped like the output for no gradient from it)"
+                    )
                 given[key] = self.backend.zeros(*shape)
             else:
                 value = given[key]
-                if not self.backend.is_array(value):
-                    given[key] = value = self.backend.array(value)
+                if not (self.backend.is_array(value) and value.dtype == float_dtype):
+                    given[key] = value = self._convert_data(key, value, "float", "output_gradients")
                 self._check_shape(key, "output_gradients", self._output_values[key].shape.ints(), value)
-        return given
+        return given, keys
 
-    def _check_group(self, given: Mapping[str, Any], expected: frozenset[str], label: str) -> None:
+    def _describe_non_output(self, key: Any) -> str:
+        if key in self._output_values:
+            return f"{key!r} is an output of kind {self._output_values[key].kind}, which has no gradient"
+        if key in self._param_keys or key in self._buffer_keys or key in self._data_keys:
+            return f"{key!r} is an input, not an output"
+        return f"{key!r} is not a key of the model"
+
+    def _runtime_shape(self, key: str, params: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[int, ...] | None:
+        """The shape output ``key`` has in this call, when every axis is static or follows an input axis."""
+        pattern = self._output_values[key].shape.ints()
+        if pattern is None:
+            return None
+        shape = []
+        for axis, size in enumerate(pattern):
+            if size is None:
+                source = self._output_dims.get((key, axis))
+                value = None if source is None else params.get(source[0], data.get(source[0]))
+                if value is None:
+                    return None
+                size = int(value.shape[source[1]])
+            shape.append(size)
+        return tuple(shape)
+
+    def _check_group(self, given: Mapping[str, Any], expected: frozenset[str], label: str, where: str = "evaluate") -> None:
         missing = sorted(expected - set(given))
         unknown = sorted(set(given) - expected)
         parts = []
@@ -351,17 +430,17 @@ class PhysicalModel:
             hint = [k for k in unknown if k in other]
             parts.append(f"unknown {unknown}" + (f" ({hint} belong in {'data' if label == 'params' else 'params'})" if hint else ""))
         if parts:
-            raise KeyError_(f"evaluate({label}=...): {'; '.join(parts)}; expected exactly {sorted(expected)}")
+            raise KeyError_(f"{where}({label}=...): {'; '.join(parts)}; expected exactly {sorted(expected)}")
 
-    def _check_shape(self, name: str, label: str, expected: tuple[int | None, ...] | None, value: Any) -> None:
+    def _check_shape(self, name: str, label: str, expected: tuple[int | None, ...] | None, value: Any, where: str = "evaluate") -> None:
         if expected is None:
             return
         shape = tuple(value.shape)
         if len(shape) != len(expected) or any(e is not None and e != s for e, s in zip(expected, shape)):
             shown = tuple("?" if e is None else e for e in expected)
-            raise ShapeError(f"evaluate({label}): {name!r} has shape {shape}, expected {shown}")
+            raise ShapeError(f"{where}({label}): {name!r} has shape {shape}, expected {shown}")
 
-    def _check_arrays(self, params: Mapping[str, Any], data: Mapping[str, Any], params_only: bool = False) -> Mapping[str, Any]:
+    def _check_arrays(self, params: Mapping[str, Any], data: Mapping[str, Any], params_only: bool = False, where: str = "evaluate") -> Mapping[str, Any]:
         """Check every input's type, dtype and shape (the common case is a few comparisons per input);
         convert runtime data given as NumPy arrays/lists. Returns ``data``, converted where needed."""
         is_array = self.backend.is_array
@@ -375,12 +454,12 @@ class PhysicalModel:
                     continue
             elif is_param:
                 if not is_array(value):
-                    raise DtypeError(f"evaluate(params): {name!r} is a {type(value).__name__}; convert it with backend.array(...)")
-                raise DtypeError(f"evaluate(params): {name!r} has dtype {value.dtype}, the model computes in {dtype}")
+                    raise DtypeError(f"{where}(params): {name!r} is a {type(value).__name__}; expected a {type(self.backend).__name__} array of dtype {dtype}: convert it with backend.array(...)")
+                raise DtypeError(f"{where}(params): {name!r} has dtype {value.dtype}, expected {dtype} (the model computes in {dtype})")
             else:
                 converted = dict(data) if converted is None else converted
                 converted[name] = value = self._convert_data(name, value, kind)
-            self._check_shape(name, "params" if is_param else "data", pattern, value)
+            self._check_shape(name, "params" if is_param else "data", pattern, value, where)
         if self._shared_dims:
             self._check_shared_dims(params, data if converted is None else converted)
         return data if converted is None else converted
@@ -414,14 +493,17 @@ class PhysicalModel:
                         f"{seen[2]}; the model requires them to be equal (one symbolic dimension)"
                     )
 
-    def _convert_data(self, name: str, value: Any, kind: str) -> Any:
-        """Runtime data may come as NumPy arrays, lists or other-precision arrays; they are converted to
-        the model's dtype. Floats are never silently truncated into integer or bool inputs."""
-        array = np.asarray(self.backend.to_numpy(value) if self.backend.is_array(value) else value)
+    def _convert_data(self, name: str, value: Any, kind: str, label: str = "data") -> Any:
+        """Runtime data (and cotangents) may come as NumPy arrays, lists or other-precision arrays; they are
+        converted to the model's dtype. Floats are never silently truncated into integer or bool inputs."""
+        try:
+            array = np.asarray(self.backend.to_numpy(value) if self.backend.is_array(value) else value)
+        except (ValueError, TypeError) as exc:  # ragged nested lists, objects NumPy cannot convert
+            raise DtypeError(f"evaluate({label}): {name!r} ({type(value).__name__}) is not an array of numbers ({kind}): {exc}") from None
         if array.dtype.kind not in "biuf":
-            raise DtypeError(f"evaluate(data): {name!r} is {type(value).__name__} of dtype {array.dtype}; expected numbers ({kind})")
+            raise DtypeError(f"evaluate({label}): {name!r} is {type(value).__name__} of dtype {array.dtype}; expected numbers ({kind})")
         if array.dtype.kind == "f" and kind != "float":
-            raise DtypeError(f"evaluate(data): {name!r} has float values, but the model expects {kind} values")
+            raise DtypeError(f"evaluate({label}): {name!r} has float values, but the model expects {kind} values")
         return self.backend.array(array, kind)
 
 
@@ -429,6 +511,8 @@ PARAM_FILE_SUFFIXES = (".safetensors", ".npz")
 
 
 def _param_file(path: str | Path, where: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(f"{where}: path must be a str or path ending in .safetensors or .npz, got {path!r} ({type(path).__name__})")
     path = Path(path)
     if path.suffix not in PARAM_FILE_SUFFIXES:
         raise ArgumentError(f"{where}: {path} must end in .safetensors or .npz (the format is chosen by the suffix)")
@@ -476,7 +560,7 @@ def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None,
     if init == "normal":
         return rng.normal(0.0, 0.02, shape)
     if init not in (None, "fan_in"):
-        raise ValueError(f"unknown initialiser {init!r}; accepted: fan_in, ones, zeros, normal")
+        raise ArgumentError(f"randomize_params: unknown initialiser {init!r}; accepted: fan_in, ones, zeros, normal")
     if fan_in is None:
         fan_in = weight_fan_in(shape) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
     bound = 1.0 / math.sqrt(max(fan_in, 1))

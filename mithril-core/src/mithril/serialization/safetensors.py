@@ -120,7 +120,9 @@ class SafetensorsFile:
 
 
 def save_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> None:
-    """Write ``tensors`` (NumPy arrays or anything ``np.asarray`` takes) as a ``.safetensors`` file."""
+    """Write ``tensors`` (NumPy arrays or anything ``np.asarray`` takes) as a ``.safetensors`` file at exactly
+    ``path``; a failed write (missing directory, full disk) raises :class:`CheckpointError` naming it and
+    leaves no partial file."""
     arrays = {name: np.asarray(value, order="C") for name, value in tensors.items()}
     header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
     offset = 0
@@ -133,10 +135,14 @@ def save_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any], m
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the data section starts 8-byte aligned
     target = Path(path)
-    partial = target.with_name(target.name + ".partial")
-    with open(partial, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for array in arrays.values():
-            f.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
-    os.replace(partial, target)
+    partial = target.with_name(target.name + ".partial")  # written whole, then renamed: never a half file
+    try:
+        with open(partial, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+            for array in arrays.values():
+                f.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+        os.replace(partial, target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise CheckpointError(f"save_safetensors({path}): cannot write {target}: {exc.strerror or exc}") from None
