@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backend import CBackend
-    from .export import export
+    from .export import ExportResult, export
 
-__all__ = ["CBackend", "export"]
+__all__ = ["CBackend", "ExportResult", "export"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,8 +23,11 @@ def __getattr__(name: str) -> Any:
         from .backend import CBackend
 
         return CBackend
-    if name == "export":
-        from .export import export
+    if name in ("export", "ExportResult"):
+        import importlib
 
-        return export
+        module = importlib.import_module(f"{__name__}.export")
+        # importing the submodule binds the package attribute ``export`` to it: bind the function instead
+        globals().update(export=module.export, ExportResult=module.ExportResult)
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

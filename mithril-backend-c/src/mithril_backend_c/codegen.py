@@ -14,25 +14,41 @@ Example of a generated entry point (``Add`` of two vectors)::
         void *out_output;      /* output 'output': float32[16] */
         void *workspace;       /* NULL, or mithril_evaluate_workspace_size() bytes */
         uint64_t seed;         /* random primitives draw from (seed, node) */
+        int64_t *error;        /* NULL, or int64_t[3]: {check site, bad value, position} on MT_ERR_INDEX */
     } mithril_evaluate_args;
-    int mithril_evaluate(const mithril_evaluate_args *a, int nt);
+    int mithril_evaluate(const mithril_evaluate_args *a, int nt);  /* 0, MT_ERR_ALLOC or MT_ERR_INDEX */
+
+Every user-controlled string (keys, block paths, the header) reaches the source only through
+:mod:`mithril.compiler.codegen.escape` (``c_identifier`` for field names, ``c_comment`` for comments,
+``c_string_literal`` for strings). Data-dependent indices (``embedding``, class targets of
+``cross_entropy``, ``gather`` and their gradients) are checked before use (:meth:`Ctx.check_indices`):
+an index outside ``[0, n)`` makes the function return ``MT_ERR_INDEX`` with the site, the value and its
+position in ``a->error``, having read and written nothing out of bounds.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mithril.compiler.codegen.escape import c_comment, c_identifier, c_string_literal
 from mithril.compiler.graph import Graph, Node, Value
 from mithril.compiler.passes.pruning import live_nodes
-from mithril.errors import DtypeError, ShapeError
+from mithril.errors import DtypeError, MithrilError, ShapeError
 from mithril.types import Dtype
 
-__all__ = ["CFunction", "CField", "Ctx", "generate_c", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "NotPartitionable"]
+__all__ = [
+    "CFunction", "CField", "Ctx", "IndexSite", "generate_c", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "NotPartitionable",
+    "MT_ERR_ALLOC", "MT_ERR_INDEX",
+]  # fmt: skip
+
+MT_ERR_ALLOC = 1
+"""Return code of a generated function that could not allocate its workspace (``runtime.h``)."""
+MT_ERR_INDEX = 2
+"""Return code of a generated function that met an index outside its range (``runtime.h``)."""
 
 C_TYPES = {
     "float32": "float",
@@ -66,9 +82,33 @@ class CField:
     dtype: np.dtype
 
 
+@dataclass(frozen=True)
+class IndexSite:
+    """One index check of a generated function: ``primitive`` at ``path`` reads the ``operand`` input as
+    indices into an axis of ``bound`` elements. ``value_id`` is the graph value holding the indices (or,
+    through reshape-like aliases, the value whose memory they are: flat positions agree), ``key`` the
+    function input it is, if any, and ``shape`` that value's shape (to turn a flat position into an index).
+
+    >>> IndexSite("embedding", "wte", "input", 50, 3, "tokens", (2, 4)).describe()
+    "embedding at wte: 'input' (valid: 0 <= index < 50)"
+    """
+
+    primitive: str
+    path: str
+    operand: str
+    bound: int
+    value_id: int
+    key: str | None
+    shape: tuple[int, ...]
+
+    def describe(self) -> str:
+        return f"{self.primitive} at {self.path or '<root>'}: {self.operand!r} (valid: 0 <= index < {self.bound})"
+
+
 @dataclass
 class CFunction:
-    """One generated entry point and its struct layout."""
+    """One generated entry point and its struct layout; ``checks[site]`` describes the index check that
+    a return of ``MT_ERR_INDEX`` with ``error[0] == site`` comes from."""
 
     name: str  # "evaluate" / "evaluate_gradients"
     symbol: str
@@ -76,11 +116,7 @@ class CFunction:
     returns: list[list[CField]]
     workspace: int
     random: bool
-
-
-def c_ident(text: str) -> str:
-    name = re.sub(r"\W", "_", text)
-    return name if name and not name[0].isdigit() else f"_{name}"
+    checks: list[IndexSite] = field(default_factory=list)
 
 
 def float_literal(value: float) -> str:
@@ -198,6 +234,8 @@ class Ctx:
         self._scratch: list[tuple[int, int]] = []
         self.node: Node | None = None
         self.salt = 0  # per-node stream of random primitives
+        self.checks: list[IndexSite] = []  # index checks emitted so far (site = position in this list)
+        self.input_keys: dict[int, str] = {}  # value id -> key of the function input it is
 
     # -- values ------------------------------------------------------------------------------------
     def np_dtype(self, value: Value) -> np.dtype:
@@ -247,6 +285,47 @@ class Ctx:
         for offset, nbytes in self._scratch:
             self.arena.release(offset, nbytes)
         self._scratch = []
+
+    # -- checks ------------------------------------------------------------------------------------
+    def check_indices(self, index: Value, bound: int, operand: str) -> list[str]:
+        """Lines that make the generated function return ``MT_ERR_INDEX`` (``a->error`` = site, value,
+        flat position) unless every element of ``index`` is in ``[0, bound)``. They run serially before
+        the node's own loops (a branch-free pass over the indices, then a search only on failure), so
+        they may sit in no OpenMP region; an emitter puts them first.
+
+        >>> ctx.check_indices(idx, 50, "input")[-2]  # doctest: +SKIP
+        '            if ((uint64_t)(int64_t)v3[k] >= (uint64_t)50) MT_FAIL_INDEX(0, v3[k], k);'
+        """
+        node = self.node
+        source = index
+        while source.producer is not None and source.producer.spec.name in ALIAS_PRIMITIVES:
+            source = next(v for v in source.producer.inputs.values() if v is not None)
+        site = len(self.checks)
+        self.checks.append(
+            IndexSite(
+                node.spec.name if node is not None else "?",
+                node.path if node is not None else "",
+                operand,
+                int(bound),
+                source.id,
+                self.input_keys.get(source.id),
+                self.shape(source),
+            )
+        )
+        n = self.size(index)
+        if n == 0:
+            return []
+        p = self.p(index)
+        return [
+            "{  /* index check */",
+            "    int mt_bad = 0;",
+            "    #pragma omp simd reduction(|:mt_bad)",
+            f"    for (long k = 0; k < {n}; k++) mt_bad |= (uint64_t)(int64_t){p}[k] >= (uint64_t){int(bound)};",
+            "    if (mt_bad)",
+            f"        for (long k = 0; k < {n}; k++)",
+            f"            if ((uint64_t)(int64_t){p}[k] >= (uint64_t){int(bound)}) MT_FAIL_INDEX({site}, {p}[k], k);",
+            "}",
+        ]
 
     # -- loops -------------------------------------------------------------------------------------
     @staticmethod
@@ -376,6 +455,8 @@ class Ctx:
             args = [self.elem(v, i) for v, i in zip(inputs, idx[1:])]
             return [f"{self.p(out)}[{idx[0]}] = ({ct})({expr(*args)});"]
 
+        if self.partitioned:  # one part of the loops per call (ggml runs each part on its own thread)
+            return self.parallel_loops(shape, operands, body)
         return self.loops(shape, operands, body)
 
     def fill(self, out: Value, value: str, count: int | None = None, ptr: str | None = None) -> list[str]:
@@ -491,7 +572,7 @@ def generate_c(
         all_values += [v for group in fn.returns for v in group.values()]
     dtypes = value_dtypes(graph.nodes, all_values, dtype)
     constants: dict[int, str] = {}
-    file_lines = [f"/* {line} */" for line in header.splitlines()]
+    file_lines = [f"/* {c_comment(line)} */" for line in header.splitlines()]
     file_lines += [
         "#include <float.h>",
         "#include <math.h>",
@@ -514,16 +595,35 @@ def generate_c(
 
 
 def struct_text(fn: CFunction, prefix: str) -> str:
+    """The ``typedef struct {...} <prefix>_<fn>_args;`` of an entry point (keys only inside comments)."""
     lines = ["typedef struct {"]
     for f in fn.inputs:
-        lines.append(f"    const void *{f.name};  /* {f.role} {f.key!r}: {f.dtype.name}{list(f.shape)} */")
+        lines.append(
+            f"    const void *{f.name};  /* {c_comment(f'{f.role} {f.key!r}')}: {f.dtype.name}{list(f.shape)} */"
+        )
     for group in fn.returns:
         for f in group:
-            lines.append(f"    void *{f.name};  /* {f.role} {f.key!r}: {f.dtype.name}{list(f.shape)} */")
+            lines.append(
+                f"    void *{f.name};  /* {c_comment(f'{f.role} {f.key!r}')}: {f.dtype.name}{list(f.shape)} */"
+            )
     lines.append(f"    void *workspace;  /* NULL (allocated per call), or {prefix}_{fn.name}_workspace_size() bytes */")
     lines.append("    uint64_t seed;  /* random primitives draw from (seed, node) */")
+    lines.append(
+        "    int64_t *error;  /* NULL, or int64_t[3] set on MT_ERR_INDEX: {check site, bad index, flat position}; "
+        f"{prefix}_{fn.name}_check_site(site) describes the site */"
+    )
     lines.append(f"}} {prefix}_{fn.name}_args;")
     return "\n".join(lines)
+
+
+def _check_site_function(fn: CFunction, prefix: str) -> list[str]:
+    """``const char *<prefix>_<fn>_check_site(long site)``: a readable description of each index check."""
+    lines = [f"const char *{prefix}_{fn.name}_check_site(long site) {{", "    switch (site) {"]
+    for site, check in enumerate(fn.checks):
+        text = check.describe() + (f" from input {check.key!r}" if check.key is not None else "")
+        lines.append(f"    case {site}: return {c_string_literal(text)};")
+    lines += ['    default: return "unknown check site";', "    }", "}"]
+    return lines
 
 
 def _generate_function(
@@ -546,7 +646,7 @@ def _generate_function(
     used_fields: set[str] = set()
 
     def field_name(role_prefix: str, key: str) -> str:
-        base = f"{role_prefix}_{c_ident(key)}"
+        base = f"{role_prefix}_{c_identifier(key)}"
         name, i = base, 1
         while name in used_fields:
             name, i = f"{base}_{i}", i + 1
@@ -559,6 +659,7 @@ def _generate_function(
         role = "param" if key in param_names else "data"
         f = CField(field_name("in", key), key, role, _check_static(value, key), dtypes[value.id])
         inputs.append(f)
+        ctx.input_keys.setdefault(value.id, key)
         if value.id not in ctx.names:
             ctx.names[value.id] = f"v{value.id}"
             body.append(f"{C_TYPES[f.dtype.name]} *v{value.id} = ({C_TYPES[f.dtype.name]} *)a->{f.name};")
@@ -670,17 +771,28 @@ def _generate_function(
         ctx.salt = node.id
         ctx.regions = []
         random_used |= any(n.spec.random for n in unit.nodes)
-        if unit.fused:
-            from .emitters import nn
-            from .fusion import elementwise_group
+        try:
+            if unit.fused:
+                from .emitters import nn
+                from .fusion import elementwise_group
 
-            lines = nn.conv_forward(ctx, unit.anchor, unit) if unit.anchor is not None else elementwise_group(ctx, unit)
-        else:
-            lines = emitters[node.spec.name](ctx, node)
+                lines = (
+                    nn.conv_forward(ctx, unit.anchor, unit) if unit.anchor is not None else elementwise_group(ctx, unit)
+                )
+            else:
+                lines = emitters[node.spec.name](ctx, node)
+        except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+            if isinstance(exc, MithrilError):
+                raise
+            shapes = {k: list(ctx.shape(v)) for k, v in node.inputs.items() if v is not None}
+            raise ShapeError(
+                f"the C code generator cannot handle {unit.label} (input shapes {shapes}, attributes "
+                f"{dict(node.attrs)}): {exc}"
+            ) from exc
         if partitioned and (len(ctx.regions) != 1 or lines != ctx.regions[0]):
             raise NotPartitionable(f"{unit.label} does not run as independent parts")
         ctx.end_node()
-        body.append(f"{{  /* {unit.label} */")
+        body.append(f"{{  /* {c_comment(unit.label)} */")
         body += ["    " + line for line in lines]
         body.append("}")
         # release storage whose last reader was this unit
@@ -707,13 +819,13 @@ def _generate_function(
 
     workspace = ctx.arena.top
     symbol = f"{prefix}_{fn.name}"
-    layout = CFunction(fn.name, symbol, inputs, returns, workspace, random_used)
+    layout = CFunction(fn.name, symbol, inputs, returns, workspace, random_used, list(ctx.checks))
     if partitioned:
         # every part runs this function on the same (caller-provided) workspace
         signature = f"int {symbol}(const {prefix}_{fn.name}_args *a, int nt, long mt_part, long mt_nparts) {{"
         prologue = [
             "    char *ws = (char *)a->workspace, *ws_own = NULL;",
-            f"    if (ws == NULL && {workspace} > 0) return 1;",
+            f"    if (ws == NULL && {workspace} > 0) return MT_ERR_ALLOC;",
             f"    if (mt_nparts > {ctx.max_parts}) {{",
             f"        if (mt_part >= {ctx.max_parts}) return 0;",
             f"        mt_nparts = {ctx.max_parts};",
@@ -725,7 +837,7 @@ def _generate_function(
             "    char *ws = (char *)a->workspace, *ws_own = NULL;",
             f"    if (ws == NULL && {workspace} > 0) {{",
             f"        ws = ws_own = (char *)malloc({workspace});",
-            "        if (ws == NULL) return 1;",
+            "        if (ws == NULL) return MT_ERR_ALLOC;",
             "    }",
             "    mt_blas_serial();",
         ]
@@ -733,12 +845,16 @@ def _generate_function(
         struct_text(layout, prefix),
         "",
         f"size_t {symbol}_workspace_size(void) {{ return {workspace}; }}",
+        *_check_site_function(layout, prefix),
         "",
         signature,
         *prologue,
+        "    int mt_status = MT_OK;",
         "    if (nt < 1) nt = 1;",
         "    (void)ws; (void)nt;",
     ]
     lines += ["    " + line for line in body]
-    lines += ["    free(ws_own);", "    return 0;", "}", ""]
+    if layout.checks:
+        lines.append("mt_done:")  # MT_FAIL_INDEX jumps here, past the remaining nodes
+    lines += ["    free(ws_own);", "    return mt_status;", "}", ""]
     return "\n".join(lines), layout

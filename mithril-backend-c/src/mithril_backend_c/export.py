@@ -1,8 +1,11 @@
-"""``export(pm, directory)``: a self-contained C program for a compiled model.
+"""``export(pm, directory, params)``: a self-contained C program for a compiled model.
 
 Writes ``model.c`` (generated code with the runtime inlined), ``model.h`` (argument structs and entry
-points), ``model.weights`` (the parameters, raw, in the order of ``model.h``), ``main.c`` (reads the
-weights and raw data inputs, runs ``evaluate``, writes raw outputs) and ``BUILD`` (the build command).
+points), ``model.weights`` (the parameters and buffers such as BatchNorm's running statistics, raw, in
+the order of ``model.h``), ``main.c`` (reads the
+weights and raw data inputs, runs ``evaluate``, writes raw outputs), ``BUILD`` (the build command) and
+``manifest.json`` (what was written: the file of every input and output key, the parameters' order,
+dtypes, shapes and origin).
 
     cc -O3 main.c model.c -lm            # the built-in blocked GEMM: no BLAS, no Python package
 
@@ -13,65 +16,183 @@ when the in-process build used the ``scipy-openblas32`` wheel (a Python package)
 built-in-GEMM command and ``BUILD.scipy-openblas`` has the alternative that links the wheel's library by
 absolute path (valid while that environment exists).
 
+The parameters must be given (``params=``, e.g. the trained ones) or asked for (``randomize=True``): a
+program silently holding random weights is never written. A directory that already holds files is
+refused unless ``overwrite=True``. Keys reach the C source only as escaped string literals and comments,
+and file names only through :func:`~mithril.compiler.codegen.escape.safe_file_name` (``input_<key>.bin``
+for a plain key; a sanitised, length-bounded name with a hash suffix otherwise: ``manifest.json`` and the
+returned :class:`ExportResult` say which).
+
 Example:
     >>> import mithril_backend_c
-    >>> mithril_backend_c.export(pm, "out")            # doctest: +SKIP
-    PosixPath('out')
+    >>> result = mithril_backend_c.export(pm, "out", params)     # doctest: +SKIP
+    >>> result.directory, result.inputs                             # doctest: +SKIP
+    (PosixPath('out'), {'input': 'input_input.bin'})
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mithril.compiler.codegen.escape import c_comment, c_string_literal, safe_file_name
+from mithril.errors import ArgumentError, KeyError_, ShapeError
 
 from . import toolchain
 from .codegen import C_TYPES, CFunction, struct_text
 
-__all__ = ["export", "export_program"]
+__all__ = ["ExportResult", "export", "export_program", "check_export_directory", "data_file_names"]
 
 PREFIX = "mithril"
 
 
-def export(pm: Any, directory: str | Path, params: dict[str, Any] | None = None) -> Path:
-    """Write the standalone program of a model compiled with ``CBackend`` (``pm.export`` does the same)."""
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export wrote. Path-like (``os.fspath(result)`` and ``str(result)`` are the directory), so
+    code that used the returned directory keeps working.
+
+    ``files``: the names written, ``inputs`` / ``outputs``: key -> the raw file ``main.c`` reads / writes
+    for it, ``params``: where the weights came from (``"given"``, or ``"random (seed ...)"``).
+
+    >>> r = ExportResult(Path("out"), ("model.c",), "given", {"x": "input_x.bin"}, {"y": "output_y.bin"})
+    >>> str(r), r.inputs["x"]
+    ('out', 'input_x.bin')
+    """
+
+    directory: Path
+    files: tuple[str, ...]
+    params: str
+    inputs: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.directory)
+
+    def __str__(self) -> str:
+        return str(self.directory)
+
+    def summary(self) -> str:
+        """A few lines saying what was written, for a log or a terminal."""
+        lines = [f"exported to {self.directory}: {', '.join(self.files)}", f"parameters: {self.params}"]
+        lines += [f"input {key!r}: {name}" for key, name in self.inputs.items()]
+        lines += [f"output {key!r}: {name} (written by the program)" for key, name in self.outputs.items()]
+        return "\n".join(lines)
+
+
+def export(
+    pm: Any,
+    directory: str | Path,
+    params: Mapping[str, Any] | None = None,
+    *,
+    randomize: bool = False,
+    seed: int | None = None,
+    overwrite: bool = False,
+) -> ExportResult:
+    """Write the standalone program of a model compiled with ``CBackend``; the same as
+    ``pm.export(directory, params, randomize=..., seed=..., overwrite=...)``.
+
+    >>> export(pm, "out", pm.get_parameters()).files[:2]   # doctest: +SKIP
+    ('model.c', 'model.h')
+    """
     program = pm.program
     if not hasattr(program, "functions") or not hasattr(program, "source"):
-        raise TypeError(f"export needs a model compiled with ml.CBackend(), not {type(pm.backend).__name__}")
-    arrays = {k: pm.backend.to_numpy(v) for k, v in (params or pm.get_parameters()).items()}
-    directory = export_program(program, Path(directory), arrays)
-    write_example(pm, program, directory, arrays)
-    return directory
+        raise ArgumentError(
+            f"mithril_backend_c.export needs a model compiled with ml.CBackend(), not {type(pm.backend).__name__}"
+        )
+    return pm.export(directory, params, randomize=randomize, seed=seed, overwrite=overwrite)
 
 
-def write_example(pm: Any, program: Any, directory: Path, params: dict[str, np.ndarray], seed: int = 0) -> None:
-    """Write example inputs (``input_<key>.bin``: normal floats, zero integers) and ``expected_output.txt``:
-    the lines the standalone program prints for them, as computed in Python. The program's sums agree to
-    the dtype's rounding (about 7 significant digits in float32: its GEMM may differ from the BLAS used
-    in-process)."""
+def check_export_directory(directory: Path, overwrite: bool, where: str = "export") -> None:
+    """Refuse a ``directory`` that is a file, or that holds anything while ``overwrite`` is false.
+
+    >>> check_export_directory(Path("/nonexistent/dir"), overwrite=False)
+    """
+    if directory.exists() and not directory.is_dir():
+        raise ArgumentError(f"{where}: {str(directory)!r} is a file, expected a directory (new or empty)")
+    if overwrite or not directory.is_dir():
+        return
+    present = sorted(p.name for p in directory.iterdir())
+    if present:
+        shown = ", ".join(present[:5]) + (f" and {len(present) - 5} more" if len(present) > 5 else "")
+        raise ArgumentError(
+            f"{where}: the directory {str(directory)!r} is not empty (it holds {shown}); expected a new or empty "
+            "directory. Pass overwrite=True to replace the exported files in it (other files are kept)"
+        )
+
+
+def data_file_names(keys: Iterable[str], prefix: str) -> dict[str, str]:
+    """Key -> ``<prefix>_<key>.bin`` made safe (:func:`safe_file_name`), distinct for distinct keys.
+
+    >>> data_file_names(["x", "a/b"], "input")
+    {'x': 'input_x.bin', 'a/b': 'input_a_b-5b2b4f85.bin'}
+    """
+    names: dict[str, str] = {}
+    used: set[str] = set()
+    for key in keys:
+        name = safe_file_name(f"{prefix}_{key}", ".bin")
+        count = 1
+        while name in used:
+            name = safe_file_name(f"{prefix}_{key}#{count}", ".bin")
+            count += 1
+        used.add(name)
+        names[key] = name
+    return names
+
+
+def _is_weight(field: Any, params: Mapping[str, Any]) -> bool:
+    """Whether an entry point input comes from ``model.weights``: a parameter, or a buffer (running
+    statistics reach the generated code as runtime inputs, but they are trained state, given in ``params``)."""
+    return field.role == "param" or field.key in params
+
+
+def write_example(pm: Any, program: Any, directory: Path, params: Mapping[str, np.ndarray], seed: int = 0) -> list[str]:
+    """Write example inputs (normal floats, zero integers, in the files :func:`data_file_names` names) and
+    ``expected_output.txt``: the lines the standalone program prints for them, as computed in Python. The
+    program's sums agree to the dtype's rounding (about 7 significant digits in float32: its GEMM may
+    differ from the BLAS used in-process). Returns the names written."""
     evaluate = next(fn for fn in program.functions if fn.name == "evaluate")
     rng = np.random.default_rng(seed)
+    data_fields = [f for f in evaluate.inputs if f.role == "data" and not _is_weight(f, params)]
+    names = data_file_names([f.key for f in data_fields], "input")
     data = {}
-    for f in evaluate.inputs:
-        if f.role != "data":
-            continue
+    for f in data_fields:
         values = rng.normal(size=f.shape) if np.dtype(f.dtype).kind == "f" else np.zeros(f.shape)
         data[f.key] = np.ascontiguousarray(values, dtype=f.dtype)
-        data[f.key].tofile(directory / f"input_{f.key}.bin")
+        data[f.key].tofile(directory / names[f.key])
     outputs = pm.evaluate({k: pm.backend.array(v) for k, v in params.items()}, data)
     lines = []
     for f in (f for group in evaluate.returns for f in group):
         values = np.asarray(pm.backend.to_numpy(outputs[f.key]), dtype=np.float64)
         lines.append(f"{f.key}: {values.size} values, sum {values.sum():.9g}")
-    (directory / "expected_output.txt").write_text("\n".join(lines) + "\n")
+    (directory / "expected_output.txt").write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    return [names[f.key] for f in data_fields] + ["expected_output.txt"]
 
 
-def export_program(program: Any, directory: Path, params: dict[str, np.ndarray]) -> Path:
+def export_program(
+    program: Any,
+    directory: Path,
+    params: Mapping[str, np.ndarray],
+    *,
+    overwrite: bool = False,
+    params_source: str = "given",
+    pm: Any = None,
+) -> ExportResult:
+    """Write the program's files into ``directory`` (created if needed; refused when it holds files,
+    unless ``overwrite``) and, given the compiled model ``pm``, example inputs and their expected output.
+    Every parameter is checked (missing, unknown, shape) before anything is written."""
+    directory = Path(directory)
+    check_export_directory(directory, overwrite)
+    evaluate = next(fn for fn in program.functions if fn.name == "evaluate")
+    weights = [f for f in evaluate.inputs if _is_weight(f, params)]
+    arrays = _weight_arrays(weights, params, [f for f in evaluate.inputs if f.role == "param"])
     directory.mkdir(parents=True, exist_ok=True)
     header, runtime = toolchain.runtime_source()
     blas = toolchain.blas_info()
-    evaluate = next(fn for fn in program.functions if fn.name == "evaluate")
     model_c = [
         "/* Generated by Mithril's C backend: a self-contained model (runtime inlined). */",
         "/* Build: see BUILD. Without -DMT_USE_BLAS the blocked C GEMM is used (no BLAS needed). */",
@@ -79,50 +200,97 @@ def export_program(program: Any, directory: Path, params: dict[str, np.ndarray])
         runtime.replace('#include "runtime.h"', ""),
         program.source.replace('#include "runtime.h"', ""),
     ]
+    written = ["model.c", "model.h", "model.weights", "main.c", "BUILD"]
     (directory / "model.c").write_text("\n".join(model_c))
     (directory / "model.h").write_text(_model_h(program.functions))
-    weights = [f for f in evaluate.inputs if f.role == "param"]
     with open(directory / "model.weights", "wb") as handle:
-        for f in weights:
-            if f.key not in params:
-                raise KeyError(f"export: parameter {f.key!r} is missing; give all of {[w.key for w in weights]}")
-            array = np.ascontiguousarray(params[f.key], dtype=f.dtype)
-            if array.shape != f.shape:
-                raise ValueError(f"export: parameter {f.key!r} has shape {array.shape}, expected {f.shape}")
+        for array in arrays:
             handle.write(array.tobytes())
-    (directory / "main.c").write_text(_main_c(evaluate))
+    data_fields = [f for f in evaluate.inputs if not _is_weight(f, params)]
+    out_fields = [f for group in evaluate.returns for f in group]
+    inputs = data_file_names([f.key for f in data_fields], "input")
+    outputs = data_file_names([f.key for f in out_fields], "output")
+    (directory / "main.c").write_text(_main_c(evaluate, weights, inputs, outputs))
     plain = "cc -O3 main.c model.c -lm"
     alternative = directory / "BUILD.scipy-openblas"
     if blas["name"] == "scipy-openblas":  # a Python package: not the default of a standalone program
         build = plain
         alternative.write_text(" ".join([plain, *blas["cflags"], *blas["defines"], *blas["libs"]]) + "\n")
+        written.append(alternative.name)
     else:
         build = " ".join([plain, *blas["cflags"], *blas["defines"], *blas["libs"]])
         if alternative.exists():
             alternative.unlink()
     (directory / "BUILD").write_text(build + "\n")
-    return directory
+    if pm is not None:
+        written += write_example(pm, program, directory, params)
+    written.append("manifest.json")
+    manifest = {
+        "params": params_source,
+        "files": written,
+        "weights": [
+            {"key": f.key, "dtype": f.dtype.name, "shape": list(f.shape), "offset": offset}
+            for f, offset in zip(weights, np.cumsum([0] + [a.nbytes for a in arrays]).tolist())
+        ],
+        "inputs": {f.key: {"file": inputs[f.key], "dtype": f.dtype.name, "shape": list(f.shape)} for f in data_fields},
+        "outputs": {f.key: {"file": outputs[f.key], "dtype": f.dtype.name, "shape": list(f.shape)} for f in out_fields},
+        "build": build,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return ExportResult(directory, tuple(written), params_source, inputs, outputs)
+
+
+def _weight_arrays(weights: list[Any], params: Mapping[str, np.ndarray], required: list[Any]) -> list[np.ndarray]:
+    expected = [f.key for f in weights]
+    missing = [f.key for f in required if f.key not in params]
+    unknown = sorted(set(params) - set(expected))
+    if missing or unknown:
+        parts = ([f"missing {missing}"] if missing else []) + ([f"unknown {unknown}"] if unknown else [])
+        raise KeyError_(f"export(params=...): {'; '.join(parts)}; expected exactly {sorted(expected)}")
+    arrays = []
+    for f in weights:
+        array = np.ascontiguousarray(params[f.key], dtype=f.dtype)
+        if array.shape != f.shape:
+            raise ShapeError(f"export(params=...): {f.key!r} has shape {array.shape}, expected {f.shape}")
+        arrays.append(array)
+    return arrays
 
 
 def _model_h(functions: list[CFunction]) -> str:
     lines = ["#ifndef MITHRIL_MODEL_H", "#define MITHRIL_MODEL_H", "#include <stddef.h>", "#include <stdint.h>", ""]
+    lines += [
+        "/* return codes of the entry points (as in the runtime) */",
+        "#ifndef MT_OK",
+        "#define MT_OK 0",
+        "#define MT_ERR_ALLOC 1 /* the workspace could not be allocated */",
+        "#define MT_ERR_INDEX 2 /* an index was out of range: see the args' error field */",
+        "#endif",
+        "",
+    ]
     for fn in functions:
         lines.append(struct_text(fn, PREFIX))
         lines.append(f"size_t {PREFIX}_{fn.name}_workspace_size(void);")
-        lines.append("/* returns 0 on success; nt is the number of OpenMP threads */")
+        lines.append(f"const char *{PREFIX}_{fn.name}_check_site(long site);")
+        lines.append("/* returns MT_OK (0) on success, else MT_ERR_ALLOC or MT_ERR_INDEX; nt: OpenMP threads */")
         lines.append(f"int {PREFIX}_{fn.name}(const {PREFIX}_{fn.name}_args *a, int nt);")
         lines.append("")
     lines.append("#endif")
     return "\n".join(lines) + "\n"
 
 
-def _main_c(fn: CFunction) -> str:
-    params = [f for f in fn.inputs if f.role == "param"]
-    data = [f for f in fn.inputs if f.role != "param"]
+def _main_c(fn: CFunction, weights: list[Any], inputs: Mapping[str, str], outputs: Mapping[str, str]) -> str:
+    params = weights
+    weight_keys = {f.key for f in weights}
+    data = [f for f in fn.inputs if f.key not in weight_keys]
     outs = [f for group in fn.returns for f in group]
     lines = [
-        "/* Example program: ./model [dir] reads dir/model.weights and dir/input_<name>.bin (raw arrays),",
-        " * runs evaluate and writes dir/output_<name>.bin; it prints the sum of every output. */",
+        "/* Example program: ./model [dir] reads dir/model.weights and the raw input files below,",
+        " * runs evaluate and writes the raw output files below; it prints the sum of every output.",
+        " * (manifest.json lists the same files with their keys, dtypes and shapes.) */",
+    ]
+    lines += [f"/*   input {c_comment(repr(f.key))}: {inputs[f.key]} */" for f in data]
+    lines += [f"/*   output {c_comment(repr(f.key))}: {outputs[f.key]} */" for f in outs]
+    lines += [
         "#include <stdio.h>",
         "#include <stdlib.h>",
         '#include "model.h"',
@@ -139,7 +307,9 @@ def _main_c(fn: CFunction) -> str:
         "int main(int argc, char **argv) {",
         '    const char *dir = argc > 1 ? argv[1] : ".";',
         "    char path[4096];",
+        "    int64_t error[3] = {0, 0, 0};",
         f"    {PREFIX}_evaluate_args a = {{0}};",
+        "    a.error = error;",
         '    snprintf(path, sizeof path, "%s/model.weights", dir);',
         '    FILE *w = fopen(path, "rb");',
         '    if (!w) { fprintf(stderr, "cannot open %s\\n", path); return 1; }',
@@ -148,6 +318,7 @@ def _main_c(fn: CFunction) -> str:
         n = int(np.prod(f.shape))
         ct = C_TYPES[f.dtype.name]
         lines.append(f"    {ct} *{f.name} = malloc({max(n, 1)} * sizeof({ct}));")
+        lines.append(f'    if (!{f.name}) {{ fprintf(stderr, "out of memory\\n"); return 1; }}')
         lines.append(f'    if (read_raw(dir, "model.weights", {f.name}, {n} * sizeof({ct}), w)) return 1;')
         lines.append(f"    a.{f.name} = {f.name};")
     lines.append("    fclose(w);")
@@ -155,15 +326,25 @@ def _main_c(fn: CFunction) -> str:
         n = int(np.prod(f.shape))
         ct = C_TYPES[f.dtype.name]
         lines.append(f"    {ct} *{f.name} = malloc({max(n, 1)} * sizeof({ct}));")
-        lines.append(f'    if (read_raw(dir, "input_{f.key}.bin", {f.name}, {n} * sizeof({ct}), NULL)) return 1;')
+        lines.append(f'    if (!{f.name}) {{ fprintf(stderr, "out of memory\\n"); return 1; }}')
+        lines.append(
+            f"    if (read_raw(dir, {c_string_literal(inputs[f.key])}, {f.name}, {n} * sizeof({ct}), NULL)) return 1;"
+        )
         lines.append(f"    a.{f.name} = {f.name};")
     for f in outs:
         n = int(np.prod(f.shape))
         ct = C_TYPES[f.dtype.name]
         lines.append(f"    {ct} *{f.name} = malloc({max(n, 1)} * sizeof({ct}));")
+        lines.append(f'    if (!{f.name}) {{ fprintf(stderr, "out of memory\\n"); return 1; }}')
         lines.append(f"    a.{f.name} = {f.name};")
     lines += [
-        f'    if ({PREFIX}_evaluate(&a, 1) != 0) {{ fprintf(stderr, "evaluate failed\\n"); return 1; }}',
+        f"    int status = {PREFIX}_evaluate(&a, 1);",
+        "    if (status == MT_ERR_INDEX) {",
+        '        fprintf(stderr, "evaluate failed: index %lld at flat position %lld is out of range for %s\\n",',
+        f"                (long long)error[1], (long long)error[2], {PREFIX}_evaluate_check_site((long)error[0]));",
+        "        return 2;",
+        "    }",
+        '    if (status != MT_OK) { fprintf(stderr, "evaluate failed with code %d\\n", status); return 1; }',
     ]
     for f in outs:
         n = int(np.prod(f.shape))
@@ -171,8 +352,8 @@ def _main_c(fn: CFunction) -> str:
         lines += [
             "    {",
             f"        double s = 0; for (long i = 0; i < {n}; i++) s += (double){f.name}[i];",
-            f'        printf("{f.key}: %d values, sum %.9g\\n", {n}, s);',
-            f'        snprintf(path, sizeof path, "%s/output_{f.key}.bin", dir);',
+            f'        printf("%s: %ld values, sum %.9g\\n", {c_string_literal(f.key)}, (long){n}, s);',
+            f'        snprintf(path, sizeof path, "%s/%s", dir, {c_string_literal(outputs[f.key])});',
             '        FILE *o = fopen(path, "wb");',
             f'        if (!o || fwrite({f.name}, sizeof({ct}), {n}, o) != {n}) {{ fprintf(stderr, "cannot write %s\\n", path); return 1; }}',
             "        fclose(o);",

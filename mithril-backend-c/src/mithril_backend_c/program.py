@@ -8,18 +8,21 @@ concurrent calls never share mutable memory; outputs are fresh ``np.empty`` arra
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mithril.errors import IndexRangeError, MithrilError, ShapeError
 
 from . import toolchain
-from .codegen import CFunction
+from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction
+from .errors import NativeError, NativeMemoryError
 
-__all__ = ["CProgram"]
+__all__ = ["CProgram", "native_error"]
 
 
 @dataclass
@@ -39,13 +42,20 @@ class CProgram:
         lib = toolchain.load_library(self.library_path)
         return {fn.name: _bind(lib, fn, self.backend) for fn in self.functions}
 
-    def export(self, directory: str | Path, params: dict[str, np.ndarray], pm: Any = None) -> Path:
-        from .export import export_program, write_example
+    def export(
+        self,
+        directory: str | Path,
+        params: Mapping[str, np.ndarray],
+        pm: Any = None,
+        *,
+        overwrite: bool = False,
+        params_source: str = "given",
+    ) -> Any:
+        """Write the standalone program (see :mod:`~mithril_backend_c.export`); returns its
+        :class:`~mithril_backend_c.export.ExportResult`."""
+        from .export import export_program
 
-        directory = export_program(self, Path(directory), params)
-        if pm is not None:
-            write_example(pm, self, directory, params)
-        return directory
+        return export_program(self, Path(directory), params, overwrite=overwrite, params_source=params_source, pm=pm)
 
 
 def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
@@ -54,7 +64,7 @@ def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
     cfunc.restype = ctypes.c_int
     n_in = len(fn.inputs)
     sources = {"param": 0, "data": 1, "cotangent": 2}
-    inputs = [(f.key, sources[f.role], f.dtype, i) for i, f in enumerate(fn.inputs)]
+    inputs = [(f.key, sources[f.role], f.dtype, i, f.shape) for i, f in enumerate(fn.inputs)]
     groups, index = [], n_in
     for group in fn.returns:
         specs = []
@@ -62,8 +72,8 @@ def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
             specs.append((f.key, f.shape, f.dtype, index))
             index += 1
         groups.append(specs)
-    ws_index, seed_index = index, index + 1
-    n_fields = index + 2
+    ws_index, seed_index, error_index = index, index + 1, index + 2
+    n_fields = index + 3
     workspace = fn.workspace
     random = fn.random
     threads = int(getattr(backend, "threads", 1))
@@ -71,11 +81,13 @@ def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
     single = len(groups) == 1
     empty = np.empty
 
-    def state() -> tuple[Any, int]:
+    def state() -> tuple[Any, int, Any, Any]:
         args = (ctypes.c_uint64 * n_fields)()
         ws = np.empty(workspace, dtype=np.uint8) if workspace else None
+        error = np.zeros(3, dtype=np.int64)
         args[ws_index] = ws.ctypes.data if ws is not None else 0
-        s = (args, ctypes.addressof(args), ws)
+        args[error_index] = error.ctypes.data
+        s = (args, ctypes.addressof(args), ws, error)
         local.s = s
         return s
 
@@ -84,11 +96,13 @@ def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
         args = s[0]
         dicts = (params, data, cotangents)
         keep = []
-        for key, src, dtype, i in inputs:
+        for key, src, dtype, i, shape in inputs:
             x = dicts[src][key]
             if not isinstance(x, np.ndarray) or x.dtype != dtype or not x.flags.c_contiguous:
                 x = np.asarray(x, dtype=dtype, order="C")
                 keep.append(x)
+            if x.shape != shape:  # the C code reads exactly this many elements
+                raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
             args[i] = x.ctypes.data
         results = []
         for specs in groups:
@@ -99,10 +113,40 @@ def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
             results.append(out)
         if random:
             args[seed_index] = int(backend.rng.integers(0, 1 << 63))
-        if cfunc(s[1], threads):
-            raise MemoryError(f"{fn.symbol}: could not allocate its {workspace}-byte workspace")
+        status = cfunc(s[1], threads)
+        if status:
+            raise native_error(fn, status, s[3])
         del keep
         return results[0] if single else tuple(results)
 
     call.__name__ = fn.name
     return call
+
+
+def native_error(fn: CFunction, status: int, error: Any) -> MithrilError:
+    """The Mithril error for a nonzero return ``status`` of generated function ``fn`` (``error``: the
+    ``int64[3]`` it filled: check site, bad value, flat position). An index error names the primitive and
+    its path, the value, its position (in the input key when the indices are one) and the valid range.
+
+    >>> native_error(fn, MT_ERR_ALLOC, np.zeros(3, np.int64))  # doctest: +SKIP
+    NativeMemoryError('evaluate: the generated C could not allocate its 4096-byte workspace')
+    """
+    if status == MT_ERR_ALLOC:
+        return NativeMemoryError(
+            f"{fn.name}: the generated C could not allocate its {fn.workspace}-byte workspace (malloc failed)"
+        )
+    if status == MT_ERR_INDEX:
+        site, value, position = (int(v) for v in error[:3])
+        if 0 <= site < len(fn.checks):
+            check = fn.checks[site]
+            where = f"at flat position {position}"
+            if check.shape and 0 <= position < math.prod(check.shape):
+                where = f"at position {tuple(int(i) for i in np.unravel_index(position, check.shape))}"
+            source = f"{check.key!r}" if check.key is not None else f"the computed {check.operand!r} (not a data key)"
+            return IndexRangeError(
+                f"{fn.name}: {source} holds index {value} {where}, out of range for {check.primitive} at "
+                f"{check.path or '<root>'} (valid: 0 <= index < {check.bound}); the generated C stopped "
+                "before reading or writing out of bounds"
+            )
+        return IndexRangeError(f"{fn.name}: the generated C met index {value} at position {position} out of range")
+    return NativeError(f"{fn.name}: the generated C returned the unknown error code {status} (expected 0)")

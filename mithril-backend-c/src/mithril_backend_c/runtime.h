@@ -7,6 +7,7 @@
  * another thread pool (ggml's custom ops: part = ith). */
 #ifndef MITHRIL_RUNTIME_H
 #define MITHRIL_RUNTIME_H
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #ifdef _OPENMP
@@ -15,6 +16,22 @@
 #else
 #define MT_PART(part, nparts) do { (part) = 0; (nparts) = 1; } while (0)
 #endif
+
+/* Return codes of the generated entry points. On MT_ERR_INDEX, a->error (when not NULL) holds
+ * {check site, bad index, flat position}; <prefix>_<function>_check_site(site) describes the site. */
+#define MT_OK 0
+#define MT_ERR_ALLOC 1
+#define MT_ERR_INDEX 2
+#define MT_FAIL_INDEX(site, value, pos)                                                                   \
+    do {                                                                                                  \
+        mt_status = MT_ERR_INDEX;                                                                         \
+        if (a->error) {                                                                                   \
+            a->error[0] = (int64_t)(site);                                                                \
+            a->error[1] = (int64_t)(value);                                                               \
+            a->error[2] = (int64_t)(pos);                                                                 \
+        }                                                                                                 \
+        goto mt_done;                                                                                     \
+    } while (0)
 
 /* boundary k of nparts near-equal pieces of [0, n), rounded to a multiple of align (0 and n stay exact) */
 static inline long mt_bound(long n, long k, long nparts, long align) {
@@ -68,8 +85,24 @@ static inline uint64_t mt_mix64(uint64_t z) {
 static inline double mt_uniform(uint64_t seed, uint64_t stream, uint64_t i) {
     return (double)(mt_mix64(seed ^ mt_mix64(stream * 0x100000001B3ULL + i)) >> 11) * 0x1.0p-53;
 }
+/* a // b for floats as NumPy defines it: the quotient q of a = q * b + r where the remainder r (fmod's,
+ * moved to b's side when the signs differ) has b's sign, rounded to the nearest integer (so inf // x and
+ * x // inf follow fmod: NaN, or a signed zero); b == 0 gives a / b (a signed infinity, or NaN) */
+#define MT_FLOORDIV_FLOAT(T, S, FMOD, FLOOR, COPYSIGN)                                                     \
+    static inline T mt_floordiv_##S(T a, T b) {                                                           \
+        if (b == 0) return a / b;                                                                         \
+        T r = FMOD(a, b), q = (a - r) / b;                                                                \
+        if (r != 0 && ((b < 0) != (r < 0))) q -= 1;                                                       \
+        if (q == 0) return COPYSIGN((T)0, a / b);                                                         \
+        T f = FLOOR(q);                                                                                   \
+        return q - f > (T)0.5 ? f + 1 : f;                                                                \
+    }
+MT_FLOORDIV_FLOAT(float, f32, fmodf, floorf, copysignf)
+MT_FLOORDIV_FLOAT(double, f64, fmod, floor, copysign)
+
 static inline int64_t mt_floordiv_i64(int64_t a, int64_t b) {
     if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a); /* INT64_MIN / -1 traps (SIGFPE); NumPy wraps */
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
     return q;

@@ -5,6 +5,12 @@ The cache lives in ``$MITHRIL_C_CACHE`` (default ``~/.cache/mithril/c``). A libr
 source, the runtime source, the compiler's version, the flags, the BLAS (include path, defines and link
 line) and the CPU model (``-march=native``), so a change to any of them rebuilds.
 
+Every entry (``model-<key>.so``, ``runtime-<key>.o``) has a ``<name>.meta`` written when it is built:
+its size and SHA-256. An entry is used only after it matches (checked once per process and file), so a
+truncated or empty file (a full disk, a killed copy) is rebuilt instead of crashing ``dlopen`` with
+SIGBUS. Builds write ``*.tmp`` files renamed into place; those a killed build left behind are removed
+once they are older than :data:`STALE_TEMPORARY_SECONDS`. Deleting the cache directory is always safe.
+
 BLAS: the ``scipy-openblas32`` wheel (a dependency: a recent OpenBLAS with ``scipy_``-prefixed symbols,
 linked by absolute rpath) is preferred, then a system ``-lopenblas``, ``-lcblas -lblas``, ``-lblas``, then the
 blocked C GEMM; ``$MITHRIL_C_BLAS`` = ``scipy-openblas`` | ``system`` | ``none`` | a link line forces one.
@@ -21,10 +27,13 @@ import ctypes
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -33,16 +42,27 @@ from typing import Any
 
 from mithril.errors import MithrilError
 
+from .errors import CacheError
+
 __all__ = [
     "BLAS_CHOICES",
     "CCompileError",
+    "CacheError",
+    "STALE_TEMPORARY_SECONDS",
     "blas_info",
     "build_library",
     "cache_dir",
+    "clear_hint",
     "compiler",
     "flags",
+    "load_library",
     "runtime_source",
+    "verify_entry",
 ]
+
+STALE_TEMPORARY_SECONDS = 30 * 60
+"""``*.tmp`` files in the cache older than this are leftovers of killed builds (a build in progress
+renames its temporary within seconds to minutes) and are removed when the next build starts."""
 
 
 class CCompileError(MithrilError, RuntimeError):
@@ -50,9 +70,33 @@ class CCompileError(MithrilError, RuntimeError):
 
 
 def cache_dir() -> Path:
+    """The compiled-library cache: ``$MITHRIL_C_CACHE``, else ``~/.cache/mithril/c`` (created if needed).
+
+    >>> cache_dir().is_dir()
+    True
+    """
     path = Path(os.environ.get("MITHRIL_C_CACHE") or Path.home() / ".cache" / "mithril" / "c")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(
+            f"cannot create the C backend's cache directory {str(path)!r}: {exc}; set $MITHRIL_C_CACHE to a "
+            "writable directory"
+        ) from None
     return path
+
+
+def clear_hint() -> str:
+    """How to clear the cache, for error messages.
+
+    >>> "MITHRIL_C_CACHE" in clear_hint()
+    True
+    """
+    path = os.environ.get("MITHRIL_C_CACHE") or str(Path.home() / ".cache" / "mithril" / "c")
+    return (
+        f"the compiled-library cache is {path!r} ($MITHRIL_C_CACHE, default ~/.cache/mithril/c); deleting that "
+        "directory clears it (everything is rebuilt on demand)"
+    )
 
 
 def compiler() -> str:
@@ -210,7 +254,11 @@ def runtime_source() -> tuple[str, str]:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
+    try:
+        handle = open(path, "a")
+    except OSError as exc:
+        raise CacheError(f"cannot create the lock file {path}: {exc}; {clear_hint()}") from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -223,25 +271,97 @@ def _run(cmd: list[str], source_path: Path) -> None:
     if result.returncode != 0:
         raise CCompileError(
             f"the C compiler failed on the generated source {source_path}\n"
-            f"command: {' '.join(cmd)}\n{result.stderr.strip() or result.stdout.strip()}"
+            f"command: {' '.join(cmd)}\n{result.stderr.strip() or result.stdout.strip()}\n({clear_hint()})"
         )
 
 
+_VERIFIED: set[tuple[str, int, int, int]] = set()  # (path, size, mtime_ns, inode) of entries checked
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _meta_path(target: Path) -> Path:
+    return target.with_name(target.name + ".meta")
+
+
+def _file_digest(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def verify_entry(target: Path) -> bool:
+    """Whether cache entry ``target`` exists and matches the size and SHA-256 recorded when it was built
+    (a missing or unreadable record, or an entry from before records existed, does not match).
+
+    >>> verify_entry(cache_dir() / "model-does-not-exist.so")
+    False
+    """
+    try:
+        stat = target.stat()
+    except OSError:
+        return False
+    key = (str(target), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    with _VERIFIED_LOCK:
+        if key in _VERIFIED:
+            return True
+    try:
+        meta = json.loads(_meta_path(target).read_text())
+        if (
+            stat.st_size == 0
+            or int(meta["size"]) != stat.st_size
+            or _file_digest(target) != (stat.st_size, meta["sha256"])
+        ):
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    with _VERIFIED_LOCK:
+        _VERIFIED.add(key)
+    return True
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Delete ``*.tmp`` files under ``directory`` left by builds killed more than
+    :data:`STALE_TEMPORARY_SECONDS` ago (younger ones may belong to a build in progress)."""
+    limit = time.time() - STALE_TEMPORARY_SECONDS
+    for path in (*directory.glob("*.tmp"), *directory.glob("*/*.tmp")):
+        try:
+            if path.is_file() and path.stat().st_mtime < limit:
+                path.unlink()
+        except OSError:
+            pass  # removed by another process meanwhile, or not ours to remove
+
+
 def _atomic_build(target: Path, build: Any) -> Path:
-    """Build ``target`` once across threads and processes: lock, re-check, build to a temp, rename."""
-    if target.exists():
+    """Build ``target`` once across threads and processes: lock, re-check, build to a temp, record its
+    size and hash, rename. An entry that does not match its record is rebuilt."""
+    if verify_entry(target):
         return target
     with _locked(target.with_suffix(target.suffix + ".lock")):
-        if target.exists():
+        if verify_entry(target):
             return target
+        _remove_stale_temporaries(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=target.suffix + ".tmp")
         os.close(fd)
+        meta_tmp = f"{tmp}.meta.tmp"
         try:
             build(Path(tmp))
-            os.replace(tmp, target)
+            size, digest = _file_digest(Path(tmp))
+            if size == 0:
+                raise CCompileError(f"the C compiler wrote an empty {target.name} ({clear_hint()})")
+            try:
+                Path(meta_tmp).write_text(json.dumps({"size": size, "sha256": digest}))
+                os.replace(meta_tmp, _meta_path(target))  # the record first: a crash in between leaves
+                os.replace(tmp, target)  # an entry that does not match it, so it is rebuilt
+            except OSError as exc:
+                raise CacheError(f"cannot write the cache entry {target}: {exc}; {clear_hint()}") from None
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            for path in (tmp, meta_tmp):
+                if os.path.exists(path):
+                    os.unlink(path)
     return target
 
 
@@ -285,8 +405,12 @@ def build_library(source: str) -> Path:
     def build(tmp: Path) -> None:
         include = directory / f"include-{_key(header)}"
         include.mkdir(exist_ok=True)
-        if not (include / "runtime.h").exists():
-            fd, tmp_header = tempfile.mkstemp(dir=include)
+        try:
+            present = (include / "runtime.h").read_text()
+        except (OSError, UnicodeDecodeError):
+            present = None
+        if present != header:  # missing, or damaged: rewrite it atomically
+            fd, tmp_header = tempfile.mkstemp(dir=include, suffix=".tmp")
             os.close(fd)
             Path(tmp_header).write_text(header)
             os.replace(tmp_header, include / "runtime.h")
@@ -315,5 +439,17 @@ def load_library(path: Path) -> ctypes.CDLL:
     sleep): the generated code runs BLAS single-threaded on those same workers, so no other pool waits for
     the cores, and a worker that is still spinning starts the next parallel loop at once (a sleeping one
     costs a wake-up per loop). ``$OMP_WAIT_POLICY`` overrides it if set before the first OpenMP runtime
-    is loaded."""
-    return ctypes.CDLL(str(path))
+    is loaded.
+
+    Only a cache entry that matches its recorded size and hash is loaded (a damaged one would crash
+    the process in ``dlopen``); anything else raises :class:`CacheError` saying how to clear the cache."""
+    path = Path(path)
+    if path.parent.resolve() == cache_dir().resolve() and not verify_entry(path):
+        raise CacheError(
+            f"the cached library {path} does not match the size and hash recorded when it was built "
+            f"(truncated or modified); expected build_library() to have rebuilt it. {clear_hint()}"
+        )
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise CacheError(f"cannot load the compiled library {path}: {exc}; {clear_hint()}") from None

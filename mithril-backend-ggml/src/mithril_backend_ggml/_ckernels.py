@@ -11,6 +11,13 @@ reads the ``src`` tensors' data, converts ggml's storage (ints I32, bools F32 0/
 (ints int64, bools uint8) where needed, calls the kernel and writes ``dst``. ggml computes the graph
 without the GIL (``ggml_backend_graph_compute`` is a plain ctypes call), so these ops never enter Python.
 
+Kernels report failures instead of crashing: the C backend's index checks (``embedding_grad``,
+``gather``, class targets ...) and failed allocations make the kernel return a nonzero code, which the
+wrapper stores in its :class:`Slot` (with the site, value and position of a bad index); the program
+raises the matching Mithril error after the compute (:meth:`CKernels.error`). Native ``ggml_get_rows``
+(which aborts the process on an index out of range) reads its indices through :meth:`CKernels.guard`, a
+kernel that checks them, reports the first bad one and passes a valid index (0) on in its place.
+
 All kernels of one compiled program go into one C source, compiled once by
 :func:`mithril_backend_c.toolchain.build_library` (content-hash disk cache, file lock, atomic write).
 Since the graph is built before the library exists, the op's callback is a fixed trampoline
@@ -50,17 +57,25 @@ _CTYPES = {
 
 
 class Slot(ctypes.Structure):
-    """``userdata`` of a C custom op: the kernel to call (filled after the library is built) and the seed
-    of a random kernel."""
+    """``userdata`` of a C custom op: the kernel to call (filled after the library is built), the seed
+    of a random kernel, and the kernel's report: ``status`` (0, or the C backend's ``MT_ERR_*`` code) and
+    ``error`` (check site, bad index, flat position) when it is ``MT_ERR_INDEX``."""
 
-    _fields_ = [("fn", ctypes.c_void_p), ("seed", ctypes.c_uint64)]
+    _fields_ = [
+        ("fn", ctypes.c_void_p),
+        ("seed", ctypes.c_uint64),
+        ("status", ctypes.c_int64),
+        ("error", ctypes.c_int64 * 3),
+    ]
 
+
+_SLOT_C = "typedef struct { void *fn; uint64_t seed; int64_t status; int64_t error[3]; } mithril_ggml_slot;"
 
 _TRAMPOLINE = """/* mithril-backend-ggml: the ggml custom-op callback of every C kernel */
 #include <stdint.h>
 struct ggml_tensor;
 typedef void (*mithril_ggml_kernel)(struct ggml_tensor *dst, int ith, int nth, void *slot);
-typedef struct { mithril_ggml_kernel fn; uint64_t seed; } mithril_ggml_slot;
+typedef struct { mithril_ggml_kernel fn; uint64_t seed; int64_t status; int64_t error[3]; } mithril_ggml_slot;
 void mithril_ggml_call(struct ggml_tensor *dst, int ith, int nth, void *userdata) {
     const mithril_ggml_slot *slot = (const mithril_ggml_slot *)userdata;
     if (slot->fn) slot->fn(dst, ith, nth, userdata);
@@ -137,7 +152,8 @@ class CKernels:
         self.sources: list[str] = []
         self.slots: list[tuple[Slot, str]] = []  # (slot, kernel symbol)
         self.random_slots: list[Slot] = []
-        self._symbols: dict[tuple[int, int], str] = {}  # (node id, output index) -> wrapper symbol
+        self.checks: dict[int, list[Any]] = {}  # id(slot) -> the IndexSites its kernel's error sites refer to
+        self._symbols: dict[tuple[int, int], tuple[str, list[Any]]] = {}  # (node id, output) -> (symbol, checks)
         self._kernels: dict[int, str] = {}  # node id -> kernel prefix
         self._prefixes = 0
         self.library: Any = None
@@ -158,7 +174,7 @@ class CKernels:
             name="kernel", inputs={f"x{i}": v for i, v in enumerate(inputs)}, cotangents={}, returns=[{"y0": output}]
         )
         head = nodes[0]
-        label = f"{head.spec.name}{' @ ' + head.path if head.path else ''}"
+        label = f"{head.spec.name}{' @ ' + head.path if head.path else ''}"  # escaped by generate_c
         try:
             source, (layout,) = generate_c(
                 _OneNode(*nodes), [spec], param_names=set(), header=label, dtype=Dtype.float32,
@@ -172,18 +188,24 @@ class CKernels:
         symbol = f"{prefix}_part"
         lines = [
             f"void {symbol}(struct ggml_tensor *dst, int ith, int nth, void *userdata) {{",
+            "    mithril_ggml_slot *slot = (mithril_ggml_slot *)userdata;",
             f"    {prefix}_kernel_args a;",
             "    memset(&a, 0, sizeof a);",
-            "    a.seed = ((const mithril_ggml_slot *)userdata)->seed;",
+            "    a.seed = slot->seed;",
         ]
         lines += [f"    a.{field.name} = dst->src[{i}]->data;" for i, field in enumerate(layout.inputs)]
         lines.append(f"    a.{layout.returns[0][0].name} = dst->data;")
         if layout.workspace:
             lines.append(f"    a.workspace = (char *)dst->data + {offset};")
-        lines += [f"    {prefix}_kernel(&a, 1, ith, nth);", "}"]
+        lines += [
+            f"    int rc = {prefix}_kernel(&a, 1, ith, nth);",
+            "    if (rc) __atomic_store_n(&slot->status, (int64_t)rc, __ATOMIC_RELAXED);",
+            "}",
+        ]
         self.sources.append("\n".join(lines))
         slot = Slot(None, 0)
         self.slots.append((slot, symbol))
+        self.checks[id(slot)] = layout.checks
         if any(n.spec.random for n in nodes):
             self.random_slots.append(slot)
         return Partitioned(slot, offset, layout.workspace)
@@ -192,21 +214,75 @@ class CKernels:
         """The slot of output ``index`` of ``node``; ``inputs`` are ``(value, ggml kind)`` of the custom op's
         sources, in order (the node's present inputs, each stored as the ggml builder stored it)."""
         key = (node.id, index)
-        symbol = self._symbols.get(key)
-        if symbol is None:
-            symbol = self._symbols[key] = self._emit(node, inputs, index)
+        entry = self._symbols.get(key)
+        if entry is None:
+            entry = self._symbols[key] = self._emit(node, inputs, index)
+        symbol, checks = entry
         slot = Slot(None, 0)
         self.slots.append((slot, symbol))
+        self.checks[id(slot)] = checks
         if node.spec.random:
             self.random_slots.append(slot)
         return slot
+
+    def guard(self, count: int, bound: int, site: Any) -> Slot:
+        """The slot of a kernel copying ``count`` I32 indices (its one source) to its I32 result, each
+        checked against ``[0, bound)``: the first bad one is reported (``MT_ERR_INDEX``, described by
+        the :class:`~mithril_backend_c.codegen.IndexSite` ``site``) and replaced by 0, so the native op
+        reading the result (``ggml_get_rows``) never sees it. ``bound`` must be at least 1."""
+        symbol = f"mg_guard{len(self.slots)}"
+        self.sources.append(
+            "\n".join(
+                [
+                    f"void {symbol}(struct ggml_tensor *dst, int ith, int nth, void *userdata) {{",
+                    "    mithril_ggml_slot *slot = (mithril_ggml_slot *)userdata;",
+                    "    (void)nth;",
+                    "    if (ith != 0) return;",
+                    "    const int32_t *s = (const int32_t *)dst->src[0]->data;",
+                    "    int32_t *d = (int32_t *)dst->data;",
+                    f"    for (long k = 0; k < {int(count)}; k++) {{",
+                    "        int32_t j = s[k];",
+                    f"        if ((uint32_t)j >= (uint32_t){int(bound)}) {{",
+                    "            if (!slot->status) {",
+                    "                slot->status = MT_ERR_INDEX;",
+                    "                slot->error[0] = 0; slot->error[1] = j; slot->error[2] = k;",
+                    "            }",
+                    "            j = 0;",
+                    "        }",
+                    "        d[k] = j;",
+                    "    }",
+                    "}",
+                ]
+            )
+        )
+        slot = Slot(None, 0)
+        self.slots.append((slot, symbol))
+        self.checks[id(slot)] = [site]
+        return slot
+
+    def error(self, slots: Sequence[Slot], where: str, names: Mapping[int, str]) -> Exception | None:
+        """The Mithril error for the first of ``slots`` whose kernel reported one in the last compute
+        (``where``: the function's name; ``names``: value id -> key of the function's inputs), or
+        ``None``. Index errors name the primitive and its path, the value, its position, the input key
+        when the indices are one, and the valid range (:func:`mithril_backend_c.program.native_error`)."""
+        from dataclasses import replace
+
+        from mithril_backend_c.codegen import CFunction
+        from mithril_backend_c.program import native_error
+
+        for slot in slots:
+            if slot.status:
+                sites = [replace(site, key=names.get(site.value_id)) for site in self.checks.get(id(slot), [])]
+                fn = CFunction(where, where, [], [], 0, False, sites)
+                return native_error(fn, int(slot.status), list(slot.error))
+        return None
 
     # -- code generation -------------------------------------------------------------------------
     def _new_prefix(self) -> str:
         self._prefixes += 1
         return f"mg{self._prefixes - 1}"
 
-    def _emit(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> str:
+    def _emit(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> tuple[str, list[Any]]:
         from mithril.compiler.codegen.python import FunctionSpec
         from mithril.types import Dtype
         from mithril_backend_c.codegen import generate_c
@@ -233,19 +309,27 @@ class CKernels:
         out_value = list(node.outputs.values())[index]
         symbol = f"{prefix}_out{index}"
         self.sources.append(self._wrapper(symbol, prefix, layout, inputs, index, out_value))
-        return symbol
+        return symbol, layout.checks
 
     @staticmethod
     def _wrapper(symbol: str, prefix: str, layout: Any, inputs: Sequence[tuple[Any, str]], index: int, out: Any) -> str:
+        """The custom-op function: convert the sources to the kernel's types (buffers are malloc'ed; a
+        failed allocation is reported as ``MT_ERR_ALLOC``), run the kernel, record a nonzero return code
+        (and its error details) in the slot, convert the result."""
         lines = [
             f"void {symbol}(struct ggml_tensor *dst, int ith, int nth, void *userdata) {{",
             "    (void)nth;",
             "    if (ith != 0) return;",
+            "    mithril_ggml_slot *slot = (mithril_ggml_slot *)userdata;",
             f"    {prefix}_kernel_args a;",
             "    memset(&a, 0, sizeof a);",
-            "    a.seed = ((const mithril_ggml_slot *)userdata)->seed;",
+            "    a.seed = slot->seed;",
+            "    a.error = slot->error;",
+            "    int rc = MT_OK;",
         ]
-        frees: list[str] = []
+        buffers: list[str] = []  # declarations of the conversion buffers
+        names: list[str] = []
+        setup: list[str] = []
         after: list[str] = []
         for i, (field, (_, kind)) in enumerate(zip(layout.inputs, inputs)):
             count = math.prod(field.shape)
@@ -253,39 +337,44 @@ class CKernels:
             have = _ggml_ctype(kind)
             src = f"dst->src[{i}]->data"
             if want == have and kind != "bool":
-                lines.append(f"    a.{field.name} = {src};")
+                setup.append(f"    a.{field.name} = {src};")
                 continue
             buf = f"b{i}"
             convert = f"({want})(s[k] != 0)" if kind == "bool" else f"({want})s[k]"
-            lines += [
-                f"    {want} *{buf} = ({want} *)malloc({max(count, 1)} * sizeof({want}));",
+            buffers.append(f"    {want} *{buf} = ({want} *)malloc({max(count, 1)} * sizeof({want}));")
+            names.append(buf)
+            setup += [
                 f"    {{ const {have} *s = (const {have} *){src};",
                 f"      for (long k = 0; k < {count}; k++) {buf}[k] = {convert}; }}",
                 f"    a.{field.name} = {buf};",
             ]
-            frees.append(buf)
         kind = out.kind or "float"
         for j, field in enumerate(layout.returns[0]):
             count = math.prod(field.shape)
             want = _CTYPES[field.dtype.name]
             buf = f"r{j}"
             if j == index and want == _ggml_ctype(kind) and kind != "bool":
-                lines.append(f"    a.{field.name} = dst->data;")
+                setup.append(f"    a.{field.name} = dst->data;")
                 continue
-            lines += [
-                f"    {want} *{buf} = ({want} *)malloc({max(count, 1)} * sizeof({want}));",
-                f"    a.{field.name} = {buf};",
-            ]
-            frees.append(buf)
+            buffers.append(f"    {want} *{buf} = ({want} *)malloc({max(count, 1)} * sizeof({want}));")
+            names.append(buf)
+            setup.append(f"    a.{field.name} = {buf};")
             if j == index:
                 have = _ggml_ctype(kind)
                 convert = f"({have})({buf}[k] != 0)" if kind == "bool" else f"({have}){buf}[k]"
                 after.append(
                     f"    {{ {have} *d = ({have} *)dst->data; for (long k = 0; k < {count}; k++) d[k] = {convert}; }}"
                 )
-        lines.append(f"    {prefix}_kernel(&a, 1);")
+        lines += buffers
+        if names:
+            lines.append(f"    if ({' || '.join(f'!{n}' for n in names)}) {{ rc = MT_ERR_ALLOC; goto done; }}")
+        lines += setup
+        lines.append(f"    rc = {prefix}_kernel(&a, 1);")
+        lines.append("    if (rc) goto done;")
         lines += after
-        lines += [f"    free({buf});" for buf in frees]
+        lines.append("done:")
+        lines.append("    if (rc) slot->status = rc;")
+        lines += [f"    free({name});" for name in names]
         lines.append("}")
         return "\n".join(lines)
 
@@ -300,7 +389,7 @@ class CKernels:
             "#include <string.h>",
             '#include "runtime.h"',
             _header_line(),
-            "typedef struct { void *fn; uint64_t seed; } mithril_ggml_slot;",
+            _SLOT_C,
             "",
         ]
         return "\n".join(head + self.sources) + "\n"
@@ -316,6 +405,11 @@ class CKernels:
         self.library.mt_blas_serial()  # before ggml's threads run kernels: BLAS stays on the calling thread
         for slot, symbol in self.slots:
             slot.fn = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value
+
+    def reset(self, slots: Sequence[Slot]) -> None:
+        """Clear the reports of ``slots`` before a compute."""
+        for slot in slots:
+            slot.status = 0
 
     def reseed(self, rng: np.random.Generator) -> None:
         """Fresh seeds for the random kernels (called before every compute)."""

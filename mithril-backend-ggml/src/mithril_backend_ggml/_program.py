@@ -13,6 +13,13 @@ forward *and* the symbolic backward nodes) a :class:`_GraphFunction` owns:
 Nothing is shared between compiled models. Tensors are stored in ggml's layout: a row-major shape
 ``[a, b, c]`` is ``ne = (c, b, a)`` (``ne[0]`` is the fastest dim). Floats are F32, ints I32, and bools F32
 holding 0/1 (so masks feed straight into arithmetic); outputs are converted back at the boundary.
+
+Never aborting: ggml asserts (and so kills the process) on tensors with a zero-size dimension and on
+``ggml_get_rows`` indices out of range. A function whose graph holds a zero-size tensor is therefore
+computed by the C backend's generated code for the whole function (:class:`_ViaC`, same results, empty
+arrays where NumPy gives them); indices reach native ops only through a checking kernel, and C kernels
+report errors through their slots (see :mod:`~mithril_backend_ggml._ckernels`), raised as Mithril errors
+after the compute.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from mithril.compiler.codegen.escape import python_comment, python_identifier
 from mithril.compiler.passes.pruning import live_nodes
-from mithril.errors import ShapeError
+from mithril.errors import ShapeError, UnsupportedPrimitiveError
 
 from ._lib import load_ggml
 
@@ -71,6 +79,36 @@ class Builder:
         self._permute_source: dict[int, tuple[T, tuple[int, ...]]] = {}
         self.errors: list[BaseException] = []  # exceptions raised inside custom ops during a compute
         self.custom_kinds: list[tuple[str, str]] = []  # (primitive, "c" | "python") of every custom op built
+        self.slots: list[Any] = []  # slots of this graph's C kernels (their error reports are read after compute)
+        self.input_names: dict[int, str] = {}  # value id -> key of the function input it is
+
+    def checked_indices(self, node: Any, operand: str, index: T, bound: int) -> T:
+        """``index`` (I32) as read through a kernel that checks every element against ``[0, bound)``:
+        a bad one is reported after the compute (``IndexRangeError``) and replaced by 0 for the native op
+        that reads the result, which would otherwise abort the process (``ggml_get_rows``)."""
+        from mithril_backend_c.codegen import ALIAS_PRIMITIVES, IndexSite
+
+        from ._ckernels import trampoline
+
+        value = node.inputs[operand]
+        while value.producer is not None and value.producer.spec.name in ALIAS_PRIMITIVES:
+            value = next(v for v in value.producer.inputs.values() if v is not None)
+        static = value.shape.static()
+        shape = tuple(int(d) for d in static) if static is not None else index.shape
+        site = IndexSite(
+            node.spec.name, node.path, operand, int(bound), value.id, self.input_names.get(value.id), shape
+        )
+        slot = self.program.ckernels.guard(math.prod(index.shape), bound, site)
+        self.callbacks.append(slot)
+        self.slots.append(slot)
+        ggml = self.ggml
+        srcs = (ctypes.POINTER(ggml.ggml_tensor) * 1)(index.tensor)
+        fn = ggml.ggml_custom_op_t(trampoline())
+        tensor = ggml.ggml_custom_4d(
+            self.ctx, ggml.GGML_TYPE_I32, *self.ne(index.shape), srcs, 1, fn, 1, ctypes.byref(slot)
+        )
+        self.custom_kinds.append(("index check", "c"))
+        return T(tensor, index.shape, "int")
 
     # -- tensors -----------------------------------------------------------------------------------
     def ggml_type(self, kind: str) -> int:
@@ -117,6 +155,10 @@ class Builder:
         shape = tuple(shape)
         if x.shape == shape:
             return x
+        tail = shape[len(shape) - len(x.shape) :] if len(x.shape) <= len(shape) else None
+        if tail is None or any(s not in (1, t) for s, t in zip(x.shape, tail)):
+            # NumPy's rule; ggml_repeat would tile instead, or abort the process (GGML_ASSERT)
+            raise ShapeError(f"GGMLBackend: cannot broadcast shape {list(x.shape)} to {list(shape)} (NumPy broadcasting)")
         return T(self.ggml.ggml_repeat_4d(self.ctx, x.tensor, *self.ne(shape)), shape, x.kind)
 
     def permute(self, x: T, axes: Sequence[int]) -> T:
@@ -179,7 +221,11 @@ class _GraphFunction:
         self.galloc = None
         self._finalizer = weakref.finalize(self, _free, ggml, self.__dict__)
         b = Builder(program, self.ctx, self.const_ctx)
+        b.input_names = {v.id: k for group in (fn.inputs, fn.cotangents) for k, v in group.items()}
         self.callbacks = b.callbacks
+        self.slots = b.slots
+        self.input_names = b.input_names
+        self.ckernels = program.ckernels
         self.custom_ops = b.custom_kinds
         self.random_slots = program.ckernels
         values: dict[int, T] = {}
@@ -193,7 +239,7 @@ class _GraphFunction:
                 shape = _static_shape(value, f"{source} {name!r}")
                 tensor = b.new(shape, kind)
                 ggml.ggml_set_input(tensor)
-                ggml.ggml_set_name(tensor, name.encode()[:63])
+                ggml.ggml_set_name(tensor, name.encode("utf-8", "replace").replace(b"\0", b"?")[:63])
                 values[value.id] = T(tensor, shape, kind)
                 label = "cotangents" if source == "cotangent" else ("params" if name in param_names else "data")
                 self.inputs.append((label, name, tensor, shape, np.dtype(np.int32 if kind == "int" else np.float32)))
@@ -270,7 +316,9 @@ class _GraphFunction:
         # ask the backend for its buffer type instead)
         self.galloc = ggml.ggml_gallocr_new(ggml.ggml_backend_get_default_buffer_type(self.backend))
         if not ggml.ggml_gallocr_alloc_graph(self.galloc, gf):
-            raise MemoryError(f"GGMLBackend: could not allocate the compute buffer of {fn.name}")
+            from mithril_backend_c.errors import NativeMemoryError
+
+            raise NativeMemoryError(f"GGMLBackend: could not allocate the compute buffer of {fn.name}")
         self.buffer_bytes = ggml.ggml_gallocr_get_buffer_size(self.galloc, 0)
         # inputs the graph never reads have no memory: skip them when copying in
         self.inputs = [entry for entry in self.inputs if entry[2].contents.data]
@@ -283,7 +331,7 @@ class _GraphFunction:
             ("" if isinstance(k, int) else f"{k}=") + ("None" if v is None else _label(v)) for k, v in inputs.items()
         )
         results = ", ".join(_label(v) for v in outputs)
-        self.lines.append(f"    {results} = {name}({shown})  # ggml: {how}{'  @ ' + path if path else ''}")
+        self.lines.append(f"    {results} = {name}({shown})  # {python_comment(f'ggml: {how}' + ('  @ ' + path if path else ''))}")
 
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         ggml = self.ggml
@@ -298,13 +346,21 @@ class _GraphFunction:
                 ggml.ggml_backend_tensor_set(tensor, array.ctypes.data, 0, array.nbytes)
             ggml.ggml_backend_cpu_set_n_threads(self.backend, threads)
             self.errors.clear()
+            if self.slots:
+                self.ckernels.reset(self.slots)
             if self.random_slots.random_slots:
                 self.random_slots.reseed(self.program_backend.rng)
             status = ggml.ggml_backend_graph_compute(self.backend, self.gf)
             if self.errors:
                 raise self.errors[0]
+            if self.slots:
+                error = self.ckernels.error(self.slots, self.name, self.input_names)
+                if error is not None:
+                    raise error
             if status != 0:
-                raise RuntimeError(f"GGMLBackend: ggml_backend_graph_compute failed with status {status} in {self.name}")
+                from mithril_backend_c.errors import NativeError
+
+                raise NativeError(f"GGMLBackend: ggml_backend_graph_compute returned status {status} (expected 0) in {self.name}")
             results = []
             for entries in self.outputs:
                 out = {}
@@ -353,15 +409,74 @@ def _materialised(ggml: Any, tensor: Any) -> Any:
 
 
 def _label(value: Any) -> str:
+    """A value's name in the readable listing (``pm.source``): an inert identifier or literal."""
     if value.is_constant and value.producer is None and np.ndim(value.const) == 0:
         return repr(value.const.item() if isinstance(value.const, np.ndarray) else value.const)
-    return value.name or f"t{value.id}"
+    return python_identifier(value.name) if value.name else f"t{value.id}"
 
 
 def _host(array: np.ndarray, kind: str) -> np.ndarray:
     if kind == "bool":
         return array.astype(bool)
     return array.astype(np.int32 if kind == "int" else np.float32)
+
+
+def _zero_size(graph: Any, fn: Any) -> str | None:
+    """A description of the first value of ``fn``'s graph with a zero-size dimension, or ``None``."""
+    targets = [v for group in fn.returns for v in group.values()]
+    values = [*fn.inputs.items(), *fn.cotangents.items()]
+    values += [(f"{n.path or n.spec.name}.{k}", v) for n in live_nodes(graph.nodes, targets) for k, v in n.outputs.items()]
+    values += [(k, v) for group in fn.returns for k, v in group.items()]
+    for label, value in values:
+        shape = value.shape.static()
+        if shape is not None and 0 in tuple(shape):
+            return f"{label!r} with shape {list(shape)}"
+    return None
+
+
+class _ViaC:
+    """A function whose graph holds a zero-size tensor, computed by the C backend's generated code for
+    the whole function (ggml asserts on empty tensors, which would abort the process). Same calling
+    convention and boundary dtypes as a ggml graph (ints come back as int32)."""
+
+    def __init__(self, program: GGMLProgram, graph: Any, fn: Any, param_names: set[str]) -> None:
+        from mithril.types import Dtype
+        from mithril_backend_c import toolchain
+        from mithril_backend_c.codegen import generate_c
+        from mithril_backend_c.program import _bind
+
+        from ._ckernels import _LIBRARIES, c_emitters
+
+        self.name = fn.name
+        where = _zero_size(graph, fn)
+        targets = [v for group in fn.returns for v in group.values()]
+        missing = sorted({n.spec.name for n in live_nodes(graph.nodes, targets) if n.spec.name not in c_emitters()})
+        if missing:
+            raise UnsupportedPrimitiveError(
+                f"GGMLBackend: {fn.name} has a zero-size tensor ({where}); ggml cannot compute empty tensors, so such "
+                f"graphs run as the C backend's generated code, which has no kernel for {missing}. Expected every "
+                "dimension to be at least 1"
+            )
+        emitters = c_emitters()
+        source, (layout,) = generate_c(
+            graph, [fn], param_names=param_names, header=f"GGMLBackend {fn.name}, zero-size tensor {where}",
+            dtype=Dtype.float32, emitters=emitters, max_parts=int(getattr(program.backend, "threads", 1)),
+        )  # fmt: skip
+        library = toolchain.load_library(toolchain.build_library(source))
+        _LIBRARIES.append(library)
+        self._call = _bind(library, layout, program.backend)
+        self.n_graph_nodes = 0
+        self.buffer_bytes = 0
+        self.custom_ops: list[tuple[str, str]] = []
+        self.lines = [f"# {fn.name}: the C backend's generated code (the graph holds {python_comment(str(where))})"]
+
+    def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
+        result = self._call(*groups)
+        for out in result if isinstance(result, tuple) else (result,):
+            for key, array in out.items():
+                if array.dtype.kind in "iu":
+                    out[key] = array.astype(np.int32)
+        return result
 
 
 def _free(ggml: Any, state: dict[str, Any]) -> None:
@@ -384,10 +499,17 @@ class GGMLProgram:
 
         self.backend = backend
         self.ckernels = CKernels(backend.threads)  # the C kernels of custom ops, compiled once for all functions
-        self.functions = {fn.name: _GraphFunction(self, graph, fn, param_names) for fn in functions}
+        self.functions: dict[str, Any] = {}
+        for fn in functions:
+            empty = _zero_size(graph, fn)
+            maker = _GraphFunction if empty is None else _ViaC
+            self.functions[fn.name] = maker(self, graph, fn, param_names)
         self.ckernels.link()
-        lines = [f"# {line}" for line in header.splitlines()]
+        lines = [f"# {python_comment(line)}" for line in header.splitlines()]
         for f in self.functions.values():
+            if isinstance(f, _ViaC):
+                lines.append(f"# {f.name!r}: generated C (the graph holds a zero-size tensor, which ggml cannot compute)")
+                continue
             lines.append(
                 f"# ggml graph {f.name!r}: {f.n_graph_nodes} ggml nodes, compute buffer {f.buffer_bytes / 2**20:.2f} MiB"
             )

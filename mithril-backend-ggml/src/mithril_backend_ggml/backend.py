@@ -24,6 +24,23 @@ from mithril.types import Dtype, Kind
 __all__ = ["GGMLBackend"]
 
 
+def _check_int_range(values: np.ndarray, target: np.dtype) -> None:
+    """Refuse integers that ``target`` cannot hold (a cast would wrap them around)."""
+    if values.size == 0 or np.can_cast(values.dtype, target, "safe"):
+        return
+    info = np.iinfo(target)
+    low, high = values.min(), values.max()
+    if low < info.min or high > info.max:
+        from mithril.errors import DtypeError
+
+        bad = low if low < info.min else high
+        position = tuple(int(i) for i in np.argwhere(values == bad)[0])
+        raise DtypeError(
+            f"GGMLBackend computes integers in {target.name}: value {int(bad)} at position {position} is outside "
+            f"[{info.min}, {info.max}]"
+        )
+
+
 class GGMLBackend(Backend):
     """Backend running ggml compute graphs (float32 only).
 
@@ -68,14 +85,25 @@ class GGMLBackend(Backend):
 
     # -- arrays ----------------------------------------------------------------------------------
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
-        """An ``np.ndarray``: floats float32, ints int32, bools bool (or the explicit ``dtype``)."""
+        """An ``np.ndarray``: floats float32, ints int32, bools bool (or the explicit ``dtype``). Integers
+        that do not fit the target integer type are refused (a silent wrap-around would turn an
+        out-of-range index into a valid one).
+
+        >>> GGMLBackend(threads=1).array([1, 2]).dtype   # doctest: +SKIP
+        dtype('int32')
+        """
         if dtype is not None:
-            return np.asarray(data, dtype=self.native_dtype(dtype))
+            target = self.native_dtype(dtype)
+            values = np.asarray(data)
+            if target.kind in "iu" and values.dtype.kind in "iu":
+                _check_int_range(values, target)
+            return np.asarray(values, dtype=target)
         values = np.asarray(data)
         kind = values.dtype.kind
         if kind == "f":
             return values.astype(self.native_dtype(), copy=False)
         if kind in "iu":
+            _check_int_range(values, np.dtype(np.int32))
             return values.astype(np.int32, copy=False)
         if kind == "b":
             return values

@@ -64,6 +64,7 @@ def custom(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
         shape = tuple(int(d) for d in value.shape.static())
         slot = b.program.ckernels.slot(node, sources, index)
         b.callbacks.append(slot)
+        b.slots.append(slot)
         srcs = (ctypes.POINTER(ggml.ggml_tensor) * max(1, len(present)))(*[t.tensor for t in present])
         fn = ggml.ggml_custom_op_t(trampoline())
         ne = b.ne(shape)
@@ -92,6 +93,7 @@ def build_fused(b: Builder, nodes: Any, inputs: Any, output: Any, lookup: Callab
     if kernel is None:
         return None
     b.callbacks.append(kernel.slot)
+    b.slots.append(kernel.slot)
     srcs = (ctypes.POINTER(ggml.ggml_tensor) * max(1, len(built)))(*[t.tensor for t in built])
     fn = ggml.ggml_custom_op_t(trampoline())
     ne = b.ne(shape)
@@ -112,7 +114,11 @@ SPLIT_FIRST = frozenset({"conv1d", "conv2d"})
 """Primitives computed by a split C kernel (the C backend's convolution: im2col blocks + BLAS on every
 ggml thread) in preference to ggml's own ops (``ggml_conv_2d``'s F32 ``mul_mat`` is several times slower)."""
 SPLIT_FALLBACK = frozenset({"max_pool2d", "avg_pool2d"})
-"""Primitives whose C fallback (cases ggml cannot do, e.g. padded pooling) is split over ggml's threads."""
+"""Primitives whose C fallback (cases ggml cannot do, e.g. padded pooling) is split over ggml's threads
+(as is every elementwise primitive's: :data:`mithril_backend_c.emitters.elementwise.EXPRESSIONS`)."""
+NAN_PRESERVING = frozenset({"relu", "sign", "leaky_relu"})
+"""Elementwise primitives computed by a split C kernel although ggml has an op: ``ggml_relu``,
+``ggml_sgn`` and ``ggml_leaky_relu`` map NaN to 0, where NumPy (and every other backend) keeps NaN."""
 
 
 # -- native builders -------------------------------------------------------------------------------
@@ -140,10 +146,10 @@ def _out(node: Any) -> tuple[tuple[int, ...], str]:
 
 
 _UNARY = {
-    "neg": "ggml_neg", "abs": "ggml_abs", "sign": "ggml_sgn", "exp": "ggml_exp", "log": "ggml_log",
+    "neg": "ggml_neg", "abs": "ggml_abs", "exp": "ggml_exp", "log": "ggml_log",
     "sqrt": "ggml_sqrt", "square": "ggml_sqr", "sin": "ggml_sin", "cos": "ggml_cos", "tanh": "ggml_tanh",
-    "sigmoid": "ggml_sigmoid", "relu": "ggml_relu",
-}
+    "sigmoid": "ggml_sigmoid",
+}  # not relu, sign, leaky_relu: see NAN_PRESERVING
 
 
 @native(*_UNARY)
@@ -151,13 +157,6 @@ def _unary(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     x = args["input"]
     _floats(x)
     return {"output": b.wrap(getattr(b.ggml, _UNARY[node.spec.name])(b.ctx, x.tensor), x.shape)}
-
-
-@native("leaky_relu")
-def _leaky_relu(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
-    _floats(x)
-    return {"output": b.wrap(b.ggml.ggml_leaky_relu(b.ctx, x.tensor, float(node.attrs["slope"]), False), x.shape)}
 
 
 _BINARY = {"add": "ggml_add", "subtract": "ggml_sub", "multiply": "ggml_mul", "divide": "ggml_div"}
@@ -404,6 +403,7 @@ def _cross_entropy(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built
         raise Fallback("cross_entropy targets")
     n, c = x.shape
     eye = b.const(np.eye(c, dtype=np.float32), "float")
+    target = b.checked_indices(node, "target", target, c)  # get_rows aborts on an index out of range
     one_hot = b.wrap(b.ggml.ggml_get_rows(b.ctx, eye.tensor, target.tensor), (n, c))
     logp = _log_softmax_rows(b, x)
     picked = b.wrap(b.ggml.ggml_sum_rows(b.ctx, b.ggml.ggml_mul(b.ctx, logp.tensor, one_hot.tensor)), (n, 1))
@@ -575,6 +575,7 @@ def _embedding(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     if idx.kind != "int" or w.kind != "float" or len(w.shape) != 2 or len(shape) > 4:
         raise Fallback("embedding layout")
     flat = b.reshape(idx, (math.prod(idx.shape),))  # get_rows takes a vector of row indices
+    flat = b.checked_indices(node, "input", flat, w.shape[0])  # get_rows aborts on an index out of range
     rows = b.wrap(b.ggml.ggml_get_rows(b.ctx, w.tensor, flat.tensor), (flat.shape[0], w.shape[1]))
     return {"output": b.reshape(rows, shape)}
 
@@ -594,12 +595,18 @@ def build_node(b: Builder, node: Any, args: Mapping[str, T | None]) -> tuple[Bui
             return builder(b, node, args), "native"
         except Fallback:
             pass
-    if name in SPLIT_FALLBACK and len(node.outputs) == 1:
+    if (name in SPLIT_FALLBACK or name in _elementwise_names()) and len(node.outputs) == 1:
         built = _split(b, node, args)
         if built is not None:
             return {"output": built}, split
     outs = custom(b, node, args)
     return outs, f"custom op ({'C kernel' if b.custom_kinds[-1][1] == 'c' else 'Python callback'})"
+
+
+def _elementwise_names() -> frozenset[str]:
+    from mithril_backend_c.emitters.elementwise import EXPRESSIONS
+
+    return frozenset(EXPRESSIONS)
 
 
 def _split(b: Builder, node: Any, args: Mapping[str, T | None]) -> T | None:

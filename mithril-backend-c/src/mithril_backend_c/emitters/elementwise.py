@@ -176,8 +176,9 @@ def divide(ctx: Ctx, node: Node) -> Spec:
 def floor_divide(ctx: Ctx, node: Node) -> Spec:
     if ctx.np_dtype(node.output).kind in "iu":
         return _binary(ctx, node, lambda a, b: f"mt_floordiv_i64({a}, {b})")
-    m, f = _math(ctx, node), _fn(ctx, node, "floor")
-    return _binary(ctx, node, lambda a, b: f"{f}(({m}){a} / ({m}){b})")
+    m = _math(ctx, node)
+    sfx = "f32" if m == "float" else "f64"
+    return _binary(ctx, node, lambda a, b: f"mt_floordiv_{sfx}(({m}){a}, ({m}){b})")  # NumPy's, NaN/inf included
 
 
 def power(ctx: Ctx, node: Node) -> Spec:

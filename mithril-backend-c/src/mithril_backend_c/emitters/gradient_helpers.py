@@ -64,12 +64,16 @@ def embedding_grad(ctx: Ctx, node: Node) -> list[str]:
     gy, idx, out = node.inputs["output_grad"], node.inputs["input"], node.output
     v, dim = ctx.shape(out)
     rows = ctx.size(idx)
-    return ctx.fill(out, "0") + [
-        f"for (long i = 0; i < {rows}; i++) {{",
-        f"    int64_t j = {ctx.p(idx)}[i]; if (j < 0) j += {v};",
-        f"    for (long c = 0; c < {dim}; c++) {ctx.p(out)}[j * {dim} + c] += {ctx.p(gy)}[i * {dim} + c];",
-        "}",
-    ]
+    return (
+        ctx.check_indices(idx, v, "input")
+        + ctx.fill(out, "0")
+        + [
+            f"for (long i = 0; i < {rows}; i++) {{",
+            f"    int64_t j = {ctx.p(idx)}[i];",
+            f"    for (long c = 0; c < {dim}; c++) {ctx.p(out)}[j * {dim} + c] += {ctx.p(gy)}[i * {dim} + c];",
+            "}",
+        ]
+    )
 
 
 def index_grad(ctx: Ctx, node: Node) -> list[str]:
@@ -93,11 +97,12 @@ def gather_grad(ctx: Ctx, node: Node) -> list[str]:
 
     def body(i: list[str]) -> list[str]:
         return [
-            f"int64_t j = {ctx.p(idx)}[{i[0]}]; if (j < 0) j += {shape[axis]};",
+            f"int64_t j = {ctx.p(idx)}[{i[0]}];",
             f"{ctx.p(out)}[{i[1]} + j * {strides[axis]}] += {ctx.p(gy)}[{i[0]}];",
         ]
 
-    return ctx.fill(out, "0") + ctx.loops(ishape, operands, body, simd=False, parallel=False)
+    checks = ctx.check_indices(idx, shape[axis], "index")
+    return checks + ctx.fill(out, "0") + ctx.loops(ishape, operands, body, simd=False, parallel=False)
 
 
 def attention_weights(ctx: Ctx, node: Node) -> list[str]:
@@ -112,7 +117,8 @@ def cross_entropy_grad(ctx: Ctx, node: Node) -> list[str]:
     categorical = node.attrs["categorical"]
     target = f"((j) == {T}[q] ? 1.0 : 0.0)" if categorical else f"(double){T}[base + (j) * {r}]"
     kind = node.attrs["input_type"]
-    lines = [f"for (long q = 0; q < {n * r}; q++) {{", f"    long base = (q / {r}) * {c * r} + q % {r};"]
+    lines = ctx.check_indices(t, c, "target") if categorical else []
+    lines += [f"for (long q = 0; q < {n * r}; q++) {{", f"    long base = (q / {r}) * {c * r} + q % {r};"]
     lines.append(f"    #define TGT(j) {target}")
     if kind == "logits":
         lines += ["    " + line for line in log_prob_lines(ctx, node, X, c, r)]

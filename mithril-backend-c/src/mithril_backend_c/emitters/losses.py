@@ -35,7 +35,8 @@ def cross_entropy(ctx: Ctx, node: Node) -> list[str]:
     shape = ctx.shape(x)
     n, c, r = shape[0], shape[1], math.prod(shape[2:])
     X, T, Y = ctx.p(x), ctx.p(t), ctx.p(out)
-    lines = [f"for (long q = 0; q < {n * r}; q++) {{", f"    long base = (q / {r}) * {c * r} + q % {r};"]
+    lines = ctx.check_indices(t, c, "target") if node.attrs["categorical"] else []
+    lines += [f"for (long q = 0; q < {n * r}; q++) {{", f"    long base = (q / {r}) * {c * r} + q % {r};"]
     lines += ["    " + line for line in log_prob_lines(ctx, node, X, c, r)]
     if node.attrs["categorical"]:
         lines.append(f"    {Y}[q] = ({ctx.ct(out)})(-LOGP({T}[q]));")

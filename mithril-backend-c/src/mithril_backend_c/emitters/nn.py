@@ -287,6 +287,8 @@ def conv_grad_weight(ctx: Ctx, node: Node) -> list[str]:
     gy, x, like, out = node.inputs["output_grad"], node.inputs["input"], node.inputs["like"], node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(like))
     GY, X, DW = ctx.p(gy), ctx.p(x), ctx.p(out)
+    if d["N"] == 0:  # no image: the batch loop below would never write the (accumulated) result
+        return ctx.fill(out, "0")
     src = f"{X} + n * {d['C'] * d['HW']} + gi * {d['Cg'] * d['HW']}"
     lines = [f"for (long n = 0; n < {d['N']}; n++) for (long gi = 0; gi < {d['G']}; gi++) {{"]
     if d["pointwise"]:
@@ -356,13 +358,18 @@ def embedding(ctx: Ctx, node: Node) -> list[str]:
     idx, w, out = node.inputs["input"], node.inputs["weight"], node.output
     v, dim = ctx.shape(w)
     rows = ctx.size(idx)
-    return [
-        ctx.par(rows * dim),
-        f"for (long i = 0; i < {rows}; i++) {{",
-        f"    int64_t j = {ctx.p(idx)}[i]; if (j < 0) j += {v};",
-        f"    memcpy({ctx.p(out)} + i * {dim}, {ctx.p(w)} + j * {dim}, {dim} * sizeof({ctx.ct(out)}));",
-        "}",
-    ]
+    lines = ctx.check_indices(idx, v, "input")
+    pragma = ctx.par(rows * dim)
+    return (
+        lines
+        + ([pragma] if pragma else [])
+        + [
+            f"for (long i = 0; i < {rows}; i++) {{",
+            f"    int64_t j = {ctx.p(idx)}[i];",
+            f"    memcpy({ctx.p(out)} + i * {dim}, {ctx.p(w)} + j * {dim}, {dim} * sizeof({ctx.ct(out)}));",
+            "}",
+        ]
+    )
 
 
 def attention_probs(ctx: Ctx, node: Node, probs: str) -> list[str]:

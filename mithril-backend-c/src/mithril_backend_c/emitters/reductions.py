@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from mithril.compiler.graph import Node, Value
 from mithril.primitives.rules import normalize_axes, normalize_axis
 
-from ..codegen import Ctx, contiguous_strides
+from ..codegen import Ctx, contiguous_strides, float_literal
 
 __all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "softmax", "log_softmax"]
 
@@ -130,7 +130,7 @@ def var(ctx: Ctx, node: Node) -> list[str]:
     x, out = node.inputs["input"], node.output
     axes = _axes(node, x, ctx)
     count = math.prod(ctx.shape(x)[a] for a in axes)
-    ddof = node.attrs["correction"]
+    ddof = float_literal(float(node.attrs["correction"]))
     start = lambda: ["double s = 0, q = 0;"]  # noqa: E731
 
     def step(i: str, k: str, p: int) -> list[str]:
@@ -138,7 +138,8 @@ def var(ctx: Ctx, node: Node) -> list[str]:
             return [f"s += {ctx.p(x)}[{i}];"]
         return [f"double d = {ctx.p(x)}[{i}] - s / {count}; q += d * d;"]
 
-    fin = lambda o: [f"{ctx.p(out)}[{o}] = ({ctx.ct(out)})(q / ({count} - {ddof}));"]  # noqa: E731
+    # NumPy divides by max(count - ddof, 0): 0 / 0 is NaN for an empty or too small sample
+    fin = lambda o: [f"{ctx.p(out)}[{o}] = ({ctx.ct(out)})(q / fmax({count} - {ddof}, 0.0));"]  # noqa: E731
     return reduce_loops(ctx, x, out, axes, start, step, fin, passes=2)
 
 

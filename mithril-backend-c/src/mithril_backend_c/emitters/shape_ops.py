@@ -108,11 +108,11 @@ def gather(ctx: Ctx, node: Node) -> list[str]:
 
     def body(i: list[str]) -> list[str]:
         return [
-            f"int64_t j = {ctx.p(idx)}[{i[1]}]; if (j < 0) j += {n};",
+            f"int64_t j = {ctx.p(idx)}[{i[1]}];",
             f"{ctx.p(out)}[{i[0]}] = {ctx.p(x)}[{i[2]} + j * {xstrides[axis]}];",
         ]
 
-    return ctx.loops(ishape, operands, body, simd=False)
+    return ctx.check_indices(idx, n, "index") + ctx.loops(ishape, operands, body, simd=False)
 
 
 def arange(ctx: Ctx, node: Node) -> list[str]:

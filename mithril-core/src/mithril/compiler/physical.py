@@ -176,11 +176,31 @@ class PhysicalModel:
             print_fn(text)
         return text
 
-    def export(self, directory: str | Path, params: Mapping[str, Any] | None = None) -> Path:
+    def export(
+        self,
+        directory: str | Path,
+        params: Mapping[str, Any] | None = None,
+        *,
+        randomize: bool = False,
+        seed: int | None = None,
+        overwrite: bool = False,
+    ) -> Any:
         """Write a standalone program for this model (backends that generate native code, e.g. C).
 
-        ``params`` default to :meth:`get_parameters`. Returns the directory written.
+        ``params``: the parameters to write (e.g. the trained ones); required unless ``randomize=True``,
+        which writes fresh random ones (as :meth:`randomize_params` with ``seed``, leaving this model's
+        current parameters unchanged). A ``directory`` that already holds files is refused unless
+        ``overwrite=True`` (then the exported files are replaced and other files kept).
+
+        Returns what was written: a path-like result (``str(result)`` is the directory) whose ``files``,
+        ``inputs``/``outputs`` (key -> file) and ``params`` (``"given"`` or ``"random (seed ...)"``) say
+        what the directory now holds; ``result.summary()`` prints it.
+
+        >>> result = pm.export("out", pm.get_parameters())     # doctest: +SKIP
+        >>> print(result.summary())                              # doctest: +SKIP
+        exported to out: model.c, model.h, model.weights, main.c, BUILD, input_input.bin, ...
         """
+        where = f"pm.export({str(directory)!r})"
         exporter = getattr(self.program, "export", None)
         if exporter is None:
             from ..errors import UnsupportedPrimitiveError
@@ -188,9 +208,47 @@ class PhysicalModel:
             raise UnsupportedPrimitiveError(
                 f"{type(self.backend).__name__} cannot export a standalone program; compile with ml.CBackend() to export C"
             )
+        params = validation.mapping(where, "params", params, what="a dict of name -> array")
+        randomize = validation.boolean(where, "randomize", randomize)
+        overwrite = validation.boolean(where, "overwrite", overwrite)
+        seed = validation.positive_int(where, "seed", seed, optional=True, minimum=0)
+        if params is not None and randomize:
+            raise ArgumentError(f"{where}: give either params=... or randomize=True, not both")
+        if params is None and not randomize:
+            raise ArgumentError(
+                f"{where}: expected the parameters to write, got none. Pass params=... (e.g. your trained "
+                "parameters, or pm.get_parameters()), or randomize=True to write random ones"
+            )
+        if seed is not None and not randomize:
+            raise ArgumentError(f"{where}: seed={seed!r} is only used with randomize=True")
         directory = Path(directory)
-        exporter(directory, {k: self.backend.to_numpy(v) for k, v in (params or self.get_parameters()).items()}, self)
-        return directory
+        if directory.exists() and not directory.is_dir():
+            raise ArgumentError(f"{where}: {str(directory)!r} is a file, expected a directory (new or empty)")
+        if directory.is_dir() and not overwrite and any(directory.iterdir()):
+            present = sorted(p.name for p in directory.iterdir())
+            shown = ", ".join(present[:5]) + (f" and {len(present) - 5} more" if len(present) > 5 else "")
+            raise ArgumentError(
+                f"{where}: the directory is not empty (it holds {shown}); expected a new or empty directory. "
+                "Pass overwrite=True to replace the exported files in it (other files are kept)"
+            )
+        if params is None:
+            current = self._params
+            try:
+                params = self.randomize_params(seed)
+            finally:
+                self._params = current
+            source = f"random (randomize_params(seed={seed!r}))"
+        else:
+            missing, unknown = sorted(self._state_keys - set(params)), sorted(set(params) - self._state_keys)
+            if missing or unknown:
+                parts = ([f"missing {missing}"] if missing else []) + ([f"unknown {unknown}"] if unknown else [])
+                raise KeyError_(
+                    f"{where}: params {'; '.join(parts)}; expected exactly the parameters and buffers "
+                    f"{sorted(self._state_keys)}"
+                )
+            source = "given"
+        arrays = {k: np.asarray(self.backend.to_numpy(v)) for k, v in params.items()}
+        return exporter(directory, arrays, self, overwrite=overwrite, params_source=source)
 
     # -- parameters ------------------------------------------------------------------------------
     def randomize_params(self, seed: int | None = None) -> dict[str, Any]:
