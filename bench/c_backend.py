@@ -4,7 +4,9 @@
   (target <= 1.0);
 - the ResNet-18-shaped conv stack of ``bench/conv.py`` (1x3x224x224, float32): Mithril-C vs PyTorch
   eager, forward and forward+backward (target <= 2);
-- per-call overhead of ``evaluate`` on a tiny model (Add of two 16-element vectors; target <= 10 us).
+- per-call overhead of ``evaluate`` on a tiny model (Add of two 16-element vectors; target <= 10 us);
+- per-call cost of the generated C's index checks (embedding of a GPT-2-sized table, cross-entropy with
+  class targets): the same C with and without the check loops.
 
 Sections whose reference is not installed (mithril-backend-numpy, torch) are skipped with a note.
 Run: ``python bench/c_backend.py``.
@@ -12,6 +14,7 @@ Run: ``python bench/c_backend.py``.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -107,10 +110,87 @@ def overhead() -> None:
     )
 
 
+def _without_index_checks(source: str) -> str:
+    """``source`` with the generated ``{  /* index check */ ... }`` blocks removed (for timing only)."""
+    out, skip = [], None
+    for line in source.splitlines():
+        if skip is None and line.strip() == "{  /* index check */":
+            skip = line[: len(line) - len(line.lstrip())] + "}"
+            continue
+        if skip is not None:
+            if line == skip:
+                skip = None
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _best_per_call(fns: dict[str, object], number: int, rounds: int = 15) -> dict[str, float]:
+    """Fastest per-call time of each function over ``rounds`` alternating blocks of ``number`` calls (the
+    minimum is the measure least disturbed by other processes on a loaded machine)."""
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()  # type: ignore[operator]
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
+    return best
+
+
+def index_checks() -> None:
+    """Per call: the generated entry point with its index checks against the same C without them."""
+    from mithril.models import CrossEntropy, Embedding, IOKey, Model
+    from mithril_backend_c import toolchain
+    from mithril_backend_c.program import _bind
+
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    rng = np.random.default_rng(0)
+
+    def embedding(vocab: int, dim: int) -> Model:
+        model = Model()
+        model |= Embedding(vocab, dim)(input="tokens", output=IOKey("output"))
+        return model
+
+    ce = Model()
+    ce |= CrossEntropy(reduction="none")(input="logits", target="target", output=IOKey("output"))
+    cases = [
+        ("embedding 50257x768, 8 tokens", embedding(50257, 768), {"tokens": [1, 8]}, 2000,
+         {"tokens": rng.integers(0, 50257, (1, 8))}),
+        ("embedding 50257x768, 1024 tokens", embedding(50257, 768), {"tokens": [1, 1024]}, 200,
+         {"tokens": rng.integers(0, 50257, (1, 1024))}),
+        ("embedding 1000x1, 65536 tokens (check-bound)", embedding(1000, 1), {"tokens": [65536]}, 200,
+         {"tokens": rng.integers(0, 1000, 65536)}),
+        ("cross_entropy 4096 rows x 10 classes", ce, {"logits": [4096, 10], "target": [4096]}, 50,
+         {"logits": rng.standard_normal((4096, 10)).astype(np.float32), "target": rng.integers(0, 10, 4096)}),
+    ]  # fmt: skip
+    print("index checks in the generated C (threads=1; the same source with the check loops removed; best of 15)")
+    for title, model, shapes, number, data in cases:
+        pm = ml.compile(model, backend, shapes=shapes, data_keys=set(shapes), inference=True)
+        params = pm.randomize_params(seed=0)
+        (fn,) = [f for f in pm.program.functions if f.name == "evaluate"]
+        checked = pm.program.load()["evaluate"]
+        library = toolchain.load_library(toolchain.build_library(_without_index_checks(pm.program.source)))
+        unchecked = _bind(library, fn, backend)
+        calls = {
+            "checked": functools.partial(checked, params, data),
+            "unchecked": functools.partial(unchecked, params, data),
+        }
+        times = _best_per_call(calls, number)
+        extra = (times["checked"] - times["unchecked"]) * 1e6
+        count = int(np.prod(next(s for k, s in shapes.items() if k in ("tokens", "target"))))
+        print(
+            f"  {title:<46} checked {times['checked'] * 1e6:8.2f} us, unchecked {times['unchecked'] * 1e6:8.2f} us: "
+            f"{extra:+.2f} us per call ({times['checked'] / times['unchecked']:.3f}x, "
+            f"{extra * 1e3 / count:+.2f} ns per index)"
+        )
+
+
 def main() -> None:
     mlp()
     conv()
     overhead()
+    index_checks()
 
 
 if __name__ == "__main__":
