@@ -92,14 +92,13 @@ def test_exported_c_program_with_hostile_names_builds_and_reproduces(
     x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
     expected = pm.evaluate(params, {key_in: x})[key_out]
     out_dir = tmp_path_factory.mktemp("export") / "program"
-    pm.export(out_dir, params)
+    result = pm.export(out_dir, params)
     written = sorted(p.name for p in out_dir.iterdir())
     assert all(len(name.encode()) <= 120 and "/" not in name and not name.startswith(".") for name in written)
     build = (out_dir / "BUILD").read_text().split()
     subprocess.run([shutil.which("cc"), *build[1:], "-o", "model"], cwd=out_dir, check=True, capture_output=True)
+    x.tofile(out_dir / result.inputs[key_in])
     run = subprocess.run([str(out_dir / "model"), str(out_dir)], check=True, capture_output=True)
     assert run.returncode == 0
-    outputs = [p for p in out_dir.iterdir() if p.name.startswith("output_") and p.suffix == ".bin"]
-    assert len(outputs) == 1, written
-    got = np.fromfile(outputs[0], dtype=np.float32).reshape(expected.shape)
+    got = np.fromfile(out_dir / result.outputs[key_out], dtype=np.float32).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
