@@ -186,6 +186,19 @@ def test_cli_prints_one_line_errors_and_finds_modules_in_the_current_directory(t
     assert "Traceback" in full.stderr
 
 
+@pytest.mark.skipif("c" not in BACKENDS, reason="needs the C backend")
+def test_cli_export_says_what_it_wrote_and_never_overwrites_silently(tmp_path):
+    (tmp_path / "my_models.py").write_text("from mithril.models import Linear\n\ndef build():\n    return Linear(3)\n")
+    command = [sys.executable, "-m", "mithril.cli", "export", "my_models:build", str(tmp_path / "out"), "--shape", "input=2,4"]
+    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "seed=0" in first.stdout and "model.c" in first.stdout
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and "overwrite" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    forced = subprocess.run([*command, "--overwrite", "--seed", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert forced.returncode == 0 and "seed=3" in forced.stdout
+
+
 # -- stable parameter names ----------------------------------------------------------------------
 def _mlp(extra_layers: int) -> Model:
     model = Model()

@@ -52,11 +52,11 @@ def _export(args: argparse.Namespace) -> int:
     backend = backend_class(args.backend)(dtype=ml.Dtype.parse(args.dtype))
     pm = ml.compile(model, backend, shapes=shapes, inference=True)
     if args.params:
-        params = pm.load_params(args.params)
+        result = pm.export(args.output, pm.load_params(args.params), overwrite=args.overwrite)
     else:
-        params = pm.randomize_params(seed=args.seed)
-    out = pm.export(args.output, params)
-    print(f"exported {args.model} ({pm.primitive_count} primitive calls) to {out}")
+        result = pm.export(args.output, randomize=True, seed=args.seed, overwrite=args.overwrite)
+    print(f"exported {args.model} ({pm.primitive_count} primitive calls)")
+    print(result.summary() if hasattr(result, "summary") else f"to {result}")
     return 0
 
 
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--backend", default="c")
     export.add_argument("--dtype", default="float32")
     export.add_argument("--params", help="parameters saved with save_params (.npz or .safetensors); random otherwise")
-    export.add_argument("--seed", type=int, default=0)
+    export.add_argument("--seed", type=int, default=0, help="seed of the random parameters when --params is not given")
+    export.add_argument("--overwrite", action="store_true", help="write into a non-empty output directory")
     export.set_defaults(func=_export)
     plugins = sub.add_parser("plugins", help="list loaded and broken plugins")
     plugins.set_defaults(func=_plugins)
