@@ -4,6 +4,7 @@ internal message or a silently wrong answer (each test failed before the hardeni
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -225,3 +226,44 @@ def test_names_are_stable_when_blocks_are_added_and_old_files_still_load(tmp_pat
         loaded = after.load_params(tmp_path / "v1.safetensors", strict=False)
     for key in before.param_keys:
         np.testing.assert_array_equal(loaded[key], saved[key])
+
+
+# -- shape rules refuse what NumPy refuses (before any backend sees it) --------------------------
+@pytest.mark.parametrize(
+    ("primitive", "attrs", "shape", "fragment"),
+    [
+        ("broadcast_to", {"shape": (3, 4)}, [2, 1], "does not broadcast to [3, 4]"),
+        ("broadcast_to", {"shape": (4,)}, [2, 4], "cannot broadcast"),
+        ("max", {"axis": 1}, [3, 0], "axis 1 has size 0"),
+        ("argmin", {"axis": None}, [0], "axis 0 has size 0"),
+    ],
+)
+@pytest.mark.parametrize("name", BACKENDS)
+def test_shapes_numpy_refuses_are_refused_at_compile_time(name, primitive, attrs, shape, fragment):
+    from mithril.models import Primitive
+
+    model = Model()
+    model |= Primitive(primitive, **attrs)(input="x", output=IOKey("y"))
+    with pytest.raises(ShapeError, match=re.escape(fragment)):
+        ml.compile(model, _backend(name), shapes={"x": shape})
+
+
+def test_broadcast_to_and_empty_reductions_that_numpy_accepts_still_compile():
+    from mithril.models import Primitive
+
+    for primitive, attrs, shape in [("broadcast_to", {"shape": (3, 4)}, [1, 4]), ("sum", {"axis": 1}, [3, 0])]:
+        model = Model()
+        model |= Primitive(primitive, **attrs)(input="x", output=IOKey("y"))
+        pm = ml.compile(model, ml.NumpyBackend(), shapes={"x": shape})
+        x = np.ones(shape, dtype=np.float32)
+        expected = np.broadcast_to(x, attrs["shape"]) if primitive == "broadcast_to" else x.sum(1)
+        np.testing.assert_array_equal(pm.evaluate({}, {"x": x})["y"], expected)
+
+
+@pytest.mark.skipif("ggml" not in BACKENDS, reason="needs the GGML backend")
+def test_data_the_backend_cannot_hold_is_an_error_naming_the_key():
+    model = Model()
+    model |= Embedding(10, 3)(input="ids", output=IOKey("y"))
+    pm = ml.compile(model, _backend("ggml"), shapes={"ids": [2]}, data_keys={"ids"})
+    with pytest.raises(DtypeError, match=r"'ids'.*int32"):
+        pm.evaluate(pm.randomize_params(), {"ids": np.array([1, 2**40])})

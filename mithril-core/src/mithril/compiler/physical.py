@@ -562,7 +562,10 @@ class PhysicalModel:
             raise DtypeError(f"evaluate({label}): {name!r} is {type(value).__name__} of dtype {array.dtype}; expected numbers ({kind})")
         if array.dtype.kind == "f" and kind != "float":
             raise DtypeError(f"evaluate({label}): {name!r} has float values, but the model expects {kind} values")
-        return self.backend.array(array, kind)
+        try:
+            return self.backend.array(array, kind)
+        except (DtypeError, ShapeError, ArgumentError) as exc:  # values the backend cannot hold (ints beyond int32 on GGML)
+            raise type(exc)(f"evaluate({label}): {name!r}: {exc}") from None
 
 
 PARAM_FILE_SUFFIXES = (".safetensors", ".npz")

@@ -129,8 +129,21 @@ def _unsqueeze(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
 
 
 def _broadcast_to(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    unify(io["output"], fixed(list(attrs["shape"])))
-    return True
+    """Output is ``shape``; the input must broadcast to it as in NumPy (each of its trailing dims 1 or equal)."""
+    target = list(attrs["shape"])
+    unify(io["output"], fixed(target))
+    dims = io["input"].dims()
+    if dims is None:
+        return False  # checked once the input's rank is known
+    if len(dims) > len(target):
+        raise ShapeMismatch(f"input of rank {len(dims)} cannot broadcast to shape {target} of rank {len(target)}")
+    offset = len(target) - len(dims)
+    for i, dim in enumerate(dims):
+        size = dim.value
+        if size is not None and size not in (1, target[offset + i]):
+            shown = [d.value for d in dims]
+            raise ShapeMismatch(f"input shape {shown} does not broadcast to {target}: axis {i} has size {size}")
+    return all(dim.value is not None for dim in dims)
 
 
 def _concat(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
