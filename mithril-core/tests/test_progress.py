@@ -11,6 +11,7 @@ import sys
 import termios
 
 import pytest
+from mithril.plugins.lookup import available_backends
 
 SCRIPT = """
 import time
@@ -23,11 +24,12 @@ print("done")
 """
 
 
-def _run_on_terminal(env: dict[str, str]) -> str:
+def _run_on_terminal(env: dict[str, str] | None = None, script: str = SCRIPT) -> str:
+    """Run ``script`` in a child process whose standard streams are a 160-column pseudo-terminal."""
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
     process = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT], stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True
+        [sys.executable, "-c", script], stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True
     )
     os.close(follower)
     output = b""
@@ -40,7 +42,7 @@ def _run_on_terminal(env: dict[str, str]) -> str:
             break
         output += chunk
     os.close(leader)
-    assert process.wait(timeout=60) == 0
+    assert process.wait(timeout=300) == 0, output.decode()
     return output.decode()
 
 
@@ -73,3 +75,26 @@ def test_verbose_true_shows_it_anywhere() -> None:
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert "compiling model.c" in result.stderr
+
+
+@pytest.mark.skipif(
+    not {"jax", "mlx", "torch"} & set(available_backends()), reason="needs a backend that compiles on the first call"
+)
+def test_first_jit_call_is_announced_then_the_plain_function_runs() -> None:
+    script = """
+import mithril as ml, mithril.progress, numpy as np
+from mithril.plugins.lookup import available_backends
+from mithril.models import Linear
+mithril.progress.DEFAULT_DELAY = 0.0
+name = next(b for b in ("jax", "mlx", "torch") if b in available_backends())
+backend = {"jax": ml.JaxBackend, "mlx": ml.MlxBackend, "torch": ml.TorchBackend}[name]()
+pm = ml.compile(Linear(2), backend, shapes={"input": [1, 3]}, jit=True)
+wrapper = pm._forward
+params = pm.randomize_params()
+pm.evaluate(params, {"input": np.ones((1, 3), dtype=np.float32)})
+assert pm._forward is not wrapper  # the plain compiled function from now on
+pm.evaluate(params, {"input": np.ones((1, 3), dtype=np.float32)})
+print("done")
+"""
+    text = _run_on_terminal(script=script)
+    assert "compiling Linear forward (first call)" in text and "done" in text

@@ -90,7 +90,7 @@ def task(
     total: int | None = None,
     unit: str = "",
     verbose: bool | None = None,
-    delay: float = DEFAULT_DELAY,
+    delay: float | None = None,
 ) -> Iterator[Callable[[int], None]]:
     """Run a block as a named task; yields ``advance(n)`` for counted work (``total`` in ``unit``s).
 
@@ -102,6 +102,8 @@ def task(
         return
     if verbose:  # asked for explicitly: shown from the start
         delay = 0.0
+    elif delay is None:
+        delay = DEFAULT_DELAY
     state: dict[str, Any] = {"display": None, "pending": 0}
     lock = threading.Lock()
     stop = threading.Event()

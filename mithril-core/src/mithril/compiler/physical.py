@@ -13,7 +13,7 @@ import math
 import os
 import warnings
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import validation
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
+from ..progress import task
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
 from .index_checks import IndexCheck, check_indices
@@ -79,6 +80,10 @@ class PhysicalModel:
             self._backward = backend.gradient_function(functions["evaluate"], jit=jit)
         else:
             self._backward = functions.get("evaluate_gradients")
+        if backend.supports_autograd and jit:  # the framework compiles on the first call: say so when it is slow
+            self._forward = self._announce_first_call("_forward", "forward")
+            if self._backward is not None:
+                self._backward = self._announce_first_call("_backward", "forward+backward")
         self._fan_in = dict(fan_in or {})
         # per input: (name, is_state, static shape or None, shape pattern, native dtype, kind); state
         # (parameters and buffers) comes in ``params``, runtime data in ``data``
@@ -101,6 +106,20 @@ class PhysicalModel:
             if (pattern := outputs[key].shape.ints()) is None
             or any(size is None and (key, axis) not in self._output_dims for axis, size in enumerate(pattern))
         )
+
+    def _announce_first_call(self, attribute: str, what: str) -> Callable[..., Any]:
+        """Wrap ``self.<attribute>`` so its first call (where JAX/PyTorch/MLX trace and compile) runs as a
+        :func:`mithril.progress.task`; the wrapper then puts the plain function back (no per-call cost)."""
+        fn = getattr(self, attribute)
+        description = f"{type(self.backend).__name__}: compiling {self._model_name} {what} (first call)"
+
+        def first_call(*args: Any) -> Any:
+            with task(description):
+                result = fn(*args)
+            setattr(self, attribute, fn)
+            return result
+
+        return first_call
 
     # -- introspection ---------------------------------------------------------------------------
     @property
