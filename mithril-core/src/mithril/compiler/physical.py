@@ -52,8 +52,10 @@ class PhysicalModel:
         primitive_count: int,
         compile_seconds: float,
         file_path: str | None,
+        plan: Any = None,
     ) -> None:
         self.backend = backend
+        self.plan = plan  # mithril.parallel.ShardingPlan of ml.compile(parallelism=...), or None
         self.program = program
         self._param_values = dict(params)
         self._buffer_values = dict(buffers or {})
@@ -177,23 +179,23 @@ class PhysicalModel:
         values = {**self._param_values, **self._buffer_values, **self._data_values, **self._output_values}
         return {k: (list(s) if (s := v.shape.ints()) is not None else None) for k, v in values.items()}
 
-    def summary(self, print_fn: Any = print) -> str:
-        """Keys, shapes and parameter count of the compiled model."""
-        lines = [f"{self._model_name} compiled for {self.backend!r}: {self.primitive_count} primitive calls, compiled in {self.compile_seconds * 1e3:.1f} ms"]
-        total = 0
-        for label, group in (("param", self._param_values), ("data", self._data_values), ("output", self._output_values)):
-            for name, value in group.items():
-                shape = value.shape.ints()
-                lines.append(f"  {label:6} {name}: {list(shape) if shape is not None else '?'} {value.kind}")
-                if label == "param" and shape is not None and None not in shape:
-                    total += math.prod(shape)  # type: ignore[arg-type]
-        lines.append(f"  trainable parameters: {total}")
-        if self._buffer_values:
-            lines.append(f"  buffers: {', '.join(self._buffer_values)}")
-        text = "\n".join(lines)
-        if print_fn is not None:
-            print_fn(text)
-        return text
+    def summary(self, depth: int | None = None, print_fn: Any = print) -> str:
+        """Print (and return as text) the blocks with their compiled shapes and parameter counts, the
+        backend, dtype, compile time, parameter memory and largest activation (see
+        :mod:`mithril.display.summary`). ``print_fn=None`` only returns the text."""
+        from ..display import show_summary
+
+        return show_summary(self, depth, print_fn)
+
+    def __str__(self) -> str:
+        from ..display import summarize
+
+        return summarize(self).text()
+
+    def _repr_html_(self) -> str:
+        from ..display import summarize
+
+        return summarize(self).html()
 
     def export(
         self,
@@ -288,7 +290,7 @@ class PhysicalModel:
                     "give the input shapes to ml.compile(shapes=...)"
                 )
             params[name] = self.backend.array(_initial(rng, shape, value.init, self._fan_in.get(name)))
-        self._params = params
+        self._params = params = self._placed(params)
         return params
 
     def get_parameters(self) -> dict[str, Any]:
@@ -358,7 +360,7 @@ class PhysicalModel:
             params = {k: params[k] if k in params else current[k] for k in self._state_keys}
         self._check_group(params, self._state_keys, "params", f"load_params({path})")
         self._check_arrays(params, {}, params_only=True, where=f"load_params({path})")
-        self._params = params
+        self._params = params = self._placed(params)
         return params
 
     # -- evaluation ------------------------------------------------------------------------------
@@ -388,6 +390,8 @@ class PhysicalModel:
         if data.keys() != self._data_keys:
             self._check_group(data, self._data_keys, "data")
         data = self._check_arrays(params, data)
+        if self.plan is not None:
+            params, data = self._placed(params), self._placed(data)
         if self._index_checks:
             check_indices(self._index_checks, {**params, **data}, self.backend.to_numpy)
         if self._buffer_keys:  # buffers reach the generated code as runtime inputs, never differentiated
@@ -395,9 +399,22 @@ class PhysicalModel:
             params = {k: params[k] for k in self._param_keys}
         if output_gradients is None:
             return self._forward(params, data)
-        return self._evaluate_gradients(params, data, output_gradients)
+        if self.plan is None:
+            return self._evaluate_gradients(params, data, output_gradients)
+        outputs, gradients = self._evaluate_gradients(params, data, output_gradients)
+        return outputs, self._placed(gradients)  # gradients live where their parameters do
 
     __call__ = evaluate
+
+    def _placed(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
+        """``arrays`` placed over the backend's device mesh per :attr:`plan` (unchanged without one)."""
+        if self.plan is None:
+            return dict(arrays)
+        placed = {}
+        for key, array in arrays.items():
+            self.plan.check_shape(key, self.backend.shape_of(array))
+            placed[key] = self.backend.place(array, self.plan.spec(key))
+        return placed
 
     def _evaluate_gradients(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         cotangents, given = self._cotangents(output_gradients, params, data)

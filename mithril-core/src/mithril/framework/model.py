@@ -140,7 +140,8 @@ class Model:
         self.name = name
         self._graph = Graph(_core_registry())
         self._keys: dict[str, Value] = {}
-        self._hidden: set[str] = set()
+        self._hidden_keys: set[str] = set()  # named with IOKey(expose=False)
+        self._exposed: set[str] | None = None  # Mithril's exposure rule once set (see output_keys)
         self._children: list[tuple[str, Model]] = []
         self._child_names: dict[str, int] = {}
         self._parent: Model | None = None
@@ -150,11 +151,44 @@ class Model:
         self._role_snapshot: dict[str, bool] | None = None  # key -> is_output, fixed when added to a parent
 
     # -- composition -----------------------------------------------------------------------------
-    def __call__(self, **connections: Any) -> _Call:
-        """Connections to make when this model is added to a parent: ``Linear(4)(input="x")``."""
-        return _Call(self, connections)
+    _aliases: Mapping[str, str] = {}
+    """Other spellings of this model's keys (Mithril's published names): ``{"base": "left"}`` for ``Power``."""
+
+    def __call__(self, *args: Any, **connections: Any) -> _Call:
+        """Connections to make when this model is added to a parent: ``Linear(4)(input="x")``.
+
+        Positional arguments fill the keys in declaration order (inputs, then outputs), as in Mithril's
+        published API: ``Add().connect("x", "y", output="z")``. Key aliases (``Power(base=, exponent=)``)
+        are accepted as keywords.
+
+        >>> from mithril.models import Add
+        >>> sorted(Add()("x", "y").kwargs.items())
+        [('left', 'x'), ('right', 'y')]
+        """
+        if args:
+            order = [*self.input_keys, *self.output_keys]
+            if len(args) > len(order):
+                raise ArgumentError(
+                    f"{type(self).__name__}.connect takes at most {len(order)} positional connections {order}, got {len(args)}"
+                )
+            for key, target in zip(order, args):
+                if key in connections:
+                    raise ArgumentError(f"{type(self).__name__}.connect: key {key!r} given positionally and by name")
+                connections[key] = target
+        canonical: dict[str, Any] = {}
+        for key, target in connections.items():
+            real = self._aliases.get(key, key)
+            if real in canonical:
+                raise ArgumentError(f"{type(self).__name__}.connect: key {real!r} given twice (as {key!r} too)")
+            canonical[real] = target
+        return _Call(self, self._connect_attributes(canonical))
 
     connect = __call__
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        """Hook for models whose static attributes may be given at connect time (``Sum().connect(x, axis=1)``):
+        take those out of ``connections`` and apply them. The base model has none."""
+        return connections
 
     def __ior__(self, other: Model | _Call) -> Model:
         call = other if isinstance(other, _Call) else _Call(other, {})
@@ -307,7 +341,10 @@ class Model:
         if key.name is not None:
             self._bind_name(key.name, value, where)
             if key.expose is False:
-                self._hidden.add(key.name)
+                self._hidden_keys.add(key.name)
+            elif value.find().producer is not None:  # an output named by IOKey: Mithril's exposure rule
+                self._exposed = {*(self._exposed or ()), key.name}
+                self._hidden_keys.discard(key.name)
 
     def _unify_template(self, value: Value, template: Any, symbols: dict[str, object], where: str) -> None:
         try:
@@ -360,8 +397,13 @@ class Model:
     def __getattr__(self, name: str) -> Connection:
         if name.startswith("_"):
             raise AttributeError_(f"{type(self).__name__} has no attribute {name!r}")
-        if name in self._interface():
+        iface = self._interface()
+        name = name if name in iface else self._aliases.get(name, name)
+        if name in iface:
             return Connection(self, name)
+        group = self.__dict__.get("_key_groups", {}).get(name)
+        if group is not None:  # a list-valued key (Split's output): model.split_out[0]
+            return group  # type: ignore[no-any-return]
         raise AttributeError_(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
 
     def _is_output(self, key: str, value: Value) -> bool:
@@ -375,9 +417,65 @@ class Model:
         return [k for k, v in self._interface().items() if not self._is_output(k, v)]
 
     @property
+    def _hidden(self) -> set[str]:
+        """Keys that are not outputs even when produced inside: ``IOKey(expose=False)``, and under Mithril's
+        exposure rule every key that was not exposed."""
+        if self._exposed is None:
+            return self._hidden_keys
+        return self._hidden_keys | {k for k in self._interface() if k not in self._exposed}
+
+    @property
     def output_keys(self) -> list[str]:
-        """Named keys produced inside the model and exposed."""
-        return [k for k, v in self._interface().items() if self._is_output(k, v) and k not in self._hidden]
+        """Keys produced inside the model and exposed.
+
+        Two rules, one per style of code. The manual's: every output named by a string or an ``IOKey`` is
+        exposed (and an unnamed canonical output as ``"output"``). Mithril's published API's: once a model
+        names an output with ``IOKey(...)`` or calls :meth:`expose_keys`, only those keys are outputs; outputs
+        named by a plain string are internal connections (still usable as ``model.name``)."""
+        hidden = self._hidden
+        return [k for k, v in self._interface().items() if self._is_output(k, v) and k not in hidden]
+
+    def expose_keys(self, *keys: str | Connection, **named: str | Connection) -> Model:
+        """Make keys outputs of this model (Mithril's exposure rule, see :attr:`output_keys`):
+        ``model.expose_keys("output")``, or ``model.expose_keys(logits=model.cout)`` to name a connection.
+
+        >>> from mithril.models import Add, Model, Relu
+        >>> model = Model()
+        >>> model |= Add()(left="x", right="y", output="s")
+        >>> model |= Relu()(input="s", output="r")
+        >>> _ = model.expose_keys("r")
+        >>> model.output_keys
+        ['r']
+        """
+        with self._transaction():
+            exposed = set(self._exposed or ())
+            for key in keys:
+                if isinstance(key, Connection):
+                    name = self._name_of(key, "expose_keys")
+                else:
+                    self._resolve(key, "expose_keys")
+                    name = self._aliases.get(key, key) if key not in self._interface() else key
+                exposed.add(name)
+            for name, key in named.items():
+                self._bind_name(name, self._resolve(key, "expose_keys"), f"{self._path()}.expose_keys({name}=...)")
+                exposed.add(name)
+            for name in exposed:
+                value = self._interface()[name].find()
+                if value.producer is None:
+                    raise ConnectionError_(f"{self._path()}.expose_keys({name!r}): an input is always a key of the model; only outputs are exposed")
+            self._hidden_keys -= exposed
+            self._exposed = exposed
+        return self
+
+    def _name_of(self, connection: Connection, where: str) -> str:
+        """The key of this model ``connection`` is bound to (an unnamed one gets a name from its owner's key)."""
+        value = self._resolve(connection, where)
+        for key, v in self._interface().items():
+            if v.find() is value.find():
+                return key
+        name = connection.key if connection.key not in self._interface() else f"{connection.key}_{len(self._keys)}"
+        self._bind_name(name, value, f"{self._path()}.{where}")
+        return name
 
     @property
     def cin(self) -> Connection:
@@ -388,6 +486,29 @@ class Model:
     def cout(self) -> Connection:
         """The canonical output (what ``+=`` connects to the next model's canonical input)."""
         return self._canonical(self._cout, "output")
+
+    def set_cin(self, key: str | Connection) -> Model:
+        """Make ``key`` the canonical input (what ``+=`` and ``model.cin`` use)."""
+        with self._transaction():
+            value = self._resolve(key, "set_cin")
+            if value.find().producer is not None:
+                raise ConnectionError_(f"{self._path()}.set_cin({key!r}): the canonical input must be an input of the model")
+            self._cin = value
+        return self
+
+    def set_cout(self, key: str | Connection) -> Model:
+        """Make ``key`` the canonical output (what ``+=`` and ``model.cout`` use).
+
+        >>> from mithril.models import Linear, Model
+        >>> model = Model()
+        >>> model |= Linear(2)(input="x", output="a")
+        >>> model |= Linear(3)(input="x", output="b")
+        >>> model.set_cout("a").cout.key
+        'a'
+        """
+        with self._transaction():
+            self._cout = self._resolve(key, "set_cout")
+        return self
 
     def _canonical(self, value: Value | None, kind: str) -> Connection:
         if value is None:
@@ -404,6 +525,7 @@ class Model:
                 raise ConnectionError_(f"{where}: {key!r} is not part of {self._path()}")
             return key.value
         iface = self._interface()
+        key = key if key in iface else self._aliases.get(key, key)
         if key not in iface:
             raise KeyError_(f"{where}: {self._path()} has no key {key!r}; its keys are {sorted(iface)}")
         return iface[key]
@@ -491,15 +613,40 @@ class Model:
         """Symbolic shapes of the named keys."""
         return {k: describe_shape(v.find().shape) for k, v in self._interface().items()}
 
-    # -- display ---------------------------------------------------------------------------------
-    def summary(self, print_fn: Any = print) -> str:
-        """Print (and return) the model tree with key shapes and parameter counts."""
-        from .summary import model_summary
+    def compile(self, backend: Any, **options: Any) -> Any:
+        """``ml.compile(self, backend, **options)``: the Backends API page's ``model.compile(backend)``.
 
-        text = model_summary(self)
-        if print_fn is not None:
-            print_fn(text)
-        return text
+        >>> import mithril as ml
+        >>> from mithril.models import Linear
+        >>> pm = Linear(2).compile(ml.NumpyBackend(), shapes={"input": [1, 3]})   # doctest: +SKIP
+        """
+        from ..compiler.compile import compile as compile_model
+
+        return compile_model(self, backend, **options)
+
+    # -- display ---------------------------------------------------------------------------------
+    def summary(self, depth: int | None = None, print_fn: Any = print) -> str:
+        """Print (and return as text) a table of the blocks with their input/output shapes and parameter
+        counts (see :mod:`mithril.display.summary`). ``depth=1``: top-level blocks only; ``None``: a
+        readable depth. ``print_fn=None`` only returns the text.
+
+        >>> from mithril.models import Linear
+        >>> "trainable parameters" in Linear(4).summary(print_fn=None)
+        True
+        """
+        from ..display import show_summary
+
+        return show_summary(self, depth, print_fn)
+
+    def __str__(self) -> str:
+        from ..display import summarize
+
+        return summarize(self).text()
+
+    def _repr_html_(self) -> str:
+        from ..display import summarize
+
+        return summarize(self).html()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, keys={sorted(self._interface())})"

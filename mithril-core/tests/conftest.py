@@ -1,0 +1,41 @@
+"""Models shared by the summary, graph and docs tests: the seeds' CNN and a small GPT-2."""
+
+from __future__ import annotations
+
+import pytest
+from mithril.models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+
+
+def build_seed_cnn() -> Model:
+    """The CNN of the JAX migration guide (seed 000, "Mithril CNN"), with ``in_features`` for its
+    ``input_size`` (which is not a key of Linear)."""
+    model = Model()
+    model |= Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding="same")
+    model += Relu()
+    model += MaxPool2d(kernel_size=2, stride=2)
+    model += Flatten()
+    model += Linear(dimension=10, in_features=32 * 8 * 8)
+    return model
+
+
+@pytest.fixture
+def seed_cnn() -> Model:
+    return build_seed_cnn()
+
+
+@pytest.fixture
+def gpt_block() -> Model:
+    """GPT-2 with one transformer block (small sizes), from mithril_models."""
+    models = pytest.importorskip("mithril_models", reason="mithril-models is not installed")
+    return models.create_gpt(bias=True, block_size=64, dims=32, num_heads=2, num_layers=1, vocab_size=100)
+
+
+@pytest.fixture
+def numpy_backend():
+    pytest.importorskip("mithril_backend_numpy", reason="mithril-backend-numpy is not installed")
+    import mithril as ml
+
+    return ml.NumpyBackend()
