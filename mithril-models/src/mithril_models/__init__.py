@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .checkpoints import CheckpointError, LoadReport, load_hf, save_safetensors
     from .clip import clip, encode_image, encode_text
+    from .export import export_program
     from .family import FamilyModel
     from .generation import clear_decode_cache, generate
     from .gpt import create_gpt
@@ -45,12 +46,13 @@ _EXPORTS: dict[str, str] = {
     "generate": "generation",
     "clear_decode_cache": "generation",
     "FamilyModel": "family",
+    "export_program": "export",
 }
 
 __all__ = [
     "CheckpointError", "FamilyModel", "LoadReport", "clear_decode_cache", "clip", "create_gpt", "encode_image",
-    "encode_text", "from_hf_config", "generate", "load_hf", "resnet18", "resnet34", "resnet50", "resnet101",
-    "resnet152", "save_safetensors", "t5_decode", "t5_encode",
+    "encode_text", "export_program", "from_hf_config", "generate", "load_hf", "resnet18", "resnet34", "resnet50",
+    "resnet101", "resnet152", "save_safetensors", "t5_decode", "t5_encode",
 ]  # fmt: skip
 assert sorted(__all__) == sorted(_EXPORTS)
 __version__ = "0.1.0"

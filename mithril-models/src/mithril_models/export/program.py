@@ -1,0 +1,309 @@
+"""``export_program``: a GPT-2 or ResNet as a standalone C program (``generate`` / ``classify``).
+
+The model is compiled with the C backend (GPT-2: the one-token KV-cache decode step,
+:class:`~mithril_models.gpt.decode.GPTDecodeStep`; ResNet: inference on one ``[1, C, H, W]`` image) and
+exported with ``pm.export``; of that export the folder keeps the generated model code (``model.c``,
+``model.h``) and adds:
+
+- ``weights.bin``: the parameters and buffers in the mmap-able format of :mod:`.weights` (header with
+  every tensor's dtype and shape, a checksum), plus the shapes of the program's data inputs;
+- ``program.h``: what the program expects of ``weights.bin`` and how each tensor binds to ``model.h``;
+- ``main.c`` (``templates/generate.c`` or ``templates/classify.c``), ``weights.h``, ``cli.h``;
+- ``build.sh`` and ``Makefile``: ``cc`` and ``-lm`` only (OpenMP and OpenBLAS when found).
+
+Example:
+    >>> from transformers import GPT2Config                                          # doctest: +SKIP
+    >>> export_program(GPT2Config(), "model.safetensors", "gpt2-edge")               # doctest: +SKIP
+    ExportedProgram('gpt2-edge', program='generate')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import mithril as ml
+import numpy as np
+from mithril.compiler.codegen.escape import c_string_literal
+
+from .weights import INPUT, NAME, Tensor, write_weights
+
+__all__ = ["ExportedProgram", "export_program", "resolve_model"]
+
+PROGRAMS = {"gpt": "generate", "resnet": "classify"}
+_RESNETS = {f"resnet{depth}" for depth in (18, 34, 50, 101, 152)}
+
+
+@dataclass(frozen=True)
+class ExportedProgram:
+    """What :func:`export_program` wrote. Path-like (``os.fspath`` gives the folder).
+
+    ``program``: ``"generate"`` or ``"classify"`` (the binary ``build()`` makes), ``files``: the names
+    written, ``weights_bytes``: the size of ``weights.bin``.
+
+    >>> ExportedProgram(Path("out"), "classify", ("main.c",), 64).binary
+    PosixPath('out/classify')
+    """
+
+    directory: Path
+    program: str
+    files: tuple[str, ...]
+    weights_bytes: int
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.directory)
+
+    def __repr__(self) -> str:
+        return f"ExportedProgram({str(self.directory)!r}, program={self.program!r})"
+
+    @property
+    def binary(self) -> Path:
+        return self.directory / self.program
+
+    def build(self, cc: str = "cc", cflags: str = "-O2") -> Path:
+        """Run ``build.sh`` (with ``CC=cc CFLAGS=cflags``); returns the binary. Raises ``RuntimeError``
+        with the compiler's output when the build fails.
+
+        >>> exported.build()                                # doctest: +SKIP
+        PosixPath('out/generate')
+        """
+        env = {**os.environ, "CC": cc, "CFLAGS": cflags}
+        run = subprocess.run(["sh", "build.sh"], cwd=self.directory, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"building {self.binary} failed (sh build.sh, exit {run.returncode}):\n{run.stderr}")
+        return self.binary
+
+
+def _family_config(config: Any) -> tuple[str, Any]:
+    """``("gpt", GPTConfig)`` or ``("resnet", ResNet model)`` from any accepted ``config``."""
+    from ..gpt.config import GPTConfig, config_from_hf
+    from ..gpt.model import create_gpt
+    from ..hf import from_hf_config
+    from ..resnet import ResNet, resnet
+    from ..resnet import model as resnet_models
+
+    if isinstance(config, GPTConfig):
+        return "gpt", config
+    if isinstance(config, Mapping) and "family" in config:
+        options = {k: v for k, v in config.items() if k != "family"}
+        family = str(config["family"]).lower()
+        if family in ("gpt", "gpt2"):
+            return "gpt", create_gpt(**options).config
+        if family == "resnet":
+            return "resnet", resnet(**options)
+        if family in _RESNETS:
+            return "resnet", getattr(resnet_models, family)(**options)
+        raise ValueError(
+            f"export_program: unknown family {config['family']!r}; expected 'gpt2', 'resnet' or one of "
+            f"{', '.join(sorted(_RESNETS))}"
+        )
+    model_type = config.get("model_type") if isinstance(config, Mapping) else getattr(config, "model_type", None)
+    if model_type == "gpt2":
+        return "gpt", config_from_hf(config)
+    if model_type == "resnet":
+        model = from_hf_config(config)
+        assert isinstance(model, ResNet)
+        return "resnet", model
+    raise ValueError(
+        "export_program: config must be a transformers GPT2Config or ResNetConfig (model_type 'gpt2' or "
+        f"'resnet'), or a builder's keyword arguments with a 'family' key; got {type(config).__name__} with "
+        f"model_type {model_type!r}"
+    )
+
+
+def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int = 224) -> tuple[str, Any]:
+    """``(family, compiled model)``: the C-backend model the program runs for ``config`` (see
+    :func:`export_program`).
+
+    >>> family, pm = resolve_model({"family": "resnet", "block": "basic", "depths": [1], "widths": [8],
+    ...                             "stem_width": 8, "num_classes": 3}, image_size=16)
+    >>> family, pm.shapes["output"]
+    ('resnet', [1, 3])
+    """
+    family, spec = _family_config(config)
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    if family == "gpt":
+        from ..gpt.decode import KVDecoder
+
+        length = spec.block_size if cache_len is None else cache_len
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= spec.block_size:
+            raise ValueError(
+                f"export_program: cache_len must be an int in 1..block_size={spec.block_size}, got {cache_len!r}"
+            )
+        return family, KVDecoder(spec, backend, batch=1, cache_len=length).step(False)
+    if spec.config.training:
+        raise ValueError("export_program: a ResNet in training mode cannot be exported; build it with training=False")
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+        raise ValueError(f"export_program: image_size must be a positive int, got {image_size!r}")
+    shape = [1, spec.config.in_channels, image_size, image_size]
+    return family, ml.compile(spec, backend, shapes={"input": shape}, inference=True)
+
+
+_FIELD = re.compile(r"^\s*(?:const )?void \*(\w+);\s*/\* (\w+) '(.*)': (\w+)\[([\d, ]*)\] \*/\s*$")
+
+
+def _struct_fields(model_h: str) -> dict[str, str]:
+    """Key -> field name of ``mithril_evaluate_args`` in ``model.h`` (parsed from its documented fields)."""
+    match = re.search(r"typedef struct \{\n(.*?)\n\} mithril_evaluate_args;", model_h, re.S)
+    if match is None:
+        raise RuntimeError("export_program: model.h has no mithril_evaluate_args struct (C backend export changed?)")
+    return {m[3]: m[1] for m in map(_FIELD.match, match[1].splitlines()) if m}
+
+
+def _entry_name(path: str) -> str:
+    """A tensor's name in ``weights.bin``: its logical path, or its last ``NAME - 1`` bytes when longer."""
+    encoded = path.encode()
+    return path if len(encoded) < NAME else encoded[-(NAME - 1) :].decode(errors="ignore")
+
+
+def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], fields: dict[str, str]) -> str:
+    """``program.h``: the tensor table, the binding of weights and step inputs/outputs, the sizes."""
+    codes = {1: "MTW_F32", 2: "MTW_F64", 3: "MTW_I64"}
+    from .weights import DTYPES
+
+    def field(key: str) -> str:
+        if key not in fields:
+            raise RuntimeError(f"export_program: model.h has no field for {key!r} (fields: {sorted(fields)})")
+        return fields[key]
+
+    rows = [
+        f"    {{{c_string_literal(t.name)}, {'MTW_INPUT' if t.role == INPUT else 'MTW_WEIGHT'}, "
+        f"{codes[DTYPES[np.dtype(t.dtype)]]}, {len(t.shape)}, {{{', '.join(map(str, t.shape)) or '0'}}}}},"
+        for t in tensors
+    ]
+    lines = [
+        "/* Generated by mithril_models.export_program: the tensors of weights.bin (in order) and how they bind",
+        " * to the entry point of model.h. */",
+        "#ifndef MITHRIL_EXPORT_PROGRAM_H",
+        "#define MITHRIL_EXPORT_PROGRAM_H",
+        f"#define MTP_TENSORS {len(tensors)}",
+        "static const mtw_expect mtp_tensors[MTP_TENSORS] = {",
+        *rows,
+        "};",
+        "",
+        "static void mtp_bind_weights(mithril_evaluate_args *a, const void *const *t) {",
+        *(f"    a->{field(w['key'])} = t[{i}];" for i, w in enumerate(manifest["weights"])),
+        "}",
+    ]
+    shapes = {key: spec["shape"] for group in ("inputs", "outputs") for key, spec in manifest[group].items()}
+    if family == "gpt":
+        from ..gpt.layers import cache_names
+
+        caches = cache_names(len([k for k in shapes if k.startswith("past_key_")]))
+        _, heads, length, head_dim = shapes[caches[0][0]]
+        lines += [
+            f"#define MTP_VOCAB {shapes['output'][-1]}",
+            f"#define MTP_CACHE_LEN {length}",
+            f"#define MTP_CACHES {len(caches)}",
+            f"#define MTP_CACHE_ELEMS {heads * length * head_dim}",
+            "/* The caches are read and written in place: each present_* output aliases its past_* input (the",
+            " * step writes them with an elementwise where, which reads each element before writing it). */",
+            "static void mtp_bind_step(mithril_evaluate_args *a, const int64_t *token, const int64_t *position,",
+            "                          float *const *caches, float *logits) {",
+            f"    a->{field('input')} = token;",
+            f"    a->{field('positions')} = position;",
+            *(
+                f"    a->{field(past)} = caches[{i}];\n    a->{field(present)} = caches[{i}];"
+                for i, (past, present) in enumerate(caches)
+            ),
+            f"    a->{field('output')} = logits;",
+            "}",
+        ]
+    else:
+        index = next(i for i, t in enumerate(tensors) if t.role == INPUT and t.name == "input")
+        lines += [
+            f"#define MTP_INPUT_INDEX {index}",
+            f"#define MTP_INPUT_ELEMS {int(np.prod(shapes['input']))}",
+            f"#define MTP_CLASSES {int(np.prod(shapes['output']))}",
+            "static void mtp_bind_io(mithril_evaluate_args *a, const float *image, float *logits) {",
+            f"    a->{field('input')} = image;",
+            f"    a->{field('output')} = logits;",
+            "}",
+        ]
+    return "\n".join([*lines, "#endif", ""])
+
+
+def _template(name: str) -> str:
+    return resources.files(__package__).joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def export_program(
+    config: Any,
+    source: Any,
+    out_dir: str | Path,
+    *,
+    cache_len: int | None = None,
+    image_size: int = 224,
+    overwrite: bool = False,
+) -> ExportedProgram:
+    """Write a self-contained folder that ``make -C out_dir`` (or ``sh out_dir/build.sh``) builds into
+    ``out_dir/generate`` (GPT-2) or ``out_dir/classify`` (ResNet) with ``cc`` and ``-lm``.
+
+    Args:
+        config: a ``transformers`` ``GPT2Config`` or ``ResNetConfig`` (or its ``config.json`` as a dict),
+            a :class:`~mithril_models.gpt.config.GPTConfig`, or a builder's keyword arguments with a
+            ``"family"`` key (``"gpt2"`` -> :func:`create_gpt`, ``"resnet"`` -> :func:`resnet`,
+            ``"resnet18"`` ... ``"resnet152"``).
+        source: the weights, as for :func:`~mithril_models.load_hf`: a state dict or a ``.safetensors``
+            file (Hugging Face or torchvision names).
+        out_dir: the folder to write (new or empty unless ``overwrite``).
+        cache_len: GPT-2: the KV-cache slots of the program (prompt + new tokens - 1 at most);
+            default ``block_size``. Memory: ``2 * layers * cache_len * dims`` floats.
+        image_size: ResNet: the height and width of the image ``classify`` reads (``[1, C, H, W]``).
+        overwrite: write into a folder that already holds files (the exported files are replaced).
+
+    Returns:
+        An :class:`ExportedProgram` (``.build()`` runs ``build.sh``).
+
+    >>> from transformers import GPT2Config                                               # doctest: +SKIP
+    >>> exported = export_program(GPT2Config(n_layer=2), "model.safetensors", "out")      # doctest: +SKIP
+    >>> subprocess.run([exported.build(), "--tokens", "464 3290", "--max-new-tokens", "5"])  # doctest: +SKIP
+    """
+    from mithril_backend_c.export import check_export_directory
+
+    from ..checkpoints import load_hf
+
+    directory = Path(out_dir)
+    check_export_directory(directory, overwrite, where="export_program")
+    family, pm = resolve_model(config, cache_len=cache_len, image_size=image_size)
+    params = {key: np.asarray(value) for key, value in load_hf(pm, source).items()}
+    with tempfile.TemporaryDirectory(prefix="mithril-export-") as scratch:
+        exported = pm.export(Path(scratch) / "c", params)
+        manifest = json.loads((exported.directory / "manifest.json").read_text())
+        fields = _struct_fields((exported.directory / "model.h").read_text())
+        tensors = [
+            Tensor(_entry_name(pm.input_paths.get(w["key"], w["key"])), np.asarray(params[w["key"]], np.float32))
+            for w in manifest["weights"]
+        ]
+        tensors += [
+            Tensor(key, shape=tuple(spec["shape"]), role=INPUT, dtype=np.dtype(spec["dtype"]))
+            for key, spec in manifest["inputs"].items()
+        ]
+        sources = [f for f in exported.files if f.endswith((".c", ".h")) and f != "main.c"]
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in sources:
+            shutil.copyfile(exported.directory / name, directory / name)
+    program = PROGRAMS[family]
+    model_sources = " ".join(f for f in sources if f.endswith(".c"))
+    texts = {
+        "program.h": _program_h(family, manifest, tensors, fields),
+        "main.c": _template(f"{program}.c"),
+        "weights.h": _template("weights.h"),
+        "cli.h": _template("cli.h"),
+        "build.sh": _template("build.sh"),
+        "Makefile": _template("Makefile"),
+    }
+    for name, text in texts.items():
+        text = text.replace("@PROGRAM@", program).replace("@MODEL_SOURCES@", model_sources)
+        (directory / name).write_text(text, encoding="utf-8")
+    size = write_weights(directory / "weights.bin", tensors)
+    return ExportedProgram(directory, program, (*sources, *texts, "weights.bin"), size)

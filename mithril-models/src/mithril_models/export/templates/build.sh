@@ -1,0 +1,50 @@
+#!/bin/sh
+# Builds the exported program (@PROGRAM@) with a C compiler and -lm only: `sh build.sh` or `make`.
+# CC (default cc) and CFLAGS (default -O2) are honoured. OpenMP (--threads) and OpenBLAS (matrix
+# products) are used when the compiler finds them, never required: MITHRIL_OPENMP=0 / MITHRIL_BLAS=0
+# leave them out.
+set -e
+cd "$(dirname "$0")"
+CC=${CC:-cc}
+CFLAGS=${CFLAGS:--O2}
+PROGRAM=@PROGRAM@
+MODEL_SOURCES="@MODEL_SOURCES@"
+
+probe() { # probe 'C source' FLAGS...: whether it compiles, links and runs
+    src=.probe-$$.c
+    printf '%s\n' "$1" >"$src"
+    shift
+    if $CC "$src" -o ".probe-$$" "$@" >/dev/null 2>&1 && "./.probe-$$"; then ok=0; else ok=1; fi
+    rm -f "$src" ".probe-$$"
+    return $ok
+}
+
+OPENMP=""
+if [ "${MITHRIL_OPENMP:-1}" != 0 ] && probe '#include <omp.h>
+int main(void) { return omp_get_max_threads() < 1; }' -fopenmp; then
+    OPENMP=-fopenmp
+fi
+BLAS_DEFINES=""
+BLAS_LIBS=""
+if [ "${MITHRIL_BLAS:-1}" != 0 ] && probe '#include <cblas.h>
+int main(void) {
+    float a = 2, b = 3, c = 0;
+    openblas_set_num_threads(1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+    return c != 6;
+}' -lopenblas; then
+    BLAS_DEFINES="-DMT_USE_BLAS -DMT_BLAS_OPENBLAS"
+    BLAS_LIBS=-lopenblas
+fi
+
+# The generated model code is compiled without three warnings that its unused helper arguments and
+# OpenMP pragmas (when OpenMP is absent) would raise; the program's own code gets every -Wall -Wextra one.
+objects=""
+for src in $MODEL_SOURCES; do
+    $CC $CFLAGS $OPENMP $BLAS_DEFINES -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-parameter \
+        -Wno-unused-variable -c "$src" -o "${src%.c}.o"
+    objects="$objects ${src%.c}.o"
+done
+$CC $CFLAGS $OPENMP -Wall -Wextra -c main.c -o main.o
+$CC $CFLAGS $OPENMP main.o $objects -o "$PROGRAM" $BLAS_LIBS -lm
+echo "built $PROGRAM (OpenMP: ${OPENMP:-no}; BLAS: ${BLAS_LIBS:-no, the built-in GEMM})"

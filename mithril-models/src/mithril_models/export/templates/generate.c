@@ -1,0 +1,277 @@
+/* generate: GPT-2 text generation as a standalone program (exported by mithril_models.export_program).
+ *
+ *   ./generate --tokens "464 3290 318" --max-new-tokens 20 [--top-k K --seed S] [--temperature T]
+ *              [--weights PATH] [--threads N]
+ *
+ * prints the new token ids, space-separated, on one line. Greedy (argmax) unless --top-k K > 1: then a
+ * draw from softmax(logits / T) over the K largest logits (ties at the K-th kept) with a SplitMix64
+ * generator seeded by S (default 0): the same seed gives the same tokens. The model is the one-token
+ * decode step of model.c (KV caches of MTP_CACHE_LEN slots as state, updated in place); the prompt is
+ * fed one token at a time. Bad input: a one-line message on stderr and exit status 2. No globals. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+#include "weights.h"
+#include "program.h"
+
+#define PROGRAM "generate"
+
+typedef struct {
+    const char *tokens;
+    long long max_new;
+    long long top_k;
+    unsigned long long seed;
+    double temperature;
+    int threads;
+    const char *weights;
+} options;
+
+typedef struct {
+    mtw_file file;
+    const void *tensors[MTP_TENSORS];
+    mithril_evaluate_args args;
+    void *workspace;
+    float *cache; /* MTP_CACHES caches of MTP_CACHE_ELEMS floats each, read and written in place */
+    float *caches[MTP_CACHES];
+    float *logits;   /* [MTP_VOCAB] */
+    double *scores;  /* [MTP_VOCAB], top-k sampling */
+    double *scratch; /* [MTP_VOCAB], top-k selection */
+    int64_t token, position, error[3];
+} gpt;
+
+static void gpt_free(gpt *g) {
+    mtw_close(&g->file);
+    free(g->workspace);
+    free(g->cache);
+    free(g->logits);
+    free(g->scores);
+    free(g->scratch);
+}
+
+static int gpt_open(gpt *g, const char *path, char *err, size_t len) {
+    memset(g, 0, sizeof *g);
+    if (mtw_open(&g->file, path, mtp_tensors, MTP_TENSORS, g->tensors, err, len)) return MTC_BAD_INPUT;
+    size_t ws = mithril_evaluate_workspace_size();
+    g->workspace = ws ? malloc(ws) : NULL;
+    g->cache = calloc((size_t)MTP_CACHES * MTP_CACHE_ELEMS, sizeof(float));
+    g->logits = malloc(MTP_VOCAB * sizeof(float));
+    g->scores = malloc(MTP_VOCAB * sizeof(double));
+    g->scratch = malloc(MTP_VOCAB * sizeof(double));
+    if ((ws && !g->workspace) || !g->cache || !g->logits || !g->scores || !g->scratch) {
+        snprintf(err, len, "out of memory (caches: %zu bytes)", (size_t)MTP_CACHES * MTP_CACHE_ELEMS * sizeof(float));
+        gpt_free(g);
+        return MTC_FAILED;
+    }
+    for (int i = 0; i < MTP_CACHES; i++) g->caches[i] = g->cache + (size_t)i * MTP_CACHE_ELEMS;
+    mtp_bind_weights(&g->args, g->tensors);
+    mtp_bind_step(&g->args, &g->token, &g->position, g->caches, g->logits);
+    g->args.workspace = g->workspace;
+    g->args.error = g->error;
+    return 0;
+}
+
+/* One decode step: `token` at `position` updates the caches; the next token's logits land in g->logits. */
+static int gpt_step(gpt *g, int64_t token, int64_t position, int threads, char *err, size_t len) {
+    g->token = token;
+    g->position = position;
+    int status = mithril_evaluate(&g->args, threads);
+    if (status == MT_ERR_INDEX) {
+        snprintf(err, len, "index %lld at flat position %lld is out of range for %s", (long long)g->error[1],
+                 (long long)g->error[2], mithril_evaluate_check_site((long)g->error[0]));
+        return MTC_FAILED;
+    }
+    if (status != MT_OK) {
+        snprintf(err, len, "the decode step failed with code %d (%s)", status,
+                 status == MT_ERR_ALLOC ? "out of memory" : "unknown");
+        return MTC_FAILED;
+    }
+    return 0;
+}
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static int64_t argmax(const float *logits) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < MTP_VOCAB; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* The k-th largest of values[0..n) (k >= 1); reorders values. */
+static double kth_largest(double *values, long n, long k) {
+    long lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        double pivot = values[lo + (hi - lo) / 2];
+        long i = lo, j = hi;
+        while (i <= j) {
+            while (values[i] > pivot) i++;
+            while (values[j] < pivot) j--;
+            if (i <= j) {
+                double t = values[i];
+                values[i++] = values[j];
+                values[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return values[want];
+}
+
+/* A draw from softmax(logits / temperature) restricted to the k largest logits (ties at the k-th kept). */
+static int64_t sample_top_k(gpt *g, long k, double temperature, uint64_t *rng) {
+    double *scores = g->scores, top = -INFINITY, total = 0;
+    for (long i = 0; i < MTP_VOCAB; i++) {
+        scores[i] = (double)g->logits[i] / temperature;
+        g->scratch[i] = scores[i];
+    }
+    double kth = k < MTP_VOCAB ? kth_largest(g->scratch, MTP_VOCAB, k) : -INFINITY;
+    for (long i = 0; i < MTP_VOCAB; i++)
+        if (scores[i] >= kth && scores[i] > top) top = scores[i];
+    for (long i = 0; i < MTP_VOCAB; i++) {
+        scores[i] = scores[i] >= kth ? exp(scores[i] - top) : 0.0;
+        total += scores[i];
+        scores[i] = total; /* cumulative */
+    }
+    double draw = (double)(splitmix64(rng) >> 11) * 0x1.0p-53 * total;
+    for (long i = 0; i < MTP_VOCAB; i++)
+        if (scores[i] > draw) return i;
+    return MTP_VOCAB - 1;
+}
+
+static int parse_options(int argc, char **argv, options *o, char *err, size_t len) {
+    long long value;
+    o->tokens = NULL;
+    o->max_new = 20;
+    o->top_k = 1;
+    o->seed = 0;
+    o->temperature = 1.0;
+    o->threads = 1;
+    o->weights = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!arg) { snprintf(err, len, "%s needs a value (see the usage at the top of main.c)", flag); return 1; }
+        i++;
+        if (strcmp(flag, "--tokens") == 0) o->tokens = arg;
+        else if (strcmp(flag, "--weights") == 0) o->weights = arg;
+        else if (strcmp(flag, "--max-new-tokens") == 0) {
+            if (mtc_int(arg, 0, MTP_CACHE_LEN, &value)) {
+                snprintf(err, len, "--max-new-tokens must be an integer in 0..%d, got '%s'", MTP_CACHE_LEN, arg);
+                return 1;
+            }
+            o->max_new = value;
+        } else if (strcmp(flag, "--top-k") == 0) {
+            if (mtc_int(arg, 1, MTP_VOCAB, &value)) {
+                snprintf(err, len, "--top-k must be an integer in 1..%d (1: greedy), got '%s'", MTP_VOCAB, arg);
+                return 1;
+            }
+            o->top_k = value;
+        } else if (strcmp(flag, "--seed") == 0) {
+            if (mtc_int(arg, 0, INT64_MAX, &value)) {
+                snprintf(err, len, "--seed must be an integer >= 0, got '%s'", arg);
+                return 1;
+            }
+            o->seed = (unsigned long long)value;
+        } else if (strcmp(flag, "--threads") == 0) {
+            if (mtc_int(arg, 1, 1024, &value)) {
+                snprintf(err, len, "--threads must be an integer in 1..1024, got '%s'", arg);
+                return 1;
+            }
+            o->threads = (int)value;
+        } else if (strcmp(flag, "--temperature") == 0) {
+            if (mtc_positive(arg, &o->temperature)) {
+                snprintf(err, len, "--temperature must be a number > 0, got '%s'", arg);
+                return 1;
+            }
+        } else {
+            snprintf(err, len, "unknown option '%s'; options: --tokens, --max-new-tokens, --top-k, --seed, "
+                     "--temperature, --weights, --threads", flag);
+            return 1;
+        }
+    }
+    if (!o->tokens) { snprintf(err, len, "--tokens \"ID ID ...\" is required (the prompt's token ids)"); return 1; }
+    return 0;
+}
+
+/* The prompt's token ids (space- or comma-separated) into ids[0..*count), each checked against the vocabulary. */
+static int parse_tokens(const char *text, int64_t *ids, long capacity, long *count, char *err, size_t len) {
+    char word[32];
+    long n = 0;
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        if (!*p) break;
+        size_t w = strcspn(p, " ,\t");
+        long long value;
+        if (w >= sizeof word) w = sizeof word - 1;
+        memcpy(word, p, w);
+        word[w] = '\0';
+        if (mtc_int(word, INT64_MIN, INT64_MAX, &value)) {
+            snprintf(err, len, "--tokens: '%s' (token %ld) is not an integer", word, n);
+            return 1;
+        }
+        if (value < 0 || value >= MTP_VOCAB) {
+            snprintf(err, len, "--tokens: token id %lld (token %ld) is out of range 0..%d", value, n, MTP_VOCAB - 1);
+            return 1;
+        }
+        if (n == capacity) {
+            snprintf(err, len, "--tokens: more than %ld tokens (the export's cache holds %d positions)", capacity,
+                     MTP_CACHE_LEN);
+            return 1;
+        }
+        ids[n++] = value;
+        p += strcspn(p, " ,\t");
+    }
+    if (n == 0) { snprintf(err, len, "--tokens: no token ids given"); return 1; }
+    *count = n;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    char err[1024], path[4096];
+    options o;
+    int64_t prompt[MTP_CACHE_LEN];
+    long length = 0;
+    if (parse_options(argc, argv, &o, err, sizeof err)) return mtc_fail(PROGRAM, MTC_BAD_INPUT, "%s", err);
+    if (parse_tokens(o.tokens, prompt, MTP_CACHE_LEN, &length, err, sizeof err))
+        return mtc_fail(PROGRAM, MTC_BAD_INPUT, "%s", err);
+    if (length + o.max_new - 1 > MTP_CACHE_LEN)
+        return mtc_fail(PROGRAM, MTC_BAD_INPUT,
+                        "a prompt of %ld tokens plus --max-new-tokens %lld needs %lld positions, the export's cache "
+                        "holds %d (export again with a larger cache_len, at most block_size)",
+                        length, o.max_new, length + o.max_new - 1, MTP_CACHE_LEN);
+    if (o.max_new == 0) { printf("\n"); return 0; }
+    if (mtc_weights_path(path, sizeof path, argv[0], o.weights))
+        return mtc_fail(PROGRAM, MTC_BAD_INPUT, "the weights path is too long");
+    gpt g;
+    int status = gpt_open(&g, path, err, sizeof err);
+    if (status) return mtc_fail(PROGRAM, status, "%s", err);
+    uint64_t rng = o.seed;
+    int64_t token = 0;
+    for (long p = 0; p < length && !status; p++) status = gpt_step(&g, prompt[p], p, o.threads, err, sizeof err);
+    for (long long i = 0; i < o.max_new && !status; i++) {
+        token = o.top_k == 1 ? argmax(g.logits) : sample_top_k(&g, (long)o.top_k, o.temperature, &rng);
+        printf(i ? " %lld" : "%lld", (long long)token);
+        fflush(stdout);
+        if (i + 1 < o.max_new) status = gpt_step(&g, token, length + i, o.threads, err, sizeof err);
+    }
+    gpt_free(&g);
+    if (status) {
+        printf("\n");
+        return mtc_fail(PROGRAM, status, "%s", err);
+    }
+    printf("\n");
+    return 0;
+}
