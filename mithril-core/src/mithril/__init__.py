@@ -21,6 +21,7 @@ from . import errors
 from .backends.backend import Backend
 from .compiler.compile import compile
 from .compiler.physical import PhysicalModel
+from .display import to_dot
 from .errors import DtypeError, ShapeError
 from .extension import register_gradient, register_implementation, register_primitive
 from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
@@ -33,7 +34,7 @@ float16, bfloat16, float32, float64 = Dtype.float16, Dtype.bfloat16, Dtype.float
 
 __version__ = "0.1.0"
 __all__ = [
-    "Backend", "compile", "PhysicalModel", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
+    "Backend", "compile", "PhysicalModel", "to_dot", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
     "register_gradient", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     *_models_all,
 ]

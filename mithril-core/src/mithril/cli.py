@@ -1,10 +1,11 @@
-"""The ``mithril`` command: ``mithril demo``, ``mithril plugins`` and ``mithril export``."""
+"""The ``mithril`` command: ``mithril demo``, ``mithril plugins``, ``mithril export`` and ``mithril graph``."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from typing import Any
 
 __all__ = ["main"]
 
@@ -41,14 +42,8 @@ def _export(args: argparse.Namespace) -> int:
     import mithril as ml
 
     from .plugins.lookup import backend_class
-    from .primitives.registry import resolve_target
 
-    builder = resolve_target(args.model)
-    model = builder() if callable(builder) else builder
-    shapes = {}
-    for item in args.shape:
-        key, _, dims = item.partition("=")
-        shapes[key] = [int(d) for d in dims.split(",") if d]
+    model, shapes = _model_and_shapes(args)
     backend = backend_class(args.backend)(dtype=ml.Dtype.parse(args.dtype))
     pm = ml.compile(model, backend, shapes=shapes, inference=True)
     if args.params:
@@ -57,6 +52,34 @@ def _export(args: argparse.Namespace) -> int:
         result = pm.export(args.output, randomize=True, seed=args.seed, overwrite=args.overwrite)
     print(f"exported {args.model} ({pm.primitive_count} primitive calls)")
     print(result.summary() if hasattr(result, "summary") else f"to {result}")
+    return 0
+
+
+def _model_and_shapes(args: argparse.Namespace) -> tuple[Any, dict[str, list[int]]]:
+    """The model named by ``module:attribute`` (a Model or a function returning one) and the
+    ``--shape KEY=D1,D2,...`` options."""
+    from .framework.model import Model
+    from .primitives.registry import resolve_target
+
+    builder = resolve_target(args.model)
+    model = builder if isinstance(builder, Model) else builder() if callable(builder) else builder  # a Model is callable too
+    shapes = {}
+    for item in args.shape:
+        key, _, dims = item.partition("=")
+        shapes[key] = [int(d) for d in dims.split(",") if d]
+    return model, shapes
+
+
+def _graph(args: argparse.Namespace) -> int:
+    from .display import plot, to_dot
+
+    model, shapes = _model_and_shapes(args)
+    if shapes:
+        model.set_shapes(shapes)
+    if args.output is None:
+        print(to_dot(model, args.depth, params=not args.no_params))
+    else:
+        print(f"wrote {plot(model, args.output, args.depth, params=not args.no_params)}")
     return 0
 
 
@@ -79,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--seed", type=int, default=0, help="seed of the random parameters when --params is not given")
     export.add_argument("--overwrite", action="store_true", help="write into a non-empty output directory")
     export.set_defaults(func=_export)
+    graph = sub.add_parser("graph", help="draw a model's graph (SVG/PNG/PDF with Graphviz, or DOT text)")
+    graph.add_argument("model", help="module:attribute of a Model or a function returning one")
+    graph.add_argument("--shape", action="append", default=[], metavar="KEY=D1,D2,...", help="input shape, repeatable")
+    graph.add_argument("-o", "--output", help="picture to write (.svg, .png or .pdf); DOT text on stdout otherwise")
+    graph.add_argument("--depth", type=int, default=None, help="levels of blocks to open (default 3)")
+    graph.add_argument("--no-params", action="store_true", help="leave parameters out of the picture")
+    graph.set_defaults(func=_graph)
     plugins = sub.add_parser("plugins", help="list loaded and broken plugins")
     plugins.set_defaults(func=_plugins)
     args = parser.parse_args(argv)

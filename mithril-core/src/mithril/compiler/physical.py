@@ -197,6 +197,21 @@ class PhysicalModel:
 
         return summarize(self).html()
 
+    def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
+        """Draw the model's graph to ``path`` (``.svg``, ``.png`` or ``.pdf``) with Graphviz; see
+        :func:`mithril.display.plot`. Returns the path written.
+
+        >>> model.plot("model.svg", depth=2)   # doctest: +SKIP
+        """
+        from ..display import plot
+
+        return plot(self, path, depth, params=params)
+
+    def _repr_svg_(self) -> str | None:
+        from ..display import svg
+
+        return svg(self)
+
     def export(
         self,
         directory: str | Path,

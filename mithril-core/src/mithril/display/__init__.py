@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+from .graph import GraphvizNotFound, plot, render, svg, to_dot
 from .summary import Summary, show_summary, summarize
 
-__all__ = ["Summary", "show_summary", "summarize"]
+__all__ = ["GraphvizNotFound", "Summary", "plot", "render", "show_summary", "summarize", "svg", "to_dot"]

@@ -127,6 +127,28 @@ class _Call:
         self.kwargs = kwargs
 
 
+def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, tuple[Connection, ...]]]:
+    """List-valued keys (Split's ``output``): a list of targets connects member by member; a name
+    (``str``/``IOKey``) names the list in the parent (``parent.split_out[0]``)."""
+    members = child.__dict__.get("_key_groups", {})
+    if not members or not set(kwargs) & set(members):
+        return dict(kwargs), {}
+    expanded, groups = dict(kwargs), {}
+    for key, connections in members.items():
+        if key not in expanded:
+            continue
+        target = expanded.pop(key)
+        if isinstance(target, (list, tuple)):
+            if len(target) != len(connections):
+                raise ConnectionError_(f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets")
+            expanded.update({conn.key: t for conn, t in zip(connections, target)})
+        elif isinstance(target, (str, IOKey)) and (isinstance(target, str) or target.name):
+            groups[target if isinstance(target, str) else target.name] = tuple(connections)
+        else:
+            raise ConnectionError_(f"{where}: {type(child).__name__}.{key} is a list of {len(connections)} values; connect it to a name or a list, got {target!r}")
+    return expanded, groups
+
+
 class Model:
     """A logical model: a tree of child models whose primitives form one flat graph.
 
@@ -247,6 +269,7 @@ class Model:
             )
         if self._frozen:
             raise ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more")
+        kwargs, groups = _expand_groups(child, kwargs, self._path())
         iface = child._interface()
         unknown = set(kwargs) - set(iface)
         if unknown:
@@ -266,6 +289,8 @@ class Model:
                 self._connect(value, target, f"{where}.{key}")
         self._graph.absorb(child._graph, name)
         self._children.append((name, child))
+        if groups:
+            self.__dict__["_key_groups"] = {**self.__dict__.get("_key_groups", {}), **groups}
         child._parent = self
         child._frozen = True
         if canonical_update:
@@ -342,7 +367,7 @@ class Model:
             self._bind_name(key.name, value, where)
             if key.expose is False:
                 self._hidden_keys.add(key.name)
-            elif value.find().producer is not None:  # an output named by IOKey: Mithril's exposure rule
+            elif key.expose and value.find().producer is not None:  # IOKey(expose=True): Mithril's exposure rule
                 self._exposed = {*(self._exposed or ()), key.name}
                 self._hidden_keys.discard(key.name)
 
@@ -403,7 +428,7 @@ class Model:
             return Connection(self, name)
         group = self.__dict__.get("_key_groups", {}).get(name)
         if group is not None:  # a list-valued key (Split's output): model.split_out[0]
-            return group  # type: ignore[no-any-return]
+            return tuple(group)  # type: ignore[return-value]
         raise AttributeError_(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
 
     def _is_output(self, key: str, value: Value) -> bool:
@@ -430,8 +455,10 @@ class Model:
 
         Two rules, one per style of code. The manual's: every output named by a string or an ``IOKey`` is
         exposed (and an unnamed canonical output as ``"output"``). Mithril's published API's: once a model
-        names an output with ``IOKey(...)`` or calls :meth:`expose_keys`, only those keys are outputs; outputs
-        named by a plain string are internal connections (still usable as ``model.name``)."""
+        calls :meth:`expose_keys` or names an output with ``IOKey(name, expose=True)``, only the keys exposed
+        that way are outputs; outputs named otherwise are internal connections (still usable as
+        ``model.name``). A plain ``IOKey("name")`` output keeps the manual's rule, so code mixing strings and
+        IOKeys keeps every named output."""
         hidden = self._hidden
         return [k for k, v in self._interface().items() if self._is_output(k, v) and k not in hidden]
 
@@ -647,6 +674,21 @@ class Model:
         from ..display import summarize
 
         return summarize(self).html()
+
+    def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
+        """Draw the model's graph to ``path`` (``.svg``, ``.png`` or ``.pdf``) with Graphviz; see
+        :func:`mithril.display.plot`. Returns the path written.
+
+        >>> model.plot("model.svg", depth=2)   # doctest: +SKIP
+        """
+        from ..display import plot
+
+        return plot(self, path, depth, params=params)
+
+    def _repr_svg_(self) -> str | None:
+        from ..display import svg
+
+        return svg(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, keys={sorted(self._interface())})"
