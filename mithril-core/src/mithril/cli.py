@@ -1,4 +1,5 @@
-"""The ``mithril`` command: ``mithril demo``, ``mithril plugins``, ``mithril export`` and ``mithril graph``."""
+"""The ``mithril`` command: ``mithril demo``, ``mithril plugins``, ``mithril export``, ``mithril export-model``
+and ``mithril graph``."""
 
 from __future__ import annotations
 
@@ -83,6 +84,22 @@ def _graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_model(args: argparse.Namespace) -> int:
+    import json
+
+    try:
+        from mithril_models import export_program
+    except ImportError:
+        raise ImportError("mithril export-model needs mithril-models: pip install mithril-models") from None
+    with open(args.config, encoding="utf-8") as handle:
+        config = json.load(handle)
+    options = {"cache_len": args.cache_len, "image_size": args.image_size, "overwrite": args.overwrite}
+    result = export_program(config, args.weights, args.out, **options)
+    print(f"wrote {result.directory}: {', '.join(result.files)}")
+    print(f"build: make -C {result.directory} (or sh {result.directory}/build.sh) -> {result.binary}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mithril`` console script."""
     parser = argparse.ArgumentParser(prog="mithril", description="Mithril: compose once, compile anywhere.")
@@ -109,6 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     graph.add_argument("--depth", type=int, default=None, help="levels of blocks to open (default 3)")
     graph.add_argument("--no-params", action="store_true", help="leave parameters out of the picture")
     graph.set_defaults(func=_graph)
+    edge = sub.add_parser("export-model", help="a GPT-2 or ResNet checkpoint as a standalone C program (mithril-models)")
+    edge.add_argument("--config", required=True, help="config.json: Hugging Face (model_type gpt2/resnet) or {family: ...}")
+    edge.add_argument("--weights", required=True, help="the checkpoint: .safetensors file or save_pretrained directory")
+    edge.add_argument("--out", required=True, help="directory to write (main.c, model.c, weights.bin, Makefile)")
+    edge.add_argument("--cache-len", type=int, default=None, help="GPT-2: KV-cache slots (default block_size)")
+    edge.add_argument("--image-size", type=int, default=224, help="ResNet: image height and width (default 224)")
+    edge.add_argument("--overwrite", action="store_true", help="write into a non-empty output directory")
+    edge.set_defaults(func=_export_model)
     plugins = sub.add_parser("plugins", help="list loaded and broken plugins")
     plugins.set_defaults(func=_plugins)
     args = parser.parse_args(argv)

@@ -36,17 +36,6 @@ static int mtc_int(const char *text, long long lo, long long hi, long long *out)
     return 0;
 }
 
-/* Parse a float > 0 (all of `text`). */
-static int mtc_positive(const char *text, double *out) {
-    char *end = NULL;
-    if (!text || !*text) return 1;
-    errno = 0;
-    double value = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(value > 0) || value > 1e30) return 1;
-    *out = value;
-    return 0;
-}
-
 /* `given`, else weights.bin next to the program (the directory of argv[0]), else in the current directory. */
 static int mtc_weights_path(char *out, size_t len, const char *argv0, const char *given) {
     if (given) return snprintf(out, len, "%s", given) >= (int)len;

@@ -21,6 +21,17 @@
 
 #define PROGRAM "generate"
 
+/* Parse a float > 0 (all of `text`). */
+static int mtc_positive(const char *text, double *out) {
+    char *end = NULL;
+    if (!text || !*text) return 1;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(value > 0) || value > 1e30) return 1;
+    *out = value;
+    return 0;
+}
+
 typedef struct {
     const char *tokens;
     long long max_new;
