@@ -15,11 +15,13 @@ from typing import Any
 
 from ..framework.keys import TBD, Connection, IOKey
 from ..framework.model import Model
+from . import api_compat as _compat
 from . import primitive_models as _pm
 from .blocks import *  # noqa: F403
 from .blocks import __all__ as _blocks_all
 from .primitive import Primitive
 from .primitive_models import *  # noqa: F403
+from .api_compat import *  # noqa: F403 - Mithril's published signatures replace the table's classes
 
 Convolution2D = Conv2d  # noqa: F405 - upstream spellings
 Convolution1D = Conv1d  # noqa: F405
@@ -29,7 +31,7 @@ Operator = Primitive
 
 __all__ = [
     "TBD", "Connection", "IOKey", "Model", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
-    *_blocks_all, *_pm.__all__,
+    *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 
 

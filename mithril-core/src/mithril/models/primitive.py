@@ -46,3 +46,35 @@ class Primitive(Model):
     @property
     def spec(self):
         return _spec(self.primitive_name)
+
+    def _rebuild(self, attrs: dict[str, Any]) -> None:
+        """Build this model again in place with ``attrs`` changed (it is not connected to anything yet)."""
+        Primitive.__init__(self, self.primitive_name, name=self.name, **{**self.attributes, **attrs})
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        """Static attributes given at connect time, as Mithril's published API passes them
+        (``Sum().connect(x, axis=1)``, ``Cast().connect(x, dtype=ml.float16)``): the model is rebuilt with
+        them before it is added. A key of the same name wins over an attribute."""
+        from ..errors import ArgumentError
+        from ..framework.keys import Connection, IOKey
+
+        attrs = {k: connections.pop(k) for k in list(connections) if k in self.attributes and k not in self._keys}
+        for key, value in attrs.items():
+            if isinstance(value, (Connection, IOKey)):
+                raise ArgumentError(
+                    f"{type(self).__name__}: {key!r} is a static attribute of {self.primitive_name!r}; it takes a "
+                    f"value (a number, tuple, string or dtype), got {value!r}"
+                )
+        changed = {k: v for k, v in attrs.items() if not _same(self.attributes[k], v)}
+        if changed:
+            if self._parent is not None:
+                raise ArgumentError(f"{type(self).__name__}: attributes cannot change once the model is added")
+            self._rebuild(changed)
+        return connections
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return a is b

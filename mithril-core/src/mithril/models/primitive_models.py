@@ -52,7 +52,18 @@ ALIASES: dict[str, str] = {
 }
 
 
+# Mithril's published key names, accepted next to ours (``Power(base=, exponent=)`` is ``Power(left=, right=)``).
+KEY_ALIASES: dict[str, dict[str, str]] = {
+    "Power": {"base": "left", "exponent": "right"},
+    "Divide": {"numerator": "left", "denominator": "right"},
+    "FloorDivide": {"numerator": "left", "denominator": "right"},
+    "Where": {"cond": "condition", "input1": "left", "input2": "right"},
+}
+
+
 def _make(class_name: str, primitive: str) -> type[Primitive]:
+    aliases = KEY_ALIASES.get(class_name, {})
+
     def __init__(self: Primitive, *args: Any, name: str | None = None, **kwargs: Any) -> None:
         from .primitive import _spec
 
@@ -68,8 +79,9 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
             if key in spec.attributes:
                 attrs[key] = value
             else:
-                constants[key] = value
+                constants[aliases.get(key, key)] = value
         Primitive.__init__(self, primitive, name=name, **attrs)
+        self._constants = constants
         for key, value in constants.items():
             if key not in self._keys:
                 from ..errors import ArgumentError
@@ -77,8 +89,14 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
                 raise ArgumentError(f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}")
             self._connect(self._keys[key], value, f"{class_name}.{key}")
 
+    def _rebuild(self: Primitive, attrs: dict[str, Any]) -> None:
+        type(self).__init__(self, name=self.name, **{**self.attributes, **attrs, **self._constants})
+
     doc = f"The ``{primitive}`` primitive as a model (see ``mithril.plugins.registry().primitive({primitive!r}).doc``)."
-    return type(class_name, (Primitive,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
+    if aliases:
+        doc += " Mithril's key names are accepted too: " + ", ".join(f"``{a}`` = ``{k}``" for a, k in aliases.items()) + "."
+    namespace = {"__init__": __init__, "_rebuild": _rebuild, "__doc__": doc, "__module__": __name__, "_aliases": aliases}
+    return type(class_name, (Primitive,), namespace)
 
 
 _CLASSES = {class_name: _make(class_name, primitive) for class_name, primitive in _TABLE}

@@ -47,6 +47,8 @@ class _ConvNd(Model):
         stride = validation.int_or_ints(owner, "stride", stride, minimum=1)
         dilation = validation.int_or_ints(owner, "dilation", dilation, minimum=1)
         padding = validation.padding(owner, "padding", padding)
+        if self._rank == 1 and isinstance(padding, (tuple, list)) and len(padding) == 2 and all(isinstance(p, int) for p in padding):
+            padding = (tuple(padding),)  # Conv1d(padding=(left, right)), as in Mithril's published API
         use_bias = validation.boolean(owner, "use_bias", use_bias)
         if in_channels is not None and in_channels % groups:
             raise ArgumentError(f"{owner}: in_channels={in_channels} must be divisible by groups={groups}")
@@ -74,7 +76,8 @@ class Conv2d(_ConvNd):
 
 
 class Conv1d(_ConvNd):
-    """1-D convolution over ``[N, C, L]``; same arguments as :class:`Conv2d`."""
+    """1-D convolution over ``[N, C, L]``; same arguments as :class:`Conv2d`, and ``padding=(left, right)``
+    pads the two ends by different amounts."""
 
     _rank = 1
 

@@ -1,0 +1,209 @@
+"""Blocks whose signatures follow Mithril's published API where it differs from the primitive table.
+
+``ScaledDotProduct(is_causal=True, scale=None, use_attn_mask=False)`` (causal by default; the mask key is
+``attn_mask`` and exists only with ``use_attn_mask=True``), ``Concat`` taking a list ``input`` (``axis=None``
+flattens first), ``Split`` with one list-valued ``output`` (``split_out[0]``), ``SiLU``, and ``robust=`` on
+``Power``, ``Sqrt`` and ``Log``. Our own names stay valid: ``Split(sections=3)``, ``Concat(n=2)`` with keys
+``input_0``/``input_1``, ``Power(left=, right=)``.
+
+Example:
+    >>> from mithril.models import Model, ScaledDotProduct, Split
+    >>> ScaledDotProduct().input_keys, ScaledDotProduct().attributes["causal"]
+    (['query', 'key', 'value'], True)
+    >>> model = Model()
+    >>> model |= Split(3, axis=-1).connect("qkv", output="split_out")
+    >>> len(model.split_out)
+    3
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import validation
+from ..errors import ArgumentError
+from ..framework.keys import IOKey
+from ..framework.model import Model, _Call
+from . import primitive_models as _base
+from .blocks._util import op
+from .primitive import Primitive
+
+__all__ = ["ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
+
+TINY = float(np.finfo(np.float32).tiny)
+"""Where the robust ops clamp ``|x|`` (float32's smallest normal number): finite values and gradients at 0."""
+
+
+class ScaledDotProduct(Primitive):
+    """``softmax(query @ key^T * scale + mask) @ value``, **causal by default** as in Mithril's published API.
+
+    Args:
+        is_causal: mask positions ``j > i`` (default ``True``; ``causal=`` is accepted as an alias).
+        scale: defaults to ``1/sqrt(d)``.
+        use_attn_mask: add the input key ``attn_mask`` (a bool keep-mask or an additive float mask that
+            broadcasts to ``[..., Lq, Lk]``; ``mask`` is accepted as an alias). Without it the model has no
+            mask input at all.
+
+    Keys: ``query``, ``key``, ``value``, (``attn_mask``), ``output``.
+
+    >>> ScaledDotProduct(is_causal=False, use_attn_mask=True).input_keys
+    ['query', 'key', 'value', 'attn_mask']
+    """
+
+    def __init__(
+        self,
+        is_causal: bool = True,
+        scale: float | None = None,
+        use_attn_mask: bool = False,
+        *,
+        causal: bool | None = None,
+        name: str | None = None,
+    ) -> None:
+        if causal is not None:
+            is_causal = causal
+        is_causal = validation.boolean("ScaledDotProduct", "is_causal", is_causal)
+        use_attn_mask = validation.boolean("ScaledDotProduct", "use_attn_mask", use_attn_mask)
+        super().__init__("scaled_dot_product_attention", name=name, causal=is_causal, scale=scale)
+        self.use_attn_mask = use_attn_mask
+        keys = dict(self._keys)
+        mask = keys.pop("mask")
+        if use_attn_mask:
+            output = keys.pop("output")
+            keys["attn_mask"] = mask
+            mask.find().differentiable = False  # an input the model needs (data), not an optional one left out
+            keys["output"] = output
+            self._aliases = {"mask": "attn_mask", "is_causal": "causal"}
+        else:
+            self._connect(mask, None, "ScaledDotProduct.attn_mask")
+            self._aliases = {"is_causal": "causal"}
+        self._keys = keys
+
+    def _rebuild(self, attrs: dict[str, Any]) -> None:
+        merged = {**self.attributes, **attrs}
+        ScaledDotProduct.__init__(self, merged["causal"], merged["scale"], self.use_attn_mask, name=self.name)
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        if "is_causal" in connections:
+            connections["causal"] = connections.pop("is_causal")
+        return super()._connect_attributes(connections)
+
+
+ScaledDotProductAttention = ScaledDotProduct
+
+
+class Concat(Model):
+    """``np.concatenate([input_0, ..., input_{n-1}], axis)``; ``axis=None`` flattens every input first.
+
+    Mithril's published form takes the inputs as one list: ``Concat(axis=-1).connect(input=[a, b, c])``
+    (the number of inputs follows the list). Keys: ``input_0`` ... ``input_{n-1}``, ``output``.
+
+    >>> Concat(axis=1, n=3).input_keys
+    ['input_0', 'input_1', 'input_2']
+    """
+
+    def __init__(self, axis: int | None = 0, n: int = 2, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        n = validation.positive_int("Concat", "n", n)
+        self.attributes = {"axis": axis, "n": n}
+        parts: list[Any] = [IOKey(f"input_{i}") for i in range(n)]
+        if axis is None:
+            parts = [op(self, "reshape", part, shape=(-1,)) for part in parts]
+        concat = Primitive("concat", n=n, axis=0 if axis is None else axis)
+        self |= concat(**{f"input_{i}": part for i, part in enumerate(parts)}, output=IOKey("output"))
+        self._cin = self._keys["input_0"]
+
+    def __call__(self, *args: Any, **connections: Any) -> _Call:
+        if args and isinstance(args[0], (list, tuple)):  # Concat().connect([a, b], output=...)
+            if "input" in connections:
+                raise ArgumentError("Concat.connect: the input list is given positionally and as input=")
+            connections["input"], args = args[0], args[1:]
+        return super().__call__(*args, **connections)
+
+    connect = __call__
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        inputs = connections.pop("input", None)
+        axis = connections.pop("axis", self.attributes["axis"])
+        n = self.attributes["n"]
+        if inputs is not None:
+            if not isinstance(inputs, (list, tuple)) or not inputs:
+                raise ArgumentError(f"Concat: input takes a non-empty list of connections, names or constants, got {inputs!r}")
+            n = len(inputs)
+            connections.update({f"input_{i}": target for i, target in enumerate(inputs)})
+        if (axis, n) != (self.attributes["axis"], self.attributes["n"]):
+            if self._parent is not None:
+                raise ArgumentError("Concat: attributes cannot change once the model is added")
+            Concat.__init__(self, axis, n, name=self.name)
+        return connections
+
+
+class Split(_base.Split):  # type: ignore[name-defined,misc]
+    """``np.split(input, sections, axis)``. ``Split(3, axis=-1)``; ``split_size=`` is Mithril's name of
+    ``sections``. Besides the keys ``output_0`` ... the model has Mithril's list-valued ``output``:
+    ``model |= Split(3).connect(x, output="parts")`` names the list, ``model.parts[0]`` is the first part.
+    """
+
+    def __init__(self, *args: Any, split_size: int | None = None, name: str | None = None, **kwargs: Any) -> None:
+        if split_size is not None:
+            kwargs["sections"] = split_size
+        super().__init__(*args, name=name, **kwargs)
+        self.__dict__["_key_groups"] = {"output": [getattr(self, key) for key in self.output_keys]}
+
+
+def _unary(name: str, doc: str, build: Any) -> type[Model]:
+    def __init__(self: Model, *, name: str | None = None) -> None:
+        Model.__init__(self, name=name)
+        result = build(self, IOKey("input"))
+        self.expose(result, "output")
+        self._cin = self._keys["input"]
+
+    return type(name, (Model,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
+
+
+SiLU = _unary("SiLU", "``input * sigmoid(input)`` (Swish).", lambda m, x: op(m, "multiply", x, op(m, "sigmoid", x)))
+Silu = SiLU
+RobustSqrt = _unary(
+    "RobustSqrt",
+    "``sqrt(max(|input|, tiny))``: ``Sqrt(robust=True)``, finite for every input and with a finite gradient at 0.",
+    lambda m, x: op(m, "sqrt", op(m, "maximum", op(m, "abs", x), TINY)),
+)
+RobustLog = _unary(
+    "RobustLog",
+    "``log(max(|input|, tiny))``: ``Log(robust=True)``, never NaN or -inf (about -87.3 at 0).",
+    lambda m, x: op(m, "log", op(m, "maximum", op(m, "abs", x), TINY)),
+)
+
+
+class RobustPower(Model):
+    """``max(|base|, tiny) ** exponent``: ``Power(robust=True)``, never NaN (negative bases with fractional
+    exponents) and with finite gradients at 0. Keys ``base``/``left``, ``exponent``/``right``, ``output``."""
+
+    _aliases = {"base": "left", "exponent": "right"}
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        base = op(self, "maximum", op(self, "abs", IOKey("left")), TINY)
+        self.expose(op(self, "power", base, IOKey("right")), "output")
+        self._cin = self._keys["left"]
+
+
+def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Primitive]:
+    def __new__(cls: type, *args: Any, robust: bool = False, **kwargs: Any) -> Any:
+        if validation.boolean(base.__name__, "robust", robust):
+            if args or set(kwargs) - {"name"}:
+                raise ArgumentError(f"{base.__name__}(robust=True) takes only name=, got {args!r} {sorted(kwargs)}")
+            return robust_cls(**kwargs)
+        return Primitive.__new__(cls)
+
+    def __init__(self: Primitive, *args: Any, robust: bool = False, **kwargs: Any) -> None:
+        base.__init__(self, *args, **kwargs)
+
+    doc = f"{base.__doc__} ``robust=True`` gives {robust_cls.__name__}: {robust_cls.__doc__}"
+    return type(base.__name__, (base,), {"__new__": __new__, "__init__": __init__, "__doc__": doc, "__module__": __name__})
+
+
+Power = _robust_variant(_base.Power, RobustPower)  # type: ignore[attr-defined]
+Sqrt = _robust_variant(_base.Sqrt, RobustSqrt)  # type: ignore[attr-defined]
+Log = _robust_variant(_base.Log, RobustLog)  # type: ignore[attr-defined]
