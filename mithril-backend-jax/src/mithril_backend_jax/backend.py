@@ -35,6 +35,8 @@ from mithril.backends.backend import Backend
 from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
+from . import sharding
+
 __all__ = ["JaxBackend"]
 
 _X64 = jax.enable_x64  # the thread-local x64 state: ``_X64.value``, and ``with _X64(flag):``
@@ -129,7 +131,8 @@ class JaxBackend(Backend):
         if needed > len(found):
             raise ArgumentError(
                 f"JaxBackend: device_mesh={sizes} needs {needed} {self.jax_device.platform} devices, but only "
-                f"{len(found)} are available ({_available_devices()})"
+                f"{len(found)} are available ({_available_devices()}). To simulate more CPU devices, set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before JAX starts"
             )
         from jax.sharding import Mesh
 
@@ -150,9 +153,19 @@ class JaxBackend(Backend):
         splits axis 0 over the first mesh axis)."""
         if self.mesh is None:
             raise ArgumentError("JaxBackend.shard needs a backend created with device_mesh=...")
-        from jax.sharding import NamedSharding, PartitionSpec
+        return self.place(array, spec)
 
-        return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec(*spec)))
+    def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
+        """``array`` as a ``jax.Array`` over the mesh with ``PartitionSpec(*spec)`` (``None``: replicated);
+        see :mod:`mithril_backend_jax.sharding`.
+
+        >>> backend = JaxBackend(device_mesh=(1,))
+        >>> backend.place(backend.ones(2, 3), ("mesh_0", None)).shape
+        (2, 3)
+        """
+        if self.mesh is None:
+            return super().place(array, spec)
+        return sharding.place(self.mesh, array, spec)
 
     # -- precision scope -------------------------------------------------------------------------
     def scope(self) -> contextlib.AbstractContextManager[Any]:
@@ -234,7 +247,7 @@ class JaxBackend(Backend):
 
     def to_numpy(self, array: Any) -> np.ndarray:
         """A NumPy copy of a backend array (bfloat16 arrays come back as ``ml_dtypes.bfloat16``)."""
-        return np.asarray(jax.device_get(array))
+        return sharding.gather(array)
 
     def is_array(self, value: Any) -> bool:
         """Whether ``value`` is a ``jax.Array`` (tracers included)."""

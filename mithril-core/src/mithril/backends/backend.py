@@ -50,6 +50,17 @@ class Backend(ABC):
     jit_by_default: ClassVar[bool] = True
     """What ``ml.compile(jit=None)`` (the default) means on this backend (PyTorch: eager)."""
 
+    device_mesh: tuple[int, ...] | None = None
+    """The mesh of devices this backend places arrays over (``None``: one device); see :meth:`place`."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # array creators defined by a subclass accept ``device_mesh=``/``tensor_split=`` like the base ones
+        super().__init_subclass__(**kwargs)
+        for name in _CREATORS:
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_places", False):
+                setattr(cls, name, _placing(method))
+
     @classmethod
     def available_devices(cls) -> tuple[str, ...]:
         """Devices usable on this machine (override to probe, e.g. ``torch.cuda.is_available()``)."""
@@ -151,6 +162,54 @@ class Backend(ABC):
     def arange(self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None) -> Any:
         values = np.arange(start, stop, step) if stop is not None else np.arange(start)
         return self.array(values, dtype if dtype is not None else ("float" if values.dtype.kind == "f" else "int"))
+
+    # -- device meshes ---------------------------------------------------------------------------
+    def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
+        """``array`` placed over :attr:`device_mesh`: ``spec`` names, per dimension, the mesh axis
+        (``"mesh_0"``, ...) that splits it, or ``None``; a ``None`` spec replicates it.
+
+        Backends with a device mesh (JAX, PyTorch) override this; without a mesh an array stays as it is
+        and a split spec is an error.
+        """
+        if spec is None or all(axis is None for axis in spec):
+            return array
+        raise ArgumentError(
+            f"{type(self).__name__}: cannot split an array over a device mesh (spec {tuple(spec)}); "
+            "create a backend with device_mesh=... (ml.JaxBackend(device_mesh=(2,)), ml.TorchBackend(device_mesh=(2,)))"
+        )
+
+    def split_spec(self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int) -> tuple[str | None, ...] | None:
+        """The spec of the creators' ``device_mesh=``/``tensor_split=`` keywords for an array of ``rank``
+        dimensions: ``tensor_split[i]`` is the array dimension split over mesh axis ``i`` (``None``: that
+        axis replicates); no ``tensor_split`` replicates over the mesh.
+
+        >>> Backend.split_spec(ml.JaxBackend(device_mesh=(2,)), (2,), (0,), 2)   # doctest: +SKIP
+        ('mesh_0', None)
+        """
+        if device_mesh is None and tensor_split is None:
+            return None
+        where = f"{type(self).__name__} array creation"
+        if self.device_mesh is None:
+            raise ArgumentError(f"{where}: device_mesh={device_mesh!r} needs a backend created with device_mesh=..., e.g. {type(self).__name__}(device_mesh={tuple(device_mesh or (2,))})")
+        if device_mesh is not None:
+            mesh = (device_mesh,) if isinstance(device_mesh, int) else tuple(device_mesh)
+            if mesh != self.device_mesh:
+                raise ArgumentError(f"{where}: device_mesh={mesh} differs from the backend's device_mesh={self.device_mesh}; arrays live on the backend's mesh")
+        if tensor_split is None:
+            return None
+        splits = (tensor_split,) if isinstance(tensor_split, int) else tuple(tensor_split)
+        if len(splits) > len(self.device_mesh):
+            raise ArgumentError(f"{where}: tensor_split={splits} names {len(splits)} mesh axes; the mesh {self.device_mesh} has {len(self.device_mesh)}")
+        spec: list[str | None] = [None] * rank
+        for axis, dim in enumerate(splits):
+            if dim is None:
+                continue
+            if isinstance(dim, bool) or not isinstance(dim, int) or not -rank <= dim < rank:
+                raise ArgumentError(f"{where}: tensor_split={splits}: entry {axis} ({dim!r}) is not a dimension of a {rank}-d array")
+            if spec[dim % rank] is not None:
+                raise ArgumentError(f"{where}: tensor_split={splits} splits dimension {dim % rank} over two mesh axes")
+            spec[dim % rank] = f"mesh_{axis}"
+        return tuple(spec)
 
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
@@ -282,3 +341,25 @@ class Backend(ABC):
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Compile ``fn`` with the framework's JIT; the identity by default."""
         return fn
+
+
+_CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand")
+
+
+def _placing(create: Callable[..., Any]) -> Callable[..., Any]:
+    """``create`` (an array creator) with the ``device_mesh=``/``tensor_split=`` keywords of the manual:
+    ``backend.ones(128, 64, device_mesh=(2,), tensor_split=(0,))`` splits dimension 0 over the mesh."""
+
+    @functools.wraps(create)
+    def placed(self: Backend, *args: Any, device_mesh: Any = None, tensor_split: Any = None, **kwargs: Any) -> Any:
+        array = create(self, *args, **kwargs)
+        if device_mesh is None and tensor_split is None:
+            return array
+        return self.place(array, self.split_spec(device_mesh, tensor_split, len(self.shape_of(array))))
+
+    placed._places = True  # type: ignore[attr-defined]
+    return placed
+
+
+for _name in _CREATORS:
+    setattr(Backend, _name, _placing(Backend.__dict__[_name]))

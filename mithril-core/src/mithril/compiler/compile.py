@@ -26,6 +26,7 @@ from ..backends.backend import Backend
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from ..gc_pause import with_paused_gc
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
+from ..parallel import make_plan
 from .backward import build_backward
 from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten
@@ -38,7 +39,7 @@ __all__ = ["compile"]
 
 ACCEPTED_OPTIONS = (
     "shapes", "data_keys", "constant_keys", "trainable_keys", "discard_keys", "inference", "jit", "file_path",
-    "safe_names", "use_short_namings",
+    "safe_names", "use_short_namings", "parallelism",
 )
 
 
@@ -57,6 +58,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     file_path: str | Path | None = None,
     safe_names: bool = True,
     use_short_namings: bool = True,
+    parallelism: str | Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> PhysicalModel:
     """Compile a logical model for a backend.
@@ -78,6 +80,11 @@ def compile(  # noqa: A001 - the public name is ml.compile
             order of first use, ``weight_1``, ``weight_2``...) instead of their path (``linear_0.weight``).
             Both are stable when blocks are added after the existing ones; ``pm.input_paths`` maps names
             to paths either way.
+        parallelism: how inputs are placed over the backend's ``device_mesh`` (see
+            :mod:`mithril.parallel.plan`): ``"data"`` (data split on its batch axis over the first mesh
+            axis), ``"model"`` (Megatron-style parameter splits over the last mesh axis), ``"mixed"``
+            (both, on a 2-D mesh), a dict ``{key: spec}`` (a tuple naming a mesh axis or ``None`` per
+            dimension), or ``None``: follow the placements of the arrays passed in.
     """
     if unknown:
         raise ArgumentError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
@@ -140,6 +147,20 @@ def compile(  # noqa: A001 - the public name is ml.compile
         prune(graph, [*outputs.values(), *gradients.values()])
     graph.solve()
     _check_implementations(graph, backend)
+    plan = None
+    if parallelism is not None:
+        if backend.device_mesh is None:
+            raise ArgumentError(
+                f"ml.compile(parallelism={parallelism!r}) needs a backend with a device mesh, e.g. "
+                f"ml.JaxBackend(device_mesh=(2,)) or ml.TorchBackend(device_mesh=(2,)); got {backend!r}"
+            )
+        plan = make_plan(
+            parallelism,
+            mesh_shape=backend.device_mesh,
+            graph=graph,
+            params={name: flat.inputs[name] for name in [*params, *buffers]},
+            data={name: flat.inputs[name] for name in data},
+        )
 
     inputs = {name: flat.inputs[name] for name in [*params, *buffers, *data]}
     functions = [FunctionSpec("evaluate", inputs, {}, [outputs])]
@@ -174,6 +195,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         primitive_count=len(graph.nodes),
         compile_seconds=time.perf_counter() - started,
         file_path=str(file_path) if file_path is not None else None,
+        plan=plan,
     )
 
 

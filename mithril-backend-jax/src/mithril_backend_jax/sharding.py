@@ -1,0 +1,55 @@
+"""Placing arrays over a ``jax.sharding.Mesh`` (GSPMD): the JAX side of :mod:`mithril.parallel`.
+
+A spec names, per dimension, the mesh axis that splits it (``"mesh_0"``) or ``None``; it becomes a
+``NamedSharding(mesh, PartitionSpec(*spec))``. ``jax.jit`` follows the shardings of its arguments, so a
+compiled model placed this way runs partitioned, with the collectives XLA inserts.
+
+Multi-process (``jax.distributed.initialize``): a mesh spans devices of other processes; arrays are
+built from the global value every process holds (``jax.make_array_from_callback``), and :func:`gather`
+collects a global array on every process.
+
+Example:
+    >>> import jax, numpy as np
+    >>> from jax.sharding import Mesh
+    >>> mesh = Mesh(np.array(jax.devices()[:1]), ("mesh_0",))
+    >>> place(mesh, np.ones((2, 3), np.float32), ("mesh_0", None)).sharding.spec
+    PartitionSpec('mesh_0', None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+__all__ = ["gather", "place"]
+
+
+def place(mesh: Mesh, array: Any, spec: Sequence[str | None] | None) -> jax.Array:
+    """``array`` (a ``jax.Array`` or NumPy data) placed over ``mesh`` with ``spec``.
+
+    An array already placed that way is returned as it is (no copy); one placed on another mesh or
+    device is moved (resharded by XLA when it is on this mesh).
+    """
+    target = NamedSharding(mesh, PartitionSpec(*(spec or ())))
+    current = getattr(array, "sharding", None)
+    if current is not None and current.is_equivalent_to(target, np.ndim(array)):
+        return array
+    if target.is_fully_addressable:
+        return jax.device_put(array, target)
+    # a mesh over other processes' devices too: every process holds the global value; each builds its
+    # own shards from it
+    host = gather(array) if isinstance(array, jax.Array) else np.asarray(array)
+    return jax.make_array_from_callback(host.shape, target, lambda index: host[index])
+
+
+def gather(array: Any) -> np.ndarray:
+    """The whole (global) value of ``array`` as NumPy, on every process."""
+    if isinstance(array, jax.Array) and not array.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(jax.device_get(array))
