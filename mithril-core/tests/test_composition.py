@@ -59,8 +59,8 @@ def test_connect_time_shape_error_names_path_keys_and_shapes():
 
 
 def test_unknown_key_lists_the_valid_keys():
-    with pytest.raises(KeyError_, match="input_size") as info:
-        Model().__ior__(Linear(10)(input_size=32))
+    with pytest.raises(KeyError_, match="in_size") as info:  # (input_size= is the manual's spelling of in_features)
+        Model().__ior__(Linear(10)(in_size=32))
     assert "weight" in str(info.value)
 
 

@@ -194,3 +194,35 @@ def test_iokey_expose_true_hides_string_named_outputs():
     model |= Linear(dimension=4).connect("input", output="hidden")
     model |= Relu().connect("hidden", output=IOKey("output", expose=True))
     assert model.output_keys == ["output"]
+
+
+def test_buffer_tensor_types_and_physical_model_in_models():
+    from mithril.models import Buffer, LogicalModel, PhysicalModel
+
+    model = Model()
+    model |= Buffer().connect(IOKey("x", type=ml.Tensor[float]), output=IOKey("same"))
+    model |= Relu().connect("x", output=IOKey("output"))
+    x = np.array([-1.0, 2.0])
+    pm, out = _run(model, {"x": x})
+    np.testing.assert_array_equal(out["same"], x)
+    assert isinstance(pm, PhysicalModel) and LogicalModel is Model
+    assert IOKey("i", type=ml.Tensor[int]).type == "int" and IOKey("u", type=ml.Tensor[int | float]).type is None
+    params: dict[str, ml.DataType] = {}  # usable in annotations, as Mithril's examples use it
+    assert params == {}
+
+
+def test_backends_api_aliases_compile_call_and_layer_names():
+    from mithril.models import LogicalModel
+
+    model = LogicalModel()
+    model |= Linear(dimension=4)(input_size=3)  # the manual's most common line
+    model += Relu()
+    model += Linear(dimension=2)
+    assert model.shapes["input"][-1] == 3
+    physical_model = model.compile(ml.NumpyBackend(dtype=ml.float64), shapes={"input": [5, 3]})
+    assert physical_model.get_layer_names() == ["linear_0", "relu_0", "linear_1"]
+    x = RNG.normal(size=(5, 3))
+    params = physical_model.get_parameters()
+    np.testing.assert_allclose(physical_model({"input": x})["output"], physical_model.evaluate(params, {"input": x})["output"])
+    with pytest.raises(ArgumentError, match="input_size"):
+        Linear(dimension=2)(input_size=0)

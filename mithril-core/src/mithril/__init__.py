@@ -26,6 +26,7 @@ from .errors import DtypeError, ShapeError
 from .extension import register_gradient, register_implementation, register_primitive
 from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
 from .models import __all__ as _models_all
+from .framework.tensor_types import DataType, Tensor
 from .types import Dtype
 
 bool_ = Dtype.bool_
@@ -34,7 +35,7 @@ float16, bfloat16, float32, float64 = Dtype.float16, Dtype.bfloat16, Dtype.float
 
 __version__ = "0.1.0"
 __all__ = [
-    "Backend", "compile", "PhysicalModel", "to_dot", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
+    "Backend", "compile", "PhysicalModel", "Tensor", "DataType", "to_dot", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
     "register_gradient", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     *_models_all,
 ]

@@ -421,6 +421,25 @@ class PhysicalModel:
 
     __call__ = evaluate
 
+    def __call__(self, data: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> Any:
+        """``physical_model(data)`` (the Backends API page's spelling): :meth:`evaluate` with the current
+        parameters (:meth:`get_parameters`: randomised on first use, or the last ones loaded) unless
+        ``params`` is given.
+
+        >>> import mithril as ml
+        >>> from mithril.models import Linear
+        >>> pm = ml.compile(Linear(2), ml.NumpyBackend(), shapes={"input": [1, 3]})   # doctest: +SKIP
+        >>> pm({"input": pm.backend.ones(1, 3)})["output"].shape                    # doctest: +SKIP
+        (1, 2)
+        """
+        return self.evaluate(self.get_parameters() if params is None else params, data)
+
+    def get_layer_names(self) -> list[str]:
+        """Names of the logical model's top-level blocks, in the order they were added (``linear_0``,
+        ``relu_0``, ...; a block's ``name=`` when given). Parameter paths start with them
+        (:attr:`input_paths`)."""
+        return [name for name, _ in self.model._children]
+
     def _placed(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """``arrays`` placed over the backend's device mesh per :attr:`plan` (unchanged without one)."""
         if self.plan is None:

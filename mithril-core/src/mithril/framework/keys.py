@@ -67,6 +67,9 @@ class IOKey:
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise ArgumentError(f"IOKey: name must be a non-empty string or None, got {self.name!r}")
         where = f"IOKey({self.name!r})"
+        from .tensor_types import tensor_kind
+
+        object.__setattr__(self, "type", tensor_kind(self.type))  # ml.Tensor[float] -> "float"
         if self.shape is not None:
             object.__setattr__(self, "shape", validation.shape_template(where, "shape", self.shape))
         if self.type is not None:

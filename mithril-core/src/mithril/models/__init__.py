@@ -28,14 +28,23 @@ Convolution1D = Conv1d  # noqa: F405
 MaxPool2D = MaxPool2d  # noqa: F405
 AvgPool2D = AvgPool2d  # noqa: F405
 Operator = Primitive
+LogicalModel = Model  # the Backends API page's name
+
+
+def _physical_model() -> type:
+    from ..compiler.physical import PhysicalModel
+
+    return PhysicalModel
 
 __all__ = [
-    "TBD", "Connection", "IOKey", "Model", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
+    "TBD", "Connection", "IOKey", "Model", "LogicalModel", "PhysicalModel", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
     *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "PhysicalModel":  # what ml.compile returns, for annotations: from mithril.models import PhysicalModel
+        return _physical_model()
     from ..plugins.lookup import model_builder
 
     return model_builder(name)

@@ -30,7 +30,7 @@ from . import primitive_models as _base
 from .blocks._util import op
 from .primitive import Primitive
 
-__all__ = ["ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
+__all__ = ["Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
 
 TINY = float(np.finfo(np.float32).tiny)
 """Where the robust ops clamp ``|x|`` (float32's smallest normal number): finite values and gradients at 0."""
@@ -158,10 +158,16 @@ def _unary(name: str, doc: str, build: Any) -> type[Model]:
         result = build(self, IOKey("input"))
         self.expose(result, "output")
         self._cin = self._keys["input"]
+        self.set_shapes(input=[("S", ...)], output=[("S", ...)])  # shape-preserving
 
     return type(name, (Model,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
 
 
+Buffer = _unary(
+    "Buffer",
+    "``output = input`` (Mithril's ``Buffer``): gives an input, or any connection, a second name as an output.",
+    lambda m, x: op(m, "index", x, key=Ellipsis),
+)
 SiLU = _unary("SiLU", "``input * sigmoid(input)`` (Swish).", lambda m, x: op(m, "multiply", x, op(m, "sigmoid", x)))
 Silu = SiLU
 RobustSqrt = _unary(

@@ -21,7 +21,8 @@ class Linear(Model):
     Args:
         dimension: output features; inferred from connections when ``None``.
         use_bias: add a ``bias`` parameter of shape ``[dimension]``.
-        in_features: fix the input feature size (otherwise inferred from the input's last dim).
+        in_features: fix the input feature size (otherwise inferred from the input's last dim); also
+            given at connect time as ``Linear(dimension=n)(input_size=m)``.
 
     >>> Linear(10).input_keys
     ['input', 'weight', 'bias']
@@ -38,6 +39,14 @@ class Linear(Model):
             bias=param("bias", shape=[dimension]) if use_bias else None,
             output=IOKey("output"),
         )
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        """``Linear(dimension=n)(input_size=m)`` (the manual's spelling) fixes the input features, like
+        ``in_features=m``."""
+        if "input_size" in connections:
+            size = validation.positive_int("Linear", "input_size", connections.pop("input_size"))
+            self.set_shapes(weight=[None, size])
+        return connections
 
 
 def _activation(spec: Any) -> Model | None:

@@ -1,0 +1,57 @@
+"""``ml.Tensor`` and ``ml.DataType``: the type names of Mithril's published API.
+
+``IOKey("x", type=ml.Tensor[float])`` constrains a key to float tensors (``ml.Tensor[int | float]`` or a bare
+``ml.Tensor`` leave the kind open); ``ml.DataType`` stands for a backend's array type in annotations
+(``params: dict[str, ml.DataType]``).
+
+Example:
+    >>> import mithril as ml
+    >>> ml.IOKey("x", type=ml.Tensor[float]).type
+    'float'
+    >>> ml.IOKey("x", type=ml.Tensor[int | float]).type is None
+    True
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, TypeVar
+
+__all__ = ["Tensor", "DataType", "tensor_kind"]
+
+DataType = TypeVar("DataType")
+"""A backend's array type (``np.ndarray``, ``jax.Array``, ``torch.Tensor``, ``mx.array``), for annotations."""
+
+
+class _TensorOf:
+    """``Tensor[float]``: a tensor whose elements are of the given Python type(s)."""
+
+    __slots__ = ("element",)
+
+    def __init__(self, element: Any) -> None:
+        self.element = element
+
+    def __repr__(self) -> str:
+        return f"Tensor[{getattr(self.element, '__name__', self.element)!s}]"
+
+
+class Tensor:
+    """Mithril's tensor type: ``ml.Tensor[float]``, ``ml.Tensor[int]``, ``ml.Tensor[bool]``, unions of them."""
+
+    def __class_getitem__(cls, element: Any) -> _TensorOf:
+        return _TensorOf(element)
+
+
+def tensor_kind(type_: Any) -> Any:
+    """``Tensor[float]`` -> ``"float"``; a union or a bare ``Tensor`` -> ``None`` (kind left open); anything
+    else is returned unchanged."""
+    if type_ is Tensor:
+        return None
+    if not isinstance(type_, _TensorOf):
+        return type_
+    element = type_.element
+    if isinstance(element, types.UnionType) or typing.get_origin(element) is typing.Union:
+        members = typing.get_args(element)
+        return tensor_kind(Tensor[members[0]]) if len(members) == 1 else None
+    return {float: "float", int: "int", bool: "bool"}.get(element, element)
