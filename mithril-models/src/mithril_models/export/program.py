@@ -62,6 +62,9 @@ class ExportedProgram:
     def __fspath__(self) -> str:
         return os.fspath(self.directory)
 
+    def __str__(self) -> str:
+        return str(self.directory)
+
     def __repr__(self) -> str:
         return f"ExportedProgram({str(self.directory)!r}, program={self.program!r})"
 

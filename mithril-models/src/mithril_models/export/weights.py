@@ -6,6 +6,7 @@ Example:
     >>> import numpy as np, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "weights.bin")
     >>> write_weights(path, [Tensor("w", np.ones((2, 3), np.float32)), Tensor("input", shape=(1, 3), role=INPUT)])
+    384
     >>> [(t.name, t.shape) for t in read_weights(path)]
     [('w', (2, 3)), ('input', (1, 3))]
 """
@@ -33,6 +34,7 @@ DTYPES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int64): 
 """NumPy dtype -> the dtype code of the file (``MTW_F32``, ``MTW_F64``, ``MTW_I64`` in weights.h)."""
 _ENTRY = struct.Struct(f"<{NAME}s4I{MAX_DIMS}QQQ")
 _HEADER = struct.Struct("<8sIIQQQ24x")
+_FLOAT32 = np.dtype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class Tensor:
     data: np.ndarray | None = None
     shape: tuple[int, ...] | None = None
     role: int = WEIGHT
-    dtype: np.dtype = np.dtype(np.float32)
+    dtype: np.dtype = _FLOAT32
 
     def __post_init__(self) -> None:
         if self.data is not None:
@@ -62,7 +64,9 @@ class Tensor:
         if not encoded or len(encoded) >= NAME or b"\0" in encoded:
             raise ValueError(f"weights file: tensor name {self.name!r} must be 1..{NAME - 1} bytes without NUL")
         if np.dtype(self.dtype) not in DTYPES:
-            raise ValueError(f"weights file: tensor {self.name!r} has dtype {self.dtype}, expected one of {list(DTYPES)}")
+            raise ValueError(
+                f"weights file: tensor {self.name!r} has dtype {self.dtype}, expected one of {[str(d) for d in DTYPES]}"
+            )
         if len(self.shape) > MAX_DIMS:
             raise ValueError(f"weights file: tensor {self.name!r} has {len(self.shape)} dims, at most {MAX_DIMS}")
 

@@ -40,7 +40,7 @@ enum { MTW_WEIGHT = 0, MTW_INPUT = 1 };
 enum { MTW_F32 = 1, MTW_F64 = 2, MTW_I64 = 3 };
 
 typedef struct {
-    const char *name;
+    char name[MTW_NAME]; /* an array, not a pointer: the table needs no relocation (read-only data) */
     int role;
     int dtype;
     int ndim;
