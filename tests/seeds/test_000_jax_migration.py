@@ -9,6 +9,7 @@ import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
 from mithril.errors import KeyError_
 from mithril.models import Conv2d, Dropout, Flatten, Linear, MaxPool2d, Model, Relu
+from mithril.testing.devices import run_with_jax_devices
 
 
 def create_mlp(layer_sizes):
@@ -63,16 +64,32 @@ def test_000_jax_migration_block03_compilation_options(backend_or_numpy, backend
     backend = backend_or_numpy("jax")
     jitted_model = ml.compile(model=model, backend=backend, jit=True)
     params = jitted_model.randomize_params()
-    # Parallelism: device meshes of 8 / 4 / 2x2 devices do not exist on this machine, and `parallelism=`
-    # is no ml.compile option (the mesh lives on the backend).
+    # Parallelism: the block as written, on 8 simulated CPU devices (a fresh interpreter with XLA_FLAGS);
+    # a mesh of 8 devices does not exist in this process.
     cls = backend_class_or_numpy("jax")
     for mesh in [(8,), (1, 4), (2, 2)]:
         construct_or_clear_error(cls, device_mesh=mesh)
-    for mode in ["data", "model", "mixed"]:
-        with pytest.raises(TypeError) as exc:
-            ml.compile(model=model, backend=backend, parallelism=mode)
-        assert_option_rejected(exc, "parallelism")
-        assert "accepted" in str(exc.value) and "shapes" in str(exc.value)
+    if cls is ml.JaxBackend:
+        found = run_with_jax_devices(
+            """
+import mithril as ml, numpy as np
+from mithril.models import MLP
+model = MLP(input_size=16, hidden_sizes=[8], output_size=4)
+data_parallel = ml.compile(model=model, backend=ml.JaxBackend(device_mesh=(8,)), parallelism="data")
+model_parallel = ml.compile(model=model, backend=ml.JaxBackend(device_mesh=(1, 4)), parallelism="model")
+mixed_parallel = ml.compile(model=model, backend=ml.JaxBackend(device_mesh=(2, 2)), parallelism="mixed")
+single = ml.compile(model=model, backend=ml.JaxBackend())
+x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+expected = np.asarray(single.evaluate(single.randomize_params(seed=0), {"input": x})["output"])
+errors = {}
+for name, pm in [("data", data_parallel), ("model", model_parallel), ("mixed", mixed_parallel)]:
+    out = pm.evaluate(pm.randomize_params(seed=0), {"input": x})["output"]
+    errors[name] = float(np.abs(pm.backend.to_numpy(out) - expected).max())
+emit(errors)
+""",
+            devices=8,
+        )
+        assert found.keys() == {"data", "model", "mixed"} and max(found.values()) <= 1e-5, found
     # Automatic differentiation, built into evaluate.
     inputs = {"input": backend.randn(4, 16)}
     grads = {"output": backend.ones(4, 4)}

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
 from mithril.models import Linear, Model
+from mithril.testing.devices import run_with_jax_devices
 
 
 def _linear_model(backend):
@@ -110,23 +111,45 @@ def test_001_jax_backend_block08_enabling_jit(backend_or_numpy, backend_class_or
 
 def test_001_jax_backend_block09_device_mesh(backend_class_or_numpy):
     cls = backend_class_or_numpy("jax")
-    for mesh in [(2,), (2, 2)]:  # one CPU device here: a mesh of 2 or 4 devices maps to nothing real
+    for mesh in [(2,), (2, 2)]:  # one CPU device in this process: a clear error naming the mesh
         construct_or_clear_error(cls, device_mesh=mesh)
+    if cls is ml.JaxBackend:  # as written, on simulated devices
+        found = run_with_jax_devices(
+            """
+import mithril as ml
+backend = ml.JaxBackend(device_mesh=(2,))
+backend2 = ml.JaxBackend(device_mesh=(2, 2))
+emit([backend.mesh.devices.shape, backend2.mesh.devices.shape, list(backend2.mesh.axis_names)])
+""",
+            devices=4,
+        )
+        assert found == [[2], [2, 2], ["mesh_0", "mesh_1"]]
+
+
+_SHARDED = """
+import mithril as ml, numpy as np
+backend = ml.JaxBackend(device_mesh=(2,))
+sharded_tensor = backend.ones(128, 64, device_mesh=(2,))
+replicated = [s.data.shape for s in sharded_tensor.addressable_shards]
+sharded_tensor = backend.ones(128, 64, device_mesh=(2,), tensor_split=(0,))
+split = [s.data.shape for s in sharded_tensor.addressable_shards]
+emit({"replicated": replicated, "split": split, "sum": float(backend.to_numpy(sharded_tensor).sum())})
+"""
 
 
 def test_001_jax_backend_block10_sharded_tensors(backend_or_numpy):
     backend = backend_or_numpy("jax")
     for kwargs in [{"device_mesh": (2,)}, {"device_mesh": (2,), "tensor_split": (0,)}]:
-        try:
-            tensor = backend.ones(128, 64, **kwargs)
-        except (TypeError, ValueError) as exc:
-            assert_option_rejected(pytest.ExceptionInfo.from_exc_info((type(exc), exc, exc.__traceback__)), *kwargs)
-        else:
-            assert tuple(tensor.shape) == (128, 64)
+        with pytest.raises((TypeError, ValueError)) as exc:  # this backend has no mesh: a clear error
+            backend.ones(128, 64, **kwargs)
+        assert "device_mesh" in str(exc.value)
+    if isinstance(backend, ml.JaxBackend):
+        found = run_with_jax_devices(_SHARDED, devices=2)
+        assert found == {"replicated": [[128, 64], [128, 64]], "split": [[64, 64], [64, 64]], "sum": 128 * 64}
 
 
 def test_001_jax_backend_block11_parallel_evaluation(backend_or_numpy, backend_class_or_numpy):
-    # Sizes reduced (1024/2048 -> 32/64); the 2-device mesh is dropped where it cannot exist (block 09).
+    # Sizes reduced (1024/2048 -> 32/64); run as written on 2 simulated devices, compared with one device.
     model = ml.models.MLP(input_size=32, hidden_sizes=[64, 64], output_size=32)
     construct_or_clear_error(backend_class_or_numpy("jax"), device_mesh=(2,))
     backend = backend_or_numpy("jax")
@@ -137,6 +160,25 @@ def test_001_jax_backend_block11_parallel_evaluation(backend_or_numpy, backend_c
     outputs = compiled_model.evaluate(params, inputs)
     assert tuple(outputs["output"].shape) == (8, 32)
     check_against_numpy(model, backend, params, inputs)
+    if isinstance(backend, ml.JaxBackend):
+        found = run_with_jax_devices(
+            """
+import mithril as ml, numpy as np
+model = ml.models.MLP(input_size=32, hidden_sizes=[64, 64], output_size=32)
+backend = ml.JaxBackend(device_mesh=(2,))
+compiled_model = ml.compile(model, backend)
+params = compiled_model.randomize_params(seed=0)
+batch_size = 8
+inputs = {"input": backend.ones(batch_size, 32, device_mesh=(2,), tensor_split=(0,))}
+outputs = compiled_model.evaluate(params, inputs)
+single = ml.compile(model, ml.JaxBackend())
+expected = single.evaluate(single.randomize_params(seed=0), {"input": np.ones((8, 32), np.float32)})["output"]
+emit({"error": float(np.abs(backend.to_numpy(outputs["output"]) - np.asarray(expected)).max()),
+      "shards": [s.data.shape for s in outputs["output"].addressable_shards]})
+""",
+            devices=2,
+        )
+        assert found["error"] <= 1e-5 and found["shards"] == [[4, 32], [4, 32]], found
 
 
 def test_001_jax_backend_block12_custom_jax_operations(backend_or_numpy):

@@ -73,7 +73,7 @@ class ShardingPlan:
         spec = self.specs.get(key)
         if spec is None:
             return
-        if len(spec) != len(shape):
+        if len(spec) > len(shape):
             raise ShapeError(f"parallelism: the spec {spec} of {key!r} has {len(spec)} entries but the array has shape {tuple(shape)} ({len(shape)} dimensions)")
         for dim, (axis, size) in enumerate(zip(spec, shape)):
             if axis is not None and size % self.axis_size(axis):
@@ -152,18 +152,19 @@ def make_plan(
     specs: dict[str, Spec] = {}
     if parallelism in ("data", "mixed"):
         for key, value in data.items():
-            if ranks[key]:
-                specs[key] = (axes[0],) + (None,) * (ranks[key] - 1)
+            rank = ranks[key]
+            if rank is None:  # rank known at run time: the batch axis, whatever follows
+                specs[key] = (axes[0],)
+            elif rank:
+                specs[key] = (axes[0],) + (None,) * (rank - 1)
     if parallelism in ("model", "mixed"):
         specs.update(_megatron(graph, params, axes[-1], mesh_shape[-1]))
     return ShardingPlan(axes, mesh_shape, specs, mode=parallelism)
 
 
-def _rank(value: Any) -> int:
+def _rank(value: Any) -> int | None:
     pattern = value.shape.ints()
-    if pattern is None:
-        raise ArgumentError(f"parallelism: the rank of {value!r} is not known; give its shape to ml.compile(shapes=...)")
-    return len(pattern)
+    return None if pattern is None else len(pattern)
 
 
 def _megatron(graph: Any, params: Mapping[str, Any], axis: str, size: int) -> dict[str, Spec]:
