@@ -1,10 +1,11 @@
 # The two quick-start commands: `make demo` and `make test`. Both build .venv from scratch when needed.
+# `make docs` builds the documentation site (strict) into site/.
 PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt
 PACKAGES := $(foreach p,mithril-core mithril-backend-numpy mithril-backend-jax mithril-backend-torch mithril-backend-mlx mithril-backend-c mithril-backend-ggml mithril-models,$(if $(wildcard $(p)/pyproject.toml),-e $(p)))
 
-.PHONY: demo test install clean
+.PHONY: demo test docs install clean
 
 $(VENV)/.installed: constraints.txt $(wildcard */pyproject.toml) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,9 @@ demo: install
 
 test: install
 	$(VENV)/bin/python -m pytest
+
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV)
