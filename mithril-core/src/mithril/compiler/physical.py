@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import validation
+from ..display.mixin import Displayable
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
 from ..progress import task
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
@@ -29,7 +30,7 @@ from .index_checks import IndexCheck, check_indices
 __all__ = ["PhysicalModel"]
 
 
-class PhysicalModel:
+class PhysicalModel(Displayable):
     """The result of ``ml.compile``. See the module docstring for the calling convention."""
 
     def __init__(
@@ -178,39 +179,6 @@ class PhysicalModel:
         """Final shapes of inputs and outputs (``None`` for a dim known only at run time)."""
         values = {**self._param_values, **self._buffer_values, **self._data_values, **self._output_values}
         return {k: (list(s) if (s := v.shape.ints()) is not None else None) for k, v in values.items()}
-
-    def summary(self, depth: int | None = None, print_fn: Any = print) -> str:
-        """Print (and return as text) the blocks with their compiled shapes and parameter counts, the
-        backend, dtype, compile time, parameter memory and largest activation (see
-        :mod:`mithril.display.summary`). ``print_fn=None`` only returns the text."""
-        from ..display import show_summary
-
-        return show_summary(self, depth, print_fn)
-
-    def __str__(self) -> str:
-        from ..display import summarize
-
-        return summarize(self).text()
-
-    def _repr_html_(self) -> str:
-        from ..display import summarize
-
-        return summarize(self).html()
-
-    def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
-        """Draw the model's graph to ``path`` (``.svg``, ``.png`` or ``.pdf``) with Graphviz; see
-        :func:`mithril.display.plot`. Returns the path written.
-
-        >>> model.plot("model.svg", depth=2)   # doctest: +SKIP
-        """
-        from ..display import plot
-
-        return plot(self, path, depth, params=params)
-
-    def _repr_svg_(self) -> str | None:
-        from ..display import svg
-
-        return svg(self)
 
     def export(
         self,

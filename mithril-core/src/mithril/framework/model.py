@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
+from ..display.mixin import Displayable
 from ..errors import ArgumentError, AttributeError_, ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..gc_pause import paused_gc
 from ..journal import touch, transaction
@@ -149,7 +150,7 @@ def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple
     return expanded, groups
 
 
-class Model:
+class Model(Displayable):
     """A logical model: a tree of child models whose primitives form one flat graph.
 
     Args:
@@ -651,45 +652,7 @@ class Model:
 
         return compile_model(self, backend, **options)
 
-    # -- display ---------------------------------------------------------------------------------
-    def summary(self, depth: int | None = None, print_fn: Any = print) -> str:
-        """Print (and return as text) a table of the blocks with their input/output shapes and parameter
-        counts (see :mod:`mithril.display.summary`). ``depth=1``: top-level blocks only; ``None``: a
-        readable depth. ``print_fn=None`` only returns the text.
-
-        >>> from mithril.models import Linear
-        >>> "trainable parameters" in Linear(4).summary(print_fn=None)
-        True
-        """
-        from ..display import show_summary
-
-        return show_summary(self, depth, print_fn)
-
-    def __str__(self) -> str:
-        from ..display import summarize
-
-        return summarize(self).text()
-
-    def _repr_html_(self) -> str:
-        from ..display import summarize
-
-        return summarize(self).html()
-
-    def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
-        """Draw the model's graph to ``path`` (``.svg``, ``.png`` or ``.pdf``) with Graphviz; see
-        :func:`mithril.display.plot`. Returns the path written.
-
-        >>> model.plot("model.svg", depth=2)   # doctest: +SKIP
-        """
-        from ..display import plot
-
-        return plot(self, path, depth, params=params)
-
-    def _repr_svg_(self) -> str | None:
-        from ..display import svg
-
-        return svg(self)
-
+    # -- display: summary(), plot(), str() and the notebook views come from Displayable ---------
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, keys={sorted(self._interface())})"
 

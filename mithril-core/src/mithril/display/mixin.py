@@ -1,0 +1,54 @@
+"""``summary()``, ``plot()``, ``print``/``str`` and the notebook views, shared by the logical ``Model`` and the
+compiled ``PhysicalModel`` (both delegate to :mod:`mithril.display`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Displayable"]
+
+
+class Displayable:
+    """Mixin: the ways to see a model. ``str(model)`` is its summary table; notebooks show the table
+    (``_repr_html_``) and the graph picture (``_repr_svg_``, when Graphviz is installed)."""
+
+    __slots__ = ()
+
+    def summary(self, depth: int | None = None, print_fn: Any = print) -> str:
+        """Print (and return as text) a table of the blocks with their input/output shapes and parameter
+        counts; a compiled model adds its backend, dtype, compile time, parameter memory and largest
+        activation (see :mod:`mithril.display.summary`). ``depth=1``: top-level blocks only; ``None``: a
+        readable depth. ``print_fn=None`` only returns the text.
+
+        >>> from mithril.models import Linear
+        >>> "trainable parameters" in Linear(4).summary(print_fn=None)
+        True
+        """
+        from . import show_summary
+
+        return show_summary(self, depth, print_fn)
+
+    def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
+        """Draw the graph to ``path`` (``.svg``, ``.png`` or ``.pdf``) with Graphviz; see
+        :func:`mithril.display.plot`. Returns the path written.
+
+        >>> model.plot("model.svg", depth=2)   # doctest: +SKIP
+        """
+        from . import plot
+
+        return plot(self, path, depth, params=params)
+
+    def __str__(self) -> str:
+        from . import summarize
+
+        return summarize(self).text()
+
+    def _repr_html_(self) -> str:
+        from . import summarize
+
+        return summarize(self).html()
+
+    def _repr_svg_(self) -> str | None:
+        from . import svg
+
+        return svg(self)
