@@ -78,10 +78,10 @@ class CBackend(Backend):
 
     def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
         """C source for every function plus a loader (see :class:`~mithril_backend_c.program.CProgram`)."""
-        from .codegen import generate_c
+        from .codegen import generate_source
         from .program import CProgram
 
-        source, entry_points = generate_c(
+        source, entry_points = generate_source(
             graph,
             functions,
             param_names=param_names,

@@ -28,6 +28,7 @@ position in ``a->error``, having read and written nothing out of bounds.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,8 @@ from mithril.errors import DtypeError, MithrilError, ShapeError
 from mithril.types import Dtype
 
 __all__ = [
-    "CFunction", "CField", "Ctx", "IndexSite", "generate_c", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "NotPartitionable",
+    "CFunction", "CField", "CSource", "Ctx", "Entry", "IndexSite", "Kernel", "KernelFrame", "TranslationUnit",
+    "c_type", "generate_c", "generate_source", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "NotPartitionable",
     "MT_ERR_ALLOC", "MT_ERR_INDEX",
 ]  # fmt: skip
 
@@ -60,6 +62,18 @@ C_TYPES = {
     "uint8": "uint8_t",
     "bool": "uint8_t",
 }
+_C_TYPE_OF: dict[np.dtype, str] = {np.dtype(name): ct for name, ct in C_TYPES.items()}
+
+
+def c_type(dtype: np.dtype) -> str:
+    """The C type of a NumPy dtype (``C_TYPES`` looked up by dtype: ``dtype.name`` is slow in NumPy).
+
+    >>> c_type(np.dtype("float32"))
+    'float'
+    """
+    return _C_TYPE_OF.get(dtype) or C_TYPES[dtype.name]
+
+
 ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "reshape_like"})
 """Primitives whose output is the input's memory read with another shape (no copy)."""
 PAR_THRESHOLD = 1 << 16
@@ -208,6 +222,19 @@ class _Storage:
     last_use: float = -1
 
 
+@dataclass
+class KernelFrame:
+    """What emitting one kernel used: its pointer parameters (value id -> ``p<i>``, and the caller's
+    pointer and C type of each, in order), the scratch bytes it needs, whether it draws random numbers,
+    and the number (in the entry point) of its first index check site."""
+
+    site0: int
+    params: dict[int, str] = field(default_factory=dict)
+    args: list[tuple[str, str]] = field(default_factory=list)
+    scratch: int = 0
+    random: bool = False
+
+
 class Ctx:
     """What an emitter sees: value names, shapes, C types, literals, scratch space and loop helpers."""
 
@@ -236,25 +263,39 @@ class Ctx:
         self.salt = 0  # per-node stream of random primitives
         self.checks: list[IndexSite] = []  # index checks emitted so far (site = position in this list)
         self.input_keys: dict[int, str] = {}  # value id -> key of the function input it is
+        self._shapes: dict[int, tuple[int, ...]] = {}  # value id -> static shape (asked for many times)
+        self.kernel: KernelFrame | None = None  # the kernel being emitted (see :meth:`begin_kernel`)
 
     # -- values ------------------------------------------------------------------------------------
     def np_dtype(self, value: Value) -> np.dtype:
         return self._value_dtypes[value.id]
 
     def ct(self, value: Value) -> str:
-        return C_TYPES[self.np_dtype(value).name]
+        return c_type(self._value_dtypes[value.id])
 
     def shape(self, value: Value) -> tuple[int, ...]:
-        shape = value.shape.static()
-        assert shape is not None
-        return tuple(shape)
+        shape = self._shapes.get(value.id)
+        if shape is None:
+            static = value.shape.static()
+            assert static is not None
+            shape = self._shapes[value.id] = tuple(static)
+        return shape
 
     def size(self, value: Value) -> int:
         return math.prod(self.shape(value))
 
     def p(self, value: Value) -> str:
-        """The C pointer variable holding ``value``."""
-        return self.names[value.id]
+        """The C pointer variable holding ``value``: inside a kernel, its parameter (``p0``, ``p1``, ...
+        in order of first use, so that the same computation on other values is the same text)."""
+        frame = self.kernel
+        if frame is None:
+            return self.names[value.id]
+        name = frame.params.get(value.id)
+        if name is None:
+            caller = self.names[value.id]  # a KeyError here: the value is not computed yet
+            name = frame.params[value.id] = f"p{len(frame.params)}"
+            frame.args.append((caller, self.ct(value)))
+        return name
 
     def lit(self, value: Value | None) -> str | None:
         """A literal for a scalar constant (folded into expressions), else ``None``."""
@@ -274,9 +315,15 @@ class Ctx:
         return f"{prefix}{self._counter}"
 
     def scratch(self, count: int, ctype: str | None = None) -> str:
-        """A temporary array of ``count`` elements alive while the current node runs (a workspace slice)."""
+        """A temporary array of ``count`` elements alive while the current node runs (a workspace slice;
+        inside a kernel, a slice of its ``mt_scr`` parameter)."""
         ctype = ctype or self.real
         nbytes = count * {"float": 4, "double": 8}.get(ctype, 8)
+        frame = self.kernel
+        if frame is not None:
+            offset = frame.scratch
+            frame.scratch += max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
+            return f"(({ctype} *)(mt_scr + {offset}))"
         offset = self.arena.alloc(nbytes)
         self._scratch.append((offset, nbytes))
         return f"(({ctype} *)(ws + {offset}))"
@@ -285,6 +332,26 @@ class Ctx:
         for offset, nbytes in self._scratch:
             self.arena.release(offset, nbytes)
         self._scratch = []
+
+    def random_stream(self) -> tuple[str, str]:
+        """C expressions ``(seed, stream)`` that the current node's random draws use (``mt_uniform``)."""
+        frame = self.kernel
+        if frame is not None:
+            frame.random = True
+            return "mt_seed", "mt_salt"
+        return "a->seed", f"{self.salt}ULL"
+
+    # -- kernels -----------------------------------------------------------------------------------
+    def begin_kernel(self) -> None:
+        """Emit the next unit as a kernel: pointers become parameters, scratch space a slice of
+        ``mt_scr``, check sites and local names count from 0 (see :class:`KernelFrame`)."""
+        self.kernel = KernelFrame(site0=len(self.checks))
+        self._counter = 0
+
+    def end_kernel(self) -> KernelFrame:
+        frame, self.kernel = self.kernel, None
+        assert frame is not None
+        return frame
 
     # -- checks ------------------------------------------------------------------------------------
     def check_indices(self, index: Value, bound: int, operand: str) -> list[str]:
@@ -300,7 +367,7 @@ class Ctx:
         source = index
         while source.producer is not None and source.producer.spec.name in ALIAS_PRIMITIVES:
             source = next(v for v in source.producer.inputs.values() if v is not None)
-        site = len(self.checks)
+        site = len(self.checks) - (self.kernel.site0 if self.kernel is not None else 0)
         self.checks.append(
             IndexSite(
                 node.spec.name if node is not None else "?",
@@ -530,11 +597,15 @@ def _check_static(value: Value, key: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _constant_array(name: str, value: Value, dtype: np.dtype) -> str:
+def _constant_array(name: str, value: Value, dtype: np.dtype) -> tuple[str, str]:
+    """``(definition, declaration)`` of a constant array: shared by the translation units of a library
+    (hidden, read-only), declared ``extern`` in those that read it."""
     array = np.asarray(value.const).astype(dtype).ravel()
     ct = C_TYPES[dtype.name]
+    count = max(array.size, 1)
+    declaration = f"extern MT_HIDDEN const {ct} {name}[{count}];"
     if array.size == 0:
-        return f"static const {ct} {name}[1] = {{0}};"
+        return f"MT_HIDDEN const {ct} {name}[1] = {{0}};", declaration
     if dtype.kind == "f":
         items = [
             ("NAN" if math.isnan(x) else ("INFINITY" if x > 0 else "(-INFINITY)") if math.isinf(x) else float(x).hex())
@@ -543,7 +614,136 @@ def _constant_array(name: str, value: Value, dtype: np.dtype) -> str:
     else:
         items = [str(int(x)) for x in array.tolist()]
     body = ",".join(items)
-    return f"static const {ct} {name}[{array.size}] = {{{body}}};"
+    return f"MT_HIDDEN const {ct} {name}[{array.size}] = {{{body}}};", declaration
+
+
+INCLUDES = (
+    "#include <float.h>",
+    "#include <math.h>",
+    "#include <stdint.h>",
+    "#include <stdlib.h>",
+    "#include <string.h>",
+    '#include "runtime.h"',
+)
+"""The ``#include`` lines every translation unit starts with."""
+
+PART_BYTES = 8 << 10
+"""About this many bytes of kernel definitions go into one translation unit of :meth:`CSource.units`
+(small enough that the kernels of a model spread over the cores; each unit also parses the headers)."""
+MAX_KERNEL_PARTS = 64
+"""At most this many translation units of kernels."""
+
+
+@dataclass(frozen=True)
+class TranslationUnit:
+    """One independently compiled part of a library: ``label`` says what it holds (for progress and
+    errors), ``optimize`` whether it gets the full optimisation flags (kernels, constants) or is compiled
+    without optimisation (entry points: only pointer arithmetic and kernel calls, whose code gains nothing
+    from ``-O3`` but takes most of the compile time at it).
+
+    >>> TranslationUnit("kernels 1/2", "int f(void) { return 0; }").optimize
+    True
+    """
+
+    label: str
+    text: str
+    optimize: bool = True
+
+
+@dataclass
+class Kernel:
+    """One distinct generated kernel: ``name`` is ``<prefix>_k<16 hex digits of the SHA-256 of its
+    text>``, so every unit that computes the same thing (primitive, static shapes, dtypes, attributes,
+    folded literals) calls the same function; ``label`` names its primitives (no paths), ``calls`` counts
+    its call sites."""
+
+    name: str
+    definition: str
+    prototype: str
+    label: str
+    calls: int = 0
+
+
+@dataclass
+class Entry:
+    """One entry point: its C symbol, its text (argument struct, workspace size, check-site names,
+    function) and the kernels and constants it refers to."""
+
+    symbol: str
+    text: str
+    kernels: list[str]
+    constants: list[str]
+
+
+@dataclass
+class CSource:
+    """Generated C: constants, the distinct kernels and the entry points that call them.
+
+    :meth:`text` is one translation unit (what users read, ``ml.compile(file_path=...)`` writes and an
+    export inlines); :meth:`units` splits the same code into independent translation units (kernels
+    grouped by their hash, so that a changed model changes few groups; each entry point; the
+    constants), which the toolchain compiles in parallel and caches one by one.
+
+    >>> source, _ = generate_source(graph, functions, param_names=set(), header="", dtype=Dtype.float32,
+    ...                             emitters=emitters)   # doctest: +SKIP
+    >>> len(source.kernels) < len(graph.nodes), len(source.units()) >= 2   # doctest: +SKIP
+    (True, True)
+    """
+
+    header: list[str] = field(default_factory=list)
+    constants: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (definition, declaration)
+    kernels: dict[str, Kernel] = field(default_factory=dict)  # name -> kernel, in order of first use
+    entries: list[Entry] = field(default_factory=list)
+
+    def text(self) -> str:
+        """All of it as one translation unit."""
+        lines = [*self.header, *INCLUDES, ""]
+        lines += [definition for definition, _ in self.constants.values()]
+        for kernel in self.kernels.values():
+            lines += ["", f"/* kernel: {kernel.label} ({kernel.calls} call site{'s' if kernel.calls != 1 else ''}) */"]
+            lines.append(kernel.definition)
+        lines.append("")
+        lines += [entry.text for entry in self.entries]
+        return "\n".join(lines)
+
+    def kernel_parts(self, part_bytes: int = PART_BYTES) -> int:
+        """How many translation units the kernels are split into: a power of two (so that a small change
+        of the model rarely changes it) of about ``part_bytes`` each, at most :data:`MAX_KERNEL_PARTS`."""
+        total = sum(len(k.definition) for k in self.kernels.values())
+        parts = 1
+        while parts < MAX_KERNEL_PARTS and parts * part_bytes < total:
+            parts *= 2
+        return parts
+
+    def units(self, part_bytes: int = PART_BYTES) -> list[TranslationUnit]:
+        """Independent translation units of the same code: the kernels in :meth:`kernel_parts` groups, the
+        constants, one unit per entry point. A kernel's group is chosen by its hash, so each unit depends
+        only on its own content: rebuilding an edited model recompiles only the units that changed, and
+        models sharing kernels (the same layers at another depth) share their kernel units.
+
+        >>> [u.label for u in source.units()]   # doctest: +SKIP
+        ['kernels 1/4', 'kernels 2/4', 'kernels 3/4', 'kernels 4/4', 'constants', 'entry mithril_evaluate']
+        """
+        count = self.kernel_parts(part_bytes)
+        groups: list[list[Kernel]] = [[] for _ in range(count)]
+        for kernel in sorted(self.kernels.values(), key=lambda k: k.name):
+            groups[int(kernel.name[-16:], 16) % count].append(kernel)
+        units = []
+        for i, group in enumerate(groups):
+            if group:
+                lines = [f"/* Mithril C backend: generated kernels, group {i + 1} of {count} */", *INCLUDES, ""]
+                text = "\n".join(lines + [k.definition for k in group]) + "\n"
+                units.append(TranslationUnit(f"kernels {i + 1}/{count}", text))
+        if self.constants:
+            lines = ["/* Mithril C backend: constants */", *INCLUDES, ""]
+            text = "\n".join(lines + [d for d, _ in self.constants.values()]) + "\n"
+            units.append(TranslationUnit("constants", text))
+        for entry in self.entries:
+            lines = [*self.header, *INCLUDES, ""]
+            lines += [self.constants[name][1] for name in entry.constants]
+            lines += [self.kernels[name].prototype for name in entry.kernels]
+            units.append(TranslationUnit(f"entry {entry.symbol}", "\n".join([*lines, "", entry.text]) + "\n", False))
+        return units
 
 
 def generate_c(
@@ -559,39 +759,66 @@ def generate_c(
     partitioned: bool = False,
     fuse: bool = True,
 ) -> tuple[str, list[CFunction]]:
-    """C source (without the runtime, which it includes) and the entry points' layouts.
+    """C source (one translation unit, without the runtime, which it includes) and the entry points'
+    layouts; see :func:`generate_source` for the arguments.
+
+    >>> text, (layout,) = generate_c(graph, [fn], param_names=set(), header="Add", dtype=Dtype.float32,
+    ...                              emitters=emitters)    # doctest: +SKIP
+    >>> layout.symbol, "mithril_evaluate(" in text           # doctest: +SKIP
+    ('mithril_evaluate', True)
+    """
+    source, entry_points = generate_source(
+        graph, functions, param_names=param_names, header=header, dtype=dtype, emitters=emitters, prefix=prefix,
+        max_parts=max_parts, partitioned=partitioned, fuse=fuse,
+    )  # fmt: skip
+    return source.text(), entry_points
+
+
+def generate_source(
+    graph: Graph,
+    functions: Sequence[Any],
+    *,
+    param_names: set[str],
+    header: str,
+    dtype: Dtype,
+    emitters: Mapping[str, Emitter],
+    prefix: str = "mithril",
+    max_parts: int = 1,
+    partitioned: bool = False,
+    fuse: bool = True,
+) -> tuple[CSource, list[CFunction]]:
+    """The generated C (:class:`CSource`) and the entry points' layouts.
+
+    Every unit (a node, or a fused group) becomes a call of a *kernel*: a function of the pointers it
+    reads and writes (plus the thread count, its scratch space, the random seed and stream, the error
+    array and the number of its first check site, as it needs them) whose body is the emitter's code.
+    Kernels are named by the hash of their text, so repeated layers share one kernel each.
 
     ``max_parts``: the most threads a parallel region uses (scratch space is laid out for that many).
     ``partitioned``: entry points take ``(args, nt, part, nparts)`` and compute only their part (for
     callers with their own thread pool, e.g. ggml custom ops); raises :class:`NotPartitionable` when some
     node cannot be split that way. ``fuse``: fuse elementwise chains and convolution epilogues
-    (:mod:`~mithril_backend_c.fusion`)."""
+    (:mod:`~mithril_backend_c.fusion`).
+
+    >>> source, layouts = generate_source(graph, [fn], param_names=set(), header="", dtype=Dtype.float32,
+    ...                                   emitters=emitters)   # doctest: +SKIP
+    >>> [k.calls for k in source.kernels.values()]               # doctest: +SKIP
+    [12, 12, 1]
+    """
     all_values: list[Value] = []
     for fn in functions:
         all_values += [*fn.inputs.values(), *fn.cotangents.values()]
         all_values += [v for group in fn.returns for v in group.values()]
     dtypes = value_dtypes(graph.nodes, all_values, dtype)
     constants: dict[int, str] = {}
-    file_lines = [f"/* {c_comment(line)} */" for line in header.splitlines()]
-    file_lines += [
-        "#include <float.h>",
-        "#include <math.h>",
-        "#include <stdint.h>",
-        "#include <stdlib.h>",
-        "#include <string.h>",
-        '#include "runtime.h"',
-        "",
-    ]
-    decls: list[str] = []
-    bodies: list[str] = []
+    source = CSource(header=[f"/* {c_comment(line)} */" for line in header.splitlines()])
     entry_points: list[CFunction] = []
     for fn in functions:
-        text, layout = _generate_function(
-            graph, fn, param_names, dtype, dtypes, constants, decls, emitters, prefix, max_parts, partitioned, fuse
+        layout = _generate_function(
+            graph, fn, param_names, dtype, dtypes, constants, source, emitters, prefix, max_parts, partitioned, fuse
         )
-        bodies.append(text)
         entry_points.append(layout)
-    return "\n".join(file_lines + decls + [""] + bodies), entry_points
+    return source, entry_points
 
 
 def struct_text(fn: CFunction, prefix: str) -> str:
@@ -626,6 +853,49 @@ def _check_site_function(fn: CFunction, prefix: str) -> list[str]:
     return lines
 
 
+def _kernel_call(
+    ctx: Ctx,
+    frame: KernelFrame,
+    lines: list[str],
+    label: str,
+    scratch: int | None,
+    stream: int,
+    prefix: str,
+    kernels: dict[str, Kernel],
+) -> tuple[str, str]:
+    """Register the kernel made of ``lines`` (emitted in ``frame``); its name and the statement calling
+    it (``scratch``: the workspace offset of its scratch space; ``stream``: its random stream)."""
+    checked = any("MT_FAIL_INDEX" in line for line in lines)
+    params, args = ["int nt"], ["nt"]
+    if frame.scratch:
+        params.append("char *mt_scr")
+        args.append(f"ws + {scratch}")
+    if frame.random:
+        params += ["uint64_t mt_seed", "uint64_t mt_salt"]
+        args += ["a->seed", f"{stream}ULL"]
+    if checked:
+        params += ["int64_t *mt_error", "long mt_site0"]
+        args += ["a->error", str(frame.site0)]
+    if ctx.partitioned:
+        params += ["long mt_part", "long mt_nparts"]
+        args += ["mt_part", "mt_nparts"]
+    params += [f"{ct} *p{i}" for i, (_, ct) in enumerate(frame.args)]
+    args += [caller for caller, _ in frame.args]
+    signature = f"({', '.join(params)})"
+    body = ["    int mt_status = MT_OK;", "    (void)nt;", *("    " + line for line in lines)]
+    if checked:
+        body.append("mt_done:")
+    body += ["    return mt_status;", "}"]
+    text = "\n".join([signature + " {", *body])
+    name = f"{prefix}_k{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    kernel = kernels.get(name)
+    if kernel is None:
+        kernel = kernels[name] = Kernel(name, f"MT_KERNEL int {name}{text}", f"MT_KERNEL int {name}{signature};", label)
+    kernel.calls += 1
+    call = f"{name}({', '.join(args)})"
+    return name, f"if ((mt_status = {call}) != MT_OK) goto mt_done;" if checked else f"{call};"
+
+
 def _generate_function(
     graph: Graph,
     fn: Any,
@@ -633,17 +903,19 @@ def _generate_function(
     dtype: Dtype,
     dtypes: dict[int, np.dtype],
     constants: dict[int, str],
-    decls: list[str],
+    source: CSource,
     emitters: Mapping[str, Emitter],
     prefix: str,
     max_parts: int = 1,
     partitioned: bool = False,
     fuse: bool = True,
-) -> tuple[str, CFunction]:
+) -> CFunction:
     from .fusion import Unit, plan
 
     ctx = Ctx(dtype, dtypes, constants, max_parts=max_parts, partitioned=partitioned)
     used_fields: set[str] = set()
+    used_kernels: dict[str, None] = {}  # in order of first call
+    used_constants: dict[str, None] = {}
 
     def field_name(role_prefix: str, key: str) -> str:
         base = f"{role_prefix}_{c_identifier(key)}"
@@ -662,13 +934,13 @@ def _generate_function(
         ctx.input_keys.setdefault(value.id, key)
         if value.id not in ctx.names:
             ctx.names[value.id] = f"v{value.id}"
-            body.append(f"{C_TYPES[f.dtype.name]} *v{value.id} = ({C_TYPES[f.dtype.name]} *)a->{f.name};")
+            body.append(f"{c_type(f.dtype)} *v{value.id} = ({c_type(f.dtype)} *)a->{f.name};")
     for key, value in fn.cotangents.items():
         f = CField(field_name("cot", key), key, "cotangent", _check_static(value, key), dtypes[value.id])
         inputs.append(f)
         if value.id not in ctx.names:
             ctx.names[value.id] = f"v{value.id}"
-            body.append(f"{C_TYPES[f.dtype.name]} *v{value.id} = ({C_TYPES[f.dtype.name]} *)a->{f.name};")
+            body.append(f"{c_type(f.dtype)} *v{value.id} = ({c_type(f.dtype)} *)a->{f.name};")
     returns: list[list[CField]] = []
     direct: dict[int, CField] = {}  # value id -> the output field it is computed into
     for g, group in enumerate(fn.returns):
@@ -713,8 +985,8 @@ def _generate_function(
             last_use[r] = max(last_use.get(r, -1), index)
         node = unit.nodes[0]
         if not unit.fused and node.spec.name in ALIAS_PRIMITIVES:
-            (source,) = [v for v in node.inputs.values() if v is not None][:1]
-            root[node.output.id] = root.get(source.id, source.id)
+            (source_value,) = [v for v in node.inputs.values() if v is not None][:1]
+            root[node.output.id] = root.get(source_value.id, source_value.id)
         outputs = unit.stored if unit.fused else list(node.outputs.values())
         for value in outputs:
             r = root.get(value.id, value.id)
@@ -724,13 +996,18 @@ def _generate_function(
 
     def declare_constant(value: Value) -> None:
         name = f"{prefix}_c{value.id}"
-        decls.append(_constant_array(name, value, dtypes[value.id]))
+        source.constants[name] = _constant_array(name, value, dtypes[value.id])
         constants[value.id] = name
+        use_constant(value)
+
+    def use_constant(value: Value) -> None:
+        name = constants[value.id]
+        used_constants[name] = None
         ctx.names[value.id] = f"v{value.id}"
-        ct = C_TYPES[dtypes[value.id].name]
+        ct = c_type(dtypes[value.id])
         body.append(f"{ct} *v{value.id} = ({ct} *){name};")
 
-    arena: dict[int, tuple[int, int]] = {}  # root id -> (offset, nbytes)
+    release: dict[int, list[tuple[int, int]]] = {}  # unit index -> arena blocks free after it
     random_used = False
     for index, unit in enumerate(units):
         node = unit.nodes[-1]
@@ -740,9 +1017,7 @@ def _generate_function(
             if value.is_constant and value.producer is None:
                 _check_static(value, value.name or f"constant %{value.id}")
                 if value.id in constants:
-                    ctx.names[value.id] = f"v{value.id}"
-                    ct = C_TYPES[dtypes[value.id].name]
-                    body.append(f"{ct} *v{value.id} = ({ct} *){constants[value.id]};")
+                    use_constant(value)
                 else:
                     declare_constant(value)
             else:
@@ -755,22 +1030,25 @@ def _generate_function(
         stored = unit.stored if unit.fused else list(node.outputs.values())
         for value in stored:
             shape = ctx.shape(value)
-            ct = C_TYPES[dtypes[value.id].name]
+            ct = c_type(dtypes[value.id])
             ctx.names[value.id] = f"v{value.id}"
             if not unit.fused and node.spec.name in ALIAS_PRIMITIVES:
-                source = next(v for v in node.inputs.values() if v is not None)
-                body.append(f"{ct} *v{value.id} = ({ct} *){ctx.p(source)};")
+                source_value = next(v for v in node.inputs.values() if v is not None)
+                body.append(f"{ct} *v{value.id} = ({ct} *){ctx.p(source_value)};")
             elif value.id in direct:
                 body.append(f"{ct} *v{value.id} = ({ct} *)a->{direct[value.id].name};")
             else:
                 nbytes = math.prod(shape) * dtypes[value.id].itemsize
                 offset = ctx.arena.alloc(nbytes)
-                arena[value.id] = (offset, nbytes)
+                free_after = last_use.get(value.id, index)
+                if free_after != math.inf:
+                    release.setdefault(max(int(free_after), index), []).append((offset, nbytes))
                 body.append(f"{ct} *v{value.id} = ({ct} *)(ws + {offset});")
         ctx.node = node
         ctx.salt = node.id
         ctx.regions = []
         random_used |= any(n.spec.random for n in unit.nodes)
+        ctx.begin_kernel()
         try:
             if unit.fused:
                 from .emitters import nn
@@ -789,17 +1067,27 @@ def _generate_function(
                 f"the C code generator cannot handle {unit.label} (input shapes {shapes}, attributes "
                 f"{dict(node.attrs)}): {exc}"
             ) from exc
+        finally:
+            frame = ctx.kernel
+            ctx.kernel = None
+        assert frame is not None
         if partitioned and (len(ctx.regions) != 1 or lines != ctx.regions[0]):
             raise NotPartitionable(f"{unit.label} does not run as independent parts")
-        ctx.end_node()
+        scratch = None
+        if frame.scratch:
+            scratch = ctx.arena.alloc(frame.scratch)
+            ctx._scratch.append((scratch, frame.scratch))
         body.append(f"{{  /* {c_comment(unit.label)} */")
-        body += ["    " + line for line in lines]
+        if lines:
+            label = ", ".join(n.spec.name for n in unit.nodes)
+            name, call = _kernel_call(ctx, frame, lines, label, scratch, node.id, prefix, source.kernels)
+            used_kernels[name] = None
+            body.append("    " + call)
         body.append("}")
+        ctx.end_node()
         # release storage whose last reader was this unit
-        for r, (offset, nbytes) in list(arena.items()):
-            if last_use.get(r, index) <= index:
-                ctx.arena.release(offset, nbytes)
-                del arena[r]
+        for offset, nbytes in release.pop(index, ()):
+            ctx.arena.release(offset, nbytes)
 
     # returns that are not computed in place: copies (inputs, constants, aliases, repeated outputs)
     for group, fields in zip(fn.returns, returns):
@@ -808,7 +1096,10 @@ def _generate_function(
                 continue
             if value.id not in ctx.names:
                 if value.is_constant:
-                    declare_constant(value)
+                    if value.id in constants:
+                        use_constant(value)
+                    else:
+                        declare_constant(value)
                 else:
                     raise ShapeError(f"CBackend: output {key!r} is not computed by the graph")
             nbytes = math.prod(f.shape) * f.dtype.itemsize
@@ -855,6 +1146,7 @@ def _generate_function(
     ]
     lines += ["    " + line for line in body]
     if layout.checks:
-        lines.append("mt_done:")  # MT_FAIL_INDEX jumps here, past the remaining nodes
+        lines.append("mt_done:")  # a failed index check jumps here, past the remaining nodes
     lines += ["    free(ws_own);", "    return mt_status;", "}", ""]
-    return "\n".join(lines), layout
+    source.entries.append(Entry(layout.symbol, "\n".join(lines), list(used_kernels), list(used_constants)))
+    return layout

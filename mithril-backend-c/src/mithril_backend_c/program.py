@@ -11,7 +11,7 @@ import ctypes
 import math
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import numpy as np
 from mithril.errors import IndexRangeError, MithrilError, ShapeError
 
 from . import toolchain
-from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction
+from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource
 from .errors import NativeError, NativeMemoryError
 
 __all__ = ["CProgram", "native_error"]
@@ -27,19 +27,37 @@ __all__ = ["CProgram", "native_error"]
 
 @dataclass
 class CProgram:
-    """What :meth:`CBackend.generate_program` returns (``source`` is shown to users and written by
-    ``ml.compile(file_path=...)``)."""
+    """What :meth:`CBackend.generate_program` returns: the generated C (``code``; its one-file text
+    ``source`` is shown to users and written by ``ml.compile(file_path=...)`` and by exports) and the entry
+    points' layouts. The library is built from ``code``'s translation units (compiled in parallel, cached
+    one by one: :func:`~mithril_backend_c.toolchain.build_units`).
 
-    source: str
+    >>> pm.program.library_path.suffix, "mithril_evaluate(" in pm.program.source   # doctest: +SKIP
+    ('.so', True)
+    """
+
+    code: CSource
     functions: list[CFunction]
     backend: Any
+    source: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.source = self.code.text()
 
     @property
     def library_path(self) -> Path:
-        return toolchain.build_library(self.source)
+        return self.build()
+
+    def build(self, description: str = "CBackend: compiling generated C", *, verbose: bool | None = None) -> Path:
+        """The compiled library (from the cache when it is there); ``description`` names the work in the
+        progress shown while it compiles (``verbose``: see :func:`~mithril_backend_c.toolchain.build_units`)."""
+        return toolchain.build_units(self.code.units(), description, verbose=verbose)
 
     def load(self, filename: str = "<mithril-c>") -> dict[str, Callable[..., Any]]:
-        lib = toolchain.load_library(self.library_path)
+        """Build (or fetch) the library and bind every entry point; ``filename`` names the model in the
+        progress shown during a long compile (``<mithril:GPT>`` -> ``CBackend: compiling GPT``)."""
+        name = filename[len("<mithril:") : -1] if filename.startswith("<mithril:") else filename.strip("<>")
+        lib = toolchain.load_library(self.build(f"CBackend: compiling {name}"))
         return {fn.name: _bind(lib, fn, self.backend) for fn in self.functions}
 
     def export(

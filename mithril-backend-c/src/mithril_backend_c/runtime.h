@@ -18,20 +18,35 @@
 #endif
 
 /* Return codes of the generated entry points. On MT_ERR_INDEX, a->error (when not NULL) holds
- * {check site, bad index, flat position}; <prefix>_<function>_check_site(site) describes the site. */
+ * {check site, bad index, flat position}; <prefix>_<function>_check_site(site) describes the site.
+ * MT_FAIL_INDEX runs in a generated kernel, whose parameters mt_error (the caller's error array, or
+ * NULL) and mt_site0 (the number of its first check site in the entry point) it uses; it ends the
+ * kernel with MT_ERR_INDEX, which the entry point returns. */
 #define MT_OK 0
 #define MT_ERR_ALLOC 1
 #define MT_ERR_INDEX 2
 #define MT_FAIL_INDEX(site, value, pos)                                                                   \
     do {                                                                                                  \
         mt_status = MT_ERR_INDEX;                                                                         \
-        if (a->error) {                                                                                   \
-            a->error[0] = (int64_t)(site);                                                                \
-            a->error[1] = (int64_t)(value);                                                               \
-            a->error[2] = (int64_t)(pos);                                                                 \
+        if (mt_error) {                                                                                   \
+            mt_error[0] = (int64_t)(mt_site0 + (site));                                                   \
+            mt_error[1] = (int64_t)(value);                                                               \
+            mt_error[2] = (int64_t)(pos);                                                                 \
         }                                                                                                 \
         goto mt_done;                                                                                     \
     } while (0)
+
+/* Generated kernels and constants are shared between the translation units of one library but not
+ * exported from it (nor looked up through the PLT). A kernel is never inlined into its callers: in one
+ * translation unit (an export's model.c) inlining hundreds of calls made the compile many times slower
+ * for no speed at run time (a call costs nanoseconds, a kernel microseconds or more). */
+#if defined(__GNUC__) || defined(__clang__)
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MT_KERNEL __attribute__((visibility("hidden"), noinline))
+#else
+#define MT_HIDDEN
+#define MT_KERNEL
+#endif
 
 /* boundary k of nparts near-equal pieces of [0, n), rounded to a multiple of align (0 and n stay exact) */
 static inline long mt_bound(long n, long k, long nparts, long align) {

@@ -1,11 +1,16 @@
 """Compile generated C to a shared library: -O3 + OpenMP, a BLAS found at build time (or the blocked
 fallback), a content-hash disk cache with atomic writes and a file lock, and ctypes loading.
 
+A model's code comes as independent translation units (:func:`build_units`: groups of kernels, the
+constants, one unit per entry point), compiled in parallel and cached one by one (``part-<key>.o``), then
+linked; a model whose library is cached compiles nothing, and one that shares kernels with a cached model
+(the same layers at another depth) compiles only what differs.
+
 The cache lives in ``$MITHRIL_C_CACHE`` (default ``~/.cache/mithril/c``). A library's key hashes the
 source, the runtime source, the compiler's version, the flags, the BLAS (include path, defines and link
 line) and the CPU model (``-march=native``), so a change to any of them rebuilds.
 
-Every entry (``model-<key>.so``, ``runtime-<key>.o``) has a ``<name>.meta`` written when it is built:
+Every entry (``model-<key>.so``, ``part-<key>.o``, ``runtime-<key>.o``) has a ``<name>.meta`` written when it is built:
 its size and SHA-256. An entry is used only after it matches (checked once per process and file), so a
 truncated or empty file (a full disk, a killed copy) is rebuilt instead of crashing ``dlopen`` with
 SIGBUS. Builds write ``*.tmp`` files renamed into place; those a killed build left behind are removed
@@ -35,14 +40,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mithril.errors import MithrilError
 
 from .errors import CacheError
+
+if TYPE_CHECKING:
+    from .codegen import TranslationUnit
 
 __all__ = [
     "BLAS_CHOICES",
@@ -50,11 +59,15 @@ __all__ = [
     "CacheError",
     "STALE_TEMPORARY_SECONDS",
     "blas_info",
+    "MAX_JOBS",
     "build_library",
+    "build_units",
     "cache_dir",
     "clear_hint",
     "compiler",
+    "compiler_runs",
     "flags",
+    "jobs",
     "load_library",
     "runtime_source",
     "verify_entry",
@@ -124,15 +137,46 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _remembered(kind: str, key: Sequence[str], probe: Any) -> Any:
+    """``probe()``'s JSON result, kept in the cache as ``probe-<kind>-<hash of key>.json`` so that later
+    processes skip the probe (compiling and running test programs takes about half a second); deleting
+    the file or the cache probes again."""
+    path = cache_dir() / f"probe-{kind}-{_key(*key)}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    result = probe()
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(result))
+        os.replace(tmp, path)
+    except OSError:  # not remembered: the next process probes again
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return result
+
+
 @functools.cache
 def flags() -> tuple[str, ...]:
-    """-O3, OpenMP when the compiler has it, -march=native when it accepts it."""
+    """-O3, OpenMP when the compiler has it, -march=native when it accepts it (probed once per compiler
+    and CPU, remembered in the cache).
+
+    >>> flags()[0]   # doctest: +SKIP
+    '-O3'
+    """
     cc = compiler()
-    base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
-    for extra in (["-march=native"], ["-fopenmp"]):
-        if _try_compile(cc, "int main(void){return 0;}", [*base, *extra], []):
-            base += extra
-    return tuple(base)
+
+    def probe() -> list[str]:
+        base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
+        for extra in (["-march=native"], ["-fopenmp"]):
+            if _try_compile(cc, "int main(void){return 0;}", [*base, *extra], []):
+                base += extra
+        return base
+
+    return tuple(_remembered("flags", [cc, _compiler_version(cc), _cpu_model()], probe))
 
 
 def _try_compile(cc: str, source: str, cflags: list[str], libs: list[str], *, run: bool = False) -> bool:
@@ -240,10 +284,16 @@ def blas_info() -> dict[str, Any]:
         wheel = _scipy_openblas()
         candidates = ([wheel] if wheel else []) + _system_blas()
     cc = compiler()
-    for blas in candidates:
-        if _probe_blas(cc, blas):
-            return blas
-    return _blas("none", [])
+
+    def probe() -> dict[str, Any]:
+        for blas in candidates:
+            if _probe_blas(cc, blas):
+                return blas
+        return _blas("none", [])
+
+    # remembered per compiler, CPU, choice and candidates (a system BLAS installed later is found after the
+    # probe file or the cache is deleted)
+    return _remembered("blas", [cc, _compiler_version(cc), _cpu_model(), choice, json.dumps(candidates)], probe)
 
 
 def runtime_source() -> tuple[str, str]:
@@ -266,11 +316,29 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _run(cmd: list[str], source_path: Path) -> None:
+_COMPILER_RUNS = [0]  # compiler processes run by _run (compiles and links; probes excluded)
+_COMPILER_RUNS_LOCK = threading.Lock()
+
+
+def compiler_runs() -> int:
+    """How many times this process has run the C compiler to build a cache entry (compiles and links;
+    the flag and BLAS probes excluded): a library found in the cache adds none.
+
+    >>> before = compiler_runs(); _ = build_library("int f(void) { return 1; }\\n")   # doctest: +SKIP
+    >>> compiler_runs() - before in (0, 1)   # doctest: +SKIP
+    True
+    """
+    return _COMPILER_RUNS[0]
+
+
+def _run(cmd: list[str], source_path: Path, what: str = "") -> None:
+    with _COMPILER_RUNS_LOCK:
+        _COMPILER_RUNS[0] += 1
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
+        where = f"{what} " if what else ""
         raise CCompileError(
-            f"the C compiler failed on the generated source {source_path}\n"
+            f"the C compiler failed on {where}the generated source {source_path}\n"
             f"command: {' '.join(cmd)}\n{result.stderr.strip() or result.stdout.strip()}\n({clear_hint()})"
         )
 
@@ -391,8 +459,28 @@ def _runtime_object() -> Path:
     return _atomic_build(target, build)
 
 
+def _include_dir(directory: Path, header: str) -> Path:
+    """The cache's directory holding this ``runtime.h`` (rewritten atomically when missing or damaged)."""
+    include = directory / f"include-{_key(header)}"
+    include.mkdir(exist_ok=True)
+    try:
+        present = (include / "runtime.h").read_text()
+    except (OSError, UnicodeDecodeError):
+        present = None
+    if present != header:
+        fd, tmp_header = tempfile.mkstemp(dir=include, suffix=".tmp")
+        os.close(fd)
+        Path(tmp_header).write_text(header)
+        os.replace(tmp_header, include / "runtime.h")
+    return include
+
+
 def build_library(source: str) -> Path:
-    """The shared library for ``source`` (compiled once; later calls hit the cache)."""
+    """The shared library for ``source``, one translation unit (compiled once; later calls hit the cache).
+
+    >>> build_library("int f(void) { return 1; }\\n").suffix   # doctest: +SKIP
+    '.so'
+    """
     cc, cflags, blas = compiler(), list(flags()), blas_info()
     runtime = _runtime_object()
     header, _ = runtime_source()
@@ -403,35 +491,96 @@ def build_library(source: str) -> Path:
     source_path = directory / f"model-{key}.c"
 
     def build(tmp: Path) -> None:
-        include = directory / f"include-{_key(header)}"
-        include.mkdir(exist_ok=True)
-        try:
-            present = (include / "runtime.h").read_text()
-        except (OSError, UnicodeDecodeError):
-            present = None
-        if present != header:  # missing, or damaged: rewrite it atomically
-            fd, tmp_header = tempfile.mkstemp(dir=include, suffix=".tmp")
-            os.close(fd)
-            Path(tmp_header).write_text(header)
-            os.replace(tmp_header, include / "runtime.h")
+        include = _include_dir(directory, header)
         source_path.write_text(source)
-        _run(
-            [
-                cc,
-                *cflags,
-                "-shared",
-                f"-I{include}",
-                str(source_path),
-                str(runtime),
-                "-o",
-                str(tmp),
-                *blas["libs"],
-                "-lm",
-            ],
-            source_path,
-        )
+        cmd = [cc, *cflags, "-shared", f"-I{include}", str(source_path), str(runtime), "-o", str(tmp), *blas["libs"]]
+        _run([*cmd, "-lm"], source_path)
 
     return _atomic_build(target, build)
+
+
+MAX_JOBS = 8
+"""At most this many compiler processes run at once for one library."""
+
+
+def jobs() -> int:
+    """How many translation units :func:`build_units` compiles at once: the CPUs this process may run on,
+    at most :data:`MAX_JOBS`.
+
+    >>> 1 <= jobs() <= MAX_JOBS
+    True
+    """
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    return max(1, min(count, MAX_JOBS))
+
+
+def build_units(
+    units: Sequence[TranslationUnit],
+    description: str = "CBackend: compiling generated C",
+    *,
+    verbose: bool | None = None,
+) -> Path:
+    """The shared library made of ``units`` (:meth:`~mithril_backend_c.codegen.CSource.units`): each unit
+    is compiled to its own cached object (``part-<key>.o``, keyed by its text and the flags, verified
+    like every entry), the missing ones in parallel (:func:`jobs` at a time, longest first), then linked
+    with the runtime into ``model-<key>.so``. A library in the cache is returned without looking at its
+    parts; a damaged part is rebuilt; models sharing a unit (the same kernels at another depth) share its
+    object. The compile runs as a :func:`mithril.progress.task` named ``description`` (shown on a terminal
+    after 2 s: what is compiling, parts done, elapsed time; ``verbose``: ``True`` shows it at once, ``False``
+    never, ``None`` follows the terminal and ``$MITHRIL_PROGRESS``).
+
+    >>> from mithril_backend_c.codegen import TranslationUnit
+    >>> build_units([TranslationUnit("f", "int f(void) { return 1; }\\n")]).suffix   # doctest: +SKIP
+    '.so'
+    """
+    from mithril.progress import task
+
+    cc, cflags, blas = compiler(), list(flags()), blas_info()
+    runtime = _runtime_object()
+    header, _ = runtime_source()
+    common = (header, cc, _compiler_version(cc), *cflags, _cpu_model())
+    keys = [_key(unit.text, "optimize" if unit.optimize else "-O0", *common) for unit in units]
+    directory = cache_dir()
+    target = directory / f"model-{_key('units', *keys, runtime.name, *blas['libs'])}.so"
+    if verify_entry(target):
+        return target
+    objects = [directory / f"part-{key}.o" for key in keys]
+    todo = sorted(
+        ((unit, obj) for unit, obj in zip(units, objects) if not verify_entry(obj)), key=lambda item: -len(item[0].text)
+    )
+    include = _include_dir(directory, header)
+    plain = [("-O0" if flag.startswith("-O") else flag) for flag in cflags]  # entry points: only calls
+
+    def compile_unit(unit: TranslationUnit, obj: Path) -> None:
+        source_path = obj.with_suffix(".c")
+
+        def build(tmp: Path) -> None:
+            source_path.write_text(unit.text)
+            cmd = [cc, *(cflags if unit.optimize else plain), f"-I{include}", "-c", str(source_path), "-o", str(tmp)]
+            _run(cmd, source_path, unit.label)
+
+        _atomic_build(obj, build)
+
+    def link(tmp: Path) -> None:
+        cmd = [cc, *cflags, "-shared", *map(str, objects), str(runtime), "-o", str(tmp), *blas["libs"], "-lm"]
+        _run(cmd, objects[0] if objects else runtime, "the link of")
+
+    label = f"{description} ({len(todo)} of {len(units)} parts to compile, then link)"
+    with task(label, total=len(todo) + 1, unit="steps", verbose=verbose) as advance:
+        if todo:
+            pool = ThreadPoolExecutor(max_workers=min(jobs(), len(todo)), thread_name_prefix="mithril-cc")
+            try:
+                for future in as_completed([pool.submit(compile_unit, unit, obj) for unit, obj in todo]):
+                    future.result()  # the first failure raises (the rest are cancelled below)
+                    advance(1)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        _atomic_build(target, link)
+        advance(1)
+    return target
 
 
 def load_library(path: Path) -> ctypes.CDLL:

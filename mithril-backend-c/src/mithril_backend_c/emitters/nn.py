@@ -417,7 +417,8 @@ def scaled_dot_product_attention(ctx: Ctx, node: Node) -> list[str]:
 
 
 def _uniform(ctx: Ctx, index: str) -> str:
-    return f"mt_uniform(a->seed, {ctx.salt}ULL, (uint64_t)({index}))"
+    seed, stream = ctx.random_stream()
+    return f"mt_uniform({seed}, {stream}, (uint64_t)({index}))"
 
 
 def dropout_mask(ctx: Ctx, node: Node) -> list[str]:
