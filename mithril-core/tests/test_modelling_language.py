@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from mithril.errors import ArgumentError, ConnectionError_
 from mithril.models import (
+    Buffer,
     Add,
     Concat,
     Conv1d,
@@ -226,3 +227,144 @@ def test_backends_api_aliases_compile_call_and_layer_names():
     np.testing.assert_allclose(physical_model({"input": x})["output"], physical_model.evaluate(params, {"input": x})["output"])
     with pytest.raises(ArgumentError, match="input_size"):
         Linear(dimension=2)(input_size=0)
+
+
+# -- 4. expressions and symbolic shapes ---------------------------------------------------------------
+def _python_backends():
+    """NumPy plus the autograd backends whose plugins are installed."""
+    backends = [ml.NumpyBackend(dtype=ml.float64)]
+    for name in ("JaxBackend", "TorchBackend"):
+        try:
+            backends.append(getattr(ml, name)(dtype=ml.float64))
+        except Exception:  # plugin not installed here
+            continue
+    return backends
+
+
+def quick_gelu(name: str | None = None) -> Model:
+    """Written as Mithril's CLIP example writes it."""
+    block = Model(name=name)
+    input = IOKey("input")
+    block |= ml.Sigmoid().connect((input * 1.702), output="sigmoid")
+    block |= Buffer().connect(input * block.sigmoid, output=IOKey("output"))
+    return block
+
+
+def test_iokey_expressions_are_built_where_they_are_connected():
+    from mithril.framework.keys import Expr
+
+    assert isinstance(IOKey("x") * 1.702, Expr) and isinstance((IOKey("x") ** 2).exp().abs(), Expr)
+    model = Model()
+    model |= quick_gelu().connect("input", output=IOKey("output"))
+    x = RNG.normal(size=(4,))
+    _, out = _run(model, {"input": x})
+    np.testing.assert_allclose(out["output"], x / (1 + np.exp(-1.702 * x)))
+
+
+def test_connection_expressions_pow_exp_abs_cast_dtype_comparisons():
+    model = Model()
+    model |= Relu().connect("x", output="r")
+    model |= Buffer().connect((model.r**2 - 1.0).abs().exp(), output=IOKey("e"))
+    model |= Buffer().connect(model.r.cast(ml.int32), output=IOKey("i"))
+    model |= Buffer().connect(model.e.cast(model.i.dtype()), output=IOKey("same_kind"))
+    model |= Buffer().connect(model.r > 0.5, output=IOKey("gt"))
+    model |= Buffer().connect((model.r <= 0.5) & (model.r.ne(0.0)), output=IOKey("small"))
+    x = np.array([-1.0, 0.25, 2.5])
+    _, out = _run(model, {"x": x})
+    r = np.maximum(x, 0)
+    np.testing.assert_allclose(out["e"], np.exp(np.abs(r**2 - 1)))
+    np.testing.assert_array_equal(out["i"], [0, 0, 2])
+    assert out["same_kind"].dtype.kind == "i"
+    np.testing.assert_array_equal(out["gt"], [False, False, True])
+    np.testing.assert_array_equal(out["small"], [False, True, False])
+
+
+def causal_attention(input_dim: int, num_heads: int) -> Model:
+    """Mithril's GPT example's attention block, as written there (symbolic shapes, Split, positional connect)."""
+    model = Model()
+    model |= Linear(input_dim * 3, name="c_attn").connect(input="input", output="c_attn_out")
+    t_axes = (0, 2, 1, 3)
+    shp_con = model.input.shape
+    reshape_con = (shp_con[0], shp_con[1], num_heads, -1)
+    model |= Split(3, axis=-1).connect(model.c_attn_out, output="split_out")
+    tq = model.split_out[0].reshape(reshape_con).transpose(t_axes)
+    tk = model.split_out[1].reshape(reshape_con).transpose(t_axes)
+    tv = model.split_out[2].reshape(reshape_con).transpose(t_axes)
+    model |= ScaledDotProduct().connect(tq, tk, tv, output="sdp_out")
+    t_sdp = model.sdp_out.transpose(t_axes).reshape(shp_con[:3])
+    model |= Linear(input_dim, name="c_proj").connect(t_sdp, output=IOKey("output"))
+    return model
+
+
+@pytest.mark.parametrize("backend", _python_backends(), ids=lambda b: type(b).__name__)
+def test_symbolic_shapes_compile_once_run_any_batch_and_length(backend):
+    dim, heads = 8, 2
+    model = Model()
+    model |= causal_attention(dim, heads).connect("input", output=IOKey("output"))
+    pm = ml.compile(model, backend, shapes={"input": [None, None, dim]})
+    params = pm.randomize_params(seed=0)
+    p = {k: np.asarray(backend.to_numpy(v)) for k, v in params.items()}
+    paths = {path: key for key, path in pm.input_paths.items()}
+
+    def linear(x, name):
+        return x @ p[paths[f"{name}.weight"]].T + p[paths[f"{name}.bias"]]
+
+    for batch, length in ((1, 3), (2, 5)):
+        x = RNG.normal(size=(batch, length, dim))
+        q, k, v = np.split(linear(x, "model_0.c_attn"), 3, axis=-1)
+        heads_of = lambda t: t.reshape(batch, length, heads, -1).transpose(0, 2, 1, 3)  # noqa: E731
+        att = _attention(heads_of(q), heads_of(k), heads_of(v), causal=True).transpose(0, 2, 1, 3).reshape(batch, length, dim)
+        out = pm.evaluate(params, {"input": backend.array(x)})["output"]
+        np.testing.assert_allclose(np.asarray(backend.to_numpy(out)), linear(att, "model_0.c_proj"), rtol=1e-8, atol=1e-10)
+
+
+def test_connection_shape_is_symbolic_and_compares_as_a_list():
+    model = Model()
+    model |= Linear(8).connect(IOKey("input", shape=[2, 3, 4]), output="h")
+    assert model.h.shape == [2, 3, 8] and model.h.shape[1].value == 3 and len(model.h.shape[:2]) == 2
+    with pytest.raises(ml.errors.ShapeError, match="not known"):
+        other = Model()
+        other |= Relu().connect("x", output="y")
+        other |= Relu().connect(other.y.reshape(other.y.shape[1], other.y.shape[0]))
+
+
+def test_size_and_arange_follow_the_sequence_length():
+    from mithril.models import Embedding
+
+    transformer = Model()  # the head of Mithril's GPT example
+    transformer |= ml.Size(dim=1).connect("input")
+    transformer |= ml.Arange(start=0, step=1).connect(stop=transformer.cout)
+    transformer |= Embedding(name="wpe", num_embeddings=16, dim=4).connect(input=transformer.cout, output="pos_out")
+    transformer |= Embedding(name="wte", num_embeddings=10, dim=4).connect(input="input", output="token_out")
+    transformer |= Add().connect(left="pos_out", right="token_out", output=IOKey("output"))
+    pm = ml.compile(transformer, ml.NumpyBackend(dtype=ml.float64))
+    params = pm.randomize_params(seed=0)
+    paths = {path: key for key, path in pm.input_paths.items()}
+    for length in (3, 7):
+        ids = RNG.integers(0, 10, size=(2, length))
+        out = pm.evaluate(params, {"input": ids})["output"]
+        np.testing.assert_allclose(out, params[paths["wpe.weight"]][np.arange(length)] + params[paths["wte.weight"]][ids])
+    static = Model()
+    static |= ml.Arange(stop=5).connect(output=IOKey("r"))
+    np.testing.assert_array_equal(_run(static, {})[1]["r"], np.arange(5))
+
+
+@pytest.mark.parametrize("backend", _python_backends(), ids=lambda b: type(b).__name__)
+def test_indexing_with_connections_picks_rows_and_differentiates(backend):
+    from mithril.models import ArgMax
+
+    model = Model()  # CLIP's text pooling: x[arange(batch), argmax(text)]
+    model |= Relu().connect(IOKey("x", shape=[None, None, 4], differentiable=True), output="h")
+    model |= ArgMax(axis=-1).connect(IOKey("text", type=int), output="eot")
+    model |= ml.Size(dim=0).connect(model.h)
+    model |= ml.Arange().connect(stop=model.cout, output="rows")
+    model |= Sum().connect(model.h[model.rows, model.eot], output=IOKey("loss"))
+    model.expose_keys("loss")
+    pm = ml.compile(model, backend)
+    x, text = RNG.normal(size=(3, 5, 4)), RNG.integers(0, 9, size=(3, 5))
+    out, grads = pm.evaluate({"x": backend.array(x)}, {"text": backend.array(text)}, output_gradients=True)
+    rows, cols = np.arange(3), text.argmax(-1)
+    np.testing.assert_allclose(float(out["loss"]), np.maximum(x, 0)[rows, cols].sum())
+    expected = np.zeros_like(x)
+    expected[rows, cols] = (x[rows, cols] > 0).astype(float)
+    np.testing.assert_allclose(np.asarray(backend.to_numpy(grads["x"])), expected)

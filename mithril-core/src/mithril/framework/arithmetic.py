@@ -1,35 +1,75 @@
-"""Connection arithmetic: ``a + b`` on connections adds a primitive to the model tree that owns them."""
+"""Connection arithmetic: ``a + b`` on connections adds a primitive to the model tree that owns them;
+on IOKeys and constants alone it gives an :class:`~mithril.framework.keys.Expr`, built when connected."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConnectionError_
-from .keys import Connection
+from .keys import Connection, DtypeOf, Expr
 
-__all__ = ["apply"]
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["apply", "materialize"]
 
 
-def _owner(conn: Connection):
+def _owner(conn: Connection) -> Model:
     model = conn.model
     while model._parent is not None:
         model = model._parent
     return model
 
 
-def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Connection:
-    """Add primitive ``op`` with ``args`` (connections or constants) to the common root model."""
-    from ..models.primitive import Primitive
+def _connections(args: Sequence[Any]) -> list[Connection]:
+    found: list[Connection] = []
+    for arg in args:
+        if isinstance(arg, Connection):
+            found.append(arg)
+        elif isinstance(arg, (tuple, list)):
+            found.extend(_connections(arg))
+    return found
 
-    owners = {id(_owner(a)): _owner(a) for a in args if isinstance(a, Connection)}
+
+def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    """Add primitive ``op`` with ``args`` (connections, IOKeys, expressions or constants) to the common root
+    model of the connections among them; without any connection, return the deferred :class:`Expr`."""
+    if op == "index" and _connections([attrs.get("key")]):
+        from .indexing import tensor_index
+
+        return tensor_index(args[0], attrs["key"])
+    if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
+        from .symbolic import resolve_reshape
+
+        return resolve_reshape(args[0], attrs["shape"])
+    attrs = {k: (v.resolve() if isinstance(v, DtypeOf) else v) for k, v in attrs.items()}
+    connections = _connections(args)
+    if not connections:
+        return Expr(op, tuple(args), attrs)
+    owners = {id(_owner(a)): _owner(a) for a in connections}
     if len(owners) != 1:
         raise ConnectionError_(
             f"{op}: the connections belong to {len(owners)} different model trees; add the models to one "
             "parent first"
         )
-    root = next(iter(owners.values()))
+    return build(next(iter(owners.values())), op, args, attrs)
+
+
+def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Connection:
+    """Add primitive ``op`` to ``root`` with ``args`` filling its input keys in order."""
+    from ..models.primitive import Primitive
+
     child = Primitive(op, **attrs)
     keys = child.input_keys
-    root._add(child, dict(zip(keys, args)), extend=False, canonical_update=False)
+    targets = [materialize(arg, root) for arg in args]
+    root._add(child, dict(zip(keys, targets)), extend=False, canonical_update=False)
     return Connection(child, "output")
+
+
+def materialize(target: Any, model: Model) -> Any:
+    """Build an :class:`Expr` into ``model`` (IOKeys in it become keys of ``model``) and return the connection
+    to its result; anything else is returned as it is."""
+    if not isinstance(target, Expr):
+        return target
+    return build(model, target.op, target.args, target.attrs)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..compiler.graph import Value
     from .model import Model
 
-__all__ = ["TBD", "IOKey", "Connection", "INITIALISERS"]
+__all__ = ["TBD", "IOKey", "Connection", "Expr", "DtypeOf", "Operators", "INITIALISERS"]
 
 INITIALISERS = (None, "fan_in", "ones", "zeros", "normal")
 
@@ -33,9 +33,178 @@ TBD: Any = _TBD()
 """A value that is not given yet (the default of ``IOKey.value``)."""
 
 
+def _sequence(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``x.reshape(2, 3)`` and ``x.reshape((2, 3))`` alike: one tuple/list argument or the arguments."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+
+
+def _emit(op: str, *args: Any, **attrs: Any) -> Connection:
+    from .arithmetic import apply
+
+    return apply(op, args, attrs)
+
+
+class Operators:
+    """The expression API shared by :class:`Connection`, :class:`IOKey` and :class:`Expr`.
+
+    On a connection each operator adds a primitive to the model tree that owns it and returns a
+    connection; on an ``IOKey`` (or an expression of IOKeys and constants) it returns an :class:`Expr`,
+    built into the model it is connected to: ``Sigmoid().connect(IOKey("input") * 1.702)``.
+    """
+
+    __slots__ = ()
+
+    # arithmetic
+    def __add__(self, o: Any) -> Any:
+        return _emit("add", self, o)
+
+    def __radd__(self, o: Any) -> Any:
+        return _emit("add", o, self)
+
+    def __sub__(self, o: Any) -> Any:
+        return _emit("subtract", self, o)
+
+    def __rsub__(self, o: Any) -> Any:
+        return _emit("subtract", o, self)
+
+    def __mul__(self, o: Any) -> Any:
+        return _emit("multiply", self, o)
+
+    def __rmul__(self, o: Any) -> Any:
+        return _emit("multiply", o, self)
+
+    def __truediv__(self, o: Any) -> Any:
+        return _emit("divide", self, o)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return _emit("divide", o, self)
+
+    def __floordiv__(self, o: Any) -> Any:
+        return _emit("floor_divide", self, o)
+
+    def __pow__(self, o: Any) -> Any:
+        return _emit("power", self, o)
+
+    def __rpow__(self, o: Any) -> Any:
+        return _emit("power", o, self)
+
+    def __matmul__(self, o: Any) -> Any:
+        return _emit("matmul", self, o)
+
+    def __rmatmul__(self, o: Any) -> Any:
+        return _emit("matmul", o, self)
+
+    def __neg__(self) -> Any:
+        return _emit("neg", self)
+
+    def __abs__(self) -> Any:
+        return _emit("abs", self)
+
+    def __gt__(self, o: Any) -> Any:
+        return _emit("greater", self, o)
+
+    def __ge__(self, o: Any) -> Any:
+        return _emit("greater_equal", self, o)
+
+    def __lt__(self, o: Any) -> Any:
+        return _emit("less", self, o)
+
+    def __le__(self, o: Any) -> Any:
+        return _emit("less_equal", self, o)
+
+    def __and__(self, o: Any) -> Any:
+        return _emit("logical_and", self, o)
+
+    def __or__(self, o: Any) -> Any:
+        return _emit("logical_or", self, o)
+
+    def __xor__(self, o: Any) -> Any:
+        return _emit("logical_xor", self, o)
+
+    def __invert__(self) -> Any:
+        return _emit("logical_not", self)
+
+    def eq(self, o: Any) -> Any:
+        """Elementwise ``==`` (``__eq__`` stays identity so connections can live in sets and dicts)."""
+        return _emit("equal", self, o)
+
+    def ne(self, o: Any) -> Any:
+        return _emit("not_equal", self, o)
+
+    def __getitem__(self, key: Any) -> Any:
+        return _emit("index", self, key=key)
+
+    @property
+    def T(self) -> Any:  # noqa: N802 - NumPy's name
+        return _emit("transpose", self, axes=None)
+
+    def transpose(self, *axes: int) -> Any:
+        return _emit("transpose", self, axes=_sequence(axes) or None)
+
+    def reshape(self, *shape: Any) -> Any:
+        return _emit("reshape", self, shape=_sequence(shape))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
+        return _emit("flatten", self, start_dim=start_dim, end_dim=end_dim)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Any:
+        return _emit("swapaxes", self, axis1=axis1, axis2=axis2)
+
+    def sum(self, axis: Any = None, keepdim: bool = False) -> Any:
+        return _emit("sum", self, axis=axis, keepdim=keepdim)
+
+    def mean(self, axis: Any = None, keepdim: bool = False) -> Any:
+        return _emit("mean", self, axis=axis, keepdim=keepdim)
+
+    def max(self, axis: Any = None, keepdim: bool = False) -> Any:
+        return _emit("max", self, axis=axis, keepdim=keepdim)
+
+    def min(self, axis: Any = None, keepdim: bool = False) -> Any:
+        return _emit("min", self, axis=axis, keepdim=keepdim)
+
+    def prod(self, axis: Any = None, keepdim: bool = False) -> Any:
+        return _emit("prod", self, axis=axis, keepdim=keepdim)
+
+    def var(self, axis: Any = None, keepdim: bool = False, correction: int = 0) -> Any:
+        return _emit("var", self, axis=axis, keepdim=keepdim, correction=correction)
+
+    def argmax(self, axis: Any = None, keepdim: bool = False) -> Any:
+        return _emit("argmax", self, axis=axis, keepdim=keepdim)
+
+    def exp(self) -> Any:
+        return _emit("exp", self)
+
+    def log(self) -> Any:
+        return _emit("log", self)
+
+    def sqrt(self) -> Any:
+        return _emit("sqrt", self)
+
+    def tanh(self) -> Any:
+        return _emit("tanh", self)
+
+    def sigmoid(self) -> Any:
+        return _emit("sigmoid", self)
+
+    def relu(self) -> Any:
+        return _emit("relu", self)
+
+    def cast(self, dtype: Any) -> Any:
+        return _emit("cast", self, dtype=dtype.resolve() if isinstance(dtype, DtypeOf) else dtype)
+
+    def abs(self) -> Any:
+        return _emit("abs", self)
+
+    def dtype(self) -> DtypeOf:
+        """This value's element kind, for ``other.cast(x.dtype())`` (resolved when the cast is built)."""
+        return DtypeOf(self)
+
 @dataclass(frozen=True)
-class IOKey:
+class IOKey(Operators):
     """Name a key and optionally constrain it.
+
+    An IOKey is also an expression: ``IOKey("input") * 1.702`` is an :class:`Expr` built into the model it
+    is connected to (the IOKey's name becomes a key there).
 
     Args:
         name: the key's name in the parent (exposed when it is an output); ``None`` keeps it unnamed.
@@ -86,18 +255,7 @@ class IOKey:
             raise ArgumentError(f"{where}: a buffer is never differentiated; drop differentiable=True or buffer=True")
 
 
-def _sequence(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``x.reshape(2, 3)`` and ``x.reshape((2, 3))`` alike: one tuple/list argument or the arguments."""
-    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
-
-
-def _emit(op: str, *args: Any, **attrs: Any) -> Connection:
-    from .arithmetic import apply
-
-    return apply(op, args, attrs)
-
-
-class Connection:
+class Connection(Operators):
     """A handle to key ``key`` of ``model``; usable as a connection target and in expressions.
 
     ``a + b``, ``a @ b``, ``a[0]``, ``a.T``, ``a.reshape(2, -1)``, ``a.sum(axis=1)`` add primitives to the
@@ -115,153 +273,58 @@ class Connection:
         return self.model._interface()[self.key].find()
 
     @property
-    def shape(self) -> list[Any] | None:
-        from .model import describe_shape
+    def shape(self) -> Any:
+        """The symbolic shape (:class:`~mithril.framework.symbolic.ShapeRef`): compares equal to the list of
+        dims known now; ``conn.shape[0]`` is usable in ``reshape``."""
+        from .symbolic import ShapeRef
 
-        return describe_shape(self.value.shape)
+        return ShapeRef(self)
 
     def __repr__(self) -> str:
         return f"Connection({type(self.model).__name__}.{self.key}: {self.value.shape!r})"
-
-    # arithmetic
-    def __add__(self, o: Any) -> Connection:
-        return _emit("add", self, o)
-
-    def __radd__(self, o: Any) -> Connection:
-        return _emit("add", o, self)
-
-    def __sub__(self, o: Any) -> Connection:
-        return _emit("subtract", self, o)
-
-    def __rsub__(self, o: Any) -> Connection:
-        return _emit("subtract", o, self)
-
-    def __mul__(self, o: Any) -> Connection:
-        return _emit("multiply", self, o)
-
-    def __rmul__(self, o: Any) -> Connection:
-        return _emit("multiply", o, self)
-
-    def __truediv__(self, o: Any) -> Connection:
-        return _emit("divide", self, o)
-
-    def __rtruediv__(self, o: Any) -> Connection:
-        return _emit("divide", o, self)
-
-    def __floordiv__(self, o: Any) -> Connection:
-        return _emit("floor_divide", self, o)
-
-    def __pow__(self, o: Any) -> Connection:
-        return _emit("power", self, o)
-
-    def __rpow__(self, o: Any) -> Connection:
-        return _emit("power", o, self)
-
-    def __matmul__(self, o: Any) -> Connection:
-        return _emit("matmul", self, o)
-
-    def __rmatmul__(self, o: Any) -> Connection:
-        return _emit("matmul", o, self)
-
-    def __neg__(self) -> Connection:
-        return _emit("neg", self)
-
-    def __abs__(self) -> Connection:
-        return _emit("abs", self)
-
-    def __gt__(self, o: Any) -> Connection:
-        return _emit("greater", self, o)
-
-    def __ge__(self, o: Any) -> Connection:
-        return _emit("greater_equal", self, o)
-
-    def __lt__(self, o: Any) -> Connection:
-        return _emit("less", self, o)
-
-    def __le__(self, o: Any) -> Connection:
-        return _emit("less_equal", self, o)
-
-    def __and__(self, o: Any) -> Connection:
-        return _emit("logical_and", self, o)
-
-    def __or__(self, o: Any) -> Connection:
-        return _emit("logical_or", self, o)
-
-    def __xor__(self, o: Any) -> Connection:
-        return _emit("logical_xor", self, o)
-
-    def __invert__(self) -> Connection:
-        return _emit("logical_not", self)
-
-    def eq(self, o: Any) -> Connection:
-        """Elementwise ``==`` (``__eq__`` stays identity so connections can live in sets and dicts)."""
-        return _emit("equal", self, o)
-
-    def ne(self, o: Any) -> Connection:
-        return _emit("not_equal", self, o)
-
-    def __getitem__(self, key: Any) -> Connection:
-        return _emit("index", self, key=key)
-
-    @property
-    def T(self) -> Connection:  # noqa: N802 - NumPy's name
-        return _emit("transpose", self, axes=None)
-
-    def transpose(self, *axes: int) -> Connection:
-        return _emit("transpose", self, axes=_sequence(axes) or None)
-
-    def reshape(self, *shape: Any) -> Connection:
-        return _emit("reshape", self, shape=_sequence(shape))
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Connection:
-        return _emit("flatten", self, start_dim=start_dim, end_dim=end_dim)
-
-    def swapaxes(self, axis1: int, axis2: int) -> Connection:
-        return _emit("swapaxes", self, axis1=axis1, axis2=axis2)
-
-    def sum(self, axis: Any = None, keepdim: bool = False) -> Connection:
-        return _emit("sum", self, axis=axis, keepdim=keepdim)
-
-    def mean(self, axis: Any = None, keepdim: bool = False) -> Connection:
-        return _emit("mean", self, axis=axis, keepdim=keepdim)
-
-    def max(self, axis: Any = None, keepdim: bool = False) -> Connection:
-        return _emit("max", self, axis=axis, keepdim=keepdim)
-
-    def min(self, axis: Any = None, keepdim: bool = False) -> Connection:
-        return _emit("min", self, axis=axis, keepdim=keepdim)
-
-    def prod(self, axis: Any = None, keepdim: bool = False) -> Connection:
-        return _emit("prod", self, axis=axis, keepdim=keepdim)
-
-    def var(self, axis: Any = None, keepdim: bool = False, correction: int = 0) -> Connection:
-        return _emit("var", self, axis=axis, keepdim=keepdim, correction=correction)
-
-    def argmax(self, axis: Any = None, keepdim: bool = False) -> Connection:
-        return _emit("argmax", self, axis=axis, keepdim=keepdim)
-
-    def exp(self) -> Connection:
-        return _emit("exp", self)
-
-    def log(self) -> Connection:
-        return _emit("log", self)
-
-    def sqrt(self) -> Connection:
-        return _emit("sqrt", self)
-
-    def tanh(self) -> Connection:
-        return _emit("tanh", self)
-
-    def sigmoid(self) -> Connection:
-        return _emit("sigmoid", self)
-
-    def relu(self) -> Connection:
-        return _emit("relu", self)
-
-    def cast(self, dtype: Any) -> Connection:
-        return _emit("cast", self, dtype=dtype)
 
     def __bool__(self) -> bool:
         from ..errors import ArgumentError
 
         raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")
+
+
+class Expr(Operators):
+    """A deferred expression over IOKeys and constants (``IOKey("x") ** 2``): nothing is built until it is
+    connected to a key of a model (``Relu().connect(expr)``) or combined with a connection, then each
+    operation becomes a primitive in that model and IOKeys become its keys.
+
+    >>> from mithril.framework.keys import IOKey
+    >>> (IOKey("x") * 1.702).op
+    'multiply'
+    """
+
+    __slots__ = ("op", "args", "attrs")
+
+    def __init__(self, op: str, args: tuple[Any, ...], attrs: dict[str, Any]) -> None:
+        self.op, self.args, self.attrs = op, args, attrs
+
+    def __repr__(self) -> str:
+        return f"Expr({self.op}, {self.args!r}{', ' if self.attrs else ''}{', '.join(f'{k}={v!r}' for k, v in self.attrs.items())})"
+
+    def __bool__(self) -> bool:
+        from ..errors import ArgumentError
+
+        raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")
+
+
+class DtypeOf:
+    """``x.dtype()``: the element kind of ``x``, resolved when it is used (``y.cast(x.dtype())``)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def resolve(self) -> Any:
+        from ..errors import DtypeError
+
+        kind = self.source.value.kind if isinstance(self.source, Connection) else None
+        if kind is None:
+            raise DtypeError(f"{self.source!r}.dtype(): the element type is not known yet; set it with IOKey(type=...) or set_types")
+        return kind

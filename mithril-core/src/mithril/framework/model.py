@@ -31,7 +31,7 @@ from ..gc_pause import paused_gc
 from ..journal import touch, transaction
 from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Dtype, Kind, kind_of_python_value
-from .keys import TBD, Connection, IOKey
+from .keys import TBD, Connection, Expr, IOKey
 
 __all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
 
@@ -315,6 +315,12 @@ class Model(Displayable):
                     "to this one first"
                 )
             merge_values(target.value, value, where, self._graph)
+        elif isinstance(target, Value):  # a value of this model's graph (blocks rewiring a connection)
+            merge_values(target, value, where, self._graph)
+        elif isinstance(target, Expr):  # IOKey("x") * 1.702: built into this model now
+            from .arithmetic import materialize
+
+            self._connect(value, materialize(target, self), where)
         elif isinstance(target, Model):
             raise ArgumentError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
         elif target is None:

@@ -30,7 +30,7 @@ from . import primitive_models as _base
 from .blocks._util import op
 from .primitive import Primitive
 
-__all__ = ["Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
+__all__ = ["Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
 
 TINY = float(np.finfo(np.float32).tiny)
 """Where the robust ops clamp ``|x|`` (float32's smallest normal number): finite values and gradients at 0."""
@@ -213,3 +213,86 @@ def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Prim
 Power = _robust_variant(_base.Power, RobustPower)  # type: ignore[attr-defined]
 Sqrt = _robust_variant(_base.Sqrt, RobustSqrt)  # type: ignore[attr-defined]
 Log = _robust_variant(_base.Log, RobustLog)  # type: ignore[attr-defined]
+
+
+class Size(Model):
+    """``input.shape[dim]`` as an int scalar (Mithril's ``Size(dim=1)``), or ``input.size`` (the element count)
+    when ``dim`` is ``None``. Read at run time, so it follows the batch and sequence length.
+
+    >>> Size(dim=1).input_keys, Size(dim=1).output_keys
+    (['input'], ['output'])
+    """
+
+    def __init__(self, dim: int | None = None, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.attributes = {"dim": dim}
+        if dim is None:
+            self |= Primitive("size")(input=IOKey("input"), output=IOKey("output"))
+        else:
+            dim = validation.axis("Size", "dim", dim, optional=False, multiple=False)
+            shape = op(self, "shape", IOKey("input"))
+            self |= Primitive("index", key=dim)(input=shape, output=IOKey("output"))
+        self._cin = self._keys["input"]
+
+
+def _axis_source(stop: Any) -> tuple[Any, int] | None:
+    """``(tensor value, axis)`` when ``stop`` is the size of one axis of a tensor: ``Size(dim=d)``'s output,
+    ``x.shape[d]`` or ``shape(x)[d]``; else ``None``."""
+    from ..framework.keys import Connection
+    from ..framework.symbolic import DimRef
+
+    if isinstance(stop, DimRef):
+        return stop.source.value, stop.index
+    if not isinstance(stop, Connection):
+        return None
+    node = stop.value.producer
+    if node is None or node.spec.name != "index" or not isinstance(node.attrs["key"], int):
+        return None
+    source = node.inputs["input"].find().producer
+    if source is None or source.spec.name != "shape":
+        return None
+    return source.inputs["input"].find(), node.attrs["key"]
+
+
+class Arange(Model):
+    """``np.arange(start, stop, step)`` (Mithril's ``Arange``). ``stop`` may be given at connect time, also as
+    the length of an axis of another tensor (``Size(dim=1)``'s output or ``x.shape[1]``): with ``start=0,
+    step=1`` that is ``0 .. len-1`` read at run time (the ``positions`` primitive), so the model runs for
+    any sequence length.
+
+    >>> Arange(stop=4).output_keys
+    ['output']
+    """
+
+    def __init__(self, start: Any = 0, stop: Any = None, step: Any = 1, *, dtype: Any = None, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.attributes = {"start": start, "stop": stop, "step": step, "dtype": dtype}
+        source = _axis_source(stop)
+        if source is not None:
+            if (start, step) != (0, 1):
+                raise ArgumentError(f"Arange(start={start!r}, step={step!r}) with a run-time stop: only start=0, step=1 are supported")
+            positions = Primitive("positions", axis=source[1])
+            self |= positions(input=IOKey("_axis_of"), output=IOKey("output"))
+            self._source = source[0]
+            if dtype is not None:
+                raise ArgumentError("Arange: dtype= with a run-time stop is not supported (the positions are int)")
+            return
+        self._source = None
+        if stop is None:  # np.arange(start): start is the stop
+            start, stop = 0, start
+        attrs = {"start": start, "stop": stop, "step": step}
+        if dtype is not None:
+            self |= Primitive("arange", **attrs)(output="_arange")
+            self |= Primitive("cast", dtype=dtype)(input="_arange", output=IOKey("output"))
+        else:
+            self |= Primitive("arange", **attrs)(output=IOKey("output"))
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        given = {k: connections.pop(k) for k in ("start", "stop", "step", "dtype") if k in connections}
+        if given:
+            if self._parent is not None:
+                raise ArgumentError("Arange: attributes cannot change once the model is added")
+            Arange.__init__(self, **{**self.attributes, **given}, name=self.name)
+        if self._source is not None:
+            connections["_axis_of"] = self._source
+        return connections

@@ -1,0 +1,153 @@
+"""Symbolic shape values, as Mithril's published API writes them: ``shp = model.input.shape``,
+``x.reshape((shp[0], shp[1], heads, -1))``, ``y.reshape(shp[:3])``.
+
+``conn.shape`` is a :class:`ShapeRef`; indexing it gives :class:`DimRef` values (or a tuple of them for a
+slice). They are resolved when a reshape is built: a dim known now becomes its int; without an explicit
+``-1``, the last unknown one becomes ``-1`` (it follows from the element count); any other unknown dim used
+at its own position becomes ``None`` ("keep the input's dim there", read at run time, so the model compiled
+once runs for any batch and sequence length) and the reshaped tensor's dim there is unified with it.
+Anything else is an error asking for static shapes.
+
+Example:
+    >>> from mithril.models import IOKey, Linear, Model
+    >>> model = Model()
+    >>> model |= Linear(8)(input=IOKey("input", shape=[2, 3, 4]), output="h")
+    >>> model.h.shape[1].value, list(model.h.shape)
+    (3, [2, 3, 8])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..errors import ArgumentError, ShapeError
+from .keys import Connection
+
+__all__ = ["ShapeRef", "DimRef", "resolve_reshape"]
+
+
+def _dims(conn: Connection) -> list[Any]:
+    from .model import describe_shape
+
+    return describe_shape(conn.value.shape)
+
+
+def _rank(conn: Connection) -> int | None:
+    prefix, var, suffix = conn.value.shape.parts()
+    return None if var is not None else len(prefix) + len(suffix)
+
+
+class DimRef:
+    """Dim ``index`` of connection ``source``'s shape (``shp[0]``); ``value`` is its int when known."""
+
+    __slots__ = ("source", "index")
+
+    def __init__(self, source: Connection, index: int) -> None:
+        self.source, self.index = source, index
+
+    @property
+    def value(self) -> int | None:
+        prefix, var, suffix = self.source.value.shape.parts()
+        i = self.index
+        if i >= 0:
+            dims = prefix if var is not None else [*prefix, *suffix]
+        else:
+            dims, i = (suffix if var is not None else [*prefix, *suffix]), i
+        try:
+            return dims[i].value
+        except IndexError:
+            return None
+
+    def __repr__(self) -> str:
+        return f"{self.source.key}.shape[{self.index}]"
+
+
+class ShapeRef:
+    """``conn.shape``: the symbolic shape of a connection. Indexing gives :class:`DimRef` values (usable in
+    ``reshape``); iterating, ``len`` and ``==`` use the shape as known now (ints, ``"d<n>"`` symbols and
+    ``"..."`` for an unknown number of dims)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Connection) -> None:
+        self.source = source
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, slice):
+            rank = _rank(self.source)
+            negative = any(v is not None and v < 0 for v in (item.start, item.stop))
+            if rank is None and (item.stop is None or negative):
+                raise ShapeError(f"{self.source!r}.shape[{item.start}:{item.stop}]: the rank is not known yet; use explicit indices (shp[:3])")
+            return tuple(DimRef(self.source, i) for i in range(*item.indices(rank if rank is not None else item.stop)))
+        if not isinstance(item, int):
+            raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")
+        return DimRef(self.source, item)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(_dims(self.source))
+
+    def __len__(self) -> int:
+        rank = _rank(self.source)
+        if rank is None:
+            raise ShapeError(f"{self.source!r}: the rank is not known yet")
+        return rank
+
+    def __eq__(self, other: object) -> bool:
+        return _dims(self.source) == (list(other) if isinstance(other, (list, tuple)) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(_dims(self.source))
+
+
+def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
+    """Build ``x.reshape(target)`` where ``target`` holds :class:`DimRef` values (see the module doc)."""
+    from .arithmetic import _owner, build
+
+    if not isinstance(x, Connection):
+        raise ArgumentError(f"reshape with symbolic dims {list(target)!r} needs a connection of a model, got {x!r}")
+    root = _owner(x)
+    resolved: list[Any] = []
+    aligned: list[tuple[int, DimRef]] = []
+    pending: list[int] = []
+    for entry in target:
+        if isinstance(entry, DimRef):
+            value = entry.value
+            resolved.append(value if value is not None else entry)
+        elif entry is None or isinstance(entry, int):
+            resolved.append(entry)
+        else:
+            raise ArgumentError(f"reshape: entries are ints, -1, None or shape values (x.shape[i]), got {entry!r}")
+    unknown = [j for j, entry in enumerate(resolved) if isinstance(entry, DimRef)]
+    if unknown and -1 not in resolved:  # the last unknown dim follows from the element count
+        resolved[unknown.pop()] = -1
+    for j in unknown:
+        ref = resolved[j]
+        if ref.index == j:  # the input's dim at the same position, read at run time
+            aligned.append((j, ref))
+            resolved[j] = None
+        else:
+            pending.append(j)
+    if pending:
+        raise ShapeError(
+            f"reshape{tuple(map(repr, target))}: {[repr(target[j]) for j in pending]} are not known and not at "
+            "their own position, so they cannot be read from the input at run time; give the shapes to ml.compile"
+        )
+    where = f"{root._path()}.reshape{tuple(map(repr, target))}"
+    with root._transaction():
+        out = build(root, "reshape", [x], {"shape": tuple(resolved)})
+        # the result's dim j *is* the referenced dim (and so is x's dim j where it is read at run time)
+        symbols: dict[str, object] = {}
+        refs = [(j, entry) for j, entry in enumerate(target) if isinstance(entry, DimRef)]
+        root._unify_template(out.value, [f"_d{j}" if isinstance(e, DimRef) else None for j, e in enumerate(target)], symbols, where)
+        for k, (j, ref) in enumerate(refs):
+            i = ref.index
+            template = [None] * i + [f"_d{j}", (f"_r{k}", ...)] if i >= 0 else [(f"_r{k}", ...), f"_d{j}", *[None] * (-i - 1)]
+            root._unify_template(ref.source.value, template, symbols, where)
+        if aligned:
+            width = max(j for j, _ in aligned) + 1
+            template = [f"_d{j}" if any(j == a for a, _ in aligned) else None for j in range(width)]
+            root._unify_template(x.value, [*template, ("_rx", ...)], symbols, where)
+        return out
