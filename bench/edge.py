@@ -27,16 +27,23 @@ PROMPT = [464, 3290, 318, 257, 1310, 286, 262, 995]
 
 
 def run_program(binary: Path, *args: str) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS in bytes and stdout of one run (os.wait4 gives the child's own rusage)."""
+    """Wall seconds, peak RSS in bytes and stdout of one run. The peak is the program's own ``VmHWM``
+    (polled from /proc while it runs): ``ru_maxrss`` of a child would count the forked Python process."""
     start = time.perf_counter()
     process = subprocess.Popen([str(binary), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    status, peak = Path(f"/proc/{process.pid}/status"), 0
+    while process.poll() is None:
+        try:
+            line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+            peak = max(peak, int(line.split()[1]) * 1024)
+        except (OSError, StopIteration):
+            pass
+        time.sleep(0.005)
     elapsed = time.perf_counter() - start
-    out = process.stdout.read().decode() if process.stdout else ""
-    err = process.stderr.read().decode() if process.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{binary} failed: {err}")
-    return elapsed, usage.ru_maxrss * 1024, out
+    out, err = process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"{binary} failed: {err.decode()}")
+    return elapsed, peak, out.decode()
 
 
 def main() -> None:
@@ -66,6 +73,22 @@ def main() -> None:
         one_s, _, _ = run_program(gpt.binary, *tokens, "--max-new-tokens", "1")
         program_s, peak, out = run_program(gpt.binary, *tokens, "--max-new-tokens", str(new))
         program_tokens = [int(t) for t in out.split()]
+        blas_s = None
+        try:  # the same program linked with the scipy-openblas32 wheel's OpenBLAS (the C backend's BLAS)
+            import scipy_openblas32 as wheel
+
+            lib = wheel.get_lib_dir()
+            os.environ["BLAS"] = (
+                f"-DMT_USE_BLAS -DMT_BLAS_OPENBLAS -DMT_BLAS_SCIPY -I{wheel.get_include_dir()} -L{lib} "
+                f"-l{wheel.get_library()} -Wl,-rpath,{lib}"
+            )
+            gpt.build()
+            blas_s, _, blas_out = run_program(gpt.binary, *tokens, "--max-new-tokens", str(new))
+            assert [int(t) for t in blas_out.split()] == program_tokens
+        except ImportError:
+            pass
+        finally:
+            os.environ.pop("BLAS", None)
 
         with torch.no_grad():
             start = time.perf_counter()
@@ -96,6 +119,8 @@ def main() -> None:
         per_token = (program_s - one_s) / (new - 1)
         print(f"  exported program:       {new / program_s:6.2f} tokens/s ({1 / per_token:.2f} tokens/s after "
               f"the first; startup + prompt + first token {one_s:.2f} s)")  # fmt: skip
+        if blas_s is not None:
+            print(f"  exported program + the wheel's OpenBLAS (BLAS=... sh build.sh): {new / blas_s:6.2f} tokens/s")
         print(f"  C backend from Python:  {new / c_python_s:6.2f} tokens/s")
         print(f"  transformers.generate:  {new / torch_s:6.2f} tokens/s (torch {torch.__version__}, 1 thread)")
         print(f"  peak RSS of generate: {peak / 2**20:.0f} MiB = {peak / weights:.3f} x the weights file "

@@ -2,7 +2,8 @@
 # Builds the exported program (@PROGRAM@) with a C compiler and -lm only: `sh build.sh` or `make`.
 # CC (default cc) and CFLAGS (default -O2) are honoured. OpenMP (--threads) and OpenBLAS (matrix
 # products) are used when the compiler finds them, never required: MITHRIL_OPENMP=0 / MITHRIL_BLAS=0
-# leave them out.
+# leave them out. BLAS="-DMT_USE_BLAS -DMT_BLAS_OPENBLAS ... -lopenblas" names another BLAS (defines,
+# include and link flags: e.g. the line of a C-backend export's BUILD.scipy-openblas, without the sources).
 set -e
 cd "$(dirname "$0")"
 CC=${CC:-cc}
@@ -26,7 +27,10 @@ int main(void) { return omp_get_max_threads() < 1; }' -fopenmp; then
 fi
 BLAS_DEFINES=""
 BLAS_LIBS=""
-if [ "${MITHRIL_BLAS:-1}" != 0 ] && probe '#include <cblas.h>
+if [ -n "${BLAS:-}" ]; then
+    BLAS_DEFINES="$BLAS"
+    BLAS_LIBS="$BLAS"
+elif [ "${MITHRIL_BLAS:-1}" != 0 ] && probe '#include <cblas.h>
 int main(void) {
     float a = 2, b = 3, c = 0;
     openblas_set_num_threads(1);
