@@ -22,6 +22,8 @@ from mithril.backends.backend import Backend
 from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
+from . import distributed
+
 __all__ = ["TorchBackend", "available_devices"]
 
 _TORCH_DTYPES: dict[Dtype, torch.dtype] = {
@@ -36,7 +38,7 @@ _TORCH_DTYPES: dict[Dtype, torch.dtype] = {
     Dtype.float32: torch.float32,
     Dtype.float64: torch.float64,
 }
-_ACCEPTED_OPTIONS = ("dtype", "device", "seed")
+_ACCEPTED_OPTIONS = ("dtype", "device", "seed", "device_mesh")
 
 
 def available_devices() -> tuple[str, ...]:
@@ -76,14 +78,29 @@ class TorchBackend(Backend):
         return available_devices()
 
     def __init__(
-        self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **options: Any
+        self,
+        dtype: Dtype | str = Dtype.float32,
+        device: str = "cpu",
+        seed: int | None = None,
+        device_mesh: Sequence[int] | None = None,
+        **options: Any,
     ) -> None:
         if options:
             raise ArgumentError(
                 f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
             )
         self._check_device(device)
+        self.mesh = None
+        if device_mesh is not None:  # a torch.distributed DeviceMesh (see mithril_backend_torch.distributed)
+            self.device_mesh, self.mesh = distributed.build_mesh(device_mesh, str(device))
         super().__init__(dtype=dtype, device=str(device), seed=seed)
+
+    def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
+        """``array`` as a DTensor over :attr:`mesh` with ``spec`` (``None``: replicated); see
+        :mod:`mithril_backend_torch.distributed`."""
+        if self.mesh is None:
+            return super().place(array, spec)
+        return distributed.place(self.mesh, self.array(array), spec)
 
     # -- devices ---------------------------------------------------------------------------------
     def _check_device(self, device: Any) -> None:
@@ -168,7 +185,7 @@ class TorchBackend(Backend):
         """A NumPy copy of a tensor (bfloat16 becomes float32, which holds it exactly)."""
         if not isinstance(array, torch.Tensor):
             return np.asarray(array)
-        array = array.detach()
+        array = distributed.full_tensor(array.detach())
         if array.dtype == torch.bfloat16:
             array = array.float()
         return array.cpu().numpy()
@@ -255,7 +272,7 @@ class TorchBackend(Backend):
             k: v.detach().requires_grad_(v.is_floating_point()) if isinstance(v, torch.Tensor) else v
             for k, v in primals.items()
         }
-        with torch.enable_grad():
+        with torch.enable_grad(), distributed.replication(self.mesh):
             outputs = fn(params)
             keys = [
                 k
@@ -289,7 +306,15 @@ class TorchBackend(Backend):
             cotangent = cotangent.to(device=output.device, dtype=output.dtype)
         if cotangent.shape != output.shape:
             cotangent = cotangent.expand(output.shape)
+        if distributed.is_distributed(output) and not distributed.is_distributed(cotangent):
+            cotangent = distributed.like(output, cotangent)
         return cotangent
+
+    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+        """The default, and on a device mesh the tensors the model makes itself (positions, masks,
+        constants) join the DTensors as replicated values (:func:`distributed.replicating`)."""
+        prepared = super().prepare_forward(forward, jit=jit)
+        return prepared if self.mesh is None else distributed.replicating(prepared)
 
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``torch.compile(fn)``, compiled on its first call (again when input shapes or ``requires_grad``

@@ -42,8 +42,8 @@ def available() -> bool:
 def usable(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Float32 CPU tensors, no gradient recorded, not inside ``torch.compile`` (inductor picks its own
     kernel and cannot lower this one), and the kernel available."""
-    if torch.compiler.is_compiling():
-        return False
+    if torch.compiler.is_compiling() or type(input) is not torch.Tensor or type(weight) is not torch.Tensor:
+        return False  # compiled, or DTensors (placed over a device mesh): F.linear
     if input.dtype != torch.float32 or weight.dtype != torch.float32 or input.device.type != "cpu":
         return False
     if bias is not None and (bias.dtype != torch.float32 or bias.ndim != 1):

@@ -20,11 +20,13 @@ import torch.nn.functional as F
 from mithril.primitives import uses_backend
 from mithril.primitives.geometry import check_pool2d_input, window_attributes
 
+from .. import distributed
+
 from ._windows import pad_spatial, pool_geometry, torch_padding
 
 __all__ = [
     "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
-    "dropout_mask", "randn", "randint",
+    "dropout_mask", "randn", "randint", "attention_weights",
 ]  # fmt: skip
 
 Tensor = torch.Tensor
@@ -126,8 +128,14 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     in place into a tied weight's dense gradient (a GPT's LM head) and densifies it otherwise, instead of
     zero-filling and adding a whole ``[vocab, dim]`` table per step. Only for a parameter itself (a leaf):
     a sparse gradient cannot flow back through the ops that computed a non-leaf table."""
-    sparse = weight.is_leaf and weight.requires_grad and torch.is_grad_enabled() and not torch.compiler.is_compiling()
-    return F.embedding(input, weight, sparse=sparse)
+    sparse = (
+        weight.is_leaf
+        and weight.requires_grad
+        and torch.is_grad_enabled()
+        and not torch.compiler.is_compiling()
+        and type(weight) is torch.Tensor  # DTensors have no sparse gradients
+    )
+    return F.embedding(distributed.replicated_like(weight, input), weight, sparse=sparse)
 
 
 def attention_probs(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None) -> Tensor:
@@ -140,7 +148,7 @@ def attention_probs(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: 
     if causal:
         lq, lk = scores.shape[-2:]
         upper = torch.ones((lq, lk), dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(upper, -math.inf)
+        scores = scores.masked_fill(distributed.replicated_like(scores, upper), -math.inf)
     return torch.softmax(scores, dim=-1)
 
 
@@ -149,13 +157,15 @@ def scaled_dot_product_attention(
 ) -> Tensor:
     """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see :func:`attention_probs`).
 
-    Uses ``F.scaled_dot_product_attention`` except for a mask combined with ``causal`` (which it refuses).
+    Uses ``F.scaled_dot_product_attention`` except for a mask combined with ``causal`` (which it refuses)
+    and for DTensors.
 
     >>> q = torch.ones(1, 2, 4)
     >>> scaled_dot_product_attention(q, q, q, None, causal=True, scale=None).shape
     torch.Size([1, 2, 4])
     """
-    fused = query.ndim >= 3 and not (causal and mask is not None)
+    # DTensors (a device mesh) take the composed path: the CPU flash kernel has no sharding rule
+    fused = query.ndim >= 3 and not (causal and mask is not None) and type(query) is torch.Tensor
     if fused and mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
         fused = False
     if fused:

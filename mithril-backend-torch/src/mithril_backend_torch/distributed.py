@@ -1,0 +1,141 @@
+"""Device meshes on ``torch.distributed``: the PyTorch side of :mod:`mithril.parallel`.
+
+``TorchBackend(device_mesh=(2,))`` inside a ``torch.distributed`` job (``torchrun --nproc_per_node 2``,
+or the ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` variables it sets) builds a
+``DeviceMesh`` with ``init_device_mesh`` (gloo on ``cpu``, nccl on ``cuda``), axes ``mesh_0``,
+``mesh_1``, ... Arrays are placed as DTensors: a spec's mesh axis becomes ``Shard(dim)`` on that mesh
+dimension, everything else ``Replicate()``; DTensor's sharding propagation runs every op and inserts the
+collectives (the all-reduce of data-parallel gradients, the reductions of row-parallel layers).
+
+Example (in a 2-process job):
+    >>> backend = ml.TorchBackend(device_mesh=(2,))                            # doctest: +SKIP
+    >>> x = backend.ones(8, 4, device_mesh=(2,), tensor_split=(0,))            # doctest: +SKIP
+    >>> x.to_local().shape                                                      # doctest: +SKIP
+    torch.Size([4, 4])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from mithril.errors import ArgumentError
+
+__all__ = ["build_mesh", "full_tensor", "is_distributed", "like", "place", "replicated_like", "replicating", "replication"]
+
+
+def is_distributed(array: Any) -> bool:
+    """Whether ``array`` is a DTensor (placed over a device mesh)."""
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(array, DTensor)
+
+
+def build_mesh(device_mesh: int | Sequence[int], device: str) -> tuple[tuple[int, ...], Any]:
+    """``(sizes, DeviceMesh)`` for ``device_mesh`` over the processes of this ``torch.distributed`` job
+    (initialised here from torchrun's environment variables when it is not yet)."""
+    sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
+    if not sizes or any(s < 1 for s in sizes):
+        raise ArgumentError(f"TorchBackend: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+    needed = math.prod(sizes)
+    device_type = str(device).split(":")[0]
+    if not dist.is_available():
+        raise ArgumentError("TorchBackend(device_mesh=...): this torch build has no torch.distributed")
+    if not dist.is_initialized():
+        if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
+            raise ArgumentError(
+                f"TorchBackend(device_mesh={sizes}) needs {needed} processes of a torch.distributed job, but this "
+                "process is not part of one (1 process, no RANK/WORLD_SIZE set). Launch it with "
+                f"`torchrun --nproc_per_node {needed} script.py` (one process per device; gloo on CPU, nccl on CUDA)"
+            )
+        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+    world = dist.get_world_size()
+    if world != needed:
+        raise ArgumentError(
+            f"TorchBackend: device_mesh={sizes} needs {needed} processes, but this torch.distributed job has "
+            f"{world}; launch it with `torchrun --nproc_per_node {needed}` or use a mesh of {world} devices"
+        )
+    from torch.distributed.device_mesh import init_device_mesh
+
+    names = tuple(f"mesh_{i}" for i in range(len(sizes)))
+    return sizes, init_device_mesh(device_type, sizes, mesh_dim_names=names)
+
+
+def _placements(mesh: Any, spec: Sequence[str | None] | None) -> list[Any]:
+    from torch.distributed.tensor import Replicate, Shard
+
+    placements: list[Any] = [Replicate() for _ in mesh.mesh_dim_names]
+    for dim, axis in enumerate(spec or ()):
+        if axis is not None:
+            placements[mesh.mesh_dim_names.index(axis)] = Shard(dim)
+    return placements
+
+
+def place(mesh: Any, array: torch.Tensor, spec: Sequence[str | None] | None) -> Any:
+    """``array`` as a DTensor over ``mesh`` with ``spec``: a plain tensor (the same global value on
+    every process) is split; a DTensor is redistributed (or returned as it is when already placed so)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    placements = _placements(mesh, spec)
+    if isinstance(array, DTensor):
+        if array.device_mesh != mesh:
+            raise ArgumentError(
+                f"TorchBackend: an array placed on the mesh {tuple(array.device_mesh.shape)} cannot be used on this "
+                f"backend's mesh {tuple(mesh.shape)}; arrays of one model live on one mesh"
+            )
+        if list(array.placements) == placements:
+            return array
+        return array.redistribute(mesh, placements)
+    return distribute_tensor(array.detach(), mesh, placements)
+
+
+def full_tensor(array: Any) -> torch.Tensor:
+    """The global value of a DTensor (gathered on every process); other tensors as they are."""
+    return array.full_tensor() if is_distributed(array) else array
+
+
+def like(reference: Any, tensor: torch.Tensor) -> Any:
+    """``tensor`` (the global value, e.g. a cotangent) placed as the DTensor ``reference`` is (a pending
+    reduction ``Partial`` becomes ``Replicate``)."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    placements = [p if p.is_shard() or p.is_replicate() else Replicate() for p in reference.placements]
+    return distribute_tensor(tensor.detach(), reference.device_mesh, placements)
+
+
+def replicating(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run under DTensor's implicit replication: plain tensors it creates (``arange`` positions,
+    masks, constants) count as replicated over the mesh instead of failing to mix with DTensors."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with replication(True):
+            return fn(*args, **kwargs)
+
+    return call
+
+
+def replication(mesh: Any) -> contextlib.AbstractContextManager[Any]:
+    """The context of :func:`replicating` when ``mesh`` is a device mesh (the backward pass runs in it
+    too); nothing otherwise."""
+    if mesh is None:
+        return contextlib.nullcontext()
+    from torch.distributed.tensor.experimental import implicit_replication
+
+    return implicit_replication()
+
+
+def replicated_like(reference: Any, tensor: torch.Tensor) -> Any:
+    """``tensor`` as a replicated DTensor on ``reference``'s mesh when ``reference`` is a DTensor and
+    ``tensor`` is not (for ops whose backward would mix the two); else ``tensor``."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    if type(tensor) is not torch.Tensor or not isinstance(reference, DTensor):
+        return tensor
+    mesh = reference.device_mesh
+    return DTensor.from_local(tensor, mesh, [Replicate()] * mesh.ndim, run_check=False)

@@ -1,0 +1,67 @@
+"""One process of ``torchrun --nproc_per_node 2 _distributed_worker.py OUT.json`` (see
+test_distributed.py): data- and model-parallel runs of an MLP and a 2-layer GPT on a gloo CPU mesh,
+compared with the single-process run; rank 0 writes the figures."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import mithril as ml
+import numpy as np
+import torch.distributed as dist
+from mithril.models import MLP
+
+
+def mlp():
+    return MLP(input_size=16, hidden_sizes=[32, 32], output_size=8), {"input": [8, 16]}, None
+
+
+def gpt():
+    from mithril_models import create_gpt
+
+    return create_gpt(bias=True, block_size=16, dims=32, num_heads=4, num_layers=2, vocab_size=64), {"input": [4, 16]}, 64
+
+
+def run(build, mode):
+    model, shapes, vocab = build()
+    backend = ml.TorchBackend(device_mesh=(2,))
+    pm = ml.compile(model, backend, shapes=shapes, data_keys=set(shapes), parallelism=mode)
+    ref = ml.compile(model, ml.TorchBackend(), shapes=shapes, data_keys=set(shapes))
+    params, ref_params = pm.randomize_params(seed=1), ref.randomize_params(seed=1)
+    rng = np.random.default_rng(0)
+    shape = shapes["input"]
+    x = rng.integers(0, vocab, shape) if vocab else rng.standard_normal(shape).astype(np.float32)
+    expected = ref.evaluate(ref_params, {"input": x})["output"]
+    cot = {"output": rng.standard_normal(tuple(expected.shape)).astype(np.float32)}
+    out, grads = pm.evaluate(params, {"input": x}, output_gradients=cot)
+    rout, rgrads = ref.evaluate(ref_params, {"input": x}, output_gradients=cot)
+
+    def rel(a, b):
+        return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+    local = {k: v.to_local().numel() for k, v in params.items()}
+    total = {k: v.numel() for k, v in params.items()}
+    return {
+        "output": rel(backend.to_numpy(out["output"]), ref.backend.to_numpy(rout["output"])),
+        "grads": max(rel(backend.to_numpy(grads[k]), ref.backend.to_numpy(rgrads[k])) for k in grads),
+        "grads_placed": all(list(grads[k].placements) == list(params[k].placements) for k in grads),
+        "split": sorted(k for k in params if local[k] < total[k]),
+        "local_fraction": sum(local.values()) / sum(total.values()),
+    }
+
+
+def main():
+    builds = {"mlp": mlp}
+    if importlib.util.find_spec("mithril_models"):
+        builds["gpt"] = gpt
+    found = {f"{name}-{mode}": run(build, mode) for name, build in builds.items() for mode in ("data", "model")}
+    found["world"] = dist.get_world_size()
+    if int(os.environ["RANK"]) == 0:
+        with open(sys.argv[1], "w") as f:
+            json.dump(found, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
