@@ -368,3 +368,63 @@ def test_indexing_with_connections_picks_rows_and_differentiates(backend):
     expected = np.zeros_like(x)
     expected[rows, cols] = (x[rows, cols] > 0).astype(float)
     np.testing.assert_allclose(np.asarray(backend.to_numpy(grads["x"])), expected)
+
+
+# -- 5. TrainModel ------------------------------------------------------------------------------------
+def _mlp() -> Model:
+    model = Model()
+    model |= Linear(dimension=3).connect("input", output="hidden")
+    model |= Relu().connect("hidden", output="act")
+    model |= Linear(dimension=2).connect("act", output=IOKey("output"))
+    return model
+
+
+def test_train_model_final_cost_combines_losses_regularization_and_metrics():
+    import re
+
+    from mithril.models import L1, L2, AbsoluteError, ArgMax, Mean, SquaredError, TrainModel
+
+    train = TrainModel(_mlp())
+    train.add_loss(SquaredError(), reduce_steps=[Mean()], input="output", target="target", key_name="mse")
+    train.add_loss(AbsoluteError(), input="output", target="target", coef=0.5)  # our block's own mean
+    train.add_regularization(L2(), coef=1e-2, input=re.compile(r"weight"))
+    train.add_regularization(L1(), coef=1e-3, input="bias")
+    train.add_metric(ArgMax(axis=-1), input="output", key_name="pred")
+    train.set_loss_combiner(Mean())
+    assert {"final_cost", "mse", "pred", "output"} <= set(train.output_keys)
+    pm = ml.compile(train, ml.NumpyBackend(dtype=ml.float64), shapes={"input": [4, 5]})
+    plain = ml.compile(_mlp(), ml.NumpyBackend(dtype=ml.float64), shapes={"input": [4, 5]})
+    assert sorted(pm.param_keys) == sorted(plain.param_keys)  # regularisation keeps the parameter names
+    params = pm.randomize_params(seed=1)
+    x, t = RNG.normal(size=(4, 5)), RNG.normal(size=(4, 2))
+    out, grads = pm.evaluate(params, {"input": x, "target": t}, output_gradients=True)
+    o = out["output"]
+    weights = [params[k] for k, path in pm.input_paths.items() if path.endswith("weight")]
+    expected = (((o - t) ** 2).mean() + 0.5 * np.abs(o - t).mean()) / 2
+    expected += 1e-2 * 0.5 * sum((w**2).sum() for w in weights) + 1e-3 * np.abs(params["bias"]).sum()
+    np.testing.assert_allclose(out["final_cost"], expected, rtol=1e-12)
+    np.testing.assert_allclose(out["mse"], ((o - t) ** 2).mean())
+    np.testing.assert_array_equal(out["pred"], o.argmax(-1))
+    # the gradient is d final_cost (finite differences on one weight entry)
+    key, eps = pm.param_keys[0], 1e-6
+    bumped = {**params, key: params[key].copy()}
+    bumped[key].flat[0] += eps
+    numeric = (pm.evaluate(bumped, {"input": x, "target": t})["final_cost"] - out["final_cost"]) / eps
+    np.testing.assert_allclose(grads[key].flat[0], numeric, rtol=1e-4, atol=1e-8)
+
+
+def test_train_model_trains_with_plain_gradient_steps():
+    from mithril.models import SquaredError, TrainModel
+
+    train = TrainModel(_mlp())
+    train.add_loss(SquaredError(), input="output", target="target")
+    pm = ml.compile(train, ml.NumpyBackend(dtype=ml.float64), shapes={"input": [16, 5]})
+    params = pm.randomize_params(seed=0)
+    x = RNG.normal(size=(16, 5))
+    t = np.stack([x[:, 0] - x[:, 1], x[:, 2]], axis=1)
+    first = None
+    for _ in range(60):
+        out, grads = pm.evaluate(params, {"input": x, "target": t}, output_gradients=True)
+        first = out["final_cost"] if first is None else first
+        params = {k: v - 0.1 * grads[k] for k, v in params.items()}
+    assert out["final_cost"] < 0.5 * first

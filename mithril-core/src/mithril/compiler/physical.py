@@ -453,6 +453,8 @@ class PhysicalModel(Displayable):
         outputs = self._differentiable_outputs
         if output_gradients is True:
             scalar = [k for k in outputs if self._output_values[k].shape.ints() == ()]
+            if "final_cost" in scalar:  # a TrainModel: its cost, not its scalar metrics
+                scalar = ["final_cost"]
             if len(scalar) != 1:
                 raise KeyError_(
                     f"output_gradients=True needs exactly one scalar output; the float outputs are {outputs} with "

@@ -22,6 +22,7 @@ from .blocks import __all__ as _blocks_all
 from .primitive import Primitive
 from .primitive_models import *  # noqa: F403
 from .api_compat import *  # noqa: F403 - Mithril's published signatures replace the table's classes
+from .train_model import L1, L2, TrainModel
 
 Convolution2D = Conv2d  # noqa: F405 - upstream spellings
 Convolution1D = Conv1d  # noqa: F405
@@ -37,7 +38,7 @@ def _physical_model() -> type:
     return PhysicalModel
 
 __all__ = [
-    "TBD", "Connection", "IOKey", "Model", "LogicalModel", "PhysicalModel", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
+    "TBD", "Connection", "IOKey", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
     *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 
