@@ -204,6 +204,7 @@ emit({
     "no_mesh": error(lambda: ml.compile(model, ml.JaxBackend(), shapes=shapes, parallelism="data")),
     "other_mesh": error(lambda: big.ones(8, 2, device_mesh=(4,), tensor_split=(0,))),
     "split_dim": error(lambda: big.ones(8, 2, device_mesh=(8,), tensor_split=(2,))),
+    "two_meshes": error(lambda: pm.evaluate(params, {"input": other.ones(8, 16, device_mesh=(4,), tensor_split=(0,))})),
     "fixed_batch": error(lambda: ml.compile(model, big, shapes={"input": [6, 16]}, data_keys={"input"}, parallelism={"input": ("mesh_0", None)})),
 })
 ''')
@@ -216,4 +217,50 @@ emit({
     assert "device mesh" in found["no_mesh"] and "device_mesh=(2,)" in found["no_mesh"]
     assert "(4,)" in found["other_mesh"] and "(8,)" in found["other_mesh"]
     assert "tensor_split" in found["split_dim"] and "2" in found["split_dim"]
+    assert "'mesh_0': 4" in found["two_meshes"] and "'mesh_0': 8" in found["two_meshes"]
     assert "size 6" in found["fixed_batch"] and "'input'" in found["fixed_batch"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_train_data_parallel_on_one_global_mesh(tmp_path) -> None:
+    """``jax.distributed.initialize`` with a coordinator on 127.0.0.1: 2 processes x 2 simulated devices
+    form a 4-device mesh; the data-parallel step gives the single-process numbers."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import mithril as ml
+    import numpy as np
+    from mithril.models import MLP
+    from mithril.testing.devices import simulated_devices_env
+
+    worker, port, out = Path(__file__).with_name("_multiprocess_worker.py"), _free_port(), tmp_path / "found.json"
+    env = simulated_devices_env(2)
+    procs = [
+        subprocess.Popen([sys.executable, str(worker), str(port), str(i), str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)
+    ]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(log[-2000:] for log in logs)
+    found = json.loads(out.read_text())
+    assert found["devices"] == 4 and found["local_devices"] == 2
+
+    model = MLP(input_size=16, hidden_sizes=[32], output_size=4)
+    pm = ml.compile(model, ml.JaxBackend(), shapes={"input": [8, 16]}, data_keys={"input"})
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    cot = rng.standard_normal((8, 4)).astype(np.float32)
+    outputs, grads = pm.evaluate(pm.randomize_params(seed=5), {"input": x}, output_gradients={"output": cot})
+    np.testing.assert_allclose(found["output"], np.asarray(outputs["output"]), rtol=1e-5, atol=1e-6)
+    assert found["grads"].keys() == grads.keys()
+    for key, value in grads.items():
+        np.testing.assert_allclose(found["grads"][key], np.asarray(value), rtol=1e-5, atol=1e-6, err_msg=key)

@@ -52,3 +52,8 @@ def test_a_mesh_outside_a_distributed_job_says_how_to_launch_one(monkeypatch: py
         ml.TorchBackend().ones(4, 2, device_mesh=(2,), tensor_split=(0,))
     with pytest.raises(ArgumentError, match=r"parallelism='data'.*device mesh"):
         ml.compile(ml.models.Linear(2), ml.TorchBackend(), shapes={"input": [2, 3]}, parallelism="data")
+
+
+def test_the_manuals_parallel_strategy_points_at_device_mesh() -> None:
+    with pytest.raises(ArgumentError, match=r"parallel_strategy='data_parallel'.*torchrun --nproc_per_node 2.*device_mesh=\(2,\)"):
+        ml.TorchBackend(parallel_strategy="data_parallel", devices=["cuda:0", "cuda:1"])

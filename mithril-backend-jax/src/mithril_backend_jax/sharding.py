@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from mithril.errors import ArgumentError
 
 __all__ = ["gather", "place"]
 
@@ -31,13 +32,18 @@ __all__ = ["gather", "place"]
 def place(mesh: Mesh, array: Any, spec: Sequence[str | None] | None) -> jax.Array:
     """``array`` (a ``jax.Array`` or NumPy data) placed over ``mesh`` with ``spec``.
 
-    An array already placed that way is returned as it is (no copy); one placed on another mesh or
-    device is moved (resharded by XLA when it is on this mesh).
+    An array already placed that way is returned as it is (no copy); one on this mesh is resharded,
+    one on a single device is moved, and one on another mesh is refused.
     """
     target = NamedSharding(mesh, PartitionSpec(*(spec or ())))
     current = getattr(array, "sharding", None)
     if current is not None and current.is_equivalent_to(target, np.ndim(array)):
         return array
+    if isinstance(current, NamedSharding) and current.mesh.shape_tuple != mesh.shape_tuple:
+        raise ArgumentError(
+            f"JaxBackend: an array placed on the mesh {dict(current.mesh.shape)} cannot be used with this backend's "
+            f"mesh {dict(mesh.shape)}; arrays of one model live on one mesh (create them with this backend)"
+        )
     if target.is_fully_addressable:
         return jax.device_put(array, target)
     # a mesh over other processes' devices too: every process holds the global value; each builds its

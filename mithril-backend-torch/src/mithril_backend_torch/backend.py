@@ -85,6 +85,14 @@ class TorchBackend(Backend):
         device_mesh: Sequence[int] | None = None,
         **options: Any,
     ) -> None:
+        if "parallel_strategy" in options or "devices" in options:
+            strategy, devices = options.get("parallel_strategy"), options.get("devices")
+            count = len(devices) if isinstance(devices, (list, tuple)) else 2
+            raise ArgumentError(
+                f"TorchBackend(parallel_strategy={strategy!r}, devices={devices!r}): parallelism is the backend's "
+                f"device_mesh plus ml.compile(parallelism=...): run under `torchrun --nproc_per_node {count}` with "
+                f"TorchBackend(device_mesh=({count},)) and ml.compile(model, backend, parallelism='data' or 'model')"
+            )
         if options:
             raise ArgumentError(
                 f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
