@@ -102,6 +102,17 @@ class PrimitiveSpec:
     def output_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
         return self.outputs(attrs) if callable(self.outputs) else self.outputs
 
+    @property
+    def returns_tuple(self) -> bool:
+        """Whether implementations return a tuple of outputs: with several output keys, or keys that depend
+        on the attributes (``split`` with one section returns a 1-tuple).
+
+        >>> from mithril.plugins import registry
+        >>> registry().primitive("split").returns_tuple, registry().primitive("exp").returns_tuple
+        (True, False)
+        """
+        return callable(self.outputs) or len(self.outputs) > 1
+
     def differentiable_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
         keys = self.input_keys(attrs)
         if self.differentiable is None:

@@ -27,13 +27,23 @@ _LITERAL_TYPES = (type(None), bool, int, float, str)
 
 
 def _is_literal(value: Any) -> bool:
-    if isinstance(value, _LITERAL_TYPES):
+    """Whether ``repr(value)`` is valid source evaluating to an equal value of the same type. Subclasses
+    are not (``np.float64(4.0)`` is a ``float`` whose repr names ``np``, which the generated code lacks)."""
+    if type(value) in _LITERAL_TYPES:
         return not (isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))))
-    if isinstance(value, (tuple, list)):
+    if type(value) in (tuple, list):
         return all(_is_literal(v) for v in value)
     if isinstance(value, slice):
         return all(_is_literal(v) for v in (value.start, value.stop, value.step))
     return value is Ellipsis
+
+
+def _returns_tuple(node: Any) -> bool:
+    """Whether the call returns a tuple to unpack (``split`` with one section returns a 1-tuple). A backend
+    may hand in nodes whose ``spec`` is a stand-in naming another implementation (the NumPy backend's
+    in-place calls): without ``returns_tuple`` the output count decides."""
+    returns_tuple = getattr(node.spec, "returns_tuple", None)
+    return len(node.outputs) > 1 if returns_tuple is None else bool(returns_tuple)
 
 
 @dataclass
@@ -163,7 +173,7 @@ def generate_python(
         for node in live_nodes(graph.nodes, targets_all):
             args = ", ".join("None" if v is None else ref(v) for v in node.inputs.values())
             call = f"{fn_names[node.spec.name]}({', '.join(p for p in (args, attr_text(node.attrs)) if p)})"
-            targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if len(node.outputs) > 1 else "")
+            targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if _returns_tuple(node) else "")
             comment = f"  # {python_comment(node.path)}" if node.path else ""
             body.append(f"{targets} = {call}{comment}")
         results = ["{" + ", ".join(f"{python_literal(k)}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns]

@@ -27,7 +27,7 @@ def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, A
         if result is NotImplemented:
             kept.append(node)
             continue
-        values = result if len(node.outputs) > 1 else (result,)
+        values = result if node.spec.returns_tuple else (result,)
         for out, value in zip(node.outputs.values(), values):
             out.const = value
             out.producer = None
