@@ -129,7 +129,7 @@ class Builder:
     def const(self, value: Any, kind: str) -> T:
         """A constant tensor (filled once, after allocation)."""
         dtype = np.int32 if kind == "int" else np.float32
-        array = np.ascontiguousarray(np.asarray(value).astype(dtype))
+        array = np.array(value, dtype=dtype, order="C")  # not ascontiguousarray: it makes a 0-d value 1-d
         tensor = self.new(array.shape, kind, self.const_ctx)
         self.constants.append((tensor, array))
         return T(tensor, tuple(array.shape), kind)
@@ -340,7 +340,7 @@ class _GraphFunction:
             for label, name, tensor, shape, dtype in self.inputs:
                 array = sources[label][name]
                 if not (isinstance(array, np.ndarray) and array.dtype == dtype and array.flags.c_contiguous):
-                    array = np.ascontiguousarray(np.asarray(array), dtype=dtype)
+                    array = np.asarray(array, dtype=dtype, order="C")  # keeps 0-d arrays 0-d
                 if array.shape != shape:
                     raise ShapeError(f"{self.name}: {label}[{name!r}] has shape {array.shape}, expected {shape}")
                 ggml.ggml_backend_tensor_set(tensor, array.ctypes.data, 0, array.nbytes)
