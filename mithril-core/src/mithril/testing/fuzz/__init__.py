@@ -1,0 +1,85 @@
+"""Differential fuzzing: random models, every backend, one answer.
+
+A Hypothesis strategy (:func:`recipes`) draws random logical models: DAGs of 1-40 primitives from the
+registry (elementwise and broadcasting ops, reductions, shape ops, matmul/linear, conv/pool, attention,
+losses, the gradient-helper primitives...), with shared inputs, constants, reused intermediates and
+repeated subexpressions, random ``data_keys``/``constant_keys``/``discard_keys``, valid by construction
+(shapes and values come from running the plain-NumPy references while the model is built). Each model is
+compiled on a backend with all passes and with passes disabled (:func:`passes_disabled`), and its outputs
+and gradients are compared with the :class:`Oracle` (references in float64, finite differences).
+
+Entry points:
+
+- ``pytest -m fuzz`` (``tests/fuzz``): the quick, derandomised profile on every installed backend;
+- ``python -m mithril.testing.fuzz --backend c --examples 10000 --out fuzz-failures``: a campaign that
+  writes each new disagreement's minimal reproduction as a standalone pytest file.
+
+Example:
+    >>> from hypothesis import given, settings
+    >>> from mithril.testing.fuzz import FuzzProfile, check_recipe, recipes
+    >>> @settings(max_examples=5, database=None, derandomize=True, deadline=None)
+    ... @given(recipes(FuzzProfile(max_ops=4)))
+    ... def test_numpy(recipe):
+    ...     found = check_recipe(recipe, "numpy")
+    ...     assert found is None, found.report()
+    >>> test_numpy()
+
+Requires ``hypothesis`` (a development dependency of the workspace).
+"""
+
+from __future__ import annotations
+
+try:
+    import hypothesis  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("mithril.testing.fuzz needs hypothesis: pip install hypothesis") from exc
+
+from ._campaign import QUICK_EXAMPLES, CampaignResult, default_profile, run_campaign, variant_strategy
+from ._check import Disagreement, Mismatch, backend_dtype, check_recipe, make_backend, tolerance_for
+from ._generate import FAMILIES, GENERATED_PRIMITIVES, NOT_GENERATED, FuzzProfile, checked_call, recipes, valid_recipe
+from ._isolation import IsolatedChecker
+from ._oracle import GradientOracle, Oracle
+from ._passes import PASSES, VARIANTS, passes_disabled
+from ._recipe import ROLES, Const, Input, Op, Recipe, array_literal, evaluate_reference
+from ._reduce import prune, reduce_disagreement, renumber
+from ._repro import BACKEND_CLASSES, reproduction_source, write_reproduction
+
+__all__ = [
+    "BACKEND_CLASSES",
+    "CampaignResult",
+    "Const",
+    "Disagreement",
+    "FAMILIES",
+    "FuzzProfile",
+    "GENERATED_PRIMITIVES",
+    "GradientOracle",
+    "Input",
+    "IsolatedChecker",
+    "Mismatch",
+    "NOT_GENERATED",
+    "Op",
+    "Oracle",
+    "PASSES",
+    "QUICK_EXAMPLES",
+    "ROLES",
+    "Recipe",
+    "VARIANTS",
+    "array_literal",
+    "backend_dtype",
+    "check_recipe",
+    "checked_call",
+    "default_profile",
+    "evaluate_reference",
+    "make_backend",
+    "passes_disabled",
+    "prune",
+    "recipes",
+    "reduce_disagreement",
+    "renumber",
+    "reproduction_source",
+    "run_campaign",
+    "tolerance_for",
+    "valid_recipe",
+    "variant_strategy",
+    "write_reproduction",
+]

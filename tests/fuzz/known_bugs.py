@@ -1,0 +1,114 @@
+"""Bugs the fuzzer found that are not fixed yet, so the quick profile (``test_fuzz.py``) stays green.
+
+Each entry names its regression test in ``regressions/`` (marked ``xfail(strict=True)``: when the bug is
+fixed that test XPASSes and fails, and both it and this entry should be updated). ``matches`` recognises a
+disagreement caused by the bug as narrowly as possible: the kind of failure *and* the model structure
+that triggers it, so other bugs in the same models are still reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from mithril.testing.fuzz import Disagreement, Oracle, Recipe
+
+AUTOGRAD_BACKENDS = frozenset({"jax", "torch", "mlx"})
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A reported bug: where it shows, which regression test pins it, and how to recognise it."""
+
+    name: str
+    backends: frozenset[str]
+    regressions: tuple[str, ...]
+    diagnosis: str
+    matches: Callable[[Disagreement], bool]
+
+    def applies(self, found: Disagreement) -> bool:
+        return found.backend in self.backends and self.matches(found)
+
+
+def _kind(found: Disagreement) -> str:
+    return found.category.split(":")[-1]
+
+
+def _notes(found: Disagreement) -> str:
+    return found.error + "\n" + "\n".join(m.note for m in found.mismatches)
+
+
+def _nondifferentiable_param_input(recipe: Recipe) -> bool:
+    """Some call gets a float value that depends on a parameter at an input its spec declares
+    non-differentiable (a loss target, a gradient helper's operand, ``floor_divide``...)."""
+    from mithril.testing.cases import spec_for
+
+    dependent = recipe.dependents(set(recipe.params()))
+    values = Oracle.of(recipe).values
+    for op in recipe.ops:
+        spec = spec_for(op.primitive)
+        attrs = spec.resolve_attributes(dict(op.attrs))
+        differentiable = set(spec.differentiable_keys(attrs))
+        for key, ref in op.inputs.items():
+            if isinstance(ref, str) and key not in differentiable and ref in dependent and values[ref].dtype.kind == "f":
+                return True
+    return False
+
+
+def _scalar_index(recipe: Recipe) -> bool:
+    """An ``index`` of a 0-d value or an ``index_grad`` whose ``output_grad`` is 0-d."""
+    values = Oracle.of(recipe).values
+    for op in recipe.ops:
+        if op.primitive == "index" and np.ndim(values[op.inputs["input"]]) == 0:
+            return True
+        if op.primitive == "index_grad" and np.ndim(values[op.inputs["output_grad"]]) == 0:
+            return True
+    return False
+
+
+def _mlx_shared_outputs(found: Disagreement) -> bool:
+    """Two float outputs of the compiled MLX model are one and the same ``mx.array``."""
+    import mithril as ml
+    from mithril.testing.fuzz import make_backend
+
+    recipe = found.recipe
+    backend = make_backend("mlx")
+    pm = ml.compile(recipe.build_model(), backend, **recipe.compile_kwargs())
+    params, data = recipe.feeds()
+    outputs = pm.evaluate({k: backend.array(v) for k, v in params.items()}, {k: backend.array(v, None if v.dtype.kind == "f" else "int" if v.dtype.kind in "iu" else "bool") for k, v in data.items()})
+    floats = [v for k, v in outputs.items() if k in recipe.outputs and "float" in str(v.dtype)]
+    return len({id(v) for v in floats}) < len(floats)
+
+
+KNOWN_BUGS: tuple[KnownBug, ...] = (
+    KnownBug(
+        "c-scalar-index",
+        frozenset({"c", "ggml"}),
+        ("test_c_index_scalar.py", "test_ggml_index_scalar.py"),
+        "mithril-backend-c index kernel (also used by GGML): index(key=()) of a 0-d input crashes the process (SIGSEGV)",
+        lambda f: _kind(f) in ("crash", "forward", "gradient", "evaluate-error") and _scalar_index(f.recipe),
+    ),
+    KnownBug(
+        "autograd-ignores-nondifferentiable",
+        AUTOGRAD_BACKENDS,
+        ("test_jax_nondifferentiable_target.py", "test_torch_nondifferentiable_target.py", "test_mlx_nondifferentiable_target.py", "test_torch_floor_divide_gradient.py"),
+        "mithril-backend-{jax,torch,mlx}: autograd differentiates through inputs the spec declares non-differentiable (loss targets, gradient-helper operands, floor_divide) where NumPy/C/GGML give zero; PyTorch raises for float floor_divide",
+        lambda f: _kind(f) in ("gradient", "evaluate-error") and _nondifferentiable_param_input(f.recipe),
+    ),
+    KnownBug(
+        "mlx-shared-outputs",
+        frozenset({"mlx"}),
+        ("test_mlx_duplicate_outputs_gradient.py",),
+        "mithril-backend-mlx: gradients drop a cotangent when two outputs are the same mx.array (CSE twins, identity helpers): mx.vjp gets the array twice",
+        lambda f: _kind(f) == "gradient" and _mlx_shared_outputs(f),
+    ),
+)
+
+
+def known_bug(found: Disagreement) -> KnownBug | None:
+    """The known bug that explains ``found``, if any."""
+    for bug in KNOWN_BUGS:
+        if bug.applies(found):
+            return bug
+    return None

@@ -1,0 +1,256 @@
+"""Differential fuzzing, quick profile: random models on every installed backend against the NumPy
+references (``mithril.testing.fuzz``). Run with ``pytest -m fuzz``; it is part of the default run too.
+
+Per backend a derandomised Hypothesis run draws ``QUICK_EXAMPLES[backend]`` models (times
+``$MITHRIL_FUZZ_SCALE``, default 1), compiles each with all passes and with passes disabled, and compares
+outputs and gradients with the oracle. A failure shrinks to a minimal model; the message holds its
+Mithril source and the path of a standalone reproduction file. Disagreements explained by a known,
+reported bug (``known_bugs.py``, each pinned by an xfail test in ``regressions/``) are not failures.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from known_bugs import KNOWN_BUGS, known_bug
+from mithril.plugins.lookup import available_backends
+from mithril.testing.fuzz import (
+    GENERATED_PRIMITIVES,
+    NOT_GENERATED,
+    QUICK_EXAMPLES,
+    Const,
+    Disagreement,
+    FuzzProfile,
+    IsolatedChecker,
+    Recipe,
+    check_recipe,
+    default_profile,
+    passes_disabled,
+    recipes,
+    reduce_disagreement,
+    valid_recipe,
+    variant_strategy,
+    write_reproduction,
+)
+
+pytestmark = pytest.mark.fuzz
+
+BACKENDS = sorted(b for b in available_backends() if b != "*")
+NATIVE = {"c", "ggml"}
+SCALE = float(os.environ.get("MITHRIL_FUZZ_SCALE", "1"))
+REGRESSIONS = Path(__file__).parent / "regressions"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
+    examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE))
+    profile = default_profile(backend)
+    checker = IsolatedChecker() if backend in NATIVE else None
+    check = checker.check if checker is not None else check_recipe
+    seen = {"models": 0, "known": 0}
+
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    @given(recipes(profile), variant_strategy(backend))
+    def run(recipe: Recipe, variants: tuple[str, ...]) -> None:
+        seen["models"] += 1
+        found = check(recipe, backend, variants)
+        if found is None:
+            return
+        bug = known_bug(found)
+        if bug is not None:
+            seen["known"] += 1
+            return
+        path = write_reproduction(found, tmp_path)
+        raise AssertionError(f"{found.report()}\n\nmodel:\n{recipe.model_source()}\ncompile options: {recipe.compile_kwargs_source()}\nreproduction: {path}")
+
+    try:
+        run()
+    finally:
+        if checker is not None:
+            checker.close()
+    assert seen["models"] >= examples, f"only {seen['models']} models were checked"
+
+
+# -- the machinery itself ------------------------------------------------------------------------------
+def test_every_registered_primitive_is_generated_or_excluded_with_a_reason() -> None:
+    from mithril.plugins import registry
+
+    registered = set(registry().primitives)
+    missing = sorted(registered - GENERATED_PRIMITIVES - set(NOT_GENERATED))
+    assert not missing, f"primitives the fuzzer never generates: {missing}; add a family or a reason in NOT_GENERATED"
+    stale = sorted((GENERATED_PRIMITIVES | set(NOT_GENERATED)) - registered)
+    assert not stale, f"the fuzzer names unregistered primitives: {stale}"
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(recipes(FuzzProfile(max_ops=12)))
+def test_generated_models_are_valid_and_build(recipe: Recipe) -> None:
+    assert 1 <= len(recipe.ops) <= 12
+    assert valid_recipe(recipe), "a generated call is invalid, non-finite or too close to a kink"
+    assert recipe.outputs, "every model has an output"
+    assert set(recipe.discard) < set(recipe.exposed)
+    model = recipe.build_model()
+    assert set(model.output_keys) == set(recipe.exposed)
+    kwargs = recipe.compile_kwargs()
+    keys = [set(kwargs.get(k, ())) for k in ("data_keys", "trainable_keys", "constant_keys")]
+    assert not (keys[0] & keys[1] or keys[0] & keys[2] or keys[1] & keys[2]), kwargs
+
+
+def test_generator_reaches_every_family_and_most_primitives() -> None:
+    seen: set[str] = set()
+
+    @settings(max_examples=150, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    @given(recipes())
+    def collect(recipe: Recipe) -> None:
+        seen.update(recipe.primitives())
+
+    collect()
+    unseen = sorted(GENERATED_PRIMITIVES - seen)
+    assert len(unseen) <= len(GENERATED_PRIMITIVES) // 10, f"rarely generated: {unseen}"
+
+
+def _twins() -> Recipe:
+    r = Recipe()
+    x = r.add_input(np.array([0.5, 1.5]), role="param")
+    (a,) = r.add_op("exp", {"input": x})
+    (b,) = r.add_op("exp", {"input": x})
+    (c,) = r.add_op("multiply", {"left": a, "right": b})
+    (d,) = r.add_op("neg", {"input": c})  # dead: not exposed
+    c2 = r.add_input(np.array(2.0), role="constant_key")
+    (e,) = r.add_op("square", {"input": c2})
+    (f,) = r.add_op("add", {"left": c, "right": e})
+    r.exposed.append(f)
+    del d
+    return r
+
+
+@pytest.mark.parametrize(("disabled", "more_calls"), [((), False), (("cse",), True), (("fold",), True), (("prune",), True)])
+def test_passes_disabled_changes_the_compiled_graph(disabled: tuple[str, ...], more_calls: bool) -> None:
+    import mithril as ml
+
+    recipe = _twins()
+    baseline = ml.compile(recipe.build_model(), ml.NumpyBackend(dtype=ml.float64), inference=True, **recipe.compile_kwargs())
+    with passes_disabled(*disabled):
+        pm = ml.compile(recipe.build_model(), ml.NumpyBackend(dtype=ml.float64), inference=True, **recipe.compile_kwargs())
+    assert (pm.primitive_count > baseline.primitive_count) is more_calls
+    assert check_recipe(recipe, "numpy", ("default", "no-fold", "no-cse", "no-prune", "no-passes")) is None
+    with pytest.raises(ValueError, match="unknown pass"):
+        with passes_disabled("vectorise"):
+            pass
+
+
+def test_checker_reports_a_wrong_answer() -> None:
+    """The oracle is sensitive: the same model with a perturbed expected value is a disagreement."""
+    from mithril.testing.fuzz import Oracle
+
+    recipe = _twins()
+    assert check_recipe(recipe, "numpy") is None
+    oracle = Oracle.of(recipe)
+    name = recipe.outputs[0]
+    saved = oracle.outputs[name]
+    oracle.outputs[name] = saved * (1 + 1e-6)
+    try:
+        found = check_recipe(recipe, "numpy")
+    finally:
+        oracle.outputs[name] = saved
+    assert found is not None and found.category == "forward", found
+    g = oracle.gradients["x0"]
+    assert g.full is not None
+    saved_grad = g.full.copy()
+    g.full[0] += 1e-3
+    try:
+        found = check_recipe(recipe, "numpy")
+    finally:
+        g.full[:] = saved_grad
+    assert found is not None and found.category == "gradient", found
+
+
+def test_reducer_keeps_the_failure_and_drops_the_rest() -> None:
+    recipe = _twins()
+    extra = recipe.add_input(np.array([1.0, 2.0, 3.0]), role="data")
+    (s,) = recipe.add_op("sin", {"input": extra})
+    recipe.exposed.append(s)
+
+    def has_square(r: Recipe, backend: str, variants: tuple[str, ...]) -> Disagreement | None:
+        if any(op.primitive == "square" for op in r.ops):
+            return Disagreement(r, backend, __import__("mithril").float64, "default", "forward", variants=variants)
+        return None
+
+    start = has_square(recipe, "numpy", ("default",))
+    assert start is not None
+    reduced = reduce_disagreement(start, check=has_square)
+    assert [op.primitive for op in reduced.recipe.ops] == ["square"]
+    assert list(reduced.recipe.inputs) == ["x0"]
+
+
+def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
+    import runpy
+
+    recipe = _twins()
+    found = Disagreement(recipe, "numpy", __import__("mithril").float64, "no-cse", "forward", variants=("default", "no-cse"))
+    path = write_reproduction(found, tmp_path)
+    module = runpy.run_path(str(path))
+    test = next(v for k, v in module.items() if k.startswith("test_"))
+    test()  # the model is right, so the reproduction passes
+    text = path.read_text()
+    assert "passes_disabled('cse')" in text and "def build_model" in text
+    output = recipe.outputs[0]
+    broken = text.replace(f'"{output}": np.array(', f'"{output}": 1.0 + np.array(', 1)
+    assert broken != text
+    path.write_text(broken)
+    module = runpy.run_path(str(path))
+    test = next(v for k, v in module.items() if k.startswith("test_"))
+    with pytest.raises(AssertionError):
+        test()
+
+
+def test_known_bugs_name_existing_regression_tests() -> None:
+    for bug in KNOWN_BUGS:
+        for name in bug.regressions:
+            text = (REGRESSIONS / name).read_text()
+            assert "xfail(strict=True" in text, f"{name} is not marked xfail(strict=True)"
+
+
+def test_cli_prints_the_summary(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "mithril.testing.fuzz", "--backend", "numpy", "--examples", "5", "--seed", "3", "--out", str(tmp_path), "--quiet", "--exclude", "split"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "numpy: 5 models, " in result.stdout, result.stdout + result.stderr
+    assert result.returncode in (0, 1)
+
+
+def test_inline_constants_and_roles_reach_the_source() -> None:
+    r = Recipe()
+    x = r.add_input(np.array([1.0, 2.0]), role="iokey_value")
+    y = r.add_input(np.array([3.0, 4.0]), role="set_values")
+    z = r.add_input(np.array([1, 0]), role="data", shape_via="iokey")
+    (a,) = r.add_op("add", {"left": x, "right": Const(0.5)})
+    (b,) = r.add_op("multiply", {"left": a, "right": y})
+    (c,) = r.add_op("gather", {"input": b, "index": z}, {"axis": 0})
+    r.exposed.append(c)
+    source = r.model_source()
+    assert 'IOKey("x0", value=np.array([1.0, 2.0]' in source
+    assert "model.set_values(x1=" in source
+    assert 'IOKey("x2", shape=[2], type="int")' in source
+    assert "right=0.5" in source
+    assert check_recipe(r, "numpy", ("default", "no-fold")) is None
+
+
