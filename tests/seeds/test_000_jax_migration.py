@@ -7,19 +7,18 @@ import mithril as ml
 import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
-from mithril.errors import KeyError_
 from mithril.models import Conv2d, Dropout, Flatten, Linear, MaxPool2d, Model, Relu
 from mithril.testing.devices import run_with_jax_devices
 
 
 def create_mlp(layer_sizes):
-    """Block 01's builder; ``Linear(dimension=out)(input_size=in)`` -> ``Linear(dimension=out, in_features=in)``."""
+    """Block 01's builder, as written (``input_size=`` at connect time fixes the input features)."""
     model = Model()
     for i, (in_size, out_size) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:])):
         if i == 0:
-            model |= Linear(dimension=out_size, in_features=in_size)
+            model |= Linear(dimension=out_size)(input_size=in_size)
         else:
-            model += Linear(dimension=out_size, in_features=in_size)
+            model += Linear(dimension=out_size)(input_size=in_size)
         if i < len(layer_sizes) - 2:
             model += Relu()
     return model
@@ -39,10 +38,8 @@ def create_cnn():
 
 
 def test_000_jax_migration_block01_mithril_mlp(backend_or_numpy):
-    # As written, `Linear(...)(input_size=...)` is rejected: input_size is not a key of Linear.
-    with pytest.raises(KeyError_) as exc:
-        Model().__ior__(Linear(dimension=512)(input_size=784))
-    assert_option_rejected(exc, "input_size")
+    # As written: `Linear(dimension=512)(input_size=784)` fixes the weight's input features.
+    assert create_mlp([784, 512]).shapes["input"][-1] == 784
 
     layer_sizes = [784, 512, 256, 10]
     model = create_mlp(layer_sizes)
@@ -318,7 +315,7 @@ def test_000_jax_migration_block16_mithril_haiku_equivalent(backend_or_numpy):
 
     backend = backend_or_numpy("jax")
     compiled_model = ml.compile(create_mlp_784(), backend, shapes={"input": [1, 784]})
-    assert not hasattr(compiled_model, "get_layer_names")  # not our API: parameter names are the map
+    assert compiled_model.get_layer_names() == ["linear_0", "relu_0", "linear_1", "relu_1", "linear_2"]
     rng = np.random.default_rng(0)
     sizes = [784, 512, 256, 10]
     haiku_params = {

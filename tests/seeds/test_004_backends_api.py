@@ -49,18 +49,19 @@ def test_004_backends_api_block02_backend_interface():
 
 
 def test_004_backends_api_block03_backend_selection(backend_or_numpy):
-    import mithril.models as mm
+    from mithril.models import LogicalModel
 
-    with pytest.raises(AttributeError):
-        mm.LogicalModel  # noqa: B018 - not our API: Model is the logical model
-    model = ml.Model()
-    model |= ml.Linear(dimension=3)
-    assert not hasattr(model, "compile")
+    # As written (the block's "define your model" filled with one Linear of 4 input features).
+    model = LogicalModel()
+    model |= ml.Linear(dimension=3)(input_size=4)
     backend = backend_or_numpy("jax")
-    physical_model = ml.compile(model, backend, shapes={"input": [2, 4]})  # ml.compile(model, backend)
-    params = physical_model.randomize_params()
-    output = physical_model(params, {"input": backend.ones(2, 4)})  # __call__ is evaluate(params, data)
+    physical_model = model.compile(backend)
+    input_data = {"input": backend.ones(2, 4)}
+    output = physical_model(input_data)  # evaluate with the current parameters
     assert tuple(output["output"].shape) == (2, 3)
+    params = physical_model.get_parameters()
+    np.testing.assert_allclose(to_np(backend, output["output"]), to_np(backend, physical_model.evaluate(params, input_data)["output"]))
+    assert tuple(physical_model(params, input_data)["output"].shape) == (2, 3)  # and __call__(params, data)
 
 
 def test_004_backends_api_block04_backend_configuration(backend_class_or_numpy):

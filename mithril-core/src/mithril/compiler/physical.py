@@ -387,12 +387,10 @@ class PhysicalModel(Displayable):
         outputs, gradients = self._evaluate_gradients(params, data, output_gradients)
         return outputs, self._placed(gradients)  # gradients live where their parameters do
 
-    __call__ = evaluate
-
-    def __call__(self, data: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> Any:
-        """``physical_model(data)`` (the Backends API page's spelling): :meth:`evaluate` with the current
-        parameters (:meth:`get_parameters`: randomised on first use, or the last ones loaded) unless
-        ``params`` is given.
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``physical_model(params, data, output_gradients)`` is :meth:`evaluate`; ``physical_model(data)``
+        (the Backends API page's spelling: one mapping of data keys only) evaluates with the current
+        parameters (:meth:`get_parameters`: randomised on first use, or the last ones loaded).
 
         >>> import mithril as ml
         >>> from mithril.models import Linear
@@ -400,7 +398,11 @@ class PhysicalModel(Displayable):
         >>> pm({"input": pm.backend.ones(1, 3)})["output"].shape                    # doctest: +SKIP
         (1, 2)
         """
-        return self.evaluate(self.get_parameters() if params is None else params, data)
+        if len(args) == 1 and not kwargs and isinstance(args[0], Mapping):
+            keys = set(args[0])
+            if keys and keys <= set(self.data_keys) and not keys & {*self.param_keys, *self.buffer_keys}:
+                return self.evaluate(self.get_parameters() if (self.param_keys or self.buffer_keys) else {}, args[0])
+        return self.evaluate(*args, **kwargs)
 
     def get_layer_names(self) -> list[str]:
         """Names of the logical model's top-level blocks, in the order they were added (``linear_0``,
