@@ -428,3 +428,25 @@ def test_train_model_trains_with_plain_gradient_steps():
         first = out["final_cost"] if first is None else first
         params = {k: v - 0.1 * grads[k] for k, v in params.items()}
     assert out["final_cost"] < 0.5 * first
+
+
+def test_cross_entropy_weights_pos_weight_and_robust():
+    from mithril.models import BinaryCrossEntropy, CrossEntropy
+
+    x, y, w = RNG.normal(size=(5, 3)), RNG.integers(0, 3, size=5), np.array([0.2, 1.0, 3.0])
+    log_p = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    model = Model()
+    model |= CrossEntropy(weights=list(w), reduction="none").connect("logits", "labels", output=IOKey("weighted"))
+    model |= CrossEntropy(categorical=False, weights=list(w), reduction="none").connect("logits", "probs", output=IOKey("soft"))
+    model |= BinaryCrossEntropy(pos_weight=2.5, reduction="none").connect("logits", "bits", output=IOKey("bce"))
+    model |= CrossEntropy(input_type="probs", robust=False, reduction="none").connect("p", "labels", output=IOKey("exact"))
+    model |= CrossEntropy(input_type="probs", robust=True, reduction="none").connect("p", "labels", output=IOKey("clamped"))
+    probs, bits = RNG.dirichlet([1.0, 1.0, 1.0], size=5), RNG.integers(0, 2, size=(5, 3)).astype(float)
+    p = np.zeros((5, 3))
+    p[np.arange(5), (y + 1) % 3] = 1.0  # probability 0 on the true class
+    _, out = _run(model, {"logits": x, "labels": y, "probs": probs, "bits": bits, "p": p})
+    np.testing.assert_allclose(out["weighted"], -w[y] * log_p[np.arange(5), y])
+    np.testing.assert_allclose(out["soft"], -(w * probs * log_p).sum(-1))
+    log_sig, log_1m = -np.logaddexp(0, -x), -np.logaddexp(0, x)
+    np.testing.assert_allclose(out["bce"], -(2.5 * bits * log_sig + (1 - bits) * log_1m))
+    assert np.all(np.isinf(out["exact"])) and np.allclose(out["clamped"], -np.log(1e-12))
