@@ -98,3 +98,33 @@ print("done")
 """
     text = _run_on_terminal(script=script)
     assert "compiling Linear forward (first call)" in text and "done" in text
+
+
+def test_saving_a_checkpoint_and_demo_training_show_progress() -> None:
+    script = """
+import mithril.progress, numpy as np
+mithril.progress.DEFAULT_DELAY = 0.0
+from mithril.serialization import save_safetensors
+save_safetensors("/dev/null", {"w": np.zeros((256, 1024), np.float32)})
+import mithril as ml
+from mithril.demo import _train, classification_data
+_train(ml.NumpyBackend(), 5, 0.1, classification_data(n=32), lambda line: None)
+print("done")
+"""
+    text = _run_on_terminal(script=script)
+    assert "writing null" in text and "training on NumpyBackend" in text and "done" in text
+
+
+def test_a_terminal_that_reports_no_width_still_shows_the_bar() -> None:
+    script = """
+import fcntl, struct, sys, termios, time
+fcntl.ioctl(sys.stderr.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))  # a fresh pty
+from mithril.progress import task
+with task("compiling model.c", total=4, unit="part", delay=0.0) as advance:
+    for _ in range(4):
+        advance(1)
+        time.sleep(0.1)
+print("done")
+"""
+    text = _run_on_terminal({**os.environ, "MITHRIL_PROGRESS": "1", "COLUMNS": ""}, script=script)
+    assert "compiling model.c" in text and "done" in text

@@ -33,7 +33,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import DemoFailed, run_demo
 
     try:
-        run_demo(steps=args.steps, lr=args.lr)
+        run_demo(steps=args.steps, lr=args.lr, plot=args.plot)
     except DemoFailed:
         return 1
     return 0
@@ -100,14 +100,19 @@ def _export_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``mithril`` console script."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``mithril`` command line: one subcommand per tool (``demo``, ``export``, ``graph``, ...).
+
+    >>> build_parser().parse_args(["demo", "--steps", "5"]).steps
+    5
+    """
     parser = argparse.ArgumentParser(prog="mithril", description="Mithril: compose once, compile anywhere.")
     parser.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="train the seeds' MLP on every installed backend and compare")
     demo.add_argument("--steps", type=int, default=300)
     demo.add_argument("--lr", type=float, default=0.1)
+    demo.add_argument("--plot", metavar="PATH", help="also write every backend's loss curve to PATH (PNG/SVG/PDF; needs matplotlib)")
     demo.set_defaults(func=_demo)
     export = sub.add_parser("export", help="compile a model for a native backend and write a standalone program")
     export.add_argument("model", help="module:attribute of a Model or a function returning one")
@@ -136,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     edge.set_defaults(func=_export_model)
     plugins = sub.add_parser("plugins", help="list loaded and broken plugins")
     plugins.set_defaults(func=_plugins)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``mithril`` console script."""
+    args = build_parser().parse_args(argv)
     if "" not in sys.path and os.getcwd() not in sys.path:  # `mithril export my_model:build` finds ./my_model.py
         sys.path.insert(0, os.getcwd())
     try:

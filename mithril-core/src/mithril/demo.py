@@ -1,6 +1,9 @@
 """``mithril demo``: compose the seeds' MLP and CNN, compile them on every installed backend, train the
 MLP on a generated classification task, and print a comparison table.
 
+``mithril demo --plot loss.png`` also draws every backend's loss curve in one matplotlib figure
+(:func:`plot_losses`; matplotlib comes with ``pip install "mithril-core[viz]"``).
+
 Example:
     $ mithril demo --steps 300
 """
@@ -8,15 +11,17 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import MithrilError
+from .errors import ArgumentError, MithrilError
+from .progress import task
 
-__all__ = ["DemoFailed", "run_demo", "classification_data", "build_mlp_with_loss", "build_cnn"]
+__all__ = ["DemoFailed", "DemoRow", "run_demo", "classification_data", "build_mlp_with_loss", "build_cnn", "plot_losses"]
 
 
 def classification_data(n: int = 512, features: int = 20, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -56,12 +61,15 @@ def build_cnn() -> Any:
 
 @dataclass
 class DemoRow:
+    """One backend's line of the demo table, and its loss after every training step."""
+
     backend: str
     compile_ms: float
     step_ms: float
     final_loss: float
     max_deviation: float
     cnn_deviation: float
+    losses: list[float] = field(default_factory=list)
 
 
 def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarray], progress: Callable[[str], None]) -> tuple[DemoRow, np.ndarray, np.ndarray]:
@@ -75,26 +83,35 @@ def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarr
     compile_ms = (time.perf_counter() - started) * 1e3
     params = pm.randomize_params(seed=0)
     batch = {"input": backend.array(points), "target": backend.array(labels, "int")}
-    times = []
+    times, losses = [], []
     loss = float("nan")
-    for step in range(steps):
-        t0 = time.perf_counter()
-        outputs, grads = pm.evaluate(params, batch, output_gradients=True)  # d loss / d params
-        params = {k: params[k] - lr * grads[k] for k in params}
-        loss = float(backend.to_numpy(outputs["loss"]))
-        times.append(time.perf_counter() - t0)
-        if step % max(steps // 4, 1) == 0:
-            progress(f"  {type(backend).__name__}: step {step:4d} loss {loss:.4f}")
+    with task(f"training on {type(backend).__name__}", total=steps, unit="step") as advance:
+        for step in range(steps):
+            t0 = time.perf_counter()
+            outputs, grads = pm.evaluate(params, batch, output_gradients=True)  # d loss / d params
+            params = {k: params[k] - lr * grads[k] for k in params}
+            loss = float(backend.to_numpy(outputs["loss"]))
+            times.append(time.perf_counter() - t0)
+            losses.append(loss)
+            advance(1)
+            if step % max(steps // 4, 1) == 0:
+                progress(f"  {type(backend).__name__}: step {step:4d} loss {loss:.4f}")
     logits = backend.to_numpy(pm.evaluate(params, batch)["logits"])
     images = np.random.default_rng(1).normal(size=(4, 3, 32, 32))
     cnn_out = backend.to_numpy(cnn.evaluate(cnn.randomize_params(seed=0), {"input": backend.array(images)})["output"])
-    row = DemoRow(type(backend).__name__, compile_ms, float(np.median(times)) * 1e3, loss, 0.0, 0.0)
+    row = DemoRow(type(backend).__name__, compile_ms, float(np.median(times)) * 1e3, loss, 0.0, 0.0, losses)
     return row, logits, cnn_out
 
 
-def run_demo(steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] = print) -> list[DemoRow]:
-    """Train on every installed backend and print the table; returns its rows."""
+def run_demo(
+    steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] = print, plot: str | Path | None = None
+) -> list[DemoRow]:
+    """Train on every installed backend and print the table; returns its rows. With ``plot``, the loss
+    curves of every backend are also written there (:func:`plot_losses`)."""
     import mithril as ml
+
+    if plot is not None:
+        _pyplot("mithril demo --plot")  # refuse before training when matplotlib is missing
 
     from .plugins.lookup import available_backends, backend_class
 
@@ -132,10 +149,48 @@ def run_demo(steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] 
         print_fn(f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}")
     for failure in failures:
         print_fn(f"{'FAILED':<16}{failure}")
+    if plot is not None and rows:
+        plot_losses(rows, plot)
+        print_fn(f"loss curves of {len(rows)} backends written to {plot}")
     failures += _run_sections(print_fn)
     if failures:
         raise DemoFailed(failures)
     return rows
+
+
+def _pyplot(where: str) -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ArgumentError(f'{where} needs matplotlib: pip install "mithril-core[viz]" (or pip install matplotlib)') from None
+    return plt
+
+
+def plot_losses(rows: Sequence[DemoRow], path: str | Path) -> Any:
+    """Draw each row's loss per training step in one figure and save it to ``path`` (PNG, SVG or PDF by
+    the suffix); returns the matplotlib figure.
+
+    >>> plot_losses(run_demo(steps=20), "loss.png")   # doctest: +SKIP
+    """
+    plt = _pyplot("plot_losses")
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for row in rows:
+        axes.plot(range(1, len(row.losses) + 1), row.losses, label=row.backend, linewidth=1.5, alpha=0.8)
+    axes.set_xlabel("training step")
+    axes.set_ylabel("cross-entropy loss")
+    axes.set_title("The seeds' MLP trained on every backend")
+    axes.legend()
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except (OSError, ValueError) as exc:
+        plt.close(figure)
+        raise ArgumentError(f"plot_losses: cannot write {str(path)!r}: {exc}") from None
+    plt.close(figure)
+    return figure
 
 
 def _run_sections(print_fn: Callable[[str], None]) -> list[str]:

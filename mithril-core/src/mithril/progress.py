@@ -1,4 +1,4 @@
-"""Progress for long work: C/GGML builds, first JIT calls, checkpoint reading and writing.
+"""Progress for long work: C/GGML builds, first JIT calls, checkpoint reading and writing, demo training.
 
 One facility for the whole project. A task shows a tqdm bar (or, without tqdm, one plain status line) on
 standard error only when
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import time
@@ -75,9 +76,11 @@ def _display(description: str, total: int | None, unit: str, started: float) -> 
     except ImportError:
         return _Line(description, total, unit, started)
     scale = unit == "B"
+    size = shutil.get_terminal_size()  # a new pseudo-terminal reports 0 x 0: tqdm would draw nothing
     bar = tqdm(
         total=total, desc=description, unit=unit or "it", unit_scale=scale, unit_divisor=1024 if scale else 1000,
         leave=False, file=sys.stderr, bar_format=None if total else "{desc} [{elapsed}]",
+        ncols=size.columns, nrows=size.lines,
     )  # fmt: skip
     bar.start_t -= time.perf_counter() - started  # tqdm's clock: show the time since the task began
     return bar

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError
+from ..progress import task
 
 __all__ = ["SafetensorsFile", "save_safetensors", "DTYPES"]
 
@@ -137,11 +138,14 @@ def save_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any], m
     target = Path(path)
     partial = target.with_name(target.name + ".partial")  # written whole, then renamed: never a half file
     try:
-        with open(partial, "wb") as f:
+        with open(partial, "wb") as f, task(f"writing {target.name}", total=offset, unit="B") as advance:
             f.write(struct.pack("<Q", len(raw)))
             f.write(raw)
             for array in arrays.values():
-                f.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+                # memoryview of a little-endian C array: written without a bytes copy of every tensor
+                little = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"), copy=False))
+                f.write(little.reshape(-1).view(np.uint8))
+                advance(array.nbytes)
         os.replace(partial, target)
     except OSError as exc:
         partial.unlink(missing_ok=True)
