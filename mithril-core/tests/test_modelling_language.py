@@ -450,3 +450,21 @@ def test_cross_entropy_weights_pos_weight_and_robust():
     log_sig, log_1m = -np.logaddexp(0, -x), -np.logaddexp(0, x)
     np.testing.assert_allclose(out["bce"], -(2.5 * bits * log_sig + (1 - bits) * log_1m))
     assert np.all(np.isinf(out["exact"])) and np.allclose(out["clamped"], -np.log(1e-12))
+
+
+def test_reshape_and_randn_blocks_take_shape_values():
+    model = Model()
+    model |= Relu().connect(IOKey("x", shape=[None, None, 6]), output="h")
+    shp = model.h.shape
+    model |= ml.Reshape().connect(model.h, shape=(shp[0], shp[1], 2, -1), output=IOKey("r"))
+    model |= ml.Randn(shape=(2, shp[2])).connect(output=IOKey("noise"))
+    pm = ml.compile(model, ml.NumpyBackend(dtype=ml.float64))
+    for batch, length in ((1, 2), (3, 4)):
+        x = RNG.normal(size=(batch, length, 6))
+        out = pm.evaluate({}, {"x": x})
+        np.testing.assert_array_equal(out["r"], np.maximum(x, 0).reshape(batch, length, 2, 3))
+        assert out["noise"].shape == (2, 6)
+    with pytest.raises(ml.errors.ShapeError, match="static shapes"):
+        ml.Randn(shape=(shp[0], 2))
+    with pytest.raises(ArgumentError, match="give shape="):
+        Model().__ior__(ml.Reshape().connect("x"))

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import ArgumentError, ShapeError
 from .keys import Connection
 
-__all__ = ["ShapeRef", "DimRef", "resolve_reshape"]
+__all__ = ["ShapeRef", "DimRef", "resolve_reshape", "reshape_target", "static_shape", "has_dim_refs"]
 
 
 def _dims(conn: Connection) -> list[Any]:
@@ -102,16 +102,15 @@ class ShapeRef:
         return repr(_dims(self.source))
 
 
-def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
-    """Build ``x.reshape(target)`` where ``target`` holds :class:`DimRef` values (see the module doc)."""
-    from .arithmetic import _owner, build
+def has_dim_refs(values: Any) -> bool:
+    """Whether a shape given by the user holds symbolic dims (``x.shape[0]``)."""
+    return isinstance(values, (tuple, list)) and any(isinstance(v, DimRef) for v in values)
 
-    if not isinstance(x, Connection):
-        raise ArgumentError(f"reshape with symbolic dims {list(target)!r} needs a connection of a model, got {x!r}")
-    root = _owner(x)
+
+def reshape_target(target: Sequence[Any]) -> tuple[tuple[Any, ...], list[tuple[int, DimRef]]]:
+    """The static ``reshape`` shape for ``target`` (ints, ``None`` = the input's dim there at run time, one
+    ``-1``) and the ``(position, dim)`` pairs read from the input (see the module doc)."""
     resolved: list[Any] = []
-    aligned: list[tuple[int, DimRef]] = []
-    pending: list[int] = []
     for entry in target:
         if isinstance(entry, DimRef):
             value = entry.value
@@ -123,6 +122,8 @@ def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
     unknown = [j for j, entry in enumerate(resolved) if isinstance(entry, DimRef)]
     if unknown and -1 not in resolved:  # the last unknown dim follows from the element count
         resolved[unknown.pop()] = -1
+    aligned: list[tuple[int, DimRef]] = []
+    pending: list[int] = []
     for j in unknown:
         ref = resolved[j]
         if ref.index == j:  # the input's dim at the same position, read at run time
@@ -135,6 +136,29 @@ def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
             f"reshape{tuple(map(repr, target))}: {[repr(target[j]) for j in pending]} are not known and not at "
             "their own position, so they cannot be read from the input at run time; give the shapes to ml.compile"
         )
+    return tuple(resolved), aligned
+
+
+def static_shape(owner: str, target: Sequence[Any]) -> tuple[int, ...]:
+    """``target`` with every symbolic dim replaced by its int; a dim not known yet is an error (creation ops
+    such as ``Randn(shape=...)`` need static shapes)."""
+    result = []
+    for entry in target:
+        value = entry.value if isinstance(entry, DimRef) else entry
+        if value is None:
+            raise ShapeError(f"{owner}(shape={list(target)!r}): {entry!r} is not known yet; {owner} needs static shapes (give them to the model or use ints)")
+        result.append(value)
+    return tuple(result)
+
+
+def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
+    """Build ``x.reshape(target)`` where ``target`` holds :class:`DimRef` values (see the module doc)."""
+    from .arithmetic import _owner, build
+
+    if not isinstance(x, Connection):
+        raise ArgumentError(f"reshape with symbolic dims {list(target)!r} needs a connection of a model, got {x!r}")
+    root = _owner(x)
+    resolved, aligned = reshape_target(target)
     where = f"{root._path()}.reshape{tuple(map(repr, target))}"
     with root._transaction():
         out = build(root, "reshape", [x], {"shape": tuple(resolved)})

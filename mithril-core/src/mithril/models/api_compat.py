@@ -30,7 +30,7 @@ from . import primitive_models as _base
 from .blocks._util import op
 from .primitive import Primitive
 
-__all__ = ["Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
+__all__ = ["Reshape", "Randn", "Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
 
 TINY = float(np.finfo(np.float32).tiny)
 """Where the robust ops clamp ``|x|`` (float32's smallest normal number): finite values and gradients at 0."""
@@ -296,3 +296,46 @@ class Arange(Model):
         if self._source is not None:
             connections["_axis_of"] = self._source
         return connections
+
+
+class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
+    """``input.reshape(shape)``; ``shape`` may hold symbolic dims (``x.shape[0]``, see
+    :mod:`mithril.framework.symbolic`) and may be given at connect time, as Mithril's published API does:
+    ``Reshape().connect(input=x, shape=(shp[0], shp[1], 4, -1))``.
+    """
+
+    def __init__(self, shape: Any = None, *, name: str | None = None, **kwargs: Any) -> None:
+        from ..framework.symbolic import has_dim_refs, reshape_target
+
+        self._shape_pending = shape is None
+        if has_dim_refs(shape):
+            shape = reshape_target(shape)[0]
+        super().__init__(shape=(-1,) if shape is None else shape, name=name, **kwargs)
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        from ..framework.symbolic import has_dim_refs, reshape_target
+
+        if has_dim_refs(connections.get("shape")):
+            connections["shape"] = reshape_target(connections["shape"])[0]
+        if self._shape_pending and "shape" not in connections:
+            raise ArgumentError("Reshape: give shape=, at construction or in .connect(...)")
+        pending, self._shape_pending = self._shape_pending, False
+        try:
+            return super()._connect_attributes(connections)
+        except Exception:
+            self._shape_pending = pending
+            raise
+
+
+class Randn(_base.Randn):  # type: ignore[name-defined,misc]
+    """Standard normal samples of ``shape``; symbolic dims (``x.shape[0]``) are taken by their value, which
+    must be known (the samples' shape is static)."""
+
+    def __init__(self, *args: Any, shape: Any = None, name: str | None = None, **kwargs: Any) -> None:
+        from ..framework.symbolic import has_dim_refs, static_shape
+
+        if has_dim_refs(shape):
+            shape = static_shape("Randn", shape)
+        if shape is not None:
+            kwargs["shape"] = shape
+        super().__init__(*args, name=name, **kwargs)
