@@ -6,6 +6,9 @@ __all__ = [
     "MithrilError",
     "ShapeError",
     "DtypeError",
+    "ModelKeyError",
+    "ModelConnectionError",
+    "MissingAttributeError",
     "KeyError_",
     "ConnectionError_",
     "BackendNotAvailableError",
@@ -31,7 +34,7 @@ class DtypeError(MithrilError, TypeError):
     """A value has the wrong kind or dtype (e.g. float indices for ``Embedding``)."""
 
 
-class KeyError_(MithrilError, KeyError):
+class ModelKeyError(MithrilError, KeyError):
     """A key that does not exist, or a required key that is missing.
 
     ``KeyError`` quotes its message with ``repr``; we override ``__str__`` so the text stays readable.
@@ -41,7 +44,7 @@ class KeyError_(MithrilError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class ConnectionError_(MithrilError, ValueError):
+class ModelConnectionError(MithrilError, ValueError):
     """An invalid connection between models (two producers for one key, unknown key, re-used model)."""
 
 
@@ -50,12 +53,12 @@ class BackendNotAvailableError(MithrilError, ImportError):
     (``from mithril.backends import JaxBackend``)."""
 
 
-class AttributeError_(MithrilError, AttributeError):
+class MissingAttributeError(MithrilError, AttributeError):
     """An attribute or key a Mithril object does not have (``model.nonexistent``); an ``AttributeError``, so
     ``hasattr`` and ``getattr(obj, name, default)`` keep working."""
 
 
-class BackendAttributeError(AttributeError_):
+class BackendAttributeError(MissingAttributeError):
     """The same failure met through attribute access (``ml.JaxBackend``), so ``hasattr`` stays usable."""
 
 
@@ -80,3 +83,9 @@ class IndexRangeError(MithrilError, IndexError):
 
 class PluginError(MithrilError, RuntimeError):
     """A plugin registered something invalid (duplicate name, bad signature)."""
+
+
+# The earlier names, kept so that code written against them keeps working.
+KeyError_ = ModelKeyError
+ConnectionError_ = ModelConnectionError
+AttributeError_ = MissingAttributeError
