@@ -995,8 +995,11 @@ def _generate_function(
             last_use.setdefault(r, index)
 
     def declare_constant(value: Value) -> None:
-        name = f"{prefix}_c{value.id}"
-        source.constants[name] = _constant_array(name, value, dtypes[value.id])
+        # named by content: equal constants (each layer's epsilon, scale, ...) share one array
+        array = np.ascontiguousarray(np.asarray(value.const).astype(dtypes[value.id]))
+        name = f"{prefix}_c{hashlib.sha256(array.dtype.str.encode() + array.tobytes()).hexdigest()[:16]}"
+        if name not in source.constants:
+            source.constants[name] = _constant_array(name, value, dtypes[value.id])
         constants[value.id] = name
         use_constant(value)
 
