@@ -468,3 +468,14 @@ def test_reshape_and_randn_blocks_take_shape_values():
         ml.Randn(shape=(shp[0], 2))
     with pytest.raises(ArgumentError, match="give shape="):
         Model().__ior__(ml.Reshape().connect("x"))
+
+
+def test_long_parameter_names_load_with_dots_or_underscores(tmp_path):
+    pm = ml.compile(_mlp(), ml.NumpyBackend(dtype=ml.float64), shapes={"input": [2, 5]}, use_short_namings=False)
+    params = pm.randomize_params(seed=3)
+    assert "linear_0.weight" in params  # the separator of long names is "."
+    np.savez(tmp_path / "underscores.npz", **{k.replace(".", "_"): v for k, v in params.items()})
+    loaded = pm.load_params(tmp_path / "underscores.npz")
+    assert sorted(loaded) == sorted(params)
+    for key in params:
+        np.testing.assert_array_equal(loaded[key], params[key])

@@ -23,6 +23,7 @@ from .. import validation
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
 from ..progress import task
+from ..serialization.names import match_separators
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
 from .index_checks import IndexCheck, check_indices
@@ -335,7 +336,8 @@ class PhysicalModel(Displayable):
                     arrays = {k: archive[k] for k in archive.files}
             except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
                 raise CheckpointError(f"load_params: {path} is not a valid .npz file ({type(exc).__name__}: {exc})") from None
-        params = {k: self.backend.array(v) for k, v in arrays.items()}
+        # long names join block paths with "."; files spelling them with "_" load too (mithril.serialization.names)
+        params = {k: self.backend.array(v) for k, v in match_separators(arrays, self._state_keys).items()}
         if not strict and params.keys() != self._state_keys:
             missing, unexpected = sorted(self._state_keys - set(params)), sorted(set(params) - self._state_keys)
             warnings.warn(f"load_params({path}): kept current values for {missing}; ignored {unexpected}", stacklevel=2)
