@@ -35,6 +35,7 @@ from mithril.backends.backend import Backend
 from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
+from . import options as _options
 from . import sharding
 
 __all__ = ["JaxBackend"]
@@ -58,6 +59,20 @@ class JaxBackend(Backend):
         device_mesh: a tuple of mesh sizes (``(2,)``, ``(2, 2)``); builds ``backend.mesh``, a
             ``jax.sharding.Mesh`` over the first ``prod(device_mesh)`` devices of the platform, with axes
             ``"mesh_0"``, ``"mesh_1"``, ... Arrays made by the backend are replicated over it.
+        precision: a dtype name (``"float64"``, ``"bfloat16"``: the backend dtype) or a matmul precision
+            (``jax.lax.Precision.HIGHEST``, ``"high"``, ...: the default precision of every dot/conv the
+            backend runs, as ``jax.default_matmul_precision`` scoped to the backend).
+        xla_flags: XLA flags (``["--xla_cpu_enable_fast_math=false"]``) added to ``XLA_FLAGS`` before JAX
+            starts; an error once JAX has started (XLA reads the variable once).
+        debug: NaN checking (``jax.debug_nans``) in everything the backend runs: an operation producing a
+            NaN raises ``FloatingPointError``.
+        platform: ``"cpu"``, ``"gpu"`` or ``"tpu"``: the same as ``device``.
+        jit_compile: the same as ``jit``.
+
+    Example:
+        >>> backend = JaxBackend(precision=jax.lax.Precision.HIGHEST, debug=True, platform="cpu")
+        >>> backend.matmul_precision, backend.debug, backend.device
+        ('highest', True, 'cpu')
     """
 
     backend_type: ClassVar[str] = "jax"
@@ -65,7 +80,9 @@ class JaxBackend(Backend):
     codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
     devices: ClassVar[tuple[str, ...]] = tuple(_PLATFORMS)
-    options: ClassVar[tuple[str, ...]] = ("dtype", "device", "seed", "jit", "device_mesh")
+    options: ClassVar[tuple[str, ...]] = (
+        "dtype", "device", "seed", "jit", "device_mesh", "precision", "xla_flags", "debug", "platform", "jit_compile",
+    )
 
     def __init__(
         self,
@@ -74,14 +91,27 @@ class JaxBackend(Backend):
         seed: int | None = None,
         jit: bool = True,
         device_mesh: Sequence[int] | None = None,
+        precision: Any = None,
+        xla_flags: Sequence[str] | None = None,
+        debug: bool = False,
+        platform: str | None = None,
+        jit_compile: bool | None = None,
         **unknown: Any,
     ) -> None:
         if unknown:
             raise ArgumentError(
-                f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; accepted options: "
-                f"{', '.join(self.options)}. (Matmul precision, XLA flags and debugging are JAX settings: "
-                "use jax.config / the XLA_FLAGS environment variable.)"
+                f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; accepted options: {', '.join(self.options)}"
             )
+        self.xla_flags = _options.apply_xla_flags(xla_flags) if xla_flags is not None else ()
+        dtype = self._dtype_with_precision(dtype, precision)
+        self.matmul_precision = _options.matmul_precision(precision) if precision is not None else None
+        self.debug = validation.boolean("JaxBackend", "debug", debug)
+        if platform is not None:
+            if device != "cpu" and str(device).partition(":")[0] != platform:
+                raise ArgumentError(f"JaxBackend: platform={platform!r} and device={device!r} disagree; give one of them")
+            device = platform if device == "cpu" else device
+        if jit_compile is not None:
+            jit = validation.boolean("JaxBackend", "jit_compile", jit_compile)
         self.x64 = Dtype.parse(dtype) is Dtype.float64
         self._local = threading.local()
         self._counter = 0
@@ -94,6 +124,32 @@ class JaxBackend(Backend):
     def __repr__(self) -> str:
         mesh = f", device_mesh={self.device_mesh}" if self.device_mesh is not None else ""
         return f"JaxBackend(dtype={self.dtype.value}, device={self.device!r}{mesh})"
+
+    @staticmethod
+    def _dtype_with_precision(dtype: Any, precision: Any) -> Any:
+        named = _options.precision_dtype(precision) if precision is not None else None
+        if named is None:
+            return dtype
+        if Dtype.parse(dtype) not in (Dtype.float32, named):
+            raise ArgumentError(f"JaxBackend: precision={precision!r} and dtype={dtype!r} disagree; give one of them")
+        return named
+
+    # -- the manual's backend-wide switches ------------------------------------------------------
+    def set_platform(self, platform: str) -> None:
+        """Move the backend to ``"cpu"``, ``"gpu"`` or ``"tpu"`` (optionally ``"gpu:1"``): arrays it makes
+        from now on go there. Refused for a backend with a device mesh (the mesh fixes its devices)."""
+        if self.mesh is not None:
+            raise ArgumentError(f"JaxBackend.set_platform({platform!r}): this backend has device_mesh={self.device_mesh}; create a new backend instead")
+        self.jax_device = self._resolve_device(platform)
+        self.device = str(platform)
+        self._key = jax.device_put(self._key, self.jax_device)
+
+    def enable_x64(self) -> None:
+        """Compute in float64 from now on (``jax_enable_x64`` for this backend only: its dtype becomes
+        float64 and ints int64; other backends and models compiled before keep theirs)."""
+        self.x64 = True
+        self.dtype = Dtype.float64
+        self._wrapped.clear()
 
     # -- devices ---------------------------------------------------------------------------------
     def _platform_devices(self, device: str) -> list[Any]:
@@ -169,11 +225,31 @@ class JaxBackend(Backend):
 
     # -- precision scope -------------------------------------------------------------------------
     def scope(self) -> contextlib.AbstractContextManager[Any]:
-        """The context every backend computation runs in: ``jax.enable_x64(self.x64)``."""
-        return jax.enable_x64(self.x64)
+        """The context every backend computation runs in: ``jax.enable_x64(self.x64)``, and the
+        backend's matmul precision and NaN checking when it was created with ``precision=``/``debug=``."""
+        if not self._has_settings():
+            return jax.enable_x64(self.x64)
+        stack = contextlib.ExitStack()
+        stack.enter_context(jax.enable_x64(self.x64))
+        if self.matmul_precision is not None:
+            stack.enter_context(jax.default_matmul_precision(self.matmul_precision))
+        if self.debug:
+            stack.enter_context(jax.debug_nans(True))
+        return stack
+
+    def _has_settings(self) -> bool:
+        return self.__dict__.get("matmul_precision") is not None or self.__dict__.get("debug", False)
 
     def _scoped(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         x64 = self.x64
+        if self._has_settings():
+
+            @functools.wraps(fn)
+            def in_scope(*args: Any, **kwargs: Any) -> Any:
+                with self.scope():
+                    return fn(*args, **kwargs)
+
+            return in_scope
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -190,6 +266,9 @@ class JaxBackend(Backend):
         if fn is None:
             fn = self._wrapped[primitive] = self._scoped(super().implementation(primitive))
         return fn
+
+    def _forget_implementation(self, primitive: str) -> None:
+        self._wrapped.pop(primitive, None)
 
     # -- dtypes ----------------------------------------------------------------------------------
     def kind_dtype(self, kind: Kind) -> Dtype:
@@ -275,10 +354,19 @@ class JaxBackend(Backend):
         with self.scope():
             return tuple(jax.random.split(key, num))
 
-    def random_normal(self, key: Any, shape: Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        """Standard normal samples of ``shape`` drawn with ``key``."""
+    def random_normal(
+        self,
+        key: Any = None,
+        shape: Sequence[int] = (),
+        mean: float = 0.0,
+        stddev: float = 1.0,
+        dtype: Dtype | Kind | None = None,
+    ) -> Any:
+        """Normal samples ``mean + stddev * N(0, 1)`` of ``shape`` drawn with ``key`` (``None``: a fresh key
+        from the backend state, as :meth:`randn`)."""
         with self.scope():
-            return jax.random.normal(key, tuple(shape), dtype=self.native_dtype(dtype))
+            draw = jax.random.normal(self.next_key() if key is None else key, tuple(shape), dtype=self.native_dtype(dtype))
+            return draw if (mean, stddev) == (0.0, 1.0) else draw * stddev + mean
 
     @contextlib.contextmanager
     def random_scope(self, key: Any) -> Iterator[None]:
@@ -338,40 +426,79 @@ class JaxBackend(Backend):
             (grads,) = pullback(seeds)
             return outputs, grads
 
-    def gradient_function(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+    def gradient_function(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """With jit, forward and backward compile into one XLA computation (``jax.jit`` of the ``vjp``),
         as hand-written JAX training steps are; otherwise the default (``vjp`` around the forward)."""
         if not (jit and self.jit_enabled):
-            return super().gradient_function(forward, jit=jit)
+            return super().gradient_function(forward, jit=jit, jit_options=jit_options)
 
         def outputs_and_gradients(params: dict[str, Any], data: dict[str, Any], cotangents: dict[str, Any]) -> Any:
             return self.vjp(lambda p: forward(p, data), params, cotangents)
 
-        return self.jit(outputs_and_gradients)
+        return self.jit(outputs_and_gradients, **(jit_options or {}))
 
-    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``jax.jit(fn)`` (the identity, scoped, when the backend was made with ``jit=False``).
+    def shape_jit_options(self, static: bool) -> dict[str, Any]:
+        """``static_shapes=True`` is what ``jax.jit`` always does (one XLA program per input shape, traced
+        again for a new shape); ``False`` is refused: XLA programs have static shapes."""
+        if not static:
+            raise ArgumentError(
+                "ml.compile(static_shapes=False) on JaxBackend: XLA compiles one program per input shape (jax.jit traces "
+                "again for every new shape); there are no shape-generic XLA programs. Use TorchBackend (dynamic=True) "
+                "or MlxBackend (shapeless=True) for those"
+            )
+        return {}
+
+    def jit_option_names(self) -> tuple[str, ...]:
+        """``jax.jit``'s keyword arguments, plus ``xla_computation`` (keep the lowered StableHLO text)."""
+        return (*_options.jit_parameters(), "xla_computation")
+
+    def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        """``jax.jit(fn, **options)`` (the identity, scoped, when the backend was made with ``jit=False``).
 
         The returned function passes a fresh key from the backend state into the compiled function on
-        every call; random ops inside draw from it (see :meth:`random_scope`).
+        every call; random ops inside draw from it (see :meth:`random_scope`). ``options`` are ``jax.jit``'s
+        (``donate_argnums``, ``static_argnums`` counted over ``fn``'s own arguments: 0 is ``params``);
+        a static dict of arrays is compiled in as constants and recompiled when another dict is passed.
+        ``xla_computation=True`` keeps the StableHLO text of the first call in ``call.lowered_text``;
+        ``call.lower(*args)`` lowers for any arguments.
         """
+        record = bool(options.pop("xla_computation", False))
         if not self.jit_enabled:
+            if options:
+                raise ArgumentError(f"JaxBackend(jit=False): jit_options {sorted(options)} need jax.jit; create the backend with jit=True")
             return self._scoped(fn)
+        static = _options.argnums(options, "static_argnums")
+        jit_kwargs = _options.shifted(options, shift=2)  # the key and the counter come first
 
         def traced(base_key: Any, counter: Any, *args: Any, **kwargs: Any) -> Any:
             with self.random_scope(jax.random.fold_in(base_key, counter)):
-                return fn(*args, **kwargs)
+                return fn(*_options.unwrap_static(args), **kwargs)
 
-        compiled = jax.jit(traced)
+        compiled = jax.jit(traced, **jit_kwargs)
         x64 = self.x64
+        plain = not self._has_settings()
+
+        def arguments(args: tuple[Any, ...]) -> tuple[Any, ...]:
+            return (self._key, np.uint32(self._counter), *_options.wrap_static(args, static))
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             # the counter is folded into the key inside the compiled function: no eager dispatch per call
             self._counter += 1
-            if _X64.value == x64:
-                return compiled(self._key, np.uint32(self._counter), *args, **kwargs)
-            with _X64(x64):
-                return compiled(self._key, np.uint32(self._counter), *args, **kwargs)
+            if plain and _X64.value == x64:
+                result = compiled(*arguments(args), **kwargs)
+            else:
+                with self.scope():
+                    result = compiled(*arguments(args), **kwargs)
+            if record and call.lowered_text is None:
+                call.lowered_text = lower(*args, **kwargs).as_text()
+            return result
 
+        def lower(*args: Any, **kwargs: Any) -> Any:
+            with self.scope():
+                return compiled.lower(*arguments(args), **kwargs)
+
+        call.lowered_text = None  # type: ignore[attr-defined]
+        call.lower = lower  # type: ignore[attr-defined]
+        call.jitted = compiled  # type: ignore[attr-defined]
         return call

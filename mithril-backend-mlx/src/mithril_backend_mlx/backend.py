@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import mlx.core as mx
 import numpy as np
+from mithril import validation
 from mithril.backends.backend import Backend
 from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
@@ -49,18 +50,32 @@ _REFUSED_OPTIONS: dict[str, str] = {
     "enable_mps_optimization": (
         "MLX does not go through Metal Performance Shaders; device='gpu' already runs MLX's own Metal kernels"
     ),
-    "memory_limit": (
-        "Mithril does not change MLX's process-wide allocator limits; call mlx.core.set_memory_limit(bytes) yourself"
-    ),
-    "auto_free_tensors": "MLX frees an array when its last reference goes away; there is nothing to switch on",
-    "compute_precision": "MLX computes in the dtype of its arrays; choose the precision with dtype=",
-    "use_graph": (
-        "graph compilation is ml.compile(..., jit=True) (mx.compile, the default); pass jit=False to "
-        "ml.compile to run eagerly"
-    ),
-    "random_seed": "the seed option is called seed: use MlxBackend(seed=42)",
 }
-_ACCEPTED_OPTIONS = ("dtype", "device", "seed", "default_dtype")
+_ACCEPTED_OPTIONS = (
+    "dtype", "device", "seed", "default_dtype", "random_seed", "memory_limit", "auto_free_tensors", "compute_precision",
+    "use_graph",
+)
+_UNITS = {"": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2, "GB": 1024**3, "GIB": 1024**3, "TB": 1024**4, "TIB": 1024**4}
+
+
+def memory_bytes(limit: int | str) -> int:
+    """``"4GB"``, ``"512MB"``, ``"1.5GiB"`` or a number of bytes -> bytes (KB/MB/GB/TB are powers of 1024).
+
+    >>> memory_bytes("4GB"), memory_bytes(1024)
+    (4294967296, 1024)
+    """
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+    text = str(limit).strip().upper().replace(" ", "")
+    number = text.rstrip("KMGTIB")
+    unit = text[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or value <= 0:
+        raise ArgumentError(f"MlxBackend(memory_limit={limit!r}): expected a size such as '4GB', '512MB' or a number of bytes")
+    return int(value * _UNITS[unit])
 
 
 def _mx_device(device: Any) -> tuple[str, mx.Device]:
@@ -101,7 +116,22 @@ class MlxBackend(Backend):
         device: ``"cpu"`` or ``"gpu"`` (also ``mx.cpu``/``mx.gpu``). MLX's default device is process-wide:
             constructing a backend makes its device the default, and compiled/differentiated calls run
             inside ``mx.stream(device)``.
-        seed: seed of the backend's ``mx.random`` key (``None``: a fresh random seed).
+        seed: seed of the backend's ``mx.random`` key (``None``: a fresh random seed); ``random_seed=`` is
+            accepted as a synonym.
+        memory_limit: ``mx.set_memory_limit`` (``"4GB"`` or bytes). MLX's limit is process-wide: the last
+            backend created with it decides; the previous limit is kept in ``previous_memory_limit``.
+        auto_free_tensors: ``True``: freed buffers go back to the system at once (``mx.set_cache_limit(0)``,
+            process-wide) instead of staying in MLX's buffer cache.
+        compute_precision: the float dtype compiled models compute in when it differs from ``dtype``
+            (storage): float inputs are cast to it on the way in and float outputs back to ``dtype``, so
+            gradients keep the parameters' dtype (``dtype=mx.float16, compute_precision="float32"``).
+        use_graph: whether ``ml.compile`` builds an ``mx.compile`` graph by default (its ``jit=None``);
+            ``ml.compile(jit=...)`` still decides per model.
+
+    Example:
+        >>> backend = MlxBackend(dtype="float16", compute_precision="float32", use_graph=False, random_seed=0)
+        >>> backend.compute_dtype, backend.jit_by_default, backend.seed
+        (<Dtype.float32: 'float32'>, False, 0)
     """
 
     backend_type: ClassVar[str] = "mlx"
@@ -115,8 +145,17 @@ class MlxBackend(Backend):
         dtype: Dtype | str | Any = Dtype.float32,
         device: str | Any = "cpu",
         seed: int | None = None,
+        memory_limit: int | str | None = None,
+        auto_free_tensors: bool | None = None,
+        compute_precision: Dtype | str | Any = None,
+        use_graph: bool | None = None,
         **options: Any,
     ) -> None:
+        if "random_seed" in options:
+            random_seed = options.pop("random_seed")
+            if seed is not None and seed != random_seed:
+                raise ArgumentError(f"MlxBackend: seed={seed!r} and random_seed={random_seed!r} disagree; give one of them")
+            seed = random_seed
         if "default_dtype" in options:
             if dtype is not Dtype.float32 and Dtype.parse(dtype) is not Dtype.parse(options["default_dtype"]):
                 raise ArgumentError(
@@ -136,8 +175,21 @@ class MlxBackend(Backend):
                 "build alike. Use float32 (default), float16 or bfloat16, or a NumPy/JAX/PyTorch backend for float64."
             )
         name, self._mx_device = _mx_device(device)
+        if use_graph is not None:
+            self.jit_by_default = validation.boolean("MlxBackend", "use_graph", use_graph)
         super().__init__(dtype=dtype, device=name, seed=seed)
         mx.set_default_device(self._mx_device)
+        self.compute_dtype = self.dtype if compute_precision is None else Dtype.parse(compute_precision)
+        if self.compute_dtype not in self.supported_dtypes:
+            raise DtypeError(f"MlxBackend(compute_precision={compute_precision!r}): MLX computes in float32, float16 or bfloat16")
+        self.previous_memory_limit = mx.set_memory_limit(memory_bytes(memory_limit)) if memory_limit is not None else None
+        if auto_free_tensors is not None:
+            if not validation.boolean("MlxBackend", "auto_free_tensors", auto_free_tensors):
+                raise ArgumentError(
+                    "MlxBackend(auto_free_tensors=False): MLX frees an array when its last reference goes away; it cannot "
+                    "keep unused arrays alive (keep a reference instead)"
+                )
+            mx.set_cache_limit(0)
 
     # -- device ----------------------------------------------------------------------------------
     def set_default_device(self, device: str | Any) -> None:
@@ -265,7 +317,32 @@ class MlxBackend(Backend):
             gradients.update(zip(names, grads))
         return dict(outputs), gradients
 
-    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """The default; with a ``compute_precision`` other than ``dtype`` the forward computes in it (float
+        inputs cast on the way in, float outputs cast back), inside the compiled graph."""
+        if self.compute_dtype is not self.dtype:
+            forward = self._computing_in(forward, _NATIVE[self.compute_dtype], _NATIVE[self.dtype])
+        return super().prepare_forward(forward, jit=jit, jit_options=jit_options)
+
+    @staticmethod
+    def _computing_in(forward: Callable[..., Any], compute: Any, storage: Any) -> Callable[..., Any]:
+        def cast(values: Mapping[str, Any], dtype: Any) -> dict[str, Any]:
+            return {k: v.astype(dtype) if isinstance(v, mx.array) and v.dtype in _FLOATS else v for k, v in values.items()}
+
+        def run(params: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+            return cast(forward(cast(params, compute), cast(data, compute)), storage)
+
+        return run
+
+    def jit_option_names(self) -> tuple[str, ...]:
+        """``mx.compile``'s keyword arguments (``shapeless``, ``inputs``, ``outputs``)."""
+        return ("inputs", "outputs", "shapeless")
+
+    def shape_jit_options(self, static: bool) -> dict[str, Any]:
+        """``static_shapes`` is ``mx.compile(shapeless=not static_shapes)``."""
+        return {"shapeless": not static}
+
+    def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """``mx.compile`` of ``fn(params, data) -> outputs``, compiled per key layout over flat lists.
 
         The backend's random key is threaded through as state: it goes in as the first argument and the
@@ -290,7 +367,7 @@ class MlxBackend(Backend):
                 output_keys[:] = list(outputs)
                 return [*(v if isinstance(v, mx.array) else mx.array(v) for v in outputs.values()), key_out]
 
-            return mx.compile(flat), output_keys
+            return mx.compile(flat, **options), output_keys
 
         def run(params: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
             layout = (tuple(params), tuple(data))

@@ -38,7 +38,7 @@ _TORCH_DTYPES: dict[Dtype, torch.dtype] = {
     Dtype.float32: torch.float32,
     Dtype.float64: torch.float64,
 }
-_ACCEPTED_OPTIONS = ("dtype", "device", "seed", "device_mesh")
+_ACCEPTED_OPTIONS = ("dtype", "device", "seed", "device_mesh", "use_amp", "amp_dtype", "compile")
 
 
 def available_devices() -> tuple[str, ...]:
@@ -64,6 +64,17 @@ class TorchBackend(Backend):
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``; must be available on this machine.
         seed: seed of the backend's own ``torch.Generator`` (random primitives use it; the global torch
             RNG is never touched). ``None`` seeds it from the operating system.
+        use_amp: automatic mixed precision: compiled models run their forward (and backward) inside
+            ``torch.autocast(device_type, dtype=amp_dtype)``, so matmuls and convolutions compute in
+            ``amp_dtype`` while parameters and gradients keep the backend dtype.
+        amp_dtype: the autocast dtype (default: float16 on CUDA, bfloat16 elsewhere).
+        compile: ``True`` makes ``torch.compile`` the default of ``ml.compile`` on this backend (as
+            ``ml.compile(..., jit=True)``); ``False`` (the default) stays eager unless ``jit=True``.
+
+    Example:
+        >>> backend = TorchBackend(use_amp=True, compile=False)
+        >>> backend.amp_dtype
+        torch.bfloat16
     """
 
     backend_type: ClassVar[str] = "torch"
@@ -83,6 +94,9 @@ class TorchBackend(Backend):
         device: str = "cpu",
         seed: int | None = None,
         device_mesh: Sequence[int] | None = None,
+        use_amp: bool = False,
+        amp_dtype: Dtype | str | None = None,
+        compile: bool = False,  # noqa: A002 - the manual's name (torch.compile)
         **options: Any,
     ) -> None:
         if "parallel_strategy" in options or "devices" in options:
@@ -98,6 +112,10 @@ class TorchBackend(Backend):
                 f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
             )
         self._check_device(device)
+        self.use_amp = validation.boolean("TorchBackend", "use_amp", use_amp)
+        self.jit_by_default = validation.boolean("TorchBackend", "compile", compile)
+        on_cuda = str(device).startswith("cuda")
+        self.amp_dtype = _TORCH_DTYPES[Dtype.parse(amp_dtype)] if amp_dtype is not None else (torch.float16 if on_cuda else torch.bfloat16)
         self.mesh = None
         if device_mesh is not None:  # a torch.distributed DeviceMesh (see mithril_backend_torch.distributed)
             self.device_mesh, self.mesh = distributed.build_mesh(device_mesh, str(device))
@@ -318,20 +336,43 @@ class TorchBackend(Backend):
             cotangent = distributed.like(output, cotangent)
         return cotangent
 
-    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """The default, and on a device mesh the tensors the model makes itself (positions, masks,
-        constants) join the DTensors as replicated values (:func:`distributed.replicating`)."""
-        prepared = super().prepare_forward(forward, jit=jit)
+        constants) join the DTensors as replicated values (:func:`distributed.replicating`); with
+        ``use_amp`` every call runs under ``torch.autocast``."""
+        prepared = super().prepare_forward(forward, jit=jit, jit_options=jit_options)
+        if self.use_amp:
+            prepared = self._autocast(prepared)
         return prepared if self.mesh is None else distributed.replicating(prepared)
 
-    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def _autocast(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        device_type, dtype = self.torch_device.type, self.amp_dtype
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with torch.autocast(device_type=device_type, dtype=dtype):
+                return fn(*args, **kwargs)
+
+        return run
+
+    def jit_option_names(self) -> tuple[str, ...]:
+        """``torch.compile``'s keyword arguments (``mode``, ``dynamic``, ``fullgraph``, ``backend``, ...)."""
+        import inspect
+
+        return tuple(p for p in inspect.signature(torch.compile).parameters if p != "model")
+
+    def shape_jit_options(self, static: bool) -> dict[str, Any]:
+        """``static_shapes`` is ``torch.compile(dynamic=not static_shapes)``."""
+        return {"dynamic": not static}
+
+    def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """``torch.compile(fn)``, compiled on its first call (again when input shapes or ``requires_grad``
         change; a dim that changes is then treated as dynamic).
 
         If torch's compiler backend cannot build on this machine (no working C++ toolchain, ...), the
         function runs eagerly from then on, with one warning saying why.
         """
-        compiled = torch.compile(fn)
+        compiled = torch.compile(fn, **options)
         state: dict[str, Callable[..., Any]] = {"call": compiled}
 
         @functools.wraps(fn)

@@ -231,6 +231,126 @@ class Backend(ABC):
     def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
         return self.array(self._rng.integers(low, high, tuple(shape)), "int")
 
+    def random_normal(
+        self,
+        key: Any = None,
+        shape: Sequence[int] = (),
+        mean: float = 0.0,
+        stddev: float = 1.0,
+        dtype: Dtype | Kind | None = None,
+    ) -> Any:
+        """Normal samples ``mean + stddev * randn(shape)`` from the backend's generator (the manual's
+        ``backend.random_normal(shape=(3, 4), mean=0.0, stddev=1.0)``). ``key`` is for backends with
+        explicit PRNG keys (JAX); others refuse one.
+
+        >>> ml.NumpyBackend(seed=0).random_normal(shape=(2,), mean=5.0, stddev=0.0)   # doctest: +SKIP
+        array([5., 5.], dtype=float32)
+        """
+        if key is not None:
+            raise ArgumentError(f"{type(self).__name__}.random_normal: this backend has no PRNG keys; call it without key= (set_seed reseeds it)")
+        draw = self.randn(*tuple(shape), dtype=dtype)
+        return draw if (mean, stddev) == (0.0, 1.0) else self.add(self.multiply(draw, stddev), mean)
+
+    # -- the manual's helper spellings -----------------------------------------------------------
+    def reduce_sum(self, input: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:  # noqa: A002
+        """``backend.sum`` under the manual's name (``keepdims`` = the primitive's ``keepdim``)."""
+        return self.sum(input, axis=axis, keepdim=keepdims)
+
+    def reduce_mean(self, input: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:  # noqa: A002
+        """``backend.mean`` under the manual's name."""
+        return self.mean(input, axis=axis, keepdim=keepdims)
+
+    def cross_entropy_grad(self, *args: Any, **kwargs: Any) -> Any:
+        """Two forms. ``cross_entropy_grad(logits, targets)`` (the manual's): d/d logits of
+        ``sum(backend.cross_entropy(logits, targets))``, i.e. ``softmax(logits) - onehot(targets)`` per
+        sample, for ``evaluate(..., output_gradients={"output": grad})``. With three arrays
+        ``(output_grad, input, target)`` it is the gradient-helper primitive itself.
+
+        >>> b = ml.NumpyBackend(); b.cross_entropy_grad(b.zeros(1, 2), b.array([0]))   # doctest: +SKIP
+        array([[-0.5,  0.5]], dtype=float32)
+        """
+        named = [k for k in ("output_grad", "input", "target") if k in kwargs]
+        primitive = Backend.__getattr__(self, "cross_entropy_grad")
+        if len(args) + len(named) >= 3:
+            return primitive(*args, **kwargs)
+        logits, targets = (*args, *(kwargs.pop(k) for k in ("input", "target") if k in kwargs))[:2]
+        shape = self.shape_of(logits)
+        per_sample = self.ones(*shape[:1], *shape[2:], dtype=self.dtype_of(logits))  # cross_entropy's output shape
+        return primitive(per_sample, logits, targets, **kwargs)
+
+    # -- custom operations -----------------------------------------------------------------------
+    def register_op(
+        self, name: str, *, inputs: Sequence[str] = ("input",), shape_rule: Any = None, type_rule: Any = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: ``fn(*inputs)`` (written in the framework's own ops, e.g. ``jnp``) implements the
+        primitive ``name`` on this backend instance. A new name is registered as a primitive with
+        ``inputs`` (default one ``input``), the shape of its first input (``shape_rule``) and a float
+        result (``type_rule``); use it in a model as ``ml.Operator(name)(input=..., output=...)``.
+        Autograd backends differentiate through ``fn``; other backends need ``ml.register_gradient``.
+
+        >>> @backend.register_op("gelu_tanh")                                # doctest: +SKIP
+        ... def gelu_tanh(x):
+        ...     return 0.5 * x * (1 + jnp.tanh(0.79788456 * (x + 0.044715 * x**3)))
+        >>> model += ml.Operator("gelu_tanh")(input="hidden", output="act")   # doctest: +SKIP
+        """
+        from ..extension import register_primitive
+        from ..plugins import registry
+        from ..primitives import rules
+
+        if name not in registry().primitives:
+            register_primitive(
+                name,
+                inputs=tuple(inputs),
+                shape_rule=shape_rule or rules.same_shape,
+                type_rule=type_rule or rules.float_result,
+            )
+
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._impls = {**self._impls, name: fn}  # this instance only: other backends keep theirs
+            self._forget_implementation(name)
+            return fn
+
+        return decorate
+
+    def _forget_implementation(self, primitive: str) -> None:
+        """Drop any cached wrapper of ``primitive`` (backends that cache implementations override this)."""
+
+    # -- autograd helpers ------------------------------------------------------------------------
+    def grad(self, fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+        """``jax.grad``-style: ``backend.grad(f)(x)`` is d f / d x for a scalar ``f`` written in backend
+        ops (JAX, PyTorch, MLX: through :meth:`vjp`). ``argnums`` picks the differentiated positional
+        argument(s); a tuple gives a tuple of gradients.
+
+        >>> b = ml.JaxBackend()                                                       # doctest: +SKIP
+        >>> b.to_numpy(b.grad(lambda x: b.reduce_sum(b.power(x, 2)))(b.tensor([1.0, 2.0, 3.0])))  # doctest: +SKIP
+        array([2., 4., 6.], dtype=float32)
+        """
+        if not self.supports_autograd:
+            raise UnsupportedPrimitiveError(
+                f"{type(self).__name__}.grad: this backend has no autograd (it differentiates compiled models "
+                "symbolically: ml.compile(...).evaluate(params, data, output_gradients=...)); use JaxBackend, "
+                "TorchBackend or MlxBackend for grad(f)"
+            )
+        positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+        def gradient(*args: Any) -> Any:
+            primals = {str(i): args[i] for i in positions}
+
+            def scalar(p: dict[str, Any]) -> dict[str, Any]:
+                call = list(args)
+                for i in positions:
+                    call[i] = p[str(i)]
+                return {"value": fn(*call)}
+
+            value = scalar(primals)["value"]
+            if tuple(self.shape_of(value)) not in ((), (1,)):
+                raise ArgumentError(f"{type(self).__name__}.grad: f must return a scalar, got shape {tuple(self.shape_of(value))}")
+            _, grads = self.vjp(scalar, primals, {"value": self.ones_like(value)})
+            found = tuple(grads[str(i)] for i in positions)
+            return found[0] if isinstance(argnums, int) else found
+
+        return gradient
+
     # -- primitives as methods -------------------------------------------------------------------
     def implementation(self, primitive: str) -> Callable[..., Any]:
         """The implementation of ``primitive`` on this backend, bound to it when it needs the backend."""
@@ -323,24 +443,40 @@ class Backend(ABC):
         """
         raise UnsupportedPrimitiveError(f"{type(self).__name__}.vjp: this backend has no autograd; it computes gradients from the symbolic backward graph (PhysicalModel.evaluate(output_gradients=...))")
 
-    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
-        """The callable ``PhysicalModel.evaluate`` runs for outputs: ``forward(params, data)``, jitted when
-        asked. Override to add context (a device stream) around every call."""
-        return self.jit(forward) if jit else forward
+    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """The callable ``PhysicalModel.evaluate`` runs for outputs: ``forward(params, data)``, jitted (with
+        ``jit_options``, see :meth:`jit`) when asked. Override to add context (a device stream) around
+        every call."""
+        return self.jit(forward, **(jit_options or {})) if jit else forward
 
-    def gradient_function(self, forward: Callable[..., Any], *, jit: bool) -> Callable[..., Any]:
+    def gradient_function(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """Autograd backends: ``fn(params, data, cotangents) -> (outputs, gradients)`` built once per
         compiled model. Override to compile forward and backward together (``jax.jit`` of the ``vjp``)."""
-        prepared = self.prepare_forward(forward, jit=jit)
+        prepared = self.prepare_forward(forward, jit=jit, jit_options=jit_options)
 
         def outputs_and_gradients(params: dict[str, Any], data: dict[str, Any], cotangents: dict[str, Any]) -> Any:
             return self.vjp(lambda p: prepared(p, data), params, cotangents)
 
         return outputs_and_gradients
 
-    def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Compile ``fn`` with the framework's JIT; the identity by default."""
+    def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        """Compile ``fn`` with the framework's JIT, passing ``options`` (``ml.compile(jit_options=...)``) to
+        it; the identity by default (no options)."""
+        if options:
+            raise ArgumentError(f"{type(self).__name__} has no JIT compiler, so jit_options {sorted(options)} have nothing to configure")
         return fn
+
+    def jit_option_names(self) -> tuple[str, ...]:
+        """The ``ml.compile(jit_options={...})`` keys this backend's JIT takes (none by default)."""
+        return ()
+
+    def shape_jit_options(self, static: bool) -> dict[str, Any]:
+        """The JIT options meaning ``ml.compile(static_shapes=static)`` (one program per input shape, or
+        shape-generic programs). Backends without a JIT refuse it."""
+        raise ArgumentError(
+            f"ml.compile(static_shapes={static}): {type(self).__name__} has no JIT compiler; its generated code runs "
+            "for any size of a dimension left symbolic (give shapes= to fix sizes at compile time)"
+        )
 
 
 _CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand")

@@ -14,6 +14,8 @@ Example:
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -39,8 +41,14 @@ __all__ = ["compile"]
 
 ACCEPTED_OPTIONS = (
     "shapes", "data_keys", "constant_keys", "trainable_keys", "discard_keys", "inference", "jit", "file_path",
-    "safe_names", "use_short_namings", "parallelism",
+    "safe_names", "use_short_namings", "parallelism", "verbose", "jit_options", "static_shapes", "optimizations",
 )
+
+logger = logging.getLogger("mithril.compile")
+"""``ml.compile(verbose=True)`` logs each stage here (INFO); shown on stderr when nothing else handles it."""
+
+_PASSES = {"constant_folding": "constant_folding", "cse": "cse", "common_subexpression_elimination": "cse"}
+_JIT_OPTIMIZATIONS = {"fusion": "operator fusion", "buffer_reuse": "buffer reuse", "layout_optimization": "layout assignment"}
 
 
 @with_paused_gc
@@ -59,6 +67,10 @@ def compile(  # noqa: A001 - the public name is ml.compile
     safe_names: bool = True,
     use_short_namings: bool = True,
     parallelism: str | Mapping[str, Any] | None = None,
+    verbose: bool = False,
+    jit_options: Mapping[str, Any] | None = None,
+    static_shapes: bool | None = None,
+    optimizations: Mapping[str, bool] | None = None,
     **unknown: Any,
 ) -> PhysicalModel:
     """Compile a logical model for a backend.
@@ -85,6 +97,23 @@ def compile(  # noqa: A001 - the public name is ml.compile
             axis), ``"model"`` (Megatron-style parameter splits over the last mesh axis), ``"mixed"``
             (both, on a 2-D mesh), a dict ``{key: spec}`` (a tuple naming a mesh axis or ``None`` per
             dimension), or ``None``: follow the placements of the arrays passed in.
+        verbose: log each stage (flatten, passes, shapes, codegen, jit) with its time, and the final
+            shapes, to the ``mithril.compile`` logger (on stderr unless logging is configured).
+        jit_options: keyword arguments of the backend's JIT (``jax.jit``: ``donate_argnums``,
+            ``static_argnums`` counted over ``(params, data)``, plus ``xla_computation=True`` to keep the
+            StableHLO text (:meth:`PhysicalModel.lowered_text`); ``torch.compile``: ``mode``, ``dynamic``...;
+            ``mx.compile``: ``shapeless``).
+        static_shapes: ``True``: one compiled program per input shape (what ``jax.jit`` always does;
+            ``torch.compile(dynamic=False)``, ``mx.compile(shapeless=False)``); ``False``: shape-generic
+            programs (PyTorch ``dynamic=True``, MLX ``shapeless=True``; refused on JAX). Needs a JIT backend.
+        optimizations: ``{"constant_folding": bool, "cse": bool}`` switch Mithril's own passes (both on by
+            default); ``"fusion"``, ``"buffer_reuse"``, ``"layout_optimization"`` are done by the backend's
+            JIT compiler (XLA, Inductor, MLX) and are accepted as ``True`` when it runs (NumPy does
+            ``buffer_reuse`` itself); ``False`` for them is refused, naming why.
+
+    Example:
+        >>> pm = ml.compile(Linear(4), ml.JaxBackend(), shapes={"input": [2, 3]}, verbose=True,
+        ...                 jit_options={"donate_argnums": (1,)})                          # doctest: +SKIP
     """
     if unknown:
         raise ArgumentError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
@@ -108,7 +137,12 @@ def compile(  # noqa: A001 - the public name is ml.compile
         raise ArgumentError("ml.compile: safe_names=False is not available for Python code generation: variable names must be identifiers")
     if getattr(model, "_parent", None) is not None:
         raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
+    validation.boolean("ml.compile", "verbose", verbose)
+    will_jit = backend.jit_by_default if jit is None else jit
+    jit_options = _jit_options(backend, will_jit, jit_options, static_shapes)
+    passes = _optimizations(backend, will_jit, optimizations)
     started = time.perf_counter()
+    log = _StageLog(verbose, f"ml.compile({type(model).__name__}, {type(backend).__name__})")
     from ..plugins import registry
 
     flat = flatten(model, registry(), short_names=use_short_namings)
@@ -122,6 +156,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     _apply_constants(flat, constants)
     params, buffers, data = _classify(flat, data_set, trainable_set)
     graph = flat.graph
+    log.stage("flatten", f"{len(graph.nodes)} primitive calls; parameters {params}, data {data}")
     graph.default_kinds(flat.inputs.values())
     for name in params:
         if flat.inputs[name].kind != "float":
@@ -130,8 +165,10 @@ def compile(  # noqa: A001 - the public name is ml.compile
     buffer_updates = {buffer: out for buffer, out in state_outputs.items() if out in outputs and buffer in flat.inputs}
     promote_integer_inputs(graph)
 
-    fold_constants(graph, backend.evaluate_constant)
-    eliminate_common_subexpressions(graph, outputs)
+    if passes["constant_folding"]:
+        fold_constants(graph, backend.evaluate_constant)
+    if passes["cse"]:
+        eliminate_common_subexpressions(graph, outputs)
     prune(graph, outputs.values())
     gradients: dict[str, Value] = {}
     cotangents: dict[str, Value] = {}
@@ -140,12 +177,17 @@ def compile(  # noqa: A001 - the public name is ml.compile
         differentiable_outputs = {k: v for k, v in outputs.items() if v.kind == "float" and k not in state_outputs.values()}
         cotangents = {k: graph.new_value(v.shape, "float", name=f"{k}_grad") for k, v in differentiable_outputs.items()}
         gradients = build_backward(graph, wrt, {k: (v, cotangents[k]) for k, v in differentiable_outputs.items()}, backend.backend_type)
-        fold_constants(graph, backend.evaluate_constant)
+        if passes["constant_folding"]:
+            fold_constants(graph, backend.evaluate_constant)
         both = {**outputs, **{f"\0{k}": v for k, v in gradients.items()}}
-        eliminate_common_subexpressions(graph, both)
+        if passes["cse"]:
+            eliminate_common_subexpressions(graph, both)
         gradients = {k[1:]: v for k, v in both.items() if k.startswith("\0")}
         prune(graph, [*outputs.values(), *gradients.values()])
+    enabled = [name for name, on in passes.items() if on]
+    log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{', symbolic backward' if gradients else ''}; {len(graph.nodes)} primitive calls")
     graph.solve()
+    log.stage("shapes", "solved")
     _check_implementations(graph, backend)
     plan = None
     if parallelism is not None:
@@ -171,13 +213,14 @@ def compile(  # noqa: A001 - the public name is ml.compile
         f"{len(graph.nodes)} primitive calls; parameters: {', '.join(params) or 'none'}."
     )
     program = backend.generate_program(graph, functions, param_names=set(params), header=header)
+    log.stage("codegen", f"{len(program.source.splitlines())} lines of {backend.codegen} for {[f.name for f in functions]}")
     if file_path is not None:
         try:
             Path(file_path).write_text(program.source)
         except (OSError, TypeError) as exc:
             raise ArgumentError(f"ml.compile(file_path={file_path!r}): cannot write the generated source there ({exc})") from None
     index_checks = find_index_checks(graph, {**flat.inputs}, set(data) | set(buffers))
-    return PhysicalModel(
+    physical = PhysicalModel(
         backend=backend,
         index_checks=index_checks,
         program=program,
@@ -196,7 +239,104 @@ def compile(  # noqa: A001 - the public name is ml.compile
         compile_seconds=time.perf_counter() - started,
         file_path=str(file_path) if file_path is not None else None,
         plan=plan,
+        jit_options=jit_options,
+        verbose=verbose,
     )
+    jitted = will_jit and backend.supports_autograd
+    log.stage("jit", f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in jit_options.items())}) wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
+    log.shapes(physical.shapes)
+    return physical
+
+
+def log_verbose(message: str) -> None:
+    """Log ``message`` at INFO on the ``mithril.compile`` logger, shown on stderr when logging is not
+    configured (``ml.compile(verbose=True)`` asked for it)."""
+    level, handler = logger.level, None
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        logger.info(message)
+    finally:
+        logger.setLevel(level)
+        if handler is not None:
+            logger.removeHandler(handler)
+
+
+class _StageLog:
+    """``verbose=True``: one INFO line per compile stage with its time (seconds since the previous stage)."""
+
+    def __init__(self, verbose: bool, title: str) -> None:
+        self.verbose, self.title = verbose, title
+        self.last = self.started = time.perf_counter()
+
+    def _emit(self, message: str) -> None:
+        if self.verbose:
+            log_verbose(message)
+
+    def stage(self, name: str, detail: str) -> None:
+        now = time.perf_counter()
+        self._emit(f"{self.title}: {name:<8} {now - self.last:8.4f} s  {detail}")
+        self.last = now
+
+    def shapes(self, shapes: Mapping[str, Any]) -> None:
+        self._emit(f"{self.title}: total    {time.perf_counter() - self.started:8.4f} s")
+        for key, shape in shapes.items():
+            self._emit(f"{self.title}: shape {key}: {shape}")
+
+
+def _jit_options(backend: Backend, will_jit: bool, options: Mapping[str, Any] | None, static_shapes: bool | None) -> dict[str, Any]:
+    """``jit_options`` checked against the backend's JIT, with what ``static_shapes`` means for it."""
+    options = dict(validation.mapping("ml.compile", "jit_options", options, what="a dict of JIT keyword arguments") or {})
+    name = type(backend).__name__
+    if static_shapes is not None:
+        validation.boolean("ml.compile", "static_shapes", static_shapes)
+        options.update(backend.shape_jit_options(static_shapes))
+    if not options:
+        return options
+    accepted = backend.jit_option_names()
+    if not accepted:
+        raise ArgumentError(f"ml.compile(jit_options={options!r}): {name} has no JIT compiler (it runs the generated code directly); use a JAX, PyTorch or MLX backend")
+    if not will_jit:
+        raise ArgumentError(f"ml.compile(jit_options={options!r}) with jit=False: the options configure {name}'s JIT; pass jit=True")
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ArgumentError(f"ml.compile(jit_options=...): {unknown} are not options of {name}'s JIT; accepted: {', '.join(accepted)}")
+    return options
+
+
+def _optimizations(backend: Backend, will_jit: bool, optimizations: Mapping[str, bool] | None) -> dict[str, bool]:
+    """Which of Mithril's optional passes run; the JIT compiler's optimisations are checked, not toggled."""
+    given = validation.mapping("ml.compile", "optimizations", optimizations, what="a dict of optimisation -> bool") or {}
+    passes = {"constant_folding": True, "cse": True}
+    jitted = will_jit and bool(backend.jit_option_names())
+    for key, value in given.items():
+        validation.boolean("ml.compile", f"optimizations[{key!r}]", value)
+        if key in _PASSES:
+            passes[_PASSES[key]] = value
+        elif key in _JIT_OPTIMIZATIONS:
+            what = _JIT_OPTIMIZATIONS[key]
+            if key == "buffer_reuse" and backend.backend_type == "numpy" and value:
+                continue  # NumPy's generated code writes into dead intermediates itself
+            if not jitted:
+                raise ArgumentError(
+                    f"ml.compile(optimizations={{{key!r}: {value}}}): {what} is done by a JIT compiler (XLA, Inductor, "
+                    f"MLX); {type(backend).__name__} runs {'without JIT' if not will_jit else 'no JIT compiler'} here"
+                )
+            if not value:
+                raise ArgumentError(
+                    f"ml.compile(optimizations={{{key!r}: False}}): {type(backend).__name__}'s JIT compiler always does "
+                    f"{what}; Mithril cannot switch it off (compile with jit=False to run without the JIT)"
+                )
+        else:
+            raise ArgumentError(
+                f"ml.compile(optimizations=...): unknown optimisation {key!r}; Mithril's passes: constant_folding, cse; "
+                f"the JIT compiler's: {', '.join(_JIT_OPTIMIZATIONS)}"
+            )
+    return passes
 
 
 def _drop_unused_optional_inputs(flat: FlatModel, mentioned: set[str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 import zipfile
 from collections.abc import Callable, Mapping
@@ -55,6 +56,8 @@ class PhysicalModel(Displayable):
         compile_seconds: float,
         file_path: str | None,
         plan: Any = None,
+        jit_options: Mapping[str, Any] | None = None,
+        verbose: bool = False,
     ) -> None:
         self.backend = backend
         self.plan = plan  # mithril.parallel.ShardingPlan of ml.compile(parallelism=...), or None
@@ -77,13 +80,17 @@ class PhysicalModel(Displayable):
         self.file_path = file_path
         self._model_name = type(model).__name__
         functions = program.load(file_path or f"<mithril:{self._model_name}>")
-        self._forward = backend.prepare_forward(functions["evaluate"], jit=jit) if backend.supports_autograd else functions["evaluate"]
+        self.jit_options = dict(jit_options or {})
+        self._verbose = verbose
+        options = {"jit_options": self.jit_options} if self.jit_options else {}
+        self._forward = backend.prepare_forward(functions["evaluate"], jit=jit, **options) if backend.supports_autograd else functions["evaluate"]
         if inference or not params:
             self._backward = None
         elif backend.supports_autograd:
-            self._backward = backend.gradient_function(functions["evaluate"], jit=jit)
+            self._backward = backend.gradient_function(functions["evaluate"], jit=jit, **options)
         else:
             self._backward = functions.get("evaluate_gradients")
+        self._compiled = {"forward": self._forward, "gradients": self._backward}  # what lower()/lowered_text() read
         if backend.supports_autograd and jit:  # the framework compiles on the first call: say so when it is slow
             self._forward = self._announce_first_call("_forward", "forward")
             if self._backward is not None:
@@ -118,12 +125,44 @@ class PhysicalModel(Displayable):
         description = f"{type(self.backend).__name__}: compiling {self._model_name} {what} (first call)"
 
         def first_call(*args: Any) -> Any:
+            started = time.perf_counter()
             with task(description):
                 result = fn(*args)
             setattr(self, attribute, fn)
+            if self._verbose:
+                from .compile import log_verbose
+
+                log_verbose(f"{description}: jit {time.perf_counter() - started:.4f} s (trace + compile + run)")
             return result
 
         return first_call
+
+    def lower(self, params: Mapping[str, Any], data: Mapping[str, Any], output_gradients: Mapping[str, Any] | None = None) -> Any:
+        """The JIT's lowered program for these arguments (JAX: a ``jax.stages.Lowered``; ``.as_text()`` is
+        the StableHLO, ``.compile()`` the XLA executable). With ``output_gradients`` it is the
+        forward+backward program. Backends whose JIT has no lowering stage refuse it.
+        """
+        which = "forward" if output_gradients is None else "gradients"
+        fn = self._compiled[which]
+        lower = getattr(fn, "lower", None)
+        if lower is None:
+            raise MithrilError(
+                f"PhysicalModel.lower: the {which} function of this model on {type(self.backend).__name__} has no lowered form (JAX with jit gives one: ml.compile(..., backend=ml.JaxBackend(), jit=True))"
+            )
+        args = (params, data) if output_gradients is None else (params, data, output_gradients)
+        return lower(*args)
+
+    def lowered_text(self, params: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None) -> str:
+        """The lowered (StableHLO) text of the forward: for ``params``/``data`` when given, else the one kept
+        at the first evaluate by ``jit_options={"xla_computation": True}``."""
+        if params is not None and data is not None:
+            return str(self.lower(params, data).as_text())
+        text = getattr(self._compiled["forward"], "lowered_text", None)
+        if text is None:
+            raise MithrilError(
+                "PhysicalModel.lowered_text(): no text kept yet; compile with jit_options={'xla_computation': True} and evaluate once, or pass params and data"
+            )
+        return str(text)
 
     # -- introspection ---------------------------------------------------------------------------
     @property
