@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from mithril.errors import ArgumentError, ConnectionError_
 from mithril.models import (
-    Buffer,
     Add,
+    Buffer,
     Concat,
     Conv1d,
     Divide,
@@ -279,20 +279,18 @@ def test_connection_expressions_pow_exp_abs_cast_dtype_comparisons():
     np.testing.assert_array_equal(out["small"], [False, True, False])
 
 
-def causal_attention(input_dim: int, num_heads: int) -> Model:
-    """Mithril's GPT example's attention block, as written there (symbolic shapes, Split, positional connect)."""
+def multi_head_attention(dim: int, heads: int) -> Model:
+    """Heads split and merged with symbolic shapes (``shp[0]``, ``shp[:3]``), in the published examples' style."""
     model = Model()
-    model |= Linear(input_dim * 3, name="c_attn").connect(input="input", output="c_attn_out")
-    t_axes = (0, 2, 1, 3)
-    shp_con = model.input.shape
-    reshape_con = (shp_con[0], shp_con[1], num_heads, -1)
-    model |= Split(3, axis=-1).connect(model.c_attn_out, output="split_out")
-    tq = model.split_out[0].reshape(reshape_con).transpose(t_axes)
-    tk = model.split_out[1].reshape(reshape_con).transpose(t_axes)
-    tv = model.split_out[2].reshape(reshape_con).transpose(t_axes)
-    model |= ScaledDotProduct().connect(tq, tk, tv, output="sdp_out")
-    t_sdp = model.sdp_out.transpose(t_axes).reshape(shp_con[:3])
-    model |= Linear(input_dim, name="c_proj").connect(t_sdp, output=IOKey("output"))
+    projections = []
+    for name in ("q", "k", "v"):
+        model |= Linear(dim, name=name).connect(input="input", output=f"{name}_out")
+        projections.append(getattr(model, f"{name}_out"))
+    shp = model.input.shape
+    split_heads = [p.reshape((shp[0], shp[1], heads, -1)).transpose((0, 2, 1, 3)) for p in projections]
+    model |= ScaledDotProduct().connect(*split_heads, output="heads_out")
+    merged = model.heads_out.transpose((0, 2, 1, 3)).reshape(shp[:3])
+    model |= Buffer().connect(merged, output=IOKey("output"))
     return model
 
 
@@ -300,22 +298,20 @@ def causal_attention(input_dim: int, num_heads: int) -> Model:
 def test_symbolic_shapes_compile_once_run_any_batch_and_length(backend):
     dim, heads = 8, 2
     model = Model()
-    model |= causal_attention(dim, heads).connect("input", output=IOKey("output"))
+    model |= multi_head_attention(dim, heads).connect("input", output=IOKey("output"))
     pm = ml.compile(model, backend, shapes={"input": [None, None, dim]})
     params = pm.randomize_params(seed=0)
     p = {k: np.asarray(backend.to_numpy(v)) for k, v in params.items()}
     paths = {path: key for key, path in pm.input_paths.items()}
-
-    def linear(x, name):
-        return x @ p[paths[f"{name}.weight"]].T + p[paths[f"{name}.bias"]]
-
     for batch, length in ((1, 3), (2, 5)):
         x = RNG.normal(size=(batch, length, dim))
-        q, k, v = np.split(linear(x, "model_0.c_attn"), 3, axis=-1)
-        heads_of = lambda t: t.reshape(batch, length, heads, -1).transpose(0, 2, 1, 3)  # noqa: E731
-        att = _attention(heads_of(q), heads_of(k), heads_of(v), causal=True).transpose(0, 2, 1, 3).reshape(batch, length, dim)
+        q, k, v = (
+            (x @ p[paths[f"model_0.{n}.weight"]].T + p[paths[f"model_0.{n}.bias"]]).reshape(batch, length, heads, -1).transpose(0, 2, 1, 3)
+            for n in "qkv"
+        )
+        expected = _attention(q, k, v, causal=True).transpose(0, 2, 1, 3).reshape(batch, length, dim)
         out = pm.evaluate(params, {"input": backend.array(x)})["output"]
-        np.testing.assert_allclose(np.asarray(backend.to_numpy(out)), linear(att, "model_0.c_proj"), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(backend.to_numpy(out)), expected, rtol=1e-8, atol=1e-10)
 
 
 def test_connection_shape_is_symbolic_and_compares_as_a_list():

@@ -24,9 +24,9 @@ from .compiler.physical import PhysicalModel
 from .display import to_dot
 from .errors import DtypeError, ShapeError
 from .extension import register_gradient, register_implementation, register_primitive
+from .framework.tensor_types import DataType, Tensor
 from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
 from .models import __all__ as _models_all
-from .framework.tensor_types import DataType, Tensor
 from .types import Dtype
 
 bool_ = Dtype.bool_

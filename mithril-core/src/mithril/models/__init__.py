@@ -21,8 +21,11 @@ from .blocks import *  # noqa: F403
 from .blocks import __all__ as _blocks_all
 from .primitive import Primitive
 from .primitive_models import *  # noqa: F403
-from .api_compat import *  # noqa: F403 - Mithril's published signatures replace the table's classes
 from .train_model import L1, L2, TrainModel
+
+# Mithril's published signatures (ScaledDotProduct causal by default, Concat/Split lists...) replace the
+# table's classes of the same names: set explicitly, so import order cannot undo it.
+globals().update({name: getattr(_compat, name) for name in _compat.__all__})
 
 Convolution2D = Conv2d  # noqa: F405 - upstream spellings
 Convolution1D = Conv1d  # noqa: F405
@@ -38,7 +41,7 @@ def _physical_model() -> type:
     return PhysicalModel
 
 __all__ = [
-    "TBD", "Connection", "IOKey", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",
+    "TBD", "Connection", "IOKey", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",  # noqa: F405 - PhysicalModel resolves in __getattr__
     *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 
