@@ -4,6 +4,9 @@
 - JAX and PyTorch (when installed): the same MLP and a 2-layer GPT-2-small-shaped block stack (768 dims,
   12 heads, seq 128, batch 1), vs hand-written ``jax.jit`` code and PyTorch eager. Target <= 1.05.
   For JAX, compile (first-call jit) time is reported separately from steady-state time.
+- Per-call cost of the op tables (``--calls``: this section only): the implementations that generated code
+  calls (``backend.implementation(name)``, shared ones from ``mithril.backends.array_api``) against the
+  framework function called directly, on 16-element float32 arrays (NumPy, and MLX when installed).
 """
 
 from __future__ import annotations
@@ -134,7 +137,47 @@ def autograd_section(name: str, backend: object, hand: dict, sync, jit: bool, ba
         report(f"{title}, forward+backward (steady state)", both, baseline, 1.05)
 
 
+PER_CALL = {  # primitive -> (arguments, attributes, the framework call it should cost as much as)
+    "add": (2, {}, lambda xp, a, b: xp.add(a, b)),
+    "exp": (1, {}, lambda xp, a: xp.exp(a)),
+    "relu": (1, {}, lambda xp, a: xp.maximum(a, 0)),
+    "leaky_relu": (1, {"slope": 0.1}, lambda xp, a: xp.where(a > 0, a, xp.multiply(a, 0.1))),
+    "sum": (1, {"axis": None, "keepdim": False}, lambda xp, a: xp.sum(a, axis=None, keepdims=False)),
+}
+"""Primitives timed by :func:`per_call_section`."""
+
+
+def per_call_section() -> None:
+    """The op tables' per-call cost on tiny arrays, next to the framework call they wrap (ratio ~1)."""
+    import functools
+    import timeit
+
+    frameworks = [("NumPy", ml.NumpyBackend(dtype=ml.float32), np, lambda v: v)]
+    try:
+        import mlx.core as mx
+
+        frameworks.append(("MLX", ml.MlxBackend(dtype=ml.float32), mx, mx.eval))
+    except (ImportError, AttributeError) as exc:
+        print(f"MLX per-call section skipped: {exc}")
+    for name, backend, xp, sync in frameworks:
+        arrays = [backend.array(np.linspace(-1, 1, 16, dtype=np.float32)) for _ in range(2)]
+        for primitive, (arity, attrs, direct) in PER_CALL.items():
+            impl, args = backend.implementation(primitive), arrays[:arity]
+            times = {}
+            calls = {
+                "direct": functools.partial(lambda f, *a: sync(f(xp, *a)), direct, *args),
+                "Mithril": functools.partial(lambda f, *a, **k: sync(f(*a, **k)), impl, *args, **attrs),
+            }
+            for label, call in calls.items():
+                times[label] = min(timeit.repeat(call, number=2000, repeat=7)) / 2000
+            print(f"{name} {primitive:<11s} direct {times['direct'] * 1e6:6.2f} us   op table {times['Mithril'] * 1e6:6.2f} us   ratio {times['Mithril'] / times['direct']:.2f}")
+
+
 def main() -> None:
+    if "--calls" in sys.argv[1:]:
+        per_call_section()
+        return
+    per_call_section()
     numpy_section()
     try:
         import jax

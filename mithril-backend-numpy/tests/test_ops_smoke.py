@@ -7,11 +7,15 @@ pooling and attention semantics (PyTorch conventions) independently of it.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from mithril_backend_numpy import NumpyBackend, ops
+from mithril_backend_numpy import NumpyBackend
+from mithril_backend_numpy.ops import TABLE
+
+ops = SimpleNamespace(**TABLE)  # the op table as attributes: ops.conv2d(...)
 
 RNG = np.random.default_rng(1234)
 

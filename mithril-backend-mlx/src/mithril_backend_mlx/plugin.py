@@ -27,4 +27,4 @@ def mithril_register_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def mithril_register_impls(register: Callable[..., None]) -> None:
     """Register the op table (one function per primitive) for the ``mlx`` backend."""
-    register("mlx", "mithril_backend_mlx.ops")
+    register("mlx", "mithril_backend_mlx.ops:TABLE")

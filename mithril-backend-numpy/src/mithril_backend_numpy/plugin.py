@@ -27,4 +27,4 @@ def mithril_register_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def mithril_register_impls(register: Callable[..., None]) -> None:
     """Register the op table (one function per primitive) for the ``numpy`` backend."""
-    register("numpy", "mithril_backend_numpy.ops")
+    register("numpy", "mithril_backend_numpy.ops:TABLE")

@@ -27,4 +27,4 @@ def mithril_register_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def mithril_register_impls(register: Callable[..., None]) -> None:
     """Register the op table (one function per primitive) for the ``torch`` backend."""
-    register("torch", "mithril_backend_torch.ops")
+    register("torch", "mithril_backend_torch.ops:TABLE")

@@ -1,17 +1,24 @@
-"""The JAX op table: one function per primitive, named after it, collected from the family modules.
-
-The module split and the function names are those of the NumPy backend (``mithril_backend_numpy.ops``).
+"""The JAX op table: the shared implementations (:mod:`mithril.backends.array_api`) bound to
+``jax.numpy``, with JAX's own where it differs or is faster (:mod:`.overrides`). Gradient helpers are
+derived from ``jax.vjp`` of their forward primitives (JAX differentiates the forward itself).
 
 Example:
     >>> from mithril_backend_jax import ops
-    >>> "conv2d" in ops.__all__
+    >>> ops.TABLE["add"] is __import__("jax").numpy.add
     True
 """
 
-from . import elementwise, gradient_helpers, linalg, losses, nn, reductions, shape_ops
+from __future__ import annotations
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, gradient_helpers)
+import jax.numpy as jnp
+import numpy as np
+from mithril.backends.array_api import Impl, op_table
 
-globals().update({name: getattr(module, name) for module in _MODULES for name in module.__all__})
+from . import overrides
 
-__all__ = [name for module in _MODULES for name in module.__all__]  # pyright: ignore[reportUnsupportedDunderAll]
+__all__ = ["TABLE"]
+
+_FLOATS = (*(np.dtype(n) for n in ("float16", "float32", "float64")), jnp.dtype(jnp.bfloat16))
+
+TABLE: dict[str, Impl] = op_table(jnp, overrides.TABLE, floats=_FLOATS, autograd=True)
+"""Primitive name -> implementation (what the plugin registers for ``jax``)."""

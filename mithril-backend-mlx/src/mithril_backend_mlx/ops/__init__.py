@@ -1,16 +1,21 @@
-"""The MLX op table: one function per primitive, named after it, collected from the family modules
-(the same modules and names as every other backend).
+"""The MLX op table: the shared implementations (:mod:`mithril.backends.array_api`) bound to
+``mlx.core``, with MLX's own where it differs or is faster (:mod:`.overrides`). Gradient helpers are
+derived from ``mx.vjp`` of their forward primitives (MLX differentiates the forward itself).
 
 Example:
     >>> from mithril_backend_mlx import ops
-    >>> "conv2d" in ops.__all__
+    >>> ops.TABLE["add"] is __import__("mlx.core").core.add
     True
 """
 
-from . import elementwise, gradient_helpers, linalg, losses, nn, reductions, shape_ops
+from __future__ import annotations
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, gradient_helpers)
+import mlx.core as mx
+from mithril.backends.array_api import Impl, op_table
 
-globals().update({name: getattr(module, name) for module in _MODULES for name in module.__all__})
+from . import overrides
 
-__all__ = [name for module in _MODULES for name in module.__all__]  # pyright: ignore[reportUnsupportedDunderAll]
+__all__ = ["TABLE"]
+
+TABLE: dict[str, Impl] = op_table(mx, overrides.TABLE, sequence=list, floats=overrides.FLOATS, autograd=True)
+"""Primitive name -> implementation (what the plugin registers for ``mlx``)."""

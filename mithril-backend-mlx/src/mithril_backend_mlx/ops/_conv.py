@@ -1,7 +1,7 @@
 """N-d grouped convolution with PyTorch semantics (NC..., weight ``[O, C/groups, *k]``) on top of
 ``mx.conv_general``, which works channels-last: inputs go to ``[N, *S, C]`` and weights to
-``[O, *k, C/groups]`` inside the op. Gradients are ``mx.vjp`` of the forward (a convolution is linear
-in each argument, so the point of linearisation does not matter).
+``[O, *k, C/groups]`` inside the op.
+Gradients are ``mx.vjp`` of the forward.
 
 Example:
     >>> x, w = mx.ones((1, 2, 4, 4)), mx.ones((3, 2, 3, 3))
@@ -16,7 +16,7 @@ from typing import Any
 import mlx.core as mx
 from mithril.primitives.geometry import WindowGeometry, check_groups
 
-__all__ = ["conv_forward", "conv_grad_input", "conv_grad_weight"]
+__all__ = ["conv_forward"]
 
 
 def conv_forward(
@@ -40,26 +40,3 @@ def conv_forward(
         out = out + mx.reshape(bias, (out_channels, *(1,) * n))
     return out
 
-
-def conv_grad_input(
-    output_grad: mx.array, weight: mx.array, like: mx.array, *, stride: Any, padding: Any, dilation: Any, groups: int
-) -> mx.array:
-    """Gradient of a convolution with respect to its input, shaped like ``like``."""
-
-    def forward(x: mx.array) -> mx.array:
-        return conv_forward(x, weight, None, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-    _, (grad,) = mx.vjp(forward, [mx.zeros(like.shape, dtype=output_grad.dtype)], [output_grad])
-    return grad
-
-
-def conv_grad_weight(
-    output_grad: mx.array, x: mx.array, like: mx.array, *, stride: Any, padding: Any, dilation: Any, groups: int
-) -> mx.array:
-    """Gradient of a convolution with respect to its weight, shaped like ``like``."""
-
-    def forward(w: mx.array) -> mx.array:
-        return conv_forward(x, w, None, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-    _, (grad,) = mx.vjp(forward, [mx.zeros(like.shape, dtype=output_grad.dtype)], [output_grad])
-    return grad

@@ -1,5 +1,5 @@
-"""2-d max/average pooling over the last two axes and their gradients, one strided slice per kernel
-offset (no loop over output pixels).
+"""2-d max/average pooling over the last two axes, one strided slice per kernel offset (no loop over
+output pixels); gradients are ``mx.vjp`` of these.
 
 Example:
     >>> max_pool(mx.arange(16.0).reshape(4, 4), kernel_size=2, stride=None, padding=0, dilation=1).tolist()
@@ -8,16 +8,22 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
 from mithril.primitives.geometry import WindowGeometry
 
-from ._windows import crop_spatial, pad_spatial
-
-__all__ = ["max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad"]
+__all__ = ["max_pool", "avg_pool"]
 
 _FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
+
+
+def pad_spatial(x: mx.array, pads: Sequence[tuple[int, int]], value: Any = 0) -> mx.array:
+    """``x`` with its trailing axes padded by ``pads`` (``x`` itself when there is no padding)."""
+    if not any(b or a for b, a in pads):
+        return x
+    return mx.pad(x, [(0, 0)] * (x.ndim - len(pads)) + [tuple(p) for p in pads], constant_values=value)
 
 
 def _geometry(x: mx.array, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> WindowGeometry:
@@ -72,40 +78,3 @@ def avg_pool(
         total = values if total is None else total + values
     return total / _count(geometry, count_include_pad, x.dtype)
 
-
-def max_pool_grad(
-    output_grad: mx.array, x: mx.array, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> mx.array:
-    """Route each output gradient to the first arg-max (row-major) of its window; shaped like ``x``."""
-    geometry = _geometry(x, kernel_size, stride, padding, dilation)
-    xp = pad_spatial(x, geometry.pads, _lowest(x.dtype))
-    best = max_pool(x, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation)
-    grad = mx.broadcast_to(_float(output_grad), best.shape)
-    dxp = mx.zeros(xp.shape, dtype=grad.dtype)
-    pending = mx.ones(best.shape, dtype=mx.bool_)  # windows whose arg-max is not found yet
-    for _, window in geometry.offset_slices():
-        hit = mx.logical_and(xp[(..., *window)] == best, pending)
-        pending = mx.logical_and(pending, mx.logical_not(hit))
-        dxp = dxp.at[(..., *window)].add(mx.where(hit, grad, 0))
-    return crop_spatial(dxp, geometry.pads)
-
-
-def avg_pool_grad(
-    output_grad: mx.array,
-    x: mx.array,
-    *,
-    kernel_size: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    count_include_pad: bool,
-) -> mx.array:
-    """Spread each output gradient evenly over its window; shaped like ``x``."""
-    geometry = _geometry(x, kernel_size, stride, padding, dilation)
-    grad = _float(output_grad)
-    grad = grad / _count(geometry, count_include_pad, grad.dtype)
-    padded_shape = (*x.shape[:-2], *geometry.padded_size)
-    dxp = mx.zeros(padded_shape, dtype=grad.dtype)
-    for _, window in geometry.offset_slices():
-        dxp = dxp.at[(..., *window)].add(grad)
-    return crop_spatial(dxp, geometry.pads)

@@ -1,15 +1,35 @@
-"""The NumPy op table: one function per primitive, named after it, collected from the family modules.
+"""The NumPy op table: the shared implementations (:mod:`mithril.backends.array_api`) bound to ``numpy``,
+with NumPy's own where it differs or is faster (:mod:`.overrides`), its im2col convolutions and strided
+pooling (:mod:`._conv`, :mod:`._pool`) and the hand-written gradient helpers of a manual-gradient backend
+(:mod:`.gradient_helpers`).
 
 Example:
     >>> from mithril_backend_numpy import ops
-    >>> "conv2d" in ops.__all__
-    True
+    >>> ops.TABLE["add"] is __import__("numpy").add, "conv2d_grad_input" in ops.TABLE
+    (True, True)
 """
 
-from . import elementwise, gradient_helpers, linalg, losses, nn, reductions, shape_ops
+from __future__ import annotations
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, gradient_helpers)
+import numpy as np
+from mithril.backends.array_api import Impl, op_table
 
-globals().update({name: getattr(module, name) for module in _MODULES for name in module.__all__})
+from . import _conv, _pool, gradient_helpers, overrides
 
-__all__ = [name for module in _MODULES for name in module.__all__]  # pyright: ignore[reportUnsupportedDunderAll]
+__all__ = ["TABLE"]
+
+_CONV = {"conv_forward": ("conv1d", "conv2d"), "conv_grad_input": ("conv1d_grad_input", "conv2d_grad_input")}
+_CONV["conv_grad_weight"] = ("conv1d_grad_weight", "conv2d_grad_weight")
+_POOL = {"max_pool": "max_pool2d", "avg_pool": "avg_pool2d", "max_pool_grad": "max_pool2d_grad"}
+_POOL["avg_pool_grad"] = "avg_pool2d_grad"
+
+TABLE: dict[str, Impl] = op_table(
+    np,
+    {
+        **{name: getattr(overrides, name) for name in overrides.__all__},
+        **{name: getattr(gradient_helpers, name) for name in gradient_helpers.__all__},
+        **{name: getattr(_conv, fn) for fn, names in _CONV.items() for name in names},
+        **{name: getattr(_pool, fn) for fn, name in _POOL.items()},
+    },
+)
+"""Primitive name -> implementation (what the plugin registers for ``numpy``)."""

@@ -1,15 +1,36 @@
-"""The PyTorch op table: one function per primitive, named after it, collected from the family modules.
+"""The PyTorch op table: the shared elementwise implementations (:mod:`mithril.backends.array_api`)
+bound to ``torch``, with PyTorch's own kernels for the rest (``torch.nn.functional`` convolutions,
+pooling and attention; reductions and shape ops in torch's ``dim`` vocabulary). Gradient helpers are
+derived from autograd (``torch.autograd.grad`` of their forward primitives).
 
 Example:
     >>> from mithril_backend_torch import ops
-    >>> "conv2d" in ops.__all__
-    True
+    >>> ops.TABLE["exp"] is __import__("torch").exp, "conv2d_grad_input" in ops.TABLE
+    (True, True)
 """
 
-from . import elementwise, gradient_helpers, linalg, losses, nn, reductions, shape_ops
+from __future__ import annotations
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, gradient_helpers)
+import torch
+from mithril.backends.array_api import Binding, Impl, op_table
+from mithril.backends.array_api.elementwise import sign_keeping_nan
 
-globals().update({name: getattr(module, name) for module in _MODULES for name in module.__all__})
+from . import elementwise, linalg, losses, nn, reductions, shape_ops
 
-__all__ = [name for module in _MODULES for name in module.__all__]  # pyright: ignore[reportUnsupportedDunderAll]
+__all__ = ["TABLE"]
+
+_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses)
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+TABLE: dict[str, Impl] = op_table(
+    torch,
+    {
+        **{name: getattr(module, name) for module in _MODULES for name in module.__all__},
+        **elementwise.PAIRED,
+        "sign": sign_keeping_nan(Binding(torch, {}, floats=_FLOATS)),
+    },
+    floats=_FLOATS,
+    autograd=True,
+    families=("elementwise",),
+)
+"""Primitive name -> implementation (what the plugin registers for ``torch``)."""

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from mithril.primitives.catalogue.nn import spatial
 from mithril.primitives.geometry import window_attributes
 
-__all__ = ["torch_padding", "pad_spatial", "crop_spatial", "pool_geometry"]
+__all__ = ["torch_padding", "pad_spatial", "pool_geometry"]
 
 Pads = Sequence[tuple[int, int]]
 
@@ -40,13 +40,6 @@ def pad_spatial(x: torch.Tensor, pads: Pads, value: float = 0.0) -> torch.Tensor
         return x
     flat = [int(v) for before_after in reversed(pads) for v in before_after]
     return F.pad(x, flat, mode="constant", value=value)
-
-
-def crop_spatial(x: torch.Tensor, pads: Pads) -> torch.Tensor:
-    """Undo :func:`pad_spatial`."""
-    n = len(pads)
-    window = tuple(slice(before, x.shape[x.ndim - n + i] - after) for i, (before, after) in enumerate(pads))
-    return x[(..., *window)]
 
 
 def pool_geometry(kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, ...], ...]:

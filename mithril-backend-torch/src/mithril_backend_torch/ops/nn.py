@@ -21,7 +21,6 @@ from mithril.primitives import uses_backend
 from mithril.primitives.geometry import check_pool2d_input, window_attributes
 
 from .. import distributed
-
 from ._windows import pad_spatial, pool_geometry, torch_padding
 
 __all__ = [
@@ -200,3 +199,7 @@ def randn(backend: Any, *, shape: Any) -> Tensor:
 def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
     """Integers uniform in ``[low, high)`` of ``shape`` (int64, from the backend's generator)."""
     return backend.randint(low, high, tuple(shape))
+
+
+attention_weights = attention_probs
+"""``softmax(q @ k^T * scale + mask)`` with the masking rules of ``scaled_dot_product_attention``."""

@@ -17,12 +17,12 @@ import torch
 import torch.nn.functional as F
 from mithril.errors import ShapeError
 from mithril.primitives import uses_backend
-from mithril.primitives.rules import creation_kind
+from mithril.primitives.rules import broadcast_sum_axes, creation_kind
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
     "split", "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like",
-    "positions", "shape", "size",
+    "positions", "shape", "size", "sum_to_like", "reshape_like", "broadcast_to_like",
 ]  # fmt: skip
 
 Tensor = torch.Tensor
@@ -197,3 +197,24 @@ def shape(input: Tensor) -> Tensor:
 def size(input: Tensor) -> Tensor:
     """``np.array(input.size)`` as int64."""
     return torch.tensor(input.numel(), dtype=torch.int64, device=input.device)
+
+
+def sum_to_like(input: Tensor, like: Tensor) -> Tensor:
+    """Sum ``input`` over its broadcast axes (extra leading ones, and those where ``like`` has size 1)."""
+    shape = tuple(like.shape)
+    if tuple(input.shape) == shape:
+        return input
+    summed = broadcast_sum_axes(input.shape, shape)
+    if summed is None:  # input broadcasts up to like
+        return torch.broadcast_to(input, shape)
+    return torch.sum(input, dim=summed, keepdim=True).reshape(shape) if summed else input.reshape(shape)
+
+
+def reshape_like(input: Tensor, like: Tensor) -> Tensor:
+    """``input.reshape(like.shape)``"""
+    return torch.reshape(input, like.shape)
+
+
+def broadcast_to_like(input: Tensor, like: Tensor) -> Tensor:
+    """``np.broadcast_to(input, like.shape)``"""
+    return torch.broadcast_to(input, like.shape)

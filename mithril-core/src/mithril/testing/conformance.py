@@ -24,6 +24,11 @@ Tests generated for the subclass:
 - ``test_every_primitive_has_a_case_or_is_declared_unsupported`` and
   ``test_unsupported_primitives_are_refused`` (compiling a declared gap raises
   :class:`~mithril.errors.UnsupportedPrimitiveError`).
+- ``test_required_primitives_are_implemented``: every primitive of :func:`required_primitives` that is not
+  declared unsupported has an implementation. Autograd backends (JAX, PyTorch, MLX) are not asked for the
+  gradient helpers (``conv2d_grad_input``, ...): core derives them from the backend's ``vjp``, and
+  ``test_autograd_backends_derive_gradient_helpers`` checks that the package does not write its own.
+  Manual-gradient backends (NumPy, C, GGML) must implement them (their backward passes call them).
 
 Optional class attributes: ``known_failures`` (``{test id, case id or primitive: reason}`` -> xfail),
 ``extra_cases`` / ``extra_references`` (a package that adds primitives tests them here too) and ``jit``.
@@ -45,7 +50,9 @@ from ..types import Dtype
 from .cases import CASES, Case, spec_for
 from .references import REFERENCES
 
-__all__ = ["BackendConformanceTests", "TOLERANCES", "Tolerance", "FD_EPS", "RANDOM_PRIMITIVES"]
+__all__ = [
+    "BackendConformanceTests", "TOLERANCES", "Tolerance", "FD_EPS", "RANDOM_PRIMITIVES", "required_primitives",
+]  # fmt: skip
 
 
 class Tolerance(NamedTuple):
@@ -79,6 +86,22 @@ FD_EPS = 1e-6
 """Step of the central finite differences (always taken in float64)."""
 
 RANDOM_PRIMITIVES = ("randn", "randint", "dropout_mask")
+
+
+def required_primitives(backend: Any) -> frozenset[str]:
+    """The registered primitives a backend package must implement itself: all of them for a
+    manual-gradient backend; for an autograd backend, all but the gradient helpers, which core derives
+    from its ``vjp`` (:mod:`mithril.backends.array_api.derived`).
+
+        >>> import mithril as ml
+        >>> "conv2d_grad_input" in required_primitives(ml.NumpyBackend())
+        True
+    """
+    from ..backends.array_api import GRADIENT_HELPERS
+    from ..plugins import registry
+
+    registered = frozenset(registry().primitives)
+    return registered - GRADIENT_HELPERS if backend.supports_autograd else registered
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -422,3 +445,23 @@ class BackendConformanceTests:
         arrays, trainable = self._prepare(case, dtype)
         with pytest.raises(UnsupportedPrimitiveError):
             self.compile_case(backend, case, arrays, trainable)
+
+    def test_required_primitives_are_implemented(self) -> None:
+        backend = self.make_backend(Dtype.parse(self.dtypes[0]))
+        missing = sorted(p for p in required_primitives(backend) - set(self.unsupported) if not backend.has_implementation(p))
+        assert not missing, (
+            f"{type(backend).__name__} implements no {missing}; implement them or declare them in "
+            f"{type(self).__name__}.unsupported (its capability table)"
+        )
+
+    def test_autograd_backends_derive_gradient_helpers(self) -> None:
+        from ..backends.array_api import GRADIENT_HELPERS
+        from ..backends.array_api.derived import is_derived
+        from ..plugins import registry
+
+        backend = self.make_backend(Dtype.parse(self.dtypes[0]))
+        if not backend.supports_autograd:
+            pytest.skip(f"{type(backend).__name__} computes gradients by hand: it implements the helpers itself")
+        table = registry().impls(backend.backend_type)
+        written = sorted(p for p in GRADIENT_HELPERS if p in table and not is_derived(table[p]))
+        assert not written, f"autograd backend {type(backend).__name__} hand-writes gradient helpers {written}; core derives them from its vjp"

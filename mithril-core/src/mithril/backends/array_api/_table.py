@@ -1,0 +1,48 @@
+"""The op table of a backend: :func:`op_table`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from . import derived, elementwise, nn, reductions, shape_ops
+from ._binding import Binding, Impl
+
+__all__ = ["op_table"]
+
+_FAMILIES: dict[str, ModuleType] = {
+    "elementwise": elementwise, "reductions": reductions, "shape_ops": shape_ops, "nn": nn,
+}  # fmt: skip
+
+
+def op_table(
+    xp: Any,
+    overrides: Mapping[str, Impl] | None = None,
+    *,
+    sequence: type = tuple,
+    floats: tuple[Any, ...] | None = None,
+    autograd: bool = False,
+    families: tuple[str, ...] = ("elementwise", "reductions", "shape_ops", "nn"),
+) -> dict[str, Impl]:
+    """A backend's op table: the shared implementations bound to ``xp``, with ``overrides`` winning.
+
+    ``autograd`` backends also get the gradient-helper primitives derived from their ``vjp`` (see
+    :mod:`.derived`) unless they override them. ``families`` picks the shared modules a namespace fits
+    (PyTorch, whose namespace differs from NumPy's beyond elementwise functions, takes ``elementwise``).
+
+    >>> import numpy as np
+    >>> table = op_table(np, {"exp": lambda input: "mine"})
+    >>> table["exp"](1.0), table["neg"] is np.negative
+    ('mine', True)
+    """
+    overrides = dict(overrides or {})
+    binding = Binding(xp, overrides, sequence=sequence, floats=floats)
+    table: dict[str, Impl] = {"linear_grad_weight": derived.linear_grad_weight}
+    for family in families:
+        table.update(_FAMILIES[family].build(binding))
+        binding.overrides = {**table, **overrides}
+    if autograd:
+        table.update(derived.derived_gradient_helpers(binding.overrides))
+    table.update(overrides)
+    return table

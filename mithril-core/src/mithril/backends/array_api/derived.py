@@ -1,0 +1,106 @@
+"""Gradient-helper primitives derived from an autograd backend's own ``vjp``.
+
+The generic VJP rules emit helper primitives (``conv2d_grad_input``, ``max_pool2d_grad``, ...) so that
+manual-gradient backends (NumPy, C, GGML) get backward passes; they implement them by hand. Autograd
+backends (JAX, PyTorch, MLX) never need them for their own gradients, which come from differentiating
+the forward. They still answer a direct call (``backend.conv2d_grad_input(...)``) and run a graph that
+contains one: each helper here is the backend's ``vjp`` of the forward primitive it belongs to, so no
+autograd backend writes a ``*_grad_*`` function.
+
+Example:
+    >>> import mithril as ml                                                   # doctest: +SKIP
+    >>> backend = ml.JaxBackend()
+    >>> backend.index_grad(backend.ones(2), backend.zeros(4), key=slice(1, 3)).tolist()
+    [0.0, 1.0, 1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ...errors import ArgumentError
+from ...primitives import uses_backend
+from ._binding import Impl
+
+__all__ = ["GRADIENT_HELPERS", "derived_gradient_helpers", "is_derived", "linear_grad_weight"]
+
+# helper -> (forward primitive, forward inputs as (helper input | "@", ...) with "@" the differentiated
+# one, the helper input holding the primal point). The helper's ``output_grad`` is the cotangent.
+_DERIVATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "conv1d_grad_input": ("conv1d", ("@", "weight", None), "like"),
+    "conv2d_grad_input": ("conv2d", ("@", "weight", None), "like"),
+    "conv1d_grad_weight": ("conv1d", ("input", "@", None), "like"),
+    "conv2d_grad_weight": ("conv2d", ("input", "@", None), "like"),
+    "max_pool2d_grad": ("max_pool2d", ("@",), "input"),
+    "avg_pool2d_grad": ("avg_pool2d", ("@",), "input"),
+    "embedding_grad": ("embedding", ("input", "@"), "like"),
+    "index_grad": ("index", ("@",), "like"),
+    "gather_grad": ("gather", ("@", "index"), "like"),
+    "cross_entropy_grad": ("cross_entropy", ("@", "target"), "input"),
+}  # fmt: skip
+
+GRADIENT_HELPERS: frozenset[str] = frozenset(_DERIVATIONS)
+"""Helper primitives only backward graphs need: autograd backends derive them, they never write them."""
+
+
+def _derive(name: str, forward: Impl) -> Impl:
+    _, wiring, primal = _DERIVATIONS[name]
+
+    @uses_backend
+    def helper(backend: Any, output_grad: Any, *inputs: Any, **attrs: Any) -> Any:
+        expected = _INPUTS[name]
+        if len(inputs) != len(expected):
+            raise ArgumentError(
+                f"{name}: expected inputs (output_grad, {', '.join(expected)}), given {1 + len(inputs)}; "
+                f"missing {', '.join(repr(k) for k in expected[len(inputs):]) or 'none'}"
+            )
+        given = dict(zip(expected, inputs))
+
+        def run(params: Mapping[str, Any]) -> dict[str, Any]:
+            args = [params["x"] if k == "@" else None if k is None else given[k] for k in wiring]
+            return {"output": _call(backend, forward, args, attrs)}
+
+        _, grads = backend.vjp(run, {"x": given[primal]}, {"output": output_grad})
+        return grads["x"]
+
+    helper._mithril_derived = True  # type: ignore[attr-defined]
+    helper.__name__ = helper.__qualname__ = name
+    helper.__doc__ = f"``{name}``: the backend's vjp of ``{_DERIVATIONS[name][0]}`` applied to ``output_grad``."
+    return helper
+
+
+_INPUTS: dict[str, tuple[str, ...]] = {
+    "conv1d_grad_input": ("weight", "like"), "conv2d_grad_input": ("weight", "like"),
+    "conv1d_grad_weight": ("input", "like"), "conv2d_grad_weight": ("input", "like"),
+    "max_pool2d_grad": ("input",), "avg_pool2d_grad": ("input",), "embedding_grad": ("input", "like"),
+    "index_grad": ("like",), "gather_grad": ("index", "like"), "cross_entropy_grad": ("input", "target"),
+}  # fmt: skip
+"""The helper's inputs after ``output_grad``, in its spec's order."""
+
+
+def _call(backend: Any, forward: Impl, args: list[Any], attrs: dict[str, Any]) -> Any:
+    if getattr(forward, "_mithril_uses_backend", False):
+        return forward(backend, *args, **attrs)
+    return forward(*args, **attrs)
+
+
+def is_derived(implementation: Callable[..., Any]) -> bool:
+    """Whether ``implementation`` (an op-table entry) is a helper derived here, not one a backend wrote.
+
+    >>> is_derived(linear_grad_weight)
+    False
+    """
+    return bool(getattr(implementation, "_mithril_derived", False))
+
+
+def linear_grad_weight(output_grad: Any, input: Any) -> Any:
+    """``output_grad[..., d]^T @ input[..., k]`` summed over all leading axes -> ``[d, k]`` (array methods
+    only, so one function serves every namespace)."""
+    d, k = output_grad.shape[-1], input.shape[-1]
+    return output_grad.reshape(-1, d).T @ input.reshape(-1, k)
+
+
+def derived_gradient_helpers(forwards: Mapping[str, Callable[..., Any]]) -> dict[str, Impl]:
+    """``{helper: implementation}`` for every helper whose forward primitive is in ``forwards``."""
+    return {name: _derive(name, forwards[spec[0]]) for name, spec in _DERIVATIONS.items() if spec[0] in forwards}

@@ -1,0 +1,96 @@
+"""Linear algebra, attention, embedding and losses written once against ``xp``. Convolutions, pooling
+and random ops stay in the backends (each framework has its own kernels and RNG).
+
+Example:
+    >>> import numpy as np
+    >>> from mithril.backends.array_api import op_table
+    >>> ops = op_table(np)
+    >>> ops["linear"](np.ones((2, 3)), np.ones((4, 3)), np.zeros(4)).tolist()[0]
+    [3.0, 3.0, 3.0, 3.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...errors import ArgumentError
+from ._binding import Binding, Impl
+
+__all__ = ["build"]
+
+
+def build(b: Binding) -> dict[str, Impl]:
+    """The linear-algebra, attention, embedding and loss implementations bound to ``b.xp``."""
+    xp = b.xp
+    matmul, swapaxes, where, triu, ones = xp.matmul, xp.swapaxes, xp.where, xp.triu, xp.ones
+    take, take_along_axis, expand_dims, squeeze = xp.take, xp.take_along_axis, xp.expand_dims, xp.squeeze
+    log, log1p, exp, maximum, abs_, sum_, square = xp.log, xp.log1p, xp.exp, xp.maximum, xp.abs, xp.sum, xp.square
+    bool_ = getattr(xp, "bool_", getattr(xp, "bool", None))
+    softmax, log_softmax = b.pick("softmax", None), b.pick("log_softmax", None)
+
+    def linear(input: Any, weight: Any, bias: Any) -> Any:
+        """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``."""
+        out = matmul(input, swapaxes(weight, -1, -2))
+        return out if bias is None else out + bias
+
+    def embedding(input: Any, weight: Any) -> Any:
+        """``weight[input]``: rows of ``weight`` [num_embeddings, dim] picked by integer indices."""
+        return take(weight, input, axis=0)
+
+    def attention_weights(query: Any, key: Any, mask: Any, *, causal: bool, scale: float | None) -> Any:
+        """``softmax(q @ k^T * scale + mask)``: a bool mask keeps True, a float mask is added, ``causal``
+        masks ``j > i`` (top-left aligned, like torch); ``scale`` defaults to ``1/sqrt(d)``."""
+        scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+        scores = matmul(query, swapaxes(key, -1, -2)) * scale
+        if mask is not None:
+            scores = where(mask, scores, -math.inf) if mask.dtype == bool_ else scores + mask
+        if causal:
+            lq, lk = scores.shape[-2:]
+            scores = where(triu(ones((lq, lk), dtype=bool_), k=1), -math.inf, scores)
+        return softmax(scores, axis=-1)
+
+    def scaled_dot_product_attention(query: Any, key: Any, value: Any, mask: Any, *, causal: bool, scale: float | None) -> Any:
+        """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see ``attention_weights``)."""
+        return matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value)
+
+    def log_probabilities(input: Any, input_type: str, eps: float) -> Any:
+        """``log p`` over the class axis 1 for input given as ``logits``, ``probs`` or ``log_probs``."""
+        if input_type == "logits":
+            return log_softmax(input, axis=1)
+        if input_type == "probs":
+            return log(maximum(input, eps))
+        if input_type == "log_probs":
+            return input
+        raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
+
+    def cross_entropy(input: Any, target: Any, *, input_type: str, categorical: bool, eps: float) -> Any:
+        """``-sum(target_onehot * log p, axis=1)``: input [N, C, ...]; target class indices [N, ...] when
+        ``categorical``, else probabilities shaped like input. Output [N, ...]."""
+        log_p = log_probabilities(input, input_type, eps)
+        if categorical:
+            return -squeeze(take_along_axis(log_p, expand_dims(target, 1), axis=1), axis=1)
+        return -sum_(target * log_p, axis=1)
+
+    def binary_cross_entropy(input: Any, target: Any, *, input_type: str, eps: float) -> Any:
+        """``-(t log p + (1 - t) log(1 - p))``; ``p = sigmoid(input)`` for ``logits`` (computed stably as
+        ``max(x, 0) - x t + log1p(exp(-|x|))``) or ``input`` for ``probs`` (clamped to ``[eps, 1 - eps]``)."""
+        if input_type == "logits":
+            return maximum(input, 0) - input * target + log1p(exp(-abs_(input)))
+        if input_type == "probs":
+            return -(target * log(maximum(input, eps)) + (1 - target) * log(maximum(1 - input, eps)))
+        raise ArgumentError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
+
+    def squared_error(input: Any, target: Any) -> Any:
+        """``(input - target) ** 2``"""
+        return square(input - target)
+
+    def absolute_error(input: Any, target: Any) -> Any:
+        """``abs(input - target)``"""
+        return abs_(input - target)
+
+    functions = (
+        linear, embedding, attention_weights, scaled_dot_product_attention, cross_entropy,
+        binary_cross_entropy, squared_error, absolute_error,
+    )  # fmt: skip
+    return {f.__name__: f for f in functions} | {"matmul": matmul}
