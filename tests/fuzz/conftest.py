@@ -1,19 +1,24 @@
-"""Fuzz tests: C and GGML libraries built for fuzzed models go to a temporary cache removed at exit (every
-model is new, so a persistent cache would only grow), unless $MITHRIL_C_CACHE is set. ``known_bugs.py``
-is importable from the tests."""
+"""Fuzz tests: C and GGML libraries built for fuzzed models go to a temporary cache removed afterwards
+(every model is new, so a persistent cache would only grow), unless $MITHRIL_C_CACHE is set; only the
+tests in this folder see it. ``known_bugs.py`` is importable from the tests."""
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import sys
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-if not os.environ.get("MITHRIL_C_CACHE"):
-    _cache = tempfile.mkdtemp(prefix="mithril-fuzz-c-")
-    os.environ["MITHRIL_C_CACHE"] = _cache
-    atexit.register(shutil.rmtree, _cache, True)
+
+@pytest.fixture(autouse=True, scope="package")
+def _fuzz_c_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if os.environ.get("MITHRIL_C_CACHE"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MITHRIL_C_CACHE", str(tmp_path_factory.mktemp("mithril-fuzz-c")))
+        yield

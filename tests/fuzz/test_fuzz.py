@@ -52,6 +52,7 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
     checker = IsolatedChecker() if backend in NATIVE else None
     check = checker.check if checker is not None else check_recipe
     seen = {"models": 0, "known": 0}
+    failing: list[Disagreement] = []
 
     @settings(
         max_examples=examples,
@@ -72,11 +73,15 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
         if bug is not None:
             seen["known"] += 1
             return
-        path = write_reproduction(found, tmp_path)
-        raise AssertionError(f"{found.report()}\n\nmodel:\n{recipe.model_source()}\ncompile options: {recipe.compile_kwargs_source()}\nreproduction: {path}")
+        failing.append(found)
+        raise AssertionError(f"{found.report()}\n\nmodel:\n{recipe.model_source()}\ncompile options: {recipe.compile_kwargs_source()}")
 
     try:
         run()
+    except AssertionError as exc:  # the shrunk model (Hypothesis replays it last) as a standalone file
+        if not failing:
+            raise
+        raise AssertionError(f"{exc}\nreproduction: {write_reproduction(failing[-1], tmp_path)}") from exc
     finally:
         if checker is not None:
             checker.close()

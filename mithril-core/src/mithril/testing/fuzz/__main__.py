@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="fuzz-failures", help="directory for reproduction files (default fuzz-failures/; '' to write none)")
     parser.add_argument("--seed", type=int, default=None, help="base seed (default: random)")
     parser.add_argument("--max-ops", type=int, default=40, help="most primitive calls per model (default 40)")
-    parser.add_argument("--all-variants", action=argparse.BooleanOptionalAction, default=None, help="check every pass-disabled variant per model (default: on numpy, torch, mlx)")
+    parser.add_argument("--all-variants", action=argparse.BooleanOptionalAction, default=None, help="check every pass-disabled variant per model (default: on numpy; elsewhere the default compilation plus one drawn variant)")
     parser.add_argument("--time-limit", type=float, default=None, help="stop starting new rounds after this many seconds per backend")
     parser.add_argument("--exclude", default="", help="comma-separated primitives never to generate")
     parser.add_argument("--quiet", action="store_true", help="print only the summary lines")

@@ -34,16 +34,20 @@ from ._passes import VARIANTS
 from ._reduce import reduce_disagreement
 from ._repro import write_reproduction
 
-__all__ = ["CampaignResult", "run_campaign", "default_profile", "variant_strategy", "QUICK_EXAMPLES"]
+__all__ = ["CampaignResult", "run_campaign", "default_profile", "variant_strategy", "QUICK_EXAMPLES", "JIT_CHOICES"]
 
-QUICK_EXAMPLES: dict[str, int] = {"numpy": 300, "jax": 200, "torch": 200, "mlx": 300, "c": 40, "ggml": 40}
-"""Models per backend in the quick profile (``pytest -m fuzz``). C and GGML build a shared library per
-compiled model, so they get fewer."""
+QUICK_EXAMPLES: dict[str, int] = {"numpy": 300, "torch": 200, "mlx": 200, "jax": 50, "c": 60, "ggml": 60}
+"""Models per backend in the quick profile (``pytest -m fuzz``). JAX compiles every primitive call with
+XLA (each new shape anew) and C/GGML build a shared library per compiled model, so they get fewer."""
+
+JIT_CHOICES: dict[str, tuple[bool | None, ...]] = {"jax": (False, False, False, None), "mlx": (False, False, False, None)}
+"""``ml.compile(jit=...)`` per backend: JAX and MLX compile one model in four with their default (jit);
+the others run eagerly, which checks the same implementations at a fraction of the compile time."""
 
 NATIVE_BACKENDS = frozenset({"c", "ggml"})
 """Backends whose models run native code in-process: checked in a child process by default."""
 
-CHEAP_BACKENDS = frozenset({"numpy", "mlx", "torch"})
+CHEAP_BACKENDS = frozenset({"numpy"})
 """Backends on which every compilation variant is checked for every model (elsewhere one drawn variant)."""
 
 
@@ -55,6 +59,7 @@ def default_profile(backend: str, **overrides: Any) -> FuzzProfile:
     instance = make_backend(backend)
     unsupported = frozenset(p for p in GENERATED_PRIMITIVES if not instance.has_implementation(p))
     exclude = unsupported | frozenset(overrides.pop("exclude", frozenset()))
+    overrides.setdefault("jit_choices", JIT_CHOICES.get(backend, (None,)))
     return FuzzProfile(exclude=exclude, **overrides)
 
 
