@@ -121,3 +121,33 @@ def test_mithril_style_gpt_runs_at_any_length_and_matches_the_builder(backend):
     second = np.asarray(backend.to_numpy(ours.evaluate(params, {"input": backend.array(changed)})["output"]))
     np.testing.assert_allclose(first[0, :-1], second[0, :-1], rtol=1e-12)
     assert not np.allclose(first[0, -1], second[0, -1])
+
+
+@pytest.mark.slow
+def test_train_model_trains_with_optax_on_jax():
+    """Mithril's training scripts: TrainModel + evaluate(output_gradients=True) + optax, unchanged."""
+    optax = pytest.importorskip("optax")
+    try:
+        backend = ml.JaxBackend(dtype=ml.float32)
+    except Exception:
+        pytest.skip("JAX backend not installed")
+    from mithril.models import CrossEntropy, TrainModel
+
+    gpt = create_gpt(bias=True, block_size=8, dims=16, num_heads=2, num_layers=1, vocab_size=12)
+    train_model = TrainModel(gpt)
+    logits = train_model.output.transpose((0, 2, 1))  # classes on axis 1, as CrossEntropy takes them
+    train_model.add_loss(CrossEntropy(), input=logits, target="target", reduce_steps=[ml.Mean()])
+    pm = ml.compile(train_model, backend, shapes={"input": [2, 6], "target": [2, 6]})
+    params = pm.randomize_params(seed=0)
+    optimizer = optax.adam(1e-2)
+    state = optimizer.init(params)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 12, size=(2, 7))
+    data = {"input": backend.array(ids[:, :-1]), "target": backend.array(ids[:, 1:])}
+    costs = []
+    for _ in range(30):
+        outputs, grads = pm.evaluate(params, data, output_gradients=True)
+        updates, state = optimizer.update(grads, state)
+        params = optax.apply_updates(params, updates)
+        costs.append(float(outputs["final_cost"]))
+    assert costs[-1] < 0.5 * costs[0]
