@@ -124,12 +124,19 @@ def test_unsupported_dtype_is_refused():
         TorchBackend(dtype=ml.int32)
 
 
-@pytest.mark.parametrize("option", ["parallel_strategy", "use_amp", "compile", "devices"])
+@pytest.mark.parametrize("option", ["colour", "use_ane"])  # use_amp=, compile=: tests/test_manual_options.py
 def test_unknown_options_name_the_accepted_ones(option):
     with pytest.raises(TypeError) as exc:
         TorchBackend(**{option: True})
     message = str(exc.value)
-    assert option in message and "dtype" in message and "device" in message and "seed" in message
+    assert option in message and "dtype" in message and "device" in message and "seed" in message and "use_amp" in message
+
+
+@pytest.mark.parametrize("option", ["parallel_strategy", "devices"])
+def test_parallel_options_point_at_device_mesh(option):
+    with pytest.raises(TypeError) as exc:
+        TorchBackend(**{option: True})
+    assert option in str(exc.value) and "device_mesh" in str(exc.value)
 
 
 def test_cuda_is_refused_clearly_when_missing():

@@ -146,3 +146,13 @@ def requires_models(*names: str) -> Any:
     import mithril.models as mm
 
     return [getattr(mm, n) for n in names] if len(names) != 1 else getattr(mm, names[0])
+
+
+def forget_primitive(name: str) -> None:
+    """Remove a primitive a block registered in-process (``backend.register_op``), so later tests that
+    check every registered primitive has implementations do not see it."""
+    from mithril.plugins import registry
+
+    reg = registry()
+    reg.primitives.pop(name, None)
+    reg.primitive_owner.pop(name, None)

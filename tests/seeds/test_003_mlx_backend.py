@@ -23,6 +23,10 @@ def _classifier():
     return model
 
 
+def _is_mlx(cls):
+    return getattr(cls, "backend_type", "") == "mlx"
+
+
 def _rejects(cls, *names, **options):
     with pytest.raises((TypeError, ValueError)) as exc:
         cls(**options)
@@ -48,11 +52,16 @@ def test_003_mlx_backend_block01_creating_backend(backend_class_or_numpy):
 def test_003_mlx_backend_block02_configuration_options(backend_class_or_numpy):
     mx = pytest.importorskip("mlx.core")
     cls = backend_class_or_numpy("mlx")
-    assert not hasattr(mx, "devices")  # `mx.devices.gpu` does not exist in MLX itself (it is mx.gpu)
-    _rejects(cls, "random_seed", "compute_precision", "use_graph", dtype=ml.float16, device="cpu", random_seed=42,
-             compute_precision="float32", use_graph=True)
-    backend = cls(dtype=ml.float16, seed=42)  # closest: dtype + seed
-    assert backend.dtype == ml.float16 and backend.seed == 42
+    assert not hasattr(mx, "devices")  # `mx.devices.gpu` does not exist in MLX itself (it is mx.gpu): device="cpu"
+    if not _is_mlx(cls):
+        _rejects(cls, "random_seed", "compute_precision", "use_graph", dtype=ml.float16, device="cpu", random_seed=42,
+                 compute_precision="float32", use_graph=True)
+        return
+    backend = cls(dtype=mx.float16, device=mx.cpu, random_seed=42, compute_precision="float32", use_graph=True)
+    assert backend.dtype == ml.float16 and backend.seed == 42 and backend.compute_dtype == ml.float32
+    pm = ml.compile(ml.Linear(dimension=2), backend, shapes={"input": [1, 3]})  # use_graph: mx.compile by default
+    out = pm.evaluate(pm.randomize_params(), {"input": backend.ones(1, 3)})["output"]
+    assert out.dtype == mx.float16  # computed in float32, stored in float16
 
 
 def test_003_mlx_backend_block03_data_types(backend_class_or_numpy):
@@ -71,7 +80,15 @@ def test_003_mlx_backend_block04_selecting_devices(backend_class_or_numpy):
 
 
 def test_003_mlx_backend_block05_memory_management(backend_class_or_numpy):
-    _rejects(backend_class_or_numpy("mlx"), memory_limit="4GB", auto_free_tensors=True)
+    cls = backend_class_or_numpy("mlx")
+    if not _is_mlx(cls):
+        _rejects(cls, memory_limit="4GB", auto_free_tensors=True)
+        return
+    import mlx.core as mx
+
+    backend = cls(memory_limit="4GB", auto_free_tensors=True)  # as written
+    assert mx.set_memory_limit(backend.previous_memory_limit) == 4 * 2**30  # restore the process-wide limit
+    assert mx.set_cache_limit(2**34) == 0  # auto_free_tensors: no buffer cache
 
 
 def test_003_mlx_backend_block06_creating_tensors(backend_or_numpy):
@@ -116,9 +133,11 @@ def test_003_mlx_backend_block09_lazy_evaluation(backend_or_numpy):
 
 
 def test_003_mlx_backend_block10_computational_graphs(backend_class_or_numpy, backend_or_numpy):
-    # use_graph -> ml.compile(jit=True) (mx.compile for MLX); forward+backward is one evaluate call.
-    _rejects(backend_class_or_numpy("mlx"), use_graph=True)
-    backend = backend_or_numpy("mlx")
+    # `@mx.compile` over the seed's undefined model_fn -> ml.compile (mx.compile by default with use_graph=True);
+    # forward+backward is one evaluate call.
+    cls = backend_class_or_numpy("mlx")
+    backend = cls(use_graph=True) if _is_mlx(cls) else backend_or_numpy("mlx")
+    assert not _is_mlx(cls) or backend.jit_by_default
     pm = ml.compile(ml.models.MLP(input_size=4, hidden_sizes=[6], output_size=1), backend, jit=True, shapes={"input": [3, 4]})
     params = pm.randomize_params()
     outputs, grads = pm.evaluate(params, {"input": backend.ones(3, 4)}, output_gradients={"output": backend.ones(3, 1)})
@@ -237,7 +256,15 @@ def test_003_mlx_backend_block19_precision_by_task(backend_class_or_numpy):
     ("block29", {"use_graph": False}), ("block31", {"use_graph": False}),
 ])
 def test_003_mlx_backend_block20_23_29_31_graph_and_precision_options(backend_class_or_numpy, block, options):
-    _rejects(backend_class_or_numpy("mlx"), **options)
+    cls = backend_class_or_numpy("mlx")
+    if not _is_mlx(cls):
+        _rejects(cls, **options)
+        return
+    backend = cls(**options)  # as written
+    if "use_graph" in options:
+        assert backend.jit_by_default is options["use_graph"]
+    else:
+        assert backend.compute_dtype == ml.float32 and cls(compute_precision="float16").compute_dtype == ml.float16
 
 
 def test_003_mlx_backend_block25_memory_info(backend_or_numpy):
@@ -250,10 +277,11 @@ def test_003_mlx_backend_block25_memory_info(backend_or_numpy):
             backend.get_memory_info()
 
 
-def test_003_mlx_backend_block26_verbose(backend_or_numpy):
-    with pytest.raises(TypeError) as exc:
-        ml.compile(ml.Linear(dimension=2), backend_or_numpy("mlx"), verbose=True)
-    assert_option_rejected(exc, "verbose")
+def test_003_mlx_backend_block26_verbose(backend_or_numpy, caplog):
+    model, backend = ml.Linear(dimension=2), backend_or_numpy("mlx")
+    with caplog.at_level("INFO", logger="mithril.compile"):
+        compiled_model = ml.compile(model, backend, verbose=True)  # as written
+    assert "codegen" in caplog.text and "shape output" in caplog.text and compiled_model.output_keys == ["output"]
 
 
 def test_003_mlx_backend_block27_tensor_info(backend_or_numpy):
@@ -282,7 +310,10 @@ def test_003_mlx_backend_block30_float16(backend_class_or_numpy):
 def test_003_mlx_backend_block32_numerical_instability(backend_class_or_numpy):
     mx = pytest.importorskip("mlx.core")
     cls = backend_class_or_numpy("mlx")
-    _rejects(cls, "compute_precision", dtype=mx.float32, compute_precision="float32")
+    if _is_mlx(cls):
+        assert cls(dtype=mx.float32, compute_precision="float32").compute_dtype == ml.float32  # as written
+    else:
+        _rejects(cls, "compute_precision", dtype=mx.float32, compute_precision="float32")
     inputs = np.random.default_rng(0).normal(3.0, 2.0, size=(8, 4))
     normalized = (inputs - inputs.mean(0)) / inputs.std(0)
     assert np.allclose(cls(dtype=mx.float32).to_numpy(cls(dtype=mx.float32).array(normalized)).mean(0), 0, atol=1e-5)

@@ -9,7 +9,7 @@ import importlib
 import mithril as ml
 import numpy as np
 import pytest
-from _seed_helpers import CLASS_NAMES, assert_option_rejected, has_backend, to_np
+from _seed_helpers import construct_or_clear_error, CLASS_NAMES, assert_option_rejected, has_backend, to_np
 from mithril.backends.backend import Backend
 from mithril.errors import BackendNotAvailableError
 
@@ -65,72 +65,101 @@ def test_004_backends_api_block03_backend_selection(backend_or_numpy):
 
 
 def test_004_backends_api_block04_backend_configuration(backend_class_or_numpy):
-    for name, options, closest in [
-        ("jax", {"jit_compile": True, "platform": "gpu", "precision": "float32"}, {"dtype": ml.float32}),
-        ("torch", {"device": "cpu", "use_amp": True, "compile": True}, {"device": "cpu"}),
-        ("mlx", {"seed": 42, "default_dtype": "float16"}, {"seed": 42, "dtype": ml.float16}),
+    # As written; platform="gpu" / device="cuda" need hardware this machine lacks: a clear error naming the
+    # device, and the same options with the CPU run.
+    for name, options in [
+        ("jax", {"jit_compile": True, "platform": "gpu", "precision": "float32"}),
+        ("torch", {"device": "cuda", "use_amp": True, "compile": True}),
+        ("mlx", {"seed": 42, "default_dtype": "float16"}),
     ]:
         cls = backend_class_or_numpy(name)
-        try:
-            backend = cls(**options)
-        except TypeError as exc:
-            assert_option_rejected(pytest.ExceptionInfo.from_exc_info((type(exc), exc, exc.__traceback__)),
-                                   *[k for k in options if k not in ("device", "seed")])
-        else:  # a backend may honour an alias (MLX: default_dtype -> dtype)
-            assert name == "mlx" and backend.dtype == ml.float16
-        cls(**closest)
+        if cls is ml.NumpyBackend:
+            with pytest.raises(TypeError):
+                cls(**options)
+            continue
+        backend = construct_or_clear_error(cls, **options)
+        if isinstance(backend, Exception):
+            assert "gpu" in str(backend) or "cuda" in str(backend).lower()
+            backend = cls(**{**options, **{k: "cpu" for k in ("platform", "device") if k in options}})
+        if name == "jax":
+            assert backend.jit_enabled and backend.dtype == ml.float32
+        elif name == "torch":
+            assert backend.use_amp and backend.jit_by_default
+        else:
+            assert backend.dtype == ml.float16 and backend.seed == 42
 
 
 def test_004_backends_api_block05_backend_specific_features(backend_or_numpy):
-    for name, methods in [("jax", ["set_platform", "enable_x64"]), ("torch", ["set_device", "enable_deterministic"]),
-                          ("mlx", ["set_default_device"])]:
-        backend = backend_or_numpy(name)
-        for method in methods:  # configuration happens at construction (dtype=, device=, seed=)
-            if hasattr(type(backend), method):  # a backend may offer it (torch: set_device, ...)
-                assert callable(getattr(backend, method))
-            else:
-                with pytest.raises(AttributeError, match=method):
-                    getattr(backend, method)
+    jax_backend = backend_or_numpy("jax")
+    if isinstance(jax_backend, ml.NumpyBackend):
+        return
+    construct_or_clear_error(type(jax_backend))
+    try:
+        jax_backend.set_platform("gpu")  # no GPU here: a clear error naming it
+    except ValueError as exc:
+        assert "gpu" in str(exc)
+    jax_backend.enable_x64()
+    assert jax_backend.dtype == ml.float64 and str(jax_backend.array([1.5]).dtype) == "float64"
+    torch_backend = backend_or_numpy("torch")
+    try:
+        torch_backend.set_device("cuda:0")
+    except ValueError as exc:
+        assert "cuda" in str(exc).lower()
+    assert callable(torch_backend.enable_deterministic)
+    mlx_backend = backend_or_numpy("mlx")
+    if hasattr(type(mlx_backend), "set_default_device"):
+        try:
+            mlx_backend.set_default_device("gpu")
+        except ValueError as exc:
+            assert "gpu" in str(exc)
 
 
 def test_004_backends_api_block06_backend_operations(backend_or_numpy):
     backend = backend_or_numpy("jax")
+    # as written
     x = backend.tensor([1, 2, 3], dtype="float32")
     y = backend.tensor([4, 5, 6], dtype="float32")
     z = backend.add(x, y)
     w = backend.matmul(x, y)
-    a, b = backend.relu(z), backend.sigmoid(w)
-    assert float(to_np(backend, w)) == 32.0
-    for name in ["reduce_sum", "reduce_mean"]:  # not our API: sum / mean
-        with pytest.raises(AttributeError, match=name):
-            getattr(backend, name)
-    assert float(to_np(backend, backend.sum(a))) == 21.0
-    assert abs(float(to_np(backend, backend.mean(b))) - 1.0) < 1e-6
+    a = backend.relu(z)
+    b = backend.sigmoid(w)
+    c = backend.reduce_sum(a)
+    d = backend.reduce_mean(b)
+    assert float(to_np(backend, w)) == 32.0 and float(to_np(backend, c)) == 21.0
+    assert abs(float(to_np(backend, d)) - 1.0) < 1e-6
 
 
 def test_004_backends_api_block07_backend_utilities(backend_or_numpy):
     backend = backend_or_numpy("jax")
-    tensor = backend.from_numpy(np.arange(6.0).reshape(2, 3))
-    np.testing.assert_array_equal(backend.to_numpy(tensor), np.arange(6.0).reshape(2, 3))
-    assert tuple(backend.shape_of(tensor)) == (2, 3) and backend.dtype_of(tensor) in (ml.float32, ml.float64)
-    if not hasattr(type(backend), "random_normal"):
-        with pytest.raises(AttributeError):
-            backend.random_normal(shape=(3, 4), mean=0.0, stddev=1.0)
+    tensor = backend.ones(2, 3)
+    # as written, except backend.dtype(tensor): backend.dtype is the backend's dtype attribute -> dtype_of
+    np_array = backend.to_numpy(tensor)
+    tensor = backend.from_numpy(np_array)
+    shape = backend.shape(tensor)
+    dtype = backend.dtype_of(tensor)
+    random_tensor = backend.random_normal(shape=(3, 4), mean=0.0, stddev=1.0)
     backend.set_seed(42)
-    first = backend.to_numpy(backend.randn(3, 4))
+    assert [int(v) for v in np.asarray(to_np(backend, shape))] == [2, 3] and dtype == ml.float32
+    assert tuple(random_tensor.shape) == (3, 4)
+    first = backend.to_numpy(backend.random_normal(shape=(3, 4), mean=1.0, stddev=2.0))
     backend.set_seed(42)
-    np.testing.assert_array_equal(backend.to_numpy(backend.randn(3, 4)), first)
+    np.testing.assert_array_equal(backend.to_numpy(backend.random_normal(shape=(3, 4), mean=1.0, stddev=2.0)), first)
 
 
 def test_004_backends_api_block08_automatic_differentiation(backend_or_numpy):
-    # backend.grad(f) is not our API: differentiate a compiled model with output_gradients=True.
     backend = backend_or_numpy("jax")
-    model = ml.Model()
-    model |= ml.Square()(input=ml.IOKey("x", shape=[3]))
-    model += ml.Sum()(output=ml.IOKey("output"))
-    pm = ml.compile(model, backend, trainable_keys={"x"})
-    _, grads = pm.evaluate({"x": backend.tensor([1.0, 2.0, 3.0])}, output_gradients=True)
-    np.testing.assert_allclose(backend.to_numpy(grads["x"]), [2.0, 4.0, 6.0])
+    if not backend.supports_autograd:  # NumPy fallback: no autograd, a clear error
+        with pytest.raises(ml.errors.UnsupportedPrimitiveError, match="autograd"):
+            backend.grad(lambda x: x)
+        return
+
+    def f(x):  # as written
+        return backend.reduce_sum(backend.power(x, 2))
+
+    x = backend.tensor([1.0, 2.0, 3.0])
+    grad_f = backend.grad(f)
+    grad_x = grad_f(x)
+    np.testing.assert_allclose(backend.to_numpy(grad_x), [2.0, 4.0, 6.0])
 
 
 def test_004_backends_api_block09_parallelization(backend_or_numpy):
