@@ -475,3 +475,29 @@ def test_long_parameter_names_load_with_dots_or_underscores(tmp_path):
     assert sorted(loaded) == sorted(params)
     for key in params:
         np.testing.assert_array_equal(loaded[key], params[key])
+
+
+def test_iokey_shape_is_symbolic_until_the_key_is_in_a_model():
+    def self_attention(d_model: int, n_head: int) -> Model:  # as Mithril's CLIP example writes it
+        block = Model()
+        queries = IOKey("queries")
+        B, L = queries.shape[0], queries.shape[1]
+        block |= Linear(d_model * 3, name="in_proj").connect(queries, output="in_proj")
+        qkv = block.in_proj.reshape((B, L, 3, -1))
+        heads = [qkv[:, :, i, :].reshape((B, L, n_head, d_model // n_head)).transpose((0, 2, 1, 3)) for i in range(3)]
+        block |= ScaledDotProduct(is_causal=False).connect(*heads, output="attention")
+        block |= Buffer().connect(block.attention.transpose((0, 2, 1, 3)).reshape((B, L, d_model)), output=IOKey("output"))
+        return block
+
+    assert IOKey("x").shape == None and not IOKey("x").shape and IOKey("x", shape=[2]).shape == [2]  # noqa: E711
+    model = Model()
+    model |= self_attention(8, 2).connect(queries="x", output=IOKey("y"))
+    pm = ml.compile(model, ml.NumpyBackend(dtype=ml.float64), shapes={"x": [None, None, 8]})
+    params = pm.randomize_params(seed=0)
+    w, b = params["weight"], params["bias"]
+    for batch, length in ((1, 3), (2, 5)):
+        x = RNG.normal(size=(batch, length, 8))
+        qkv = (x @ w.T + b).reshape(batch, length, 3, 8)
+        q, k, v = (qkv[:, :, i].reshape(batch, length, 2, 4).transpose(0, 2, 1, 3) for i in range(3))
+        expected = _attention(q, k, v, causal=False).transpose(0, 2, 1, 3).reshape(batch, length, 8)
+        np.testing.assert_allclose(pm.evaluate(params, {"x": x})["y"], expected, rtol=1e-10)

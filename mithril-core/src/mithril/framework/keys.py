@@ -239,8 +239,8 @@ class IOKey(Operators):
         from .tensor_types import tensor_kind
 
         object.__setattr__(self, "type", tensor_kind(self.type))  # ml.Tensor[float] -> "float"
-        if self.shape is not None:
-            object.__setattr__(self, "shape", validation.shape_template(where, "shape", self.shape))
+        if self.template is not None:
+            object.__setattr__(self, "shape", validation.shape_template(where, "shape", self.template))
         if self.type is not None:
             from .model import parse_kind
 
@@ -253,6 +253,35 @@ class IOKey(Operators):
         validation.boolean(where, "buffer", self.buffer)
         if self.buffer and self.differentiable:
             raise ArgumentError(f"{where}: a buffer is never differentiated; drop differentiable=True or buffer=True")
+
+    @property
+    def template(self) -> list[Any] | None:
+        """The shape template given as ``shape=`` (``None`` when none was given)."""
+        return self.__dict__.get("_shape_template")
+
+
+class _ShapeField:
+    """``IOKey.shape``: the template given as ``shape=``; without one, the key's symbolic shape as Mithril's
+    published API uses it (``B = IOKey("queries").shape[0]``, resolved once the key is in a model). It then
+    compares equal to ``None`` and is falsy, like the absent template it stands for."""
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return None  # the dataclass field's default
+        template = obj.__dict__.get("_shape_template")
+        if template is not None:
+            return template
+        from .symbolic import KeyShape
+
+        return KeyShape(obj)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        from .symbolic import KeyShape
+
+        obj.__dict__["_shape_template"] = None if isinstance(value, KeyShape) else value
+
+
+IOKey.shape = _ShapeField()  # type: ignore[assignment,misc] - after @dataclass, which reads the default None
 
 
 class Connection(Operators):

@@ -354,8 +354,8 @@ class Model(Displayable):
             self._cout = value
 
     def apply_iokey(self, value: Value, key: IOKey, where: str) -> None:
-        if key.shape is not None:
-            self._unify_template(value, key.shape, {}, where)
+        if key.template is not None:
+            self._unify_template(value, key.template, {}, where)
         if key.type is not None:
             self._set_kind(value, parse_kind(key.type), where)
         if key.value is not TBD:

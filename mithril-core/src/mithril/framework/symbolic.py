@@ -24,7 +24,39 @@ from typing import Any
 from ..errors import ArgumentError, ShapeError
 from .keys import Connection
 
-__all__ = ["ShapeRef", "DimRef", "resolve_reshape", "reshape_target", "static_shape", "has_dim_refs"]
+__all__ = ["ShapeRef", "KeyShape", "DimRef", "resolve_reshape", "reshape_target", "static_shape", "has_dim_refs"]
+
+
+class KeyShape:
+    """``IOKey("x").shape`` of a key given no template: indexing gives :class:`DimRef` values resolved when the
+    reshape using them is built (``x`` must be a key of that model by then). Stands for "no template"
+    elsewhere: equal to ``None`` and falsy."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, slice):
+            if item.stop is None or any(v is not None and v < 0 for v in (item.start, item.stop)):
+                raise ShapeError(f"IOKey({self.key.name!r}).shape[{item.start}:{item.stop}]: the rank is not known; use explicit indices (shp[:3])")
+            return tuple(DimRef(self.key, i) for i in range(*item.indices(item.stop)))
+        if not isinstance(item, int):
+            raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")
+        return DimRef(self.key, item)
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, KeyShape)
+
+    def __hash__(self) -> int:
+        return hash(None)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "None"
 
 
 def _dims(conn: Connection) -> list[Any]:
@@ -39,15 +71,30 @@ def _rank(conn: Connection) -> int | None:
 
 
 class DimRef:
-    """Dim ``index`` of connection ``source``'s shape (``shp[0]``); ``value`` is its int when known."""
+    """Dim ``index`` of ``source``'s shape (``shp[0]``): a connection, or an ``IOKey`` resolved by its name in
+    the model where it is used; ``value`` is its int when known."""
 
     __slots__ = ("source", "index")
 
-    def __init__(self, source: Connection, index: int) -> None:
+    def __init__(self, source: Any, index: int) -> None:
         self.source, self.index = source, index
+
+    def bound(self, model: Any) -> DimRef:
+        """This dim with an ``IOKey`` source replaced by the connection to that key of ``model`` (or of the
+        nearest model containing it that has the key)."""
+        if isinstance(self.source, Connection):
+            return self
+        name, start = self.source.name, model
+        while model is not None and (name is None or name not in model._interface()):
+            model = model._parent  # the key is one of the model the expression is built in, or of a parent
+        if model is None:
+            raise ShapeError(f"{self!r}: neither {start._path()} nor a model containing it has a key {name!r} to read the shape of; connect the IOKey first")
+        return DimRef(Connection(model, name), self.index)
 
     @property
     def value(self) -> int | None:
+        if not isinstance(self.source, Connection):
+            return None
         prefix, var, suffix = self.source.value.shape.parts()
         i = self.index
         if i >= 0:
@@ -60,7 +107,8 @@ class DimRef:
             return None
 
     def __repr__(self) -> str:
-        return f"{self.source.key}.shape[{self.index}]"
+        name = self.source.key if isinstance(self.source, Connection) else self.source.name
+        return f"{name}.shape[{self.index}]"
 
 
 class ShapeRef:
@@ -158,6 +206,7 @@ def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
     if not isinstance(x, Connection):
         raise ArgumentError(f"reshape with symbolic dims {list(target)!r} needs a connection of a model, got {x!r}")
     root = _owner(x)
+    target = [entry.bound(x.model) if isinstance(entry, DimRef) else entry for entry in target]
     resolved, aligned = reshape_target(target)
     where = f"{root._path()}.reshape{tuple(map(repr, target))}"
     with root._transaction():
