@@ -6,7 +6,7 @@ from __future__ import annotations
 import mithril as ml
 import numpy as np
 import pytest
-from _seed_helpers import forget_primitive, assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
+from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, forget_primitive, to_np
 from mithril.models import Linear, Model
 from mithril.testing.devices import run_with_jax_devices
 

@@ -9,7 +9,7 @@ import importlib
 import mithril as ml
 import numpy as np
 import pytest
-from _seed_helpers import construct_or_clear_error, CLASS_NAMES, assert_option_rejected, has_backend, to_np
+from _seed_helpers import CLASS_NAMES, construct_or_clear_error, has_backend, to_np
 from mithril.backends.backend import Backend
 from mithril.errors import BackendNotAvailableError
 

@@ -96,7 +96,7 @@ class TorchBackend(Backend):
         device_mesh: Sequence[int] | None = None,
         use_amp: bool = False,
         amp_dtype: Dtype | str | None = None,
-        compile: bool = False,  # noqa: A002 - the manual's name (torch.compile)
+        compile: bool = False,
         **options: Any,
     ) -> None:
         if "parallel_strategy" in options or "devices" in options:

@@ -314,6 +314,7 @@ class Backend(ABC):
 
     def _forget_implementation(self, primitive: str) -> None:
         """Drop any cached wrapper of ``primitive`` (backends that cache implementations override this)."""
+        del primitive  # nothing cached here
 
     # -- autograd helpers ------------------------------------------------------------------------
     def grad(self, fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
