@@ -9,9 +9,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mithril.errors import AttributeError_
+from mithril.backends.plugin import lazy_exports
 
 if TYPE_CHECKING:
     from .backend import JaxBackend
@@ -19,9 +19,4 @@ if TYPE_CHECKING:
 __all__ = ["JaxBackend"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "JaxBackend":
-        from .backend import JaxBackend
-
-        return JaxBackend
-    raise AttributeError_(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"JaxBackend": "mithril_backend_jax.backend:JaxBackend"})

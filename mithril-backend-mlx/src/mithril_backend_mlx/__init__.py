@@ -9,9 +9,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mithril.errors import AttributeError_
+from mithril.backends.plugin import lazy_exports
 
 if TYPE_CHECKING:
     from .backend import MlxBackend
@@ -19,9 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["MlxBackend", "MLXBackend"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("MlxBackend", "MLXBackend"):
-        from .backend import MlxBackend
-
-        return MlxBackend
-    raise AttributeError_(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {"MlxBackend": "mithril_backend_mlx.backend:MlxBackend", "MLXBackend": "mithril_backend_mlx.backend:MlxBackend"},
+)

@@ -11,20 +11,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from mithril.plugins import hookimpl
+from mithril.backends.plugin import backend_plugin
 
 __all__ = ["mithril_register_backends", "mithril_register_impls"]
 
-
-@hookimpl
-def mithril_register_backends(register: Callable[..., None]) -> None:
-    """Register :class:`~mithril_backend_mlx.backend.MlxBackend` as ``mlx`` (aliases ``MlxBackend``, ``MLXBackend``)."""
-    register("mlx", "mithril_backend_mlx.backend:MlxBackend", aliases=("MlxBackend", "MLXBackend"))
-
-
-@hookimpl
-def mithril_register_impls(register: Callable[..., None]) -> None:
-    """Register the op table (one function per primitive) for the ``mlx`` backend."""
-    register("mlx", "mithril_backend_mlx.ops:TABLE")
+mithril_register_backends, mithril_register_impls = backend_plugin(
+    "mlx",
+    backend="mithril_backend_mlx.backend:MlxBackend",
+    ops="mithril_backend_mlx.ops:TABLE",
+    aliases=("MlxBackend", "MLXBackend"),
+)

@@ -9,9 +9,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mithril.errors import AttributeError_
+from mithril.backends.plugin import lazy_exports
 
 if TYPE_CHECKING:
     from .backend import NumpyBackend
@@ -19,9 +19,4 @@ if TYPE_CHECKING:
 __all__ = ["NumpyBackend"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "NumpyBackend":
-        from .backend import NumpyBackend
-
-        return NumpyBackend
-    raise AttributeError_(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"NumpyBackend": "mithril_backend_numpy.backend:NumpyBackend"})

@@ -11,20 +11,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from mithril.plugins import hookimpl
+from mithril.backends.plugin import backend_plugin
 
 __all__ = ["mithril_register_backends", "mithril_register_impls"]
 
-
-@hookimpl
-def mithril_register_backends(register: Callable[..., None]) -> None:
-    """Register :class:`~mithril_backend_numpy.backend.NumpyBackend` as ``numpy``."""
-    register("numpy", "mithril_backend_numpy.backend:NumpyBackend", aliases=("NumpyBackend",))
-
-
-@hookimpl
-def mithril_register_impls(register: Callable[..., None]) -> None:
-    """Register the op table (one function per primitive) for the ``numpy`` backend."""
-    register("numpy", "mithril_backend_numpy.ops:TABLE")
+mithril_register_backends, mithril_register_impls = backend_plugin(
+    "numpy",
+    backend="mithril_backend_numpy.backend:NumpyBackend",
+    ops="mithril_backend_numpy.ops:TABLE",
+    aliases=("NumpyBackend",),
+)
