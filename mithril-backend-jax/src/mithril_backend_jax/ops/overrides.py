@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from mithril.backends.array_api.nn import dropout_mask_drawing
 from mithril.primitives import uses_backend
 
 from . import _windows
@@ -107,19 +108,6 @@ def avg_pool2d(
 
 
 @uses_backend
-def dropout_mask(backend: Any, input: Array, *, p: float, training: bool) -> Array:
-    """Keep-mask scaled by ``1/(1-p)`` (zeros where dropped) shaped like ``input``; ones when not training."""
-    dtype = backend.native_dtype("float")
-    shape = jnp.shape(input)
-    if not training or p == 0:
-        return jnp.ones(shape, dtype=dtype)
-    if p >= 1:
-        return jnp.zeros(shape, dtype=dtype)
-    keep = jax.random.uniform(backend.next_key(), shape, dtype=jnp.float32) >= p
-    return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
-
-
-@uses_backend
 def randn(backend: Any, *, shape: Any) -> Array:
     """Standard normal samples of ``shape`` in the backend float dtype."""
     return jax.random.normal(backend.next_key(), tuple(shape), dtype=backend.native_dtype("float"))
@@ -136,6 +124,7 @@ TABLE: dict[str, Callable[..., Any]] = {
     "relu": relu, "linear": linear, "divide": divide, "index": index, "avg_pool2d": avg_pool2d,
     "conv1d": _windows.conv_forward, "conv2d": _windows.conv_forward, "max_pool2d": _windows.max_pool,
     "softmax": jax.nn.softmax, "log_softmax": jax.nn.log_softmax,
-    "dropout_mask": dropout_mask, "randn": randn, "randint": randint,
+    "dropout_mask": dropout_mask_drawing(jnp, lambda b, shape: jax.random.uniform(b.next_key(), shape, jnp.float32)),
+    "randn": randn, "randint": randint,
 }  # fmt: skip
 """JAX's overrides of the shared op table."""

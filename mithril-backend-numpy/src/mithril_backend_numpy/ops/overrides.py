@@ -13,9 +13,11 @@ import math
 from typing import Any
 
 import numpy as np
+from mithril.backends.array_api.nn import dropout_mask_drawing
 from mithril.primitives import uses_backend
 
 __all__ = ["erf", "cast", "linear", "dropout_mask", "randn", "randint"]
+
 
 Array = np.ndarray
 
@@ -92,19 +94,6 @@ def linear(input: Array, weight: Array, bias: Array | None) -> Array:
 
 
 @uses_backend
-def dropout_mask(backend: Any, input: Array, *, p: float, training: bool) -> Array:
-    """Keep-mask scaled by ``1/(1-p)`` (zeros where dropped) shaped like ``input``; ones when not training."""
-    dtype = backend.native_dtype("float")
-    shape = np.shape(input)
-    if not training or p == 0:
-        return np.ones(shape, dtype=dtype)
-    if p >= 1:
-        return np.zeros(shape, dtype=dtype)
-    keep = backend.rng.random(shape, dtype=np.float32) >= p
-    return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
-
-
-@uses_backend
 def randn(backend: Any, *, shape: Any) -> Array:
     """Standard normal samples of ``shape`` in the backend float dtype."""
     dtype = backend.native_dtype("float")
@@ -116,3 +105,6 @@ def randn(backend: Any, *, shape: Any) -> Array:
 def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
     """Integers uniform in ``[low, high)`` of ``shape`` (int64)."""
     return backend.rng.integers(low, high, tuple(shape), dtype=np.int64)
+
+
+dropout_mask = dropout_mask_drawing(np, lambda backend, shape: backend.rng.random(shape, dtype=np.float32))

@@ -53,7 +53,7 @@ def _derive(name: str, forward: Impl) -> Impl:
         if len(inputs) != len(expected):
             raise ArgumentError(
                 f"{name}: expected inputs (output_grad, {', '.join(expected)}), given {1 + len(inputs)}; "
-                f"missing {', '.join(repr(k) for k in expected[len(inputs):]) or 'none'}"
+                f"missing {', '.join(repr(k) for k in expected[len(inputs) :]) or 'none'}"
             )
         given = dict(zip(expected, inputs))
 

@@ -12,12 +12,41 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ...errors import ArgumentError
+from ...primitives import uses_backend
 from ._binding import Binding, Impl
 
-__all__ = ["build"]
+__all__ = ["build", "dropout_mask_drawing"]
+
+
+def dropout_mask_drawing(xp: Any, uniform: Callable[[Any, tuple[int, ...]], Any]) -> Impl:
+    """The ``dropout_mask`` primitive on namespace ``xp`` for a backend whose float32 uniforms in ``[0, 1)``
+    are ``uniform(backend, shape)`` (its own generator or key).
+
+    >>> import numpy as np
+    >>> from mithril_backend_numpy import NumpyBackend
+    >>> mask = dropout_mask_drawing(np, lambda b, s: b.rng.random(s, dtype=np.float32))
+    >>> sorted(set(mask(NumpyBackend(seed=0), np.ones(1000), p=0.5, training=True).tolist()))
+    [0.0, 2.0]
+    """
+    ones, zeros, shape_of = xp.ones, xp.zeros, xp.shape
+
+    @uses_backend
+    def dropout_mask(backend: Any, input: Any, *, p: float, training: bool) -> Any:
+        """Keep-mask scaled by ``1/(1-p)`` (zeros where dropped) shaped like ``input``; ones when not training."""
+        dtype = backend.native_dtype("float")
+        shape = shape_of(input)
+        if not training or p == 0:
+            return ones(shape, dtype=dtype)
+        if p >= 1:
+            return zeros(shape, dtype=dtype)
+        keep = uniform(backend, shape) >= p
+        return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
+
+    return dropout_mask
 
 
 def build(b: Binding) -> dict[str, Impl]:
@@ -50,7 +79,9 @@ def build(b: Binding) -> dict[str, Impl]:
             scores = where(triu(ones((lq, lk), dtype=bool_), k=1), -math.inf, scores)
         return softmax(scores, axis=-1)
 
-    def scaled_dot_product_attention(query: Any, key: Any, value: Any, mask: Any, *, causal: bool, scale: float | None) -> Any:
+    def scaled_dot_product_attention(
+        query: Any, key: Any, value: Any, mask: Any, *, causal: bool, scale: float | None
+    ) -> Any:
         """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see ``attention_weights``)."""
         return matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value)
 

@@ -23,12 +23,9 @@ __all__ = ["build"]
 def build(b: Binding) -> dict[str, Impl]:
     """The shape and creation implementations bound to ``b.xp``."""
     xp, seq, axes = b.xp, b.sequence, b.axes
-    reshape_, transpose_, squeeze_, expand_dims, broadcast_to_ = (
-        xp.reshape, xp.transpose, xp.squeeze, xp.expand_dims, xp.broadcast_to
-    )
-    concatenate, split_, pad_, take_along_axis, arange_, array = (
-        xp.concatenate, xp.split, xp.pad, xp.take_along_axis, xp.arange, xp.array
-    )
+    reshape_, transpose_, squeeze_, expand_dims = xp.reshape, xp.transpose, xp.squeeze, xp.expand_dims
+    broadcast_to_, concatenate, split_, pad_ = xp.broadcast_to, xp.concatenate, xp.split, xp.pad
+    take_along_axis, arange_, array = xp.take_along_axis, xp.arange, xp.array
     ones_, zeros_, full_, sum_ = xp.ones, xp.zeros, xp.full, xp.sum
 
     def reshape(input: Any, *, shape: Sequence[int | None]) -> Any:
