@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from .errors import ArgumentError, BackendNotAvailableError
+
 __all__ = ["main"]
 
 
@@ -90,9 +92,12 @@ def _export_model(args: argparse.Namespace) -> int:
     try:
         from mithril_models import export_program
     except ImportError:
-        raise ImportError("mithril export-model needs mithril-models: pip install mithril-models") from None
-    with open(args.config, encoding="utf-8") as handle:
-        config = json.load(handle)
+        raise BackendNotAvailableError('mithril export-model needs mithril-models: pip install "mithril-core[models]"') from None
+    try:
+        with open(args.config, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ArgumentError(f"mithril export-model --config {args.config}: expected a readable JSON file ({exc})") from None
     options = {"cache_len": args.cache_len, "image_size": args.image_size, "overwrite": args.overwrite}
     result = export_program(config, args.weights, args.out, **options)
     print(f"wrote {result.directory}: {', '.join(result.files)}")
