@@ -48,7 +48,12 @@ def test_generated_source_is_written_and_readable(backend, tmp_path):
 
 
 def test_unknown_compile_option_names_accepted_ones(backend):
-    with pytest.raises(TypeError, match=r"parallelism.*accepted: shapes, data_keys"):
+    with pytest.raises(TypeError, match=r"pipelining.*accepted: shapes, data_keys"):
+        ml.compile(mlp_model(), backend, pipelining="data")
+
+
+def test_parallelism_needs_a_backend_with_a_device_mesh(backend):
+    with pytest.raises(TypeError, match=r"parallelism='data'.*device mesh.*JaxBackend\(device_mesh=\(2,\)\)"):
         ml.compile(mlp_model(), backend, parallelism="data")
 
 
