@@ -55,12 +55,10 @@ class CProgram:
 
     def load(self, filename: str = "<mithril-c>") -> dict[str, Callable[..., Any]]:
         """Build (or fetch) the library and bind every entry point; ``filename`` names the model in the
-        progress shown during a long compile (``<mithril:GPT>`` -> ``CBackend: compiling GPT, 46 kernels for
-        1369 calls (7 of 7 parts to compile, then link)``)."""
+        progress shown during a long compile (``<mithril:GPT>`` -> ``CBackend: compiling GPT (7 parts + runtime)``,
+        then the steps done and the elapsed time)."""
         name = filename[len("<mithril:") : -1] if filename.startswith("<mithril:") else filename.strip("<>")
-        calls = sum(kernel.calls for kernel in self.code.kernels.values())
-        what = f"CBackend: compiling {name}, {len(self.code.kernels)} kernels for {calls} calls"
-        lib = toolchain.load_library(self.build(what))
+        lib = toolchain.load_library(self.build(f"CBackend: compiling {name}"))
         return {fn.name: _bind(lib, fn, self.backend) for fn in self.functions}
 
     def export(

@@ -39,7 +39,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from importlib import resources
@@ -441,13 +441,14 @@ def _key(*parts: str) -> str:
     return digest.hexdigest()[:32]
 
 
-def _runtime_object() -> Path:
+def _runtime_entry() -> tuple[Path, Callable[[Path], None]]:
+    """The runtime object's cache path (its name hashes the runtime, compiler, flags, BLAS defines and
+    CPU) and the function that builds it into a temporary path."""
     cc, cflags, blas = compiler(), list(flags()), blas_info()
     header, body = runtime_source()
     defines = [*blas["cflags"], *blas["defines"]]
     key = _key(header, body, cc, _compiler_version(cc), *cflags, *defines, _cpu_model())
     directory = cache_dir()
-    target = directory / f"runtime-{key}.o"
 
     def build(tmp: Path) -> None:
         src_dir = directory / f"runtime-{key}"
@@ -456,6 +457,11 @@ def _runtime_object() -> Path:
         (src_dir / "runtime.c").write_text(body)
         _run([cc, *cflags, *defines, "-c", str(src_dir / "runtime.c"), "-o", str(tmp)], src_dir / "runtime.c")
 
+    return directory / f"runtime-{key}.o", build
+
+
+def _runtime_object() -> Path:
+    target, build = _runtime_entry()
     return _atomic_build(target, build)
 
 
@@ -528,8 +534,9 @@ def build_units(
     like every entry), the missing ones in parallel (:func:`jobs` at a time, longest first), then linked
     with the runtime into ``model-<key>.so``. A library in the cache is returned without looking at its
     parts; a damaged part is rebuilt; models sharing a unit (the same kernels at another depth) share its
-    object. The compile runs as a :func:`mithril.progress.task` named ``description`` (shown on a terminal
-    after 2 s: what is compiling, parts done, elapsed time; ``verbose``: ``True`` shows it at once, ``False``
+    object. The compile runs as a :func:`mithril.progress.task` named ``description`` and the number of
+    parts to compile (shown on a terminal after 2 s with the steps done, the link being the last, and the
+    elapsed time; ``verbose``: ``True`` shows it at once, ``False``
     never, ``None`` follows the terminal and ``$MITHRIL_PROGRESS``).
 
     >>> from mithril_backend_c.codegen import TranslationUnit
@@ -539,7 +546,7 @@ def build_units(
     from mithril.progress import task
 
     cc, cflags, blas = compiler(), list(flags()), blas_info()
-    runtime = _runtime_object()
+    runtime, build_runtime = _runtime_entry()
     header, _ = runtime_source()
     common = (header, cc, _compiler_version(cc), *cflags, _cpu_model())
     keys = [_key(unit.text, "optimize" if unit.optimize else "-O0", *common) for unit in units]
@@ -568,12 +575,16 @@ def build_units(
         cmd = [cc, *cflags, "-shared", *map(str, objects), str(runtime), "-o", str(tmp), *blas["libs"], "-lm"]
         _run(cmd, objects[0] if objects else runtime, "the link of")
 
-    label = f"{description} ({len(todo)} of {len(units)} parts to compile, then link)"
-    with task(label, total=len(todo) + 1, unit="steps", verbose=verbose) as advance:
-        if todo:
-            pool = ThreadPoolExecutor(max_workers=min(jobs(), len(todo)), thread_name_prefix="mithril-cc")
+    # the runtime object (the longest job, shared by every model) compiles alongside the parts
+    work: list[Callable[[], Any]] = [] if verify_entry(runtime) else [lambda: _atomic_build(runtime, build_runtime)]
+    work += [functools.partial(compile_unit, unit, obj) for unit, obj in todo]
+    runtime_note = " + runtime" if len(work) > len(todo) else ""
+    label = f"{description} ({len(todo)} parts{runtime_note})"  # short: a terminal line also shows steps and time
+    with task(label, total=len(work) + 1, verbose=verbose) as advance:
+        if work:
+            pool = ThreadPoolExecutor(max_workers=min(jobs(), len(work)), thread_name_prefix="mithril-cc")
             try:
-                for future in as_completed([pool.submit(compile_unit, unit, obj) for unit, obj in todo]):
+                for future in as_completed([pool.submit(job) for job in work]):
                     future.result()  # the first failure raises (the rest are cancelled below)
                     advance(1)
             finally:
