@@ -35,6 +35,12 @@ class Binding:
         self.sequence = sequence
         self.floats = floats if floats is not None else tuple(getattr(xp, n) for n in _FLOAT_NAMES if hasattr(xp, n))
 
+        def axes(axis: Any) -> Any:
+            """An axis argument in the framework's form: a sequence becomes ``sequence``, else as is."""
+            return sequence(axis) if isinstance(axis, (list, tuple)) else axis
+
+        self.axes = axes  # a plain function (no bound-method call on every reduction)
+
     def pick(self, name: str, default: Any) -> Any:
         """The backend's override of ``name``, else ``default`` (a framework function or ``None``)."""
         return self.overrides.get(name, default)
@@ -42,7 +48,3 @@ class Binding:
     def is_float(self, value: Any) -> bool:
         """Whether ``value`` is an array of a float dtype (Python scalars are not)."""
         return getattr(value, "dtype", None) in self.floats
-
-    def axes(self, axis: Any) -> Any:
-        """An axis argument in the framework's form: a sequence becomes :attr:`sequence`, else as is."""
-        return self.sequence(axis) if isinstance(axis, (list, tuple)) else axis
