@@ -282,7 +282,7 @@ def compile_time() -> None:
             "one unit": functools.partial(one_unit.evaluate, params, data, output_gradients=cot),
         },
         number=1,
-        rounds=5,
+        rounds=9,
         clock=time.process_time,
     )
     print(
