@@ -4,6 +4,7 @@ compiler. Every test uses its own cache directory, so compiler runs can be count
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from typing import Any
@@ -165,3 +166,25 @@ def test_progress_names_what_is_compiling(cache, capsys) -> None:
     assert re.search(r"\b[1-9]/9\b", err) and re.search(r"\[(\d+ s|\d\d:\d\d)", err)  # steps done, elapsed time
     pm.program.build("CBackend: compiling stack", verbose=False)  # cached and silenced: nothing shown
     assert capsys.readouterr().err == ""
+
+
+def test_probes_are_remembered_and_a_damaged_record_is_probed_again(cache) -> None:
+    """The flag and BLAS probes (test programs compiled and run) are remembered in the cache; a record
+    that holds anything but a possible answer is probed again and rewritten."""
+    expected_flags, expected_blas = toolchain.flags(), toolchain.blas_info()
+    try:
+        toolchain.flags.cache_clear()
+        toolchain.blas_info.cache_clear()
+        assert toolchain.flags() == expected_flags and toolchain.blas_info() == expected_blas  # probed
+        records = {p.name.split("-")[1]: p for p in cache.glob("probe-*.json")}
+        assert set(records) == {"flags", "blas"}
+        records["flags"].write_text('["-O0", "-fsanitize=address"]')  # not a possible answer
+        records["blas"].write_text("{not json")
+        toolchain.flags.cache_clear()
+        toolchain.blas_info.cache_clear()
+        assert toolchain.flags() == expected_flags and toolchain.blas_info() == expected_blas
+        assert json.loads(records["flags"].read_text()) == list(expected_flags)
+        assert json.loads(records["blas"].read_text()) == expected_blas
+    finally:
+        toolchain.flags.cache_clear()
+        toolchain.blas_info.cache_clear()

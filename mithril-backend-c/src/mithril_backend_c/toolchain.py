@@ -137,13 +137,16 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _remembered(kind: str, key: Sequence[str], probe: Any) -> Any:
+def _remembered(kind: str, key: Sequence[str], probe: Callable[[], Any], answers: Sequence[Any]) -> Any:
     """``probe()``'s JSON result, kept in the cache as ``probe-<kind>-<hash of key>.json`` so that later
-    processes skip the probe (compiling and running test programs takes about half a second); deleting
-    the file or the cache probes again."""
+    processes skip the probe (compiling and running test programs takes about half a second). A file
+    holding anything but one of the possible ``answers`` (damaged, edited) is probed again and rewritten;
+    deleting the file or the cache probes again."""
     path = cache_dir() / f"probe-{kind}-{_key(*key)}.json"
     try:
-        return json.loads(path.read_text())
+        remembered = json.loads(path.read_text())
+        if remembered in answers:
+            return remembered
     except (OSError, ValueError):
         pass
     result = probe()
@@ -169,14 +172,18 @@ def flags() -> tuple[str, ...]:
     """
     cc = compiler()
 
-    def probe() -> list[str]:
-        base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
-        for extra in (["-march=native"], ["-fopenmp"]):
-            if _try_compile(cc, "int main(void){return 0;}", [*base, *extra], []):
-                base += extra
-        return base
+    base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
+    extras = (["-march=native"], ["-fopenmp"])
 
-    return tuple(_remembered("flags", [cc, _compiler_version(cc), _cpu_model()], probe))
+    def probe() -> list[str]:
+        chosen = list(base)
+        for extra in extras:
+            if _try_compile(cc, "int main(void){return 0;}", [*chosen, *extra], []):
+                chosen += extra
+        return chosen
+
+    answers = [base, base + extras[0], base + extras[1], base + extras[0] + extras[1]]
+    return tuple(_remembered("flags", [cc, _compiler_version(cc), _cpu_model()], probe, answers))
 
 
 def _try_compile(cc: str, source: str, cflags: list[str], libs: list[str], *, run: bool = False) -> bool:
@@ -293,7 +300,8 @@ def blas_info() -> dict[str, Any]:
 
     # remembered per compiler, CPU, choice and candidates (a system BLAS installed later is found after the
     # probe file or the cache is deleted)
-    return _remembered("blas", [cc, _compiler_version(cc), _cpu_model(), choice, json.dumps(candidates)], probe)
+    key = [cc, _compiler_version(cc), _cpu_model(), choice, json.dumps(candidates)]
+    return _remembered("blas", key, probe, [*candidates, _blas("none", [])])
 
 
 def runtime_source() -> tuple[str, str]:
