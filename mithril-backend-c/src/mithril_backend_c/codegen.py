@@ -746,31 +746,16 @@ class CSource:
         return units
 
 
-def generate_c(
-    graph: Graph,
-    functions: Sequence[Any],
-    *,
-    param_names: set[str],
-    header: str,
-    dtype: Dtype,
-    emitters: Mapping[str, Emitter],
-    prefix: str = "mithril",
-    max_parts: int = 1,
-    partitioned: bool = False,
-    fuse: bool = True,
-) -> tuple[str, list[CFunction]]:
+def generate_c(graph: Graph, functions: Sequence[Any], **options: Any) -> tuple[str, list[CFunction]]:
     """C source (one translation unit, without the runtime, which it includes) and the entry points'
-    layouts; see :func:`generate_source` for the arguments.
+    layouts: :func:`generate_source`'s code as one text (the same keyword arguments).
 
     >>> text, (layout,) = generate_c(graph, [fn], param_names=set(), header="Add", dtype=Dtype.float32,
     ...                              emitters=emitters)    # doctest: +SKIP
     >>> layout.symbol, "mithril_evaluate(" in text           # doctest: +SKIP
     ('mithril_evaluate', True)
     """
-    source, entry_points = generate_source(
-        graph, functions, param_names=param_names, header=header, dtype=dtype, emitters=emitters, prefix=prefix,
-        max_parts=max_parts, partitioned=partitioned, fuse=fuse,
-    )  # fmt: skip
+    source, entry_points = generate_source(graph, functions, **options)
     return source.text(), entry_points
 
 
