@@ -97,6 +97,16 @@ def test_discard_keys_prunes(backend):
     assert pm.output_keys == ["a"] and pm.primitive_count == 1
 
 
+def test_discarding_every_output_gives_an_empty_model(backend):
+    """As in Mithril's API: not an error, a model that computes nothing."""
+    model = Model()
+    model |= Relu()(input="x", output="a")
+    model |= Sum()(input="x", output="b")
+    pm = ml.compile(model, backend, shapes={"x": [3]}, discard_keys={"a", "b"})
+    assert pm.output_keys == [] and pm.primitive_count == 0
+    assert pm.evaluate({}, {"x": np.ones(3)}) == {}
+
+
 def test_evaluate_reports_missing_and_unknown_keys(backend):
     pm = compiled(backend)
     params = pm.randomize_params()

@@ -376,8 +376,6 @@ def _check_names(flat: FlatModel, shapes: Mapping[str, Any], data: set[str], tra
         overlap = a & b
         if overlap:
             raise KeyError_(f"ml.compile: {sorted(overlap)} are in both {first} and {second}; the sets must be disjoint")
-    if discard >= outputs:
-        raise KeyError_(f"ml.compile: discard_keys removes every output {sorted(outputs)}")
 
 
 def _apply_constants(flat: FlatModel, constants: Mapping[str, Any]) -> None:
