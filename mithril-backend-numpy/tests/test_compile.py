@@ -266,3 +266,11 @@ def test_bias_initialisation_uses_the_weight_fan_in_like_pytorch(backend):
 def test_safe_names_false_is_refused_for_python_code(backend):
     with pytest.raises(ValueError, match="safe_names=False"):
         ml.compile(mlp_model(), backend, safe_names=False)
+
+
+def test_shapes_given_for_outputs_propagate_back_to_inputs(backend):
+    model = Model()
+    model |= Linear(4, in_features=3)
+    model += Relu()
+    pm = ml.compile(model, backend, shapes={"output": [8, 4]})
+    assert pm.shapes["input"] == [8, 3] and pm.shapes["weight"] == [4, 3]
