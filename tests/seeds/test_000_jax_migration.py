@@ -239,40 +239,60 @@ def fresh_registry():
 
 
 def test_000_jax_migration_block11_mithril_custom_primitive(backend_or_numpy, fresh_registry):
-    # As written: `Operator` subclass with `compute` and `@ml.register_primitive(name)` as a decorator are not
-    # our API. Operator (= Primitive) needs a registered primitive name.
+    # As written: an `Operator` subclass with `compute`, and `@ml.register_primitive` decorators with a
+    # `_grad` companion. Sizes kept; the model is then compiled and checked (not part of the block).
     from mithril.models import Operator
-    from mithril.primitives import rules
 
+    backend = backend_or_numpy("jax", dtype=ml.float64)
+
+    # --- the block ---
     class SinTimeX(Operator):
         def __init__(self):
             super().__init__()
 
-    with pytest.raises(TypeError):
-        SinTimeX()
+        # Define the computation
+        def compute(self, inputs):
+            x = inputs["input"]
+            return {"output": backend.sin(x) * x}
 
-    # Closest equivalent: register a primitive, its NumPy implementation and a VJP rule in primitives.
-    ml.register_primitive("seed_sin_times_x", inputs=("input",), shape_rule=rules.same_shape, type_rule=rules.float_result)
+    # Register with gradient
+    @ml.register_primitive("sin_times_x")
+    def sin_times_x(backend, x):
+        return backend.sin(x) * x
 
-    @ml.register_implementation("numpy", "seed_sin_times_x")
-    def sin_times_x(input):  # noqa: A002
-        return np.sin(input) * input
+    @ml.register_primitive("sin_times_x_grad")
+    def sin_times_x_grad(backend, x, grad):
+        return grad * (backend.sin(x) + x * backend.cos(x))
 
-    @ml.register_gradient("seed_sin_times_x")
-    def sin_times_x_grad(ctx):
-        x = ctx["input"]
-        return {"input": ctx.cotangent * (ctx.ops.sin(x) + x * ctx.ops.cos(x))}
-
-    backend = backend_or_numpy("numpy", dtype=ml.float64)
+    # Use in model
     model = Model()
-    model |= Linear(dimension=6)
+    model |= Linear(dimension=64)
     model += Relu()
-    model += Operator("seed_sin_times_x")()
-    model += Linear(dimension=3)
+    model += SinTimeX()
+    model += Linear(dimension=10)
+    # --- end of the block ---
+
     pm = ml.compile(model, backend, shapes={"input": [4, 5]})
     params = pm.randomize_params(seed=1)
     x = backend.randn(4, 5)
-    cot = backend.randn(4, 3)
+    hidden = np.maximum(to_np(backend, x) @ to_np(backend, params["weight"]).T + to_np(backend, params["bias"]), 0)
+    expected = (np.sin(hidden) * hidden) @ to_np(backend, params["weight_1"]).T + to_np(backend, params["bias_1"])
+    np.testing.assert_allclose(to_np(backend, pm.evaluate(params, {"input": x})["output"]), expected, rtol=1e-10)
+    if backend.supports_autograd:  # the subclass's compute is differentiated by the framework
+        cot = backend.randn(4, 10)
+        _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": cot})
+        d_hidden = to_np(backend, cot) @ to_np(backend, params["weight_1"])
+        np.testing.assert_allclose(to_np(backend, grads["bias"]), ((d_hidden * (np.sin(hidden) + hidden * np.cos(hidden))) * (hidden > 0)).sum(0), rtol=1e-9)
+
+    # The decorated primitive with its companion has gradients on NumPy too (the symbolic backend).
+    numpy_backend = ml.NumpyBackend(dtype=ml.float64)
+    decorated = Model()
+    decorated |= Linear(dimension=6)
+    decorated += Operator("sin_times_x")()
+    decorated += Linear(dimension=3)
+    pm = ml.compile(decorated, numpy_backend, shapes={"input": [4, 5]})
+    params = pm.randomize_params(seed=1)
+    x, cot = numpy_backend.randn(4, 5), numpy_backend.randn(4, 3)
     _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": cot})
 
     def loss(p):

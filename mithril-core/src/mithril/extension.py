@@ -97,6 +97,15 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 """Primitives registered with the decorator form (a ``name_grad`` companion attaches to one of these)."""
 
 
+def registered_function(name: str) -> Callable[..., Any] | None:
+    """The function the decorator form of :func:`register_primitive` registered as ``name``, if any.
+
+    >>> registered_function("no_such_primitive") is None
+    True
+    """
+    return _FUNCTIONS.get(name)
+
+
 def register_implementation(backend: str, primitive: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``fn`` implements ``primitive`` on the backend named ``backend``."""
     from .plugins import registry

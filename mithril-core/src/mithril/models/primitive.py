@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..framework.model import Model
@@ -29,10 +30,24 @@ class Primitive(Model):
 
     Optional inputs (``bias``, ``mask``) are keys like the others; left unconnected and not mentioned
     when compiling, they are treated as absent. Connect ``None`` to leave one out explicitly.
+
+    A subclass may instead define the computation, as Mithril's published API writes custom operators:
+    ``compute(self, inputs) -> {"output": ...}`` in backend ops on ``inputs["input"]`` (and, for
+    backends without autograd such as NumPy, ``compute_grad(self, inputs, grad)``: the input's
+    cotangent). The subclass becomes the primitive named after it (``SinTimeX`` -> ``sin_time_x``),
+    runnable on every Python backend (see :func:`mithril.register_primitive`).
+
+    >>> class Cube(Primitive):
+    ...     def compute(self, inputs):
+    ...         return {"output": inputs["input"] ** 3}
+    >>> Cube().primitive_name
+    'cube'
     """
 
-    def __init__(self, primitive: str, *, name: str | None = None, **attrs: Any) -> None:
+    def __init__(self, primitive: str | None = None, *, name: str | None = None, **attrs: Any) -> None:
         super().__init__(name=name)
+        if primitive is None:
+            primitive = type(self)._defined_primitive()
         spec = _spec(primitive)
         self.primitive_name = primitive
         resolved = spec.resolve_attributes(attrs, f"{type(self).__name__}({primitive!r})")
@@ -46,6 +61,43 @@ class Primitive(Model):
     @property
     def spec(self):
         return _spec(self.primitive_name)
+
+    @classmethod
+    def _defined_primitive(cls) -> str:
+        """The primitive a subclass with ``compute`` defines (registered on first use)."""
+        from ..errors import ArgumentError
+
+        if "compute" not in _defining_attributes(cls):
+            raise ArgumentError(
+                f"{cls.__name__}() needs a primitive name ({cls.__name__}('relu')), or a subclass that defines "
+                "compute(self, inputs) returning {'output': ...}"
+            )
+        from ..extension import register_primitive, registered_function
+        from ..plugins import registry
+
+        name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
+        if name in registry().primitives:
+            owner = getattr(registered_function(name), "operator_class", None)
+            if owner is cls:
+                return name
+            raise ArgumentError(
+                f"{cls.__name__}: the primitive {name!r} its name gives is already defined "
+                f"({'by ' + owner.__qualname__ if owner is not None else 'by the registry'}); rename the class"
+            )
+        blank = object.__new__(cls)  # compute/compute_grad read their arguments, not the model
+
+        def forward(backend: Any, input: Any) -> Any:  # noqa: A002 - the key is "input"
+            return blank.compute({"input": input})["output"]
+
+        forward.operator_class = cls  # type: ignore[attr-defined]
+        register_primitive(name)(forward)
+        if "compute_grad" in _defining_attributes(cls):
+
+            def backward(backend: Any, input: Any, grad: Any) -> Any:  # noqa: A002
+                return blank.compute_grad({"input": input}, grad)
+
+            register_primitive(f"{name}_grad")(backward)
+        return name
 
     def _rebuild(self, attrs: dict[str, Any]) -> None:
         """Build this model again in place with ``attrs`` changed (it is not connected to anything yet)."""
@@ -71,6 +123,11 @@ class Primitive(Model):
                 raise ArgumentError(f"{type(self).__name__}: attributes cannot change once the model is added")
             self._rebuild(changed)
         return connections
+
+
+def _defining_attributes(cls: type) -> set[str]:
+    """Attributes defined by ``cls`` or its bases below :class:`Primitive`."""
+    return {name for klass in cls.__mro__ if klass is not Primitive and issubclass(klass, Primitive) for name in vars(klass)}
 
 
 def _same(a: Any, b: Any) -> bool:
