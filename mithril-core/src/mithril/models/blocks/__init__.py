@@ -6,11 +6,14 @@ from .embedding import Embedding
 from .lambda_ import Lambda
 from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
+from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
+from .regularizers import QuadraticFormRegularizer
 
 __all__ = [
     "AbsoluteError", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
     "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "MaxPool2d", "MLP", "MultiHeadAttention",
     "RMSNorm", "SquaredError",
+    "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
 ]
