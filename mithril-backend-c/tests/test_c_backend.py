@@ -130,6 +130,26 @@ def test_cnn_example_gradients_match_finite_differences() -> None:
             assert abs(grads[key].reshape(-1)[i] - numeric) < 1e-6 * max(1, abs(numeric)), key
 
 
+@pytest.mark.parametrize(("shape", "key"), [((), ()), ((3, 4), (1, 2)), ((3, 4), (-1, 0))])
+def test_index_of_one_element_and_its_gradient(shape, key) -> None:
+    """An index selecting one element (``x[()]`` of a 0-d ``x`` crashed the process: the view's offset
+    was read from the address of NumPy's scalar copy) gives that element and its gradient."""
+    from mithril.models import IOKey, Primitive
+
+    model = Model()
+    model |= Primitive("index", key=key)(input="x", output=IOKey("e", expose=False))
+    model |= Primitive("multiply")(left="e", right="x", output=IOKey("y"))
+    backend = ml.CBackend(dtype=ml.float64, threads=1)
+    pm = ml.compile(model, backend, shapes={"x": list(shape)}, trainable_keys=["x"])
+    x = np.arange(1.0, 1.0 + np.prod(shape, dtype=int)).reshape(shape)
+    cotangent = np.full(shape, 0.5)
+    outputs, grads = pm.evaluate({"x": x}, {}, output_gradients={"y": cotangent})
+    np.testing.assert_array_equal(outputs["y"], x[key] * x)
+    expected = np.asarray(cotangent * x[key])
+    expected[key] += float(np.sum(cotangent * x))
+    np.testing.assert_allclose(grads["x"], expected, rtol=1e-12)
+
+
 def test_blocked_gemm_fallback_without_blas(tmp_path) -> None:
     """``MITHRIL_C_BLAS=none`` builds with the C GEMM; results match the BLAS build."""
     script = (

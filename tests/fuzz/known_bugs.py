@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 from mithril.testing.fuzz import Disagreement, Oracle, Recipe
 
 AUTOGRAD_BACKENDS = frozenset({"jax", "torch", "mlx"})
@@ -56,17 +55,6 @@ def _nondifferentiable_param_input(recipe: Recipe) -> bool:
     return False
 
 
-def _scalar_index(recipe: Recipe) -> bool:
-    """An ``index`` of a 0-d value or an ``index_grad`` whose ``output_grad`` is 0-d."""
-    values = Oracle.of(recipe).values
-    for op in recipe.ops:
-        if op.primitive == "index" and np.ndim(values[op.inputs["input"]]) == 0:
-            return True
-        if op.primitive == "index_grad" and np.ndim(values[op.inputs["output_grad"]]) == 0:
-            return True
-    return False
-
-
 def _mlx_shared_outputs(found: Disagreement) -> bool:
     """The model has several outputs and the same model compiled without CSE agrees on MLX: CSE merged
     outputs into one ``mx.array`` (the array is then differentiated once)."""
@@ -76,13 +64,6 @@ def _mlx_shared_outputs(found: Disagreement) -> bool:
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
-        "c-scalar-index",
-        frozenset({"c", "ggml"}),
-        ("test_c_index_scalar.py", "test_ggml_index_scalar.py"),
-        "mithril-backend-c index kernel (also used by GGML): index(key=()) of a 0-d input crashes the process (SIGSEGV)",
-        lambda f: _kind(f) in ("crash", "forward", "gradient", "evaluate-error") and _scalar_index(f.recipe),
-    ),
     KnownBug(
         "autograd-ignores-nondifferentiable",
         AUTOGRAD_BACKENDS,

@@ -171,9 +171,21 @@ def view_layout(
     shape: Sequence[int], view: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """``(offset, strides, shape)`` in elements of ``view(x)`` for a C-contiguous ``x`` of ``shape``:
-    NumPy computes the layout of any basic-indexing / transpose / broadcast view for us."""
+    NumPy computes the layout of any basic-indexing / transpose / broadcast view for us.
+
+    An index that selects one element (``x[()]`` of a 0-d ``x``, ``x[1, 2]`` of a 2-d one) gives a NumPy
+    scalar, not a view: its offset is then read from an array holding each element's flat position.
+
+    >>> view_layout((3, 4), lambda a: a[1])
+    (4, (1,), (4,))
+    >>> view_layout((3, 4), lambda a: a[1, 2])
+    (6, (), ())
+    """
     base = np.empty(tuple(shape), dtype=np.uint8)
     result = view(base)
+    if not isinstance(result, np.ndarray):  # one element: a copy, its address says nothing
+        positions = np.arange(base.size, dtype=np.int64).reshape(base.shape)
+        return int(view(positions)), (), ()
     offset = result.__array_interface__["data"][0] - base.__array_interface__["data"][0] if result.size else 0
     return offset, tuple(result.strides), tuple(result.shape)
 
