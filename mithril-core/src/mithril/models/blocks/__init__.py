@@ -10,10 +10,13 @@ from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
+from .tensor_ops import __all__ as _tensor_ops_all
+from .tensor_ops import *  # noqa: F403
 
 __all__ = [
     "AbsoluteError", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
     "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "MaxPool2d", "MLP", "MultiHeadAttention",
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
+    *_tensor_ops_all,
 ]
