@@ -21,7 +21,7 @@ from mithril.compiler.graph import Node, Value
 from ..codegen import Ctx, float_literal
 
 __all__ = [
-    "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid",
+    "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid",
     "relu", "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num", "logical_not", "cast",
     "add", "subtract", "multiply", "divide", "floor_divide", "power", "minimum", "maximum",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
@@ -78,8 +78,8 @@ def _call(name: str):
     return emit
 
 
-exp, log, sqrt, sin, cos, tanh, erf, floor = (
-    _call(n) for n in ("exp", "log", "sqrt", "sin", "cos", "tanh", "erf", "floor")
+exp, log, log1p, sqrt, sin, cos, tanh, erf, floor = (
+    _call(n) for n in ("exp", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "floor")
 )
 
 

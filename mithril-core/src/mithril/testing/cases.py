@@ -189,7 +189,7 @@ SPECIAL_VALUES = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.0, 1e-30]
 them as NumPy does (NaN propagates through ``relu``/``maximum``, ``gelu(inf)`` is ``inf``, ...)."""
 
 FLOAT_UNARY = (
-    "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid", "relu",
+    "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid", "relu",
     "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num",
 )  # fmt: skip
 FLOAT_BINARY = (
@@ -230,6 +230,7 @@ def _elementwise() -> list[Case]:
         Case("sign", {"input": away_from_zero(3, 4)}),
         Case("exp", {"input": normal(3, 4)}),
         Case("log", {"input": positive(3, 4)}),
+        Case("log1p", {"input": positive(3, 4)}),
         Case("sqrt", {"input": positive(3, 4)}),
         Case("rsqrt", {"input": positive(3, 4)}),
         Case("square", {"input": normal(3, 4)}),

@@ -103,6 +103,11 @@ def log(input):
 
 
 @reference
+def log1p(input):
+    return np.log1p(_float(input))
+
+
+@reference
 def sqrt(input):
     return np.sqrt(_float(input))
 

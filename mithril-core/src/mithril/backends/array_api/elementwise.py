@@ -22,7 +22,7 @@ from ._binding import Binding, Impl
 __all__ = ["build", "sign_keeping_nan"]
 
 _DIRECT = {
-    "neg": "negative", "abs": "abs", "sign": "sign", "exp": "exp", "log": "log",
+    "neg": "negative", "abs": "abs", "sign": "sign", "exp": "exp", "log": "log", "log1p": "log1p",
     "sqrt": "sqrt", "square": "square", "sin": "sin", "cos": "cos", "tanh": "tanh", "floor": "floor",
     "isnan": "isnan", "nan_to_num": "nan_to_num", "logical_not": "logical_not",
     "add": "add", "subtract": "subtract", "multiply": "multiply", "floor_divide": "floor_divide",

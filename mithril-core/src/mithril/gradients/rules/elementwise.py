@@ -41,6 +41,10 @@ def log(ctx):
     return {"input": ctx.cotangent / ctx["input"]}
 
 
+def log1p(ctx):
+    return {"input": ctx.cotangent / (ctx["input"] + 1.0)}
+
+
 def sqrt(ctx):
     return {"input": ctx.cotangent * 0.5 / ctx.output}
 
@@ -170,7 +174,7 @@ def where(ctx):
 RULES = {
     rule.__name__: rule
     for rule in (
-        neg, abs, exp, log, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, softplus,
+        neg, abs, exp, log, log1p, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, softplus,
         erf, nan_to_num, cast, add, subtract, multiply, divide, power, minimum, maximum, where,
     )
 }

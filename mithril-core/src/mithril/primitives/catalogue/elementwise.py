@@ -30,6 +30,7 @@ SPECS = (
     _unary("sign", "np.sign(input)", differentiable=_NO_GRAD),
     _unary("exp", "np.exp(input)", float_result),
     _unary("log", "np.log(input)", float_result),
+    _unary("log1p", "np.log1p(input): log(1 + input), accurate for tiny input", float_result),
     _unary("sqrt", "np.sqrt(input)", float_result),
     _unary("rsqrt", "1 / np.sqrt(input)", float_result),
     _unary("square", "input * input"),

@@ -377,6 +377,7 @@ MARGIN_CHECKS: dict[str, Callable[[dict[str, Any], dict[str, Any], list[np.ndarr
     "floor": lambda n, a, o: _away_from_integers(n["input"]),
     "cast": _cast_ok,
     "log": lambda n, a, o: float(np.min(n["input"])) >= 0.05,
+    "log1p": lambda n, a, o: float(np.min(n["input"])) >= -0.95,
     "sqrt": lambda n, a, o: float(np.min(n["input"])) >= 0.05,
     "rsqrt": lambda n, a, o: float(np.min(n["input"])) >= 0.05,
     "divide": lambda n, a, o: _away_from_zero(n["right"], 1.0) and float(np.min(np.abs(n["right"]))) >= 0.05,
@@ -472,7 +473,7 @@ def _probability(g: _Gen, name: str) -> str:
 
 # -- families ---------------------------------------------------------------------------------------------
 UNARY_FLOAT = (
-    "neg", "exp", "tanh", "sigmoid", "sin", "cos", "square", "relu", "abs", "log", "sqrt", "rsqrt", "leaky_relu",
+    "neg", "exp", "tanh", "sigmoid", "sin", "cos", "square", "relu", "abs", "log", "log1p", "sqrt", "rsqrt", "leaky_relu",
     "gelu", "softplus", "erf", "sign", "floor", "isnan", "nan_to_num", "cast", "dropout_mask", "zeros_like", "ones_like",
 )  # fmt: skip
 BINARY_ARITH = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide")
@@ -485,7 +486,7 @@ def fam_unary(g: _Gen) -> None:
     prim = g.choice(UNARY_FLOAT)
     x = g.operand("float")
     attrs: dict[str, Any] = {}
-    if prim in ("log", "sqrt", "rsqrt"):
+    if prim in ("log", "log1p", "sqrt", "rsqrt"):
         x = _positive(g, x)
     elif prim == "exp":
         x = _bounded(g, x)
