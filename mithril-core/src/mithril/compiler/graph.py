@@ -3,7 +3,8 @@ and type inference. Gradient rules build the backward pass by emitting nodes int
 
 Example:
     >>> from mithril.compiler.graph import Graph
-    >>> g = Graph()
+    >>> from mithril.plugins import registry
+    >>> g = Graph(registry())
     >>> x = g.new_value(shape=[2, 3], kind="float", name="x")
     >>> y = g.emit("relu", x) * 2.0
     >>> y.shape.ints(), y.kind
@@ -160,12 +161,8 @@ class Node:
 class Graph:
     """Values and nodes in topological (insertion) order, with a solver for pending shape/type rules."""
 
-    def __init__(self, registry: Any = None) -> None:
-        if registry is None:
-            from ..plugins import registry as get_registry
-
-            registry = get_registry()
-        self.registry = registry
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry  # primitive specs by name (mithril.primitives.registry.Registry)
         self.nodes: list[Node] = []
         self._ids = itertools.count()
         self._pending: list[Node] = []
