@@ -27,7 +27,9 @@ import torch
 import torch.distributed as dist
 from mithril.errors import ArgumentError
 
-__all__ = ["build_mesh", "full_tensor", "is_distributed", "like", "place", "replicated_like", "replicating", "replication"]
+__all__ = [
+    "build_mesh", "full_tensor", "is_distributed", "like", "place", "replicated_like", "replicating", "replication",
+]  # fmt: skip
 
 
 def is_distributed(array: Any) -> bool:

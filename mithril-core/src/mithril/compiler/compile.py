@@ -27,8 +27,8 @@ from .. import validation
 from ..backends.backend import Backend
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from ..gc_pause import with_paused_gc
-from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..parallel import make_plan
+from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten

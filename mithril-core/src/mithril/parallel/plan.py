@@ -151,7 +151,7 @@ def make_plan(
         raise ArgumentError(f"ml.compile: parallelism='mixed' needs a mesh of two or more axes (data, model), got device_mesh={mesh_shape}")
     specs: dict[str, Spec] = {}
     if parallelism in ("data", "mixed"):
-        for key, value in data.items():
+        for key in data:
             rank = ranks[key]
             if rank is None:  # rank known at run time: the batch axis, whatever follows
                 specs[key] = (axes[0],)
