@@ -10,6 +10,7 @@ from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
+from .sequence import EncoderDecoder, LSTMCell, ManyToMany, ManyToOne, OneToMany, RNNCell
 from .tensor_ops import __all__ as _tensor_ops_all
 from .tensor_ops import *  # noqa: F403
 
@@ -19,4 +20,5 @@ __all__ = [
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
     *_tensor_ops_all,
+    "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder",
 ]
