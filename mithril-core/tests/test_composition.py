@@ -157,7 +157,7 @@ def test_loss_after_logits_with_unknown_batch_settles_later():
 
 
 def test_blocks_have_documented_keys():
-    assert LayerNorm().input_keys == ["weight", "bias", "input"]
+    assert LayerNorm().input_keys == ["input", "weight", "bias"]  # Mithril's order: LayerNorm().connect(x) is input
     assert set(MultiHeadAttention(dim=8, num_heads=2).input_keys) >= {"input"}
 
 

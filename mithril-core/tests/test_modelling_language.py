@@ -501,3 +501,71 @@ def test_iokey_shape_is_symbolic_until_the_key_is_in_a_model():
         q, k, v = (qkv[:, :, i].reshape(batch, length, 2, 4).transpose(0, 2, 1, 3) for i in range(3))
         expected = _attention(q, k, v, causal=False).transpose(0, 2, 1, 3).reshape(batch, length, 8)
         np.testing.assert_allclose(pm.evaluate(params, {"x": x})["y"], expected, rtol=1e-10)
+
+
+def test_iokey_shape_reads_the_block_key_not_the_producing_child_key_of_the_same_name():
+    block = Model()  # IOKey("input").shape after Split/transpose children that have an "input" key of their own
+    x = IOKey("input", shape=[None, None, 4])
+    shp = IOKey("input").shape
+    block |= Linear(12, name="in_proj").connect(x, output="qkv")
+    block |= Split(3, axis=-1).connect(block.qkv, output="parts")
+    heads = block.parts[0].reshape((shp[0], shp[1], 2, -1)).transpose((0, 2, 1, 3))  # [B, 2, L, 2]
+    block |= Buffer().connect(heads.transpose((0, 2, 1, 3)).reshape((shp[0], shp[1], 4)), output=IOKey("output"))
+    assert list(block.output.shape)[1:] == [list(block.input.shape)[1], 4]  # L (a symbol), not the heads (2)
+    pm = ml.compile(block, ml.NumpyBackend(dtype=ml.float64))
+    params = pm.randomize_params(seed=0)
+    x = RNG.normal(size=(3, 5, 4))
+    expected = (x @ params["weight"].T + params["bias"])[..., :4]
+    np.testing.assert_allclose(pm.evaluate(params, {"input": x})["output"], expected, rtol=1e-12)
+
+
+def test_norm_blocks_take_input_first_as_mithrils_api():
+    from mithril.models import LayerNorm, RMSNorm
+
+    assert LayerNorm().input_keys == ["input", "weight", "bias"] and RMSNorm().input_keys == ["input", "weight"]
+    model = Model()
+    model |= LayerNorm(name="ln").connect("x", output=IOKey("y"))  # positional: the input
+    x = RNG.normal(size=(2, 3))
+    _, out = _run(model, {"x": x}, params={"weight": np.full(3, 2.0), "bias": np.ones(3)}, use_short_namings=True)
+    centered = x - x.mean(-1, keepdims=True)
+    np.testing.assert_allclose(out["y"], 2 * centered / np.sqrt((centered**2).mean(-1, keepdims=True) + 1e-5) + 1)
+
+
+def test_iokey_tables_and_iokey_indices_index_with_tensors():
+    model = Model()  # OpenAI CLIP's positional_embedding[arange(L)]: a bare parameter indexed by a connection
+    model |= ml.Size(dim=1).connect(IOKey("text", type=int, shape=[None, None]), output="length")
+    model |= ml.Arange().connect(stop=model.length, output="positions")
+    table = IOKey("positional_embedding", shape=[6, 3], differentiable=True)
+    model |= Buffer().connect(table[model.positions], output=IOKey("pos"))
+    model |= Buffer().connect(model.pos[IOKey("ids", type=int)], output=IOKey("picked"))  # an IOKey as the index
+    params = {"positional_embedding": RNG.normal(size=(6, 3))}
+    text, ids = np.zeros((2, 4), dtype=int), np.array([3, 0, 3])
+    _, out = _run(model, {"text": text, "ids": ids}, params=params)
+    np.testing.assert_array_equal(out["pos"], params["positional_embedding"][:4])
+    np.testing.assert_array_equal(out["picked"], params["positional_embedding"][ids])
+
+
+def test_extend_needs_a_canonical_input_instead_of_connecting_nothing():
+    gate = Model()  # no canonical input: Sigmoid's input is computed; += would silently leave it unconnected
+    gate |= ml.models.Sigmoid().connect(IOKey("input") * 1.702, output="s")
+    gate |= Buffer().connect(IOKey("input") * gate.s, output=IOKey("output"))
+    model = Model()
+    model |= Linear(4).connect(IOKey("x", shape=[2, 3]), output="h")
+    with pytest.raises(ConnectionError_, match="no canonical input"):
+        model += gate
+    gate2 = Model()
+    gate2 |= ml.models.Sigmoid().connect(IOKey("input") * 1.702, output="s")
+    gate2 |= Buffer().connect(IOKey("input") * gate2.s, output=IOKey("output"))
+    model += gate2.set_cin("input")
+    x = RNG.normal(size=(2, 3))
+    pm, out = _run(model, {"x": x})
+    assert out["output"].shape == (2, 4)
+
+
+def test_reshape_infers_minus_one_when_symbolic_dims_cancel():
+    model = Model()  # a ViT's patches: [B, C, g, g] -> [B, C, g * g] with a symbolic batch, then sliced
+    model |= Relu().connect(IOKey("image", shape=[None, 8, 2, 3]), output="h")
+    shp = model.h.shape
+    tokens = model.h.reshape((shp[0], 8, -1)).transpose((0, 2, 1))
+    model |= Buffer().connect(tokens[:, :1, :], output=IOKey("first"))
+    assert list(model.first.shape)[1:] == [1, 8] and tokens.shape[1].value == 6

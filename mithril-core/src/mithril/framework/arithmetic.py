@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConnectionError_
-from .keys import Connection, DtypeOf, Expr
+from .keys import Connection, DtypeOf, Expr, IOKey
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["apply", "materialize"]
+__all__ = ["apply", "build", "has_tensor_key", "materialize"]
 
 
 def _owner(conn: Connection) -> Model:
@@ -35,10 +35,13 @@ def _connections(args: Sequence[Any]) -> list[Connection]:
 def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
     """Add primitive ``op`` with ``args`` (connections, IOKeys, expressions or constants) to the common root
     model of the connections among them; without any connection, return the deferred :class:`Expr`."""
-    if op == "index" and _connections([attrs.get("key")]):
+    if op == "index" and has_tensor_key(attrs.get("key")):
         from .indexing import tensor_index
 
-        return tensor_index(args[0], attrs["key"])
+        found = _connections([args[0], attrs["key"]])
+        if not found:  # IOKeys only: built where connected
+            return Expr(op, tuple(args), attrs)
+        return tensor_index(_common_owner(op, found), args[0], attrs["key"])
     if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
         from .symbolic import resolve_reshape
 
@@ -47,19 +50,33 @@ def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
     connections = _connections(args)
     if not connections:
         return Expr(op, tuple(args), attrs)
+    return build(_common_owner(op, connections), op, args, attrs)
+
+
+def _common_owner(op: str, connections: list[Connection]) -> Model:
     owners = {id(_owner(a)): _owner(a) for a in connections}
     if len(owners) != 1:
         raise ConnectionError_(
             f"{op}: the connections belong to {len(owners)} different model trees; add the models to one "
             "parent first"
         )
-    return build(next(iter(owners.values())), op, args, attrs)
+    return next(iter(owners.values()))
+
+
+def has_tensor_key(key: Any) -> bool:
+    """Whether an index key holds tensors (connections, IOKeys or expressions), not only static entries."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(part, (Connection, IOKey, Expr)) for part in parts)
 
 
 def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Connection:
     """Add primitive ``op`` to ``root`` with ``args`` filling its input keys in order."""
     from ..models.primitive import Primitive
 
+    if op == "index" and has_tensor_key(attrs.get("key")):
+        from .indexing import tensor_index
+
+        return tensor_index(root, args[0], attrs["key"])
     child = Primitive(op, **attrs)
     keys = child.input_keys
     targets = [materialize(arg, root) for arg in args]

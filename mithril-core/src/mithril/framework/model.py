@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -280,6 +281,12 @@ class Model(Displayable):
         name = self._child_name(child)
         where = f"{self._path()}.{name}"
         child._role_snapshot = {k: v.find().producer is not None for k, v in iface.items()}
+        if extend and self._children and (self._cout is None or child._cin is None):
+            missing = f"{self._path()} has no canonical output" if self._cout is None else f"{type(child).__name__} {name!r} has no canonical input"
+            raise ConnectionError_(
+                f"{where}: += connects the canonical output to the new model's canonical input, but {missing}; "
+                "connect the keys with |= and .connect(...), or name them with set_cin/set_cout"
+            )
         if extend and self._cout is not None and child._cin is not None:
             cin_key = next((k for k, v in iface.items() if v.find() is child._cin.find()), None)
             if cin_key is None or cin_key not in kwargs:
@@ -372,6 +379,7 @@ class Model(Displayable):
             value.find().differentiable = False
         if key.name is not None:
             self._bind_name(key.name, value, where)
+            key.__dict__["_scope"] = weakref.ref(self)  # where IOKey(...).shape[i] reads this key's dims
             if key.expose is False:
                 self._hidden_keys.add(key.name)
             elif key.expose and value.find().producer is not None:  # IOKey(expose=True): Mithril's exposure rule

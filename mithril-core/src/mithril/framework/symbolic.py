@@ -80,13 +80,23 @@ class DimRef:
         self.source, self.index = source, index
 
     def bound(self, model: Any) -> DimRef:
-        """This dim with an ``IOKey`` source replaced by the connection to that key of ``model`` (or of the
-        nearest model containing it that has the key)."""
+        """This dim with an ``IOKey`` source replaced by the connection to that key of the model the IOKey was
+        connected in (when it contains ``model``), else of the nearest model from ``model`` up that is still
+        being built (not frozen) and has the key. So ``linear.output.reshape(IOKey("input").shape[0], ...)`` reads the block's ``input``,
+        not the ``input`` of the ``Linear`` child that produced ``linear.output``."""
         if isinstance(self.source, Connection):
             return self
         name, start = self.source.name, model
-        while model is not None and (name is None or name not in model._interface()):
-            model = model._parent  # the key is one of the model the expression is built in, or of a parent
+        scope = self.source.__dict__.get("_scope")
+        scope = scope() if scope is not None else None
+        ancestor = model if scope is not None else None
+        while ancestor is not None and ancestor is not scope:
+            ancestor = ancestor._parent
+        if ancestor is not None and name in ancestor._interface():  # the model the IOKey was connected in
+            return DimRef(Connection(ancestor, name), self.index)
+        # the key is one of a model still being built (children are frozen: their own "input" is not meant)
+        while model is not None and (name is None or model.is_frozen or name not in model._interface()):
+            model = model._parent
         if model is None:
             raise ShapeError(f"{self!r}: neither {start._path()} nor a model containing it has a key {name!r} to read the shape of; connect the IOKey first")
         return DimRef(Connection(model, name), self.index)

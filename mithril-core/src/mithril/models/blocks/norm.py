@@ -43,6 +43,8 @@ class _Norm(Model):
     def _finish(self, out: Connection) -> None:
         self.expose(out)
         self._cin = self._keys["input"]
+        # Mithril's key order (input, weight, bias): ``LayerNorm().connect(x)`` connects ``input``
+        self._keys = {"input": self._keys["input"], **{k: v for k, v in self._keys.items() if k != "input"}}
 
 
 class LayerNorm(_Norm):

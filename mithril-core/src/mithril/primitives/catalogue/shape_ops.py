@@ -36,6 +36,8 @@ def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     sizes = [d.value for d in src_dims]
     outs = [d.value for d in io["output"].dims()]  # type: ignore[union-attr]
     if None in sizes:
+        if -1 in target:
+            _infer_with_shared_dims(src_dims, io["output"].dims(), list(target).index(-1))  # type: ignore[arg-type]
         return all(v is not None for v in outs) and -1 not in target
     total = math.prod(sizes)  # type: ignore[arg-type]
     if -1 in target:
@@ -49,6 +51,30 @@ def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     if None not in outs and math.prod(outs) != total:  # type: ignore[arg-type]
         raise ShapeMismatch(f"cannot reshape {tuple(sizes)} ({total} elements) into {tuple(outs)}")
     return None not in outs
+
+
+def _infer_with_shared_dims(src_dims: Sequence[Dim], out_dims: Sequence[Dim], inferred: int) -> None:
+    """Size the ``-1`` dim of a reshape whose input has unknown dims that the output keeps (the same symbols,
+    e.g. ``x.reshape(x.shape[0], 64, -1)`` with a symbolic batch): they cancel out of the element count."""
+    unknown = [d.find() for d in src_dims if d.value is None]
+    known_out = 1
+    for j, dim in enumerate(out_dims):
+        if j == inferred:
+            continue
+        if dim.value is not None:
+            known_out *= dim.value
+            continue
+        root = dim.find()
+        match = next((k for k, u in enumerate(unknown) if u is root), None)
+        if match is None:
+            return  # an unknown output dim not in the input: not determined yet
+        unknown.pop(match)
+    if unknown:
+        return  # an unknown input dim goes into the -1: not determined yet
+    known_in = math.prod(d.value for d in src_dims if d.value is not None)  # type: ignore[misc]
+    if known_out == 0 or known_in % known_out:
+        raise ShapeMismatch(f"cannot reshape {[d.value for d in src_dims]} into {[d.value for d in out_dims]}")
+    out_dims[inferred].set(known_in // known_out)
 
 
 def _flatten(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
