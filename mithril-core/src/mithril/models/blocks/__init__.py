@@ -1,6 +1,7 @@
 """User-facing composite blocks, built from primitives."""
 
 from .attention import MultiHeadAttention
+from .classic import KernelizedSVM, LinearSVM, LogisticRegression, PolynomialKernel, PolynomialRegression, RBFKernel
 from .conv import AvgPool2d, Conv1d, Conv2d, Flatten, MaxPool2d
 from .embedding import Embedding
 from .lambda_ import Lambda
@@ -21,4 +22,5 @@ __all__ = [
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
     *_tensor_ops_all,
     "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder",
+    "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
 ]

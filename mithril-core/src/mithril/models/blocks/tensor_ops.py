@@ -167,14 +167,14 @@ class PolynomialFeatures(_Block):
         super().__init__(name=name)
         degree = validation.positive_int("PolynomialFeatures", "degree", degree)
         n = validation.positive_int("PolynomialFeatures", "in_features", in_features)
-        columns = op(self, "transpose", IOKey("input", shape=["N", n]))  # [n, N]: rows picked by index
+        columns = op(self, "swapaxes", IOKey("input", shape=["N", n]))  # [n, N]: rows picked by index
         groups = []
         for terms in polynomial_terms(n, degree):
             index = IOKey(value=np.asarray(terms, dtype=np.int64))  # [K_k, k]
             picked = op(self, "embedding", index, columns)  # [K_k, k, N]
             groups.append(op(self, "prod", picked, axis=1))  # [K_k, N]
         stacked = groups[0] if len(groups) == 1 else op(self, "concat", *groups, axis=0, n=len(groups))
-        self._finish(op(self, "transpose", stacked))
+        self._finish(op(self, "swapaxes", stacked))
 
 
 class Trapezoid(_Block):
