@@ -8,12 +8,13 @@ from .lambda_ import Lambda
 from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
+from .metrics import F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
 from .sequence import EncoderDecoder, LSTMCell, ManyToMany, ManyToOne, OneToMany, RNNCell
-from .tensor_ops import __all__ as _tensor_ops_all
 from .tensor_ops import *  # noqa: F403
+from .tensor_ops import __all__ as _tensor_ops_all
 
 __all__ = [
     "AbsoluteError", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
@@ -23,4 +24,5 @@ __all__ = [
     *_tensor_ops_all,
     "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
+    "Accuracy", "Precision", "Recall", "F1",
 ]

@@ -1,0 +1,111 @@
+"""Classification metrics for ``TrainModel.add_metric``: ``Accuracy``, ``Precision``, ``Recall`` and ``F1``
+(``average="micro"|"macro"|"weighted"``, as scikit-learn computes them with ``zero_division=0``). Inputs
+are integer class labels: ``input`` (predicted) and ``target`` (true), both ``[N]``.
+
+Example:
+    >>> from mithril.models import F1
+    >>> F1(n_classes=3, average="macro").input_keys
+    ['input', 'target']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import validation
+from ...framework.keys import IOKey
+from ...framework.model import Model
+from ._util import op
+
+__all__ = ["Accuracy", "Precision", "Recall", "F1"]
+
+_AVERAGES = ("micro", "macro", "weighted")
+
+
+class _Metric(Model):
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        for key in ("input", "target"):
+            self._keys[key] = self._graph.new_value()
+        self.expose(self._value(IOKey("input", type="int", shape=["N"]), IOKey("target", type="int", shape=["N"])), "output")
+        self._cin = self._keys["input"]
+
+    def _value(self, pred: IOKey, true: IOKey) -> Any:
+        raise NotImplementedError
+
+
+class Accuracy(_Metric):
+    """The fraction of ``input`` labels equal to ``target`` (scikit-learn's ``accuracy_score``).
+
+    >>> Accuracy().output_keys
+    ['output']
+    """
+
+    def _value(self, pred: IOKey, true: IOKey) -> Any:
+        return op(self, "mean", op(self, "where", op(self, "equal", pred, true), 1.0, 0.0))
+
+
+class _ClassMetric(_Metric):
+    """Per-class counts from one-hot labels: ``tp``, ``predicted`` and ``actual`` per class ``[C]``."""
+
+    def __init__(self, n_classes: int, average: str = "macro", *, name: str | None = None) -> None:
+        owner = type(self).__name__
+        self.__dict__["n_classes"] = validation.positive_int(owner, "n_classes", n_classes)
+        self.__dict__["average"] = validation.choice(owner, "average", average, _AVERAGES)
+        super().__init__(name=name)
+
+    def _onehot(self, labels: IOKey) -> Any:
+        classes = op(self, "arange", stop=self.n_classes)
+        return op(self, "where", op(self, "equal", op(self, "unsqueeze", labels, axis=1), classes), 1.0, 0.0)  # [N, C]
+
+    def _value(self, pred: IOKey, true: IOKey) -> Any:
+        p, t = self._onehot(pred), self._onehot(true)
+        counts = {"tp": op(self, "sum", op(self, "multiply", p, t), axis=0), "predicted": op(self, "sum", p, axis=0), "actual": op(self, "sum", t, axis=0)}
+        if self.average == "micro":
+            counts = {k: op(self, "sum", v) for k, v in counts.items()}
+            return self._score(counts)
+        scores = self._score(counts)  # [C]
+        if self.average == "macro":
+            return op(self, "mean", scores)
+        weighted = op(self, "sum", op(self, "multiply", scores, counts["actual"]))
+        return op(self, "divide", weighted, op(self, "maximum", op(self, "sum", counts["actual"]), 1.0))
+
+    def _ratio(self, numerator: Any, denominator: Any) -> Any:
+        """``numerator / denominator``, 0 where the count ``denominator`` is 0 (then ``numerator`` is 0 too)."""
+        return op(self, "divide", numerator, op(self, "maximum", denominator, 1.0))
+
+    def _score(self, counts: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+class Precision(_ClassMetric):
+    """``tp / predicted`` per class, averaged (scikit-learn's ``precision_score(average=...)``).
+
+    >>> Precision(n_classes=2, average="micro").output_keys
+    ['output']
+    """
+
+    def _score(self, counts: dict[str, Any]) -> Any:
+        return self._ratio(counts["tp"], counts["predicted"])
+
+
+class Recall(_ClassMetric):
+    """``tp / actual`` per class, averaged (scikit-learn's ``recall_score(average=...)``).
+
+    >>> Recall(n_classes=2).output_keys
+    ['output']
+    """
+
+    def _score(self, counts: dict[str, Any]) -> Any:
+        return self._ratio(counts["tp"], counts["actual"])
+
+
+class F1(_ClassMetric):
+    """``2 tp / (predicted + actual)`` per class, averaged (scikit-learn's ``f1_score(average=...)``).
+
+    >>> F1(n_classes=4, average="weighted").output_keys
+    ['output']
+    """
+
+    def _score(self, counts: dict[str, Any]) -> Any:
+        return self._ratio(op(self, "multiply", counts["tp"], 2.0), op(self, "add", counts["predicted"], counts["actual"]))
