@@ -41,7 +41,8 @@ def flatten(input: Tensor, *, start_dim: int, end_dim: int) -> Tensor:
 
 def transpose(input: Tensor, *, axes: Sequence[int] | None) -> Tensor:
     """``np.transpose(input, axes)`` (``None`` reverses the axes)."""
-    return input.permute(*(range(input.ndim - 1, -1, -1) if axes is None else axes))
+    # a tuple, not a range: torch.compile traces permute(*range(...)) wrongly
+    return input.permute(tuple(range(input.ndim - 1, -1, -1)) if axes is None else tuple(axes))
 
 
 def swapaxes(input: Tensor, *, axis1: int, axis2: int) -> Tensor:

@@ -47,4 +47,5 @@ class Binding:
 
     def is_float(self, value: Any) -> bool:
         """Whether ``value`` is an array of a float dtype (Python scalars are not)."""
-        return getattr(value, "dtype", None) in self.floats
+        dtype = getattr(value, "dtype", None)
+        return dtype is not None and dtype in self.floats  # MLX dtypes cannot be compared with None
