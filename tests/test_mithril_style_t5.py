@@ -195,27 +195,13 @@ def reference_names(names):
     return renamed
 
 
-def _backends():
-    """Each Python backend in float64 and float32; JAX's jit of the two models takes long (slow)."""
-    backends = []
-    for name in ("NumpyBackend", "JaxBackend", "TorchBackend"):
-        for dtype in (ml.float64, ml.float32):
-            try:
-                backend = getattr(ml, name)(dtype=dtype)
-            except Exception:  # plugin not installed in this environment
-                continue
-            marks = [pytest.mark.slow] if name == "JaxBackend" else []
-            backends.append(pytest.param(backend, marks=marks, id=f"{name}-{dtype.name}"))
-    return backends
-
-
 def _to_numpy(backend, outputs):
     return {k: np.asarray(backend.to_numpy(v)) for k, v in outputs.items()}
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
-@pytest.mark.parametrize("backend", _backends())
-def test_mithril_style_t5_runs_at_any_length_and_matches_the_builders(backend, config):
+def test_mithril_style_t5_runs_at_any_length_and_matches_the_builders(python_backend, config):
+    backend = python_backend
     cfg = CONFIGS[config]
     compile_options = {"use_short_namings": False}
     encoder = ml.compile(t5_encoder(cfg), backend, **compile_options)
