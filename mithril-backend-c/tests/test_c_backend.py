@@ -4,6 +4,7 @@ examples, BLAS fallback and the exported standalone program. Only core + this pa
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -214,6 +215,45 @@ def test_export_builds_and_reproduces_python(tmp_path, via) -> None:
         subprocess.run([str(out_dir / "model_blas"), str(out_dir)], check=True, capture_output=True)
         got = np.fromfile(out_dir / "output_output.bin", dtype=np.float32).reshape(expected.shape)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def _gpt_like() -> Model:
+    """Embedding, attention (its scale a folded constant), matmul, gelu, softmax."""
+    from mithril.models import IOKey, Primitive
+
+    model = Model()
+    model |= Primitive("embedding")(input="tokens", weight="table", output=IOKey("h", expose=False))
+    model |= Primitive("scaled_dot_product_attention", causal=True)(
+        query="h", key="h", value="h", output=IOKey("a", expose=False)
+    )
+    model |= Primitive("matmul")(left="a", right="proj", output=IOKey("m", expose=False))
+    model |= Primitive("gelu")(input="m", output=IOKey("g", expose=False))
+    model |= Primitive("softmax", axis=-1)(input="g", output=IOKey("output"))
+    return model
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("openmp", [False, True])
+@pytest.mark.parametrize("which", ["cnn", "mlp-gradients", "gpt-like"])
+def test_exported_model_c_compiles_without_warnings(tmp_path, openmp, which) -> None:
+    """The generated code (runtime inlined) has no warning under ``-Wall -Wextra``, with and without
+    OpenMP: directives are ``MT_OMP(...)`` (nothing without OpenMP), no unused parameter or pointer."""
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    if which == "cnn":
+        pm = ml.compile(_cnn(), backend, shapes={"input": [2, 2, 6, 6]}, inference=True)
+    elif which == "mlp-gradients":
+        pm = ml.compile(MLP(input_size=4, hidden_sizes=[8], output_size=2), backend, shapes={"input": [3, 4]})
+    else:
+        shapes = {"tokens": [1, 5], "table": [11, 8], "proj": [8, 8]}
+        pm = ml.compile(_gpt_like(), backend, shapes=shapes, data_keys={"tokens"}, inference=True)
+    pm.export(tmp_path / "model", pm.randomize_params(seed=0))
+    flags = ["-fopenmp"] if openmp else []
+    result = subprocess.run(
+        ["cc", "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-c", "model.c", "-o", "model.o"],
+        cwd=tmp_path / "model", capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert not re.search(r"^\s*#\s*pragma\s+omp", (tmp_path / "model" / "model.c").read_text(), re.M)
 
 
 def test_scipy_openblas_is_preferred_and_runs_on_mithrils_threads() -> None:

@@ -1,5 +1,5 @@
 """``CBackend``: compiles the flat graph (forward and symbolic backward) to C, builds it with -O3 and
-OpenMP (plus a BLAS when one is found), and calls it through ctypes. Arrays are NumPy arrays.
+OpenMP (plus a BLAS when one is found), and calls it through cffi. Arrays are NumPy arrays.
 
 Example:
     >>> import mithril as ml

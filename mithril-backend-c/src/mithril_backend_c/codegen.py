@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,8 +44,8 @@ from mithril.types import Dtype
 
 __all__ = [
     "CFunction", "CField", "CSource", "Ctx", "Entry", "IndexSite", "Kernel", "KernelFrame", "TranslationUnit",
-    "c_type", "generate_c", "generate_source", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "NotPartitionable",
-    "MT_ERR_ALLOC", "MT_ERR_INDEX",
+    "c_type", "entry_declarations", "omp", "generate_c", "generate_source", "ALIAS_PRIMITIVES", "PAR_THRESHOLD",
+    "NotPartitionable", "MT_ERR_ALLOC", "MT_ERR_INDEX",
 ]  # fmt: skip
 
 MT_ERR_ALLOC = 1
@@ -72,6 +73,17 @@ def c_type(dtype: np.dtype) -> str:
     'float'
     """
     return _C_TYPE_OF.get(dtype) or C_TYPES[dtype.name]
+
+
+def omp(directive: str) -> str:
+    """An OpenMP directive as generated code writes it: ``MT_OMP("omp ...")`` (``runtime.h``), which is
+    ``_Pragma`` under OpenMP and nothing without it, so the code compiles warning-free either way
+    (``-Wall -Wextra`` warns of an unknown ``#pragma``).
+
+    >>> omp("simd")
+    'MT_OMP("omp simd")'
+    """
+    return f'MT_OMP("omp {directive}")'
 
 
 ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "reshape_like"})
@@ -131,6 +143,11 @@ class CFunction:
     workspace: int
     random: bool
     checks: list[IndexSite] = field(default_factory=list)
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of the library's symbols (``symbol`` is ``<prefix>_<name>``)."""
+        return self.symbol[: -len(self.name) - 1]
 
 
 def float_literal(value: float) -> str:
@@ -398,7 +415,7 @@ class Ctx:
         return [
             "{  /* index check */",
             "    int mt_bad = 0;",
-            "    #pragma omp simd reduction(|:mt_bad)",
+            f"    {omp('simd reduction(|:mt_bad)')}",
             f"    for (long k = 0; k < {n}; k++) mt_bad |= (uint64_t)(int64_t){p}[k] >= (uint64_t){int(bound)};",
             "    if (mt_bad)",
             f"        for (long k = 0; k < {n}; k++)",
@@ -409,10 +426,10 @@ class Ctx:
     # -- loops -------------------------------------------------------------------------------------
     @staticmethod
     def par(count: int, extra: str = "") -> str:
-        """An OpenMP ``parallel for`` pragma line for a loop doing ``count`` units of work, or ``""``."""
+        """An OpenMP ``parallel for`` line (:func:`omp`) for a loop doing ``count`` units of work, or ``""``."""
         if count < PAR_THRESHOLD:
             return ""
-        return f"#pragma omp parallel for{extra} num_threads(nt) if(nt > 1)"
+        return omp(f"parallel for{extra} num_threads(nt) if(nt > 1)")
 
     def parallel(self, body: Sequence[str], work: int) -> list[str]:
         """``body`` run as part ``part`` of ``nparts`` (C variables in its scope), each part doing its own
@@ -427,7 +444,7 @@ class Ctx:
             head = ["{", "    const long part = 0, nparts = 1;"]
         else:
             head = [
-                f"#pragma omp parallel num_threads(nt < {self.max_parts} ? nt : {self.max_parts}) if(nt > 1)",
+                omp(f"parallel num_threads(nt < {self.max_parts} ? nt : {self.max_parts}) if(nt > 1)"),
                 "{",
                 "    long part = 0, nparts = 1;",
                 "    MT_PART(part, nparts);",
@@ -450,7 +467,7 @@ class Ctx:
         lines = ["long lo, hi;", f"mt_part_range({dims[0][0]}, part, nparts, 1, &lo, &hi);"]
         for depth, ((n, _), name) in enumerate(zip(dims, names)):
             if depth == len(dims) - 1 and n >= 8:
-                lines.append("#pragma omp simd")
+                lines.append(omp("simd"))
             bounds = ("lo", "hi") if depth == 0 else ("0", str(n))
             lines.append(f"for (long {name} = {bounds[0]}; {name} < {bounds[1]}; {name}++) {{")
         lines += ["    " + line for line in body(self._indices(operands, dims, names))]
@@ -510,9 +527,9 @@ class Ctx:
             innermost = depth == len(dims) - 1
             pragma = self.par(total) if depth == 0 and parallel else ""
             if pragma and innermost and simd:
-                pragma = pragma.replace("parallel for", "parallel for simd")
+                pragma = pragma.replace("omp parallel for", "omp parallel for simd")
             elif not pragma and innermost and simd and n >= 8:
-                pragma = "#pragma omp simd"
+                pragma = omp("simd")
             if pragma:
                 lines.append(pragma)
             lines.append(f"for (long {name} = 0; {name} < {n}; {name}++) {{")
@@ -818,6 +835,24 @@ def generate_source(
     return source, entry_points
 
 
+def entry_declarations(fn: CFunction, prefix: str) -> str:
+    """The declarations of entry point ``fn`` that its callers see, in one text for the exported header
+    (``model.h``) and for Python's ``cffi`` interface (:func:`~mithril_backend_c.toolchain.load_library`):
+    the argument struct, the workspace size, the check-site description and the entry point.
+
+    >>> print(entry_declarations(fn, "mithril").splitlines()[-1])   # doctest: +SKIP
+    int mithril_evaluate(const mithril_evaluate_args *a, int nt);
+    """
+    symbol = f"{prefix}_{fn.name}"
+    return "\n".join([
+        struct_text(fn, prefix),
+        f"size_t {symbol}_workspace_size(void);",
+        f"const char *{symbol}_check_site(long site);",
+        "/* returns MT_OK (0) on success, else MT_ERR_ALLOC or MT_ERR_INDEX; nt: OpenMP threads */",
+        f"int {symbol}(const {symbol}_args *a, int nt);",
+    ])  # fmt: skip
+
+
 def struct_text(fn: CFunction, prefix: str) -> str:
     """The ``typedef struct {...} <prefix>_<fn>_args;`` of an entry point (keys only inside comments)."""
     lines = ["typedef struct {"]
@@ -838,6 +873,36 @@ def struct_text(fn: CFunction, prefix: str) -> str:
     )
     lines.append(f"}} {prefix}_{fn.name}_args;")
     return "\n".join(lines)
+
+
+_POINTER_DECLARATION = re.compile(r"^\s*[\w ]+ \*(v\d+) = [^;]*;$")
+_VALUE_NAME = re.compile(r"\bv\d+\b")
+_COMMENT = re.compile(r"/\*.*?\*/")
+
+
+def _drop_unused_pointers(lines: list[str]) -> list[str]:
+    """``lines`` (an entry point's body) without the ``T *vN = ...;`` declarations of pointers nothing
+    reads (a constant folded into a literal, an alias nobody uses, an input whose values are not needed),
+    so the code compiles without ``-Wunused-variable`` warnings. Repeated until none is left (dropping an
+    alias can leave its source unread).
+
+    >>> _drop_unused_pointers(["float *v1 = (float *)a->in_x;", "float *v2 = (float *)v1;", "f(v3);"])
+    ['f(v3);']
+    """
+    while True:
+        declared: dict[str, int] = {}
+        read: set[str] = set()
+        for i, line in enumerate(lines):
+            names = _VALUE_NAME.findall(_COMMENT.sub("", line))
+            match = _POINTER_DECLARATION.match(line)
+            if match:
+                declared[match.group(1)] = i
+                names = names[1:]  # the declared name itself
+            read.update(names)
+        unused = {i for name, i in declared.items() if name not in read}
+        if not unused:
+            return lines
+        lines = [line for i, line in enumerate(lines) if i not in unused]
 
 
 def _check_site_function(fn: CFunction, prefix: str) -> list[str]:
@@ -1144,6 +1209,9 @@ def _generate_function(
         "    if (nt < 1) nt = 1;",
         "    (void)ws; (void)nt;",
     ]
+    body = _drop_unused_pointers(body)
+    text = "\n".join(body)
+    used_constants = {name: None for name in used_constants if name in text}
     lines += ["    " + line for line in body]
     if layout.checks:
         lines.append("mt_done:")  # a failed index check jumps here, past the remaining nodes

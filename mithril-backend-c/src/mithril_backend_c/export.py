@@ -44,7 +44,7 @@ from mithril.compiler.codegen.escape import c_comment, c_string_literal, safe_fi
 from mithril.errors import ArgumentError, KeyError_, ShapeError
 
 from . import toolchain
-from .codegen import C_TYPES, CFunction, struct_text
+from .codegen import C_TYPES, CFunction, entry_declarations
 
 __all__ = ["ExportResult", "export", "export_program", "check_export_directory", "data_file_names"]
 
@@ -268,11 +268,7 @@ def _model_h(functions: list[CFunction]) -> str:
         "",
     ]
     for fn in functions:
-        lines.append(struct_text(fn, PREFIX))
-        lines.append(f"size_t {PREFIX}_{fn.name}_workspace_size(void);")
-        lines.append(f"const char *{PREFIX}_{fn.name}_check_site(long site);")
-        lines.append("/* returns MT_OK (0) on success, else MT_ERR_ALLOC or MT_ERR_INDEX; nt: OpenMP threads */")
-        lines.append(f"int {PREFIX}_{fn.name}(const {PREFIX}_{fn.name}_args *a, int nt);")
+        lines.append(entry_declarations(fn, PREFIX))
         lines.append("")
     lines.append("#endif")
     return "\n".join(lines) + "\n"

@@ -1,13 +1,13 @@
 """``CProgram``: generated C plus its entry points' layouts; ``load`` compiles (cached) and binds each
 entry point to a thin Python caller; ``export`` writes a standalone C program.
 
-The caller keeps one ``uint64`` argument array and one workspace per thread (``threading.local``), so
-concurrent calls never share mutable memory; outputs are fresh ``np.empty`` arrays filled in place.
+The library is bound through ``cffi`` with the entry points' declarations (their header text). The
+caller keeps one argument struct and one workspace per thread (``threading.local``), so concurrent calls
+never share mutable memory; outputs are fresh ``np.empty`` arrays filled in place.
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -19,10 +19,10 @@ import numpy as np
 from mithril.errors import IndexRangeError, MithrilError, ShapeError
 
 from . import toolchain
-from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource
+from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource, entry_declarations
 from .errors import NativeError, NativeMemoryError
 
-__all__ = ["CProgram", "native_error"]
+__all__ = ["CProgram", "load_functions", "native_error"]
 
 
 @dataclass
@@ -58,8 +58,7 @@ class CProgram:
         progress shown during a long compile (``<mithril:GPT>`` -> ``CBackend: compiling GPT (7 parts + runtime)``,
         then the steps done and the elapsed time)."""
         name = filename[len("<mithril:") : -1] if filename.startswith("<mithril:") else filename.strip("<>")
-        lib = toolchain.load_library(self.build(f"CBackend: compiling {name}"))
-        return {fn.name: _bind(lib, fn, self.backend) for fn in self.functions}
+        return load_functions(self.build(f"CBackend: compiling {name}"), self.functions, self.backend)
 
     def export(
         self,
@@ -77,36 +76,40 @@ class CProgram:
         return export_program(self, Path(directory), params, overwrite=overwrite, params_source=params_source, pm=pm)
 
 
-def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
-    cfunc = getattr(lib, fn.symbol)
-    cfunc.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    cfunc.restype = ctypes.c_int
-    n_in = len(fn.inputs)
+def load_functions(path: Path, functions: list[CFunction], backend: Any) -> dict[str, Callable[..., Any]]:
+    """Load the library at ``path`` through ``cffi``, declared with the entry points' own header text
+    (:func:`~mithril_backend_c.codegen.entry_declarations`), and bind each to a Python caller."""
+    cdef = "\n".join(entry_declarations(fn, fn.prefix) for fn in functions)
+    native = toolchain.load_library(path, cdef)
+    return {fn.name: _bind(native, fn, backend) for fn in functions}
+
+
+def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Callable[..., Any]:
+    """A Python caller of entry point ``fn``: ``call(params, data[, cotangents])`` -> output dict(s).
+
+    Each thread has its own argument struct (``ffi.new``), workspace and error array; a call points the
+    struct's fields at the inputs (checked: dtype, C order, shape) and at fresh ``np.empty`` outputs.
+    ``ffi.from_buffer`` gives an array's address without copying; the struct keeps only addresses, so
+    the arrays are held by the caller's dicts, the results and ``converted`` for the length of the call."""
+    ffi, cfunc = native.ffi, getattr(native.lib, fn.symbol)
+    struct = f"{fn.symbol}_args *"
     sources = {"param": 0, "data": 1, "cotangent": 2}
-    inputs = [(f.key, sources[f.role], f.dtype, i, f.shape) for i, f in enumerate(fn.inputs)]
-    groups, index = [], n_in
-    for group in fn.returns:
-        specs = []
-        for f in group:
-            specs.append((f.key, f.shape, f.dtype, index))
-            index += 1
-        groups.append(specs)
-    ws_index, seed_index, error_index = index, index + 1, index + 2
-    n_fields = index + 3
+    inputs = [(f.key, sources[f.role], np.dtype(f.dtype), f.name, f.shape) for f in fn.inputs]  # `is` first
+    groups = [[(f.key, f.shape, f.dtype, f.name) for f in group] for group in fn.returns]
     workspace = fn.workspace
     random = fn.random
     threads = int(getattr(backend, "threads", 1))
     local = threading.local()
     single = len(groups) == 1
-    empty = np.empty
+    empty, ndarray, from_buffer = np.empty, np.ndarray, ffi.from_buffer
 
-    def state() -> tuple[Any, int, Any, Any]:
-        args = (ctypes.c_uint64 * n_fields)()
+    def state() -> tuple[Any, Any, Any, Any]:
+        args = ffi.new(struct)
         ws = np.empty(workspace, dtype=np.uint8) if workspace else None
         error = np.zeros(3, dtype=np.int64)
-        args[ws_index] = ws.ctypes.data if ws is not None else 0
-        args[error_index] = error.ctypes.data
-        s = (args, ctypes.addressof(args), ws, error)
+        args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
+        args.error = ffi.cast("int64_t *", from_buffer(error))
+        s = (args, ws, error)
         local.s = s
         return s
 
@@ -114,28 +117,28 @@ def _bind(lib: ctypes.CDLL, fn: CFunction, backend: Any) -> Callable[..., Any]:
         s = local.__dict__.get("s") or state()
         args = s[0]
         dicts = (params, data, cotangents)
-        keep = []
-        for key, src, dtype, i, shape in inputs:
+        converted = []  # inputs converted here, alive until the call returns (the struct holds addresses)
+        for key, src, dtype, name, shape in inputs:
             x = dicts[src][key]
-            if not isinstance(x, np.ndarray) or x.dtype != dtype or not x.flags.c_contiguous:
+            if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype) or not x.flags.c_contiguous:
                 x = np.asarray(x, dtype=dtype, order="C")
-                keep.append(x)
+                converted.append(x)
             if x.shape != shape:  # the C code reads exactly this many elements
                 raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
-            args[i] = x.ctypes.data
+            setattr(args, name, from_buffer(x))
         results = []
         for specs in groups:
             out = {}
-            for key, shape, dtype, i in specs:
+            for key, shape, dtype, name in specs:
                 y = out[key] = empty(shape, dtype)
-                args[i] = y.ctypes.data
+                setattr(args, name, from_buffer(y))
             results.append(out)
         if random:
-            args[seed_index] = int(backend.rng.integers(0, 1 << 63))
-        status = cfunc(s[1], threads)
+            args.seed = int(backend.rng.integers(0, 1 << 63))
+        status = cfunc(args, threads)
+        del converted
         if status:
-            raise native_error(fn, status, s[3])
-        del keep
+            raise native_error(fn, status, s[2])
         return results[0] if single else tuple(results)
 
     call.__name__ = fn.name

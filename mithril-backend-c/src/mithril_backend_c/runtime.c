@@ -37,9 +37,6 @@ void openblas_set_num_threads(int);
 #define MT_BLAS_TRANS(x) (x)
 #endif
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #ifdef MT_BLAS_OPENBLAS
 /* OpenBLAS always runs single-threaded: Mithril splits every large GEMM over its own OpenMP threads (the
@@ -66,6 +63,113 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
         (out)[q] = (v_ > b_ || v_ != v_) ? v_ : b_;                                                       \
     }
 
+/* Matrix-vector products (GEMMs with one row, M == 1: a decode step's every weight product) read each
+ * weight once, in order: C[j] = alpha * dot(a, row j of B) (B transposed, a weight [N, K]: contiguous dot
+ * products) or alpha * sum_k a[k] * B[k, j] (B [K, N]: rows of B scaled and added). No copy of B; the
+ * output rows are split over the caller's nt OpenMP threads when there is enough work. Used with BLAS
+ * too: OpenBLAS's sgemm packs B even for one row (GPT-2 small's weight products, one thread: 134 ms per
+ * token with cblas_sgemm, 37-48 ms here; 425 ms with the blocked fallback that transposes B). GCC and Clang get
+ * explicit vector lanes (a float sum is not reordered into lanes without -ffast-math); other compilers
+ * the scalar loops. */
+#define MT_GEMV_MIN 65536 /* multiply-adds below which a GEMV runs on the calling thread */
+#define MT_GEMV_ROWS 4    /* rows of a transposed B per dot-product pass (a's lanes loaded once) */
+#define MT_GEMV_COLS 256  /* columns of B [K, N] per pass (their sums stay in L1) */
+#if defined(__GNUC__) || defined(__clang__)
+typedef float mt_vf32 __attribute__((vector_size(32)));
+typedef double mt_vf64 __attribute__((vector_size(32)));
+/* s[r] += sum over k in [*k, ...) of a[k] * b[r * ldb + k], r < MT_GEMV_ROWS; advances *k by whole vectors */
+#define MT_DOT_LANES(T, VT, a, b, ldb, K, kp, s)                                                          \
+    do {                                                                                                  \
+        const long lanes_ = (long)(sizeof(VT) / sizeof(T));                                               \
+        VT v_[MT_GEMV_ROWS];                                                                              \
+        memset(v_, 0, sizeof v_);                                                                         \
+        long k_ = *(kp);                                                                                  \
+        for (; k_ + lanes_ <= (K); k_ += lanes_) {                                                        \
+            VT x_, y_;                                                                                    \
+            memcpy(&x_, (a) + k_, sizeof x_);                                                             \
+            for (int r_ = 0; r_ < MT_GEMV_ROWS; r_++) {                                                   \
+                memcpy(&y_, (b) + r_ * (ldb) + k_, sizeof y_);                                            \
+                v_[r_] += x_ * y_;                                                                        \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int r_ = 0; r_ < MT_GEMV_ROWS; r_++)                                                         \
+            for (long l_ = 0; l_ < lanes_; l_++) (s)[r_] += v_[r_][l_];                                   \
+        *(kp) = k_;                                                                                       \
+    } while (0)
+/* acc[q] += x * b[q] for q in [0, n), n a multiple of 4 lanes handled by vectors, the rest after */
+#define MT_AXPY_LANES(T, VT, acc, x, b, n, qp)                                                            \
+    do {                                                                                                  \
+        const long lanes_ = (long)(sizeof(VT) / sizeof(T));                                               \
+        long q_ = 0;                                                                                      \
+        for (; q_ + lanes_ <= (n); q_ += lanes_) {                                                        \
+            VT y_, c_;                                                                                    \
+            memcpy(&y_, (b) + q_, sizeof y_);                                                             \
+            memcpy(&c_, (acc) + q_, sizeof c_);                                                           \
+            c_ += (x) * y_;                                                                               \
+            memcpy((acc) + q_, &c_, sizeof c_);                                                           \
+        }                                                                                                 \
+        *(qp) = q_;                                                                                       \
+    } while (0)
+#else
+typedef float mt_vf32;
+typedef double mt_vf64;
+#define MT_DOT_LANES(T, VT, a, b, ldb, K, kp, s) do { } while (0)
+#define MT_AXPY_LANES(T, VT, acc, x, b, n, qp) do { *(qp) = 0; } while (0)
+#endif
+
+#define MT_GEMV_DEFINE(T, S, VT)                                                                           \
+    /* C[j] = alpha * dot(a, B[j, :K]) + beta * C[j] for j in [j0, j1) */                                 \
+    static void mt_gemv_t_rows_##S(long j0, long j1, long K, T alpha, const T *a, const T *B, long ldb,   \
+                                   T beta, T *C) {                                                        \
+        for (long j = j0; j < j1; j += MT_GEMV_ROWS) {                                                    \
+            T s[MT_GEMV_ROWS] = {0};                                                                      \
+            long rows = j1 - j < MT_GEMV_ROWS ? j1 - j : MT_GEMV_ROWS, k = 0;                             \
+            const T *b = B + j * ldb;                                                                     \
+            if (rows == MT_GEMV_ROWS) MT_DOT_LANES(T, VT, a, b, ldb, K, &k, s);                           \
+            for (long r = 0; r < rows; r++) {                                                             \
+                T t = s[r];                                                                               \
+                for (long q = k; q < K; q++) t += a[q] * b[r * ldb + q];                                  \
+                C[j + r] = alpha * t + (beta == 0 ? (T)0 : beta * C[j + r]);                              \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
+    /* C[j] = alpha * sum_k a[k] * B[k, j] + beta * C[j] for j in [j0, j1) */                             \
+    static void mt_gemv_n_cols_##S(long j0, long j1, long K, T alpha, const T *a, const T *B, long ldb,   \
+                                   T beta, T *C) {                                                        \
+        T acc[MT_GEMV_COLS];                                                                              \
+        for (long c0 = j0; c0 < j1; c0 += MT_GEMV_COLS) {                                                 \
+            long n = j1 - c0 < MT_GEMV_COLS ? j1 - c0 : MT_GEMV_COLS;                                     \
+            for (long q = 0; q < n; q++) acc[q] = 0;                                                      \
+            for (long k = 0; k < K; k++) {                                                                \
+                const T *b = B + k * ldb + c0;                                                            \
+                T x = a[k];                                                                               \
+                long q;                                                                                   \
+                MT_AXPY_LANES(T, VT, acc, x, b, n, &q);                                                   \
+                for (; q < n; q++) acc[q] += x * b[q];                                                    \
+            }                                                                                             \
+            for (long q = 0; q < n; q++)                                                                  \
+                C[c0 + q] = alpha * acc[q] + (beta == 0 ? (T)0 : beta * C[c0 + q]);                       \
+        }                                                                                                 \
+    }                                                                                                     \
+    /* one row of C (M == 1) from a contiguous row a of K elements */                                     \
+    static void mt_gemv_##S(int tb, long N, long K, T alpha, const T *a, const T *B, long ldb, T beta,    \
+                            T *C, int nt) {                                                               \
+        long step = tb ? MT_GEMV_ROWS : 16, blocks = (N + step - 1) / step;                               \
+        if (nt > blocks) nt = (int)blocks;                                                                \
+        if (nt <= 1 || N * K < MT_GEMV_MIN) {                                                             \
+            if (tb) mt_gemv_t_rows_##S(0, N, K, alpha, a, B, ldb, beta, C);                               \
+            else mt_gemv_n_cols_##S(0, N, K, alpha, a, B, ldb, beta, C);                                  \
+            return;                                                                                       \
+        }                                                                                                 \
+        MT_OMP("omp parallel for schedule(static) num_threads(nt)")                                       \
+        for (int part = 0; part < nt; part++) {                                                           \
+            long lo, hi;                                                                                  \
+            mt_part_range(N, part, nt, step, &lo, &hi);                                                   \
+            if (tb) mt_gemv_t_rows_##S(lo, hi, K, alpha, a, B, ldb, beta, C);                             \
+            else mt_gemv_n_cols_##S(lo, hi, K, alpha, a, B, ldb, beta, C);                                \
+        }                                                                                                 \
+    }
+
 #define MT_MB 64
 #define MT_NB 256
 #define MT_KB 128
@@ -73,8 +177,9 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
 #define MT_DEFINE(T, S, BLASFN)                                                                            \
     static void mt_gemm_fallback_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda, \
                                      const T *B, long ldb, T beta, T *C, long ldc, int nt) {             \
+        (void)nt; /* without OpenMP */                                                                    \
         long mblocks = (M + MT_MB - 1) / MT_MB, nblocks = (N + MT_NB - 1) / MT_NB;                        \
-        _Pragma("omp parallel for collapse(2) schedule(static) num_threads(nt) if(nt > 1 && M * N * K > 262144)") \
+        MT_OMP("omp parallel for collapse(2) schedule(static) num_threads(nt) if(nt > 1 && M * N * K > 262144)") \
         for (long mb = 0; mb < mblocks; mb++)                                                             \
             for (long nb = 0; nb < nblocks; nb++) {                                                       \
                 long m0 = mb * MT_MB, m1 = m0 + MT_MB < M ? m0 + MT_MB : M;                               \
@@ -114,6 +219,10 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
                 for (long j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];      \
             return;                                                                                       \
         }                                                                                                 \
+        if (M == 1 && (!ta || lda == 1)) { /* one row: GEMV (with BLAS too, see above) */            \
+            mt_gemv_##S(tb, N, K, alpha, A, B, ldb, beta, C, nt);                                         \
+            return;                                                                                       \
+        }                                                                                                 \
         MT_BLAS_SERIAL();                                                                                 \
         if (nt <= 1 || M * N * K < MT_SPLIT_MIN || (M < 32 && N < 32)) {                                  \
             mt_gemm1_##S(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                           \
@@ -127,7 +236,7 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
         long blocks = side / (by_cols ? 64 : 16);                                                         \
         if (blocks > MT_SPLIT_BLOCKS * nt) blocks = MT_SPLIT_BLOCKS * nt;                                 \
         if (blocks < nt) blocks = nt;                                                                     \
-        _Pragma("omp parallel for schedule(dynamic, 1) num_threads(nt)")                                  \
+        MT_OMP("omp parallel for schedule(dynamic, 1) num_threads(nt)")                                  \
         for (long part = 0; part < blocks; part++) {                                                      \
             long lo, hi;                                                                                  \
             mt_part_range(side, part, blocks, align, &lo, &hi);                                           \
@@ -185,7 +294,8 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
     }                                                                                                     \
     void mt_im2col_##S(const T *x, T *cols, long C, long H, long W, long kh, long kw, long sh, long sw,   \
                        long ph, long pw, long dh, long dw, long OH, long OW, int nt) {                    \
-        _Pragma("omp parallel for collapse(2) num_threads(nt) if(nt > 1 && C * kh * kw * OH * OW > 65536)") \
+        (void)nt; /* without OpenMP */                                                                    \
+        MT_OMP("omp parallel for collapse(2) num_threads(nt) if(nt > 1 && C * kh * kw * OH * OW > 65536)") \
         for (long c = 0; c < C; c++)                                                                      \
             for (long r = 0; r < kh * kw; r++) {                                                          \
                 long i = r / kw, j = r % kw;                                                              \
@@ -271,7 +381,8 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
     }                                                                                                     \
     void mt_col2im_##S(const T *cols, T *x, long C, long H, long W, long kh, long kw, long sh, long sw,   \
                        long ph, long pw, long dh, long dw, long OH, long OW, int nt) {                    \
-        _Pragma("omp parallel for num_threads(nt) if(nt > 1 && C * kh * kw * OH * OW > 65536)")           \
+        (void)nt; /* without OpenMP */                                                                    \
+        MT_OMP("omp parallel for num_threads(nt) if(nt > 1 && C * kh * kw * OH * OW > 65536)")           \
         for (long c = 0; c < C; c++)                                                                      \
             for (long r = 0; r < kh * kw; r++) {                                                          \
                 long i = r / kw, j = r % kw;                                                              \
@@ -358,7 +469,7 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
                              0, 1);                                                                       \
             return;                                                                                       \
         }                                                                                                 \
-        _Pragma("omp parallel num_threads(nt)")                                                           \
+        MT_OMP("omp parallel num_threads(nt)")                                                           \
         {                                                                                                 \
             long part = 0, nparts = 1;                                                                    \
             MT_PART(part, nparts);                                                                        \
@@ -369,7 +480,8 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
     void mt_pool_grad_##S(const T *g, const T *x, T *dx, long L, long H, long W, long kh, long kw,        \
                           long sh, long sw, long ph, long pw, long dh, long dw, long OH, long OW,         \
                           int is_max, int include_pad, int nt) {                                          \
-        _Pragma("omp parallel for num_threads(nt) if(nt > 1 && L * OH * OW * kh * kw > 65536)")          \
+        (void)nt; /* without OpenMP */                                                                    \
+        MT_OMP("omp parallel for num_threads(nt) if(nt > 1 && L * OH * OW * kh * kw > 65536)")          \
         for (long l = 0; l < L; l++) {                                                                    \
             const T *src = x + l * H * W;                                                                 \
             const T *go = g + l * OH * OW;                                                                \
@@ -411,5 +523,7 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
 #define MT_BLAS_D
 #endif
 
+MT_GEMV_DEFINE(float, f32, mt_vf32)
+MT_GEMV_DEFINE(double, f64, mt_vf64)
 MT_DEFINE(float, f32, MT_BLAS_S)
 MT_DEFINE(double, f64, MT_BLAS_D)

@@ -10,10 +10,14 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+/* MT_OMP("omp ..."): an OpenMP directive where OpenMP is on, nothing where it is off (so the code compiles
+ * warning-free under -Wall -Wextra either way: without -fopenmp an OpenMP pragma line is an unknown pragma) */
 #ifdef _OPENMP
 #include <omp.h>
+#define MT_OMP(directive) _Pragma(directive)
 #define MT_PART(part, nparts) do { (part) = omp_get_thread_num(); (nparts) = omp_get_num_threads(); } while (0)
 #else
+#define MT_OMP(directive)
 #define MT_PART(part, nparts) do { (part) = 0; (nparts) = 1; } while (0)
 #endif
 

@@ -1,5 +1,5 @@
 """Compile generated C to a shared library: -O3 + OpenMP, a BLAS found at build time (or the blocked
-fallback), a content-hash disk cache with atomic writes and a file lock, and ctypes loading.
+fallback), a content-hash disk cache with atomic writes and a file lock, and loading through cffi.
 
 A model's code comes as independent translation units (:func:`build_units`: groups of kernels, the
 constants, one unit per entry point), compiled in parallel and cached one by one (``part-<key>.o``), then
@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import functools
 import hashlib
@@ -42,6 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +69,7 @@ __all__ = [
     "flags",
     "jobs",
     "load_library",
+    "NativeLibrary",
     "runtime_source",
     "verify_entry",
 ]
@@ -602,22 +603,46 @@ def build_units(
     return target
 
 
-def load_library(path: Path) -> ctypes.CDLL:
-    """Load a built model. OpenMP workers keep the runtime's default wait policy (spin briefly, then
-    sleep): the generated code runs BLAS single-threaded on those same workers, so no other pool waits for
-    the cores, and a worker that is still spinning starts the next parallel loop at once (a sleeping one
-    costs a wake-up per loop). ``$OMP_WAIT_POLICY`` overrides it if set before the first OpenMP runtime
-    is loaded.
+@dataclass(frozen=True)
+class NativeLibrary:
+    """A loaded library bound through ``cffi`` (ABI mode): ``lib.<name>`` calls a function declared in
+    the library's ``cdef`` with its argument types checked; ``ffi`` makes the declared structs.
+
+    >>> native = load_library(path, "int twice(int x);")   # doctest: +SKIP
+    >>> native.lib.twice(21)                               # doctest: +SKIP
+    42
+    """
+
+    path: Path
+    ffi: Any
+    lib: Any
+
+    def address(self, name: str) -> int:
+        """The address of declared function ``name`` (for C code that calls it: ggml's custom ops)."""
+        return int(self.ffi.cast("uintptr_t", getattr(self.lib, name)))
+
+
+def load_library(path: Path, cdef: str = "") -> NativeLibrary:
+    """Load a built model through ``cffi``: ``cdef`` declares what Python calls (the generated entry
+    points' argument structs and prototypes, the same text as the generated header). OpenMP workers keep
+    the runtime's default wait policy (spin briefly, then sleep): the generated code runs BLAS
+    single-threaded on those same workers, so no other pool waits for the cores, and a worker that is
+    still spinning starts the next parallel loop at once (a sleeping one costs a wake-up per loop).
+    ``$OMP_WAIT_POLICY`` overrides it if set before the first OpenMP runtime is loaded.
 
     Only a cache entry that matches its recorded size and hash is loaded (a damaged one would crash
     the process in ``dlopen``); anything else raises :class:`CacheError` saying how to clear the cache."""
+    import cffi
+
     path = Path(path)
     if path.parent.resolve() == cache_dir().resolve() and not verify_entry(path):
         raise CacheError(
             f"the cached library {path} does not match the size and hash recorded when it was built "
             f"(truncated or modified); expected build_library() to have rebuilt it. {clear_hint()}"
         )
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
     try:
-        return ctypes.CDLL(str(path))
+        return NativeLibrary(path, ffi, ffi.dlopen(str(path)))
     except OSError as exc:
         raise CacheError(f"cannot load the compiled library {path}: {exc}; {clear_hint()}") from None

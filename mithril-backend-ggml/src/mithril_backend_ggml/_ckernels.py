@@ -9,7 +9,8 @@ attributes), and a small generated wrapper with ggml's custom-op signature
 
 reads the ``src`` tensors' data, converts ggml's storage (ints I32, bools F32 0/1) to the C backend's
 (ints int64, bools uint8) where needed, calls the kernel and writes ``dst``. ggml computes the graph
-without the GIL (``ggml_backend_graph_compute`` is a plain ctypes call), so these ops never enter Python.
+without the GIL (``ggml_backend_graph_compute`` is a plain ctypes call of ggml-python's bindings), so
+these ops never enter Python. The kernels' library and the slots are bound through ``cffi``.
 
 Kernels report failures instead of crashing: the C backend's index checks (``embedding_grad``,
 ``gather``, class targets ...) and failed allocations make the kernel return a nonzero code, which the
@@ -37,7 +38,6 @@ after the output, so ggml's allocator provides it and no thread allocates memory
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import math
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CKernels", "Slot", "c_emitters", "ggml_include_dir"]
+__all__ = ["CKernels", "Slot", "c_emitters", "ggml_include_dir", "new_slot", "slot_address"]
 
 _CTYPES = {
     "float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
@@ -56,20 +56,41 @@ _CTYPES = {
 }  # fmt: skip
 
 
-class Slot(ctypes.Structure):
-    """``userdata`` of a C custom op: the kernel to call (filled after the library is built), the seed
-    of a random kernel, and the kernel's report: ``status`` (0, or the C backend's ``MT_ERR_*`` code) and
-    ``error`` (check site, bad index, flat position) when it is ``MT_ERR_INDEX``."""
-
-    _fields_ = [
-        ("fn", ctypes.c_void_p),
-        ("seed", ctypes.c_uint64),
-        ("status", ctypes.c_int64),
-        ("error", ctypes.c_int64 * 3),
-    ]
-
-
 _SLOT_C = "typedef struct { void *fn; uint64_t seed; int64_t status; int64_t error[3]; } mithril_ggml_slot;"
+
+
+@functools.cache
+def _slot_ffi() -> Any:
+    """The ``cffi`` interface of the slots (the same declaration the generated C includes)."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(_SLOT_C)
+    return ffi
+
+
+Slot = Any
+"""``userdata`` of a C custom op (a ``cffi`` ``mithril_ggml_slot *``, made by :func:`new_slot`): the kernel
+to call (filled after the library is built), the seed of a random kernel, and the kernel's report:
+``status`` (0, or the C backend's ``MT_ERR_*`` code) and ``error`` (check site, bad index, flat position)
+when it is ``MT_ERR_INDEX``."""
+
+
+def new_slot() -> Slot:
+    """A zeroed slot (no kernel yet)."""
+    return _slot_ffi().new("mithril_ggml_slot *")
+
+
+def slot_address(slot: Slot) -> int:
+    """The address of ``slot``, the ``userdata`` ggml passes to the custom op (the slot must stay alive as
+    long as the graph: builders keep it in their ``callbacks``)."""
+    return int(_slot_ffi().cast("uintptr_t", slot))
+
+
+def _kernel_declaration(symbol: str) -> str:
+    """The ``cffi`` declaration of a custom-op kernel (``struct ggml_tensor *`` passed as ``void *``)."""
+    return f"void {symbol}(void *dst, int ith, int nth, void *userdata);"
+
 
 _TRAMPOLINE = """/* mithril-backend-ggml: the ggml custom-op callback of every C kernel */
 #include <stdint.h>
@@ -108,9 +129,9 @@ def trampoline() -> int:
     """The address of ``mithril_ggml_call`` (its library is built once and cached on disk)."""
     from mithril_backend_c import toolchain
 
-    lib = toolchain.load_library(toolchain.build_library(_TRAMPOLINE))
-    _LIBRARIES.append(lib)
-    return ctypes.cast(lib.mithril_ggml_call, ctypes.c_void_p).value
+    native = toolchain.load_library(toolchain.build_library(_TRAMPOLINE), _kernel_declaration("mithril_ggml_call"))
+    _LIBRARIES.append(native)
+    return native.address("mithril_ggml_call")
 
 
 _LIBRARIES: list[Any] = []  # loaded kernel libraries stay loaded for the life of the process
@@ -203,7 +224,7 @@ class CKernels:
             "}",
         ]
         self.sources.append("\n".join(lines))
-        slot = Slot(None, 0)
+        slot = new_slot()
         self.slots.append((slot, symbol))
         self.checks[id(slot)] = layout.checks
         if any(n.spec.random for n in nodes):
@@ -218,7 +239,7 @@ class CKernels:
         if entry is None:
             entry = self._symbols[key] = self._emit(node, inputs, index)
         symbol, checks = entry
-        slot = Slot(None, 0)
+        slot = new_slot()
         self.slots.append((slot, symbol))
         self.checks[id(slot)] = checks
         if node.spec.random:
@@ -255,7 +276,7 @@ class CKernels:
                 ]
             )
         )
-        slot = Slot(None, 0)
+        slot = new_slot()
         self.slots.append((slot, symbol))
         self.checks[id(slot)] = [site]
         return slot
@@ -400,11 +421,14 @@ class CKernels:
             return
         from mithril_backend_c import toolchain
 
-        self.library = toolchain.load_library(toolchain.build_library(self.source()))
+        symbols = sorted({symbol for _, symbol in self.slots})
+        cdef = "\n".join(["void mt_blas_serial(void);", *map(_kernel_declaration, symbols)])
+        self.library = toolchain.load_library(toolchain.build_library(self.source()), cdef)
         _LIBRARIES.append(self.library)
-        self.library.mt_blas_serial()  # before ggml's threads run kernels: BLAS stays on the calling thread
+        self.library.lib.mt_blas_serial()  # before ggml's threads run kernels: BLAS stays on the calling thread
+        ffi = _slot_ffi()
         for slot, symbol in self.slots:
-            slot.fn = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p).value
+            slot.fn = ffi.cast("void *", self.library.address(symbol))
 
     def reset(self, slots: Sequence[Slot]) -> None:
         """Clear the reports of ``slots`` before a compute."""

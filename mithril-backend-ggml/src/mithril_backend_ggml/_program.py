@@ -88,7 +88,7 @@ class Builder:
         that reads the result, which would otherwise abort the process (``ggml_get_rows``)."""
         from mithril_backend_c.codegen import ALIAS_PRIMITIVES, IndexSite
 
-        from ._ckernels import trampoline
+        from ._ckernels import slot_address, trampoline
 
         value = node.inputs[operand]
         while value.producer is not None and value.producer.spec.name in ALIAS_PRIMITIVES:
@@ -105,7 +105,7 @@ class Builder:
         srcs = (ctypes.POINTER(ggml.ggml_tensor) * 1)(index.tensor)
         fn = ggml.ggml_custom_op_t(trampoline())
         tensor = ggml.ggml_custom_4d(
-            self.ctx, ggml.GGML_TYPE_I32, *self.ne(index.shape), srcs, 1, fn, 1, ctypes.byref(slot)
+            self.ctx, ggml.GGML_TYPE_I32, *self.ne(index.shape), srcs, 1, fn, 1, slot_address(slot)
         )
         self.custom_kinds.append(("index check", "c"))
         return T(tensor, index.shape, "int")
@@ -443,9 +443,9 @@ class _ViaC:
         from mithril.types import Dtype
         from mithril_backend_c import toolchain
         from mithril_backend_c.codegen import generate_c
-        from mithril_backend_c.program import _bind
+        from mithril_backend_c.program import load_functions
 
-        from ._ckernels import _LIBRARIES, c_emitters
+        from ._ckernels import c_emitters
 
         self.name = fn.name
         where = _zero_size(graph, fn)
@@ -462,9 +462,7 @@ class _ViaC:
             graph, [fn], param_names=param_names, header=f"GGMLBackend {fn.name}, zero-size tensor {where}",
             dtype=Dtype.float32, emitters=emitters, max_parts=int(getattr(program.backend, "threads", 1)),
         )  # fmt: skip
-        library = toolchain.load_library(toolchain.build_library(source))
-        _LIBRARIES.append(library)
-        self._call = _bind(library, layout, program.backend)
+        self._call = load_functions(toolchain.build_library(source), [layout], program.backend)[layout.name]
         self.n_graph_nodes = 0
         self.buffer_bytes = 0
         self.custom_ops: list[tuple[str, str]] = []

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from mithril.primitives.rules import conv_padding
 
-from ._ckernels import c_emitters, trampoline
+from ._ckernels import c_emitters, slot_address, trampoline
 from ._program import Builder, T
 from ._pykernels import python_custom
 
@@ -68,7 +68,7 @@ def custom(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
         srcs = (ctypes.POINTER(ggml.ggml_tensor) * max(1, len(present)))(*[t.tensor for t in present])
         fn = ggml.ggml_custom_op_t(trampoline())
         ne = b.ne(shape)
-        tensor = ggml.ggml_custom_4d(b.ctx, b.ggml_type(kind), *ne, srcs, len(present), fn, 1, ctypes.byref(slot))
+        tensor = ggml.ggml_custom_4d(b.ctx, b.ggml_type(kind), *ne, srcs, len(present), fn, 1, slot_address(slot))
         outs[key] = T(tensor, shape, kind)
     b.custom_kinds.append((node.spec.name, "c"))
     return outs
@@ -97,7 +97,7 @@ def build_fused(b: Builder, nodes: Any, inputs: Any, output: Any, lookup: Callab
     srcs = (ctypes.POINTER(ggml.ggml_tensor) * max(1, len(built)))(*[t.tensor for t in built])
     fn = ggml.ggml_custom_op_t(trampoline())
     ne = b.ne(shape)
-    userdata = ctypes.byref(kernel.slot)
+    userdata = slot_address(kernel.slot)
     f32, all_threads = ggml.GGML_TYPE_F32, -1  # n_tasks -1 (GGML_N_TASKS_MAX): every thread calls the kernel
     if kernel.workspace:
         total = (kernel.offset + kernel.workspace + 3) // 4

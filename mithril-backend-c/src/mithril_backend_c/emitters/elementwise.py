@@ -6,7 +6,7 @@ the fusion pass (:mod:`~mithril_backend_c.fusion`) uses to compute a chain of th
 Example (what ``add`` emits for float32 ``[3, 4] + [4]``)::
 
     for (long i1 = 0; i1 < 3; i1++) {
-    #pragma omp simd
+    MT_OMP("omp simd")
     for (long i2 = 0; i2 < 4; i2++) {
         v7[i1 * 4 + i2] = (float)(v3[i1 * 4 + i2] + v5[i2]);
     }}

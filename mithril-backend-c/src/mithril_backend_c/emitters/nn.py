@@ -8,7 +8,7 @@ least 8x8 outputs, im2col + GEMM otherwise. Convolutions and pooling split their
 Example (the blocks of a convolution whose BatchNorm and ReLU were fused)::
 
     {  /* conv2d @ layer1.0.conv1.conv2d_0 + subtract, multiply, multiply, add, relu */
-        #pragma omp parallel num_threads(nt < 2 ? nt : 2) if(nt > 1)
+        MT_OMP("omp parallel num_threads(nt < 2 ? nt : 2) if(nt > 1)")
         ...
             mt_wino_input_f32(...); for (int xi = 0; xi < 16; xi++) mt_gemm_f32(...);
             ... y00 = s0[0] + s0[1] + s0[2] ... e27 = (e26 > 0 || e26 != e26 ? e26 : 0) ...
@@ -21,7 +21,7 @@ from typing import Any
 
 from mithril.compiler.graph import Node
 
-from ..codegen import Ctx, broadcast_strides, contiguous_strides, float_literal
+from ..codegen import Ctx, broadcast_strides, contiguous_strides, float_literal, omp
 from ._util import geometry2d, geometry_args
 from .linalg import batched_gemm, gemm
 
@@ -214,7 +214,7 @@ def conv_forward(ctx: Ctx, node: Node, unit: Any = None) -> list[str]:
             f"        const long tw1 = tw0 + (u1 - t) < {tw} ? tw0 + (u1 - t) : {tw};",
             f"        const long oh = 2 * th, full = oh + 1 < {oh_} ? (tw1 < {ow_ // 2} ? tw1 : {ow_ // 2}) : tw0;",
             f"        const {real} *mm = mo + (t - tw0);",
-            "        #pragma omp simd",
+            "        " + omp("simd"),
             "        for (long tw = tw0; tw < full; tw++) {",
             *["            " + line for line in y + fast],
             "        }",
@@ -241,7 +241,7 @@ def conv_forward(ctx: Ctx, node: Node, unit: Any = None) -> list[str]:
         if lines:
             inner += [
                 f"for (long o = gi * {og} + m0; o < gi * {og} + m1; o++) {{",
-                "#pragma omp simd",
+                omp("simd"),
                 "    for (long p = u0; p < u1; p++) {",
                 *["        " + line for line in lines],
                 "    }",
