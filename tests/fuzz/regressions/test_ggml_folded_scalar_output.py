@@ -12,6 +12,7 @@ import mithril as ml
 import numpy as np
 import pytest
 from mithril.models import IOKey, Model, Primitive
+from mithril.testing.fuzz.replay import check_reproduction
 
 
 def build_model():
@@ -47,35 +48,13 @@ GRADIENT_TOLERANCE = {
 pytestmark = pytest.mark.fuzz
 
 
-def _to_backend(backend, value):
-    kind = "float" if value.dtype.kind == "f" else "int" if value.dtype.kind in "iu" else "bool"
-    return backend.array(value) if kind == "float" else backend.array(value, kind)
-
-
-def _check(backend, results, expected, tolerance):
-    assert sorted(results) == sorted(expected), f"keys {sorted(results)}, expected {sorted(expected)}"
-    for key, want in expected.items():
-        got = np.asarray(backend.to_numpy(results[key]))
-        assert got.shape == want.shape, f"{key}: shape {got.shape}, expected {want.shape}"
-        if want.dtype.kind != "f":
-            np.testing.assert_array_equal(got, want, err_msg=key)
-            continue
-        rtol, atol = tolerance[key]
-        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol, err_msg=key)
-
-
 def _run():
     backend = ml.GGMLBackend(dtype=ml.float32)
     pm = ml.compile(build_model(), backend, shapes={'x0': [2]}, trainable_keys=['x0'], constant_keys={"x1": np.array(2.0, dtype=np.float64)})
-    params = {k: _to_backend(backend, v) for k, v in PARAMS.items()}
-    data = {k: _to_backend(backend, v) for k, v in DATA.items()}
-    outputs = pm.evaluate(params, data)
-    _check(backend, outputs, EXPECTED, TOLERANCE)
-    cotangents = {k: backend.array(v) for k, v in COTANGENTS.items()}
-    outputs, gradients = pm.evaluate(params, data, output_gradients=cotangents)
-    _check(backend, outputs, EXPECTED, TOLERANCE)
-    assert sorted(gradients) == sorted(EXPECTED_GRADIENTS), f"gradient keys {sorted(gradients)}"
-    _check(backend, gradients, EXPECTED_GRADIENTS, GRADIENT_TOLERANCE)
+    check_reproduction(
+        backend, pm, PARAMS, DATA, EXPECTED, TOLERANCE, COTANGENTS, EXPECTED_GRADIENTS, GRADIENT_TOLERANCE
+    )
+
 
 def test_ggml_folded_scalar_output():
     pytest.importorskip("mithril_backend_ggml", reason="the ggml backend is not installed")

@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -125,18 +124,6 @@ def reproduction_source(
         )
     else:
         test_body = "    _run()"
-    gradient_block = ""
-    if grads:
-        gradient_block = textwrap.dedent(
-            """
-                cotangents = {k: backend.array(v) for k, v in COTANGENTS.items()}
-                outputs, gradients = pm.evaluate(params, data, output_gradients=cotangents)
-                _check(backend, outputs, EXPECTED, TOLERANCE)
-                assert sorted(gradients) == sorted(EXPECTED_GRADIENTS), f"gradient keys {sorted(gradients)}"
-                _check(backend, gradients, EXPECTED_GRADIENTS, GRADIENT_TOLERANCE)
-            """
-        )
-        gradient_block = textwrap.indent(gradient_block.strip("\n"), "    ") + "\n"
     source = f'''"""Fuzz reproduction ({backend}, {dtype.value}, variant {variant!r}).
 
 {docstring}
@@ -150,6 +137,7 @@ sum(cotangent * output); TOLERANCE gives (rtol, absolute atol) per key.
 import numpy as np
 import pytest
 from mithril.models import IOKey, Model, Primitive
+from mithril.testing.fuzz.replay import check_reproduction
 {imports}
 
 {recipe.model_source()}
@@ -165,30 +153,13 @@ GRADIENT_TOLERANCE = {_dict_literal(grad_tolerance)}
 pytestmark = pytest.mark.fuzz
 
 
-def _to_backend(backend, value):
-    kind = "float" if value.dtype.kind == "f" else "int" if value.dtype.kind in "iu" else "bool"
-    return backend.array(value) if kind == "float" else backend.array(value, kind)
-
-
-def _check(backend, results, expected, tolerance):
-    assert sorted(results) == sorted(expected), f"keys {{sorted(results)}}, expected {{sorted(expected)}}"
-    for key, want in expected.items():
-        got = np.asarray(backend.to_numpy(results[key]))
-        assert got.shape == want.shape, f"{{key}}: shape {{got.shape}}, expected {{want.shape}}"
-        if want.dtype.kind != "f":
-            np.testing.assert_array_equal(got, want, err_msg=key)
-            continue
-        rtol, atol = tolerance[key]
-        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol, err_msg=key)
-
-
 def _run():
     backend = ml.{BACKEND_CLASSES.get(backend, backend)}(dtype={dtype_name})
-{compile_block}    params = {{k: _to_backend(backend, v) for k, v in PARAMS.items()}}
-    data = {{k: _to_backend(backend, v) for k, v in DATA.items()}}
-    outputs = pm.evaluate(params, data)
-    _check(backend, outputs, EXPECTED, TOLERANCE)
-{gradient_block}
+{compile_block}    check_reproduction(
+        backend, pm, PARAMS, DATA, EXPECTED, TOLERANCE, COTANGENTS, EXPECTED_GRADIENTS, GRADIENT_TOLERANCE
+    )
+
+
 {mark}def {test_name}():
     pytest.importorskip("mithril_backend_{backend}", reason="the {backend} backend is not installed")
 {test_body}
