@@ -19,7 +19,7 @@ from transformers import CLIPConfig, CLIPModel
 import mithril_models
 from mithril_models import load_hf
 from mithril_models.checkpoints import CheckpointError, to_checkpoint
-from mithril_models.clip import CLIP, clip, encode_image, encode_text, from_hf_config
+from mithril_models.clip_family import CLIP, clip, encode_image, encode_text, from_hf_config
 from mithril_models.testing import assert_matches, backend_params, make_backend
 
 VOCAB, CONTEXT, EMBED = 100, 8, 16

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .checkpoints import CheckpointError, LoadReport, load_hf, save_safetensors
-    from .clip import clip, encode_image, encode_text
+    from .clip_family import clip, encode_image, encode_text
     from .export import export_program
     from .family import FamilyModel
     from .generation import clear_decode_cache, generate
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     **{f"resnet{depth}": "resnet" for depth in (18, 34, 50, 101, 152)},
     "create_gpt": "gpt",
-    "clip": "clip",
-    "encode_image": "clip",
-    "encode_text": "clip",
+    "clip": "clip_family",
+    "encode_image": "clip_family",
+    "encode_text": "clip_family",
     "t5_encode": "t5",
     "t5_decode": "t5",
     "from_hf_config": "hf",

@@ -19,7 +19,7 @@ from ._config import config_value
 
 __all__ = ["from_hf_config", "FAMILIES"]
 
-FAMILIES: dict[str, str] = {"gpt2": "gpt", "clip": "clip", "t5": "t5", "resnet": "resnet"}
+FAMILIES: dict[str, str] = {"gpt2": "gpt", "clip": "clip_family", "t5": "t5", "resnet": "resnet"}
 """``config.model_type`` -> the mithril_models family module that builds it."""
 
 

@@ -20,9 +20,9 @@ __all__ = ["BUILDERS", "mithril_register_demos", "mithril_register_models"]
 BUILDERS: dict[str, str] = {
     **{f"resnet{depth}": f"mithril_models.resnet:resnet{depth}" for depth in (18, 34, 50, 101, 152)},
     "create_gpt": "mithril_models.gpt:create_gpt",
-    "clip": "mithril_models.clip:clip",
-    "encode_image": "mithril_models.clip:encode_image",
-    "encode_text": "mithril_models.clip:encode_text",
+    "clip": "mithril_models.clip_family:clip",
+    "encode_image": "mithril_models.clip_family:encode_image",
+    "encode_text": "mithril_models.clip_family:encode_text",
     "t5_encode": "mithril_models.t5:t5_encode",
     "t5_decode": "mithril_models.t5:t5_decode",
 }
