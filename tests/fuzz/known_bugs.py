@@ -55,14 +55,6 @@ def _nondifferentiable_param_input(recipe: Recipe) -> bool:
     return False
 
 
-def _mlx_shared_outputs(found: Disagreement) -> bool:
-    """The model has several outputs and the same model compiled without CSE agrees on MLX: CSE merged
-    outputs into one ``mx.array`` (the array is then differentiated once)."""
-    from mithril.testing.fuzz import check_recipe
-
-    return len(found.recipe.outputs) >= 2 and check_recipe(found.recipe, "mlx", ("no-cse",)) is None
-
-
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         "autograd-ignores-nondifferentiable",
@@ -70,13 +62,6 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("test_jax_nondifferentiable_target.py", "test_torch_nondifferentiable_target.py", "test_mlx_nondifferentiable_target.py", "test_torch_floor_divide_gradient.py"),
         "mithril-backend-{jax,torch,mlx}: autograd differentiates through inputs the spec declares non-differentiable (loss targets, gradient-helper operands, floor_divide) where NumPy/C/GGML give zero; PyTorch raises for float floor_divide",
         lambda f: _kind(f) in ("gradient", "evaluate-error") and _nondifferentiable_param_input(f.recipe),
-    ),
-    KnownBug(
-        "mlx-shared-outputs",
-        frozenset({"mlx"}),
-        ("test_mlx_duplicate_outputs_gradient.py",),
-        "mithril-backend-mlx: gradients drop a cotangent when two outputs are the same mx.array (CSE twins, identity helpers): mx.vjp gets the array twice",
-        lambda f: _kind(f) == "gradient" and _mlx_shared_outputs(f),
     ),
 )
 

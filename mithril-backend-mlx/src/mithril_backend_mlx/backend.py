@@ -306,7 +306,13 @@ class MlxBackend(Backend):
         def flat(*arrays: mx.array) -> list[mx.array]:
             outputs.clear()
             outputs.update(fn({**primals, **dict(zip(names, arrays))}))
-            return [_differentiable(outputs[k], self.native_dtype()) for k in order]
+            results = [_differentiable(outputs[key], self.native_dtype()) for key in order]
+            if len(results) > 1:
+                # two outputs can be one graph node (CSE twins; broadcast_to/reshape to the same shape
+                # return a new Python object for the same node): mx.vjp would pull back only one of their
+                # cotangents, so every output gets a node of its own
+                results = [value + 0 for value in results]
+            return results
 
         with mx.stream(self._mx_device):
             gradients = {k: mx.zeros_like(v) if isinstance(v, mx.array) else v for k, v in primals.items()}
