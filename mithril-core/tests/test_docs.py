@@ -202,8 +202,13 @@ def test_pages_render_in_headless_chromium(server: str, page: str, expected_text
 
     dom = chromium("--dump-dom", server + page)
     assert expected_text in dom
-    report = chromium("--dump-dom", f"{server}_check_images.html?page=/{page}")
-    rendered = dict(json.loads(re.search(r'<pre id="result">(.*?)</pre>', report, re.S).group(1)))
+    def rendered_images() -> dict[str, int]:
+        report = chromium("--dump-dom", f"{server}_check_images.html?page=/{page}")
+        return dict(json.loads(re.search(r'<pre id="result">(.*?)</pre>', report, re.S).group(1)))
+
+    rendered = rendered_images()
+    if any(rendered.get(image, 0) <= 100 for image in images):  # a loaded machine: give the page one more go
+        rendered = rendered_images()
     for image in images:
         assert rendered.get(image, 0) > 100, (image, rendered)  # loaded and decoded, not a broken icon
     shots = Path(os.environ.get("MITHRIL_SCREENSHOTS", tmp_path))
