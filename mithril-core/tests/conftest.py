@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from mithril.models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+from mithril.demo import build_cnn
+from mithril.models import Model
 
 
 def build_seed_cnn() -> Model:
     """The CNN of the JAX migration guide (seed 000, "Mithril CNN"), with ``in_features`` for its
     ``input_size`` (which is not a key of Linear)."""
-    model = Model()
-    model |= Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Flatten()
-    model += Linear(dimension=10, in_features=32 * 8 * 8)
-    return model
+    return build_cnn(image_size=32)
 
 
 @pytest.fixture

@@ -43,8 +43,15 @@ def build_mlp_with_loss(features: int, classes: int) -> Any:
     return model
 
 
-def build_cnn() -> Any:
-    """The seeds' CNN: two Conv2d+ReLU+MaxPool blocks, Flatten, Linear(10) on 3x32x32 images."""
+def build_cnn(image_size: int | None = None) -> Any:
+    """The seeds' CNN: two Conv2d+ReLU+MaxPool blocks, Flatten, Linear(10) on 3x32x32 images.
+
+    ``image_size`` fixes the last layer's input features (``32 * (image_size // 4) ** 2``, as the seed's
+    ``input_size``); without it they follow the compiled shapes.
+
+    >>> build_cnn(image_size=32).input_keys[:1]
+    ['input']
+    """
     from .models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
 
     model = Model()
@@ -55,7 +62,7 @@ def build_cnn() -> Any:
     model += Relu()
     model += MaxPool2d(kernel_size=2, stride=2)
     model += Flatten()
-    model += Linear(dimension=10)
+    model += Linear(dimension=10, in_features=None if image_size is None else 32 * (image_size // 4) ** 2)
     return model
 
 
