@@ -7,15 +7,15 @@ import math
 from ._common import wants
 
 
-def _conv(n):
+def _conv(n, grad_input, grad_weight):
     def rule(ctx):
         g, x, w = ctx.cotangent, ctx["input"], ctx["weight"]
         attrs = ctx.attrs
         grads = {}
         if wants(ctx, "input"):
-            grads["input"] = getattr(ctx.ops, f"conv{n}d_grad_input")(g, w, x, **attrs)
+            grads["input"] = getattr(ctx.ops, grad_input)(g, w, x, **attrs)
         if wants(ctx, "weight"):
-            grads["weight"] = getattr(ctx.ops, f"conv{n}d_grad_weight")(g, x, w, **attrs)
+            grads["weight"] = getattr(ctx.ops, grad_weight)(g, x, w, **attrs)
         if wants(ctx, "bias"):  # sum over batch and spatial axes: [N, O, *S] -> [O]
             grads["bias"] = ctx.ops.sum(g, axis=(0, *range(2, n + 2)))
         return grads
@@ -24,7 +24,8 @@ def _conv(n):
     return rule
 
 
-conv1d, conv2d = _conv(1), _conv(2)
+conv1d = _conv(1, "conv1d_grad_input", "conv1d_grad_weight")
+conv2d = _conv(2, "conv2d_grad_input", "conv2d_grad_weight")
 
 
 def max_pool2d(ctx):

@@ -54,23 +54,29 @@ SPECS = (
         "output_grad[..., d]^T @ input[..., k] summed over all leading axes -> [d, k]",
         rule=_linear_grad_weight,
     ),
-    *(
-        _helper(
-            f"conv{n}d_grad_input",
-            ("output_grad", "weight", "like"),
-            f"gradient of conv{n}d with respect to its input (shaped like `like`)",
-            attributes=_CONV_ATTRS,
-        )
-        for n in (1, 2)
+    _helper(
+        "conv1d_grad_input",
+        ("output_grad", "weight", "like"),
+        "gradient of conv1d with respect to its input (shaped like `like`)",
+        attributes=_CONV_ATTRS,
     ),
-    *(
-        _helper(
-            f"conv{n}d_grad_weight",
-            ("output_grad", "input", "like"),
-            f"gradient of conv{n}d with respect to its weight (shaped like `like`)",
-            attributes=_CONV_ATTRS,
-        )
-        for n in (1, 2)
+    _helper(
+        "conv2d_grad_input",
+        ("output_grad", "weight", "like"),
+        "gradient of conv2d with respect to its input (shaped like `like`)",
+        attributes=_CONV_ATTRS,
+    ),
+    _helper(
+        "conv1d_grad_weight",
+        ("output_grad", "input", "like"),
+        "gradient of conv1d with respect to its weight (shaped like `like`)",
+        attributes=_CONV_ATTRS,
+    ),
+    _helper(
+        "conv2d_grad_weight",
+        ("output_grad", "input", "like"),
+        "gradient of conv2d with respect to its weight (shaped like `like`)",
+        attributes=_CONV_ATTRS,
     ),
     _helper(
         "max_pool2d_grad",
