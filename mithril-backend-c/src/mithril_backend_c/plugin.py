@@ -10,20 +10,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from mithril.plugins import hookimpl
+from mithril.extend import backend_plugin
 
 __all__ = ["mithril_register_backends", "mithril_register_impls"]
 
-
-@hookimpl
-def mithril_register_backends(register: Callable[..., None]) -> None:
-    """Register :class:`~mithril_backend_c.backend.CBackend` as ``c``."""
-    register("c", "mithril_backend_c.backend:CBackend", aliases=("CBackend",))
-
-
-@hookimpl
-def mithril_register_impls(register: Callable[..., None]) -> None:
-    """Register the emitter table (one C emitter per primitive) for the ``c`` backend."""
-    register("c", "mithril_backend_c.emitters")
+# The op target is the emitter table (one C emitter per primitive).
+mithril_register_backends, mithril_register_impls = backend_plugin(
+    "c",
+    backend="mithril_backend_c.backend:CBackend",
+    ops="mithril_backend_c.emitters",
+    aliases=("CBackend",),
+)

@@ -11,20 +11,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from mithril.plugins import hookimpl
+from mithril.extend import backend_plugin
 
 __all__ = ["mithril_register_backends", "mithril_register_impls"]
 
-
-@hookimpl
-def mithril_register_backends(register: Callable[..., None]) -> None:
-    """Register :class:`~mithril_backend_ggml.backend.GGMLBackend` as ``ggml``."""
-    register("ggml", "mithril_backend_ggml.backend:GGMLBackend", aliases=("GGMLBackend", "GgmlBackend"))
-
-
-@hookimpl
-def mithril_register_impls(register: Callable[..., None]) -> None:
-    """Register the builder table (one ggml graph builder per primitive) for the ``ggml`` backend."""
-    register("ggml", "mithril_backend_ggml.ops:BUILDERS")
+# The op target is the builder table (one ggml graph builder per primitive).
+mithril_register_backends, mithril_register_impls = backend_plugin(
+    "ggml",
+    backend="mithril_backend_ggml.backend:GGMLBackend",
+    ops="mithril_backend_ggml.ops:BUILDERS",
+    aliases=("GGMLBackend", "GgmlBackend"),
+)

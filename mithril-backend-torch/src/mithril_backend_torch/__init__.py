@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mithril.backends.plugin import lazy_exports
+from mithril.extend import lazy_exports
 
 if TYPE_CHECKING:
     from .backend import TorchBackend

@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from mithril.backends.plugin import backend_plugin
+from mithril.extend import backend_plugin
 
 __all__ = ["mithril_register_backends", "mithril_register_impls"]
 

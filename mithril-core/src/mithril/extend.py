@@ -5,7 +5,10 @@ gradient rule, a backend or a model family, without importing Mithril's internal
   :mod:`rules` (``same_shape``, ``broadcast``, ``reduction``, ``float_result``, ...), :class:`Shape` and
   :class:`Dim` with :func:`unify` and :class:`ShapeMismatch` for writing new rules.
 - Gradients: :class:`GradContext` (what a VJP rule receives) and :class:`Ops` (emitting primitives).
-- Backends: the :class:`Backend` base class and :class:`Dtype`.
+- Backends: the :class:`Backend` base class and :class:`Dtype`; for a Python backend package,
+  :func:`op_table` (the shared array-API implementations bound to a framework namespace, plus the
+  backend's overrides), :class:`Binding` and :data:`Impl`; for every backend package, :func:`backend_plugin`
+  (its ``plugin.py`` in one call) and :func:`lazy_exports` (its ``__init__`` exports imported on first use).
 - Plugins: the ``hookimpl`` marker for the ``mithril_register_*`` hooks (``mithril/plugins/hookspecs.py``).
 - In-process registration for notebooks and tests: :func:`register_primitive`,
   :func:`register_implementation`, :func:`register_gradient`.
@@ -24,7 +27,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .backends.array_api import Binding, Impl, op_table
 from .backends.backend import Backend
+from .backends.plugin import BackendPlugin, backend_plugin, lazy_exports
 from .extension import register_gradient, register_implementation, register_primitive
 from .gradients.context import GradContext, Ops
 from .plugins import hookimpl
@@ -37,9 +42,9 @@ if TYPE_CHECKING:
     from .testing.conformance import BackendConformanceTests
 
 __all__ = [
-    "Backend", "BackendConformanceTests", "Dim", "Dtype", "GradContext", "Ops", "PrimitiveSpec", "REQUIRED",
-    "Shape", "ShapeIO", "ShapeMismatch", "hookimpl", "register_gradient", "register_implementation",
-    "register_primitive", "rules", "unify",
+    "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "Dim", "Dtype", "GradContext", "Impl", "Ops",
+    "PrimitiveSpec", "REQUIRED", "Shape", "ShapeIO", "ShapeMismatch", "backend_plugin", "hookimpl", "lazy_exports",
+    "op_table", "register_gradient", "register_implementation", "register_primitive", "rules", "unify",
 ]  # fmt: skip
 
 
@@ -48,6 +53,6 @@ def __getattr__(name: str) -> Any:
         from .testing.conformance import BackendConformanceTests
 
         return BackendConformanceTests
-    from .errors import AttributeError_
+    from .errors import MissingAttributeError
 
-    raise AttributeError_(f"module 'mithril.extend' has no attribute {name!r}; available: {', '.join(__all__)}")
+    raise MissingAttributeError(f"module 'mithril.extend' has no attribute {name!r}; available: {', '.join(__all__)}")
