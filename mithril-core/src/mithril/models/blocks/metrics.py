@@ -1,6 +1,7 @@
 """Classification metrics for ``TrainModel.add_metric``: ``Accuracy``, ``Precision``, ``Recall`` and ``F1``
-(``average="micro"|"macro"|"weighted"``, as scikit-learn computes them with ``zero_division=0``). Inputs
-are integer class labels: ``input`` (predicted) and ``target`` (true), both ``[N]``.
+(``average="micro"|"macro"|"weighted"``, as scikit-learn computes them with ``zero_division=0``) and
+``AUC`` (the area under the ROC curve). Inputs are ``input`` (predicted integer class labels; ``AUC``:
+float scores) and ``target`` (true integer labels), both ``[N]``.
 
 Example:
     >>> from mithril.models import F1
@@ -17,17 +18,19 @@ from ...framework.keys import IOKey
 from ...framework.model import Model
 from ._util import op
 
-__all__ = ["Accuracy", "Precision", "Recall", "F1"]
+__all__ = ["Accuracy", "Precision", "Recall", "F1", "AUC"]
 
 _AVERAGES = ("micro", "macro", "weighted")
 
 
 class _Metric(Model):
+    input_type = "int"  # predicted labels; AUC takes float scores
+
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
         for key in ("input", "target"):
             self._keys[key] = self._graph.new_value()
-        self.expose(self._value(IOKey("input", type="int", shape=["N"]), IOKey("target", type="int", shape=["N"])), "output")
+        self.expose(self._value(IOKey("input", type=self.input_type, shape=["N"]), IOKey("target", type="int", shape=["N"])), "output")
         self._cin = self._keys["input"]
 
     def _value(self, pred: IOKey, true: IOKey) -> Any:
@@ -109,3 +112,24 @@ class F1(_ClassMetric):
 
     def _score(self, counts: dict[str, Any]) -> Any:
         return self._ratio(op(self, "multiply", counts["tp"], 2.0), op(self, "add", counts["predicted"], counts["actual"]))
+
+
+class AUC(_Metric):
+    """Area under the ROC curve of binary ``target`` labels (0/1, ``[N]``) ranked by float scores
+    ``input`` ``[N]`` (scikit-learn's ``roc_auc_score``): the fraction of (positive, negative) pairs whose
+    positive scores higher, ties counting one half. It compares every pair, ``O(N^2)`` memory.
+
+    >>> AUC().input_keys
+    ['input', 'target']
+    """
+
+    input_type = "float"
+
+    def _value(self, pred: IOKey, true: IOKey) -> Any:
+        positive = op(self, "where", op(self, "equal", true, 1), 1.0, 0.0)  # [N]
+        negative = op(self, "subtract", 1.0, positive)
+        row, column = op(self, "unsqueeze", pred, axis=1), op(self, "unsqueeze", pred, axis=0)
+        wins = op(self, "where", op(self, "greater", row, column), 1.0, op(self, "where", op(self, "equal", row, column), 0.5, 0.0))
+        pairs = op(self, "multiply", op(self, "unsqueeze", positive, axis=1), op(self, "unsqueeze", negative, axis=0))  # [N, N]
+        total = op(self, "multiply", op(self, "sum", positive), op(self, "sum", negative))
+        return op(self, "divide", op(self, "sum", op(self, "multiply", wins, pairs)), total)
