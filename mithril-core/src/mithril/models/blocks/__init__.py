@@ -8,7 +8,7 @@ from .lambda_ import Lambda
 from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
-from .metrics import F1, Accuracy, Precision, Recall
+from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
@@ -24,5 +24,5 @@ __all__ = [
     *_tensor_ops_all,
     "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
-    "Accuracy", "Precision", "Recall", "F1",
+    "Accuracy", "Precision", "Recall", "F1", "AUC",
 ]
