@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from mithril.primitives.rules import conv_padding
+from mithril.primitives.geometry import WindowGeometry
 
 from ._ckernels import c_emitters, slot_address, trampoline
 from ._program import Builder, T
@@ -238,7 +238,6 @@ def _matmul(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     if len(left.shape) < 2 or len(right.shape) < 2 or len(shape) > 4:
         raise Fallback("1-D matmul")
     m, k = left.shape[-2:]
-    n = right.shape[-1]
     batch = shape[:-2]
     lb, rb = left.shape[:-2], right.shape[:-2]
     if (1,) * (len(batch) - len(lb)) + tuple(lb) != tuple(batch):
@@ -317,7 +316,7 @@ def _sum(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("sum_to_like")
 def _sum_to_like(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x, like = args["input"], args["like"]
+    x = args["input"]
     _floats(x)
     shape, _ = _out(node)
     if x.shape == shape:
@@ -505,13 +504,13 @@ def _concat(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 def _conv2d_geometry(node: Any, x: T, w: T) -> tuple[int, int, int, int, int, int]:
     attrs = node.attrs
-    pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
-    stride, dilation = pair(attrs["stride"]), pair(attrs["dilation"])
-    pads = conv_padding(attrs["padding"], w.shape[2:], dilation, stride)
-    if attrs["groups"] != 1 or any(p0 != p1 for p0, p1 in pads):
+    g = WindowGeometry.of(
+        w.shape[2:], stride=attrs["stride"], padding=attrs["padding"], dilation=attrs["dilation"], size=x.shape[2:]
+    )
+    if attrs["groups"] != 1 or g.low != g.high:
         raise Fallback("grouped or asymmetric convolution")
     # ggml's (s0, s1, p0, p1, d0, d1): index 0 is the width (fastest) axis
-    return stride[1], stride[0], pads[1][0], pads[0][0], dilation[1], dilation[0]
+    return g.stride[1], g.stride[0], g.low[1], g.low[0], g.dilation[1], g.dilation[0]
 
 
 @native("conv2d")
@@ -550,12 +549,16 @@ def _conv2d_grad_weight(b: Builder, node: Any, args: Mapping[str, T | None]) -> 
 
 def _pool_geometry(node: Any, x: T) -> tuple[int, int, int, int]:
     attrs = node.attrs
-    pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
-    k = pair(attrs["kernel_size"])
-    s = pair(attrs["stride"] if attrs["stride"] is not None else attrs["kernel_size"])
-    if pair(attrs["dilation"]) != (1, 1) or pair(attrs["padding"]) != (0, 0) or len(x.shape) != 4:
+    g = WindowGeometry.pool2d(
+        x.shape,
+        kernel_size=attrs["kernel_size"],
+        stride=attrs["stride"],
+        padding=attrs["padding"],
+        dilation=attrs["dilation"],
+    )
+    if g.dilation != (1, 1) or g.padded or len(x.shape) != 4:
         raise Fallback("padded or dilated pooling")
-    return k[1], k[0], s[1], s[0]
+    return g.kernel[1], g.kernel[0], g.stride[1], g.stride[0]
 
 
 @native("max_pool2d", "avg_pool2d")

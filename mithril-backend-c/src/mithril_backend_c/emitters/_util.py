@@ -1,37 +1,23 @@
-"""Shared geometry for convolution and pooling emitters."""
+"""Window arguments of the convolution and pooling emitters (the geometry itself is core's)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mithril.primitives.catalogue.nn import conv_geometry
+from mithril.primitives.geometry import WindowGeometry
 
 
 def geometry2d(attrs: Mapping[str, Any], kernel: Sequence[int], size: Sequence[int]) -> dict[str, int]:
-    """Normalised 2-d window geometry (a 1-d one is lifted to height 1)."""
-    kernel = tuple(int(k) for k in kernel)
-    stride, pads, dilation = conv_geometry(attrs, kernel)
-    out = [(s + b + a - d * (k - 1) - 1) // t + 1 for s, (b, a), d, k, t in zip(size, pads, dilation, kernel, stride)]
-    if len(kernel) == 1:
-        return dict(
-            kh=1,
-            kw=kernel[0],
-            sh=1,
-            sw=stride[0],
-            ph=0,
-            pw=pads[0][0],
-            dh=1,
-            dw=dilation[0],
-            H=1,
-            W=size[0],
-            OH=1,
-            OW=out[0],
-        )
-    return dict(
-        kh=kernel[0], kw=kernel[1], sh=stride[0], sw=stride[1], ph=pads[0][0], pw=pads[1][0],
-        dh=dilation[0], dw=dilation[1], H=size[0], W=size[1], OH=out[0], OW=out[1],
-    )  # fmt: skip
+    """The runtime's 2-d window arguments from core's :class:`~mithril.primitives.geometry.WindowGeometry`
+    (a 1-d window is lifted to height 1)."""
+    stride, padding, dilation = attrs.get("stride"), attrs.get("padding", 0), attrs.get("dilation", 1)
+    g = WindowGeometry.of(kernel, stride=stride, padding=padding, dilation=dilation, size=size)
+    one_d = len(g.kernel) == 1
+    lift = (lambda v, fill=1: (fill, *v)) if one_d else (lambda v, fill=1: tuple(v))
+    (kh, kw), (sh, sw), (dh, dw), (H, W), (OH, OW) = map(lift, (g.kernel, g.stride, g.dilation, g.size, g.out))
+    ph, pw = lift(g.low, 0)
+    return dict(kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw, H=H, W=W, OH=OH, OW=OW)
 
 
 def geometry_args(g: Mapping[str, int]) -> str:

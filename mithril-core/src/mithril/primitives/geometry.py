@@ -1,9 +1,9 @@
 """Sliding-window geometry of convolution and pooling, shared by every backend.
 
-One place normalises ``stride``/``padding``/``dilation`` (through :func:`~mithril.primitives.catalogue.nn.conv_geometry`),
-computes output sizes (through :func:`~mithril.primitives.rules.conv_output_size`) and yields the
-strided slice each kernel offset reads. Backends keep only what touches their arrays (padding,
-strided views, scatter-adds). Spatial axes are always the trailing ``n`` axes of an array.
+The one place that normalises ``stride``/``padding``/``dilation`` (:func:`conv_geometry`), computes output
+sizes (:func:`conv_output_size`) and yields the strided slice each kernel offset reads. The shape rules of
+conv/pool, the Python backends, the C emitters and the GGML builder all read it; backends keep only what
+touches their arrays (padding, strided views, scatter-adds). Spatial axes are always the trailing ``n`` axes.
 
 Example:
     >>> g = WindowGeometry.of((3, 3), stride=1, padding=1, dilation=1, size=(5, 5))
@@ -18,18 +18,72 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShapeError
 from ..shapes import ShapeMismatch
-from .catalogue.nn import conv_geometry, spatial
-from .rules import conv_output_size
 
-__all__ = ["WindowGeometry", "window_attributes", "check_groups", "check_pool2d_input"]
+__all__ = [
+    "WindowGeometry", "check_groups", "check_pool2d_input", "conv_geometry", "conv_output_size", "conv_padding",
+    "spatial", "window_attributes",
+]  # fmt: skip
 
 Pads = tuple[tuple[int, int], ...]
+
+
+def spatial(value: Any, n: int) -> tuple[int, ...]:
+    """``3`` -> ``(3,) * n``; a sequence of length ``n`` is returned as a tuple of ints."""
+    if isinstance(value, int):
+        return (value,) * n
+    values = tuple(int(v) for v in value)
+    if len(values) != n:
+        raise ShapeMismatch(f"expected {n} values, got {value!r}")
+    return values
+
+
+def conv_geometry(attrs: Mapping[str, Any], kernel: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
+    """``(stride, [(pad_before, pad_after)], dilation)`` for a conv/pool with the given kernel sizes."""
+    n = len(kernel)
+    stride_attr = attrs.get("stride")
+    stride = spatial(kernel if stride_attr is None else stride_attr, n)
+    dilation = spatial(attrs.get("dilation", 1), n)
+    return stride, conv_padding(attrs.get("padding", 0), kernel, dilation, stride), dilation
+
+
+def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilation: int) -> int:
+    """Spatial output size of a convolution or pooling window."""
+    span = dilation * (kernel - 1) + 1
+    out = (size + pad_total - span) // stride + 1
+    if out <= 0:
+        raise ShapeMismatch(f"window of {span} (kernel {kernel}, dilation {dilation}) does not fit size {size} with padding {pad_total}")
+    return out
+
+
+def conv_padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int], stride: Sequence[int]) -> list[tuple[int, int]]:
+    """Normalise a padding spec to ``[(before, after)]`` per spatial axis.
+
+    Accepts an int, a per-axis int, per-axis ``(before, after)``, ``"valid"`` or ``"same"`` (stride 1 only,
+    extra padding after, as PyTorch does).
+    """
+    n = len(kernel)
+    if padding == "valid":
+        return [(0, 0)] * n
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ShapeMismatch("padding='same' needs stride 1 (as in PyTorch)")
+        result = []
+        for k, d in zip(kernel, dilation):
+            total = d * (k - 1)
+            result.append((total // 2, total - total // 2))
+        return result
+    if isinstance(padding, int):
+        return [(padding, padding)] * n
+    items = list(padding)
+    if len(items) != n:
+        raise ShapeMismatch(f"padding {padding!r} needs {n} entries")
+    return [(p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in items]
 
 
 def window_attributes(

@@ -30,9 +30,7 @@ __all__ = [
     "broadcast_sum_axes",
     "reduction",
     "scalar_output",
-    "conv_output_size",
     "pair",
-    "conv_padding",
     "same_kind",
     "float_result",
     "bool_result",
@@ -172,40 +170,6 @@ def reduction(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
         result = [d for i, d in enumerate(dims) if i not in axes]
     unify(out, Shape(result))
     return True
-
-
-def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilation: int) -> int:
-    """Spatial output size of a convolution or pooling window."""
-    span = dilation * (kernel - 1) + 1
-    out = (size + pad_total - span) // stride + 1
-    if out <= 0:
-        raise ShapeMismatch(f"window of {span} (kernel {kernel}, dilation {dilation}) does not fit size {size} with padding {pad_total}")
-    return out
-
-
-def conv_padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int], stride: Sequence[int]) -> list[tuple[int, int]]:
-    """Normalise a padding spec to ``[(before, after)]`` per spatial axis.
-
-    Accepts an int, a per-axis int, per-axis ``(before, after)``, ``"valid"`` or ``"same"`` (stride 1 only,
-    extra padding after, as PyTorch does).
-    """
-    n = len(kernel)
-    if padding == "valid":
-        return [(0, 0)] * n
-    if padding == "same":
-        if any(s != 1 for s in stride):
-            raise ShapeMismatch("padding='same' needs stride 1 (as in PyTorch)")
-        result = []
-        for k, d in zip(kernel, dilation):
-            total = d * (k - 1)
-            result.append((total // 2, total - total // 2))
-        return result
-    if isinstance(padding, int):
-        return [(padding, padding)] * n
-    items = list(padding)
-    if len(items) != n:
-        raise ShapeMismatch(f"padding {padding!r} needs {n} entries")
-    return [(p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in items]
 
 
 # -- type rules ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ They are written from the primitive specs' docs (NumPy / PyTorch semantics), ind
 backend, and favour clarity over speed: convolutions and pooling are loops over kernel offsets. Floats
 are computed in whatever precision the inputs have; the conformance suite feeds float64.
 
-The only shared code is :func:`mithril.primitives.rules.conv_padding` (normalising a padding spec).
+The only shared code is :func:`mithril.primitives.geometry.conv_padding` (normalising a padding spec).
 Random primitives (``randn``, ``randint``, ``dropout_mask``) have references that draw from a private
 NumPy generator: only their shapes, kinds and distributions are comparable, never their values.
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..primitives.rules import conv_padding
+from ..primitives.geometry import conv_padding
 from ..types import Dtype
 
 __all__ = ["REFERENCES", "reference", "numpy_dtype", "finite_max"]

@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
+from ..geometry import conv_geometry, conv_output_size, spatial
 from ..rules import (
-    conv_output_size,
-    conv_padding,
     fixed,
     float_result,
     int_result,
@@ -18,25 +17,6 @@ from ..rules import (
     same_shape,
 )
 from ..spec import REQUIRED, PrimitiveSpec
-
-
-def spatial(value: Any, n: int) -> tuple[int, ...]:
-    """``3`` -> ``(3,) * n``; a sequence of length ``n`` is returned as a tuple of ints."""
-    if isinstance(value, int):
-        return (value,) * n
-    values = tuple(int(v) for v in value)
-    if len(values) != n:
-        raise ShapeMismatch(f"expected {n} values, got {value!r}")
-    return values
-
-
-def conv_geometry(attrs: Mapping[str, Any], kernel: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
-    """``(stride, [(pad_before, pad_after)], dilation)`` for a conv/pool with the given kernel sizes."""
-    n = len(kernel)
-    stride_attr = attrs.get("stride")
-    stride = spatial(kernel if stride_attr is None else stride_attr, n)
-    dilation = spatial(attrs.get("dilation", 1), n)
-    return stride, conv_padding(attrs.get("padding", 0), kernel, dilation, stride), dilation
 
 
 def _conv_rule(n: int):
