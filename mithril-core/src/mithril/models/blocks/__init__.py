@@ -7,6 +7,7 @@ from .embedding import Embedding
 from .lambda_ import Lambda
 from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
+from .manifold import MDS, TSNE, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
@@ -24,5 +25,5 @@ __all__ = [
     *_tensor_ops_all,
     "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
-    "Accuracy", "Precision", "Recall", "F1", "AUC",
+    "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "tsne_joint_probabilities",
 ]
