@@ -13,8 +13,9 @@ from __future__ import annotations
 
 __all__ = ["UNSUPPORTED", "capability_table"]
 
-UNSUPPORTED: frozenset[str] = frozenset()
-"""Core primitives the backend lacks."""
+UNSUPPORTED: frozenset[str] = frozenset({"cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad"})
+"""Core primitives the backend lacks: the LAPACK-style factorisations (no ggml op and no C kernel; use a
+Python backend for models that need them)."""
 
 
 def capability_table() -> dict[str, str]:

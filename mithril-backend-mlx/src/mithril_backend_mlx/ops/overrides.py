@@ -1,8 +1,9 @@
 """Where MLX differs from the shared implementations (:mod:`mithril.backends.array_api`): ``sign`` and
 ``floor_divide`` keep NumPy's answers for NaN and infinities, int/bool sums and arg-reductions come back
 as int64, softmax accumulates half inputs in float32, ``arange`` counts halves in float32, ``linear`` is
-one ``addmm``, convolutions and pooling have their own kernels (:mod:`._conv`, :mod:`._pool`), and random
-ops draw with ``backend.next_key()``.
+one ``addmm``, convolutions and pooling have their own kernels (:mod:`._conv`, :mod:`._pool`), random
+ops draw with ``backend.next_key()``, and ``cholesky``/``eigvalsh`` run on the CPU stream (MLX has no GPU
+kernels for them) with their VJPs from the shared gradient helpers (MLX implements none).
 
 Example:
     >>> import mlx.core as mx
@@ -17,6 +18,7 @@ from typing import Any
 
 import mlx.core as mx
 from mithril.backends.array_api import Binding
+from mithril.backends.array_api import linalg as _linalg
 from mithril.backends.array_api.elementwise import sign_keeping_nan
 from mithril.primitives import uses_backend
 from mithril.primitives.rules import creation_kind
@@ -134,11 +136,40 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
     return mx.random.randint(low, high, tuple(shape), dtype=mx.int64, key=backend.next_key())
 
 
+def _on_cpu_with_vjp(forward: Callable[[Array], Array], grad: Callable[[Array, Array], Array]) -> Callable[[Array], Array]:
+    """``forward`` on the CPU stream as an ``mx.custom_function`` whose VJP is ``grad(cotangent, input)``;
+    half-precision inputs are computed in float32 (MLX's factorisations take float32/float64 only)."""
+
+    def run(fn: Callable[..., Array], *args: Array) -> Array:
+        dtype = args[-1].dtype
+        wide = dtype in (mx.float16, mx.bfloat16)
+        with mx.stream(mx.cpu):
+            result = fn(*(a.astype(mx.float32) for a in args)) if wide else fn(*args)
+        return result.astype(dtype) if wide else result
+
+    @mx.custom_function
+    def primitive(input: Array) -> Array:
+        return run(forward, input)
+
+    @primitive.vjp
+    def primitive_vjp(primals: Any, cotangent: Array, output: Array) -> Array:
+        return run(grad, cotangent, primals[0] if isinstance(primals, (list, tuple)) else primals)
+
+    return primitive
+
+
+_SHARED_LINALG = _linalg.build(Binding(mx, {}, sequence=list, floats=FLOATS))
+_LINALG = {
+    name: _on_cpu_with_vjp(_SHARED_LINALG[name], _SHARED_LINALG[f"{name}_grad"])
+    for name in ("cholesky", "eigvalsh")
+    if name in _SHARED_LINALG and f"{name}_grad" in _SHARED_LINALG
+}
+
 TABLE: dict[str, Callable[..., Any]] = {
     "sign": sign_keeping_nan(Binding(mx, {}, floats=FLOATS)), "floor_divide": floor_divide,
     "sum": sum, "prod": prod, "argmax": argmax, "argmin": argmin, "softmax": softmax, "log_softmax": log_softmax,
     "arange": arange, "linear": linear, "conv1d": _conv.conv_forward, "conv2d": _conv.conv_forward,
     "max_pool2d": _pool.max_pool, "avg_pool2d": _pool.avg_pool,
-    "dropout_mask": dropout_mask, "randn": randn, "randint": randint,
+    "dropout_mask": dropout_mask, "randn": randn, "randint": randint, **_LINALG,
 }  # fmt: skip
 """MLX's overrides of the shared op table."""

@@ -31,7 +31,7 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("LogicalAnd", "logical_and"),
     ("LogicalOr", "logical_or"), ("LogicalXOr", "logical_xor"), ("Where", "where"),
     # linear algebra
-    ("MatrixMultiply", "matmul"),
+    ("MatrixMultiply", "matmul"), ("Cholesky", "cholesky"), ("Eigvalsh", "eigvalsh"),
     # reductions
     ("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min"), ("Prod", "prod"), ("ArgMax", "argmax"),
     ("ArgMin", "argmin"), ("Variance", "var"), ("Softmax", "softmax"), ("LogSoftmax", "log_softmax"),

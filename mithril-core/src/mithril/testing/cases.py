@@ -35,6 +35,7 @@ __all__ = [
     "integers",
     "booleans",
     "probabilities",
+    "spd",
     "spec_for",
 ]
 
@@ -134,6 +135,18 @@ def distinct(*shape: int, spacing: float = 0.3, offset: float = 0.0) -> InputFn:
         count = int(np.prod(shape))
         grid = (np.arange(count) - count // 2) * spacing + offset
         return (rng.permutation(grid) + rng.uniform(-spacing / 6, spacing / 6, count)).reshape(shape)
+
+    return make
+
+
+def spd(*shape: int) -> InputFn:
+    """Symmetric positive definite ``[..., n, n]`` matrices (``spd(2, 4)``: two 4x4) with well separated
+    eigenvalues (``cholesky``, ``eigvalsh``)."""
+    *batch, n = shape
+
+    def make(rng: np.random.Generator) -> np.ndarray:
+        root = rng.standard_normal((*batch, n, n))
+        return root @ np.swapaxes(root, -1, -2) + n * np.eye(n)
 
     return make
 
@@ -374,6 +387,10 @@ def _linalg() -> list[Case]:
         Case("linear", {"input": normal(5, 3), "weight": normal(4, 3)}, id="linear-no-bias"),
         Case("linear", {"input": normal(2, 5, 3), "weight": normal(4, 3), "bias": normal(4)}, id="linear-batched"),
         Case("linear", {"input": normal(3), "weight": normal(4, 3), "bias": normal(4)}, id="linear-vector"),
+        Case("cholesky", {"input": spd(3)}),
+        Case("cholesky", {"input": spd(2, 4)}, id="cholesky-batched"),
+        Case("eigvalsh", {"input": spd(3)}),
+        Case("eigvalsh", {"input": spd(2, 4)}, id="eigvalsh-batched"),
     ]
 
 
@@ -760,6 +777,8 @@ def _gradient_helper_cases() -> list[Case]:
             {"causal": True, "scale": 0.5},
             id="attention_weights-causal-mask",
         ),
+        Case("cholesky_grad", {"output_grad": normal(2, 3, 3), "input": spd(2, 3)}),
+        Case("eigvalsh_grad", {"output_grad": normal(2, 3), "input": spd(2, 3)}),
         Case("cross_entropy_grad", {"output_grad": normal(4), "input": normal(4, 5), "target": integers(0, 5, 4)}),
         Case(
             "cross_entropy_grad",

@@ -380,6 +380,47 @@ def linear(input, weight, bias):
     return out if bias is None else out + bias
 
 
+def _symmetric(input):
+    """``(A + A^T) / 2``: the references of ``cholesky``/``eigvalsh`` are functions of the symmetric part
+    (what the backends read for a symmetric input), so finite differences give the symmetric gradient."""
+    return 0.5 * (input + np.swapaxes(input, -1, -2))
+
+
+@reference
+def cholesky(input):
+    return np.linalg.cholesky(_symmetric(input))
+
+
+@reference
+def eigvalsh(input):
+    return np.linalg.eigvalsh(_symmetric(input))
+
+
+@reference
+def cholesky_grad(output_grad, input):
+    """Forward mode, one symmetric direction at a time: ``dL = L Phi(L^-1 dA L^-T)`` (independent of the
+    reverse-mode formula the backends use); entry ``(i, j)`` is ``<tril(output_grad), dL>``."""
+    factor = np.linalg.cholesky(_symmetric(input))
+    inverse = np.linalg.inv(factor)
+    n = input.shape[-1]
+    grad = np.zeros(np.broadcast_shapes(input.shape, output_grad.shape))
+    for i in range(n):
+        for j in range(n):
+            direction = np.zeros((n, n))
+            direction[i, j] += 0.5
+            direction[j, i] += 0.5
+            inner = inverse @ direction @ np.swapaxes(inverse, -1, -2)
+            phi = np.tril(inner, -1) + 0.5 * inner * np.eye(n)
+            grad[..., i, j] = np.sum(np.tril(output_grad) * (factor @ phi), axis=(-1, -2))
+    return grad
+
+
+@reference
+def eigvalsh_grad(output_grad, input):
+    _, vectors = np.linalg.eigh(_symmetric(input))
+    return np.einsum("...ik,...k,...jk->...ij", vectors, output_grad, vectors)
+
+
 # -- shape manipulation --------------------------------------------------------------------------
 @reference
 def reshape(input, *, shape):

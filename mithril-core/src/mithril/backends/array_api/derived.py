@@ -38,6 +38,8 @@ _DERIVATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "index_grad": ("index", ("@",), "like"),
     "gather_grad": ("gather", ("@", "index"), "like"),
     "cross_entropy_grad": ("cross_entropy", ("@", "target"), "input"),
+    "cholesky_grad": ("cholesky", ("@",), "input"),
+    "eigvalsh_grad": ("eigvalsh", ("@",), "input"),
 }  # fmt: skip
 
 GRADIENT_HELPERS: frozenset[str] = frozenset(_DERIVATIONS)
@@ -75,6 +77,7 @@ _INPUTS: dict[str, tuple[str, ...]] = {
     "conv1d_grad_weight": ("input", "like"), "conv2d_grad_weight": ("input", "like"),
     "max_pool2d_grad": ("input",), "avg_pool2d_grad": ("input",), "embedding_grad": ("input", "like"),
     "index_grad": ("like",), "gather_grad": ("index", "like"), "cross_entropy_grad": ("input", "target"),
+    "cholesky_grad": ("input",), "eigvalsh_grad": ("input",),
 }  # fmt: skip
 """The helper's inputs after ``output_grad``, in its spec's order."""
 

@@ -1,4 +1,10 @@
-"""VJP rules for ``matmul`` and ``linear``."""
+"""VJP rules for ``matmul``, ``linear``, ``cholesky`` and ``eigvalsh``.
+
+``cholesky`` and ``eigvalsh`` read only the lower triangle of their (symmetric) input; their gradients are
+the symmetric ones (as PyTorch and JAX give), i.e. the gradients of the functions of ``(A + A.T) / 2``.
+The math lives in the helper primitives they emit (``cholesky_grad``, ``eigvalsh_grad``), which
+autograd backends derive from their own ``vjp``.
+"""
 
 from __future__ import annotations
 
@@ -40,4 +46,15 @@ def linear(ctx):
     return grads
 
 
-RULES = {"matmul": matmul, "linear": linear}
+def cholesky(ctx):
+    """``A = L L^T``: ``dA = sym(L^-T Phi(L^T tril(dL)) L^-1)`` with ``Phi`` the lower triangle, diagonal halved
+    (Murray, "Differentiation of the Cholesky decomposition", 2016)."""
+    return {"input": ctx.ops.cholesky_grad(ctx.cotangent, ctx["input"])}
+
+
+def eigvalsh(ctx):
+    """``A = V diag(w) V^T``: ``dA = V diag(dw) V^T`` (distinct eigenvalues)."""
+    return {"input": ctx.ops.eigvalsh_grad(ctx.cotangent, ctx["input"])}
+
+
+RULES = {"matmul": matmul, "linear": linear, "cholesky": cholesky, "eigvalsh": eigvalsh}

@@ -30,6 +30,14 @@ def _linear_grad_weight(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bo
     return True
 
 
+def _eigvalsh_grad(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    batch, n = Variadic(), Dim()
+    unify(io["input"], Shape([], batch, [n, n]))
+    unify(io["output_grad"], Shape([], batch, [n]))
+    unify(io["output"], io["input"])
+    return True
+
+
 def _attention_weights(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     batch, lq, lk, d = Variadic(), Dim(), Dim(), Dim()
     unify(io["query"], Shape([], batch, [lq, d]))
@@ -103,6 +111,21 @@ SPECS = (
         ("output_grad", "index", "like"),
         "zeros like `like` with output_grad added along axis at index (inverse of take_along_axis)",
         attributes={"axis": -1},
+    ),
+    _helper(
+        "cholesky_grad",
+        ("output_grad", "input"),
+        "gradient of cholesky at input (symmetric): sym(L^-T Phi(L^T tril(output_grad)) L^-1), Phi = tril with "
+        "halved diagonal",
+        rule=_like_input,
+        type_rule=float_result,
+    ),
+    _helper(
+        "eigvalsh_grad",
+        ("output_grad", "input"),
+        "gradient of eigvalsh at input: V @ diag(output_grad) @ V.T with V the eigenvectors of input",
+        rule=_eigvalsh_grad,
+        type_rule=float_result,
     ),
     _helper(
         "attention_weights",

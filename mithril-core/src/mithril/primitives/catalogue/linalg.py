@@ -1,4 +1,5 @@
-"""Matrix multiplication and the fused ``linear`` layer."""
+"""Matrix multiplication, the fused ``linear`` layer and the symmetric-matrix factorisations ``cholesky``
+and ``eigvalsh``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, unify, unify_dims
-from ..rules import broadcast_dims, promote, template
+from ..rules import broadcast_dims, float_result, promote, template
 from ..spec import PrimitiveSpec
 
 
@@ -53,5 +54,21 @@ SPECS = (
         promote,
         optional_inputs=frozenset({"bias"}),
         doc="input @ weight.T + bias (PyTorch layout: weight is [out, in]); bias may be None",
+    ),
+    PrimitiveSpec(
+        "cholesky",
+        ("input",),
+        template(input=[("B", ...), "n", "n"], output=[("B", ...), "n", "n"]),
+        float_result,
+        doc="np.linalg.cholesky(input): lower-triangular L with L @ L.T == input (symmetric positive definite, "
+        "batched over leading axes; only the lower triangle of input is read)",
+    ),
+    PrimitiveSpec(
+        "eigvalsh",
+        ("input",),
+        template(input=[("B", ...), "n", "n"], output=[("B", ...), "n"]),
+        float_result,
+        doc="np.linalg.eigvalsh(input): eigenvalues of a symmetric matrix in ascending order (batched; only the "
+        "lower triangle of input is read)",
     ),
 )
