@@ -250,7 +250,7 @@ class CKernels:
     def guard(self, count: int, bound: int, site: Any) -> Slot:
         """The slot of a kernel copying ``count`` I32 indices (its one source) to its I32 result, each
         checked against ``[0, bound)``: the first bad one is reported (``MT_ERR_INDEX``, described by
-        the :class:`~mithril_backend_c.codegen.IndexSite` ``site``) and replaced by 0, so the native op
+        the :class:`~mithril_backend_c.context.IndexSite` ``site``) and replaced by 0, so the native op
         reading the result (``ggml_get_rows``) never sees it. ``bound`` must be at least 1."""
         symbol = f"mg_guard{len(self.slots)}"
         self.sources.append(

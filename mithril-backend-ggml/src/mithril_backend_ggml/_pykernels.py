@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._program import Builder, T
+from ._builder import Builder, T
 
 __all__ = ["PYTHON_KERNELS", "python_custom"]
 

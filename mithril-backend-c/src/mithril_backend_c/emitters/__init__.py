@@ -1,7 +1,7 @@
 """The C emitter table: one function per primitive, named after it, collected from the family modules.
 
 An emitter takes ``(ctx, node)`` and returns the C lines computing the node's outputs (see
-:class:`~mithril_backend_c.codegen.Ctx`). ``lambda`` (a Python callable) has no emitter: it is the C
+:class:`~mithril_backend_c.context.Ctx`). ``lambda`` (a Python callable) has no emitter: it is the C
 backend's one declared gap.
 
 Example:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from mithril.compiler.graph import Node, Value
 
-from ..codegen import Ctx, float_literal
+from ..context import Ctx, float_literal
 
 __all__ = [
     "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid",

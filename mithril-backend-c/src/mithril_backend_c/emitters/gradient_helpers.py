@@ -7,7 +7,7 @@ import math
 
 from mithril.compiler.graph import Node
 
-from ..codegen import Ctx, broadcast_strides, contiguous_strides, float_literal, view_layout
+from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, view_layout
 from . import nn
 from .linalg import gemm
 from .losses import log_prob_lines

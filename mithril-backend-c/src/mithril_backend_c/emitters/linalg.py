@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from mithril.compiler.graph import Node, Value
 
-from ..codegen import Ctx, broadcast_strides, contiguous_strides
+from ..context import Ctx, broadcast_strides, contiguous_strides
 
 __all__ = ["matmul", "linear"]
 

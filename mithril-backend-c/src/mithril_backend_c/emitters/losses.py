@@ -6,7 +6,7 @@ import math
 
 from mithril.compiler.graph import Node
 
-from ..codegen import Ctx, float_literal
+from ..context import Ctx, float_literal
 
 __all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
 

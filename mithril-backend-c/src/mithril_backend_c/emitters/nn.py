@@ -3,7 +3,7 @@
 Convolutions run in blocks of output pixels, each followed by the elementwise chain fused after the
 convolution (:mod:`~mithril_backend_c.fusion`): Winograd F(2x2, 3x3) for 3x3 stride-1 kernels over at
 least 8x8 outputs, im2col + GEMM otherwise. Convolutions and pooling split their work into parts
-(:meth:`~mithril_backend_c.codegen.Ctx.parallel`), so ggml can run them on all its threads too.
+(:meth:`~mithril_backend_c.context.Ctx.parallel`), so ggml can run them on all its threads too.
 
 Example (the blocks of a convolution whose BatchNorm and ReLU were fused)::
 
@@ -17,12 +17,12 @@ Example (the blocks of a convolution whose BatchNorm and ReLU were fused)::
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from mithril.compiler.graph import Node
 
-from ..codegen import Ctx, broadcast_strides, contiguous_strides, float_literal, omp
+from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, omp
 from ._util import geometry2d, geometry_args
+from .fused import Unit, chain_lines, pixel_strides
 from .linalg import batched_gemm, gemm
 
 __all__ = [
@@ -109,7 +109,7 @@ def _conv_plan(ctx: Ctx, d: dict) -> dict:
                 scratch=scratch)  # fmt: skip
 
 
-def conv_forward(ctx: Ctx, node: Node, unit: Any = None) -> list[str]:
+def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
     """Convolution in blocks of output pixels, each followed by the fused elementwise epilogue of ``unit``
     (:mod:`~mithril_backend_c.fusion`) while the block is in cache:
 
@@ -119,8 +119,6 @@ def conv_forward(ctx: Ctx, node: Node, unit: Any = None) -> list[str]:
 
     Threads split the output pixels, or the output channels when there are few pixels; each has its own
     scratch (``max_parts`` of them) and calls single-threaded GEMMs."""
-    from ..fusion import chain_lines, pixel_strides
-
     x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(w))
     plan = _conv_plan(ctx, d)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from mithril.compiler.graph import Node, Value
 from mithril.primitives.rules import normalize_axes, normalize_axis
 
-from ..codegen import Ctx, contiguous_strides, float_literal
+from ..context import Ctx, contiguous_strides, float_literal
 
 __all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "softmax", "log_softmax"]
 

@@ -11,7 +11,7 @@ import numpy as np
 from mithril.compiler.graph import Node
 from mithril.primitives.rules import normalize_axis
 
-from ..codegen import Ctx, contiguous_strides, literal, view_layout
+from ..context import Ctx, contiguous_strides, literal, view_layout
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
