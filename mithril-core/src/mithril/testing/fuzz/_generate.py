@@ -56,6 +56,11 @@ NOT_GENERATED: dict[str, str] = {
     "randn": "random: values differ between backends by design (checked by the conformance suite)",
     "randint": "random: values differ between backends by design (checked by the conformance suite)",
     "lambda": "a user Python callable: not available in generated C and not part of a portable model",
+    **dict.fromkeys(
+        ("cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad"),
+        "needs a symmetric (positive-definite) input, and its gradient is the symmetric one, which finite "
+        "differences of a random input (only the lower triangle is read) do not give; checked by the conformance cases",
+    ),
 }
 """Registered primitives the generator never produces, with the reason. ``dropout_mask`` is generated
 only in its deterministic forms (``training=False`` or ``p=0``)."""
@@ -393,7 +398,8 @@ MARGIN_CHECKS: dict[str, Callable[[dict[str, Any], dict[str, Any], list[np.ndarr
     "binary_cross_entropy": lambda n, a, o: a["input_type"] == "logits" or bool(np.all((n["input"] > 0.02) & (n["input"] < 0.98))),
     "cross_entropy": lambda n, a, o: a["input_type"] != "probs" or float(np.min(n["input"])) > 0.01,
     "cross_entropy_grad": lambda n, a, o: a["input_type"] != "probs" or float(np.min(n["input"])) > 0.01,
-    "prod": lambda n, a, o: True,
+    # the VJP rule (g * out / x, mithril.gradients.rules.reductions) assumes no zero in the input
+    "prod": lambda n, a, o: _away_from_zero(n["input"], 1.0),
 }
 
 
