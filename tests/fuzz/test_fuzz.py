@@ -200,32 +200,53 @@ def test_reducer_keeps_the_failure_and_drops_the_rest() -> None:
     assert list(reduced.recipe.inputs) == ["x0"]
 
 
-def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
+def _reproductions(path: Path) -> list:
     import runpy
+
+    return [v.reproduction for k, v in runpy.run_path(str(path)).items() if k.startswith("test_") and hasattr(v, "reproduction")]
+
+
+def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
+    from mithril.testing.fuzz import Oracle
 
     recipe = _twins()
     found = Disagreement(recipe, "numpy", __import__("mithril").float64, "no-cse", "forward", variants=("default", "no-cse"))
-    path = write_reproduction(found, tmp_path)
-    module = runpy.run_path(str(path))
-    test = next(v for k, v in module.items() if k.startswith("test_"))
-    test()  # the model is right, so the reproduction passes
+    path = write_reproduction(found, tmp_path, also=["numpy", "torch"])
+    assert path.name.startswith("test_numpy_torch_forward_")
     text = path.read_text()
-    assert "passes_disabled('cse')" in text and "def build_model" in text
+    assert "def build_model" in text and 'variant="no-cse"' in text and 'backend=["numpy", "torch"]' in text
+    assert "np.array" not in text and "shapes=" not in text, text  # compact lists; shapes implied by the values
+    (reproduction,) = _reproductions(path)
     output = recipe.outputs[0]
-    broken = text.replace(f'"{output}": np.array(', f'"{output}": 1.0 + np.array(', 1)
-    assert broken != text
-    path.write_text(broken)
-    module = runpy.run_path(str(path))
-    test = next(v for k, v in module.items() if k.startswith("test_"))
-    with pytest.raises(AssertionError):
-        test()
+    np.testing.assert_array_equal(reproduction.expected[output], Oracle.of(recipe).outputs[output])
+    assert reproduction.backends == ("numpy", "torch") and reproduction.variant == "no-cse"
+    reproduction.run("numpy")  # the model is right, so the reproduction passes
+    reproduction.expected[output] = reproduction.expected[output] + 1e-6
+    with pytest.raises(AssertionError, match=f"output {output}"):
+        reproduction.run("numpy")
+
+
+def test_reproduction_values_round_trip() -> None:
+    from mithril.testing.fuzz import compact_literal
+
+    for value in (np.array(0.1 + 0.2), np.array([[1, -2]]), np.array([True, False]), np.array([1e-300, -np.inf, 2.0]), np.zeros((0,), np.int64), np.zeros((2, 0))):
+        back = np.asarray(eval(compact_literal(value), {"np": np}))  # noqa: S307 - our own text
+        assert back.dtype == value.dtype.newbyteorder("=") and back.shape == value.shape, (value, back)
+        np.testing.assert_array_equal(back, value)
 
 
 def test_known_bugs_name_existing_regression_tests() -> None:
+    """Each known bug names its regression files; ``test_<backend>_<name>.py`` may also name the
+    ``<backend>`` case of a reproduction covering several backends, ``test_<name>.py``."""
     for bug in KNOWN_BUGS:
         for name in bug.regressions:
-            text = (REGRESSIONS / name).read_text()
-            assert "xfail(strict=True" in text, f"{name} is not marked xfail(strict=True)"
+            path, backends = REGRESSIONS / name, set(bug.backends)
+            if not path.exists():
+                backend, _, rest = name.removeprefix("test_").partition("_")
+                path, backends = REGRESSIONS / f"test_{rest}", {backend}
+            assert path.exists(), f"{bug.name}: no regression file {name}"
+            covered = {b for r in _reproductions(path) for b in r.backends if r.xfail_reason(b)}
+            assert covered & backends, f"{path.name} is not marked xfail (strict) on {sorted(backends)}"
 
 
 def test_cli_prints_the_summary(tmp_path: Path) -> None:

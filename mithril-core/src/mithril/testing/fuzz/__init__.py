@@ -42,10 +42,9 @@ from ._oracle import GradientOracle, Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled
 from ._recipe import ROLES, Const, Input, Op, Recipe, array_literal, evaluate_reference
 from ._reduce import prune, reduce_disagreement, renumber
-from ._repro import BACKEND_CLASSES, reproduction_source, write_reproduction
+from ._repro import ReproductionText, compact_literal, reproduction_source, write_reproduction
 
 __all__ = [
-    "BACKEND_CLASSES",
     "CampaignResult",
     "Const",
     "Disagreement",
@@ -76,6 +75,8 @@ __all__ = [
     "recipes",
     "reduce_disagreement",
     "renumber",
+    "ReproductionText",
+    "compact_literal",
     "reproduction_source",
     "run_campaign",
     "tolerance_for",

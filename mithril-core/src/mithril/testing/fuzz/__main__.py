@@ -31,7 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only the summary lines")
     args = parser.parse_args(argv)
 
+    import warnings
+
     from . import default_profile, run_campaign
+
+    warnings.filterwarnings("ignore")  # overflow/invalid-value warnings of random models are not findings
 
     progress = None if args.quiet else (lambda line: print(line, flush=True))
     status = 0

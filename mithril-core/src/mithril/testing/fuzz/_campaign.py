@@ -116,6 +116,7 @@ def run_campaign(
     progress: Callable[[str], Any] | None = print,
     reduce: bool = True,
     isolate: bool | None = None,
+    cross_check: bool = True,
 ) -> CampaignResult:
     """Fuzz ``backend`` with ``examples`` models; write each new disagreement's minimal reproduction.
 
@@ -130,6 +131,8 @@ def run_campaign(
             (:func:`~mithril.testing.fuzz.reduce_disagreement`).
         isolate: check in a child process (:class:`~mithril.testing.fuzz.IsolatedChecker`), so crashes
             and hangs are findings; default: on for the native backends (C, GGML).
+        cross_check: check each new minimal model on the other installed backends too; the one
+            reproduction file covers every backend where it disagrees in the same way.
     """
     started = time.perf_counter()
     profile = profile or default_profile(backend)
@@ -203,7 +206,8 @@ def run_campaign(
                 found = reduce_disagreement(found, check=check)
             known.append((found.dedupe_key, frozenset(found.recipe.primitives())))
             result.distinct.append(found)
-            path = write_reproduction(found, out_dir) if out_dir is not None else None
+            also = _also_failing(found) if cross_check and out_dir is not None else []
+            path = write_reproduction(found, out_dir, also=also) if out_dir is not None else None
             if path is not None:
                 result.files.append(path)
             if progress:
@@ -217,6 +221,24 @@ def run_campaign(
             c_cache.cleanup()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _also_failing(found: Disagreement) -> list[str]:
+    """The other installed backends on which ``found``'s model disagrees with the same category (native
+    ones checked in a child process)."""
+    from ...plugins.lookup import available_backends
+
+    also = []
+    with IsolatedChecker() as isolated:
+        for backend in sorted(b for b in available_backends() if b not in ("*", found.backend)):
+            try:
+                check = isolated.check if backend in NATIVE_BACKENDS else check_recipe
+                other = check(found.recipe, backend, found.variants)
+            except Exception:  # noqa: BLE001 - a backend that cannot even be loaded says nothing here
+                continue
+            if other is not None and other.category == found.category and other.variant == found.variant:
+                also.append(backend)
+    return also
 
 
 def _seeded(test: Any, value: int) -> Any:

@@ -1,9 +1,10 @@
-"""Standalone pytest reproductions of a :class:`~mithril.testing.fuzz.Disagreement`.
+r"""Standalone pytest reproductions of a :class:`~mithril.testing.fuzz.Disagreement`.
 
-The file holds plain Mithril code (``Model``, ``Primitive``, ``IOKey``, ``ml.compile``), the input values
-and the expected numbers (reference outputs, finite-difference gradients) with the tolerances the fuzzer
-used, so it runs without the fuzzer (only a variant with passes disabled imports
-:func:`~mithril.testing.fuzz.passes_disabled`).
+The file holds only what is specific to the disagreement: a docstring (the report), ``build_model()`` in
+plain Mithril code (``Model``, ``Primitive``, ``IOKey``) and one :func:`~mithril.testing.fuzz.replay.reproduction_test`
+call with the compile options, the input values, the expected numbers (reference outputs,
+finite-difference gradients) and the tolerances the fuzzer used, as compact literals. When the same
+minimal model disagrees on several backends, one file covers them all (one parametrized test).
 
 Example:
     >>> import numpy as np
@@ -12,34 +13,38 @@ Example:
     >>> x = r.add_input(np.array([1.0]), role="param")
     >>> (y,) = r.add_op("exp", {"input": x})
     >>> r.exposed.append(y)
-    >>> "def test_" in reproduction_source(r, "numpy")
-    True
+    >>> print(reproduction_source(r, "numpy", test_name="test_exp").split("\n\n\n", 2)[2])
+    test_exp = reproduction_test(build_model,
+        backend="numpy",
+        params={"x0": [1.0]},
+        cotangents={"v0": [0.1257302165031433]},
+        expected={"v0": [2.718281828459045]},
+        expected_gradients={"x0": [0.34177016278169603]},
+        tolerance={"v0": (1.25e-10, 3.402497578885343e-12)},
+        gradient_tolerance={"x0": (1.2499999999999999e-06, 1.2508326672684688e-07)},
+    )
+    <BLANKLINE>
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ...types import Dtype
 from ._check import Disagreement, backend_dtype, tolerance_for
 from ._oracle import Oracle
 from ._passes import VARIANTS
-from ._recipe import Recipe, array_literal, kind_of_array
+from ._recipe import Recipe, _nested, array_literal, kind_of_array
 
-__all__ = ["reproduction_source", "write_reproduction", "BACKEND_CLASSES"]
-
-BACKEND_CLASSES = {
-    "numpy": "NumpyBackend",
-    "jax": "JaxBackend",
-    "torch": "TorchBackend",
-    "mlx": "MlxBackend",
-    "c": "CBackend",
-    "ggml": "GGMLBackend",
-}
-"""Backend name -> the ``ml.<Class>`` a reproduction constructs."""
-
+__all__ = ["reproduction_source", "write_reproduction", "compact_literal", "ReproductionText"]
 
 def _full_gradient(oracle: Oracle, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-element finite differences of ``name`` and their error estimates (for the file)."""
@@ -61,16 +66,154 @@ def _full_gradient(oracle: Oracle, name: str) -> tuple[np.ndarray, np.ndarray]:
     return full, errors
 
 
-def _dict_literal(items: dict[str, str], indent: int = 4) -> str:
-    if not items:
-        return "{}"
-    pad = " " * indent
-    return "{\n" + "".join(f'{pad}"{k}": {v},\n' for k, v in items.items()) + "}"
+def compact_literal(array: Any) -> str:
+    """Short exact source for an array: nested Python lists (floats round-trip exactly; ``np.asarray`` of
+    the text gives back float64, int64 or bool), or ``np.array(...)`` where a list cannot say the dtype
+    (an empty int or bool array).
+
+    >>> compact_literal(np.array([[1.5, 2.0]])), compact_literal(np.array(3)), compact_literal(np.array([True]))
+    ('[[1.5, 2.0]]', '3', '[True]')
+    >>> compact_literal(np.array([np.inf, np.nan]))
+    "[float('inf'), float('nan')]"
+    """
+    a = np.asarray(array)
+    kind = kind_of_array(a)
+    if a.size == 0 and (kind != "float" or a.ndim != 1):
+        return array_literal(a)
+    if kind == "float":
+        leaf = _float
+        values = a.astype(np.float64).tolist()
+    elif kind == "int":
+        leaf, values = (lambda v: repr(int(v))), a.astype(np.int64).tolist()
+    else:
+        leaf, values = (lambda v: repr(bool(v))), a.tolist()
+    return _nested(values, leaf)
+
+
+def _float(x: float) -> str:
+    return f"float('{x!r}')" if math.isinf(x) or math.isnan(x) else repr(float(x))
+
+
+def _mapping(items: Mapping[str, Any], value: Callable[[Any], str] = compact_literal) -> str:
+    return "{" + ", ".join(f'"{k}": {value(v)}' for k, v in items.items()) + "}"
+
+
+def _pair(tolerance: tuple[float, float]) -> str:
+    return f"({float(tolerance[0])!r}, {float(tolerance[1])!r})"
+
+
+def _per_dtype(tolerances: Mapping[str, Mapping[str, tuple[float, float]]]) -> str:
+    """``{key: (rtol, atol)}`` for one dtype, ``{dtype: {key: (rtol, atol)}}`` for several."""
+    if len(tolerances) == 1:
+        return _mapping(next(iter(tolerances.values())), _pair)
+    return "{" + ", ".join(f'"{d}": {_mapping(t, _pair)}' for d, t in tolerances.items()) + "}"
+
+
+@dataclass
+class ReproductionText:
+    """What a reproduction file says, ready to format (:meth:`source`): the model source, the compile
+    options (values as source text), the numbers, and per dtype the tolerances. ``dtypes`` maps each
+    backend to its dtype, written only when ``explicit_dtype`` (by default each backend computes in
+    float64 where it has it, else float32)."""
+
+    docstring: str
+    model_source: str
+    test_name: str
+    dtypes: dict[str, str]
+    compile_options: dict[str, str]
+    params: dict[str, np.ndarray]
+    data: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    tolerance: dict[str, dict[str, tuple[float, float]]]
+    cotangents: dict[str, np.ndarray] = field(default_factory=dict)
+    expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    gradient_tolerance: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    variant: str = "default"
+    xfail: str | dict[str, str] | None = None
+    isolated: bool = False
+    explicit_dtype: bool = False
+
+    def _implied(self) -> set[tuple[str, str]]:
+        """Compile options equal to what :func:`~mithril.testing.fuzz.replay.reproduction_test` assumes
+        without them (the shapes of the values given, the parameters trainable): left out of the file."""
+        shapes = {k: list(np.shape(v)) for k, v in {**self.params, **self.data}.items()}
+        return {("shapes", _mapping(shapes, repr)), ("trainable_keys", "[" + ", ".join(f'"{n}"' for n in self.params) + "]")}
+
+    def source(self) -> str:
+        """The file: docstring, imports, ``build_model()`` and one ``reproduction_test(...)`` call."""
+        backends = list(self.dtypes)
+        keywords = [("backend", f'"{backends[0]}"' if len(backends) == 1 else "[" + ", ".join(f'"{b}"' for b in backends) + "]")]
+        if self.explicit_dtype:
+            keywords.append(("dtype", _mapping(self.dtypes, json.dumps)))
+        if self.variant != "default":
+            keywords.append(("variant", json.dumps(self.variant)))
+        keywords.extend(self.compile_options.items())
+        for name in ("params", "data", "cotangents", "expected", "expected_gradients"):
+            values = getattr(self, name)
+            if values or name == "expected":
+                keywords.append((name, _mapping(values)))
+        keywords.append(("tolerance", _per_dtype(self.tolerance)))
+        if self.expected_gradients:
+            keywords.append(("gradient_tolerance", _per_dtype(self.gradient_tolerance)))
+        if self.xfail:
+            keywords.append(("xfail", json.dumps(self.xfail) if isinstance(self.xfail, str) else _mapping(self.xfail, json.dumps)))
+        if self.isolated:
+            keywords.append(("isolated", "True"))
+        call = "".join(f"    {k}={v},\n" for k, v in keywords if (k, v) not in self._implied())
+        docstring = self.docstring.strip().replace("\\", "\\\\").replace('"""', "'''")
+        body = f"{self.model_source.rstrip()}\n\n\n{self.test_name} = reproduction_test(build_model,\n{call})\n"
+        imports = "import numpy as np\n" if "np." in body else ""
+        imports += "from mithril.models import IOKey, Model, Primitive\nfrom mithril.testing.fuzz.replay import reproduction_test\n"
+        return f'"""{docstring}\n"""\n\n{imports}\n\n{body}'
+
+
+def _gradient_tolerance(oracle: Oracle, dtype: Dtype, errors: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    depth = max(oracle.depth.values(), default=0)
+    rtol, atol, _ = tolerance_for(dtype, depth, 0.0, gradient=True, amplification=oracle.amplification())
+    found = {}
+    for name, error in errors.items():
+        full = oracle.gradients[name].full
+        scale = max(1.0, float(np.max(np.abs(full)))) if full is not None and full.size else 1.0
+        found[name] = (rtol, atol * scale + 4 * float(np.max(error, initial=0.0)))
+    return found
+
+
+def _output_tolerance(oracle: Oracle, dtype: Dtype) -> dict[str, tuple[float, float]]:
+    found = {}
+    for name, value in oracle.outputs.items():
+        if kind_of_array(value) == "float":
+            rtol, atol, extra = tolerance_for(dtype, oracle.depth[name], oracle.noise.get(name, 0.0))
+            scale = max(1.0, float(np.max(np.abs(value)))) if value.size else 1.0
+            found[name] = (rtol, atol * scale + extra)
+    return found
+
+
+def _compile_options(recipe: Recipe) -> dict[str, str]:
+    """``ml.compile`` keywords as compact source (``constant_keys`` values as lists)."""
+    used = recipe.used_inputs()
+    inputs = {n: i for n, i in recipe.inputs.items() if n in used}
+    options: dict[str, str] = {}
+    shapes = {n: list(i.array.shape) for n, i in inputs.items() if i.shape_via == "compile" and not i.is_constant}
+    names = {
+        "trainable_keys": [n for n, i in inputs.items() if i.role == "param"],
+        "data_keys": [n for n, i in inputs.items() if i.role == "data"],
+    }
+    if shapes:
+        options["shapes"] = _mapping(shapes, repr)
+    options.update((k, "[" + ", ".join(f'"{n}"' for n in v) + "]") for k, v in names.items() if v)
+    constants = {n: i.array for n, i in inputs.items() if i.role == "constant_key"}
+    if constants:
+        options["constant_keys"] = _mapping(constants)
+    if recipe.discard:
+        options["discard_keys"] = "[" + ", ".join(f'"{n}"' for n in recipe.discard) + "]"
+    if recipe.jit is not None:
+        options["jit"] = repr(recipe.jit)
+    return options
 
 
 def reproduction_source(
     recipe: Recipe,
-    backend: str,
+    backend: str | Sequence[str],
     variant: str = "default",
     *,
     summary: str = "",
@@ -78,7 +221,8 @@ def reproduction_source(
     test_name: str = "test_reproduction",
     isolated: bool = False,
 ) -> str:
-    """The text of a standalone pytest file checking ``recipe`` on ``backend`` against the oracle.
+    """The text of a standalone pytest file checking ``recipe`` on ``backend`` (one name or several: one
+    parametrized test) against the oracle (see :mod:`mithril.testing.fuzz.replay`).
 
     Args:
         summary: the disagreement report, written into the module docstring.
@@ -86,107 +230,62 @@ def reproduction_source(
             test fails until the bug is fixed, then XPASS tells to remove the mark).
         isolated: the test runs the model in a child process (for crashes and hangs).
     """
+    backends = [backend] if isinstance(backend, str) else list(backend)
+    dtypes = {b: backend_dtype(b) for b in backends}
     oracle = Oracle.of(recipe)
-    dtype = backend_dtype(backend)
     params, data = recipe.feeds()
-    expected, tolerance = {}, {}
-    for name, value in oracle.outputs.items():
-        expected[name] = array_literal(value)
-        if kind_of_array(value) == "float":
-            rtol, atol, extra = tolerance_for(dtype, oracle.depth[name], oracle.noise.get(name, 0.0))
-            scale = max(1.0, float(np.max(np.abs(value)))) if value.size else 1.0
-            tolerance[name] = f"({rtol!r}, {atol * scale + extra!r})"
-    grads, grad_tolerance = {}, {}
-    if oracle.params and oracle.cotangents:
-        depth = max(oracle.depth.values(), default=0)
-        rtol, atol, _ = tolerance_for(dtype, depth, 0.0, gradient=True, amplification=oracle.amplification())
-        for name in oracle.gradients:
-            full, errors = _full_gradient(oracle, name)
-            scale = max(1.0, float(np.max(np.abs(full)))) if full.size else 1.0
-            grads[name] = array_literal(full)
-            grad_tolerance[name] = f"({rtol!r}, {atol * scale + 4 * float(np.max(errors, initial=0.0))!r})"
-    compile_kwargs = ", ".join(f"{k}={v}" for k, v in recipe.compile_kwargs_source().items())
-    disabled = VARIANTS[variant]
-    docstring = summary.strip() or f"{backend}: compare with the NumPy references"
-    docstring = docstring.replace("\\", "\\\\").replace('"""', "'''")
-    mark = f"@pytest.mark.xfail(strict=True, reason={xfail_reason!r})\n" if xfail_reason else ""
-    imports = "from mithril.testing.fuzz import passes_disabled\n" if disabled else ""
-    compile_line = f"pm = ml.compile(build_model(), backend{', ' + compile_kwargs if compile_kwargs else ''})"
-    if disabled:
-        compile_block = f"    with passes_disabled({', '.join(repr(p) for p in disabled)}):\n        {compile_line}\n"
-    else:
-        compile_block = f"    {compile_line}\n"
-    dtype_name = f"ml.{dtype.value}"
-    if isolated:  # the bug kills or hangs the interpreter: run the model in a child process
-        test_body = (
-            "    result = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=600)\n"
-            "    assert result.returncode == 0, f\"exit status {result.returncode}\\n{result.stdout}{result.stderr}\""
-        )
-    else:
-        test_body = "    _run()"
-    source = f'''"""Fuzz reproduction ({backend}, {dtype.value}, variant {variant!r}).
-
-{docstring}
-
-Generated by ``mithril.testing.fuzz``: the model is plain Mithril code; expected outputs come from the
-plain-NumPy references in float64, expected gradients from float64 central finite differences of
-sum(cotangent * output); TOLERANCE gives (rtol, absolute atol) per key.
-"""
-
-{"import subprocess" + chr(10) + "import sys" + chr(10) + chr(10) if isolated else ""}import mithril as ml
-import numpy as np
-import pytest
-from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import check_reproduction
-{imports}
-
-{recipe.model_source()}
-
-PARAMS = {_dict_literal({k: array_literal(v) for k, v in params.items()})}
-DATA = {_dict_literal({k: array_literal(v) for k, v in data.items()})}
-EXPECTED = {_dict_literal(expected)}
-TOLERANCE = {_dict_literal(tolerance)}
-COTANGENTS = {_dict_literal({k: array_literal(v) for k, v in oracle.cotangents.items()} if grads else {})}
-EXPECTED_GRADIENTS = {_dict_literal(grads)}
-GRADIENT_TOLERANCE = {_dict_literal(grad_tolerance)}
-
-pytestmark = pytest.mark.fuzz
-
-
-def _run():
-    backend = ml.{BACKEND_CLASSES.get(backend, backend)}(dtype={dtype_name})
-{compile_block}    check_reproduction(
-        backend, pm, PARAMS, DATA, EXPECTED, TOLERANCE, COTANGENTS, EXPECTED_GRADIENTS, GRADIENT_TOLERANCE
+    text = ReproductionText(
+        docstring="",
+        model_source=recipe.model_source(),
+        test_name=test_name,
+        dtypes={b: d.value for b, d in dtypes.items()},
+        compile_options=_compile_options(recipe),
+        params=params,
+        data=data,
+        expected=dict(oracle.outputs),
+        tolerance={d.value: _output_tolerance(oracle, d) for d in dtypes.values()},
+        variant=variant,
+        xfail=xfail_reason,
+        isolated=isolated,
     )
+    if oracle.params and oracle.cotangents:
+        full = {name: _full_gradient(oracle, name) for name in oracle.gradients}
+        text.cotangents = dict(oracle.cotangents)
+        text.expected_gradients = {name: g for name, (g, _) in full.items()}
+        errors = {name: e for name, (_, e) in full.items()}
+        text.gradient_tolerance = {d.value: _gradient_tolerance(oracle, d, errors) for d in dtypes.values()}
+    where = ", ".join(f"{b} ({d.value})" for b, d in dtypes.items())
+    disabled = f", passes disabled: {', '.join(VARIANTS[variant])}" if VARIANTS[variant] else ""
+    text.docstring = f"Fuzz reproduction: {where}{disabled}.\n\n{summary.strip() or 'Compare with the NumPy references.'}"
+    return text.source()
 
 
-{mark}def {test_name}():
-    pytest.importorskip("mithril_backend_{backend}", reason="the {backend} backend is not installed")
-{test_body}
+def write_reproduction(
+    disagreement: Disagreement, directory: str | Path, *, xfail_reason: str | None = None, also: Sequence[str] = ()
+) -> Path:
+    """Write ``test_<backends>_<category>_<fingerprint>.py`` into ``directory``; returns its path.
 
+    ``also``: other backends on which the same minimal model disagrees: the one file covers them too.
 
-if __name__ == "__main__":
-    _run()
-'''
-    return re.sub(r"\n{3,}(?=def build_model)", "\n\n\n", source)
-
-
-def write_reproduction(disagreement: Disagreement, directory: str | Path, *, xfail_reason: str | None = None) -> Path:
-    """Write ``test_<backend>_<category>_<fingerprint>.py`` into ``directory``; returns its path.
-
-    >>> from pathlib import Path
-    >>> write_reproduction  # doctest: +ELLIPSIS
-    <function write_reproduction at ...>
+    >>> import tempfile, numpy as np
+    >>> from mithril.testing.fuzz import Disagreement, Recipe
+    >>> r = Recipe()
+    >>> (y,) = r.add_op("exp", {"input": r.add_input(np.array([1.0]), role="param")})
+    >>> r.exposed.append(y)
+    >>> found = Disagreement(r, "numpy", backend_dtype("numpy"), "default", "forward")
+    >>> write_reproduction(found, tempfile.mkdtemp(), also=["torch"]).name
+    'test_numpy_torch_forward_c2e98873a5.py'
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    backends = [disagreement.backend, *(b for b in also if b != disagreement.backend)]
     slug = re.sub(r"[^a-z0-9]+", "_", disagreement.category.lower()).strip("_")
-    name = f"test_{disagreement.backend}_{slug}_{disagreement.recipe.fingerprint()[:10]}"
+    name = f"test_{'_'.join(backends)}_{slug}_{disagreement.recipe.fingerprint()[:10]}"
     path = directory / f"{name}.py"
     path.write_text(
         reproduction_source(
             disagreement.recipe,
-            disagreement.backend,
+            backends,
             disagreement.variant,
             summary=disagreement.report(),
             xfail_reason=xfail_reason,
@@ -195,4 +294,3 @@ def write_reproduction(disagreement: Disagreement, directory: str | Path, *, xfa
         )
     )
     return path
-

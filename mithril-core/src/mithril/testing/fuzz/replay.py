@@ -1,5 +1,21 @@
-"""The check every fuzz reproduction file runs (one definition; the files hold only their model and
-numbers).
+"""What every fuzz reproduction file runs (one definition; the files hold only their model and numbers).
+
+A reproduction file (written by :func:`~mithril.testing.fuzz.write_reproduction`) is a docstring, a
+``build_model()`` function in plain Mithril code and one call::
+
+    test_split_single_section = reproduction_test(build_model,
+        backend=["numpy", "torch"],
+        params={"x0": [[0.5, -1.0], [2.0, 0.25]]},
+        expected={"v0": [[0.5, -1.0], [2.0, 0.25]]},
+        tolerance={"v0": (1.5e-10, 3e-12)},
+    )
+
+:func:`reproduction_test` returns a pytest test parametrized over the backends: it compiles the model on
+each (``ml.compile`` with the compile options given), evaluates it on ``params``/``data`` and asserts
+outputs (and, with ``cotangents``, gradients) equal the expected float64 numbers within
+``(rtol, absolute atol)`` per key (:func:`check_reproduction`). Values are plain nested lists (Python
+floats, ints and bools give float64, int64 and bool arrays). A crash reproduction (``isolated=True``) runs
+the model in a child process: ``python -m mithril.testing.fuzz.replay FILE BACKEND``.
 
 Example:
     >>> import mithril as ml, numpy as np
@@ -8,16 +24,22 @@ Example:
     >>> pm = ml.compile(Relu(), backend, shapes={"input": [2]})
     >>> expected = {"output": np.array([0.0, 2.0])}
     >>> check_reproduction(backend, pm, {}, {"input": np.array([-1.0, 2.0])}, expected, {"output": (1e-12, 0.0)})
+    >>> test = reproduction_test(Relu, backend="numpy", data={"input": [-1.0, 2.0]},
+    ...                          expected={"output": [0.0, 2.0]}, tolerance={"output": (1e-12, 0.0)})
+    >>> test("numpy")
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_reproduction"]
+__all__ = ["Reproduction", "check_reproduction", "reproduction_test"]
 
 Tolerances = Mapping[str, tuple[float, float]]
 
@@ -61,3 +83,209 @@ def check_reproduction(
     outputs, gradients = pm.evaluate(params_b, data_b, output_gradients=seeds)
     _check(backend, outputs, expected, tolerance, "output")
     _check(backend, gradients, expected_gradients or {}, gradient_tolerance or {}, "gradient")
+
+
+def _arrays(values: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in (values or {}).items()}
+
+
+def _per_backend(value: Any, backend: str, what: str) -> Any:
+    """``value`` itself, or ``value[backend]`` when it is given per backend."""
+    if isinstance(value, Mapping):
+        if backend not in value:
+            raise KeyError(f"reproduction: {what} names backends {sorted(value)}, not {backend!r}")
+        return value[backend]
+    return value
+
+
+def _per_dtype(tolerance: Mapping[str, Any] | None, dtype: str) -> Mapping[str, Any]:
+    """A ``{key: (rtol, atol)}`` mapping, or ``{dtype: {key: (rtol, atol)}}`` for files covering several dtypes."""
+    tolerance = tolerance or {}
+    if tolerance and all(isinstance(v, Mapping) for v in tolerance.values()):
+        if dtype not in tolerance:
+            raise KeyError(f"reproduction: tolerances are given for {sorted(tolerance)}, not {dtype!r}")
+        return tolerance[dtype]
+    return tolerance
+
+
+@dataclass
+class Reproduction:
+    """One fuzz reproduction: the model, its compile options, values and expected numbers.
+
+    ``dtype`` is a dtype name or ``{backend: dtype}``; ``tolerance``/``gradient_tolerance`` are
+    ``{key: (rtol, atol)}`` or ``{dtype: {key: (rtol, atol)}}``; ``xfail`` is a reason (every backend) or
+    ``{backend: reason}``; ``variant`` names the passes disabled
+    (:data:`~mithril.testing.fuzz.VARIANTS`).
+    """
+
+    build_model: Callable[[], Any]
+    backends: tuple[str, ...]
+    dtype: str | Mapping[str, str] | None
+    compile_options: dict[str, Any]
+    params: dict[str, np.ndarray]
+    data: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    tolerance: Mapping[str, Any]
+    cotangents: dict[str, np.ndarray] = field(default_factory=dict)
+    expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    gradient_tolerance: Mapping[str, Any] = field(default_factory=dict)
+    variant: str = "default"
+    xfail: str | Mapping[str, str] | None = None
+    isolated: bool = False
+
+    def backend_instance(self, name: str) -> Any:
+        """The backend ``name`` in this reproduction's dtype for it (default: float64 where it has it)."""
+        from ...types import Dtype
+        from ._check import make_backend
+
+        dtype = _per_backend(self.dtype, name, "dtype")
+        return make_backend(name, None if dtype is None else Dtype.parse(dtype))
+
+    def xfail_reason(self, backend: str) -> str | None:
+        if isinstance(self.xfail, Mapping):
+            return self.xfail.get(backend)
+        return self.xfail
+
+    def run(self, backend: str) -> None:
+        """Compile on ``backend`` and assert the expected numbers (in this process)."""
+        import mithril as ml
+
+        from ...types import Dtype
+        from ._passes import VARIANTS, passes_disabled
+
+        instance = self.backend_instance(backend)
+        dtype = Dtype.parse(instance.dtype).value
+        options = dict(self.compile_options)
+        options.setdefault("shapes", {k: list(v.shape) for k, v in {**self.params, **self.data}.items()})
+        options.setdefault("trainable_keys", list(self.params))
+        if "constant_keys" in options:
+            options["constant_keys"] = _arrays(options["constant_keys"])
+        with passes_disabled(*VARIANTS[self.variant]):
+            pm = ml.compile(self.build_model(), instance, **options)
+        check_reproduction(
+            instance,
+            pm,
+            self.params,
+            self.data,
+            self.expected,
+            _per_dtype(self.tolerance, dtype),
+            self.cotangents,
+            self.expected_gradients,
+            _per_dtype(self.gradient_tolerance, dtype),
+        )
+
+    def run_isolated(self, backend: str) -> None:
+        """Run :meth:`run` in a child process (a crash there fails the assertion, not the caller)."""
+        import subprocess
+
+        path = self.build_model.__code__.co_filename
+        result = subprocess.run([sys.executable, "-m", __name__, path, backend], capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"{path} on {backend}: exit status {result.returncode}\n{result.stdout}{result.stderr}"
+
+
+def reproduction_test(
+    build_model: Callable[[], Any],
+    *,
+    backend: str | Sequence[str],
+    dtype: str | Mapping[str, str] | None = None,
+    expected: Mapping[str, Any],
+    tolerance: Mapping[str, Any],
+    params: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
+    cotangents: Mapping[str, Any] | None = None,
+    expected_gradients: Mapping[str, Any] | None = None,
+    gradient_tolerance: Mapping[str, Any] | None = None,
+    variant: str = "default",
+    xfail: str | Mapping[str, str] | None = None,
+    isolated: bool = False,
+    **compile_options: Any,
+) -> Callable[[str], None]:
+    """A pytest test (parametrized over ``backend``) checking ``build_model()`` against expected numbers.
+
+    Args:
+        backend: backend name(s); a backend that is not installed is skipped.
+        dtype: the dtype (``"float64"``) or ``{backend: dtype}``; default: float64 where the backend has it.
+        expected: output key -> expected value (nested lists); ``tolerance``: key -> ``(rtol, atol)``, or
+            ``{dtype: {key: (rtol, atol)}}`` when the backends compute in different dtypes.
+        params, data: the values passed to ``evaluate``.
+        cotangents, expected_gradients, gradient_tolerance: the gradient check (skipped without cotangents).
+        variant: the compilation variant (passes disabled), a key of
+            :data:`~mithril.testing.fuzz.VARIANTS`.
+        xfail: a known bug: a reason (every backend) or ``{backend: reason}``; the test is marked
+            ``xfail(strict=True)`` there.
+        isolated: run the model in a child process (the bug crashes or hangs the interpreter).
+        compile_options: the ``ml.compile`` keywords (``shapes``, ``trainable_keys``, ``data_keys``,
+            ``constant_keys``, ``discard_keys``, ``jit``...); ``shapes`` defaults to the shapes of
+            ``params`` and ``data``, ``trainable_keys`` to the keys of ``params``.
+
+    >>> from mithril.models import Relu
+    >>> test = reproduction_test(Relu, backend=["numpy"], data={"input": [-3.0]},
+    ...                          expected={"output": [0.0]}, tolerance={"output": (0.0, 0.0)})
+    >>> test.reproduction.backends
+    ('numpy',)
+    """
+    import pytest
+
+    from ._passes import VARIANTS
+
+    backends = (backend,) if isinstance(backend, str) else tuple(backend)
+    if variant not in VARIANTS:
+        raise ValueError(f"reproduction: variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    reproduction = Reproduction(
+        build_model,
+        backends,
+        dtype,
+        dict(compile_options),
+        _arrays(params),
+        _arrays(data),
+        _arrays(expected),
+        tolerance,
+        _arrays(cotangents),
+        _arrays(expected_gradients),
+        gradient_tolerance or {},
+        variant,
+        xfail,
+        isolated,
+    )
+
+    def test(backend: str) -> None:
+        pytest.importorskip(f"mithril_backend_{backend}", reason=f"the {backend} backend is not installed")
+        if reproduction.isolated:
+            reproduction.run_isolated(backend)
+        else:
+            reproduction.run(backend)
+
+    cases = []
+    for name in backends:
+        reason = reproduction.xfail_reason(name)
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        cases.append(pytest.param(name, marks=marks, id=name))
+    test = pytest.mark.fuzz(pytest.mark.parametrize("backend", cases)(test))
+    test.reproduction = reproduction  # type: ignore[attr-defined]
+    test.__module__ = getattr(build_model, "__module__", test.__module__)
+    return test
+
+
+def _main(argv: Sequence[str]) -> int:
+    """``python -m mithril.testing.fuzz.replay FILE [BACKEND]``: run a reproduction file's checks here."""
+    import runpy
+
+    from mithril.testing.fuzz.replay import Reproduction  # the class the file's import sees (not __main__'s)
+
+    if not argv or len(argv) > 2:
+        print("usage: python -m mithril.testing.fuzz.replay FILE [BACKEND]", file=sys.stderr)
+        return 2
+    namespace = runpy.run_path(str(Path(argv[0])))
+    found = [v.reproduction for v in namespace.values() if isinstance(getattr(v, "reproduction", None), Reproduction)]
+    if not found:
+        print(f"{argv[0]}: no reproduction_test(...) in the file", file=sys.stderr)
+        return 2
+    for reproduction in found:
+        for backend in reproduction.backends if len(argv) == 1 else [argv[1]]:
+            reproduction.run(backend)
+            print(f"{backend}: the reproduction passes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
