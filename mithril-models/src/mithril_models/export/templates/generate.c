@@ -5,9 +5,11 @@
  *
  * prints the new token ids, space-separated, on one line. Greedy (argmax) unless --top-k K > 1: then a
  * draw from softmax(logits / T) over the K largest logits (ties at the K-th kept) with a SplitMix64
- * generator seeded by S (default 0): the same seed gives the same tokens. The model is the one-token
- * decode step of model.c (KV caches of MTP_CACHE_LEN slots as state, updated in place); the prompt is
- * fed one token at a time. Bad input: a one-line message on stderr and exit status 2. No globals. */
+ * generator seeded by S (default 0): the same seed gives the same tokens. The model is a one-token
+ * decode step of model.c (KV caches as state, updated in place): of the steps compiled for several cache
+ * lengths (mtp_step_slots, at most MTP_CACHE_LEN), the smallest that holds the prompt and the new tokens.
+ * The prompt is fed one token at a time. Bad input: a one-line message on stderr and exit status 2. No
+ * globals. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,9 +47,10 @@ typedef struct {
 typedef struct {
     mtw_file file;
     const void *tensors[MTP_TENSORS];
-    mithril_evaluate_args args;
+    mtp_args args;
+    int step;     /* the decode step run: index into mtp_step_slots */
     void *workspace;
-    float *cache; /* MTP_CACHES caches of MTP_CACHE_ELEMS floats each, read and written in place */
+    float *cache; /* MTP_CACHES caches of mtp_step_slots[step] slots each, read and written in place */
     float *caches[MTP_CACHES];
     float *logits;   /* [MTP_VOCAB] */
     double *scores;  /* [MTP_VOCAB], top-k sampling */
@@ -64,25 +67,26 @@ static void gpt_free(gpt *g) {
     free(g->scratch);
 }
 
-static int gpt_open(gpt *g, const char *path, char *err, size_t len) {
+/* Opens the weights and sets up the smallest decode step whose caches hold `positions` tokens
+ * (1..MTP_CACHE_LEN). */
+static int gpt_open(gpt *g, const char *path, long positions, char *err, size_t len) {
     memset(g, 0, sizeof *g);
     if (mtw_open(&g->file, path, mtp_tensors, MTP_TENSORS, g->tensors, err, len)) return MTC_BAD_INPUT;
-    size_t ws = mithril_evaluate_workspace_size();
+    while (g->step + 1 < MTP_STEPS && mtp_step_slots[g->step] < positions) g->step++;
+    size_t ws = mtp_workspace_size(g->step), elems = (size_t)mtp_step_slots[g->step] * MTP_SLOT_ELEMS;
     g->workspace = ws ? malloc(ws) : NULL;
-    g->cache = calloc((size_t)MTP_CACHES * MTP_CACHE_ELEMS, sizeof(float));
+    g->cache = calloc((size_t)MTP_CACHES * elems, sizeof(float));
     g->logits = malloc(MTP_VOCAB * sizeof(float));
     g->scores = malloc(MTP_VOCAB * sizeof(double));
     g->scratch = malloc(MTP_VOCAB * sizeof(double));
     if ((ws && !g->workspace) || !g->cache || !g->logits || !g->scores || !g->scratch) {
-        snprintf(err, len, "out of memory (caches: %zu bytes)", (size_t)MTP_CACHES * MTP_CACHE_ELEMS * sizeof(float));
+        snprintf(err, len, "out of memory (caches: %zu bytes)", (size_t)MTP_CACHES * elems * sizeof(float));
         gpt_free(g);
         return MTC_FAILED;
     }
-    for (int i = 0; i < MTP_CACHES; i++) g->caches[i] = g->cache + (size_t)i * MTP_CACHE_ELEMS;
-    mtp_bind_weights(&g->args, g->tensors);
-    mtp_bind_step(&g->args, &g->token, &g->position, g->caches, g->logits);
-    g->args.workspace = g->workspace;
-    g->args.error = g->error;
+    for (int i = 0; i < MTP_CACHES; i++) g->caches[i] = g->cache + (size_t)i * elems;
+    mtp_bind_step(&g->args, g->step, g->tensors, &g->token, &g->position, g->caches, g->logits, g->workspace,
+                  g->error);
     return 0;
 }
 
@@ -90,10 +94,10 @@ static int gpt_open(gpt *g, const char *path, char *err, size_t len) {
 static int gpt_step(gpt *g, int64_t token, int64_t position, int threads, char *err, size_t len) {
     g->token = token;
     g->position = position;
-    int status = mithril_evaluate(&g->args, threads);
+    int status = mtp_evaluate(&g->args, g->step, threads);
     if (status == MT_ERR_INDEX) {
         snprintf(err, len, "index %lld at flat position %lld is out of range for %s", (long long)g->error[1],
-                 (long long)g->error[2], mithril_evaluate_check_site((long)g->error[0]));
+                 (long long)g->error[2], mtp_check_site(g->step, (long)g->error[0]));
         return MTC_FAILED;
     }
     if (status != MT_OK) {
@@ -267,7 +271,7 @@ int main(int argc, char **argv) {
     if (mtc_weights_path(path, sizeof path, argv[0], o.weights))
         return mtc_fail(PROGRAM, MTC_BAD_INPUT, "the weights path is too long");
     gpt g;
-    int status = gpt_open(&g, path, err, sizeof err);
+    int status = gpt_open(&g, path, length + (long)o.max_new - 1, err, sizeof err);
     if (status) return mtc_fail(PROGRAM, status, "%s", err);
     uint64_t rng = o.seed;
     int64_t token = 0;
