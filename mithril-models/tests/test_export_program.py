@@ -233,6 +233,57 @@ def test_make_builds_the_same_program(gpt: GPT2LMHeadModel, tools: dict[str, str
     assert done.returncode == 2 and "the export's cache holds 8" in done.stderr
 
 
+def test_steps_for_smaller_caches_share_kernels_and_give_the_same_tokens(
+    gpt: GPT2LMHeadModel, tools: dict[str, str], tmp_path: Path
+) -> None:
+    """A program with decode steps of 4, 8 and 16 cache slots runs the smallest that holds the prompt and
+    the new tokens: the tokens are those of generate at every boundary (4, 5, 8, 9, 15 positions)."""
+    exported = export_program(gpt.config, gpt.state_dict(), tmp_path / "steps", smaller_caches=(8, 4))
+    one = export_program(gpt.config, gpt.state_dict(), tmp_path / "one", smaller_caches=())
+    model_c, single = (exported.directory / "model.c").read_text(), (one.directory / "model.c").read_text()
+    assert [f"int mithril_slots{n}_evaluate(const" in model_c for n in (4, 8, 16)] == [True, True, True]
+    assert "int mithril_slots16_evaluate(const" in single and "mithril_slots8" not in single
+    kernels, alone = model_c.count("\nMT_KERNEL "), single.count("\nMT_KERNEL ")
+    assert alone < kernels < 2 * alone  # the weight products, layer norms, ... are defined once
+    build(exported.directory, tools)
+    pm, params = numpy_gpt(gpt)
+    for prompt, new in [([3], 4), ([3], 5), ([3, 4], 7), ([42, 31, 25, 13], 6), ([42, 31, 25, 13, 15], 11)]:
+        got = run_tokens(exported.binary, tools, "--tokens", " ".join(map(str, prompt)), "--max-new-tokens", str(new))
+        assert got == generate(pm, params, [prompt], new, top_k=1)[0].tolist(), (prompt, new)
+    assert (
+        "the export's cache holds 16" in run(exported.binary, tools, "--tokens", "1 2", "--max-new-tokens", "16").stderr
+    )
+    with pytest.raises(ValueError, match=r"smaller_caches must be ints in 1..15 \(below cache_len=16\), got \[16\]"):
+        export_program(gpt.config, gpt.state_dict(), tmp_path / "bad", smaller_caches=(4, 16))
+
+
+def test_build_targets_this_cpu_unless_told_otherwise(
+    gpt: GPT2LMHeadModel, tools: dict[str, str], tmp_path: Path
+) -> None:
+    """build.sh adds -march=native when the compiler takes it and its program runs (not cross-compiling);
+    ARCH= leaves it out, ARCH=... replaces it; CFLAGS replaces the default -O3."""
+    exported = export_program(gpt.config, gpt.state_dict(), tmp_path / "p", cache_len=4)
+    env = {"PATH": tools["build"], "HOME": str(tmp_path)}
+
+    def flags(**extra: str) -> str:
+        done = subprocess.run(
+            ["/bin/sh", "build.sh"], cwd=exported.directory, env={**env, **extra}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split("CFLAGS: ")[1].split(";")[0]
+
+    native = subprocess.run(
+        [tools["build"] + "/cc", "-march=native", "-E", "-x", "c", "/dev/null"], capture_output=True, env=env
+    )
+    plain = "-O3 -fno-math-errno"
+    assert flags() in ({f"{plain} -march=native"} if native.returncode == 0 else {plain, f"{plain} -mcpu=native"})
+    assert flags(ARCH="") == plain
+    assert flags(CFLAGS="-O1", ARCH="-mtune=generic") == "-O1 -mtune=generic"
+    pm, params = numpy_gpt(gpt)  # the last build (-O1 for a generic CPU) still gives generate's tokens
+    tokens = run_tokens(exported.binary, tools, "--tokens", "4 5", "--max-new-tokens", "3")
+    assert tokens == generate(pm, params, [[4, 5]], 3, top_k=1)[0].tolist()
+
+
 def _builder_options(model: GPT2LMHeadModel) -> dict[str, Any]:
     c = model.config
     return {"bias": True, "block_size": c.n_positions, "dims": c.n_embd, "num_heads": c.n_head,

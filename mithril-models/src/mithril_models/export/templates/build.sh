@@ -34,7 +34,7 @@ if [ -z "${ARCH+set}" ]; then
         fi
     done
 fi
-CFLAGS="$CFLAGS $ARCH"
+CFLAGS="$CFLAGS${ARCH:+ $ARCH}"
 OPENMP=""
 if [ "${MITHRIL_OPENMP:-1}" != 0 ] && probe '#include <omp.h>
 int main(void) { return omp_get_max_threads() < 1; }' -fopenmp; then
