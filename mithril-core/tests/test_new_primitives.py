@@ -75,3 +75,80 @@ def test_cholesky_gradient_matches_finite_differences_of_the_symmetric_part() ->
         numeric[idx] = (objective(matrix + step) - objective(matrix - step)) / 2e-6
     np.testing.assert_allclose(grads["input"], numeric, rtol=1e-6, atol=1e-8)
     assert np.abs(grads["input"]).max() > 1e-3  # not trivially zero
+
+
+# -- stop_gradient and the non-differentiable inputs of autograd backends ---------------------------
+def _primitive_model(*calls: tuple[str, dict, dict]) -> Model:
+    from mithril.models import Primitive
+
+    model = Model()
+    for name, attrs, keys in calls:
+        model |= Primitive(name, **attrs)(**keys)
+    return model
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_stop_gradient_passes_values_and_no_gradient(backend: str) -> None:
+    """``x * StopGradient(x)``: the value is ``x**2``, the gradient ``x`` (not ``2x``) on every backend."""
+    from mithril.models import Multiply, StopGradient
+
+    model = Model()
+    model |= StopGradient()(input="x", output="stopped")
+    model |= Multiply()(left="x", right="stopped", output=IOKey("output"))
+    x = np.array([0.5, -1.5, 2.0])
+    out, grads = evaluate_model(backend, model, {"x": x}, cotangent=np.ones(3))
+    np.testing.assert_allclose(out["output"], x * x, rtol=1e-6)
+    np.testing.assert_allclose(grads["x"], x, rtol=1e-6)
+
+
+def _bce_of_own_sigmoid() -> Model:
+    """A loss whose target is computed from the parameter: binary_cross_entropy declares only ``input``
+    differentiable, so no gradient flows through ``target`` (the fuzzer's reproduction)."""
+    return _primitive_model(
+        ("sigmoid", {}, {"input": "x", "output": "p"}),
+        ("binary_cross_entropy", {"input_type": "logits"}, {"input": "x", "target": "p", "output": IOKey("output")}),
+    )
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_no_gradient_through_a_nondifferentiable_input_on_any_backend(backend: str) -> None:
+    """d/dx of bce(x, target=sigmoid(x)) with the target held constant is ``sigmoid(x) - sigmoid(x) = 0``
+    on every backend; through the target it would be ``-x * sigmoid'(x)``."""
+    x = np.array([0.5, -1.0, 2.0])
+    _, grads = evaluate_model(backend, _bce_of_own_sigmoid(), {"x": x}, dtype="float32", cotangent=np.ones(3))
+    np.testing.assert_allclose(grads["x"], np.zeros(3), atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_floor_divide_has_zero_gradient_on_every_backend(backend: str) -> None:
+    """The spec declares floor_divide non-differentiable (its derivative is 0 almost everywhere): every
+    backend gives ``d(floor(a / b) * a)/da = floor(a / b)`` and ``d/db = 0`` (PyTorch used to raise)."""
+    model = _primitive_model(
+        ("floor_divide", {}, {"left": "a", "right": "b", "output": "q"}),
+        ("multiply", {}, {"left": "q", "right": "a", "output": IOKey("output")}),
+    )
+    a, b = np.array([0.75, -1.25, 3.5]), np.array([0.5, 0.5, 2.0])
+    _, grads = evaluate_model(backend, model, {"a": a, "b": b}, dtype="float32", cotangent=np.ones(3))
+    np.testing.assert_allclose(grads["a"], np.floor(a / b), atol=1e-6)
+    np.testing.assert_allclose(grads["b"], np.zeros(3), atol=1e-6)
+
+
+def test_stop_gradient_inserted_only_where_needed() -> None:
+    """Autograd backends get a ``stop_gradient`` only for a parameter-dependent float value at a
+    non-differentiable input; a target given as data, inference, and manual-gradient backends get none."""
+    pytest.importorskip("mithril_backend_torch", reason="checked on PyTorch's generated source")
+    import mithril as ml
+
+    def source(backend, model, **kwargs) -> str:
+        return ml.compile(model, backend, shapes={"x": [3]}, **kwargs).source
+
+    torch_backend, numpy_backend = ml.TorchBackend(), ml.NumpyBackend()
+    assert source(torch_backend, _bce_of_own_sigmoid(), trainable_keys={"x"}).count("stop_gradient") == 1
+    assert "stop_gradient" not in source(torch_backend, _bce_of_own_sigmoid(), trainable_keys={"x"}, inference=True)
+    assert "stop_gradient" not in source(numpy_backend, _bce_of_own_sigmoid(), trainable_keys={"x"})
+    data_target = _primitive_model(
+        ("binary_cross_entropy", {"input_type": "logits"}, {"input": "x", "target": "t", "output": IOKey("output")}),
+    )
+    assert "stop_gradient" not in ml.compile(
+        data_target, torch_backend, shapes={"x": [3], "t": [3]}, trainable_keys={"x"}, data_keys={"t"}
+    ).source

@@ -25,7 +25,7 @@ __all__ = [
     "relu", "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num", "logical_not", "cast",
     "add", "subtract", "multiply", "divide", "floor_divide", "power", "minimum", "maximum",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_and", "logical_or", "logical_xor", "where",
+    "logical_and", "logical_or", "logical_xor", "where", "stop_gradient",
 ]  # fmt: skip
 
 Expression = Callable[..., str]
@@ -86,6 +86,11 @@ exp, log, log1p, sqrt, sin, cos, tanh, erf, floor = (
 def rsqrt(ctx: Ctx, node: Node) -> Spec:
     m, f = _math(ctx, node), _fn(ctx, node, "sqrt")
     return _unary(ctx, node, lambda x: f"({m})1 / {f}(({m}){x})")
+
+
+def stop_gradient(ctx: Ctx, node: Node) -> Spec:
+    """A copy: C has no autograd (no rule sends a gradient through ``stop_gradient``)."""
+    return _unary(ctx, node, lambda x: x)
 
 
 def square(ctx: Ctx, node: Node) -> Spec:

@@ -125,6 +125,6 @@ TABLE: dict[str, Callable[..., Any]] = {
     "conv1d": _windows.conv_forward, "conv2d": _windows.conv_forward, "max_pool2d": _windows.max_pool,
     "softmax": jax.nn.softmax, "log_softmax": jax.nn.log_softmax,
     "dropout_mask": dropout_mask_drawing(jnp, lambda b, shape: jax.random.uniform(b.next_key(), shape, jnp.float32)),
-    "randn": randn, "randint": randint,
+    "randn": randn, "randint": randint, "stop_gradient": jax.lax.stop_gradient,
 }  # fmt: skip
 """JAX's overrides of the shared op table."""

@@ -136,7 +136,7 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
     return mx.random.randint(low, high, tuple(shape), dtype=mx.int64, key=backend.next_key())
 
 
-def _on_cpu_with_vjp(forward: Callable[[Array], Array], grad: Callable[[Array, Array], Array]) -> Callable[[Array], Array]:
+def _on_cpu_with_vjp(forward: Callable[..., Array], grad: Callable[..., Array]) -> Callable[..., Array]:
     """``forward`` on the CPU stream as an ``mx.custom_function`` whose VJP is ``grad(cotangent, input)``;
     half-precision inputs are computed in float32 (MLX's factorisations take float32/float64 only)."""
 

@@ -17,7 +17,9 @@ import torch
 import torch.nn.functional as F
 from mithril.primitives import uses_backend
 
-__all__ = ["relu", "gelu", "softplus", "cast", "add", "subtract", "multiply", "divide", "power", "where"]
+__all__ = [
+    "relu", "gelu", "softplus", "cast", "add", "subtract", "multiply", "divide", "power", "where", "stop_gradient",
+]  # fmt: skip
 
 Tensor = torch.Tensor
 
@@ -112,6 +114,11 @@ def power(left: Tensor, right: Tensor) -> Tensor:
 def where(condition: Tensor, left: Tensor, right: Tensor) -> Tensor:
     """``np.where(condition, left, right)``"""
     return torch.where(as_tensor(condition), left, right)
+
+
+def stop_gradient(input: Tensor) -> Tensor:
+    """``input.detach()``: the same values, no gradient flows back through it."""
+    return input.detach() if isinstance(input, Tensor) else input
 
 
 def _paired(name: str, fn: Any) -> Any:

@@ -34,7 +34,13 @@ from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten
 from .graph import Graph, Value, as_constant, constant_kind
 from .index_checks import find_index_checks
-from .passes import eliminate_common_subexpressions, fold_constants, promote_integer_inputs, prune
+from .passes import (
+    eliminate_common_subexpressions,
+    fold_constants,
+    insert_stop_gradients,
+    promote_integer_inputs,
+    prune,
+)
 from .physical import PhysicalModel, weight_fan_in
 
 __all__ = ["compile"]
@@ -184,6 +190,8 @@ def compile(  # noqa: A001 - the public name is ml.compile
             eliminate_common_subexpressions(graph, both)
         gradients = {k[1:]: v for k, v in both.items() if k.startswith("\0")}
         prune(graph, [*outputs.values(), *gradients.values()])
+    if not inference and wrt and backend.supports_autograd:
+        insert_stop_gradients(graph, wrt.values())
     enabled = [name for name, on in passes.items() if on]
     log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{', symbolic backward' if gradients else ''}; {len(graph.nodes)} primitive calls")
     graph.solve()

@@ -22,7 +22,7 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("Negate", "neg"), ("Absolute", "abs"), ("Sign", "sign"), ("Exponential", "exp"), ("Log", "log"),
     ("Sqrt", "sqrt"), ("Rsqrt", "rsqrt"), ("Square", "square"), ("Sine", "sin"), ("Cosine", "cos"),
     ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Relu", "relu"), ("LeakyRelu", "leaky_relu"),
-    ("Gelu", "gelu"), ("Softplus", "softplus"), ("Erf", "erf"), ("Floor", "floor"), ("IsNan", "isnan"),
+    ("Gelu", "gelu"), ("Softplus", "softplus"), ("Erf", "erf"), ("Floor", "floor"), ("IsNan", "isnan"), ("StopGradient", "stop_gradient"),
     ("NanToNum", "nan_to_num"), ("LogicalNot", "logical_not"), ("Cast", "cast"),
     # binary
     ("Add", "add"), ("Subtract", "subtract"), ("Multiply", "multiply"), ("Divide", "divide"),

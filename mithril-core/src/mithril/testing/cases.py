@@ -203,7 +203,7 @@ them as NumPy does (NaN propagates through ``relu``/``maximum``, ``gelu(inf)`` i
 
 FLOAT_UNARY = (
     "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid", "relu",
-    "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num",
+    "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num", "stop_gradient",
 )  # fmt: skip
 FLOAT_BINARY = (
     "add", "subtract", "multiply", "divide", "floor_divide", "power", "minimum", "maximum", "equal", "not_equal",
@@ -260,6 +260,7 @@ def _elementwise() -> list[Case]:
         Case("softplus", {"input": normal(3, 4, scale=3.0)}),
         Case("erf", {"input": normal(3, 4)}),
         Case("floor", {"input": _frac(3, 4)}),
+        Case("stop_gradient", {"input": normal(3, 4)}),
         Case("isnan", {"input": _with_nans}),
         Case("nan_to_num", {"input": normal(3, 4)}),
         Case("nan_to_num", {"input": _with_nans}, id="nan_to_num-nan", grad=False),

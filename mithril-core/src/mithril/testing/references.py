@@ -213,6 +213,11 @@ def finite_max(dtype: Any) -> float:
 
 
 @reference
+def stop_gradient(input):
+    return np.array(input, copy=True)
+
+
+@reference
 def logical_not(input):
     return np.logical_not(input)
 

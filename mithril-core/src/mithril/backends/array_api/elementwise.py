@@ -29,6 +29,7 @@ _DIRECT = {
     "power": "power", "minimum": "minimum", "maximum": "maximum", "equal": "equal", "not_equal": "not_equal",
     "less": "less", "less_equal": "less_equal", "greater": "greater", "greater_equal": "greater_equal",
     "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor", "where": "where",
+    "stop_gradient": "stop_gradient",
 }  # fmt: skip
 """Primitive -> the namespace function that computes it (same arguments, NumPy semantics)."""
 
@@ -50,6 +51,16 @@ def sign_keeping_nan(b: Binding) -> Impl:
         return where(isnan(input), input, sign_(input)) if is_float(input) else sign_(input)
 
     return sign
+
+
+def stop_gradient(input: Any) -> Any:
+    """``input`` itself: a namespace without autograd (NumPy) has no gradient to stop; autograd backends
+    override it (``jax.lax.stop_gradient``, ``Tensor.detach``, ``mx.stop_gradient``).
+
+    >>> stop_gradient(3.0)
+    3.0
+    """
+    return input
 
 
 def build(b: Binding) -> dict[str, Impl]:
@@ -108,6 +119,7 @@ def build(b: Binding) -> dict[str, Impl]:
 
     table.update(rsqrt=rsqrt, sigmoid=getattr(xp, "sigmoid", sigmoid), relu=relu, leaky_relu=leaky_relu)
     table.update(softplus=softplus, cast=cast, divide=divide)
+    table.setdefault("stop_gradient", stop_gradient)
     if erf is not None:
         table.update(erf=erf, gelu=gelu)
     return table
