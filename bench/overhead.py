@@ -18,13 +18,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import time  # noqa: E402
+import time
 
-import mithril as ml  # noqa: E402
-from _hand_written import jax_models, torch_models  # noqa: E402
-from _timing import interleaved, report  # noqa: E402
-from gpt_blocks import block_stack  # noqa: E402
-from mithril.models import MLP  # noqa: E402
+import mithril as ml
+from _hand_written import jax_models, torch_models
+from _timing import interleaved, report
+from gpt_blocks import block_stack
+from mithril.models import MLP
 
 GPT_LAYERS, GPT_DIMS, GPT_HEADS, GPT_SEQ = 2, 768, 12, 128
 
@@ -70,7 +70,9 @@ def numpy_section() -> None:
     assert np.allclose(out["output"], ref_out, atol=1e-4)
     assert all(np.allclose(grads[k], ref_grads[k], atol=1e-3) for k in ref_grads)
 
-    fwd = interleaved({"hand-written NumPy": lambda: forward(x), "Mithril NumPy": lambda: pm.evaluate(params, {"input": x})})
+    fwd = interleaved(
+        {"hand-written NumPy": lambda: forward(x), "Mithril NumPy": lambda: pm.evaluate(params, {"input": x})}
+    )
     report(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, forward", fwd, "hand-written NumPy", 1.10)
     both = interleaved(
         {
@@ -86,13 +88,18 @@ def _models():
     mlp = MLP(input_size=SIZES[0], hidden_sizes=list(SIZES[1:-1]), output_size=SIZES[-1])
     return {
         "mlp": (mlp, [BATCH, SIZES[0]], f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}"),
-        "gpt": (block_stack(GPT_LAYERS, GPT_DIMS, GPT_HEADS), [1, GPT_SEQ, GPT_DIMS], f"{GPT_LAYERS}-layer GPT-2-small block stack, seq {GPT_SEQ}, batch 1"),
+        "gpt": (
+            block_stack(GPT_LAYERS, GPT_DIMS, GPT_HEADS),
+            [1, GPT_SEQ, GPT_DIMS],
+            f"{GPT_LAYERS}-layer GPT-2-small block stack, seq {GPT_SEQ}, batch 1",
+        ),
     }
 
 
 def autograd_section(name: str, backend: object, hand: dict, sync, jit: bool, baseline: str) -> None:
     """Mithril on ``backend`` vs the hand-written functions ``hand[model] = (forward, forward_backward)``."""
-    for key, (model, shape, title) in _models().items():
+
+    def compare(key: str, model: object, shape: list[int], title: str) -> None:
         pm = ml.compile(model, backend, shapes={"input": shape}, jit=jit, use_short_namings=False)
         params = pm.randomize_params(seed=0)
         x = backend.randn(*shape)
@@ -116,12 +123,18 @@ def autograd_section(name: str, backend: object, hand: dict, sync, jit: bool, ba
         ref = backend.to_numpy(forward(params, x))
         deviation = float(np.abs(out - ref).max())
         if jit:
-            print(f"{title}: first call (jit compile) forward {mithril_first:.2f} s Mithril vs {hand_first:.2f} s {baseline}; "
-                  f"forward+backward {mithril_first_grad:.2f} s vs {hand_first_grad:.2f} s")
+            print(
+                f"{title}: first call (jit compile) forward {mithril_first:.2f} s Mithril "
+                f"vs {hand_first:.2f} s {baseline}; "
+                f"forward+backward {mithril_first_grad:.2f} s vs {hand_first_grad:.2f} s"
+            )
         print(f"{title}: max |Mithril - {baseline}| = {deviation:.1e}")
         rounds, repeats = (5, 5) if key == "gpt" else (7, 10)
         fwd = interleaved(
-            {baseline: lambda: sync(forward(params, x)), f"Mithril {name}": lambda: sync(pm.evaluate(params, {"input": x})["output"])},
+            {
+                baseline: lambda: sync(forward(params, x)),
+                f"Mithril {name}": lambda: sync(pm.evaluate(params, {"input": x})["output"]),
+            },
             rounds=rounds,
             repeats=repeats,
         )
@@ -135,6 +148,9 @@ def autograd_section(name: str, backend: object, hand: dict, sync, jit: bool, ba
             repeats=repeats,
         )
         report(f"{title}, forward+backward (steady state)", both, baseline, 1.05)
+
+    for key, (model, shape, title) in _models().items():
+        compare(key, model, shape, title)
 
 
 PER_CALL = {  # primitive -> (arguments, attributes, the framework call it should cost as much as)
@@ -165,12 +181,16 @@ def per_call_section() -> None:
             impl, args = backend.implementation(primitive), arrays[:arity]
             times = {}
             calls = {
-                "direct": functools.partial(lambda f, *a: sync(f(xp, *a)), direct, *args),
-                "Mithril": functools.partial(lambda f, *a, **k: sync(f(*a, **k)), impl, *args, **attrs),
+                "direct": functools.partial(lambda f, *a, xp=xp, sync=sync: sync(f(xp, *a)), direct, *args),
+                "Mithril": functools.partial(lambda f, *a, sync=sync, **k: sync(f(*a, **k)), impl, *args, **attrs),
             }
             for label, call in calls.items():
                 times[label] = min(timeit.repeat(call, number=2000, repeat=7)) / 2000
-            print(f"{name} {primitive:<11s} direct {times['direct'] * 1e6:6.2f} us   op table {times['Mithril'] * 1e6:6.2f} us   ratio {times['Mithril'] / times['direct']:.2f}")
+            framework, table = times["direct"], times["Mithril"]
+            print(
+                f"{name} {primitive:<11s} direct {framework * 1e6:6.2f} us   op table {table * 1e6:6.2f} us   "
+                f"ratio {table / framework:.2f}"
+            )
 
 
 def main() -> None:
@@ -186,7 +206,9 @@ def main() -> None:
     except (ImportError, AttributeError) as exc:
         print(f"JAX section skipped: {exc}")
     else:
-        autograd_section("JAX", backend, jax_models(GPT_LAYERS, GPT_HEADS), jax.block_until_ready, True, "hand-written jax.jit")
+        autograd_section(
+            "JAX", backend, jax_models(GPT_LAYERS, GPT_HEADS), jax.block_until_ready, True, "hand-written jax.jit"
+        )
     try:
         import torch
 
@@ -194,7 +216,9 @@ def main() -> None:
     except (ImportError, AttributeError) as exc:
         print(f"PyTorch section skipped: {exc}")
     else:
-        autograd_section("PyTorch", backend, torch_models(GPT_LAYERS, GPT_HEADS), lambda value: value, False, "PyTorch eager")
+        autograd_section(
+            "PyTorch", backend, torch_models(GPT_LAYERS, GPT_HEADS), lambda value: value, False, "PyTorch eager"
+        )
         del torch
 
 

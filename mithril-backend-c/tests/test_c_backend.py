@@ -157,7 +157,8 @@ def test_blocked_gemm_fallback_without_blas(tmp_path) -> None:
         "import numpy as np, mithril as ml\n"
         "from mithril_backend_c import toolchain\n"
         "assert toolchain.blas_info()['name'] == 'none'\n"
-        "m = ml.models.Model(); m |= ml.models.Conv2d(5, 3, padding=1)(input='input'); m += ml.models.Flatten(); m += ml.models.Linear(70)\n"
+        "m = ml.models.Model(); m |= ml.models.Conv2d(5, 3, padding=1)(input='input')\n"
+        "m += ml.models.Flatten(); m += ml.models.Linear(70)\n"
         "pm = ml.compile(m, ml.CBackend(dtype=ml.float64, threads=2), shapes={'input': [2, 3, 9, 9]})\n"
         "p = pm.randomize_params(seed=0); x = np.random.default_rng(0).standard_normal((2, 3, 9, 9))\n"
         "out, grads = pm.evaluate(p, {'input': x}, output_gradients={'output': np.ones((2, 70))})\n"
@@ -292,7 +293,8 @@ def test_forced_blas_choice_matches_the_fallback(tmp_path, choice) -> None:
         "import numpy as np, mithril as ml, sys\n"
         "from mithril_backend_c import toolchain\n"
         "print(toolchain.blas_info()['name'])\n"
-        "pm = ml.compile(ml.models.MLP(input_size=20, hidden_sizes=[33], output_size=7), ml.CBackend(dtype=ml.float64, threads=2), shapes={'input': [9, 20]})\n"
+        "pm = ml.compile(ml.models.MLP(input_size=20, hidden_sizes=[33], output_size=7),\n"
+        "                ml.CBackend(dtype=ml.float64, threads=2), shapes={'input': [9, 20]})\n"
         "p = pm.randomize_params(seed=0); x = np.random.default_rng(0).standard_normal((9, 20))\n"
         "out, grads = pm.evaluate(p, {'input': x}, output_gradients={'output': np.ones((9, 7))})\n"
         "np.savez(sys.argv[1], out=out['output'], **grads)\n"
@@ -324,7 +326,8 @@ def test_mithril_export_cli_builds_a_program_that_reproduces_python(tmp_path, mo
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
     (tmp_path / "cli_model.py").write_text(
-        "from mithril.models import MLP\n\ndef build():\n    return MLP(input_size=4, hidden_sizes=[8], output_size=2)\n"
+        "from mithril.models import MLP\n\n"
+        "def build():\n    return MLP(input_size=4, hidden_sizes=[8], output_size=2)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "exported"

@@ -29,7 +29,12 @@ def test_seed_mlp_forward_and_gradients_match_numpy():
     y = h2 @ params["weight_2"].T + params["bias_2"]
     np.testing.assert_allclose(out["output"], y, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads["weight_2"], g.T @ h2, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(grads["bias"], (((g @ params["weight_2"]) * (h2 > 0)) @ params["weight_1"] * (h1 > 0)).sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        grads["bias"],
+        (((g @ params["weight_2"]) * (h2 > 0)) @ params["weight_1"] * (h1 > 0)).sum(0),
+        rtol=1e-4,
+        atol=1e-4,
+    )
     # linear is native ggml; relu is a C kernel split over the threads (ggml_relu maps NaN to 0)
     ops = [line for line in compiled.source.splitlines() if "# ggml:" in line]
     assert all("ggml: native" in line for line in ops if "= linear(" in line), compiled.source

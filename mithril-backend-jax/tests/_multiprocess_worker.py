@@ -11,7 +11,9 @@ import jax
 
 port, process_id, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
-jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=120)
+jax.distributed.initialize(
+    coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=120
+)
 
 import mithril as ml  # noqa: E402
 import numpy as np  # noqa: E402

@@ -11,7 +11,7 @@ from mithril.testing.devices import run_with_jax_devices
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 
-_MODELS = '''
+_MODELS = """
 import numpy as np, mithril as ml
 from mithril.models import Conv2d, Flatten, Linear, MaxPool2d, MLP, Model, Relu
 
@@ -40,7 +40,10 @@ def spec(array):  # a placement as a list of mesh axes, one per dimension
     return found + [None] * (array.ndim - len(found))
 
 def data_for(shapes, kinds, rng):
-    return {k: (rng.integers(0, 64, s) if kinds.get(k) == "int" else rng.standard_normal(s).astype(np.float32)) for k, s in shapes.items()}
+    return {
+        k: rng.integers(0, 64, s) if kinds.get(k) == "int" else rng.standard_normal(s).astype(np.float32)
+        for k, s in shapes.items()
+    }
 
 def compare(build, mesh, mode):
     model, shapes, kinds = build()
@@ -71,7 +74,7 @@ def compare(build, mesh, mode):
         "split_params": sorted(k for k in plan if k in params),
         "split_data": sorted(k for k in plan if k in data),
     }
-'''
+"""
 
 
 def _run(code: str) -> dict:
@@ -158,7 +161,7 @@ emit({
 
 
 def test_explicit_specs_and_loaded_params_are_placed(tmp_path) -> None:
-    found = _run(f'''
+    found = _run(f"""
 model, shapes, _ = mlp()
 backend = ml.JaxBackend(device_mesh=(2, 2))
 placements = {{"weight1": ("mesh_1", "mesh_0"), "input": (0, None)}}
@@ -172,16 +175,18 @@ out = pm.evaluate(loaded, {{"input": x}})["output"]
 emit({{
     "weight1": spec(loaded["weight1"]),
     "weight0": spec(loaded["weight0"]),
-    "error": float(np.abs(backend.to_numpy(out) - np.asarray(ref.evaluate(ref.randomize_params(seed=1), {{"input": x}})["output"])).max()),
+    "error": float(np.abs(
+        backend.to_numpy(out) - np.asarray(ref.evaluate(ref.randomize_params(seed=1), {{"input": x}})["output"])
+    ).max()),
 }})
-''')
+""")
     assert found["weight1"] == ["mesh_1", "mesh_0"]
     assert found["weight0"] == [None, None]
     assert found["error"] <= 1e-5
 
 
 def test_bad_plans_are_refused_with_the_key_dimension_and_mesh() -> None:
-    found = _run('''
+    found = _run("""
 from mithril.errors import MithrilError
 model, shapes, _ = mlp()
 def error(fn):
@@ -205,11 +210,22 @@ emit({
     "other_mesh": error(lambda: big.ones(8, 2, device_mesh=(4,), tensor_split=(0,))),
     "split_dim": error(lambda: big.ones(8, 2, device_mesh=(8,), tensor_split=(2,))),
     "two_meshes": error(lambda: pm.evaluate(params, {"input": other.ones(8, 16, device_mesh=(4,), tensor_split=(0,))})),
-    "fixed_batch": error(lambda: ml.compile(model, big, shapes={"input": [6, 16]}, data_keys={"input"}, parallelism={"input": ("mesh_0", None)})),
+    "fixed_batch": error(lambda: ml.compile(
+        model, big, shapes={"input": [6, 16]}, data_keys={"input"}, parallelism={"input": ("mesh_0", None)}
+    )),
 })
-''')
-    assert "16" in found["too_many"] and "8" in found["too_many"] and "xla_force_host_platform_device_count" in found["too_many"]
-    assert "ShapeError" in found["batch"] and "'input'" in found["batch"] and "size 6" in found["batch"] and "(8,)" in found["batch"]
+""")
+    assert (
+        "16" in found["too_many"]
+        and "8" in found["too_many"]
+        and "xla_force_host_platform_device_count" in found["too_many"]
+    )
+    assert (
+        "ShapeError" in found["batch"]
+        and "'input'" in found["batch"]
+        and "size 6" in found["batch"]
+        and "(8,)" in found["batch"]
+    )
     assert "pipeline" in found["mode"] and "'data'" in found["mode"]
     assert "mesh_3" in found["axis"] and "mesh_0" in found["axis"] and "weight0" in found["axis"]
     assert "nope" in found["key"]
@@ -246,7 +262,13 @@ def test_two_processes_train_data_parallel_on_one_global_mesh(tmp_path) -> None:
     worker, port, out = Path(__file__).with_name("_multiprocess_worker.py"), _free_port(), tmp_path / "found.json"
     env = simulated_devices_env(2)
     procs = [
-        subprocess.Popen([sys.executable, str(worker), str(port), str(i), str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [sys.executable, str(worker), str(port), str(i), str(out)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for i in range(2)
     ]
     logs = [p.communicate(timeout=300)[0] for p in procs]

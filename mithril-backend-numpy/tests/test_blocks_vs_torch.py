@@ -92,9 +92,19 @@ def test_batch_norm(use_batch_stats):
     passed with the parameters as buffers) against ``F.batch_norm``."""
     rng = np.random.default_rng(4)
     x = rng.normal(size=(3, 4, 5, 5))
-    params = {"weight": rng.normal(size=4), "bias": rng.normal(size=4), "running_mean": rng.normal(size=4), "running_var": rng.uniform(0.5, 2, size=4)}
+    params = {
+        "weight": rng.normal(size=4),
+        "bias": rng.normal(size=4),
+        "running_mean": rng.normal(size=4),
+        "running_var": rng.uniform(0.5, 2, size=4),
+    }
     backend = ml.NumpyBackend(dtype=ml.float64)
-    pm = ml.compile(BatchNorm2d(use_batch_stats=use_batch_stats, momentum=0.2), backend, shapes={"input": [3, 4, 5, 5]}, data_keys={"input"})
+    pm = ml.compile(
+        BatchNorm2d(use_batch_stats=use_batch_stats, momentum=0.2),
+        backend,
+        shapes={"input": [3, 4, 5, 5]},
+        data_keys={"input"},
+    )
     assert pm.param_keys == ["weight", "bias"] and pm.buffer_keys == ["running_mean", "running_var"]
     out, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": np.ones(x.shape)})
     w, b = t(params["weight"]), t(params["bias"])
@@ -155,7 +165,11 @@ def test_mlp_matches_torch_sequential():
     ("loss", "target", "ref"),
     [
         (CrossEntropy(), np.array([0, 2, 1]), lambda x, y: F.cross_entropy(x, torch.tensor(y))),
-        (BinaryCrossEntropy(), np.array([[1.0, 0.0, 1.0]] * 3), lambda x, y: F.binary_cross_entropy_with_logits(x, torch.tensor(y))),
+        (
+            BinaryCrossEntropy(),
+            np.array([[1.0, 0.0, 1.0]] * 3),
+            lambda x, y: F.binary_cross_entropy_with_logits(x, torch.tensor(y)),
+        ),
         (SquaredError(), np.ones((3, 3)), lambda x, y: F.mse_loss(x, torch.tensor(y))),
     ],
 )
@@ -176,7 +190,10 @@ def test_losses(loss, target, ref):
 def test_dropout_is_identity_when_not_training_and_scaled_when_training():
     x = np.ones((200, 50))
     backend = ml.NumpyBackend(dtype=ml.float64, seed=0)
-    for training, check_fn in ((False, lambda y: np.array_equal(y, x)), (True, lambda y: set(np.unique(y)) <= {0.0, 2.0})):
+    for training, check_fn in (
+        (False, lambda y: np.array_equal(y, x)),
+        (True, lambda y: set(np.unique(y)) <= {0.0, 2.0}),
+    ):
         model = Model()
         model |= Dropout(p=0.5)(input="input", training=training, output=IOKey("output"))
         pm = ml.compile(model, backend, inference=True)

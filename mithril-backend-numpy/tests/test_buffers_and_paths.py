@@ -14,7 +14,9 @@ def _counter() -> Model:
     """``next = count + input.sum()`` with ``count`` a buffer updated to ``next``."""
     model = Model()
     model |= Linear(2, name="fc")(input="input", output=IOKey("output"))
-    model |= Add()(left=IOKey("count", buffer=True, shape=[1, 2], init="zeros"), right=model.output, output=IOKey("next"))
+    model |= Add()(
+        left=IOKey("count", buffer=True, shape=[1, 2], init="zeros"), right=model.output, output=IOKey("next")
+    )
     model.set_buffer_update("count", "next")
     return model
 
@@ -48,12 +50,22 @@ def test_unexposed_state_update_becomes_a_named_output():
     pm = ml.compile(BatchNorm2d(3), ml.NumpyBackend(), shapes={"input": [2, 3, 4, 4]})
     assert pm.buffer_updates == {"running_mean": "running_mean_new", "running_var": "running_var_new"}
     assert "running_mean_new" in pm.output_keys
-    discarded = ml.compile(BatchNorm2d(3), ml.NumpyBackend(), shapes={"input": [2, 3, 4, 4]}, discard_keys={"running_mean_new", "running_var_new"})
+    discarded = ml.compile(
+        BatchNorm2d(3),
+        ml.NumpyBackend(),
+        shapes={"input": [2, 3, 4, 4]},
+        discard_keys={"running_mean_new", "running_var_new"},
+    )
     assert discarded.output_keys == ["output"] and discarded.buffer_updates == {}
 
 
 def test_a_buffer_named_in_data_keys_is_runtime_data():
-    pm = ml.compile(BatchNorm2d(3, use_batch_stats=False), ml.NumpyBackend(), shapes={"input": [2, 3, 4, 4]}, data_keys={"running_mean"})
+    pm = ml.compile(
+        BatchNorm2d(3, use_batch_stats=False),
+        ml.NumpyBackend(),
+        shapes={"input": [2, 3, 4, 4]},
+        data_keys={"running_mean"},
+    )
     assert pm.buffer_keys == ["running_var"] and "running_mean" in pm.data_keys
 
 

@@ -20,7 +20,11 @@ def mlp():
 def gpt():
     from mithril_models import create_gpt
 
-    return create_gpt(bias=True, block_size=16, dims=32, num_heads=4, num_layers=2, vocab_size=64), {"input": [4, 16]}, 64
+    return (
+        create_gpt(bias=True, block_size=16, dims=32, num_heads=4, num_layers=2, vocab_size=64),
+        {"input": [4, 16]},
+        64,
+    )
 
 
 def run(build, mode):

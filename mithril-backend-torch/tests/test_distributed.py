@@ -55,5 +55,7 @@ def test_a_mesh_outside_a_distributed_job_says_how_to_launch_one(monkeypatch: py
 
 
 def test_the_manuals_parallel_strategy_points_at_device_mesh() -> None:
-    with pytest.raises(ArgumentError, match=r"parallel_strategy='data_parallel'.*torchrun --nproc_per_node 2.*device_mesh=\(2,\)"):
+    with pytest.raises(
+        ArgumentError, match=r"parallel_strategy='data_parallel'.*torchrun --nproc_per_node 2.*device_mesh=\(2,\)"
+    ):
         ml.TorchBackend(parallel_strategy="data_parallel", devices=["cuda:0", "cuda:1"])

@@ -129,7 +129,9 @@ def test_unknown_options_name_the_accepted_ones(option):
     with pytest.raises(TypeError) as exc:
         TorchBackend(**{option: True})
     message = str(exc.value)
-    assert option in message and "dtype" in message and "device" in message and "seed" in message and "use_amp" in message
+    assert (
+        option in message and "dtype" in message and "device" in message and "seed" in message and "use_amp" in message
+    )
 
 
 @pytest.mark.parametrize("option", ["parallel_strategy", "devices"])

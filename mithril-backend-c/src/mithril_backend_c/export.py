@@ -295,7 +295,8 @@ def _main_c(fn: CFunction, weights: list[Any], inputs: Mapping[str, str], output
         "    char path[4096];",
         "    FILE *f = shared;",
         '    if (!f) { snprintf(path, sizeof path, "%s/%s", dir, name); f = fopen(path, "rb"); }',
-        '    if (!f || fread(dst, 1, nbytes, f) != nbytes) { fprintf(stderr, "cannot read %zu bytes of %s\\n", nbytes, name); return 1; }',
+        "    if (!f || fread(dst, 1, nbytes, f) != nbytes) "
+        '{ fprintf(stderr, "cannot read %zu bytes of %s\\n", nbytes, name); return 1; }',
         "    if (!shared) fclose(f);",
         "    return 0;",
         "}",
@@ -351,7 +352,8 @@ def _main_c(fn: CFunction, weights: list[Any], inputs: Mapping[str, str], output
             f'        printf("%s: %ld values, sum %.9g\\n", {c_string_literal(f.key)}, (long){n}, s);',
             f'        snprintf(path, sizeof path, "%s/%s", dir, {c_string_literal(outputs[f.key])});',
             '        FILE *o = fopen(path, "wb");',
-            f'        if (!o || fwrite({f.name}, sizeof({ct}), {n}, o) != {n}) {{ fprintf(stderr, "cannot write %s\\n", path); return 1; }}',
+            f"        if (!o || fwrite({f.name}, sizeof({ct}), {n}, o) != {n}) "
+            f'{{ fprintf(stderr, "cannot write %s\\n", path); return 1; }}',
             "        fclose(o);",
             "    }",
         ]

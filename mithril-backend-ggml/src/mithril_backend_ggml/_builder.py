@@ -129,7 +129,9 @@ class Builder:
         tail = shape[len(shape) - len(x.shape) :] if len(x.shape) <= len(shape) else None
         if tail is None or any(s not in (1, t) for s, t in zip(x.shape, tail)):
             # NumPy's rule; ggml_repeat would tile instead, or abort the process (GGML_ASSERT)
-            raise ShapeError(f"GGMLBackend: cannot broadcast shape {list(x.shape)} to {list(shape)} (NumPy broadcasting)")
+            raise ShapeError(
+                f"GGMLBackend: cannot broadcast shape {list(x.shape)} to {list(shape)} (NumPy broadcasting)"
+            )
         return T(self.ggml.ggml_repeat_4d(self.ctx, x.tensor, *self.ne(shape)), shape, x.kind)
 
     def permute(self, x: T, axes: Sequence[int]) -> T:

@@ -190,7 +190,9 @@ class _GraphFunction:
             ("" if isinstance(k, int) else f"{k}=") + ("None" if v is None else _label(v)) for k, v in inputs.items()
         )
         results = ", ".join(_label(v) for v in outputs)
-        self.lines.append(f"    {results} = {name}({shown})  # {python_comment(f'ggml: {how}' + ('  @ ' + path if path else ''))}")
+        self.lines.append(
+            f"    {results} = {name}({shown})  # {python_comment(f'ggml: {how}' + ('  @ ' + path if path else ''))}"
+        )
 
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         ggml = self.ggml
@@ -219,7 +221,9 @@ class _GraphFunction:
             if status != 0:
                 from mithril_backend_c.errors import NativeError
 
-                raise NativeError(f"GGMLBackend: ggml_backend_graph_compute returned status {status} (expected 0) in {self.name}")
+                raise NativeError(
+                    f"GGMLBackend: ggml_backend_graph_compute returned status {status} (expected 0) in {self.name}"
+                )
             results = []
             for entries in self.outputs:
                 out = {}
@@ -283,7 +287,9 @@ def _zero_size(graph: Any, fn: Any) -> str | None:
     """A description of the first value of ``fn``'s graph with a zero-size dimension, or ``None``."""
     targets = [v for group in fn.returns for v in group.values()]
     values = [*fn.inputs.items(), *fn.cotangents.items()]
-    values += [(f"{n.path or n.spec.name}.{k}", v) for n in live_nodes(graph.nodes, targets) for k, v in n.outputs.items()]
+    values += [
+        (f"{n.path or n.spec.name}.{k}", v) for n in live_nodes(graph.nodes, targets) for k, v in n.outputs.items()
+    ]
     values += [(k, v) for group in fn.returns for k, v in group.items()]
     for label, value in values:
         shape = value.shape.static()
@@ -349,7 +355,9 @@ def _free(ggml: Any, state: dict[str, Any]) -> None:
 class GGMLProgram:
     """The compiled program: ``source`` describes the ggml graphs; ``load`` returns the callables."""
 
-    def __init__(self, backend: Any, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> None:
+    def __init__(
+        self, backend: Any, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str
+    ) -> None:
 
         self.backend = backend
         self.ckernels = CKernels(backend.threads)  # the C kernels of custom ops, compiled once for all functions
@@ -362,10 +370,13 @@ class GGMLProgram:
         lines = [f"# {python_comment(line)}" for line in header.splitlines()]
         for f in self.functions.values():
             if isinstance(f, _ViaC):
-                lines.append(f"# {f.name!r}: generated C (the graph holds a zero-size tensor, which ggml cannot compute)")
+                lines.append(
+                    f"# {f.name!r}: generated C (the graph holds a zero-size tensor, which ggml cannot compute)"
+                )
                 continue
             lines.append(
-                f"# ggml graph {f.name!r}: {f.n_graph_nodes} ggml nodes, compute buffer {f.buffer_bytes / 2**20:.2f} MiB"
+                f"# ggml graph {f.name!r}: {f.n_graph_nodes} ggml nodes, "
+                f"compute buffer {f.buffer_bytes / 2**20:.2f} MiB"
             )
         lines.append("")
         for f in self.functions.values():

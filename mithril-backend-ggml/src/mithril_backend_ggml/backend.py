@@ -57,7 +57,11 @@ class GGMLBackend(Backend):
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32,)
 
     def __init__(
-        self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, threads: int | None = None
+        self,
+        dtype: Dtype | str = Dtype.float32,
+        device: str = "cpu",
+        seed: int | None = None,
+        threads: int | None = None,
     ) -> None:
         super().__init__(dtype=dtype, device=device, seed=seed)
         if threads is None:

@@ -100,7 +100,8 @@ class JaxBackend(Backend):
     ) -> None:
         if unknown:
             raise ArgumentError(
-                f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; accepted options: {', '.join(self.options)}"
+                f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; "
+                f"accepted options: {', '.join(self.options)}"
             )
         self.xla_flags = _options.apply_xla_flags(xla_flags) if xla_flags is not None else ()
         dtype = self._dtype_with_precision(dtype, precision)
@@ -108,7 +109,9 @@ class JaxBackend(Backend):
         self.debug = validation.boolean("JaxBackend", "debug", debug)
         if platform is not None:
             if device != "cpu" and str(device).partition(":")[0] != platform:
-                raise ArgumentError(f"JaxBackend: platform={platform!r} and device={device!r} disagree; give one of them")
+                raise ArgumentError(
+                    f"JaxBackend: platform={platform!r} and device={device!r} disagree; give one of them"
+                )
             device = platform if device == "cpu" else device
         if jit_compile is not None:
             jit = validation.boolean("JaxBackend", "jit_compile", jit_compile)
@@ -139,7 +142,10 @@ class JaxBackend(Backend):
         """Move the backend to ``"cpu"``, ``"gpu"`` or ``"tpu"`` (optionally ``"gpu:1"``): arrays it makes
         from now on go there. Refused for a backend with a device mesh (the mesh fixes its devices)."""
         if self.mesh is not None:
-            raise ArgumentError(f"JaxBackend.set_platform({platform!r}): this backend has device_mesh={self.device_mesh}; create a new backend instead")
+            raise ArgumentError(
+                f"JaxBackend.set_platform({platform!r}): this backend has device_mesh={self.device_mesh}; "
+                "create a new backend instead"
+            )
         self.jax_device = self._resolve_device(platform)
         self.device = str(platform)
         self._key = jax.device_put(self._key, self.jax_device)
@@ -365,7 +371,9 @@ class JaxBackend(Backend):
         """Normal samples ``mean + stddev * N(0, 1)`` of ``shape`` drawn with ``key`` (``None``: a fresh key
         from the backend state, as :meth:`randn`)."""
         with self.scope():
-            draw = jax.random.normal(self.next_key() if key is None else key, tuple(shape), dtype=self.native_dtype(dtype))
+            draw = jax.random.normal(
+                self.next_key() if key is None else key, tuple(shape), dtype=self.native_dtype(dtype)
+            )
             return draw if (mean, stddev) == (0.0, 1.0) else draw * stddev + mean
 
     @contextlib.contextmanager
@@ -426,7 +434,9 @@ class JaxBackend(Backend):
             (grads,) = pullback(seeds)
             return outputs, grads
 
-    def gradient_function(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    def gradient_function(
+        self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
+    ) -> Callable[..., Any]:
         """With jit, forward and backward compile into one XLA computation (``jax.jit`` of the ``vjp``),
         as hand-written JAX training steps are; otherwise the default (``vjp`` around the forward)."""
         if not (jit and self.jit_enabled):
@@ -442,9 +452,9 @@ class JaxBackend(Backend):
         again for a new shape); ``False`` is refused: XLA programs have static shapes."""
         if not static:
             raise ArgumentError(
-                "ml.compile(static_shapes=False) on JaxBackend: XLA compiles one program per input shape (jax.jit traces "
-                "again for every new shape); there are no shape-generic XLA programs. Use TorchBackend (dynamic=True) "
-                "or MlxBackend (shapeless=True) for those"
+                "ml.compile(static_shapes=False) on JaxBackend: XLA compiles one program per input shape "
+                "(jax.jit traces again for every new shape); there are no shape-generic XLA programs. "
+                "Use TorchBackend (dynamic=True) or MlxBackend (shapeless=True) for those"
             )
         return {}
 
@@ -465,7 +475,10 @@ class JaxBackend(Backend):
         record = bool(options.pop("xla_computation", False))
         if not self.jit_enabled:
             if options:
-                raise ArgumentError(f"JaxBackend(jit=False): jit_options {sorted(options)} need jax.jit; create the backend with jit=True")
+                raise ArgumentError(
+                    f"JaxBackend(jit=False): jit_options {sorted(options)} need jax.jit; "
+                    "create the backend with jit=True"
+                )
             return self._scoped(fn)
         static = _options.argnums(options, "static_argnums")
         jit_kwargs = _options.shifted(options, shift=2)  # the key and the counter come first

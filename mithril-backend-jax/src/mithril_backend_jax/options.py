@@ -25,9 +25,14 @@ from typing import Any
 from mithril.errors import ArgumentError
 from mithril.types import Dtype
 
-__all__ = ["matmul_precision", "precision_dtype", "apply_xla_flags", "jax_started", "jit_parameters", "shifted", "wrap_static", "unwrap_static"]
+__all__ = [
+    "matmul_precision", "precision_dtype", "apply_xla_flags", "jax_started", "jit_parameters", "shifted",
+    "wrap_static", "unwrap_static",
+]  # fmt: skip
 
-_MATMUL = {"default": "default", "high": "high", "highest": "highest", "fastest": "default", "tensorfloat32": "tensorfloat32"}
+_MATMUL = {
+    "default": "default", "high": "high", "highest": "highest", "fastest": "default", "tensorfloat32": "tensorfloat32",
+}  # fmt: skip
 _DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -74,7 +79,10 @@ def apply_xla_flags(flags: Sequence[str] | str) -> tuple[str, ...]:
     given = (flags,) if isinstance(flags, str) else tuple(flags)
     bad = [f for f in given if not isinstance(f, str) or not f.startswith("--")]
     if bad:
-        raise ArgumentError(f"JaxBackend(xla_flags=...): each flag is a string starting with '--' (e.g. '--xla_cpu_enable_fast_math=false'), got {bad!r}")
+        raise ArgumentError(
+            "JaxBackend(xla_flags=...): each flag is a string starting with '--' "
+            f"(e.g. '--xla_cpu_enable_fast_math=false'), got {bad!r}"
+        )
     current = os.environ.get("XLA_FLAGS", "").split()
     missing = [f for f in given if f not in current]
     if not missing:
@@ -105,7 +113,9 @@ def argnums(options: Mapping[str, Any], name: str) -> tuple[int, ...]:
         return ()
     found = (value,) if isinstance(value, int) else tuple(value)
     if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in found):
-        raise ArgumentError(f"jit_options={{{name!r}: {value!r}}}: expected argument positions (ints >= 0; 0 is params, 1 is data)")
+        raise ArgumentError(
+            f"jit_options={{{name!r}: {value!r}}}: expected argument positions (ints >= 0; 0 is params, 1 is data)"
+        )
     return found
 
 

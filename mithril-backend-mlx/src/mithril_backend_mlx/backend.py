@@ -55,7 +55,10 @@ _ACCEPTED_OPTIONS = (
     "dtype", "device", "seed", "default_dtype", "random_seed", "memory_limit", "auto_free_tensors", "compute_precision",
     "use_graph",
 )
-_UNITS = {"": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2, "GB": 1024**3, "GIB": 1024**3, "TB": 1024**4, "TIB": 1024**4}
+_UNITS = {
+    "": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2, "GB": 1024**3, "GIB": 1024**3,
+    "TB": 1024**4, "TIB": 1024**4,
+}  # fmt: skip
 
 
 def memory_bytes(limit: int | str) -> int:
@@ -74,7 +77,9 @@ def memory_bytes(limit: int | str) -> int:
     except ValueError:
         value = -1.0
     if unit not in _UNITS or value <= 0:
-        raise ArgumentError(f"MlxBackend(memory_limit={limit!r}): expected a size such as '4GB', '512MB' or a number of bytes")
+        raise ArgumentError(
+            f"MlxBackend(memory_limit={limit!r}): expected a size such as '4GB', '512MB' or a number of bytes"
+        )
     return int(value * _UNITS[unit])
 
 
@@ -154,7 +159,9 @@ class MlxBackend(Backend):
         if "random_seed" in options:
             random_seed = options.pop("random_seed")
             if seed is not None and seed != random_seed:
-                raise ArgumentError(f"MlxBackend: seed={seed!r} and random_seed={random_seed!r} disagree; give one of them")
+                raise ArgumentError(
+                    f"MlxBackend: seed={seed!r} and random_seed={random_seed!r} disagree; give one of them"
+                )
             seed = random_seed
         if "default_dtype" in options:
             if dtype is not Dtype.float32 and Dtype.parse(dtype) is not Dtype.parse(options["default_dtype"]):
@@ -181,13 +188,17 @@ class MlxBackend(Backend):
         mx.set_default_device(self._mx_device)
         self.compute_dtype = self.dtype if compute_precision is None else Dtype.parse(compute_precision)
         if self.compute_dtype not in self.supported_dtypes:
-            raise DtypeError(f"MlxBackend(compute_precision={compute_precision!r}): MLX computes in float32, float16 or bfloat16")
-        self.previous_memory_limit = mx.set_memory_limit(memory_bytes(memory_limit)) if memory_limit is not None else None
+            raise DtypeError(
+                f"MlxBackend(compute_precision={compute_precision!r}): MLX computes in float32, float16 or bfloat16"
+            )
+        self.previous_memory_limit = (
+            mx.set_memory_limit(memory_bytes(memory_limit)) if memory_limit is not None else None
+        )
         if auto_free_tensors is not None:
             if not validation.boolean("MlxBackend", "auto_free_tensors", auto_free_tensors):
                 raise ArgumentError(
-                    "MlxBackend(auto_free_tensors=False): MLX frees an array when its last reference goes away; it cannot "
-                    "keep unused arrays alive (keep a reference instead)"
+                    "MlxBackend(auto_free_tensors=False): MLX frees an array when its last reference goes away; "
+                    "it cannot keep unused arrays alive (keep a reference instead)"
                 )
             mx.set_cache_limit(0)
 
@@ -323,7 +334,9 @@ class MlxBackend(Backend):
             gradients.update(zip(names, grads))
         return dict(outputs), gradients
 
-    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    def prepare_forward(
+        self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
+    ) -> Callable[..., Any]:
         """The default; with a ``compute_precision`` other than ``dtype`` the forward computes in it (float
         inputs cast on the way in, float outputs cast back), inside the compiled graph."""
         if self.compute_dtype is not self.dtype:
@@ -333,7 +346,9 @@ class MlxBackend(Backend):
     @staticmethod
     def _computing_in(forward: Callable[..., Any], compute: Any, storage: Any) -> Callable[..., Any]:
         def cast(values: Mapping[str, Any], dtype: Any) -> dict[str, Any]:
-            return {k: v.astype(dtype) if isinstance(v, mx.array) and v.dtype in _FLOATS else v for k, v in values.items()}
+            return {
+                k: v.astype(dtype) if isinstance(v, mx.array) and v.dtype in _FLOATS else v for k, v in values.items()
+            }
 
         def run(params: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
             return cast(forward(cast(params, compute), cast(data, compute)), storage)

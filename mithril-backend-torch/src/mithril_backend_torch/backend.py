@@ -115,7 +115,11 @@ class TorchBackend(Backend):
         self.use_amp = validation.boolean("TorchBackend", "use_amp", use_amp)
         self.jit_by_default = validation.boolean("TorchBackend", "compile", compile)
         on_cuda = str(device).startswith("cuda")
-        self.amp_dtype = _TORCH_DTYPES[Dtype.parse(amp_dtype)] if amp_dtype is not None else (torch.float16 if on_cuda else torch.bfloat16)
+        self.amp_dtype = (
+            _TORCH_DTYPES[Dtype.parse(amp_dtype)]
+            if amp_dtype is not None
+            else (torch.float16 if on_cuda else torch.bfloat16)
+        )
         self.mesh = None
         if device_mesh is not None:  # a torch.distributed DeviceMesh (see mithril_backend_torch.distributed)
             self.device_mesh, self.mesh = distributed.build_mesh(device_mesh, str(device))
@@ -336,7 +340,9 @@ class TorchBackend(Backend):
             cotangent = distributed.like(output, cotangent)
         return cotangent
 
-    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    def prepare_forward(
+        self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
+    ) -> Callable[..., Any]:
         """The default, and on a device mesh the tensors the model makes itself (positions, masks,
         constants) join the DTensors as replicated values (:func:`distributed.replicating`); with
         ``use_amp`` every call runs under ``torch.autocast``."""

@@ -66,7 +66,8 @@ def batched_gemm(
         return ctx.loops(batch, [(0, [s * m * n for s in contiguous_strides(batch)]), (0, ls), (0, rs)], lambda i: [
             f"for (long p = 0; p < {m}; p++) for (long q = 0; q < {n}; q++) {{",
             f"    {ct} acc = 0;",
-            f"    for (long r = 0; r < {k}; r++) acc += {L}[{i[1]} + p * {k} + r] * {R}[{i[2]} + " + (f"q * {k} + r" if tb else f"r * {n} + q") + "];",
+            f"    for (long r = 0; r < {k}; r++) acc += {L}[{i[1]} + p * {k} + r] * {R}[{i[2]} + "
+            + (f"q * {k} + r" if tb else f"r * {n} + q") + "];",
             f"    {out}[{i[0]} + p * {n} + q] = acc;",
             "}",
         ], simd=False, parallel=False)  # fmt: skip

@@ -58,7 +58,8 @@ def binary_cross_entropy(ctx: Ctx, node: Node) -> list[str]:
         eps = float_literal(node.attrs["eps"])
         return ctx.map(
             node.output, ins,
-            lambda x, t: f"-((double){t} * log(fmax((double){x}, {eps})) + (1 - (double){t}) * log(fmax(1 - (double){x}, {eps})))",
+            lambda x, t: f"-((double){t} * log(fmax((double){x}, {eps})) "
+                         f"+ (1 - (double){t}) * log(fmax(1 - (double){x}, {eps})))",
         )  # fmt: skip
     raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {node.attrs['input_type']!r}")
 

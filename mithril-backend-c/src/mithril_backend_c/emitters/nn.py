@@ -273,12 +273,12 @@ def conv_grad_input(ctx: Ctx, node: Node) -> list[str]:
     lines = [f"for (long n = 0; n < {d['N']}; n++) for (long gi = 0; gi < {d['G']}; gi++) {{"]
     if d["pointwise"]:
         lines.append("    " + gemm(ctx, 1, 0, d["Kc"], d["P"], d["Og"], a, d["Kc"], b, d["P"], dst, d["P"]))
-        return lines + ["}"]
+        return [*lines, "}"]
     cols = ctx.scratch(d["Kc"] * d["P"])
     lines = ctx.fill(out, "0") + lines
     lines.append("    " + gemm(ctx, 1, 0, d["Kc"], d["P"], d["Og"], a, d["Kc"], b, d["P"], cols, d["P"]))
     lines.append(f"    mt_col2im_{ctx.sfx}({cols}, {dst}, {d['Cg']}, {geometry_args(d['geo'])}, nt);")
-    return lines + ["}"]
+    return [*lines, "}"]
 
 
 def conv_grad_weight(ctx: Ctx, node: Node) -> list[str]:
@@ -313,7 +313,7 @@ def conv_grad_weight(ctx: Ctx, node: Node) -> list[str]:
             beta="(n ? 1 : 0)",
         )
     )
-    return lines + ["}"]
+    return [*lines, "}"]
 
 
 def _pool(is_max: bool):
@@ -346,7 +346,8 @@ def pool_grad(is_max: bool):
         lead = math.prod(shape[:-2])
         include = int(bool(node.attrs.get("count_include_pad", True)))
         return [
-            f"mt_pool_grad_{ctx.sfx}({ctx.p(gy)}, {ctx.p(x)}, {ctx.p(out)}, {lead}, {geometry_args(g)}, {int(is_max)}, {include}, nt);"
+            f"mt_pool_grad_{ctx.sfx}({ctx.p(gy)}, {ctx.p(x)}, {ctx.p(out)}, {lead}, {geometry_args(g)}, "
+            f"{int(is_max)}, {include}, nt);"
         ]
 
     return emit
@@ -429,7 +430,8 @@ def dropout_mask(ctx: Ctx, node: Node) -> list[str]:
     scale = float_literal(1.0 / (1.0 - p))
     return [
         ctx.par(ctx.size(out)),
-        f"for (long i = 0; i < {ctx.size(out)}; i++) {ctx.p(out)}[i] = {_uniform(ctx, 'i')} >= {float_literal(p)} ? {scale} : 0;",
+        f"for (long i = 0; i < {ctx.size(out)}; i++) "
+        f"{ctx.p(out)}[i] = {_uniform(ctx, 'i')} >= {float_literal(p)} ? {scale} : 0;",
     ]
 
 
@@ -448,5 +450,6 @@ def randint(ctx: Ctx, node: Node) -> list[str]:
     out = node.output
     low, high = int(node.attrs["low"]), int(node.attrs["high"])
     return [
-        f"for (long i = 0; i < {ctx.size(out)}; i++) {ctx.p(out)}[i] = ({ctx.ct(out)})(INT64_C({low}) + (int64_t)({_uniform(ctx, 'i')} * {high - low}));",
+        f"for (long i = 0; i < {ctx.size(out)}; i++) "
+        f"{ctx.p(out)}[i] = ({ctx.ct(out)})(INT64_C({low}) + (int64_t)({_uniform(ctx, 'i')} * {high - low}));",
     ]

@@ -158,17 +158,20 @@ def _softmax(log: bool):
             f"for (long t = 0; t < {outer * inner}; t++) {{",
             f"    long base = (t / {inner}) * {n * inner} + t % {inner};",
             "    double mx = -INFINITY, s = 0;",
-            f"    for (long j = 0; j < {n}; j++) {{ double v = {X}[base + j * {inner}]; if (v > mx || v != v) mx = v; }}",
+            f"    for (long j = 0; j < {n}; j++) "
+            f"{{ double v = {X}[base + j * {inner}]; if (v > mx || v != v) mx = v; }}",
             f"    for (long j = 0; j < {n}; j++) s += exp((double){X}[base + j * {inner}] - mx);",
         ]
         if log:
             lines.append("    double ls = log(s);")
             lines.append(
-                f"    for (long j = 0; j < {n}; j++) {Y}[base + j * {inner}] = ({ct})((double){X}[base + j * {inner}] - mx - ls);"
+                f"    for (long j = 0; j < {n}; j++) "
+                f"{Y}[base + j * {inner}] = ({ct})((double){X}[base + j * {inner}] - mx - ls);"
             )
         else:
             lines.append(
-                f"    for (long j = 0; j < {n}; j++) {Y}[base + j * {inner}] = ({ct})(exp((double){X}[base + j * {inner}] - mx) / s);"
+                f"    for (long j = 0; j < {n}; j++) "
+                f"{Y}[base + j * {inner}] = ({ct})(exp((double){X}[base + j * {inner}] - mx) / s);"
             )
         lines.append("}")
         return lines

@@ -15,7 +15,8 @@ from ..context import Ctx, contiguous_strides, literal, view_layout
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
-    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "positions", "shape", "size",
+    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "positions", "shape",
+    "size",
 ]  # fmt: skip
 
 
@@ -66,7 +67,8 @@ def concat(ctx: Ctx, node: Node) -> list[str]:
     for i in range(node.attrs["n"]):
         x = node.inputs[f"input_{i}"]
         xs = ctx.shape(x)
-        offset, strides, vshape = view_layout(shape, lambda a: a[_slices(len(shape), axis, start, start + xs[axis])])
+        stop = start + xs[axis]
+        offset, strides, vshape = view_layout(shape, lambda a, lo=start, hi=stop: a[_slices(len(shape), axis, lo, hi)])
         cast = f"({ctx.ct(out)})"
         lines += ctx.copy_view(ctx.p(out), (offset, strides), ctx.p(x), (0, contiguous_strides(xs)), vshape, cast)
         start += xs[axis]
@@ -78,9 +80,10 @@ def split(ctx: Ctx, node: Node) -> list[str]:
     shape = ctx.shape(x)
     axis = normalize_axis(node.attrs["axis"], len(shape))
     lines, start = [], 0
-    for key, out in node.outputs.items():
+    for out in node.outputs.values():
         os_ = ctx.shape(out)
-        offset, strides, vshape = view_layout(shape, lambda a: a[_slices(len(shape), axis, start, start + os_[axis])])
+        stop = start + os_[axis]
+        offset, strides, vshape = view_layout(shape, lambda a, lo=start, hi=stop: a[_slices(len(shape), axis, lo, hi)])
         lines += ctx.copy_view(ctx.p(out), (0, contiguous_strides(os_)), ctx.p(x), (offset, strides), vshape)
         start += os_[axis]
     return lines
@@ -126,7 +129,8 @@ def arange(ctx: Ctx, node: Node) -> list[str]:
     if n == 0:
         return []
     return [
-        f"for (long i = 0; i < {n}; i++) {ctx.p(out)}[i] = ({ctx.ct(out)})({literal(start, dt)} + i * {literal(step, dt)});"
+        f"for (long i = 0; i < {n}; i++) "
+        f"{ctx.p(out)}[i] = ({ctx.ct(out)})({literal(start, dt)} + i * {literal(step, dt)});"
     ]
 
 

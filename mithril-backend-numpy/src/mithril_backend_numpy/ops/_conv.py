@@ -93,12 +93,18 @@ def _full_correlation_pays(geometry: WindowGeometry, channels: int, groups: int)
     return stride_one and pads_fit and groups == 1 and not geometry.pointwise and prod(geometry.size) >= 2 * channels
 
 
-def _grad_input_by_correlation(output_grad: np.ndarray, weight: np.ndarray, geometry: WindowGeometry, dtype: Any) -> np.ndarray:
+def _grad_input_by_correlation(
+    output_grad: np.ndarray, weight: np.ndarray, geometry: WindowGeometry, dtype: Any
+) -> np.ndarray:
     """The input gradient of a stride-1 convolution is a convolution of the output gradient with the
     spatially flipped, in/out-transposed kernel, padded by ``kernel - 1 - pad`` on each side."""
-    flipped = np.ascontiguousarray(np.flip(np.asarray(weight, dtype=dtype), axis=tuple(range(2, weight.ndim))).swapaxes(0, 1))
+    flipped = np.ascontiguousarray(
+        np.flip(np.asarray(weight, dtype=dtype), axis=tuple(range(2, weight.ndim))).swapaxes(0, 1)
+    )
     pads = [(k - 1 - b, k - 1 - a) for (b, a), k in zip(geometry.pads, geometry.kernel)]
-    return conv_forward(np.asarray(output_grad, dtype=dtype), flipped, None, stride=1, padding=pads, dilation=1, groups=1)
+    return conv_forward(
+        np.asarray(output_grad, dtype=dtype), flipped, None, stride=1, padding=pads, dilation=1, groups=1
+    )
 
 
 def conv_grad_input(
