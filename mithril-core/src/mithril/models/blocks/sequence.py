@@ -3,6 +3,12 @@ as they are) and the sequence models built from them by unrolling a fixed number
 ``ManyToMany``, ``OneToMany`` and ``EncoderDecoder``. Every step shares one set of parameters
 (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``); sequences are ``[batch, time, features]``.
 
+Variable-length batches (``variable_length=True``): an int input ``lengths`` ``[B]`` gives each sample's
+number of valid steps; past it the state stops changing (what ``torch.nn.utils.rnn.pack_padded_sequence``
+computes), so the final state is each sample's state at its own last step, and per-step outputs past it
+are 0 (``pad_packed_sequence``'s padding). ``EncoderDecoderInference`` generates: its decoder feeds each
+step's prediction back as the next step's input.
+
 Example:
     >>> from mithril.models import LSTMCell, ManyToOne
     >>> ManyToOne(LSTMCell, hidden_size=8, length=5).input_keys[:3]
@@ -19,7 +25,7 @@ from ...framework.keys import IOKey
 from ...framework.model import Model
 from ._util import op, param
 
-__all__ = ["RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder"]
+__all__ = ["RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference"]
 
 PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
@@ -96,22 +102,43 @@ def _cell_class(owner: str, cell_type: Any) -> type[_Cell]:
 class _Unrolled(Model):
     """``length`` copies of one cell sharing their parameters (named ``<prefix>weight_ih``...)."""
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, name: str | None = None) -> None:
+    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(name=name)
         owner = type(self).__name__
         self.__dict__["cell_class"] = _cell_class(owner, cell_type)
         self.__dict__["hidden_size"] = validation.positive_int(owner, "hidden_size", hidden_size)
         self.__dict__["length"] = validation.positive_int(owner, "length", length)
+        self.__dict__["variable_length"] = validation.boolean(owner, "variable_length", variable_length)
 
-    def _run(self, inputs: list[Any], state: dict[str, Any], prefix: str = "") -> tuple[list[Any], dict[str, Any]]:
-        """Run the cell over ``inputs`` (one ``[B, D]`` connection per step) from ``state``; returns each
-        step's hidden and the final state."""
+    def _declare(self, *keys: str) -> None:
+        """Declare the inputs ``keys`` first, in this order (then ``lengths`` when ``variable_length``)."""
+        for key in (*keys, *(("lengths",) if self.variable_length else ())):
+            self._keys[key] = self._graph.new_value()
+
+    def _lengths(self) -> IOKey | None:
+        """The per-sample step counts ``lengths`` ``[B]`` (int), or ``None`` for fixed-length sequences."""
+        return IOKey("lengths", type="int", shape=["B"]) if self.variable_length else None
+
+    def _valid(self, lengths: Any, t: int) -> Any:
+        """``[B, 1]``: whether step ``t`` is inside each sample (``t < lengths``)."""
+        return op(self, "unsqueeze", op(self, "greater", lengths, t), axis=1)
+
+    def _run(self, inputs: list[Any], state: dict[str, Any], prefix: str = "", lengths: Any = None, start: int = 0) -> tuple[list[Any], dict[str, Any]]:
+        """Run the cell over ``inputs`` (one ``[B, D]`` connection per step, the first being step
+        ``start``) from ``state``; returns each step's hidden and the final state. With ``lengths`` a
+        sample's state is kept past its last step and its hidden there is 0."""
         hiddens = []
-        for x in inputs:
+        for t, x in enumerate(inputs, start):
             cell = self.cell_class(self.hidden_size)
             self |= cell(input=x, **{f"prev_{s}": state[s] for s in cell.state_keys}, **{p: IOKey(prefix + p) for p in PARAMS})
-            state = {s: getattr(cell, s) for s in cell.state_keys}
-            hiddens.append(state["hidden"])
+            new = {s: getattr(cell, s) for s in cell.state_keys}
+            if lengths is None:
+                state = new
+                hiddens.append(state["hidden"])
+                continue
+            valid = self._valid(lengths, t)
+            state = {s: op(self, "where", valid, new[s], state[s]) for s in new}
+            hiddens.append(op(self, "where", valid, new["hidden"], 0.0))
         return hiddens, state
 
     def _initial_state(self, prefix: str = "initial_") -> dict[str, Any]:
@@ -122,6 +149,17 @@ class _Unrolled(Model):
         sequence = IOKey(key, shape=["B", self.length, "D"])
         return [op(self, "index", sequence, key=(slice(None), t)) for t in range(self.length)]
 
+    def _generate(self, x: Any, state: dict[str, Any], steps: int, lengths: Any = None, prefix: str = "") -> list[Any]:
+        """``steps`` predictions ``hidden @ weight_out.T + bias_out`` from input ``x``, each the next step's
+        input (0 past a sample's ``lengths``)."""
+        predictions = []
+        weight_out, bias_out = param("weight_out", shape=["O", self.hidden_size]), param("bias_out", shape=["O"])
+        for t in range(steps):
+            _, state = self._run([x], state, prefix)
+            x = op(self, "linear", state["hidden"], weight_out, bias_out)
+            predictions.append(x if lengths is None else op(self, "where", self._valid(lengths, t), x, 0.0))
+        return predictions
+
     def _stack(self, steps: list[Any]) -> Any:
         """``[B, D]`` per step to ``[B, T, D]``."""
         rows = [op(self, "unsqueeze", s, axis=1) for s in steps]
@@ -130,16 +168,20 @@ class _Unrolled(Model):
 
 class ManyToOne(_Unrolled):
     """Read a sequence ``input`` ``[B, length, D]`` from ``initial_hidden`` (and ``initial_cell``);
-    ``output`` is the last hidden state ``[B, H]`` (and ``cell`` the last cell state of an LSTM).
+    ``output`` is the last hidden state ``[B, H]`` (and ``cell`` the last cell state of an LSTM). With
+    ``variable_length=True``, ``lengths`` ``[B]`` (1..length) picks each sample's last step: a padded batch
+    gives each sequence's own final state.
 
     >>> ManyToOne(RNNCell, hidden_size=4, length=3).output_keys
     ['output']
+    >>> ManyToOne(RNNCell, hidden_size=4, length=3, variable_length=True).input_keys[:3]
+    ['input', 'lengths', 'initial_hidden']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, name: str | None = None) -> None:
-        super().__init__(cell_type, hidden_size, length, name=name)
-        self._keys["input"] = self._graph.new_value()
-        _, state = self._run(self._steps("input"), self._initial_state())
+    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+        self._declare("input")
+        _, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths())
         if "cell" in state:
             self.expose(state["cell"], "cell", canonical=False)
         self.expose(state["hidden"], "output")
@@ -148,16 +190,18 @@ class ManyToOne(_Unrolled):
 
 class ManyToMany(_Unrolled):
     """Like ``torch.nn.LSTM(batch_first=True)`` with one layer: ``output`` ``[B, length, H]`` is every
-    step's hidden state; ``hidden``/``cell`` the final state.
+    step's hidden state; ``hidden``/``cell`` the final state. ``variable_length=True`` is ``nn.LSTM`` on a
+    ``pack_padded_sequence(input, lengths)``: ``output`` is 0 past each sample's length and
+    ``hidden``/``cell`` are each sample's state at its last step.
 
     >>> ManyToMany(LSTMCell, hidden_size=4, length=3).output_keys
     ['hidden', 'cell', 'output']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, name: str | None = None) -> None:
-        super().__init__(cell_type, hidden_size, length, name=name)
-        self._keys["input"] = self._graph.new_value()
-        hiddens, state = self._run(self._steps("input"), self._initial_state())
+    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+        self._declare("input")
+        hiddens, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths())
         for key, value in state.items():
             self.expose(value, key, canonical=False)
         self.expose(self._stack(hiddens), "output")
@@ -167,22 +211,18 @@ class ManyToMany(_Unrolled):
 class OneToMany(_Unrolled):
     """Generate ``length`` steps from one ``input`` ``[B, D]``: each step's prediction
     ``hidden @ weight_out.T + bias_out`` (``[B, D]``) is the next step's input; ``output`` ``[B, length, D]``
-    holds the predictions.
+    holds the predictions. Its parameters do not depend on ``length``: a model trained on short sequences
+    generates longer ones with the same weights. ``variable_length=True``: sample ``b`` generates
+    ``lengths[b]`` steps (``output`` is 0 after them).
 
     >>> OneToMany(RNNCell, hidden_size=4, length=3).output_keys
     ['output']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, name: str | None = None) -> None:
-        super().__init__(cell_type, hidden_size, length, name=name)
-        self._keys["input"] = self._graph.new_value()
-        x: Any = IOKey("input", shape=["B", "D"])
-        state = self._initial_state()
-        predictions = []
-        for _ in range(self.length):
-            _, state = self._run([x], state)
-            x = op(self, "linear", state["hidden"], param("weight_out", shape=["D", self.hidden_size]), param("bias_out", shape=["D"]))
-            predictions.append(x)
+    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+        self._declare("input")
+        predictions = self._generate(IOKey("input", shape=["B", "D"]), self._initial_state(), self.length, self._lengths())
         self.expose(self._stack(predictions), "output")
         self._cin = self._keys["input"]
 
@@ -191,20 +231,42 @@ class EncoderDecoder(_Unrolled):
     """Sequence to sequence with teacher forcing: an encoder (parameters ``encoder_*``) reads ``input``
     ``[B, length, D]``; its final state starts a decoder (``decoder_*``) that reads ``decoder_input``
     ``[B, decoder_length, E]``; ``output`` ``[B, decoder_length, O]`` projects each decoder step with
-    ``weight_out`` ``[O, H]`` and ``bias_out``.
+    ``weight_out`` ``[O, H]`` and ``bias_out``. ``variable_length=True``: the encoder reads ``lengths[b]``
+    steps of sample ``b`` (its state at its last step starts the decoder).
 
     >>> EncoderDecoder(LSTMCell, hidden_size=4, length=3, decoder_length=2).input_keys[:2]
     ['input', 'decoder_input']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, name: str | None = None) -> None:
-        super().__init__(cell_type, hidden_size, length, name=name)
+    def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int("EncoderDecoder", "decoder_length", decoder_length)
-        for key in ("input", "decoder_input"):
-            self._keys[key] = self._graph.new_value()
-        _, state = self._run(self._steps("input"), self._initial_state(), prefix="encoder_")
+        self._declare("input", "decoder_input")
+        _, state = self._run(self._steps("input"), self._initial_state(), prefix="encoder_", lengths=self._lengths())
         self.__dict__["length"] = decoder_length
         hiddens, _ = self._run(self._steps("decoder_input"), state, prefix="decoder_")
         weight_out, bias_out = param("weight_out", shape=["O", self.hidden_size]), param("bias_out", shape=["O"])
         self.expose(self._stack([op(self, "linear", h, weight_out, bias_out) for h in hiddens]), "output")
+        self._cin = self._keys["input"]
+
+
+class EncoderDecoderInference(_Unrolled):
+    """``EncoderDecoder``'s generation: the encoder (``encoder_*``) reads ``input`` ``[B, length, D]``
+    (``lengths[b]`` steps of sample ``b`` with ``variable_length=True``, the default); the decoder
+    (``decoder_*``) starts from its final state with ``decoder_input`` ``[B, O]`` (a start token) and feeds
+    each prediction ``hidden @ weight_out.T + bias_out`` back as its next input, ``decoder_length`` times:
+    ``output`` ``[B, decoder_length, O]``. The parameters are ``EncoderDecoder``'s (with ``E == O``), so a
+    model trained with teacher forcing generates with the same weights.
+
+    >>> EncoderDecoderInference(LSTMCell, hidden_size=4, length=3, decoder_length=5).input_keys[:3]
+    ['input', 'decoder_input', 'lengths']
+    """
+
+    def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, variable_length: bool = True, name: str | None = None) -> None:
+        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+        decoder_length = validation.positive_int("EncoderDecoderInference", "decoder_length", decoder_length)
+        self._declare("input", "decoder_input")
+        _, state = self._run(self._steps("input"), self._initial_state(), prefix="encoder_", lengths=self._lengths())
+        predictions = self._generate(IOKey("decoder_input", shape=["B", "O"]), state, decoder_length, prefix="decoder_")
+        self.expose(self._stack(predictions), "output")
         self._cin = self._keys["input"]
