@@ -13,7 +13,7 @@ from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
-from .sequence import EncoderDecoder, LSTMCell, ManyToMany, ManyToOne, OneToMany, RNNCell
+from .sequence import EncoderDecoder, EncoderDecoderInference, LSTMCell, ManyToMany, ManyToOne, OneToMany, RNNCell
 from .tensor_ops import *  # noqa: F403
 from .tensor_ops import __all__ as _tensor_ops_all
 
@@ -23,7 +23,7 @@ __all__ = [
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
     *_tensor_ops_all,
-    "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder",
+    "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
     "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "tsne_joint_probabilities",
 ]
