@@ -5,11 +5,15 @@
   backend from Python (``mithril_models.generate``) vs ``transformers``' ``generate`` (PyTorch, CPU)
   (target: the program >= PyTorch). Every figure is new tokens / wall time of the whole generation (prompt
   included; for the program also mapping and checksumming the weights file), and for the program also the
-  per-token time after the first (``(t(N) - t(1)) / (N - 1)``);
+  per-token time after the first (``(t(N) - t(1)) / (N - 1)``). The program is the default export (decode
+  steps of 64, 256 and 1024 cache slots; it runs the smallest that holds prompt + new tokens) built by
+  ``build.sh`` (``-O3 -march=native``); for comparison also the same export built for the generic CPU
+  (``ARCH=``), the export with the 1024-slot step only (``smaller_caches=()``) and the program linked with
+  the scipy-openblas32 wheel's OpenBLAS (when installed);
 - peak resident memory of ``generate`` vs the size of its weights file (target <= 1.2x).
 
-Run: ``python bench/edge.py [--new-tokens 32] [--cache-len N]`` (once; it exports and compiles twice, a few
-minutes on a laptop). Needs mithril-models, mithril-backend-c, torch and transformers.
+Run: ``python bench/edge.py [--new-tokens 32] [--cache-len N]`` (once; it exports and compiles several
+times, a few minutes on a laptop). Needs mithril-models, mithril-backend-c, torch and transformers.
 """
 
 from __future__ import annotations
@@ -68,12 +72,21 @@ def main() -> None:
         exported_s = time.perf_counter() - start
         gpt.build()
         built_s = time.perf_counter() - start - exported_s
+        binary_kb, weights = gpt.binary.stat().st_size / 1024, gpt.weights_bytes
         tokens = ["--tokens", " ".join(map(str, PROMPT)), "--threads", "1"]
-        run_program(gpt.binary, *tokens, "--max-new-tokens", "1")  # warm the page cache
-        one_s, _, _ = run_program(gpt.binary, *tokens, "--max-new-tokens", "1")
-        program_s, peak, out = run_program(gpt.binary, *tokens, "--max-new-tokens", str(new))
-        program_tokens = [int(t) for t in out.split()]
-        blas_s = None
+
+        def timed(binary: Path) -> tuple[float, float, int, list[int]]:
+            """(seconds for all new tokens, seconds per token after the first, peak RSS, tokens)."""
+            run_program(binary, *tokens, "--max-new-tokens", "1")  # warm the page cache
+            one_s, _, _ = run_program(binary, *tokens, "--max-new-tokens", "1")
+            all_s, peak, out = run_program(binary, *tokens, "--max-new-tokens", str(new))
+            return all_s, (all_s - one_s) / (new - 1), peak, [int(t) for t in out.split()]
+
+        program_s, per_token, peak, program_tokens = timed(gpt.binary)
+        others = {}  # label -> (seconds, per token)
+        generic = timed(gpt.build(arch=""))
+        assert generic[3] == program_tokens
+        others["built for the generic CPU (ARCH=)"] = generic[:2]
         try:  # the same program linked with the scipy-openblas32 wheel's OpenBLAS (the C backend's BLAS)
             import scipy_openblas32 as wheel
 
@@ -82,13 +95,18 @@ def main() -> None:
                 f"-DMT_USE_BLAS -DMT_BLAS_OPENBLAS -DMT_BLAS_SCIPY -I{wheel.get_include_dir()} -L{lib} "
                 f"-l{wheel.get_library()} -Wl,-rpath,{lib}"
             )
-            gpt.build()
-            blas_s, _, blas_out = run_program(gpt.binary, *tokens, "--max-new-tokens", str(new))
-            assert [int(t) for t in blas_out.split()] == program_tokens
+            blas = timed(gpt.build())
+            assert blas[3] == program_tokens
+            others["+ the wheel's OpenBLAS (BLAS=... sh build.sh)"] = blas[:2]
         except ImportError:
             pass
         finally:
             os.environ.pop("BLAS", None)
+        if args.cache_len is None:
+            single = export_program(model.config, state, Path(scratch) / "gpt2-one", smaller_caches=())
+            one = timed(single.build())
+            assert one[3] == program_tokens
+            others["one 1024-slot step (smaller_caches=())"] = one[:2]
 
         with torch.no_grad():
             start = time.perf_counter()
@@ -109,18 +127,16 @@ def main() -> None:
         resnet = export_program({"family": "resnet18"}, _resnet_state(), Path(scratch) / "resnet18")
         resnet.build()
 
-        weights = gpt.weights_bytes
-        print(f"GPT-2 small (random weights), prompt {len(PROMPT)} tokens, {new} new, 1 thread, cache "
+        print(f"GPT-2 small (random weights), prompt {len(PROMPT)} tokens, {new} new, 1 thread, caches of at most "
               f"{args.cache_len or 1024} slots; export {exported_s:.0f} s, build {built_s:.0f} s")  # fmt: skip
         print(f"  tokens identical: program == C backend: {program_tokens == ours}, == transformers: "
               f"{program_tokens == theirs}")  # fmt: skip
-        print(f"  binary size without weights: generate {gpt.binary.stat().st_size / 1024:.0f} KB, "
+        print(f"  binary size without weights: generate {binary_kb:.0f} KB, "
               f"classify (ResNet-18) {resnet.binary.stat().st_size / 1024:.0f} KB (target <= 200 KB)")  # fmt: skip
-        per_token = (program_s - one_s) / (new - 1)
         print(f"  exported program:       {new / program_s:6.2f} tokens/s ({1 / per_token:.2f} tokens/s after "
-              f"the first; startup + prompt + first token {one_s:.2f} s)")  # fmt: skip
-        if blas_s is not None:
-            print(f"  exported program + the wheel's OpenBLAS (BLAS=... sh build.sh): {new / blas_s:6.2f} tokens/s")
+              f"the first: {1000 * per_token:.1f} ms/token)")  # fmt: skip
+        for label, (seconds, step_s) in others.items():
+            print(f"    {label}: {new / seconds:6.2f} tokens/s ({1000 * step_s:.1f} ms/token after the first)")
         print(f"  C backend from Python:  {new / c_python_s:6.2f} tokens/s")
         print(f"  transformers.generate:  {new / torch_s:6.2f} tokens/s (torch {torch.__version__}, 1 thread)")
         print(f"  peak RSS of generate: {peak / 2**20:.0f} MiB = {peak / weights:.3f} x the weights file "

@@ -278,8 +278,9 @@ def test_build_targets_this_cpu_unless_told_otherwise(
     plain = "-O3 -fno-math-errno"
     assert flags() in ({f"{plain} -march=native"} if native.returncode == 0 else {plain, f"{plain} -mcpu=native"})
     assert flags(ARCH="") == plain
-    assert flags(CFLAGS="-O1", ARCH="-mtune=generic") == "-O1 -mtune=generic"
-    pm, params = numpy_gpt(gpt)  # the last build (-O1 for a generic CPU) still gives generate's tokens
+    # warning-free without OpenMP too (its pragmas vanish)
+    assert flags(CFLAGS="-O1 -Werror", ARCH="-mtune=generic", MITHRIL_OPENMP="0") == "-O1 -Werror -mtune=generic"
+    pm, params = numpy_gpt(gpt)  # the last build (-O1, a generic CPU, no OpenMP) still gives generate's tokens
     tokens = run_tokens(exported.binary, tools, "--tokens", "4 5", "--max-new-tokens", "3")
     assert tokens == generate(pm, params, [[4, 5]], 3, top_k=1)[0].tolist()
 
