@@ -24,13 +24,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from mithril.compiler.codegen.python import generate_python
 from mithril.compiler.passes.pruning import live_nodes
 
-__all__ = ["FRESH", "IN_PLACE", "generate_program", "reuse_plan"]
+__all__ = ["FRESH", "IN_PLACE", "into", "reuse_plan", "reusing_graph"]
 
 
 IN_PLACE: dict[str, tuple[tuple[str, ...], Callable[..., Any]]] = {
@@ -48,8 +48,10 @@ written into a private operand is that operand's memory, private too."""
 _SCALARS = (int, float, bool)
 
 
-def _into(name: str, key: str) -> Callable[..., Any]:
-    """The implementation of ``name`` that writes its result into operand ``key`` when it can."""
+def into(reusing: str) -> Callable[..., Any]:
+    """The implementation of ``reusing`` (``"subtract__into_left"``): the primitive writing its result into
+    that operand when it can."""
+    name, key = reusing.split("__into_")
     keys, ufunc = IN_PLACE[name]
     index = keys.index(key)
     if name == "relu":
@@ -114,41 +116,19 @@ def reuse_plan(nodes: Sequence[Any], functions: Sequence[Any]) -> dict[int, str]
     return {node_id: key for node_id, key in plan.items() if key is not None}
 
 
-class _Spec:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 class _Reusing:
     """A node seen by the code generator under the name of its buffer-reusing implementation."""
 
     def __init__(self, node: Any, key: str) -> None:
         self._node = node
-        self.spec = _Spec(f"{node.spec.name}__into_{key}")
+        self.spec = SimpleNamespace(name=f"{node.spec.name}__into_{key}")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._node, name)
 
 
-class _Graph:
-    def __init__(self, nodes: list[Any]) -> None:
-        self.nodes = nodes
-
-
-def generate_program(backend: Any, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
-    """Core's Python program for ``functions``, with the buffer-reusing calls of :func:`reuse_plan`."""
+def reusing_graph(graph: Any, functions: Sequence[Any]) -> Any:
+    """``graph`` with the nodes of :func:`reuse_plan` renamed to their buffer-reusing implementations
+    (:func:`into`), for core's Python code generator."""
     plan = reuse_plan(graph.nodes, functions)
-    nodes = [_Reusing(node, plan[node.id]) if node.id in plan else node for node in graph.nodes]
-    implementations = {}
-    for node in nodes:
-        name = node.spec.name
-        if name not in implementations:
-            implementations[name] = _into(*name.split("__into_")) if "__into_" in name else backend.implementation(name)
-    return generate_python(
-        _Graph(nodes),
-        functions,
-        param_names=param_names,
-        implementations=implementations,
-        to_backend=lambda value: value if backend.is_array(value) else backend.array(value),
-        header=header,
-    )
+    return SimpleNamespace(nodes=[_Reusing(node, plan[node.id]) if node.id in plan else node for node in graph.nodes])

@@ -10,12 +10,14 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.backends.backend import Backend
-from mithril.errors import DtypeError
+from mithril.backends.backend import Backend, dtype_table
 from mithril.types import Dtype, Kind
+
+from . import _program
 
 __all__ = ["NumpyBackend"]
 
@@ -24,20 +26,9 @@ class NumpyBackend(Backend):
     """Backend computing with plain NumPy on the CPU, in float16, float32 (default) or float64."""
 
     backend_type: ClassVar[str] = "numpy"
-    supports_autograd: ClassVar[bool] = False
-    codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.float32, Dtype.float64)
-
-    def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
-        """``None`` or ``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool.
-
-        >>> NumpyBackend().native_dtype("int")
-        dtype('int64')
-        """
-        resolved = self.resolve_dtype(dtype)
-        if resolved is Dtype.bfloat16:
-            raise DtypeError("NumpyBackend cannot represent bfloat16; use float16, float32 or float64")
-        return np.dtype(resolved.value)
+    native_dtypes = dtype_table(np, supported_dtypes, np.dtype)
+    native_dtype = Backend.dtype_from_table
 
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
         """An ``np.ndarray`` from data; floats get the backend dtype, ints int64, bools bool.
@@ -48,19 +39,9 @@ class NumpyBackend(Backend):
         >>> NumpyBackend().array(3.0).dtype
         dtype('float32')
         """
-        if dtype is not None:
-            return np.asarray(data, dtype=self.native_dtype(dtype))
         values = np.asarray(data)
-        kind = values.dtype.kind
-        if kind == "f":
-            target = self.native_dtype()
-        elif kind in "iu":
-            target = np.dtype(np.int64)
-        elif kind == "b":
-            return values
-        else:
-            raise DtypeError(f"NumpyBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
-        return values.astype(target, copy=False)
+        target = self.target_dtype(values.dtype.kind, dtype, values, data)
+        return values if target is None else values.astype(target, copy=False)
 
     def to_numpy(self, array: Any) -> np.ndarray:
         """The array itself (NumPy arrays are already NumPy)."""
@@ -73,6 +54,9 @@ class NumpyBackend(Backend):
     def generate_program(self, graph: Any, functions: Any, *, param_names: set[str], header: str) -> Any:
         """Core's generated Python, where elementwise ops write into intermediates nothing reads
         afterwards instead of allocating (see :mod:`mithril_backend_numpy._program`)."""
-        from ._program import generate_program
+        reusing = _program.reusing_graph(graph, functions)
+        return super().generate_program(reusing, functions, param_names=param_names, header=header)
 
-        return generate_program(self, graph, functions, param_names=param_names, header=header)
+    def implementation(self, primitive: str) -> Callable[..., Any]:
+        """The implementation of ``primitive``; ``add__into_left`` is ``add`` writing into ``left``."""
+        return _program.into(primitive) if "__into_" in primitive else super().implementation(primitive)

@@ -18,27 +18,24 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from mithril import validation
-from mithril.backends.backend import Backend
-from mithril.errors import ArgumentError, DtypeError
+from mithril.backends.backend import Backend, dtype_table, within
+from mithril.errors import ArgumentError
 from mithril.types import Dtype, Kind
 
 from . import distributed
 
 __all__ = ["TorchBackend", "available_devices"]
 
-_TORCH_DTYPES: dict[Dtype, torch.dtype] = {
-    Dtype.bool_: torch.bool,
-    Dtype.uint8: torch.uint8,
-    Dtype.int8: torch.int8,
-    Dtype.int16: torch.int16,
-    Dtype.int32: torch.int32,
-    Dtype.int64: torch.int64,
-    Dtype.float16: torch.float16,
-    Dtype.bfloat16: torch.bfloat16,
-    Dtype.float32: torch.float32,
-    Dtype.float64: torch.float64,
-}
-_ACCEPTED_OPTIONS = ("dtype", "device", "seed", "device_mesh", "use_amp", "amp_dtype", "compile")
+
+def _parallel_strategy(given: dict[str, Any]) -> str:
+    """Why the manual's ``parallel_strategy=``/``devices=`` are refused, and what replaces them."""
+    strategy, devices = given.get("parallel_strategy"), given.get("devices")
+    count = len(devices) if isinstance(devices, (list, tuple)) else 2
+    return (
+        f"parallel_strategy={strategy!r}, devices={devices!r}: parallelism is the backend's device_mesh plus "
+        f"ml.compile(parallelism=...): run under `torchrun --nproc_per_node {count}` with "
+        f"TorchBackend(device_mesh=({count},)) and ml.compile(model, backend, parallelism='data' or 'model')"
+    )
 
 
 def available_devices() -> tuple[str, ...]:
@@ -79,9 +76,13 @@ class TorchBackend(Backend):
 
     backend_type: ClassVar[str] = "torch"
     supports_autograd: ClassVar[bool] = True
-    codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
+    native_dtypes = dtype_table(torch, supported_dtypes)
+    native_dtype = Backend.dtype_from_table
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda", "mps")
+    options: ClassVar[tuple[str, ...]] = ("dtype", "device", "seed", "device_mesh", "use_amp", "amp_dtype", "compile")
+    refused_options = dict.fromkeys(("parallel_strategy", "devices"), _parallel_strategy)
+    shape_option = "dynamic"  # static_shapes is torch.compile(dynamic=not static_shapes)
     jit_by_default: ClassVar[bool] = False  # eager unless ml.compile(jit=True): torch.compile warm-up is seconds on CPU
 
     @classmethod
@@ -99,37 +100,20 @@ class TorchBackend(Backend):
         compile: bool = False,
         **options: Any,
     ) -> None:
-        if "parallel_strategy" in options or "devices" in options:
-            strategy, devices = options.get("parallel_strategy"), options.get("devices")
-            count = len(devices) if isinstance(devices, (list, tuple)) else 2
-            raise ArgumentError(
-                f"TorchBackend(parallel_strategy={strategy!r}, devices={devices!r}): parallelism is the backend's "
-                f"device_mesh plus ml.compile(parallelism=...): run under `torchrun --nproc_per_node {count}` with "
-                f"TorchBackend(device_mesh=({count},)) and ml.compile(model, backend, parallelism='data' or 'model')"
-            )
-        if options:
-            raise ArgumentError(
-                f"TorchBackend got unknown option(s) {sorted(options)}; accepted: {', '.join(_ACCEPTED_OPTIONS)}"
-            )
+        self.check_options(options)
         self._check_device(device)
         self.use_amp = validation.boolean("TorchBackend", "use_amp", use_amp)
         self.jit_by_default = validation.boolean("TorchBackend", "compile", compile)
         on_cuda = str(device).startswith("cuda")
-        self.amp_dtype = (
-            _TORCH_DTYPES[Dtype.parse(amp_dtype)]
-            if amp_dtype is not None
-            else (torch.float16 if on_cuda else torch.bfloat16)
-        )
-        self.mesh = None
+        default_amp = torch.float16 if on_cuda else torch.bfloat16
+        self.amp_dtype = self.native_dtypes[Dtype.parse(amp_dtype)] if amp_dtype is not None else default_amp
         if device_mesh is not None:  # a torch.distributed DeviceMesh (see mithril_backend_torch.distributed)
-            self.device_mesh, self.mesh = distributed.build_mesh(device_mesh, str(device))
+            self.device_mesh = self.mesh_sizes(device_mesh)
+            self.mesh = distributed.build_mesh(self.device_mesh, str(device))
         super().__init__(dtype=dtype, device=str(device), seed=seed)
 
-    def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
-        """``array`` as a DTensor over :attr:`mesh` with ``spec`` (``None``: replicated); see
-        :mod:`mithril_backend_torch.distributed`."""
-        if self.mesh is None:
-            return super().place(array, spec)
+    def place_on_mesh(self, array: Any, spec: Sequence[str | None] | None) -> Any:
+        """``array`` as a DTensor over :attr:`mesh` (:mod:`mithril_backend_torch.distributed`)."""
         return distributed.place(self.mesh, self.array(array), spec)
 
     # -- devices ---------------------------------------------------------------------------------
@@ -163,21 +147,6 @@ class TorchBackend(Backend):
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
 
-    # -- dtypes ----------------------------------------------------------------------------------
-    def native_dtype(self, dtype: Dtype | Kind | None = None) -> torch.dtype:
-        """``None`` or ``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool.
-
-        >>> TorchBackend().native_dtype("int")
-        torch.int64
-        """
-        if isinstance(dtype, torch.dtype):
-            return dtype
-        resolved = self.resolve_dtype(dtype)
-        return _TORCH_DTYPES[resolved]
-
-    def dtype_of(self, array: Any) -> Dtype:
-        return Dtype.parse(str(array.dtype).removeprefix("torch."))
-
     # -- arrays ----------------------------------------------------------------------------------
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> torch.Tensor:
         """A tensor on the backend device; floats get the backend dtype, ints int64, bools bool.
@@ -189,27 +158,16 @@ class TorchBackend(Backend):
         torch.float32
         """
         if isinstance(data, torch.Tensor):
-            tensor = data
+            tensor, kind = data, "f" if data.is_floating_point() else "c" if data.is_complex() else "i"
+            kind = "b" if data.dtype == torch.bool else kind
         else:
             values = np.asarray(data)  # Python floats stay float64 until cast to the target dtype
-            if values.dtype.kind not in "biuf":
-                raise DtypeError(
-                    f"TorchBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})"
-                )
+            kind = values.dtype.kind
             if not values.flags.writeable or not values.flags.c_contiguous:
                 values = np.array(values, order="C")  # torch.from_numpy needs its own, writable buffer
-            tensor = torch.from_numpy(values)
-        if dtype is not None:
-            target = self.native_dtype(dtype)
-        elif tensor.is_floating_point():
-            target = self.native_dtype()
-        elif tensor.dtype == torch.bool:
-            target = torch.bool
-        elif tensor.is_complex():
-            raise DtypeError("TorchBackend.array: complex tensors are not supported")
-        else:
-            target = torch.int64
-        return tensor.to(device=self.torch_device, dtype=target)
+            tensor = values
+        target = self.target_dtype(kind, dtype, tensor, data)
+        return torch.as_tensor(tensor).to(device=self.torch_device, dtype=target)
 
     def to_numpy(self, array: Any) -> np.ndarray:
         """A NumPy copy of a tensor (bfloat16 becomes float32, which holds it exactly)."""
@@ -257,14 +215,12 @@ class TorchBackend(Backend):
     def set_seed(self, seed: int | None) -> None:
         """Reseed the backend's own ``torch.Generator`` (``randn``, ``randint``, dropout); ``None`` draws a
         seed from the operating system. The global torch RNG is left alone."""
-        seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
-        self.seed = seed
-        generator = torch.Generator(device=torch.device(self.device))
-        if seed is None:
-            generator.seed()
+        super().set_seed(seed)
+        self._generator = torch.Generator(device=self.torch_device)
+        if self.seed is None:
+            self._generator.seed()
         else:
-            generator.manual_seed(int(seed))
-        self._generator = generator
+            self._generator.manual_seed(self.seed)
 
     @property
     def generator(self) -> torch.Generator:
@@ -344,32 +300,17 @@ class TorchBackend(Backend):
         self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
     ) -> Callable[..., Any]:
         """The default, and on a device mesh the tensors the model makes itself (positions, masks,
-        constants) join the DTensors as replicated values (:func:`distributed.replicating`); with
+        constants) join the DTensors as replicated values (:func:`distributed.replication`); with
         ``use_amp`` every call runs under ``torch.autocast``."""
         prepared = super().prepare_forward(forward, jit=jit, jit_options=jit_options)
         if self.use_amp:
-            prepared = self._autocast(prepared)
-        return prepared if self.mesh is None else distributed.replicating(prepared)
-
-    def _autocast(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        device_type, dtype = self.torch_device.type, self.amp_dtype
-
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with torch.autocast(device_type=device_type, dtype=dtype):
-                return fn(*args, **kwargs)
-
-        return run
+            device_type, dtype = self.torch_device.type, self.amp_dtype
+            prepared = within(lambda: torch.autocast(device_type=device_type, dtype=dtype), prepared)
+        return prepared if self.mesh is None else within(lambda: distributed.replication(self.mesh), prepared)
 
     def jit_option_names(self) -> tuple[str, ...]:
         """``torch.compile``'s keyword arguments (``mode``, ``dynamic``, ``fullgraph``, ``backend``, ...)."""
-        import inspect
-
-        return tuple(p for p in inspect.signature(torch.compile).parameters if p != "model")
-
-    def shape_jit_options(self, static: bool) -> dict[str, Any]:
-        """``static_shapes`` is ``torch.compile(dynamic=not static_shapes)``."""
-        return {"dynamic": not static}
+        return self.keyword_names(torch.compile)
 
     def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """``torch.compile(fn)``, compiled on its first call (again when input shapes or ``requires_grad``

@@ -17,19 +17,17 @@ Example (in a 2-process job):
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from mithril.errors import ArgumentError
+from mithril.parallel.plan import mesh_axis_names
 
-__all__ = [
-    "build_mesh", "full_tensor", "is_distributed", "like", "place", "replicated_like", "replicating", "replication",
-]  # fmt: skip
+__all__ = ["build_mesh", "full_tensor", "is_distributed", "like", "place", "replicated_like", "replication"]
 
 
 def is_distributed(array: Any) -> bool:
@@ -39,12 +37,9 @@ def is_distributed(array: Any) -> bool:
     return isinstance(array, DTensor)
 
 
-def build_mesh(device_mesh: int | Sequence[int], device: str) -> tuple[tuple[int, ...], Any]:
-    """``(sizes, DeviceMesh)`` for ``device_mesh`` over the processes of this ``torch.distributed`` job
-    (initialised here from torchrun's environment variables when it is not yet)."""
-    sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
-    if not sizes or any(s < 1 for s in sizes):
-        raise ArgumentError(f"TorchBackend: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+def build_mesh(sizes: tuple[int, ...], device: str) -> Any:
+    """The ``DeviceMesh`` of ``sizes`` over the processes of this ``torch.distributed`` job (initialised
+    here from torchrun's environment variables when it is not yet)."""
     needed = math.prod(sizes)
     device_type = str(device).split(":")[0]
     if not dist.is_available():
@@ -65,8 +60,7 @@ def build_mesh(device_mesh: int | Sequence[int], device: str) -> tuple[tuple[int
         )
     from torch.distributed.device_mesh import init_device_mesh
 
-    names = tuple(f"mesh_{i}" for i in range(len(sizes)))
-    return sizes, init_device_mesh(device_type, sizes, mesh_dim_names=names)
+    return init_device_mesh(device_type, sizes, mesh_dim_names=mesh_axis_names(len(sizes)))
 
 
 def _placements(mesh: Any, spec: Sequence[str | None] | None) -> list[Any]:
@@ -111,20 +105,10 @@ def like(reference: Any, tensor: torch.Tensor) -> Any:
     return distribute_tensor(tensor.detach(), reference.device_mesh, placements)
 
 
-def replicating(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run under DTensor's implicit replication: plain tensors it creates (``arange`` positions,
-    masks, constants) count as replicated over the mesh instead of failing to mix with DTensors."""
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with replication(True):
-            return fn(*args, **kwargs)
-
-    return call
-
-
 def replication(mesh: Any) -> contextlib.AbstractContextManager[Any]:
-    """The context of :func:`replicating` when ``mesh`` is a device mesh (the backward pass runs in it
-    too); nothing otherwise."""
+    """DTensor's implicit replication when ``mesh`` is a device mesh, else nothing: plain tensors made
+    inside (``arange`` positions, masks, constants) count as replicated over the mesh instead of failing
+    to mix with DTensors."""
     if mesh is None:
         return contextlib.nullcontext()
     from torch.distributed.tensor.experimental import implicit_replication

@@ -14,9 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,7 +27,7 @@ from .. import validation
 from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrimitiveError
 from ..types import KINDS, Dtype, Kind
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "dtype_table", "within"]
 
 
 class Backend(ABC):
@@ -38,6 +40,10 @@ class Backend(ABC):
         codegen: ``"python"`` (generated Python calling the implementations) or a backend-specific name.
         supported_dtypes: dtypes the backend can compute in.
         options: the constructor options it accepts (named in the error for an unknown one).
+        refused_options: options of other libraries' manuals that mean nothing here: name -> the reason
+            (or a function of all given options returning it), raised instead of being ignored.
+        native_dtypes: Mithril dtype -> the framework's dtype (:func:`dtype_table`), for :meth:`native_dtype`.
+        shape_option: the JIT option that ``ml.compile(static_shapes=...)`` negates (``"dynamic"``).
     """
 
     backend_type: ClassVar[str] = ""
@@ -47,11 +53,16 @@ class Backend(ABC):
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     options: ClassVar[tuple[str, ...]] = ("dtype", "device", "seed")
     """Constructor options, named in the error for an unknown one."""
+    refused_options: ClassVar[Mapping[str, str | Callable[[dict[str, Any]], str]]] = {}
+    native_dtypes: ClassVar[Mapping[Dtype, Any]] = {}
+    shape_option: ClassVar[str | None] = None
     jit_by_default: ClassVar[bool] = True
     """What ``ml.compile(jit=None)`` (the default) means on this backend (PyTorch: eager)."""
 
     device_mesh: tuple[int, ...] | None = None
     """The mesh of devices this backend places arrays over (``None``: one device); see :meth:`place`."""
+    mesh: Any = None
+    """The framework's mesh object behind :attr:`device_mesh` (backends that have one set it)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # array creators defined by a subclass accept ``device_mesh=``/``tensor_split=`` like the base ones
@@ -67,10 +78,7 @@ class Backend(ABC):
         return cls.devices
 
     def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **unknown: Any) -> None:
-        if unknown:
-            raise ArgumentError(
-                f"{type(self).__name__} got unknown option(s) {sorted(unknown)}; accepted: {', '.join(self.options)}"
-            )
+        self.check_options(unknown)
         self.dtype = Dtype.parse(dtype)
         if self.dtype not in self.supported_dtypes:
             names = ", ".join(d.value for d in self.supported_dtypes)
@@ -90,12 +98,62 @@ class Backend(ABC):
         self._impls = registry().impls(self.backend_type)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(dtype={self.dtype.value}, device={self.device!r})"
+        mesh = f", device_mesh={self.device_mesh}" if self.device_mesh is not None else ""
+        return f"{type(self).__name__}(dtype={self.dtype.value}, device={self.device!r}{mesh})"
+
+    # -- constructor options ---------------------------------------------------------------------
+    def check_options(self, given: Mapping[str, Any]) -> None:
+        """Refuse the constructor options left over (``**unknown``): a :attr:`refused_options` one with its
+        reason, any other naming the accepted :attr:`options`.
+
+        >>> ml.NumpyBackend().check_options({"colour": 1})   # doctest: +SKIP
+        ArgumentError: NumpyBackend got unknown option(s) ['colour']; accepted options: dtype, device, seed
+        """
+        for name in given:
+            if name in self.refused_options:
+                reason = self.refused_options[name]
+                reason = reason if isinstance(reason, str) else reason(dict(given))
+                raise ArgumentError(f"{type(self).__name__} does not support the option {name}=: {reason}")
+        if given:
+            accepted = ", ".join(self.options)
+            raise ArgumentError(f"{type(self).__name__} got unknown option(s) {sorted(given)}; accepted options: {accepted}")
+
+    @classmethod
+    def synonym(
+        cls, name: str, value: Any, alias: str, alias_value: Any, default: Any = None, key: Callable[[Any], Any] = lambda v: v
+    ) -> Any:
+        """The value of option ``name`` given as ``name=value`` or as its synonym ``alias=alias_value``
+        (``None``: not given); given both ways, the two must agree (compared through ``key``).
+
+        >>> Backend.synonym("seed", None, "random_seed", 7)
+        7
+        """
+        if alias_value is None:
+            return value
+        if key(value) == key(default):
+            return alias_value
+        if key(value) != key(alias_value):
+            raise ArgumentError(f"{cls.__name__}: {name}={value!r} and {alias}={alias_value!r} disagree; give one of them")
+        return value
 
     # -- dtypes ----------------------------------------------------------------------------------
     @abstractmethod
     def native_dtype(self, dtype: Dtype | Kind | None = None) -> Any:
         """The framework's dtype for a Mithril dtype or kind (``None`` -> the backend's float dtype)."""
+
+    def dtype_from_table(self, dtype: Dtype | Kind | None = None) -> Any:
+        """:meth:`native_dtype` read from :attr:`native_dtypes` (a backend states ``native_dtype =
+        Backend.dtype_from_table``): ``None`` or ``"float"`` -> the float dtype, ``"int"`` -> :meth:`kind_dtype`.
+
+        >>> ml.NumpyBackend().native_dtype("int")   # doctest: +SKIP
+        dtype('int64')
+        """
+        resolved = self.resolve_dtype(dtype)
+        native = self.native_dtypes.get(resolved)
+        if native is None:
+            *first, last = (d.value for d in self.supported_dtypes)
+            raise DtypeError(f"{type(self).__name__} cannot represent {resolved.value}; use {', '.join(first)} or {last}")
+        return native
 
     def resolve_dtype(self, dtype: Dtype | Kind | None = None) -> Dtype:
         """``None`` -> the backend's dtype; a kind (``"int"``) -> :meth:`kind_dtype`; else ``Dtype.parse``.
@@ -138,6 +196,24 @@ class Backend(ABC):
     def dtype_of(self, array: Any) -> Dtype:
         return Dtype.parse(str(array.dtype))
 
+    def target_dtype(self, kind: str, dtype: Dtype | Kind | None, values: Any, data: Any) -> Any:
+        """The native dtype :meth:`array` gives ``values`` (``data`` as an array) of NumPy dtype ``kind``
+        (``"f"``, ``"i"``, ``"u"``, ``"b"``): ``dtype`` when given, the backend float dtype for floats, the
+        ``int`` kind's dtype for ints, ``None`` (kept as it is) for bools; other data is refused.
+
+        >>> ml.NumpyBackend().target_dtype("u", None, np.ones(1, np.uint8), [1])   # doctest: +SKIP
+        dtype('int64')
+        """
+        if dtype is not None:
+            return self.native_dtype(dtype)
+        if kind == "f":
+            return self.native_dtype()
+        if kind in ("i", "u"):
+            return self.native_dtype("int")
+        if kind == "b":
+            return None
+        raise DtypeError(f"{type(self).__name__}.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+
     @staticmethod
     def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -168,15 +244,32 @@ class Backend(ABC):
         """``array`` placed over :attr:`device_mesh`: ``spec`` names, per dimension, the mesh axis
         (``"mesh_0"``, ...) that splits it, or ``None``; a ``None`` spec replicates it.
 
-        Backends with a device mesh (JAX, PyTorch) override this; without a mesh an array stays as it is
-        and a split spec is an error.
+        Backends with a device mesh (JAX, PyTorch) set :attr:`mesh` and implement :meth:`place_on_mesh`;
+        without a mesh an array stays as it is and a split spec is an error.
         """
+        if self.mesh is not None:
+            return self.place_on_mesh(array, spec)
         if spec is None or all(axis is None for axis in spec):
             return array
         raise ArgumentError(
             f"{type(self).__name__}: cannot split an array over a device mesh (spec {tuple(spec)}); "
             "create a backend with device_mesh=... (ml.JaxBackend(device_mesh=(2,)), ml.TorchBackend(device_mesh=(2,)))"
         )
+
+    def place_on_mesh(self, array: Any, spec: Sequence[str | None] | None) -> Any:
+        """:meth:`place` on a backend with a :attr:`mesh` (``None`` spec: replicated)."""
+        raise UnsupportedPrimitiveError(f"{type(self).__name__} has a mesh but no place_on_mesh")
+
+    def mesh_sizes(self, device_mesh: int | Sequence[int]) -> tuple[int, ...]:
+        """A ``device_mesh=`` option (``2``, ``(2, 2)``) as a tuple of positive sizes.
+
+        >>> ml.NumpyBackend().mesh_sizes(2)   # doctest: +SKIP
+        (2,)
+        """
+        sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
+        if not sizes or any(s < 1 for s in sizes):
+            raise ArgumentError(f"{type(self).__name__}: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+        return sizes
 
     def split_spec(self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int) -> tuple[str | None, ...] | None:
         """The spec of the creators' ``device_mesh=``/``tensor_split=`` keywords for an array of ``rank``
@@ -471,13 +564,50 @@ class Backend(ABC):
         """The ``ml.compile(jit_options={...})`` keys this backend's JIT takes (none by default)."""
         return ()
 
+    @staticmethod
+    def keyword_names(compiler: Callable[..., Any]) -> tuple[str, ...]:
+        """The parameters of a JIT compiler after the function it compiles (its ``jit_options``).
+
+        >>> Backend.keyword_names(lambda fn, mode=None, dynamic=None: fn)
+        ('mode', 'dynamic')
+        """
+        return tuple(inspect.signature(compiler).parameters)[1:]
+
     def shape_jit_options(self, static: bool) -> dict[str, Any]:
         """The JIT options meaning ``ml.compile(static_shapes=static)`` (one program per input shape, or
-        shape-generic programs). Backends without a JIT refuse it."""
+        shape-generic programs): ``{shape_option: not static}``. Backends without a JIT refuse it."""
+        if self.shape_option is not None:
+            return {self.shape_option: not static}
         raise ArgumentError(
             f"ml.compile(static_shapes={static}): {type(self).__name__} has no JIT compiler; its generated code runs "
             "for any size of a dimension left symbolic (give shapes= to fix sizes at compile time)"
         )
+
+
+def dtype_table(namespace: Any, floats: Iterable[Dtype], native: Callable[[Any], Any] = lambda d: d) -> dict[Dtype, Any]:
+    """:attr:`Backend.native_dtypes` from a framework namespace: ``namespace.<name>`` (or ``<name>_``, as
+    ``mx.bool_``) for the int and bool dtypes and the given ``floats``, each passed through ``native``.
+
+    >>> dtype_table(np, [Dtype.float32], np.dtype)[Dtype.int64]
+    dtype('int64')
+    """
+    dtypes = [*(d for d in Dtype if d.kind != "float"), *floats]
+    return {d: native(getattr(namespace, d.value, None) or getattr(namespace, d.value + "_")) for d in dtypes}
+
+
+def within(context: Callable[[], contextlib.AbstractContextManager[Any]], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` running inside a fresh ``context()`` on every call (a precision scope, ``torch.autocast``).
+
+    >>> within(contextlib.nullcontext, abs)(-2)
+    2
+    """
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with context():
+            return fn(*args, **kwargs)
+
+    return call
 
 
 _CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand")
