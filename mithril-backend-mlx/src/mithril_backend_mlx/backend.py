@@ -24,37 +24,13 @@ from typing import Any, ClassVar
 import mlx.core as mx
 import numpy as np
 from mithril import validation
-from mithril.backends.backend import Backend
+from mithril.backends.backend import Backend, dtype_table
 from mithril.errors import ArgumentError, DtypeError
 from mithril.types import Dtype, Kind
 
 __all__ = ["MlxBackend"]
 
-_NATIVE: dict[Dtype, Any] = {
-    Dtype.bool_: mx.bool_,
-    Dtype.uint8: mx.uint8,
-    Dtype.int8: mx.int8,
-    Dtype.int16: mx.int16,
-    Dtype.int32: mx.int32,
-    Dtype.int64: mx.int64,
-    Dtype.float16: mx.float16,
-    Dtype.bfloat16: mx.bfloat16,
-    Dtype.float32: mx.float32,
-}
-
 _FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
-
-# Options from the MLX guide that map to nothing real here: refused with the reason (never ignored).
-_REFUSED_OPTIONS: dict[str, str] = {
-    "use_ane": "MLX has no Apple Neural Engine backend; it computes on the CPU or the GPU only (device='cpu'|'gpu')",
-    "enable_mps_optimization": (
-        "MLX does not go through Metal Performance Shaders; device='gpu' already runs MLX's own Metal kernels"
-    ),
-}
-_ACCEPTED_OPTIONS = (
-    "dtype", "device", "seed", "default_dtype", "random_seed", "memory_limit", "auto_free_tensors", "compute_precision",
-    "use_graph",
-)
 _UNITS = {
     "": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2, "GB": 1024**3, "GIB": 1024**3,
     "TB": 1024**4, "TIB": 1024**4,
@@ -141,9 +117,21 @@ class MlxBackend(Backend):
 
     backend_type: ClassVar[str] = "mlx"
     supports_autograd: ClassVar[bool] = True
-    codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float16, Dtype.bfloat16)
+    native_dtypes = dtype_table(mx, supported_dtypes)
+    native_dtype = Backend.dtype_from_table
     devices: ClassVar[tuple[str, ...]] = ("cpu", "gpu")
+    options: ClassVar[tuple[str, ...]] = (
+        "dtype", "device", "seed", "default_dtype", "random_seed", "memory_limit", "auto_free_tensors",
+        "compute_precision", "use_graph",
+    )  # fmt: skip
+    refused_options: ClassVar[Mapping[str, str]] = {  # options from the MLX guide that mean nothing here
+        "use_ane": "MLX has no Apple Neural Engine backend; it computes on the CPU or the GPU (device='cpu'|'gpu')",
+        "enable_mps_optimization": (
+            "MLX does not go through Metal Performance Shaders; device='gpu' already runs MLX's own Metal kernels"
+        ),
+    }
+    shape_option = "shapeless"  # static_shapes is mx.compile(shapeless=not static_shapes)
 
     def __init__(
         self,
@@ -154,33 +142,13 @@ class MlxBackend(Backend):
         auto_free_tensors: bool | None = None,
         compute_precision: Dtype | str | Any = None,
         use_graph: bool | None = None,
+        random_seed: int | None = None,
+        default_dtype: Dtype | str | Any = None,
         **options: Any,
     ) -> None:
-        if "random_seed" in options:
-            random_seed = options.pop("random_seed")
-            if seed is not None and seed != random_seed:
-                raise ArgumentError(
-                    f"MlxBackend: seed={seed!r} and random_seed={random_seed!r} disagree; give one of them"
-                )
-            seed = random_seed
-        if "default_dtype" in options:
-            if dtype is not Dtype.float32 and Dtype.parse(dtype) is not Dtype.parse(options["default_dtype"]):
-                raise ArgumentError(
-                    f"MlxBackend: dtype={dtype!r} and default_dtype={options['default_dtype']!r} disagree"
-                )
-            dtype = options.pop("default_dtype")
-        for name in options:
-            if name in _REFUSED_OPTIONS:
-                raise ArgumentError(f"MlxBackend does not support the option {name}=: {_REFUSED_OPTIONS[name]}")
-        if options:
-            raise DtypeError(
-                f"MlxBackend got unknown option(s) {sorted(options)}; accepted options: {', '.join(_ACCEPTED_OPTIONS)}"
-            )
-        if Dtype.parse(dtype) is Dtype.float64:
-            raise DtypeError(
-                "MlxBackend does not compute in float64: MLX has no float64 on the GPU and Mithril keeps the CPU "
-                "build alike. Use float32 (default), float16 or bfloat16, or a NumPy/JAX/PyTorch backend for float64."
-            )
+        self.check_options(options)
+        seed = self.synonym("seed", seed, "random_seed", random_seed)
+        dtype = self.synonym("dtype", dtype, "default_dtype", default_dtype, Dtype.float32, key=Dtype.parse)
         name, self._mx_device = _mx_device(device)
         if use_graph is not None:
             self.jit_by_default = validation.boolean("MlxBackend", "use_graph", use_graph)
@@ -217,18 +185,6 @@ class MlxBackend(Backend):
             "cache": mx.get_cache_memory() / mb,
         }
 
-    # -- dtypes ----------------------------------------------------------------------------------
-    def native_dtype(self, dtype: Dtype | Kind | None = None) -> Any:
-        """``None`` or ``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool.
-
-        >>> MlxBackend().native_dtype("int")
-        mlx.core.int64
-        """
-        resolved = self.resolve_dtype(dtype)
-        if resolved is Dtype.float64:
-            raise DtypeError("MlxBackend cannot represent float64; use float32, float16 or bfloat16")
-        return _NATIVE[resolved]
-
     # -- arrays ----------------------------------------------------------------------------------
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> mx.array:
         """An ``mx.array`` from data (lists, scalars, NumPy or MLX arrays); floats get the backend dtype,
@@ -238,23 +194,16 @@ class MlxBackend(Backend):
         mlx.core.float32
         """
         if isinstance(data, mx.array):
-            values = data
+            values, kind = data, "f" if data.dtype in _FLOATS else "b" if data.dtype == mx.bool_ else "i"
         else:
             host = np.asarray(data)
-            if host.dtype.kind == "f" and host.dtype.itemsize > 4:
+            kind = host.dtype.kind
+            if kind == "f" and host.dtype.itemsize > 4:
                 host = host.astype(np.float32)  # mx.array has no float64 on every device
-            elif host.dtype.kind not in "fiub":
-                raise DtypeError(f"MlxBackend.array: unsupported data of dtype {host.dtype} ({type(data).__name__})")
-            values = mx.array(host)
-        if dtype is not None:
-            target = self.native_dtype(dtype)
-        elif values.dtype in _FLOATS:
-            target = self.native_dtype()
-        elif values.dtype == mx.bool_:
-            return values
-        else:
-            target = mx.int64
-        return values if values.dtype == target else values.astype(target)
+            values = host
+        target = self.target_dtype(kind, dtype, values, data)
+        values = values if isinstance(values, mx.array) else mx.array(values)
+        return values if target is None or values.dtype == target else values.astype(target)
 
     def to_numpy(self, array: Any) -> np.ndarray:
         """A NumPy copy; bfloat16 (which NumPy lacks) comes back as float32 holding the same values."""
@@ -277,9 +226,6 @@ class MlxBackend(Backend):
         if not isinstance(array, mx.array):
             raise DtypeError(f"MlxBackend.from_mlx expects an mlx.core.array, got {type(array).__name__}")
         return self.array(array)
-
-    def dtype_of(self, array: Any) -> Dtype:
-        return Dtype.parse(str(array.dtype))
 
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
@@ -340,7 +286,7 @@ class MlxBackend(Backend):
         """The default; with a ``compute_precision`` other than ``dtype`` the forward computes in it (float
         inputs cast on the way in, float outputs cast back), inside the compiled graph."""
         if self.compute_dtype is not self.dtype:
-            forward = self._computing_in(forward, _NATIVE[self.compute_dtype], _NATIVE[self.dtype])
+            forward = self._computing_in(forward, self.native_dtype(self.compute_dtype), self.native_dtype())
         return super().prepare_forward(forward, jit=jit, jit_options=jit_options)
 
     @staticmethod
@@ -358,10 +304,6 @@ class MlxBackend(Backend):
     def jit_option_names(self) -> tuple[str, ...]:
         """``mx.compile``'s keyword arguments (``shapeless``, ``inputs``, ``outputs``)."""
         return ("inputs", "outputs", "shapeless")
-
-    def shape_jit_options(self, static: bool) -> dict[str, Any]:
-        """``static_shapes`` is ``mx.compile(shapeless=not static_shapes)``."""
-        return {"shapeless": not static}
 
     def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """``mx.compile`` of ``fn(params, data) -> outputs``, compiled per key layout over flat lists.
