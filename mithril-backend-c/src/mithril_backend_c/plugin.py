@@ -18,6 +18,6 @@ __all__ = ["mithril_register_backends", "mithril_register_impls"]
 mithril_register_backends, mithril_register_impls = backend_plugin(
     "c",
     backend="mithril_backend_c.backend:CBackend",
-    ops="mithril_backend_c.emitters",
+    ops="mithril_backend_c.emitters:TABLE",
     aliases=("CBackend",),
 )

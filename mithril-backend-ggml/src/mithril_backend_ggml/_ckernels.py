@@ -148,9 +148,9 @@ def c_emitters() -> Mapping[str, Any]:
     except AttributeError:  # pragma: no cover - older registries
         table = None
     if table is None:
-        from mithril_backend_c import emitters
+        from mithril_backend_c.emitters import TABLE
 
-        table = {name: getattr(emitters, name) for name in emitters.__all__}
+        table = TABLE
     return table
 
 
