@@ -152,3 +152,91 @@ def test_stop_gradient_inserted_only_where_needed() -> None:
     assert "stop_gradient" not in ml.compile(
         data_target, torch_backend, shapes={"x": [3], "t": [3]}, trainable_keys={"x"}, data_keys={"t"}
     ).source
+
+
+# -- at_least_1d, unique, item, to_list / to_tuple ----------------------------------------------------
+TENSOR_GAPS = {"c", "ggml"}  # at_least_1d, unique, item, to_list, to_tuple: declared in their capability tables
+
+
+def _compile_eager(backend_name: str, model: Model, shapes: dict, **kwargs):
+    import mithril as ml
+    from mithril.plugins.lookup import backend_class
+
+    backend = backend_class(backend_name)()
+    return backend, ml.compile(model, backend, shapes=shapes, jit=False, **kwargs)
+
+
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+@pytest.mark.parametrize("backend", backends())
+def test_at_least_1d_values_and_gradient(backend: str, shape: tuple) -> None:
+    """A scalar becomes ``[1]`` (its gradient comes back as a scalar); a matrix passes unchanged."""
+    from mithril.models import AtLeast1D
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    cotangent = rng.standard_normal(np.atleast_1d(x).shape)
+    if backend in TENSOR_GAPS:
+        with pytest.raises(UnsupportedPrimitiveError, match="at_least_1d"):
+            evaluate_model(backend, _wrap(AtLeast1D()), {"input": x}, cotangent=cotangent)
+        return
+    out, grads = evaluate_model(backend, _wrap(AtLeast1D()), {"input": x}, cotangent=cotangent)
+    np.testing.assert_allclose(out["output"], np.atleast_1d(x), rtol=1e-6)
+    assert grads["input"].shape == shape
+    np.testing.assert_allclose(grads["input"], cotangent.reshape(shape), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_unique_and_item(backend: str) -> None:
+    """``unique`` gives NumPy's sorted distinct values (a length known only at run time, so two inputs with
+    different numbers of distinct values give outputs of different lengths); ``item`` a Python number."""
+    from mithril.models import Item, Unique
+
+    if backend in TENSOR_GAPS:
+        for block, name in ((Unique, "unique"), (Item, "item")):
+            with pytest.raises(UnsupportedPrimitiveError, match=rf"\w+Backend does not implement '{name}'"):
+                _compile_eager(backend, _wrap(block()), {"input": [1, 1]}, data_keys={"input"})
+        return
+    b, pm = _compile_eager(backend, _wrap(Unique()), {"input": [6]}, data_keys={"input"})
+    for values in ([3.0, 1.0, 3.0, 2.0, 1.0, 3.0], [5.0, 5.0, 5.0, 5.0, 5.0, -1.0]):
+        got = np.asarray(b.to_numpy(pm.evaluate({}, {"input": b.array(np.array(values))})["output"]))
+        np.testing.assert_array_equal(got, np.unique(values))
+    b, pm = _compile_eager(backend, _wrap(Item()), {"input": [1, 1]}, data_keys={"input"})
+    value = pm.evaluate({}, {"input": b.array(np.array([[2.5]]))})["output"]
+    assert isinstance(value, float) and value == 2.5
+
+
+@pytest.mark.parametrize("backend", ["jax", "mlx"])
+def test_run_time_values_are_refused_inside_a_jit(backend: str) -> None:
+    """``jax.jit`` and ``mx.compile`` cannot trace a value known only at run time: a clear error naming
+    the primitive, the backend and ``jit=False``."""
+    import mithril as ml
+    from mithril.models import Item, Unique
+    from mithril.plugins.lookup import available_backends, backend_class
+
+    if backend not in available_backends():
+        pytest.skip(f"{backend} is not installed")
+    b = backend_class(backend)()
+    for block, name in ((Unique, "unique"), (Item, "item")):
+        pm = ml.compile(_wrap(block()), b, shapes={"input": [1]}, data_keys={"input"}, jit=True)
+        with pytest.raises(UnsupportedPrimitiveError, match=rf"'{name}' on \w+Backend.*jit=False"):
+            pm.evaluate({}, {"input": b.array(np.array([1.0]))})
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_to_list_and_to_tuple(backend: str) -> None:
+    """``n`` scalars become a Python list / tuple (non-differentiable model outputs)."""
+    from mithril.models import ToList, ToTuple
+
+    for block, kind in ((ToList, list), (ToTuple, tuple)):
+        model = Model()
+        model |= block(3)(input_0="a", input_1="b", input_2="c", output=IOKey("output"))
+        shapes = {"a": [], "b": [], "c": []}
+        if backend in TENSOR_GAPS:
+            with pytest.raises(UnsupportedPrimitiveError, match=block.__name__.replace("To", "to_").lower()):
+                _compile_eager(backend, model, shapes, data_keys=set(shapes))
+            continue
+        b, pm = _compile_eager(backend, model, shapes, data_keys=set(shapes))
+        values = {"a": 1.5, "b": -2.0, "c": 4.0}
+        out = pm.evaluate({}, {k: b.array(np.array(v)) for k, v in values.items()})["output"]
+        assert type(out) is kind and len(out) == 3
+        np.testing.assert_allclose([float(b.to_numpy(v)) for v in out], list(values.values()))

@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from mithril.backends.array_api.conversions import eager_only, item
 from mithril.backends.array_api.nn import dropout_mask_drawing
 from mithril.primitives import uses_backend
 
@@ -126,5 +127,9 @@ TABLE: dict[str, Callable[..., Any]] = {
     "softmax": jax.nn.softmax, "log_softmax": jax.nn.log_softmax,
     "dropout_mask": dropout_mask_drawing(jnp, lambda b, shape: jax.random.uniform(b.next_key(), shape, jnp.float32)),
     "randn": randn, "randint": randint, "stop_gradient": jax.lax.stop_gradient,
+    **{
+        name: eager_only(name, fn, "JaxBackend", (jax.errors.ConcretizationTypeError,))
+        for name, fn in (("unique", jnp.unique), ("item", item))
+    },
 }  # fmt: skip
 """JAX's overrides of the shared op table."""

@@ -2,8 +2,10 @@
 ``floor_divide`` keep NumPy's answers for NaN and infinities, int/bool sums and arg-reductions come back
 as int64, softmax accumulates half inputs in float32, ``arange`` counts halves in float32, ``linear`` is
 one ``addmm``, convolutions and pooling have their own kernels (:mod:`._conv`, :mod:`._pool`), random
-ops draw with ``backend.next_key()``, and ``cholesky``/``eigvalsh`` run on the CPU stream (MLX has no GPU
-kernels for them) with their VJPs from the shared gradient helpers (MLX implements none).
+ops draw with ``backend.next_key()``, ``unique`` goes through NumPy (``mx.unique`` needs a static
+size; ``unique`` and ``item`` are refused inside ``mx.compile``), and ``cholesky``/``eigvalsh`` run on
+the CPU stream (MLX has no GPU kernels for them) with their VJPs from the shared gradient helpers (MLX
+implements none).
 
 Example:
     >>> import mlx.core as mx
@@ -17,8 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mithril.backends.array_api import Binding
 from mithril.backends.array_api import linalg as _linalg
+from mithril.backends.array_api.conversions import eager_only, item
 from mithril.backends.array_api.elementwise import sign_keeping_nan
 from mithril.primitives import uses_backend
 from mithril.primitives.rules import creation_kind
@@ -158,6 +162,12 @@ def _on_cpu_with_vjp(forward: Callable[..., Array], grad: Callable[..., Array]) 
     return primitive
 
 
+def unique(input: Array) -> Array:
+    """``np.unique`` of the values (``mx.unique`` needs a static size): outside ``mx.compile`` only."""
+    values = input.astype(mx.float32) if input.dtype == mx.bfloat16 else input  # NumPy has no bfloat16
+    return mx.array(np.unique(np.array(values))).astype(input.dtype)
+
+
 _SHARED_LINALG = _linalg.build(Binding(mx, {}, sequence=list, floats=FLOATS))
 _LINALG = {
     name: _on_cpu_with_vjp(_SHARED_LINALG[name], _SHARED_LINALG[f"{name}_grad"])
@@ -171,5 +181,9 @@ TABLE: dict[str, Callable[..., Any]] = {
     "arange": arange, "linear": linear, "conv1d": _conv.conv_forward, "conv2d": _conv.conv_forward,
     "max_pool2d": _pool.max_pool, "avg_pool2d": _pool.avg_pool,
     "dropout_mask": dropout_mask, "randn": randn, "randint": randint, **_LINALG,
+    **{
+        name: eager_only(name, fn, "MlxBackend", (ValueError,), "[eval]")
+        for name, fn in (("unique", unique), ("item", item))
+    },
 }  # fmt: skip
 """MLX's overrides of the shared op table."""

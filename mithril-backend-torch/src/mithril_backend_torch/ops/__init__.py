@@ -31,6 +31,6 @@ TABLE: dict[str, Impl] = op_table(
     },
     floats=_FLOATS,
     autograd=True,
-    families=("elementwise", "linalg"),
+    families=("elementwise", "linalg", "conversions"),
 )
 """Primitive name -> implementation (what the plugin registers for ``torch``)."""

@@ -40,7 +40,8 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("Unsqueeze", "unsqueeze"), ("BroadcastTo", "broadcast_to"), ("Concat", "concat"), ("Split", "split"),
     ("Pad", "pad"), ("Indexer", "index"), ("Gather", "gather"), ("Arange", "arange"), ("Ones", "ones"),
     ("Zeros", "zeros"), ("Full", "full"), ("ZerosLike", "zeros_like"), ("OnesLike", "ones_like"),
-    ("Positions", "positions"), ("Shape", "shape"), ("Size", "size"),
+    ("Positions", "positions"), ("Shape", "shape"), ("Size", "size"), ("AtLeast1D", "at_least_1d"),
+    ("Unique", "unique"), ("Item", "item"), ("ToList", "to_list"), ("ToTuple", "to_tuple"),
     # neural network
     ("ScaledDotProduct", "scaled_dot_product_attention"), ("Randn", "randn"), ("Randint", "randint"),
     ("DropoutMask", "dropout_mask"),
@@ -59,6 +60,52 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
     "FloorDivide": {"numerator": "left", "denominator": "right"},
     "Where": {"cond": "condition", "input1": "left", "input2": "right"},
 }
+
+
+EXAMPLES: dict[str, str] = {
+    "StopGradient": """``x * StopGradient(x)`` has the value ``x**2`` and the gradient ``x``:
+
+    >>> from mithril.models import IOKey, Model, Multiply, StopGradient
+    >>> model = Model()
+    >>> model |= StopGradient()(input="x", output="held")
+    >>> model |= Multiply()(left="x", right="held", output=IOKey("output"))""",
+    "Cholesky": """The lower-triangular ``L`` with ``L @ L.T == input`` (batched; gradients symmetric):
+
+    >>> from mithril.models import Cholesky
+    >>> Cholesky().input_keys, Cholesky().output_keys
+    (['input'], ['output'])""",
+    "Eigvalsh": """Eigenvalues of a symmetric matrix, ascending (``[..., n, n] -> [..., n]``):
+
+    >>> from mithril.models import Eigvalsh
+    >>> Eigvalsh().input_keys
+    ['input']""",
+    "AtLeast1D": """A scalar becomes shape ``[1]``; other inputs pass unchanged:
+
+    >>> from mithril.models import AtLeast1D
+    >>> AtLeast1D().output_keys
+    ['output']""",
+    "Unique": """The sorted distinct values (a length known only at run time: C/GGML and jitted JAX/MLX refuse it):
+
+    >>> from mithril.models import Unique
+    >>> Unique().input_keys
+    ['input']""",
+    "Item": """The one element of ``input`` as a Python number (not differentiable):
+
+    >>> from mithril.models import Item
+    >>> Item().input_keys
+    ['input']""",
+    "ToList": """``n`` scalars as a Python list (a model output; not differentiable):
+
+    >>> from mithril.models import ToList
+    >>> ToList(3).input_keys
+    ['input_0', 'input_1', 'input_2']""",
+    "ToTuple": """``n`` scalars as a Python tuple (a model output; not differentiable):
+
+    >>> from mithril.models import ToTuple
+    >>> ToTuple(n=2).input_keys
+    ['input_0', 'input_1']""",
+}
+"""Class name -> the short example its docstring ends with."""
 
 
 def _make(class_name: str, primitive: str) -> type[Primitive]:
@@ -93,6 +140,8 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
         type(self).__init__(self, name=self.name, **{**self.attributes, **attrs, **self._constants})
 
     doc = f"The ``{primitive}`` primitive as a model (see ``mithril.plugins.registry().primitive({primitive!r}).doc``)."
+    if class_name in EXAMPLES:
+        doc = f"{EXAMPLES[class_name]}\n\n    {doc}"
     if aliases:
         doc += " Mithril's key names are accepted too: " + ", ".join(f"``{a}`` = ``{k}``" for a, k in aliases.items()) + "."
     namespace = {"__init__": __init__, "_rebuild": _rebuild, "__doc__": doc, "__module__": __name__, "_aliases": aliases}

@@ -464,6 +464,13 @@ def _shape_ops() -> list[Case]:
         Case("positions", {"input": integers(0, 4, 3, 4, 2)}, {"axis": 1}, id="positions-axis1"),
         Case("shape", {"input": normal(2, 3, 4)}),
         Case("size", {"input": normal(2, 3, 4)}),
+        Case("at_least_1d", {"input": normal()}, id="at_least_1d-scalar"),
+        Case("at_least_1d", {"input": normal(2, 3)}),
+        Case("unique", {"input": integer_valued(0, 4, 3, 4)}),
+        Case("unique", {"input": integers(-2, 3, 7)}, id="unique-int"),
+        Case("item", {"input": integers(0, 9, 1, 1)}),
+        Case("to_list", {"input_0": integers(0, 9), "input_1": integers(0, 9)}, {"n": 2}),
+        Case("to_tuple", {f"input_{i}": integers(-5, 5) for i in range(3)}, {"n": 3}),
     ]
 
 

@@ -428,6 +428,31 @@ def eigvalsh_grad(output_grad, input):
 
 # -- shape manipulation --------------------------------------------------------------------------
 @reference
+def at_least_1d(input):
+    return np.atleast_1d(input)
+
+
+@reference
+def unique(input):
+    return np.unique(input)
+
+
+@reference
+def item(input):
+    return np.asarray(input).item()
+
+
+@reference
+def to_list(*inputs, n):
+    return list(inputs)
+
+
+@reference
+def to_tuple(*inputs, n):
+    return tuple(inputs)
+
+
+@reference
 def reshape(input, *, shape):
     x = np.asarray(input)
     target = [x.shape[i] if s is None else int(s) for i, s in enumerate(shape)]

@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from . import derived, elementwise, linalg, nn, reductions, shape_ops
+from . import conversions, derived, elementwise, linalg, nn, reductions, shape_ops
 from ._binding import Binding, Impl
 
 __all__ = ["op_table"]
 
 _FAMILIES: dict[str, ModuleType] = {
     "elementwise": elementwise, "reductions": reductions, "shape_ops": shape_ops, "nn": nn, "linalg": linalg,
+    "conversions": conversions,
 }  # fmt: skip
 
 
@@ -23,14 +24,14 @@ def op_table(
     sequence: type = tuple,
     floats: tuple[Any, ...] | None = None,
     autograd: bool = False,
-    families: tuple[str, ...] = ("elementwise", "reductions", "shape_ops", "nn", "linalg"),
+    families: tuple[str, ...] = ("elementwise", "reductions", "shape_ops", "nn", "linalg", "conversions"),
 ) -> dict[str, Impl]:
     """A backend's op table: the shared implementations bound to ``xp``, with ``overrides`` winning.
 
     ``autograd`` backends also get the gradient-helper primitives derived from their ``vjp`` (see
     :mod:`.derived`) unless they override them. ``families`` picks the shared modules a namespace fits
-    (PyTorch, whose namespace differs from NumPy's beyond elementwise functions, takes ``elementwise`` and
-    ``linalg``).
+    (PyTorch, whose namespace differs from NumPy's beyond elementwise functions, takes ``elementwise``,
+    ``linalg`` and ``conversions``).
 
     >>> import numpy as np
     >>> table = op_table(np, {"exp": lambda input: "mine"})

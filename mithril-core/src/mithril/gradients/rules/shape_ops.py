@@ -10,7 +10,7 @@ def _reshape_back(ctx):
     return {"input": ctx.ops.reshape_like(ctx.cotangent, ctx["input"])}
 
 
-reshape = flatten = squeeze = unsqueeze = reshape_like = _reshape_back
+reshape = flatten = squeeze = unsqueeze = reshape_like = at_least_1d = _reshape_back
 
 
 def sum_to_like(ctx):
@@ -93,6 +93,7 @@ RULES = {
     "squeeze": squeeze,
     "unsqueeze": unsqueeze,
     "reshape_like": reshape_like,
+    "at_least_1d": at_least_1d,
     "sum_to_like": sum_to_like,
     "broadcast_to_like": broadcast_to_like,
     "transpose": transpose,

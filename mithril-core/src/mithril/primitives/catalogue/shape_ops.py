@@ -352,6 +352,61 @@ def _like_shape(io, attrs):
     return True
 
 
+def _at_least_1d(io, attrs):
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    unify(io["output"], Shape([Dim(1)]) if not dims else io["input"])
+    return True
+
+
+def _unique(io, attrs):
+    """A 1-D output whose length (the number of distinct values) is known only at run time."""
+    unify(io["output"], Shape([Dim()]))
+    return True
+
+
+def _item(io, attrs):
+    dims = io["input"].dims()
+    if dims is not None:
+        sizes = [d.value for d in dims]
+        if None not in sizes and math.prod(sizes) != 1:  # type: ignore[arg-type]
+            raise ShapeMismatch(f"item needs an input of one element, got shape {sizes}")
+    unify(io["output"], Shape())
+    return dims is not None
+
+
+def _sequence_inputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(f"input_{i}" for i in range(attrs["n"]))
+
+
+def _sequence(io, attrs):
+    """``n`` scalars -> a Python sequence of length ``n`` (its shape as an array)."""
+    for key in _sequence_inputs(attrs):
+        unify(io[key], Shape())
+    unify(io["output"], fixed([attrs["n"]]))
+    return True
+
+
+def _check_count(attrs: Mapping[str, Any]) -> None:
+    n = attrs["n"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int (the number of inputs), got {n!r}")
+
+
+def _sequence_spec(name: str, kind: str) -> PrimitiveSpec:
+    return PrimitiveSpec(
+        name,
+        _sequence_inputs,
+        _sequence,
+        promote,
+        attributes={"n": REQUIRED},
+        differentiable=(),
+        doc=f"{kind}(input_0, ..., input_(n-1)): a Python {kind} of n scalars (a model output: not differentiable)",
+        check_attributes=_check_count,
+    )
+
+
 _SHAPE_ATTR = {"shape": REQUIRED}
 _CREATE = {"shape": REQUIRED, "dtype": None}
 SPECS = (
@@ -415,4 +470,23 @@ SPECS = (
     ),
     PrimitiveSpec("shape", ("input",), _shape_of, int_result, differentiable=(), doc="np.array(input.shape)"),
     PrimitiveSpec("size", ("input",), _size_of, int_result, differentiable=(), doc="np.array(input.size)"),
+    PrimitiveSpec("at_least_1d", ("input",), _at_least_1d, same_kind, doc="np.atleast_1d(input): a scalar becomes shape [1]"),
+    PrimitiveSpec(
+        "unique",
+        ("input",),
+        _unique,
+        same_kind,
+        differentiable=(),
+        doc="np.unique(input): the sorted distinct values of the flattened input (length known at run time)",
+    ),
+    PrimitiveSpec(
+        "item",
+        ("input",),
+        _item,
+        same_kind,
+        differentiable=(),
+        doc="input.item(): the one element of input as a Python number (not differentiable)",
+    ),
+    _sequence_spec("to_list", "list"),
+    _sequence_spec("to_tuple", "tuple"),
 )
