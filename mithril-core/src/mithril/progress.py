@@ -114,10 +114,11 @@ def task(
 
     def show() -> None:
         with lock:
-            if state["display"] is None:
-                state["display"] = _display(description, total, unit, started)
-                state["display"].update(state["pending"])
-            state["display"].refresh()
+            display = state["display"]
+            if display is None:
+                display = state["display"] = _display(description, total, unit, started)
+                display.update(state["pending"])
+            display.refresh()
 
     def advance(n: int) -> None:
         with lock:

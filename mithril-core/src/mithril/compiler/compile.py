@@ -14,8 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import logging
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,7 +29,7 @@ from ..parallel import make_plan
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec
-from .flatten import FlatModel, flatten
+from .flatten import FlatModel, flatten, is_logical_model
 from .graph import Graph, Value, as_constant, constant_kind
 from .index_checks import find_index_checks
 from .passes import (
@@ -42,6 +40,7 @@ from .passes import (
     prune,
 )
 from .physical import PhysicalModel, weight_fan_in
+from .verbose import log_verbose
 
 __all__ = ["compile"]
 
@@ -50,7 +49,6 @@ ACCEPTED_OPTIONS = (
     "safe_names", "use_short_namings", "parallelism", "verbose", "jit_options", "static_shapes", "optimizations",
 )
 
-logger = logging.getLogger("mithril.compile")
 """``ml.compile(verbose=True)`` logs each stage here (INFO); shown on stderr when nothing else handles it."""
 
 _PASSES = {"constant_folding": "constant_folding", "cse": "cse", "common_subexpression_elimination": "cse"}
@@ -123,9 +121,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     """
     if unknown:
         raise ArgumentError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
-    from ..framework.model import Model
-
-    if not isinstance(model, Model):
+    if not is_logical_model(model):
         raise ArgumentError(f"ml.compile needs a logical model (mithril.models.Model) as its first argument, got {type(model).__name__}")
     if not isinstance(backend, Backend):
         hint = f"; create one: {backend.__name__}()" if isinstance(backend, type) and issubclass(backend, Backend) else ""
@@ -254,24 +250,6 @@ def compile(  # noqa: A001 - the public name is ml.compile
     log.stage("jit", f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in jit_options.items())}) wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
     log.shapes(physical.shapes)
     return physical
-
-
-def log_verbose(message: str) -> None:
-    """Log ``message`` at INFO on the ``mithril.compile`` logger, shown on stderr when logging is not
-    configured (``ml.compile(verbose=True)`` asked for it)."""
-    level, handler = logger.level, None
-    if not logger.hasHandlers():
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-        logger.addHandler(handler)
-    if not logger.isEnabledFor(logging.INFO):
-        logger.setLevel(logging.INFO)
-    try:
-        logger.info(message)
-    finally:
-        logger.setLevel(level)
-        if handler is not None:
-            logger.removeHandler(handler)
 
 
 class _StageLog:

@@ -12,7 +12,15 @@ from ..errors import ConnectionError_
 from ..shapes import Dim, Shape, Variadic
 from .graph import Graph, Node, Value
 
-__all__ = ["FlatModel", "flatten"]
+__all__ = ["FlatModel", "flatten", "is_logical_model"]
+
+
+def is_logical_model(obj: Any) -> bool:
+    """Whether ``obj`` is a logical model (what :func:`flatten` reads: children, graph and interface).
+
+    The compiler sits below :class:`~mithril.framework.model.Model`, so it checks the structure, not the class.
+    """
+    return all(hasattr(obj, attr) for attr in ("_children", "_graph", "_interface", "_hidden"))
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ..serialization.names import match_separators
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
 from .index_checks import IndexCheck, check_indices
+from .verbose import log_verbose
 
 __all__ = ["PhysicalModel"]
 
@@ -130,8 +131,6 @@ class PhysicalModel(Displayable):
                 result = fn(*args)
             setattr(self, attribute, fn)
             if self._verbose:
-                from .compile import log_verbose
-
                 log_verbose(f"{description}: jit {time.perf_counter() - started:.4f} s (trace + compile + run)")
             return result
 
@@ -168,7 +167,8 @@ class PhysicalModel(Displayable):
     @property
     def source(self) -> str:
         """The generated Python source."""
-        return self.program.source
+        source: str = self.program.source
+        return source
 
     @property
     def input_keys(self) -> list[str]:
@@ -344,7 +344,7 @@ class PhysicalModel(Displayable):
                 save_safetensors(path, arrays)
             else:
                 with open(partial, "wb") as f:  # a file object: np.savez appends no ".npz" to the name
-                    np.savez(f, **arrays)
+                    np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
                 os.replace(partial, path)
         except OSError as exc:
             partial.unlink(missing_ok=True)
@@ -471,7 +471,8 @@ class PhysicalModel(Displayable):
             )
         unchecked = [key for key in given if key in self._unchecked_outputs]
         if not unchecked:
-            return self._backward(params, data, cotangents)
+            gradients: tuple[dict[str, Any], dict[str, Any]] = self._backward(params, data, cotangents)
+            return gradients
         # some cotangent axes follow no input: compare them with the outputs the gradient pass computes
         # (a wrong shape may have broadcast silently), or diagnose the framework's error with a forward pass
         try:
@@ -482,7 +483,8 @@ class PhysicalModel(Displayable):
             self._check_cotangents_fit(unchecked, cotangents, self._forward(params, data))
             raise
         self._check_cotangents_fit(unchecked, cotangents, result[0])
-        return result
+        checked: tuple[dict[str, Any], dict[str, Any]] = result
+        return checked
 
     def _check_cotangents_fit(self, keys: list[str], cotangents: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
         for key in keys:
@@ -554,7 +556,7 @@ class PhysicalModel(Displayable):
             if size is None:
                 source = self._output_dims.get((key, axis))
                 value = None if source is None else params.get(source[0], data.get(source[0]))
-                if value is None:
+                if source is None or value is None:
                     return None
                 size = int(value.shape[source[1]])
             shape.append(size)

@@ -1,18 +1,37 @@
 """Connection arithmetic: ``a + b`` on connections adds a primitive to the model tree that owns them;
-on IOKeys and constants alone it gives an :class:`~mithril.framework.keys.Expr`, built when connected."""
+on IOKeys and constants alone it gives an :class:`~mithril.framework.keys.Expr`, built when connected.
+
+Also reshapes with symbolic dims (:func:`resolve_reshape`) and indexing with connections
+(:func:`tensor_index`): ``x[arange_out, argmax_out]`` picks ``x[a[i], b[i]]`` (NumPy advanced indexing with
+integer tensors on the leading axes), built from ``flatten`` + ``embedding`` so every backend has it, with
+gradients. The table and the indices may be IOKeys (OpenAI CLIP's bare parameter table).
+
+This module registers itself with :func:`~mithril.framework.keys.register_expression_builder` when imported:
+keys sit below the primitive models the arithmetic creates.
+
+Example:
+    >>> from mithril.models import IOKey, Model, Relu
+    >>> model = Model()
+    >>> model |= Relu()(input=IOKey("x", shape=[2, 3, 4]), output="h")
+    >>> model |= Relu()(input=IOKey("i", type=int, shape=[2]), output="a")
+    >>> model.h[model.a, model.a].shape
+    [2, 4]
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConnectionError_
-from .keys import Connection, DtypeOf, Expr, IOKey
+from ..errors import ArgumentError, ConnectionError_
+from ..models.primitive import Primitive
+from .keys import Connection, DimRef, DtypeOf, Expr, IOKey, known_rank, register_expression_builder
+from .symbolic import reshape_target
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["apply", "build", "has_tensor_key", "materialize"]
+__all__ = ["apply", "build", "has_tensor_key", "materialize", "resolve_reshape", "tensor_index"]
 
 
 def _owner(conn: Connection) -> Model:
@@ -36,15 +55,11 @@ def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
     """Add primitive ``op`` with ``args`` (connections, IOKeys, expressions or constants) to the common root
     model of the connections among them; without any connection, return the deferred :class:`Expr`."""
     if op == "index" and has_tensor_key(attrs.get("key")):
-        from .indexing import tensor_index
-
         found = _connections([args[0], attrs["key"]])
         if not found:  # IOKeys only: built where connected
             return Expr(op, tuple(args), attrs)
         return tensor_index(_common_owner(op, found), args[0], attrs["key"])
     if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
-        from .symbolic import resolve_reshape
-
         return resolve_reshape(args[0], attrs["shape"])
     attrs = {k: (v.resolve() if isinstance(v, DtypeOf) else v) for k, v in attrs.items()}
     connections = _connections(args)
@@ -71,11 +86,7 @@ def has_tensor_key(key: Any) -> bool:
 
 def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Connection:
     """Add primitive ``op`` to ``root`` with ``args`` filling its input keys in order."""
-    from ..models.primitive import Primitive
-
     if op == "index" and has_tensor_key(attrs.get("key")):
-        from .indexing import tensor_index
-
         return tensor_index(root, args[0], attrs["key"])
     child = Primitive(op, **attrs)
     keys = child.input_keys
@@ -90,3 +101,65 @@ def materialize(target: Any, model: Model) -> Any:
     if not isinstance(target, Expr):
         return target
     return build(model, target.op, target.args, target.attrs)
+
+
+def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
+    """Build ``x.reshape(target)`` where ``target`` holds :class:`DimRef` values (see the module doc)."""
+    if not isinstance(x, Connection):
+        raise ArgumentError(f"reshape with symbolic dims {list(target)!r} needs a connection of a model, got {x!r}")
+    root = _owner(x)
+    target = [entry.bound(x.model) if isinstance(entry, DimRef) else entry for entry in target]
+    resolved, aligned = reshape_target(target)
+    where = f"{root._path()}.reshape{tuple(map(repr, target))}"
+    with root._transaction():
+        out = build(root, "reshape", [x], {"shape": tuple(resolved)})
+        # the result's dim j *is* the referenced dim (and so is x's dim j where it is read at run time)
+        symbols: dict[str, object] = {}
+        refs = [(j, entry) for j, entry in enumerate(target) if isinstance(entry, DimRef)]
+        root._unify_template(out.value, [f"_d{j}" if isinstance(e, DimRef) else None for j, e in enumerate(target)], symbols, where)
+        for k, (j, ref) in enumerate(refs):
+            i = ref.index
+            template = [None] * i + [f"_d{j}", (f"_r{k}", ...)] if i >= 0 else [(f"_r{k}", ...), f"_d{j}", *[None] * (-i - 1)]
+            root._unify_template(ref.source.value, template, symbols, where)
+        if aligned:
+            width = max(j for j, _ in aligned) + 1
+            kept = [f"_d{j}" if any(j == a for a, _ in aligned) else None for j in range(width)]
+            root._unify_template(x.value, [*kept, ("_rx", ...)], symbols, where)
+        return out
+
+
+# -- indexing with connections ------------------------------------------------------------
+def tensor_index(root: Model, x: Any, key: Any) -> Connection:
+    """``x[key]`` built into ``root``, where ``key`` holds integer tensors (connections, IOKeys or expressions;
+    one or two, on the leading axes). ``x`` may be an IOKey too (a parameter table: ``IOKey("table")[ids]``);
+    IOKeys become keys of ``root``."""
+    parts = key if isinstance(key, tuple) else (key,)
+    tensors = (Connection, IOKey, Expr)
+    if not isinstance(x, tensors) or not all(isinstance(p, tensors) for p in parts) or len(parts) > 2:
+        raise ArgumentError(
+            f"indexing with tensors takes one or two integer tensors (connections or IOKeys) on the leading axes "
+            f"(x[rows] or x[rows, cols]) of a connection or IOKey; got {x!r}[{key!r}]"
+        )
+    with root._transaction():  # nothing is left in root when a check below fails
+        x = build(root, "index", [x], {"key": Ellipsis}) if isinstance(x, IOKey) else materialize(x, root)
+        parts = tuple(materialize(p, root) for p in parts)
+        rank = known_rank(x)
+        if rank is None:
+            raise ArgumentError(f"{x!r}[...]: indexing with tensors needs the rank of {x.key!r}; give its shape (IOKey(shape=...) or set_shapes)")
+        if not len(parts) <= rank <= len(parts) + 1:
+            raise ArgumentError(
+                f"{x!r}[...]: {len(parts)} index tensor(s) for a tensor of rank {rank}; indexing with tensors "
+                f"takes rank {len(parts)} or {len(parts) + 1} (at most one trailing axis kept)"
+            )
+        table, flat_index = x, parts[0]
+        if len(parts) == 2:
+            cols = build(root, "index", [build(root, "shape", [x], {})], {"key": 1})
+            flat_index = parts[0] * cols + parts[1]
+            table = build(root, "flatten", [x], {"start_dim": 0, "end_dim": 1})
+        if rank == len(parts):  # x[a, b] of a matrix: scalars, taken as rows of width 1
+            picked = build(root, "embedding", [flat_index, build(root, "unsqueeze", [table], {"axis": -1})], {})
+            return build(root, "squeeze", [picked], {"axis": -1})
+        return build(root, "embedding", [flat_index, table], {})
+
+
+register_expression_builder(apply, materialize)

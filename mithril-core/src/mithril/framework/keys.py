@@ -11,15 +11,22 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from .. import validation
+from ..errors import ArgumentError, DtypeError, ShapeError
+from .tensor_types import describe_shape, parse_kind, tensor_kind
 
 if TYPE_CHECKING:
     from ..compiler.graph import Value
     from .model import Model
 
-__all__ = ["TBD", "IOKey", "Connection", "Expr", "DtypeOf", "Operators", "INITIALISERS"]
+__all__ = [
+    "TBD", "IOKey", "Connection", "Expr", "DtypeOf", "Operators", "INITIALISERS", "KeyShape", "DimRef", "ShapeRef",
+    "known_rank", "materialize_expression", "register_expression_builder",
+]  # fmt: skip
 
 INITIALISERS = (None, "fan_in", "ones", "zeros", "normal")
 
@@ -38,9 +45,40 @@ def _sequence(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
 
 
-def _emit(op: str, *args: Any, **attrs: Any) -> Connection:
-    from .arithmetic import apply
+class _ExpressionBuilder:
+    """Where connection arithmetic is built. Keys sit below the models that arithmetic creates (primitives are
+    models), so :mod:`mithril.framework.arithmetic` registers its ``apply``/``materialize`` here when imported
+    (``import mithril`` does); nothing else is ever stored."""
 
+    apply: Callable[[str, Sequence[Any], dict[str, Any]], Any] | None = None
+    materialize: Callable[[Any, Model], Any] | None = None
+
+
+def register_expression_builder(
+    apply: Callable[[str, Sequence[Any], dict[str, Any]], Any], materialize: Callable[[Any, Model], Any]
+) -> None:
+    """Install the functions that build connection arithmetic into models (called by
+    :mod:`mithril.framework.arithmetic`; registering again replaces them)."""
+    _ExpressionBuilder.apply, _ExpressionBuilder.materialize = apply, materialize
+
+
+def _builder() -> type[_ExpressionBuilder]:
+    if _ExpressionBuilder.apply is None:
+        raise RuntimeError("connection arithmetic needs mithril.framework.arithmetic imported (import mithril does)")
+    return _ExpressionBuilder
+
+
+def materialize_expression(target: Any, model: Model) -> Any:
+    """Build an :class:`Expr` into ``model`` and return the connection to its result (see
+    :func:`mithril.framework.arithmetic.materialize`)."""
+    materialize = _builder().materialize
+    assert materialize is not None
+    return materialize(target, model)
+
+
+def _emit(op: str, *args: Any, **attrs: Any) -> Any:
+    apply = _builder().apply
+    assert apply is not None
     return apply(op, args, attrs)
 
 
@@ -230,20 +268,14 @@ class IOKey(Operators):
     buffer: bool = False
 
     def __post_init__(self) -> None:
-        from .. import validation
-        from ..errors import ArgumentError
 
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise ArgumentError(f"IOKey: name must be a non-empty string or None, got {self.name!r}")
         where = f"IOKey({self.name!r})"
-        from .tensor_types import tensor_kind
-
         object.__setattr__(self, "type", tensor_kind(self.type))  # ml.Tensor[float] -> "float"
         if self.template is not None:
             object.__setattr__(self, "shape", validation.shape_template(where, "shape", self.template))
         if self.type is not None:
-            from .model import parse_kind
-
             parse_kind(self.type, where)
         if self.init not in INITIALISERS:
             raise ArgumentError(f"{where}: init must be one of {', '.join(map(repr, INITIALISERS[1:]))}, got {self.init!r}")
@@ -271,17 +303,13 @@ class _ShapeField:
         template = obj.__dict__.get("_shape_template")
         if template is not None:
             return template
-        from .symbolic import KeyShape
-
         return KeyShape(obj)
 
     def __set__(self, obj: Any, value: Any) -> None:
-        from .symbolic import KeyShape
-
         obj.__dict__["_shape_template"] = None if isinstance(value, KeyShape) else value
 
 
-IOKey.shape = _ShapeField()  # type: ignore[assignment,misc] - after @dataclass, which reads the default None
+IOKey.shape = _ShapeField()  # type: ignore[assignment]  # after @dataclass, which reads the default None
 
 
 class Connection(Operators):
@@ -305,16 +333,12 @@ class Connection(Operators):
     def shape(self) -> Any:
         """The symbolic shape (:class:`~mithril.framework.symbolic.ShapeRef`): compares equal to the list of
         dims known now; ``conn.shape[0]`` is usable in ``reshape``."""
-        from .symbolic import ShapeRef
-
         return ShapeRef(self)
 
     def __repr__(self) -> str:
         return f"Connection({type(self.model).__name__}.{self.key}: {self.value.shape!r})"
 
     def __bool__(self) -> bool:
-        from ..errors import ArgumentError
-
         raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")
 
 
@@ -337,8 +361,6 @@ class Expr(Operators):
         return f"Expr({self.op}, {self.args!r}{', ' if self.attrs else ''}{', '.join(f'{k}={v!r}' for k, v in self.attrs.items())})"
 
     def __bool__(self) -> bool:
-        from ..errors import ArgumentError
-
         raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")
 
 
@@ -351,9 +373,140 @@ class DtypeOf:
         self.source = source
 
     def resolve(self) -> Any:
-        from ..errors import DtypeError
-
         kind = self.source.value.kind if isinstance(self.source, Connection) else None
         if kind is None:
             raise DtypeError(f"{self.source!r}.dtype(): the element type is not known yet; set it with IOKey(type=...) or set_types")
         return kind
+
+
+# -- symbolic shapes: ``IOKey("x").shape[0]``, ``conn.shape`` (see mithril.framework.symbolic) ------
+class KeyShape:
+    """``IOKey("x").shape`` of a key given no template: indexing gives :class:`DimRef` values resolved when the
+    reshape using them is built (``x`` must be a key of that model by then). Stands for "no template"
+    elsewhere: equal to ``None`` and falsy."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, slice):
+            if item.stop is None or any(v is not None and v < 0 for v in (item.start, item.stop)):
+                raise ShapeError(f"IOKey({self.key.name!r}).shape[{item.start}:{item.stop}]: the rank is not known; use explicit indices (shp[:3])")
+            return tuple(DimRef(self.key, i) for i in range(*item.indices(item.stop)))
+        if not isinstance(item, int):
+            raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")
+        return DimRef(self.key, item)
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, KeyShape)
+
+    def __hash__(self) -> int:
+        return hash(None)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+def _dims(conn: Connection) -> list[Any]:
+    return describe_shape(conn.value.shape)
+
+
+def known_rank(conn: Connection) -> int | None:
+    """The rank of ``conn``'s shape when it is known (no variadic part), else ``None``."""
+    prefix, var, suffix = conn.value.shape.parts()
+    return None if var is not None else len(prefix) + len(suffix)
+
+
+class DimRef:
+    """Dim ``index`` of ``source``'s shape (``shp[0]``): a connection, or an ``IOKey`` resolved by its name in
+    the model where it is used; ``value`` is its int when known."""
+
+    __slots__ = ("source", "index")
+
+    def __init__(self, source: Any, index: int) -> None:
+        self.source, self.index = source, index
+
+    def bound(self, model: Any) -> DimRef:
+        """This dim with an ``IOKey`` source replaced by the connection to that key of the model the IOKey was
+        connected in (when it contains ``model``), else of the nearest model from ``model`` up that is still
+        being built (not frozen) and has the key. So ``linear.output.reshape(IOKey("input").shape[0], ...)`` reads the block's ``input``,
+        not the ``input`` of the ``Linear`` child that produced ``linear.output``."""
+        if isinstance(self.source, Connection):
+            return self
+        name, start = self.source.name, model
+        scope = self.source.__dict__.get("_scope")
+        scope = scope() if scope is not None else None
+        ancestor = model if scope is not None else None
+        while ancestor is not None and ancestor is not scope:
+            ancestor = ancestor._parent
+        if ancestor is not None and name in ancestor._interface():  # the model the IOKey was connected in
+            return DimRef(Connection(ancestor, name), self.index)
+        # the key is one of a model still being built (children are frozen: their own "input" is not meant)
+        while model is not None and (name is None or model.is_frozen or name not in model._interface()):
+            model = model._parent
+        if model is None:
+            raise ShapeError(f"{self!r}: neither {start._path()} nor a model containing it has a key {name!r} to read the shape of; connect the IOKey first")
+        return DimRef(Connection(model, name), self.index)
+
+    @property
+    def value(self) -> int | None:
+        if not isinstance(self.source, Connection):
+            return None
+        prefix, var, suffix = self.source.value.shape.parts()
+        i = self.index
+        if i >= 0:
+            dims = prefix if var is not None else [*prefix, *suffix]
+        else:
+            dims, i = (suffix if var is not None else [*prefix, *suffix]), i
+        try:
+            return dims[i].value
+        except IndexError:
+            return None
+
+    def __repr__(self) -> str:
+        name = self.source.key if isinstance(self.source, Connection) else self.source.name
+        return f"{name}.shape[{self.index}]"
+
+
+class ShapeRef:
+    """``conn.shape``: the symbolic shape of a connection. Indexing gives :class:`DimRef` values (usable in
+    ``reshape``); iterating, ``len`` and ``==`` use the shape as known now (ints, ``"d<n>"`` symbols and
+    ``"..."`` for an unknown number of dims)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Connection) -> None:
+        self.source = source
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, slice):
+            rank = known_rank(self.source)
+            negative = any(v is not None and v < 0 for v in (item.start, item.stop))
+            if rank is None and (item.stop is None or negative):
+                raise ShapeError(f"{self.source!r}.shape[{item.start}:{item.stop}]: the rank is not known yet; use explicit indices (shp[:3])")
+            return tuple(DimRef(self.source, i) for i in range(*item.indices(rank if rank is not None else item.stop)))
+        if not isinstance(item, int):
+            raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")
+        return DimRef(self.source, item)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(_dims(self.source))
+
+    def __len__(self) -> int:
+        rank = known_rank(self.source)
+        if rank is None:
+            raise ShapeError(f"{self.source!r}: the rank is not known yet")
+        return rank
+
+    def __eq__(self, other: object) -> bool:
+        return _dims(self.source) == (list(other) if isinstance(other, (list, tuple)) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(_dims(self.source))

@@ -25,49 +25,20 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.compile import compile as compile_model
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, AttributeError_, ConnectionError_, DtypeError, KeyError_, ShapeError
 from ..gc_pause import paused_gc
 from ..journal import touch, transaction
-from ..shapes import Shape, ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
-from ..types import Dtype, Kind, kind_of_python_value
-from .keys import TBD, Connection, Expr, IOKey
+from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
+from ..types import Kind, kind_of_python_value
+from .keys import TBD, Connection, Expr, IOKey, materialize_expression
+from .tensor_types import describe_shape, parse_kind
 
 __all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
 
 _NOT_GIVEN: Any = object()
-
-
-def describe_shape(shape: Shape) -> list[Any]:
-    """A user-facing view of a symbolic shape: ints, ``"d<n>"`` symbols and ``"..."`` for a variadic."""
-    prefix, var, suffix = shape.parts()
-    items: list[Any] = [d.value if d.value is not None else repr(d) for d in prefix]
-    if var is not None:
-        items.append("...")
-    items.extend(d.value if d.value is not None else repr(d) for d in suffix)
-    return items
-
-
-def parse_kind(type_: Any, where: str = "") -> Kind:
-    """``float``/``int``/``bool``, their names, or an ``ml.Dtype`` -> a kind; anything else is a
-    :class:`DtypeError` naming ``where``.
-
-    >>> parse_kind("float32")
-    'float'
-    """
-    if type_ in (float, "float"):
-        return "float"
-    if type_ in (int, "int"):
-        return "int"
-    if type_ in (bool, "bool"):
-        return "bool"
-    try:
-        return Dtype.parse(type_).kind
-    except DtypeError:
-        names = ", ".join(d.value for d in Dtype)
-        prefix = f"{where}: " if where else ""
-        raise DtypeError(f"{prefix}type must be float, int, bool or a dtype ({names}), got {type_!r}") from None
 
 
 def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> Value:
@@ -135,7 +106,8 @@ def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple
     members = child.__dict__.get("_key_groups", {})
     if not members or not set(kwargs) & set(members):
         return dict(kwargs), {}
-    expanded, groups = dict(kwargs), {}
+    expanded = dict(kwargs)
+    groups: dict[str, tuple[Connection, ...]] = {}
     for key, connections in members.items():
         if key not in expanded:
             continue
@@ -144,8 +116,8 @@ def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple
             if len(target) != len(connections):
                 raise ConnectionError_(f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets")
             expanded.update({conn.key: t for conn, t in zip(connections, target)})
-        elif isinstance(target, (str, IOKey)) and (isinstance(target, str) or target.name):
-            groups[target if isinstance(target, str) else target.name] = tuple(connections)
+        elif isinstance(target, str) or (isinstance(target, IOKey) and target.name):
+            groups[target if isinstance(target, str) else str(target.name)] = tuple(connections)
         else:
             raise ConnectionError_(f"{where}: {type(child).__name__}.{key} is a list of {len(connections)} values; connect it to a name or a list, got {target!r}")
     return expanded, groups
@@ -246,7 +218,7 @@ class Model(Displayable):
             if any(n == child.name for n, _ in self._children):
                 raise ConnectionError_(f"{self._path()}: a child named {child.name!r} already exists")
             return child.name
-        base = _snake(type(child).__name__) if type(child).__name__ != "Primitive" else child.primitive_name  # type: ignore[attr-defined]
+        base: str = _snake(type(child).__name__) if type(child).__name__ != "Primitive" else child.__dict__["primitive_name"]
         index = self._child_names.get(base, 0)
         self._child_names[base] = index + 1
         return f"{base}_{index}"
@@ -325,9 +297,7 @@ class Model(Displayable):
         elif isinstance(target, Value):  # a value of this model's graph (blocks rewiring a connection)
             merge_values(target, value, where, self._graph)
         elif isinstance(target, Expr):  # IOKey("x") * 1.702: built into this model now
-            from .arithmetic import materialize
-
-            self._connect(value, materialize(target, self), where)
+            self._connect(value, materialize_expression(target, self), where)
         elif isinstance(target, Model):
             raise ArgumentError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
         elif target is None:
@@ -662,8 +632,6 @@ class Model(Displayable):
         >>> from mithril.models import Linear
         >>> pm = Linear(2).compile(ml.NumpyBackend(), shapes={"input": [1, 3]})   # doctest: +SKIP
         """
-        from ..compiler.compile import compile as compile_model
-
         return compile_model(self, backend, **options)
 
     # -- display: summary(), plot(), str() and the notebook views come from Displayable ---------

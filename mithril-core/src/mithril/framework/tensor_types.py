@@ -18,7 +18,11 @@ import types
 import typing
 from typing import Any, TypeVar
 
-__all__ = ["Tensor", "DataType", "tensor_kind"]
+from ..errors import DtypeError
+from ..shapes import Shape
+from ..types import Dtype, Kind
+
+__all__ = ["Tensor", "DataType", "describe_shape", "parse_kind", "tensor_kind"]
 
 DataType = TypeVar("DataType")
 """A backend's array type (``np.ndarray``, ``jax.Array``, ``torch.Tensor``, ``mx.array``), for annotations."""
@@ -53,5 +57,36 @@ def tensor_kind(type_: Any) -> Any:
     element = type_.element
     if isinstance(element, types.UnionType) or typing.get_origin(element) is typing.Union:
         members = typing.get_args(element)
-        return tensor_kind(Tensor[members[0]]) if len(members) == 1 else None
+        return tensor_kind(_TensorOf(members[0])) if len(members) == 1 else None
     return {float: "float", int: "int", bool: "bool"}.get(element, element)
+
+
+def describe_shape(shape: Shape) -> list[Any]:
+    """A user-facing view of a symbolic shape: ints, ``"d<n>"`` symbols and ``"..."`` for a variadic."""
+    prefix, var, suffix = shape.parts()
+    items: list[Any] = [d.value if d.value is not None else repr(d) for d in prefix]
+    if var is not None:
+        items.append("...")
+    items.extend(d.value if d.value is not None else repr(d) for d in suffix)
+    return items
+
+
+def parse_kind(type_: Any, where: str = "") -> Kind:
+    """``float``/``int``/``bool``, their names, or an ``ml.Dtype`` -> a kind; anything else is a
+    :class:`DtypeError` naming ``where``.
+
+    >>> parse_kind("float32")
+    'float'
+    """
+    if type_ in (float, "float"):
+        return "float"
+    if type_ in (int, "int"):
+        return "int"
+    if type_ in (bool, "bool"):
+        return "bool"
+    try:
+        return Dtype.parse(type_).kind
+    except DtypeError:
+        names = ", ".join(d.value for d in Dtype)
+        prefix = f"{where}: " if where else ""
+        raise DtypeError(f"{prefix}type must be float, int, bool or a dtype ({names}), got {type_!r}") from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..framework import arithmetic as _arithmetic  # noqa: F401 - registers connection arithmetic
 from ..framework.keys import TBD, Connection, IOKey
 from ..framework.model import Model
 from . import api_compat as _compat

@@ -9,14 +9,19 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import ArgumentError
+from ..framework.keys import Connection, IOKey
 from ..framework.model import Model
+
+if TYPE_CHECKING:
+    from ..primitives.spec import PrimitiveSpec
 
 __all__ = ["Primitive"]
 
 
-def _spec(name: str):
+def _spec(name: str) -> PrimitiveSpec:
     from ..plugins import registry
 
     reg = registry(entry_points=False)
@@ -59,7 +64,7 @@ class Primitive(Model):
         self.attributes = resolved
 
     @property
-    def spec(self):
+    def spec(self) -> PrimitiveSpec:
         return _spec(self.primitive_name)
 
     @classmethod
@@ -84,7 +89,7 @@ class Primitive(Model):
                 f"{cls.__name__}: the primitive {name!r} its name gives is already defined "
                 f"({'by ' + owner.__qualname__ if owner is not None else 'by the registry'}); rename the class"
             )
-        blank = object.__new__(cls)  # compute/compute_grad read their arguments, not the model
+        blank: Any = object.__new__(cls)  # compute/compute_grad read their arguments, not the model
 
         def forward(backend: Any, input: Any) -> Any:  # noqa: A002 - the key is "input"
             return blank.compute({"input": input})["output"]
@@ -107,9 +112,6 @@ class Primitive(Model):
         """Static attributes given at connect time, as Mithril's published API passes them
         (``Sum().connect(x, axis=1)``, ``Cast().connect(x, dtype=ml.float16)``): the model is rebuilt with
         them before it is added. A key of the same name wins over an attribute."""
-        from ..errors import ArgumentError
-        from ..framework.keys import Connection, IOKey
-
         attrs = {k: connections.pop(k) for k in list(connections) if k in self.attributes and k not in self._keys}
         for key, value in attrs.items():
             if isinstance(value, (Connection, IOKey)):

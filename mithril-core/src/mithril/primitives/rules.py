@@ -16,10 +16,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..shapes import Dim, Shape, ShapeMismatch, Variadic, unify, unify_dims
 from ..types import Dtype, Kind, kind_of_python_value, promote_kinds
+
+if TYPE_CHECKING:
+    from .spec import ShapeRule, TypeRule
 
 __all__ = [
     "normalize_axis",
@@ -194,7 +197,7 @@ def creation_kind(dtype: Dtype | Kind | None, *values: Any, counting: bool = Fal
     return "float"
 
 
-def kind_of(key: str):
+def kind_of(key: str) -> TypeRule:
     """Type rule: every output has the kind of input ``key``."""
 
     def rule(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind] | None:
@@ -227,7 +230,7 @@ def int_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Ma
     return {"output": "int"}
 
 
-def template(**templates: Sequence[object]):
+def template(**templates: Sequence[object]) -> ShapeRule:
     """A shape rule from templates sharing symbols: ``template(input=[("B", ...), "k"], output=[("B", ...), "d"])``.
 
     Absent optional keys are skipped. The rule is done after one application.

@@ -37,7 +37,7 @@ REQUIRED: Any = _Required()
 """Default for an attribute the user must give (``Reshape(shape=...)``)."""
 
 
-class ShapeIO(dict):
+class ShapeIO(dict[str, Shape]):
     """Key -> :class:`Shape` for one primitive call, inputs and outputs alike.
 
     ``io["left"]``; ``io.out`` is the shape of the single output ``"output"``. Keys of absent optional

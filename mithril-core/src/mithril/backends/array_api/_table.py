@@ -35,7 +35,8 @@ def op_table(
 
     >>> import numpy as np
     >>> table = op_table(np, {"exp": lambda input: "mine"})
-    >>> table["exp"](1.0), table["neg"] is np.negative
+    >>> exp = table["exp"]
+    >>> exp(1.0), table["neg"] is np.negative
     ('mine', True)
     """
     overrides = dict(overrides or {})
