@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mithril.testing.fuzz import Disagreement, Oracle, Recipe
+from mithril.testing.fuzz import Disagreement
 
 AUTOGRAD_BACKENDS = frozenset({"jax", "torch", "mlx"})
 
@@ -38,32 +38,8 @@ def _notes(found: Disagreement) -> str:
     return found.error + "\n" + "\n".join(m.note for m in found.mismatches)
 
 
-def _nondifferentiable_param_input(recipe: Recipe) -> bool:
-    """Some call gets a float value that depends on a parameter at an input its spec declares
-    non-differentiable (a loss target, a gradient helper's operand, ``floor_divide``...)."""
-    from mithril.testing.cases import spec_for
-
-    dependent = recipe.dependents(set(recipe.params()))
-    values = Oracle.of(recipe).values
-    for op in recipe.ops:
-        spec = spec_for(op.primitive)
-        attrs = spec.resolve_attributes(dict(op.attrs))
-        differentiable = set(spec.differentiable_keys(attrs))
-        for key, ref in op.inputs.items():
-            if isinstance(ref, str) and key not in differentiable and ref in dependent and values[ref].dtype.kind == "f":
-                return True
-    return False
-
-
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
-        "autograd-ignores-nondifferentiable",
-        AUTOGRAD_BACKENDS,
-        ("test_jax_nondifferentiable_target.py", "test_torch_nondifferentiable_target.py", "test_mlx_nondifferentiable_target.py", "test_torch_floor_divide_gradient.py"),
-        "mithril-backend-{jax,torch,mlx}: autograd differentiates through inputs the spec declares non-differentiable (loss targets, gradient-helper operands, floor_divide) where NumPy/C/GGML give zero; PyTorch raises for float floor_divide",
-        lambda f: _kind(f) in ("gradient", "evaluate-error") and _nondifferentiable_param_input(f.recipe),
-    ),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
+"""None open (autograd-ignores-nondifferentiable was fixed by the compiler's stop_gradient pass)."""
 
 
 def known_bug(found: Disagreement) -> KnownBug | None:

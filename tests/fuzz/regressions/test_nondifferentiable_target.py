@@ -25,5 +25,4 @@ test_nondifferentiable_target = reproduction_test(build_model,
     expected_gradients={"x0": [0.0, -6.938893903907228e-12]},
     tolerance={"float64": {"v1": (1.5e-10, 1.5011347788604907e-12)}, "float32": {"v1": (1.5000000000000002e-05, 1.5609229761749932e-05)}},
     gradient_tolerance={"float64": {"x0": (1.5e-06, 1.5002775557561562e-07)}, "float32": {"x0": (0.0015, 0.00015000002775557563)}},
-    xfail="autograd differentiates through an input the spec declares non-differentiable",
 )

@@ -24,5 +24,4 @@ test_torch_floor_divide_gradient = reproduction_test(build_model,
     expected_gradients={"x0": [0.12573021651585137, 0.39631457621203126], "x1": [0.0, 0.0]},
     tolerance={"v1": (1.5e-10, 5.625e-12)},
     gradient_tolerance={"x0": (1.5e-06, 1.5022204460492502e-07), "x1": (1.5e-06, 1.5e-07)},
-    xfail="torch: autograd through floor_divide, which the spec declares non-differentiable",
 )
