@@ -1,11 +1,11 @@
 # The two quick-start commands: `make demo` and `make test`. Both build .venv from scratch when needed.
-# `make docs` builds the documentation site (strict) into site/.
+# `make docs` builds the documentation site (strict) into site/; `make lint` runs ruff and mypy (strict, core's public modules).
 PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt
 PACKAGES := $(foreach p,mithril-core mithril-backend-numpy mithril-backend-jax mithril-backend-torch mithril-backend-mlx mithril-backend-c mithril-backend-ggml mithril-models,$(if $(wildcard $(p)/pyproject.toml),-e $(p)))
 
-.PHONY: demo test docs install clean
+.PHONY: demo test docs lint install clean
 
 $(VENV)/.installed: constraints.txt $(wildcard */pyproject.toml) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ demo: install
 
 test: install
 	$(VENV)/bin/python -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
