@@ -31,8 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from mithril import validation
-from mithril.backends.backend import Backend
+from mithril.backends.backend import Backend, within
 from mithril.errors import ArgumentError, DtypeError
+from mithril.parallel.plan import mesh_axis_names
 from mithril.types import Dtype, Kind
 
 from . import options as _options
@@ -98,44 +99,24 @@ class JaxBackend(Backend):
         jit_compile: bool | None = None,
         **unknown: Any,
     ) -> None:
-        if unknown:
-            raise ArgumentError(
-                f"JaxBackend got unknown option(s) {', '.join(sorted(unknown))}; "
-                f"accepted options: {', '.join(self.options)}"
-            )
+        self.check_options(unknown)
         self.xla_flags = _options.apply_xla_flags(xla_flags) if xla_flags is not None else ()
-        dtype = self._dtype_with_precision(dtype, precision)
+        named = _options.precision_dtype(precision) if precision is not None else None
+        dtype = self.synonym("dtype", dtype, "precision", named, Dtype.float32, key=Dtype.parse)
         self.matmul_precision = _options.matmul_precision(precision) if precision is not None else None
         self.debug = validation.boolean("JaxBackend", "debug", debug)
-        if platform is not None:
-            if device != "cpu" and str(device).partition(":")[0] != platform:
-                raise ArgumentError(
-                    f"JaxBackend: platform={platform!r} and device={device!r} disagree; give one of them"
-                )
-            device = platform if device == "cpu" else device
+        device = self.synonym("device", device, "platform", platform, "cpu", key=lambda d: str(d).partition(":")[0])
         if jit_compile is not None:
             jit = validation.boolean("JaxBackend", "jit_compile", jit_compile)
         self.x64 = Dtype.parse(dtype) is Dtype.float64
         self._local = threading.local()
         self._counter = 0
         self.jax_device = self._resolve_device(device)
-        self.device_mesh, self.mesh = self._build_mesh(device_mesh)
+        if device_mesh is not None:
+            self.device_mesh, self.mesh = self._build_mesh(self.mesh_sizes(device_mesh))
         self.jit_enabled = bool(jit)
         self._wrapped: dict[str, Callable[..., Any]] = {}
         super().__init__(dtype, device, seed)
-
-    def __repr__(self) -> str:
-        mesh = f", device_mesh={self.device_mesh}" if self.device_mesh is not None else ""
-        return f"JaxBackend(dtype={self.dtype.value}, device={self.device!r}{mesh})"
-
-    @staticmethod
-    def _dtype_with_precision(dtype: Any, precision: Any) -> Any:
-        named = _options.precision_dtype(precision) if precision is not None else None
-        if named is None:
-            return dtype
-        if Dtype.parse(dtype) not in (Dtype.float32, named):
-            raise ArgumentError(f"JaxBackend: precision={precision!r} and dtype={dtype!r} disagree; give one of them")
-        return named
 
     # -- the manual's backend-wide switches ------------------------------------------------------
     def set_platform(self, platform: str) -> None:
@@ -182,12 +163,7 @@ class JaxBackend(Backend):
             raise ArgumentError(f"JaxBackend: device {device!r} does not exist; JAX sees: {_available_devices()}")
         return found[position]
 
-    def _build_mesh(self, device_mesh: Sequence[int] | None) -> tuple[tuple[int, ...] | None, Any]:
-        if device_mesh is None:
-            return None, None
-        sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
-        if not sizes or any(s < 1 for s in sizes):
-            raise ArgumentError(f"JaxBackend: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+    def _build_mesh(self, sizes: tuple[int, ...]) -> tuple[tuple[int, ...], Any]:
         found = self._platform_devices(self.jax_device.platform)
         needed = math.prod(sizes)
         if needed > len(found):
@@ -199,7 +175,7 @@ class JaxBackend(Backend):
         from jax.sharding import Mesh
 
         grid = np.array(found[:needed], dtype=object).reshape(sizes)
-        return sizes, Mesh(grid, tuple(f"mesh_{i}" for i in range(len(sizes))))
+        return sizes, Mesh(grid, mesh_axis_names(len(sizes)))
 
     @property
     def placement(self) -> Any:
@@ -217,7 +193,7 @@ class JaxBackend(Backend):
             raise ArgumentError("JaxBackend.shard needs a backend created with device_mesh=...")
         return self.place(array, spec)
 
-    def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
+    def place_on_mesh(self, array: Any, spec: Sequence[str | None] | None) -> Any:
         """``array`` as a ``jax.Array`` over the mesh with ``PartitionSpec(*spec)`` (``None``: replicated);
         see :mod:`mithril_backend_jax.sharding`.
 
@@ -225,8 +201,6 @@ class JaxBackend(Backend):
         >>> backend.place(backend.ones(2, 3), ("mesh_0", None)).shape
         (2, 3)
         """
-        if self.mesh is None:
-            return super().place(array, spec)
         return sharding.place(self.mesh, array, spec)
 
     # -- precision scope -------------------------------------------------------------------------
@@ -249,13 +223,7 @@ class JaxBackend(Backend):
     def _scoped(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         x64 = self.x64
         if self._has_settings():
-
-            @functools.wraps(fn)
-            def in_scope(*args: Any, **kwargs: Any) -> Any:
-                with self.scope():
-                    return fn(*args, **kwargs)
-
-            return in_scope
+            return within(self.scope, fn)
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -300,17 +268,6 @@ class JaxBackend(Backend):
         return np.dtype(jnp.dtype(resolved.value))
 
     # -- arrays ----------------------------------------------------------------------------------
-    def _target_dtype(self, source: np.dtype, dtype: Dtype | Kind | None, what: str) -> np.dtype | None:
-        if dtype is not None:
-            return self.native_dtype(dtype)
-        if jnp.issubdtype(source, jnp.floating):
-            return self.native_dtype()
-        if jnp.issubdtype(source, jnp.integer):
-            return self.native_dtype("int")
-        if source == np.bool_:
-            return None
-        raise DtypeError(f"JaxBackend.array: unsupported data of dtype {source} ({what})")
-
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> Any:
         """A ``jax.Array`` from data; floats get the backend dtype, ints int32/int64, bools bool.
 
@@ -321,14 +278,12 @@ class JaxBackend(Backend):
         dtype('float32')
         """
         with self.scope():
+            values = data if isinstance(data, jax.Array) else np.asarray(data)
+            kind = "f" if jnp.issubdtype(values.dtype, jnp.floating) else values.dtype.kind
+            target = self.target_dtype(kind, dtype, values, data)
             if isinstance(data, jax.Array):
-                target = self._target_dtype(data.dtype, dtype, type(data).__name__)
                 return data if target is None or data.dtype == target else data.astype(target)
-            values = np.asarray(data)
-            target = self._target_dtype(values.dtype, dtype, type(data).__name__)
-            if target is not None:
-                values = values.astype(target, copy=False)
-            return jax.device_put(values, self.placement)
+            return jax.device_put(values if target is None else values.astype(target, copy=False), self.placement)
 
     def to_numpy(self, array: Any) -> np.ndarray:
         """A NumPy copy of a backend array (bfloat16 arrays come back as ``ml_dtypes.bfloat16``)."""
@@ -341,10 +296,8 @@ class JaxBackend(Backend):
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
         """Reseed the backend: its PRNG key (random ops) and the NumPy generator (``randomize_params``)."""
-        seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
-        self.seed = seed
-        self._rng = np.random.default_rng(seed)
-        key_seed = int(self._rng.integers(0, 2**31 - 1)) if seed is None else int(seed) % (2**31 - 1)
+        super().set_seed(seed)
+        key_seed = int(self._rng.integers(0, 2**31 - 1)) if self.seed is None else self.seed % (2**31 - 1)
         with self.scope():
             self._key = jax.device_put(jax.random.PRNGKey(key_seed), self.jax_device)
         self._counter = 0
@@ -460,7 +413,7 @@ class JaxBackend(Backend):
 
     def jit_option_names(self) -> tuple[str, ...]:
         """``jax.jit``'s keyword arguments, plus ``xla_computation`` (keep the lowered StableHLO text)."""
-        return (*_options.jit_parameters(), "xla_computation")
+        return (*self.keyword_names(jax.jit), "xla_computation")
 
     def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """``jax.jit(fn, **options)`` (the identity, scoped, when the backend was made with ``jit=False``).

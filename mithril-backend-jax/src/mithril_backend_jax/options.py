@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,8 +25,8 @@ from mithril.errors import ArgumentError
 from mithril.types import Dtype
 
 __all__ = [
-    "matmul_precision", "precision_dtype", "apply_xla_flags", "jax_started", "jit_parameters", "shifted",
-    "wrap_static", "unwrap_static",
+    "apply_xla_flags", "argnums", "jax_started", "matmul_precision", "precision_dtype", "shifted", "unwrap_static",
+    "wrap_static",
 ]  # fmt: skip
 
 _MATMUL = {
@@ -99,13 +98,6 @@ def apply_xla_flags(flags: Sequence[str] | str) -> tuple[str, ...]:
 
 
 # -- jit_options ---------------------------------------------------------------------------------
-def jit_parameters() -> tuple[str, ...]:
-    """The keyword arguments ``jax.jit`` takes (``donate_argnums``, ``static_argnums``, ...)."""
-    import jax
-
-    return tuple(p for p in inspect.signature(jax.jit).parameters if p != "fun")
-
-
 def argnums(options: Mapping[str, Any], name: str) -> tuple[int, ...]:
     """``options[name]`` (an int or a tuple of ints) as a tuple; ``()`` when absent."""
     value = options.get(name)
