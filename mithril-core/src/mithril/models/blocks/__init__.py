@@ -9,6 +9,7 @@ from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
 from .manifold import MDS, TSNE, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
+from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
@@ -25,5 +26,5 @@ __all__ = [
     *_tensor_ops_all,
     "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
-    "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "tsne_joint_probabilities",
+    "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "tsne_joint_probabilities", "GaussProcessRegressionCore", "GPRLoss",
 ]
