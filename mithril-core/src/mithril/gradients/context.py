@@ -16,14 +16,14 @@ Example (the rule for ``multiply``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..compiler.graph import Graph, Node, Value
 from ..errors import AttributeError_, KeyError_, UnsupportedPrimitiveError
 from ..primitives.rules import normalize_axes, normalize_axis
 
-__all__ = ["GradContext", "Ops"]
+__all__ = ["Cotangents", "GradContext", "Ops", "VjpRule"]
 
 
 class Ops:
@@ -33,12 +33,12 @@ class Ops:
         self._graph = graph
         self._path = path
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError_(f"ops has no attribute {name!r}")
         graph, path = self._graph, self._path
 
-        def emit(*args: Any, **kwargs: Any) -> Any:
+        def emit(*args: Any, **kwargs: Any) -> Value | tuple[Value, ...]:
             return graph.emit(name, *args, path=path, **kwargs)
 
         emit.__name__ = name
@@ -99,3 +99,11 @@ class GradContext:
 
     def constant(self, value: Any) -> Value:
         return self.graph.constant(value)
+
+
+Cotangents = Mapping[str, Value | None]
+"""What a VJP rule returns: input key -> its cotangent (``None`` or absent: zero)."""
+
+VjpRule = Callable[[GradContext], Cotangents]
+"""A VJP rule: ``rule(ctx) -> {input_key: cotangent}`` (see the module doc)."""
+

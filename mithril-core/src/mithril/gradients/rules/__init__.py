@@ -8,13 +8,14 @@ gradient helpers themselves, ...) have none.
 
 from __future__ import annotations
 
+from ..context import VjpRule
 from . import elementwise, linalg, losses, nn, reductions, shape_ops
 
 _MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses)
 
 
-def _merge() -> dict:
-    rules: dict = {}
+def _merge() -> dict[str, VjpRule]:
+    rules: dict[str, VjpRule] = {}
     for module in _MODULES:
         clash = set(rules) & set(module.RULES)
         assert not clash, f"{module.__name__} redefines gradient rule(s) {sorted(clash)}"
@@ -22,6 +23,6 @@ def _merge() -> dict:
     return rules
 
 
-ALL_RULES: dict = _merge()
+ALL_RULES: dict[str, VjpRule] = _merge()
 
 __all__ = ["ALL_RULES"]

@@ -35,12 +35,14 @@ def unreduce(ctx: GradContext, value: Value) -> Value:
     against the input: ``[a, c]`` -> ``[a, 1, c]`` for ``axis=1``."""
     if ctx.attrs["keepdim"] or ctx.attrs["axis"] is None:  # kept dims, or a scalar that broadcasts anyway
         return value
-    return ctx.ops.unsqueeze(value, axis=ctx.axes(ctx["input"], ctx.attrs["axis"]))
+    expanded: Value = ctx.ops.unsqueeze(value, axis=ctx.axes(ctx["input"], ctx.attrs["axis"]))
+    return expanded
 
 
 def as_float(ctx: GradContext, mask: Value) -> Value:
     """A bool mask as 1.0 / 0.0."""
-    return ctx.ops.where(mask, 1.0, 0.0)
+    floats: Value = ctx.ops.where(mask, 1.0, 0.0)
+    return floats
 
 
 def reduced_count(ctx: GradContext) -> Value | float:
@@ -54,4 +56,5 @@ def reduced_count(ctx: GradContext) -> Value | float:
         for s in sizes:
             n *= s  # type: ignore[operator]
         return float(n)
-    return ctx.ops.cast(ctx.ops.size(x), dtype="float") / ctx.ops.cast(ctx.ops.size(ctx.output), dtype="float")
+    ratio: Value = ctx.ops.cast(ctx.ops.size(x), dtype="float") / ctx.ops.cast(ctx.ops.size(ctx.output), dtype="float")
+    return ratio

@@ -15,7 +15,10 @@ Choices (documented once here):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+from ...compiler.graph import Value
+from ..context import Cotangents, GradContext
 from ._common import unbroadcast
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -25,67 +28,67 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 # -- unary -----------------------------------------------------------------------------------------
-def neg(ctx):
+def neg(ctx: GradContext) -> Cotangents:
     return {"input": -ctx.cotangent}
 
 
-def abs(ctx):  # shadows the builtin: named after the primitive
+def abs(ctx: GradContext) -> Cotangents:  # shadows the builtin: named after the primitive
     return {"input": ctx.cotangent * ctx.ops.sign(ctx["input"])}
 
 
-def exp(ctx):
+def exp(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent * ctx.output}
 
 
-def log(ctx):
+def log(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent / ctx["input"]}
 
 
-def log1p(ctx):
+def log1p(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent / (ctx["input"] + 1.0)}
 
 
-def sqrt(ctx):
+def sqrt(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent * 0.5 / ctx.output}
 
 
-def rsqrt(ctx):  # d x^-1/2 = -1/2 x^-3/2 = -1/2 out^3
+def rsqrt(ctx: GradContext) -> Cotangents:  # d x^-1/2 = -1/2 x^-3/2 = -1/2 out^3
     out = ctx.output
     return {"input": ctx.cotangent * -0.5 * out * out * out}
 
 
-def square(ctx):
+def square(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent * 2.0 * ctx["input"]}
 
 
-def sin(ctx):
+def sin(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent * ctx.ops.cos(ctx["input"])}
 
 
-def cos(ctx):
+def cos(ctx: GradContext) -> Cotangents:
     return {"input": -ctx.cotangent * ctx.ops.sin(ctx["input"])}
 
 
-def tanh(ctx):
+def tanh(ctx: GradContext) -> Cotangents:
     out = ctx.output
     return {"input": ctx.cotangent * (1.0 - out * out)}
 
 
-def sigmoid(ctx):
+def sigmoid(ctx: GradContext) -> Cotangents:
     out = ctx.output
     return {"input": ctx.cotangent * out * (1.0 - out)}
 
 
-def relu(ctx):
+def relu(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.where(ctx.ops.greater(ctx["input"], 0.0), ctx.cotangent, 0.0)}
 
 
-def leaky_relu(ctx):
+def leaky_relu(ctx: GradContext) -> Cotangents:
     g = ctx.cotangent
     return {"input": ctx.ops.where(ctx.ops.greater(ctx["input"], 0.0), g, g * ctx.attrs["slope"])}
 
 
-def gelu(ctx):
+def gelu(ctx: GradContext) -> Cotangents:
     g, x = ctx.cotangent, ctx["input"]
     if ctx.attrs["approximate"]:  # 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3)
         t = ctx.ops.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
@@ -96,33 +99,33 @@ def gelu(ctx):
     return {"input": g * (cdf + x * pdf)}
 
 
-def softplus(ctx):
+def softplus(ctx: GradContext) -> Cotangents:
     return {"input": ctx.cotangent * ctx.ops.sigmoid(ctx["input"])}
 
 
-def erf(ctx):
+def erf(ctx: GradContext) -> Cotangents:
     x = ctx["input"]
     return {"input": ctx.cotangent * _TWO_OVER_SQRT_PI * ctx.ops.exp(-(x * x))}
 
 
-def nan_to_num(ctx):
+def nan_to_num(ctx: GradContext) -> Cotangents:
     kept = ctx.ops.equal(ctx.output, ctx["input"])
     return {"input": ctx.ops.where(kept, ctx.cotangent, 0.0)}
 
 
-def cast(ctx):
+def cast(ctx: GradContext) -> Cotangents:
     if ctx["input"].kind != "float" or ctx.output.kind != "float":
         return {"input": None}
     return {"input": ctx.ops.cast(ctx.cotangent, dtype="float")}
 
 
 # -- binary (broadcasting: each cotangent is summed back to its input's shape) ---------------------
-def add(ctx):
+def add(ctx: GradContext) -> Cotangents:
     g = ctx.cotangent
     return unbroadcast(ctx, left=lambda: g, right=lambda: g)
 
 
-def subtract(ctx):
+def subtract(ctx: GradContext) -> Cotangents:
     g = ctx.cotangent
     grads = unbroadcast(ctx, left=lambda: g, right=lambda: g)
     if grads["right"] is not None:  # negate after reducing: a broadcast right side is the smaller tensor
@@ -130,43 +133,44 @@ def subtract(ctx):
     return grads
 
 
-def multiply(ctx):
+def multiply(ctx: GradContext) -> Cotangents:
     g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
     return unbroadcast(ctx, left=lambda: g * right, right=lambda: g * left)
 
 
-def divide(ctx):
+def divide(ctx: GradContext) -> Cotangents:
     g, right = ctx.cotangent, ctx["right"]
     return unbroadcast(ctx, left=lambda: g / right, right=lambda: -g * ctx.output / right)
 
 
-def power(ctx):
+def power(ctx: GradContext) -> Cotangents:
     g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
 
-    def d_right():
+    def d_right() -> Value:
         positive = ctx.ops.greater(left, 0.0)
         safe_log = ctx.ops.log(ctx.ops.where(positive, left, 1.0))  # 0 where left <= 0
-        return g * ctx.output * safe_log
+        d: Value = g * ctx.output * safe_log
+        return d
 
     return unbroadcast(ctx, left=lambda: g * right * left ** (right - 1), right=d_right)
 
 
-def _extremum(ctx, wins):
+def _extremum(ctx: GradContext, wins: Callable[[Value, Value], Value]) -> Cotangents:
     """``wins(left, right)`` is where left is strictly chosen; ties split the cotangent in half."""
     g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
     share = ctx.ops.where(wins(left, right), 1.0, ctx.ops.where(ctx.ops.equal(left, right), 0.5, 0.0))
     return unbroadcast(ctx, left=lambda: g * share, right=lambda: g * (1.0 - share))
 
 
-def minimum(ctx):
+def minimum(ctx: GradContext) -> Cotangents:
     return _extremum(ctx, ctx.ops.less)
 
 
-def maximum(ctx):
+def maximum(ctx: GradContext) -> Cotangents:
     return _extremum(ctx, ctx.ops.greater)
 
 
-def where(ctx):
+def where(ctx: GradContext) -> Cotangents:
     g, cond = ctx.cotangent, ctx["condition"]
     return unbroadcast(ctx, left=lambda: ctx.ops.where(cond, g, 0.0), right=lambda: ctx.ops.where(cond, 0.0, g))
 

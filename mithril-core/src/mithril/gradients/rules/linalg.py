@@ -8,10 +8,11 @@ autograd backends derive from their own ``vjp``.
 
 from __future__ import annotations
 
+from ..context import Cotangents, GradContext
 from ._common import wants
 
 
-def matmul(ctx):
+def matmul(ctx: GradContext) -> Cotangents:
     """NumPy matmul: a 1-D left operand is a row ``[1, k]``, a 1-D right one a column ``[k, 1]``; batch
     axes broadcast, so each cotangent is summed back to its operand's shape."""
     g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
@@ -33,7 +34,7 @@ def matmul(ctx):
     return grads
 
 
-def linear(ctx):
+def linear(ctx: GradContext) -> Cotangents:
     """``y = x @ W.T + b`` with x ``[..., k]``, W ``[d, k]``, b ``[d]``."""
     g = ctx.cotangent
     grads = {}
@@ -46,13 +47,13 @@ def linear(ctx):
     return grads
 
 
-def cholesky(ctx):
+def cholesky(ctx: GradContext) -> Cotangents:
     """``A = L L^T``: ``dA = sym(L^-T Phi(L^T tril(dL)) L^-1)`` with ``Phi`` the lower triangle, diagonal halved
     (Murray, "Differentiation of the Cholesky decomposition", 2016)."""
     return {"input": ctx.ops.cholesky_grad(ctx.cotangent, ctx["input"])}
 
 
-def eigvalsh(ctx):
+def eigvalsh(ctx: GradContext) -> Cotangents:
     """``A = V diag(w) V^T``: ``dA = V diag(dw) V^T`` (distinct eigenvalues)."""
     return {"input": ctx.ops.eigvalsh_grad(ctx.cotangent, ctx["input"])}
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from ..context import Cotangents, GradContext
 from ._common import unbroadcast
 
 
-def cross_entropy(ctx):
+def cross_entropy(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.cross_entropy_grad(ctx.cotangent, ctx["input"], ctx["target"], **ctx.attrs)}
 
 
-def binary_cross_entropy(ctx):
+def binary_cross_entropy(ctx: GradContext) -> Cotangents:
     """logits x: ``g * (sigmoid(x) - t)``; probabilities p: ``g * (p - t) / max(p (1 - p), eps)``."""
     g, x, t = ctx.cotangent, ctx["input"], ctx["target"]
     if ctx.attrs["input_type"] == "logits":
@@ -17,13 +18,13 @@ def binary_cross_entropy(ctx):
     return unbroadcast(ctx, input=lambda: g * (x - t) / ctx.ops.maximum(x * (1.0 - x), ctx.attrs["eps"]))
 
 
-def squared_error(ctx):
+def squared_error(ctx: GradContext) -> Cotangents:
     g, x, t = ctx.cotangent, ctx["input"], ctx["target"]
     d = g * 2.0 * (x - t)
     return unbroadcast(ctx, input=lambda: d, target=lambda: -d)
 
 
-def absolute_error(ctx):
+def absolute_error(ctx: GradContext) -> Cotangents:
     g, x, t = ctx.cotangent, ctx["input"], ctx["target"]
     d = g * ctx.ops.sign(x - t)
     return unbroadcast(ctx, input=lambda: d, target=lambda: -d)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+from ...compiler.graph import Value
+from ..context import Cotangents, GradContext, VjpRule
 from ._common import wants
 
 
-def _conv(n, grad_input, grad_weight):
-    def rule(ctx):
+def _conv(n: int, grad_input: str, grad_weight: str) -> VjpRule:
+    def rule(ctx: GradContext) -> Cotangents:
         g, x, w = ctx.cotangent, ctx["input"], ctx["weight"]
         attrs = ctx.attrs
         grads = {}
@@ -28,21 +30,21 @@ conv1d = _conv(1, "conv1d_grad_input", "conv1d_grad_weight")
 conv2d = _conv(2, "conv2d_grad_input", "conv2d_grad_weight")
 
 
-def max_pool2d(ctx):
+def max_pool2d(ctx: GradContext) -> Cotangents:
     """Ties inside a window go to the first maximum (the ``max_pool2d_grad`` helper's rule)."""
     return {"input": ctx.ops.max_pool2d_grad(ctx.cotangent, ctx["input"], **ctx.attrs)}
 
 
-def avg_pool2d(ctx):
+def avg_pool2d(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.avg_pool2d_grad(ctx.cotangent, ctx["input"], **ctx.attrs)}
 
 
-def embedding(ctx):
+def embedding(ctx: GradContext) -> Cotangents:
     """Scatter-add the cotangent rows into the table; the integer indices get no gradient."""
     return {"weight": ctx.ops.embedding_grad(ctx.cotangent, ctx["input"], ctx["weight"])}
 
 
-def _attention_scale(ctx):
+def _attention_scale(ctx: GradContext) -> float | Value:
     """The ``scale`` attribute, or ``1/sqrt(d)`` with ``d`` the last dim of the query (static when known)."""
     if ctx.attrs["scale"] is not None:
         return float(ctx.attrs["scale"])
@@ -51,10 +53,11 @@ def _attention_scale(ctx):
     if dims and dims[-1] is not None:
         return 1.0 / math.sqrt(dims[-1])
     d = ctx.ops.index(ctx.ops.shape(q), key=-1)
-    return ctx.ops.rsqrt(ctx.ops.cast(d, dtype="float"))
+    scale: Value = ctx.ops.rsqrt(ctx.ops.cast(d, dtype="float"))
+    return scale
 
 
-def scaled_dot_product_attention(ctx):
+def scaled_dot_product_attention(ctx: GradContext) -> Cotangents:
     """Recompute ``P = softmax(q k^T * scale + mask)`` and backpropagate through ``P @ v``; an additive
     (float) mask gets the scores' gradient, summed over the axes it was broadcast along (a bool mask gets
     none). Shapes: q ``[..., Lq, d]``, k ``[..., Lk, d]``, v ``[..., Lk, dv]``, g ``[..., Lq, dv]``."""

@@ -9,19 +9,20 @@ Choices (documented once here):
 
 from __future__ import annotations
 
+from ..context import Cotangents, GradContext
 from ._common import as_float, reduced_count, unreduce
 
 
-def sum(ctx):  # shadows the builtin: named after the primitive
+def sum(ctx: GradContext) -> Cotangents:  # shadows the builtin: named after the primitive
     return {"input": ctx.ops.broadcast_to_like(unreduce(ctx, ctx.cotangent), ctx["input"])}
 
 
-def mean(ctx):
+def mean(ctx: GradContext) -> Cotangents:
     g = unreduce(ctx, ctx.cotangent) / reduced_count(ctx)
     return {"input": ctx.ops.broadcast_to_like(g, ctx["input"])}
 
 
-def _extremum(ctx):
+def _extremum(ctx: GradContext) -> Cotangents:
     x = ctx["input"]
     axes = ctx.axes(x, ctx.attrs["axis"])
     hit = as_float(ctx, ctx.ops.equal(x, unreduce(ctx, ctx.output)))  # 1.0 at every extremum
@@ -29,31 +30,31 @@ def _extremum(ctx):
     return {"input": hit * (unreduce(ctx, ctx.cotangent) / count)}
 
 
-def max(ctx):
+def max(ctx: GradContext) -> Cotangents:
     return _extremum(ctx)
 
 
-def min(ctx):
+def min(ctx: GradContext) -> Cotangents:
     return _extremum(ctx)
 
 
-def prod(ctx):
+def prod(ctx: GradContext) -> Cotangents:
     x = ctx["input"]
     return {"input": unreduce(ctx, ctx.cotangent) * unreduce(ctx, ctx.output) / x}
 
 
-def var(ctx):
+def var(ctx: GradContext) -> Cotangents:
     x = ctx["input"]
     centred = x - ctx.ops.mean(x, axis=ctx.attrs["axis"], keepdim=True)
     return {"input": unreduce(ctx, ctx.cotangent) * 2.0 * centred / (reduced_count(ctx) - ctx.attrs["correction"])}
 
 
-def softmax(ctx):
+def softmax(ctx: GradContext) -> Cotangents:
     g, y, axis = ctx.cotangent, ctx.output, ctx.attrs["axis"]
     return {"input": y * (g - ctx.ops.sum(g * y, axis=axis, keepdim=True))}
 
 
-def log_softmax(ctx):
+def log_softmax(ctx: GradContext) -> Cotangents:
     g, y, axis = ctx.cotangent, ctx.output, ctx.attrs["axis"]
     return {"input": g - ctx.ops.exp(y) * ctx.ops.sum(g, axis=axis, keepdim=True)}
 

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 from ...errors import UnsupportedPrimitiveError
+from ..context import Cotangents, GradContext
 from ._common import wants
 
 
-def _reshape_back(ctx):
+def _reshape_back(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.reshape_like(ctx.cotangent, ctx["input"])}
 
 
 reshape = flatten = squeeze = unsqueeze = reshape_like = at_least_1d = _reshape_back
 
 
-def sum_to_like(ctx):
+def sum_to_like(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.broadcast_to_like(ctx.cotangent, ctx["input"])}
 
 
-def broadcast_to_like(ctx):
+def broadcast_to_like(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.sum_to_like(ctx.cotangent, ctx["input"])}
 
 
-def transpose(ctx):
+def transpose(ctx: GradContext) -> Cotangents:
     axes = ctx.attrs["axes"]
     if axes is None:  # reversing the axes is its own inverse
         return {"input": ctx.ops.transpose(ctx.cotangent)}
@@ -31,15 +32,15 @@ def transpose(ctx):
     return {"input": ctx.ops.transpose(ctx.cotangent, axes=inverse)}
 
 
-def swapaxes(ctx):
+def swapaxes(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.swapaxes(ctx.cotangent, axis1=ctx.attrs["axis1"], axis2=ctx.attrs["axis2"])}
 
 
-def broadcast_to(ctx):
+def broadcast_to(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.sum_to_like(ctx.cotangent, ctx["input"])}
 
 
-def concat(ctx):
+def concat(ctx: GradContext) -> Cotangents:
     """Split the cotangent at the inputs' (static) sizes along the concatenation axis."""
     n = ctx.attrs["n"]
     first = ctx["input_0"]
@@ -61,7 +62,7 @@ def concat(ctx):
     return {f"input_{i}": part if wants(ctx, f"input_{i}") else None for i, part in enumerate(parts)}
 
 
-def split(ctx):
+def split(ctx: GradContext) -> Cotangents:
     """Concatenate the outputs' cotangents, zeros standing in for outputs that got none."""
     keys = list(ctx.outputs)
     given = [ctx.cotangents.get(k) for k in keys]
@@ -73,17 +74,17 @@ def split(ctx):
     return {"input": ctx.ops.concat(*parts, n=len(parts), axis=ctx.attrs["axis"])}
 
 
-def pad(ctx):
+def pad(ctx: GradContext) -> Cotangents:
     """Slice the padding off: ``g[before : size - after]`` on every axis."""
     key = tuple(slice(int(before), -int(after) if after else None) for before, after in ctx.attrs["pad_width"])
     return {"input": ctx.ops.index(ctx.cotangent, key=key)}
 
 
-def index(ctx):
+def index(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.index_grad(ctx.cotangent, ctx["input"], key=ctx.attrs["key"])}
 
 
-def gather(ctx):
+def gather(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.gather_grad(ctx.cotangent, ctx["index"], ctx["input"], axis=ctx.attrs["axis"])}
 
 
