@@ -78,12 +78,9 @@ class JaxBackend(Backend):
 
     backend_type: ClassVar[str] = "jax"
     supports_autograd: ClassVar[bool] = True
-    codegen: ClassVar[str] = "python"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
     devices: ClassVar[tuple[str, ...]] = tuple(_PLATFORMS)
-    options: ClassVar[tuple[str, ...]] = (
-        "dtype", "device", "seed", "jit", "device_mesh", "precision", "xla_flags", "debug", "platform", "jit_compile",
-    )
+    prng_keys = True
 
     def __init__(
         self,
@@ -313,22 +310,6 @@ class JaxBackend(Backend):
         with self.scope():
             return tuple(jax.random.split(key, num))
 
-    def random_normal(
-        self,
-        key: Any = None,
-        shape: Sequence[int] = (),
-        mean: float = 0.0,
-        stddev: float = 1.0,
-        dtype: Dtype | Kind | None = None,
-    ) -> Any:
-        """Normal samples ``mean + stddev * N(0, 1)`` of ``shape`` drawn with ``key`` (``None``: a fresh key
-        from the backend state, as :meth:`randn`)."""
-        with self.scope():
-            draw = jax.random.normal(
-                self.next_key() if key is None else key, tuple(shape), dtype=self.native_dtype(dtype)
-            )
-            return draw if (mean, stddev) == (0.0, 1.0) else draw * stddev + mean
-
     @contextlib.contextmanager
     def random_scope(self, key: Any) -> Iterator[None]:
         """Random ops called inside draw from ``key`` (usually a traced key inside ``jax.jit``)."""
@@ -348,19 +329,11 @@ class JaxBackend(Backend):
             return key
         return self.get_random_key()
 
-    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        """Standard normal samples (the backend float dtype unless ``dtype``)."""
+    def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
         with self.scope():
-            return jax.device_put(
-                jax.random.normal(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement
-            )
-
-    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        """Uniform samples in ``[0, 1)`` (the backend float dtype unless ``dtype``)."""
-        with self.scope():
-            return jax.device_put(
-                jax.random.uniform(self.next_key(), self._shape(shape), self.native_dtype(dtype)), self.placement
-            )
+            key = self.next_key() if key is None else key
+            sample = getattr(jax.random, distribution)(key, shape, self.native_dtype(dtype))
+            return jax.device_put(sample, self.placement)
 
     def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
         """Integers uniform in ``[low, high)``."""

@@ -120,11 +120,9 @@ class MlxBackend(Backend):
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float16, Dtype.bfloat16)
     native_dtypes = dtype_table(mx, supported_dtypes)
     native_dtype = Backend.dtype_from_table
+    prng_keys = True
+    xp = mx
     devices: ClassVar[tuple[str, ...]] = ("cpu", "gpu")
-    options: ClassVar[tuple[str, ...]] = (
-        "dtype", "device", "seed", "default_dtype", "random_seed", "memory_limit", "auto_free_tensors",
-        "compute_precision", "use_graph",
-    )  # fmt: skip
     refused_options: ClassVar[Mapping[str, str]] = {  # options from the MLX guide that mean nothing here
         "use_ane": "MLX has no Apple Neural Engine backend; it computes on the CPU or the GPU (device='cpu'|'gpu')",
         "enable_mps_optimization": (
@@ -196,13 +194,11 @@ class MlxBackend(Backend):
         if isinstance(data, mx.array):
             values, kind = data, "f" if data.dtype in _FLOATS else "b" if data.dtype == mx.bool_ else "i"
         else:
-            host = np.asarray(data)
-            kind = host.dtype.kind
-            if kind == "f" and host.dtype.itemsize > 4:
-                host = host.astype(np.float32)  # mx.array has no float64 on every device
-            values = host
+            values = np.asarray(data)
+            kind = values.dtype.kind
         target = self.target_dtype(kind, dtype, values, data)
-        values = values if isinstance(values, mx.array) else mx.array(values)
+        if not isinstance(values, mx.array):  # mx.array has no float64 on every device
+            values = mx.array(values.astype(np.float32) if kind == "f" and values.dtype.itemsize > 4 else values)
         return values if target is None or values.dtype == target else values.astype(target)
 
     def to_numpy(self, array: Any) -> np.ndarray:
@@ -238,13 +234,9 @@ class MlxBackend(Backend):
         self._key, sub = mx.random.split(self._key)
         return sub
 
-    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> mx.array:
-        draw = mx.random.normal(self._shape(shape), key=self.next_key())
-        return draw.astype(self.native_dtype(dtype))
-
-    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> mx.array:
-        draw = mx.random.uniform(shape=self._shape(shape), key=self.next_key())
-        return draw.astype(self.native_dtype(dtype))
+    def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
+        sample = getattr(mx.random, distribution)(shape=shape, key=self.next_key() if key is None else key)
+        return sample.astype(self.native_dtype(dtype))
 
     def randint(self, low: int, high: int, shape: Sequence[int]) -> mx.array:
         return mx.random.randint(low, high, tuple(shape), dtype=mx.int64, key=self.next_key())

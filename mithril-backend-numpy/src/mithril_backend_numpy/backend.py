@@ -29,6 +29,7 @@ class NumpyBackend(Backend):
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.float32, Dtype.float64)
     native_dtypes = dtype_table(np, supported_dtypes, np.dtype)
     native_dtype = Backend.dtype_from_table
+    xp = np
 
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
         """An ``np.ndarray`` from data; floats get the backend dtype, ints int64, bools bool.

@@ -38,21 +38,6 @@ def _parallel_strategy(given: dict[str, Any]) -> str:
     )
 
 
-def available_devices() -> tuple[str, ...]:
-    """Device types usable on this machine: always ``cpu``, plus ``cuda``/``mps`` when present.
-
-    >>> "cpu" in available_devices()
-    True
-    """
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices.append("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        devices.append("mps")
-    return tuple(devices)
-
-
 class TorchBackend(Backend):
     """Backend computing with PyTorch in float16, bfloat16, float32 (default) or float64.
 
@@ -79,15 +64,26 @@ class TorchBackend(Backend):
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
     native_dtypes = dtype_table(torch, supported_dtypes)
     native_dtype = Backend.dtype_from_table
+    xp = torch
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda", "mps")
-    options: ClassVar[tuple[str, ...]] = ("dtype", "device", "seed", "device_mesh", "use_amp", "amp_dtype", "compile")
     refused_options = dict.fromkeys(("parallel_strategy", "devices"), _parallel_strategy)
     shape_option = "dynamic"  # static_shapes is torch.compile(dynamic=not static_shapes)
     jit_by_default: ClassVar[bool] = False  # eager unless ml.compile(jit=True): torch.compile warm-up is seconds on CPU
 
     @classmethod
     def available_devices(cls) -> tuple[str, ...]:
-        return available_devices()
+        """Device types usable on this machine: always ``cpu``, plus ``cuda``/``mps`` when present.
+
+        >>> "cpu" in available_devices()
+        True
+        """
+        devices = ["cpu"]
+        if torch.cuda.is_available():
+            devices.append("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            devices.append("mps")
+        return tuple(devices)
 
     def __init__(
         self,
@@ -104,8 +100,7 @@ class TorchBackend(Backend):
         self._check_device(device)
         self.use_amp = validation.boolean("TorchBackend", "use_amp", use_amp)
         self.jit_by_default = validation.boolean("TorchBackend", "compile", compile)
-        on_cuda = str(device).startswith("cuda")
-        default_amp = torch.float16 if on_cuda else torch.bfloat16
+        default_amp = torch.float16 if str(device).startswith("cuda") else torch.bfloat16
         self.amp_dtype = self.native_dtypes[Dtype.parse(amp_dtype)] if amp_dtype is not None else default_amp
         if device_mesh is not None:  # a torch.distributed DeviceMesh (see mithril_backend_torch.distributed)
             self.device_mesh = self.mesh_sizes(device_mesh)
@@ -182,34 +177,8 @@ class TorchBackend(Backend):
         """Whether ``value`` is a ``torch.Tensor``."""
         return isinstance(value, torch.Tensor)
 
-    def _create(self, dtype: Dtype | Kind | None) -> dict[str, Any]:
+    def creation(self, dtype: Dtype | Kind) -> dict[str, Any]:
         return {"dtype": self.native_dtype(dtype), "device": self.torch_device}
-
-    def zeros(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
-        return torch.zeros(self._shape(shape), **self._create(dtype))
-
-    def ones(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
-        return torch.ones(self._shape(shape), **self._create(dtype))
-
-    def full(self, shape: Sequence[int], fill_value: float, dtype: Dtype | Kind | None = None) -> torch.Tensor:
-        if dtype is None:
-            dtype = "bool" if isinstance(fill_value, bool) else "int" if isinstance(fill_value, int) else "float"
-        return torch.full(tuple(shape), fill_value, **self._create(dtype))
-
-    def zeros_like(self, array: Any) -> torch.Tensor:
-        return torch.zeros_like(array)
-
-    def ones_like(self, array: Any) -> torch.Tensor:
-        return torch.ones_like(array)
-
-    def arange(
-        self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None
-    ) -> torch.Tensor:
-        if stop is None:
-            start, stop = 0, start
-        if dtype is None:
-            dtype = "float" if any(isinstance(v, float) for v in (start, stop, step)) else "int"
-        return torch.arange(start, stop, step, **self._create(dtype))
 
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
@@ -229,16 +198,11 @@ class TorchBackend(Backend):
 
     rng = generator
 
-    def _float_draw(self, draw: Callable[..., torch.Tensor], shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
-        target = self.native_dtype(dtype if dtype is not None else "float")
+    def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
+        target = self.native_dtype(dtype)
         work = target if target in (torch.float32, torch.float64) else torch.float32
-        return draw(shape, generator=self._generator, dtype=work, device=self.torch_device).to(target)
-
-    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
-        return self._float_draw(torch.randn, self._shape(shape), dtype)
-
-    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> torch.Tensor:
-        return self._float_draw(torch.rand, self._shape(shape), dtype)
+        sample = torch.randn if distribution == "normal" else torch.rand
+        return sample(shape, generator=self._generator, dtype=work, device=self.torch_device).to(target)
 
     def randint(self, low: int, high: int, shape: Sequence[int]) -> torch.Tensor:
         return torch.randint(
@@ -338,3 +302,6 @@ class TorchBackend(Backend):
 
         run.compiled = compiled  # type: ignore[attr-defined]
         return run
+
+
+available_devices = TorchBackend.available_devices

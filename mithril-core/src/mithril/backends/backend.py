@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import validation
 from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrimitiveError
+from ..primitives.rules import creation_kind
 from ..types import KINDS, Dtype, Kind
 
 __all__ = ["Backend", "dtype_table", "within"]
@@ -39,7 +40,8 @@ class Backend(ABC):
             the symbolic backward graph (NumPy, C, GGML).
         codegen: ``"python"`` (generated Python calling the implementations) or a backend-specific name.
         supported_dtypes: dtypes the backend can compute in.
-        options: the constructor options it accepts (named in the error for an unknown one).
+        options: the constructor options it accepts, named in the error for an unknown one (by default
+            the keyword parameters of its ``__init__``).
         refused_options: options of other libraries' manuals that mean nothing here: name -> the reason
             (or a function of all given options returning it), raised instead of being ignored.
         native_dtypes: Mithril dtype -> the framework's dtype (:func:`dtype_table`), for :meth:`native_dtype`.
@@ -56,6 +58,11 @@ class Backend(ABC):
     refused_options: ClassVar[Mapping[str, str | Callable[[dict[str, Any]], str]]] = {}
     native_dtypes: ClassVar[Mapping[Dtype, Any]] = {}
     shape_option: ClassVar[str | None] = None
+    prng_keys: ClassVar[bool] = False
+    """Whether random draws can take an explicit PRNG key (``random_normal(key, ...)``: JAX, MLX)."""
+    xp: ClassVar[Any] = None
+    """The namespace whose ``zeros``/``ones``/``full``/``arange`` create arrays, with :meth:`creation`'s
+    keywords (``torch``, ``mlx.core``); ``None``: NumPy creates them and :meth:`array` converts."""
     jit_by_default: ClassVar[bool] = True
     """What ``ml.compile(jit=None)`` (the default) means on this backend (PyTorch: eager)."""
 
@@ -67,6 +74,9 @@ class Backend(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # array creators defined by a subclass accept ``device_mesh=``/``tensor_split=`` like the base ones
         super().__init_subclass__(**kwargs)
+        if "options" not in cls.__dict__:
+            params = inspect.signature(cls.__init__).parameters.values()
+            cls.options = tuple(p.name for p in params if p.name != "self" and p.kind is not p.VAR_KEYWORD)
         for name in _CREATORS:
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "_places", False):
@@ -116,11 +126,13 @@ class Backend(ABC):
                 raise ArgumentError(f"{type(self).__name__} does not support the option {name}=: {reason}")
         if given:
             accepted = ", ".join(self.options)
-            raise ArgumentError(f"{type(self).__name__} got unknown option(s) {sorted(given)}; accepted options: {accepted}")
+            name = type(self).__name__
+            raise ArgumentError(f"{name} got unknown option(s) {sorted(given)}; accepted options: {accepted}")
 
     @classmethod
     def synonym(
-        cls, name: str, value: Any, alias: str, alias_value: Any, default: Any = None, key: Callable[[Any], Any] = lambda v: v
+        cls, name: str, value: Any, alias: str, alias_value: Any, default: Any = None,
+        key: Callable[[Any], Any] = lambda v: v,
     ) -> Any:
         """The value of option ``name`` given as ``name=value`` or as its synonym ``alias=alias_value``
         (``None``: not given); given both ways, the two must agree (compared through ``key``).
@@ -133,7 +145,8 @@ class Backend(ABC):
         if key(value) == key(default):
             return alias_value
         if key(value) != key(alias_value):
-            raise ArgumentError(f"{cls.__name__}: {name}={value!r} and {alias}={alias_value!r} disagree; give one of them")
+            both = f"{name}={value!r} and {alias}={alias_value!r}"
+            raise ArgumentError(f"{cls.__name__}: {both} disagree; give one of them")
         return value
 
     # -- dtypes ----------------------------------------------------------------------------------
@@ -152,7 +165,8 @@ class Backend(ABC):
         native = self.native_dtypes.get(resolved)
         if native is None:
             *first, last = (d.value for d in self.supported_dtypes)
-            raise DtypeError(f"{type(self).__name__} cannot represent {resolved.value}; use {', '.join(first)} or {last}")
+            use = f"{', '.join(first)} or {last}"
+            raise DtypeError(f"{type(self).__name__} cannot represent {resolved.value}; use {use}")
         return native
 
     def resolve_dtype(self, dtype: Dtype | Kind | None = None) -> Dtype:
@@ -212,7 +226,8 @@ class Backend(ABC):
             return self.native_dtype("int")
         if kind == "b":
             return None
-        raise DtypeError(f"{type(self).__name__}.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
+        what = f"{values.dtype} ({type(data).__name__})"
+        raise DtypeError(f"{type(self).__name__}.array: unsupported data of dtype {what}")
 
     @staticmethod
     def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -220,24 +235,33 @@ class Backend(ABC):
             return tuple(shape[0])
         return tuple(shape)
 
+    def creation(self, dtype: Dtype | Kind) -> dict[str, Any]:
+        """The keywords the :attr:`xp` creators take for ``dtype`` (PyTorch adds its device)."""
+        return {"dtype": self.native_dtype(dtype)}
+
+    def _create(self, name: str, dtype: Dtype | Kind, *args: Any) -> Any:
+        if self.xp is None:  # NumPy creates, :meth:`array` converts
+            return self.array(getattr(np, name)(*args), dtype)
+        return getattr(self.xp, name)(*args, **self.creation(dtype))
+
     def zeros(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        return self.array(np.zeros(self._shape(shape)), dtype)
+        return self._create("zeros", creation_kind(dtype), self._shape(shape))
 
     def ones(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        return self.array(np.ones(self._shape(shape)), dtype)
+        return self._create("ones", creation_kind(dtype), self._shape(shape))
 
     def full(self, shape: Sequence[int], fill_value: float, dtype: Dtype | Kind | None = None) -> Any:
-        return self.array(np.full(tuple(shape), fill_value), dtype)
+        return self._create("full", creation_kind(dtype, fill_value), tuple(shape), fill_value)
 
     def zeros_like(self, array: Any) -> Any:
-        return self.array(np.zeros(self.shape_of(array)), self.dtype_of(array))
+        return self._create("zeros", self.dtype_of(array), self.shape_of(array))
 
     def ones_like(self, array: Any) -> Any:
-        return self.array(np.ones(self.shape_of(array)), self.dtype_of(array))
+        return self._create("ones", self.dtype_of(array), self.shape_of(array))
 
     def arange(self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None) -> Any:
-        values = np.arange(start, stop, step) if stop is not None else np.arange(start)
-        return self.array(values, dtype if dtype is not None else ("float" if values.dtype.kind == "f" else "int"))
+        start, stop = (0, start) if stop is None else (start, stop)
+        return self._create("arange", creation_kind(dtype, start, stop, step, counting=True), start, stop, step)
 
     # -- device meshes ---------------------------------------------------------------------------
     def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
@@ -268,7 +292,8 @@ class Backend(ABC):
         """
         sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
         if not sizes or any(s < 1 for s in sizes):
-            raise ArgumentError(f"{type(self).__name__}: device_mesh must be a tuple of positive sizes, got {device_mesh!r}")
+            what = f"{type(self).__name__}: device_mesh must be a tuple of positive sizes"
+            raise ArgumentError(f"{what}, got {device_mesh!r}")
         return sizes
 
     def split_spec(self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int) -> tuple[str | None, ...] | None:
@@ -316,10 +341,18 @@ class Backend(ABC):
         return self._rng
 
     def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        return self.array(self._rng.standard_normal(self._shape(shape)), dtype)
+        """Standard normal samples (the backend float dtype unless ``dtype``)."""
+        return self.draw("normal", self._shape(shape), dtype)
 
     def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        return self.array(self._rng.random(self._shape(shape)), dtype)
+        """Uniform samples in ``[0, 1)`` (the backend float dtype unless ``dtype``)."""
+        return self.draw("uniform", self._shape(shape), dtype)
+
+    def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
+        """Samples of ``"normal"`` (standard) or ``"uniform"`` (in ``[0, 1)``) from the backend's generator,
+        or from ``key`` on a backend with :attr:`prng_keys` (the randomness behind :meth:`randn` and :meth:`rand`)."""
+        sample = self._rng.standard_normal if distribution == "normal" else self._rng.random
+        return self.array(sample(shape), dtype)
 
     def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
         return self.array(self._rng.integers(low, high, tuple(shape)), "int")
@@ -334,14 +367,14 @@ class Backend(ABC):
     ) -> Any:
         """Normal samples ``mean + stddev * randn(shape)`` from the backend's generator (the manual's
         ``backend.random_normal(shape=(3, 4), mean=0.0, stddev=1.0)``). ``key`` is for backends with
-        explicit PRNG keys (JAX); others refuse one.
+        explicit PRNG keys (:attr:`prng_keys`); others refuse one.
 
         >>> ml.NumpyBackend(seed=0).random_normal(shape=(2,), mean=5.0, stddev=0.0)   # doctest: +SKIP
         array([5., 5.], dtype=float32)
         """
-        if key is not None:
+        if key is not None and not self.prng_keys:
             raise ArgumentError(f"{type(self).__name__}.random_normal: this backend has no PRNG keys; call it without key= (set_seed reseeds it)")
-        draw = self.randn(*tuple(shape), dtype=dtype)
+        draw = self.draw("normal", tuple(shape), dtype, key)
         return draw if (mean, stddev) == (0.0, 1.0) else self.add(self.multiply(draw, stddev), mean)
 
     # -- the manual's helper spellings -----------------------------------------------------------
@@ -584,7 +617,7 @@ class Backend(ABC):
         )
 
 
-def dtype_table(namespace: Any, floats: Iterable[Dtype], native: Callable[[Any], Any] = lambda d: d) -> dict[Dtype, Any]:
+def dtype_table(namespace: Any, floats: Iterable[Dtype], native: Callable[..., Any] = lambda d: d) -> dict[Dtype, Any]:
     """:attr:`Backend.native_dtypes` from a framework namespace: ``namespace.<name>`` (or ``<name>_``, as
     ``mx.bool_``) for the int and bool dtypes and the given ``floats``, each passed through ``native``.
 
