@@ -1,23 +1,7 @@
-"""Entry point of the C backend (``[project.entry-points.mithril] c``).
-
-Registration uses lazy string targets: loading the plugin imports nothing heavy.
-
-Example:
-    >>> from mithril.plugins import registry
-    >>> "c" in registry().backends
-    True
-"""
-
-from __future__ import annotations
+"""Entry point of the C backend (``[project.entry-points.mithril] c``): the backend class and its
+emitter table as lazy ``"module:attr"`` targets, so loading the plugin imports nothing heavy."""
 
 from mithril.extend import backend_plugin
 
-__all__ = ["mithril_register_backends", "mithril_register_impls"]
-
-# The op target is the emitter table (one C emitter per primitive).
-mithril_register_backends, mithril_register_impls = backend_plugin(
-    "c",
-    backend="mithril_backend_c.backend:CBackend",
-    ops="mithril_backend_c.emitters:TABLE",
-    aliases=("CBackend",),
-)
+BACKEND, OPS = "mithril_backend_c.backend:CBackend", "mithril_backend_c.emitters:TABLE"
+mithril_register_backends, mithril_register_impls = backend_plugin("c", BACKEND, OPS, ("CBackend",))

@@ -1,23 +1,7 @@
-"""Entry point of the JAX backend (``[project.entry-points.mithril] jax``).
-
-Registration uses lazy string targets, so loading this plugin imports neither JAX nor the op table:
-both are imported the first time the ``jax`` backend is used.
-
-Example:
-    >>> from mithril.plugins import registry
-    >>> "jax" in registry().backends
-    True
-"""
-
-from __future__ import annotations
+"""Entry point of the JAX backend (``[project.entry-points.mithril] jax``): the backend class and its
+op table as lazy ``"module:attr"`` targets, so loading the plugin imports nothing heavy."""
 
 from mithril.extend import backend_plugin
 
-__all__ = ["mithril_register_backends", "mithril_register_impls"]
-
-mithril_register_backends, mithril_register_impls = backend_plugin(
-    "jax",
-    backend="mithril_backend_jax.backend:JaxBackend",
-    ops="mithril_backend_jax.ops:TABLE",
-    aliases=("JaxBackend",),
-)
+BACKEND, OPS = "mithril_backend_jax.backend:JaxBackend", "mithril_backend_jax.ops:TABLE"
+mithril_register_backends, mithril_register_impls = backend_plugin("jax", BACKEND, OPS, ("JaxBackend",))

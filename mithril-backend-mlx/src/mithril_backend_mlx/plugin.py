@@ -1,23 +1,7 @@
-"""Entry point of the MLX backend (``[project.entry-points.mithril] mlx``).
-
-Registration uses lazy string targets, so loading this plugin imports neither ``mlx`` nor the op table:
-both are imported the first time the ``mlx`` backend is used.
-
-Example:
-    >>> from mithril.plugins import registry
-    >>> "mlx" in registry().backends
-    True
-"""
-
-from __future__ import annotations
+"""Entry point of the MLX backend (``[project.entry-points.mithril] mlx``): the backend class and its
+op table as lazy ``"module:attr"`` targets, so loading the plugin imports nothing heavy."""
 
 from mithril.extend import backend_plugin
 
-__all__ = ["mithril_register_backends", "mithril_register_impls"]
-
-mithril_register_backends, mithril_register_impls = backend_plugin(
-    "mlx",
-    backend="mithril_backend_mlx.backend:MlxBackend",
-    ops="mithril_backend_mlx.ops:TABLE",
-    aliases=("MlxBackend", "MLXBackend"),
-)
+BACKEND, OPS = "mithril_backend_mlx.backend:MlxBackend", "mithril_backend_mlx.ops:TABLE"
+mithril_register_backends, mithril_register_impls = backend_plugin("mlx", BACKEND, OPS, ("MlxBackend", "MLXBackend"))

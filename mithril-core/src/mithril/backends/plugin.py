@@ -40,7 +40,7 @@ class BackendPlugin(NamedTuple):
     mithril_register_impls: Callable[[Registrar], None]
 
 
-def backend_plugin(name: str, *, backend: str, ops: str, aliases: tuple[str, ...] = ()) -> BackendPlugin:
+def backend_plugin(name: str, backend: str, ops: str, aliases: tuple[str, ...] = ()) -> BackendPlugin:
     """The registration hooks of a backend package: the backend class ``backend`` (``"module:Class"``)
     under ``name`` and ``aliases``, and its op table ``ops`` (``"module:TABLE"``, a dict from primitive
     name to implementation). Both are lazy strings: registering imports nothing heavy.
