@@ -4,7 +4,7 @@
 # flags, by default -march=native (or -mcpu=native) when the compiler takes it and the program it builds
 # runs here, i.e. when not cross-compiling (a cross compiler's probe fails: no ARCH). ARCH= leaves it out
 # (a binary for any CPU of the build machine's kind), ARCH=-march=armv8.2-a names a target. Built for the
-# generic x86-64 (SSE2) instead of this CPU, the decode step of GPT-2 small takes about 2.5x as long.
+# generic x86-64 (SSE2) instead of this CPU, the decode step of GPT-2 small takes 1.3-1.7x as long.
 # OpenMP (--threads) and OpenBLAS (matrix products) are used when the compiler finds them, never
 # required: MITHRIL_OPENMP=0 / MITHRIL_BLAS=0 leave them out. BLAS="-DMT_USE_BLAS -DMT_BLAS_OPENBLAS ...
 # -lopenblas" names another BLAS (defines, include and link flags: e.g. the line of a C-backend export's
