@@ -3,8 +3,9 @@
 import mithril as ml
 import numpy as np
 import pytest
+from mithril.demo import build_cnn
 from mithril.errors import ShapeError
-from mithril.models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+from mithril.models import Flatten, Linear, Model, Relu
 from mithril.testing.references import REFERENCES as R
 
 
@@ -45,15 +46,7 @@ def test_seed_cnn_matches_reference_with_split_conv_kernels():
     """The convolutions (with the ReLU after them fused into their epilogue) are C kernels split over
     ggml's threads (im2col blocks + BLAS, several times faster than ggml's F32 mul_mat); the rest of the
     forward is native ggml."""
-    model = Model()
-    model |= Conv2d(in_channels=3, out_channels=4, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Conv2d(in_channels=4, out_channels=8, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Flatten()
-    model += Linear(dimension=10)
+    model = build_cnn(channels=(4, 8))
     backend = ml.GGMLBackend(threads=2)
     compiled = ml.compile(model, backend, shapes={"input": [2, 3, 8, 8]})
     params = compiled.randomize_params(seed=0)

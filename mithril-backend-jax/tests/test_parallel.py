@@ -13,22 +13,14 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason=
 
 _MODELS = """
 import numpy as np, mithril as ml
-from mithril.models import Conv2d, Flatten, Linear, MaxPool2d, MLP, Model, Relu
+from mithril.demo import build_cnn
+from mithril.models import MLP
 
 def mlp():
     return MLP(input_size=16, hidden_sizes=[32, 32], output_size=8), {"input": [8, 16]}, {}
 
 def cnn():  # the manual's CNN, at 16x16
-    model = Model()
-    model |= Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Flatten()
-    model += Linear(dimension=8, in_features=32 * 4 * 4)
-    return model, {"input": [8, 3, 16, 16]}, {}
+    return build_cnn(image_size=16, classes=8), {"input": [8, 3, 16, 16]}, {}
 
 def gpt():
     from mithril_models import create_gpt

@@ -43,11 +43,12 @@ def build_mlp_with_loss(features: int, classes: int) -> Any:
     return model
 
 
-def build_cnn(image_size: int | None = None) -> Any:
-    """The seeds' CNN: two Conv2d+ReLU+MaxPool blocks, Flatten, Linear(10) on 3x32x32 images.
+def build_cnn(image_size: int | None = None, channels: tuple[int, int] = (16, 32), classes: int = 10) -> Any:
+    """The seeds' CNN: two Conv2d+ReLU+MaxPool blocks (``channels`` out), Flatten, Linear(``classes``) on
+    3-channel images (3x32x32 in the seeds).
 
-    ``image_size`` fixes the last layer's input features (``32 * (image_size // 4) ** 2``, as the seed's
-    ``input_size``); without it they follow the compiled shapes.
+    ``image_size`` fixes the last layer's input features (``channels[1] * (image_size // 4) ** 2``, as the
+    seed's ``input_size``); without it they follow the compiled shapes.
 
     >>> build_cnn(image_size=32).input_keys[:1]
     ['input']
@@ -55,14 +56,12 @@ def build_cnn(image_size: int | None = None) -> Any:
     from .models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
 
     model = Model()
-    model |= Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
-    model += Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding="same")
-    model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
+    for c_in, c_out in zip((3, channels[0]), channels):
+        model += Conv2d(in_channels=c_in, out_channels=c_out, kernel_size=3, padding="same")
+        model += Relu()
+        model += MaxPool2d(kernel_size=2, stride=2)
     model += Flatten()
-    model += Linear(dimension=10, in_features=None if image_size is None else 32 * (image_size // 4) ** 2)
+    model += Linear(dimension=classes, in_features=None if image_size is None else channels[1] * (image_size // 4) ** 2)
     return model
 
 
