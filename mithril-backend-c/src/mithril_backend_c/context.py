@@ -61,7 +61,7 @@ def omp(directive: str) -> str:
     return f'MT_OMP("omp {directive}")'
 
 
-ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "reshape_like"})
+ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "reshape_like", "at_least_1d"})
 """Primitives whose output is the input's memory read with another shape (no copy)."""
 PAR_THRESHOLD = 1 << 16
 """Loops over at least this many elements get an OpenMP ``parallel for``."""

@@ -14,10 +14,10 @@ from __future__ import annotations
 __all__ = ["UNSUPPORTED", "capability_table"]
 
 UNSUPPORTED: frozenset[str] = frozenset({
-    "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "at_least_1d", "unique", "item", "to_list", "to_tuple",
+    "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "unique", "item", "to_list", "to_tuple",
 })  # fmt: skip
-"""Core primitives the backend lacks: the LAPACK-style factorisations (no ggml op and no C kernel), and
-``at_least_1d``, ``unique`` (a length known only at run time) and the Python-value results ``item``,
+"""Core primitives the backend lacks: the LAPACK-style factorisations (no ggml op and no C kernel),
+``unique`` (a length known only at run time) and the Python-value results ``item``,
 ``to_list``, ``to_tuple`` (a ggml graph computes tensors). Use a Python backend for models that need them."""
 
 

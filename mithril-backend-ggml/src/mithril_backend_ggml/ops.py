@@ -463,7 +463,7 @@ def _attention(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     return {"output": b.wrap(out, (*batch, probs.shape[-2], v.shape[-1]))}
 
 
-@native("reshape", "reshape_like", "flatten", "squeeze", "unsqueeze")
+@native("reshape", "reshape_like", "flatten", "squeeze", "unsqueeze", "at_least_1d")
 def _reshape(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     x = args["input"]
     shape, _ = _out(node)

@@ -16,7 +16,7 @@ from ..context import Ctx, contiguous_strides, literal, view_layout
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
     "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "positions", "shape",
-    "size",
+    "size", "at_least_1d",
 ]  # fmt: skip
 
 
@@ -24,7 +24,7 @@ def _alias(ctx: Ctx, node: Node) -> list[str]:
     return []  # the codegen points the output at the input's memory
 
 
-reshape = flatten = squeeze = unsqueeze = _alias
+reshape = flatten = squeeze = unsqueeze = at_least_1d = _alias
 
 
 def copy_from_view(ctx: Ctx, node: Node, view) -> list[str]:
