@@ -237,3 +237,17 @@ def test_to_list_and_to_tuple(backend: str) -> None:
         out = pm.evaluate({}, {k: b.array(np.array(v)) for k, v in values.items()})["output"]
         assert type(out) is kind and len(out) == 3
         np.testing.assert_allclose([float(b.to_numpy(v)) for v in out], list(values.values()))
+
+
+def test_bad_arguments_are_refused_clearly() -> None:
+    """``ToList(n)`` needs a positive count; ``Item`` one element; ``Cholesky`` a square matrix."""
+    import mithril as ml
+    from mithril.errors import ArgumentError, ShapeError
+    from mithril.models import Item, ToList
+
+    with pytest.raises(ArgumentError, match="n must be a positive int, got 0"):
+        ToList(0)
+    with pytest.raises(ShapeError, match="item needs an input of one element"):
+        ml.compile(_wrap(Item()), ml.NumpyBackend(), shapes={"input": [2, 3]})
+    with pytest.raises(ShapeError):
+        ml.compile(_wrap(Cholesky()), ml.NumpyBackend(), shapes={"input": [2, 3]})

@@ -388,12 +388,6 @@ def _sequence(io, attrs):
     return True
 
 
-def _check_count(attrs: Mapping[str, Any]) -> None:
-    n = attrs["n"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int (the number of inputs), got {n!r}")
-
-
 def _sequence_spec(name: str, kind: str) -> PrimitiveSpec:
     return PrimitiveSpec(
         name,
@@ -403,7 +397,6 @@ def _sequence_spec(name: str, kind: str) -> PrimitiveSpec:
         attributes={"n": REQUIRED},
         differentiable=(),
         doc=f"{kind}(input_0, ..., input_(n-1)): a Python {kind} of n scalars (a model output: not differentiable)",
-        check_attributes=_check_count,
     )
 
 
