@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from known_bugs import KNOWN_BUGS, known_bug
 from mithril.plugins.lookup import available_backends
 from mithril.testing.fuzz import (
+    BATCH,
     GENERATED_PRIMITIVES,
     NOT_GENERATED,
     QUICK_EXAMPLES,
@@ -27,6 +28,8 @@ from mithril.testing.fuzz import (
     FuzzProfile,
     IsolatedChecker,
     Recipe,
+    batches,
+    check_batch,
     check_recipe,
     default_profile,
     passes_disabled,
@@ -47,7 +50,8 @@ REGRESSIONS = Path(__file__).parent / "regressions"
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
-    examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE))
+    batch = BATCH.get(backend, 1)
+    examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE / batch))  # batches of `batch` models
     profile = default_profile(backend)
     checker = IsolatedChecker() if backend in NATIVE else None
     check = checker.check if checker is not None else check_recipe
@@ -63,10 +67,10 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
         suppress_health_check=list(HealthCheck),
         print_blob=False,
     )
-    @given(recipes(profile), variant_strategy(backend))
-    def run(recipe: Recipe, variants: tuple[str, ...]) -> None:
-        seen["models"] += 1
-        found = check(recipe, backend, variants)
+    @given(batches(profile, batch), variant_strategy(backend))
+    def run(parts: list[Recipe], variants: tuple[str, ...]) -> None:
+        seen["models"] += len(parts)
+        found = check_batch(parts, backend, variants, check=check)
         if found is None:
             return
         bug = known_bug(found)
@@ -74,7 +78,7 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
             seen["known"] += 1
             return
         failing.append(found)
-        raise AssertionError(f"{found.report()}\n\nmodel:\n{recipe.model_source()}\ncompile options: {recipe.compile_kwargs_source()}")
+        raise AssertionError(f"{found.report()}\n\nmodel:\n{found.recipe.model_source()}\ncompile options: {found.recipe.compile_kwargs_source()}")
 
     try:
         run()
@@ -85,7 +89,7 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
     finally:
         if checker is not None:
             checker.close()
-    assert seen["models"] >= examples, f"only {seen['models']} models were checked"
+    assert seen["models"] >= examples * batch, f"only {seen['models']} models were checked"
 
 
 # -- the machinery itself ------------------------------------------------------------------------------
@@ -180,6 +184,39 @@ def test_checker_reports_a_wrong_answer() -> None:
     finally:
         g.full[:] = saved_grad
     assert found is not None and found.category == "gradient", found
+
+
+def test_finite_differences_ignore_outputs_that_do_not_depend_on_the_input() -> None:
+    """A large unrelated output must not add rounding to a small input's finite difference (a campaign
+    saw neg's exact gradient -c reported as off by 6e-6 next to outputs of size 1e4)."""
+    from mithril.testing.fuzz import Oracle
+
+    r = Recipe()
+    (a,) = r.add_op("neg", {"input": r.add_input(np.array(0.1257302165031433), role="param")})
+    (b,) = r.add_op("square", {"input": r.add_input(np.array([775.6, 7806.9, 5461.6, 2998.7]), role="param")})
+    r.exposed += [a, b]
+    oracle = Oracle.of(r)
+    assert oracle.gradients["x0"].full is not None
+    assert abs(float(oracle.gradients["x0"].full) + oracle.cotangents[a]) < 1e-9
+
+
+def test_combined_models_are_checked_together_and_blamed_alone() -> None:
+    from mithril.testing.fuzz import combine
+
+    good, bad = _twins(), _twins()
+    (s,) = bad.add_op("sin", {"input": "x0"})
+    bad.exposed.append(s)
+    both = combine([good, bad])
+    assert len(both.ops) == 2 * len(good.ops) + 1 and len(both.outputs) == 3 and both.params() == ["x0", "x2"]
+    assert check_batch([good, bad], "numpy") is None
+
+    def fails_on_square(r: Recipe, backend: str, variants: tuple[str, ...]) -> Disagreement | None:
+        if any(op.primitive == "sin" for op in r.ops) or sum(op.primitive == "square" for op in r.ops) >= 3:
+            return Disagreement(r, backend, __import__("mithril").float64, "default", "forward")
+        return None
+
+    assert check_batch([good, bad], "numpy", check=fails_on_square).recipe is bad  # the part that fails alone
+    assert check_batch([good, good, good], "numpy", check=fails_on_square).recipe.ops == combine([good] * 3).ops
 
 
 def test_reducer_keeps_the_failure_and_drops_the_rest() -> None:

@@ -34,17 +34,18 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("mithril.testing.fuzz needs hypothesis: pip install hypothesis") from exc
 
-from ._campaign import QUICK_EXAMPLES, CampaignResult, default_profile, run_campaign, variant_strategy
-from ._check import Disagreement, Mismatch, backend_dtype, check_recipe, make_backend, tolerance_for
+from ._campaign import BATCH, QUICK_EXAMPLES, CampaignResult, batches, default_profile, run_campaign, variant_strategy
+from ._check import Disagreement, Mismatch, backend_dtype, check_batch, check_recipe, make_backend, tolerance_for
 from ._generate import FAMILIES, GENERATED_PRIMITIVES, NOT_GENERATED, FuzzProfile, checked_call, recipes, valid_recipe
 from ._isolation import IsolatedChecker
 from ._oracle import GradientOracle, Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled
-from ._recipe import ROLES, Const, Input, Op, Recipe, array_literal, evaluate_reference
+from ._recipe import ROLES, Const, Input, Op, Recipe, array_literal, combine, evaluate_reference
 from ._reduce import prune, reduce_disagreement, renumber
 from ._repro import ReproductionText, compact_literal, reproduction_source, write_reproduction
 
 __all__ = [
+    "BATCH",
     "CampaignResult",
     "Const",
     "Disagreement",
@@ -64,9 +65,12 @@ __all__ = [
     "Recipe",
     "VARIANTS",
     "array_literal",
+    "batches",
     "backend_dtype",
+    "check_batch",
     "check_recipe",
     "checked_call",
+    "combine",
     "default_profile",
     "evaluate_reference",
     "make_backend",

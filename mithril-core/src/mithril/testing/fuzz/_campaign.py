@@ -1,7 +1,7 @@
 """Long fuzz campaigns: many models on one backend, every new disagreement shrunk and written to a file.
 
-A campaign runs Hypothesis in rounds. Each round generates models until one disagrees with the oracle in
-a way not seen before; Hypothesis then shrinks that model to a minimal one, which is written as a
+A campaign runs Hypothesis in rounds. Each round generates models (at most :data:`ROUND_EXAMPLES`) until
+one disagrees with the oracle in a way not seen before; Hypothesis then shrinks that model to a minimal one, which is written as a
 standalone pytest file (:func:`~mithril.testing.fuzz.write_reproduction`) and remembered as *known*:
 later models that fail with the same signature (backend, category, exception type, variant) and, for
 errors, the same message (names and numbers aside) or, for wrong numbers, all the primitives of a known
@@ -27,28 +27,41 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 
-from ._check import Disagreement, check_recipe
+from ._check import Disagreement, check_batch, check_recipe
 from ._generate import FuzzProfile, recipes
 from ._isolation import IsolatedChecker
 from ._passes import VARIANTS
+from ._recipe import Recipe
 from ._reduce import reduce_disagreement
 from ._repro import write_reproduction
 
-__all__ = ["CampaignResult", "run_campaign", "default_profile", "variant_strategy", "QUICK_EXAMPLES", "JIT_CHOICES"]
+__all__ = ["CampaignResult", "run_campaign", "default_profile", "batches", "variant_strategy", "QUICK_EXAMPLES", "BATCH", "JIT_CHOICES"]
 
-QUICK_EXAMPLES: dict[str, int] = {"numpy": 300, "torch": 200, "mlx": 200, "jax": 50, "c": 60, "ggml": 60}
-"""Models per backend in the quick profile (``pytest -m fuzz``). JAX compiles every primitive call with
-XLA (each new shape anew) and C/GGML build a shared library per compiled model, so they get fewer."""
+QUICK_EXAMPLES: dict[str, int] = {"numpy": 200, "torch": 200, "mlx": 200, "jax": 200, "c": 200, "ggml": 200}
+"""Models per backend in the quick profile (``pytest -m fuzz``). JAX, C and GGML check them in batches
+(:data:`BATCH`): one XLA computation or shared library per batch."""
 
-JIT_CHOICES: dict[str, tuple[bool | None, ...]] = {"jax": (False, False, False, None), "mlx": (False, False, False, None)}
-"""``ml.compile(jit=...)`` per backend: JAX and MLX compile one model in four with their default (jit);
-the others run eagerly, which checks the same implementations at a fraction of the compile time."""
+BATCH: dict[str, int] = {"numpy": 1, "torch": 1, "mlx": 1, "jax": 8, "c": 8, "ggml": 8}
+"""Random models compiled together as one logical model (side by side, nothing shared) per backend: a
+backend that builds a program per compiled model (XLA, a C or GGML shared library) pays for it once per
+batch. A disagreeing batch is checked part by part (:func:`~mithril.testing.fuzz.check_batch`). The
+eager backends gain nothing from it (a batch only makes a pass-disabled variant less often identical)."""
+
+JIT_CHOICES: dict[str, tuple[bool | None, ...]] = {"jax": (None, None, None, False), "mlx": (False, False, False, None)}
+"""``ml.compile(jit=...)`` per backend: JAX compiles three batches in four with its default (jit: one
+XLA computation per batch) and runs the fourth eagerly (every primitive call compiled by XLA on its own);
+MLX compiles one model in four with jit and runs the rest eagerly (cheaper there)."""
 
 NATIVE_BACKENDS = frozenset({"c", "ggml"})
 """Backends whose models run native code in-process: checked in a child process by default."""
 
 CHEAP_BACKENDS = frozenset({"numpy"})
 """Backends on which every compilation variant is checked for every model (elsewhere one drawn variant)."""
+
+
+ROUND_EXAMPLES = 250
+"""Most models one Hypothesis run (round) draws: rounds end there, so ``time_limit`` is looked at and a
+progress line printed at least that often."""
 
 
 def default_profile(backend: str, **overrides: Any) -> FuzzProfile:
@@ -61,6 +74,12 @@ def default_profile(backend: str, **overrides: Any) -> FuzzProfile:
     exclude = unsupported | frozenset(overrides.pop("exclude", frozenset()))
     overrides.setdefault("jit_choices", JIT_CHOICES.get(backend, (None,)))
     return FuzzProfile(exclude=exclude, **overrides)
+
+
+def batches(profile: FuzzProfile, size: int = 1) -> st.SearchStrategy[list[Recipe]]:
+    """Strategy of ``size`` random models, checked together as one compiled model
+    (:func:`~mithril.testing.fuzz.check_batch`)."""
+    return st.lists(recipes(profile), min_size=size, max_size=size)
 
 
 def variant_strategy(backend: str, all_variants: bool | None = None) -> st.SearchStrategy[tuple[str, ...]]:
@@ -117,6 +136,7 @@ def run_campaign(
     reduce: bool = True,
     isolate: bool | None = None,
     cross_check: bool = True,
+    batch: int | None = None,
 ) -> CampaignResult:
     """Fuzz ``backend`` with ``examples`` models; write each new disagreement's minimal reproduction.
 
@@ -131,11 +151,13 @@ def run_campaign(
             (:func:`~mithril.testing.fuzz.reduce_disagreement`).
         isolate: check in a child process (:class:`~mithril.testing.fuzz.IsolatedChecker`), so crashes
             and hangs are findings; default: on for the native backends (C, GGML).
+        batch: random models compiled together as one (default :data:`BATCH`); each counts as a model.
         cross_check: check each new minimal model on the other installed backends too; the one
             reproduction file covers every backend where it disagrees in the same way.
     """
     started = time.perf_counter()
     profile = profile or default_profile(backend)
+    batch = BATCH.get(backend, 1) if batch is None else batch
     result = CampaignResult(backend)
     known: list[tuple[str, frozenset[str]]] = []
     base_seed = int.from_bytes(os.urandom(4), "little") if seed is None else seed
@@ -156,13 +178,13 @@ def run_campaign(
             state.update(shrinking=False, failing=None, counted=0)
             remaining = examples - result.models
 
-            def body(recipe: Any, variants: tuple[str, ...]) -> None:
+            def body(parts: list[Recipe], variants: tuple[str, ...]) -> None:
                 if not state["shrinking"]:
-                    state["counted"] += 1
-                found = check(recipe, backend, variants)
+                    state["counted"] += len(parts)
+                found = check_batch(parts, backend, variants, check=check)
                 if found is None:
                     return
-                prims = frozenset(recipe.primitives())
+                prims = frozenset(found.recipe.primitives())
                 if any(key == found.dedupe_key and (found.error or minimal <= prims) for key, minimal in known):
                     if not state["shrinking"]:
                         result.disagreements += 1
@@ -173,9 +195,9 @@ def run_campaign(
                 state["failing"] = found
                 raise _found_class(found.signature)(found.report())
 
-            test = given(recipes(profile), variant_strategy(backend, all_variants))(body)
+            test = given(batches(profile, batch), variant_strategy(backend, all_variants))(body)
             test = settings(
-                max_examples=remaining,
+                max_examples=max(1, min(remaining, ROUND_EXAMPLES) // batch),
                 database=None,
                 deadline=None,
                 derandomize=False,
@@ -201,6 +223,8 @@ def run_campaign(
             if found is None:
                 if state["counted"] == 0:
                     break
+                if progress:
+                    progress(f"[{result.models}/{examples}] {result.disagreements} disagreements, {time.perf_counter() - started:.0f} s")
                 continue
             if reduce:
                 found = reduce_disagreement(found, check=check)

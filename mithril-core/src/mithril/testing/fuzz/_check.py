@@ -39,7 +39,7 @@ from ._oracle import Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled, passes_recorded
 from ._recipe import Recipe, kind_of_array
 
-__all__ = ["Disagreement", "Mismatch", "check_recipe", "make_backend", "backend_dtype", "NOISE_FACTOR", "tolerance_for"]
+__all__ = ["Disagreement", "Mismatch", "check_recipe", "check_batch", "make_backend", "backend_dtype", "NOISE_FACTOR", "tolerance_for"]
 
 NOISE_FACTOR = 16.0
 """How many times the float32-vs-float64 reference gap (per output) a backend may be off, on top of the
@@ -330,6 +330,39 @@ def check_recipe(
     found = _check_variants(recipe, backend, variants, on_variant)
     if found is not None:
         found.variants = tuple(variants)
+    return found
+
+
+def check_batch(
+    parts: Sequence[Recipe],
+    backend: str,
+    variants: Sequence[str] = ("default",),
+    *,
+    check: Callable[..., Disagreement | None] = check_recipe,
+) -> Disagreement | None:
+    """Check several random models compiled as one (:func:`~mithril.testing.fuzz.combine`): one program
+    build for all of them. When the combination disagrees, each part is checked alone and the first one
+    that disagrees is returned (the combination's own disagreement when none does: the parts interfere).
+
+    >>> import numpy as np
+    >>> from mithril.testing.fuzz import Recipe
+    >>> r = Recipe()
+    >>> (y,) = r.add_op("exp", {"input": r.add_input(np.array([1.0, 2.0]), role="param")})
+    >>> r.exposed.append(y)
+    >>> check_batch([r, r, r], "numpy") is None
+    True
+    """
+    from ._recipe import combine
+
+    if len(parts) == 1:
+        return check(parts[0], backend, variants)
+    found = check(combine(parts), backend, variants)
+    if found is None:
+        return None
+    for part in parts:
+        alone = check(part, backend, variants)
+        if alone is not None:
+            return alone
     return found
 
 

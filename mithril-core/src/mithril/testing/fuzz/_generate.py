@@ -57,6 +57,11 @@ NOT_GENERATED: dict[str, str] = {
     "randint": "random: values differ between backends by design (checked by the conformance suite)",
     "lambda": "a user Python callable: not available in generated C and not part of a portable model",
     **dict.fromkeys(
+        ("item", "to_list", "to_tuple"),
+        "gives a Python number, list or tuple, not an array: no output to compare, and nothing may consume it",
+    ),
+    "unique": "its output shape depends on the values: not a static-shape model (C, GGML) nor a gradient check",
+    **dict.fromkeys(
         ("cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad"),
         "needs a symmetric (positive-definite) input, and its gradient is the symmetric one, which finite "
         "differences of a random input (only the lower triangle is read) do not give; checked by the conformance cases",
@@ -481,6 +486,7 @@ def _probability(g: _Gen, name: str) -> str:
 UNARY_FLOAT = (
     "neg", "exp", "tanh", "sigmoid", "sin", "cos", "square", "relu", "abs", "log", "log1p", "sqrt", "rsqrt", "leaky_relu",
     "gelu", "softplus", "erf", "sign", "floor", "isnan", "nan_to_num", "cast", "dropout_mask", "zeros_like", "ones_like",
+    "stop_gradient",
 )  # fmt: skip
 BINARY_ARITH = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide")
 COMPARISONS = ("less", "greater", "less_equal", "greater_equal", "equal", "not_equal")
@@ -637,7 +643,7 @@ def _factorise(g: _Gen, size: int) -> list[int]:
 
 
 def fam_shape(g: _Gen) -> None:
-    prim = g.choice(("reshape", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten", "broadcast_to", "index", "pad"))
+    prim = g.choice(("reshape", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten", "broadcast_to", "index", "pad", "at_least_1d"))
     kind = "float" if not g.chance(5) else g.choice(("int", "bool"))
     x = g.operand(kind, lambda a: a.ndim >= (2 if prim == "swapaxes" else 1 if prim in ("transpose", "flatten") else 0))
     a = g.values[x]
@@ -685,6 +691,8 @@ def fam_shape(g: _Gen) -> None:
         attrs = {"shape": extra + dims}
     elif prim == "index":
         attrs = {"key": _index_key(g, a.shape)}
+    elif prim == "at_least_1d":
+        attrs = {}
     else:  # pad
         attrs = {"pad_width": tuple((g.integer(0, 2), g.integer(0, 2)) for _ in range(rank)), "value": g.choice((0.0, 1.5, -1.0))}
         if kind != "float":
@@ -1070,7 +1078,7 @@ GENERATED_PRIMITIVES: frozenset[str] = frozenset(
     {
         *UNARY_FLOAT, *BINARY_ARITH, *COMPARISONS, *LOGICAL, *REDUCTIONS, "softmax", "log_softmax", "where",
         "positions", "shape", "size", "reshape", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten",
-        "broadcast_to", "index", "pad", "concat", "split", "linear", "matmul", "conv1d", "conv2d",
+        "broadcast_to", "index", "pad", "at_least_1d", "concat", "split", "linear", "matmul", "conv1d", "conv2d",
         "conv1d_grad_input", "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d",
         "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad", "gather", "gather_grad", "embedding", "embedding_grad",
         "index_grad", "attention_weights", "scaled_dot_product_attention", "squared_error", "absolute_error",

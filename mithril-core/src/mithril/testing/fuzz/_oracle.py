@@ -125,10 +125,13 @@ class Oracle:
 
     # -- gradients ---------------------------------------------------------------------------------------
     def objective(self, overrides: Mapping[str, np.ndarray]) -> float:
-        """``sum_k <cotangent_k, output_k>`` with some inputs replaced (non-differentiable inputs frozen)."""
+        """``sum_k <cotangent_k, output_k>`` with some inputs replaced (non-differentiable inputs frozen),
+        over the outputs that depend on them: the others are constant, and their (large) terms would only
+        add rounding to a finite difference."""
         arrays = {**self.recipe.input_arrays(), **overrides}
         values = evaluate_reference(self.recipe, arrays, frozen=self.values, changed=set(overrides), steps=self._steps)
-        return math.fsum(float(np.sum(values[k] * c)) for k, c in self.cotangents.items())
+        dirty = self.recipe.dependents(set(overrides))
+        return math.fsum(float(np.sum(values[k] * c)) for k, c in self.cotangents.items() if k in dirty)
 
     def _difference(self, name: str, direction: np.ndarray, h: float) -> float:
         base = self.recipe.inputs[name].array

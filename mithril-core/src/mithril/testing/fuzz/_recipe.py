@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "Op",
     "Recipe",
     "ROLES",
+    "combine",
     "evaluate_reference",
     "array_literal",
     "kind_of_array",
@@ -299,6 +300,35 @@ class Recipe:
         params = {n: self.inputs[n].array for n in self.params() if n in used}
         data = {n: self.inputs[n].array for n in self.runtime_data() if n in used}
         return params, data
+
+
+def combine(parts: Sequence[Recipe]) -> Recipe:
+    """One recipe holding ``parts`` side by side (inputs and values renamed, nothing shared): several random
+    models compiled as one logical model, so a backend that builds a program per model (an XLA
+    computation, a C or GGML shared library) pays that cost once for all of them. Compile options and the
+    cotangent seed come from the first part.
+
+    >>> a = Recipe()
+    >>> (y,) = a.add_op("exp", {"input": a.add_input(np.array([1.0]), role="param")})
+    >>> a.exposed.append(y)
+    >>> both = combine([a, a])
+    >>> list(both.inputs), [op.outputs for op in both.ops], both.outputs
+    (['x0', 'x1'], [{'output': 'v0'}, {'output': 'v1'}], ['v0', 'v1'])
+    """
+    if not parts:
+        raise ValueError("combine: expected at least one recipe, got none")
+    out = Recipe(cotangent_seed=parts[0].cotangent_seed, jit=parts[0].jit)
+    for part in parts:
+        rename = {name: out.add_input(inp.array, inp.role, inp.shape_via) for name, inp in part.inputs.items()}
+        for op in part.ops:
+            for value in op.outputs.values():
+                rename[value] = f"v{out._counter}"
+                out._counter += 1
+            inputs = {key: rename[ref] if isinstance(ref, str) else ref for key, ref in op.inputs.items()}
+            out.ops.append(Op(op.primitive, dict(op.attrs), inputs, {key: rename[v] for key, v in op.outputs.items()}))
+        out.exposed.extend(rename[name] for name in part.exposed)
+        out.discard.extend(rename[name] for name in part.discard)
+    return out
 
 
 # -- literals ----------------------------------------------------------------------------------------
