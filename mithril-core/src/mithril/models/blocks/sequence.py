@@ -30,26 +30,45 @@ __all__ = ["RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "Encod
 PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
+def _split(model: Model, x: Any, sections: int, axis: int) -> list[Any]:
+    """``np.split(x, sections, axis)`` as one ``split`` (its gradient is one ``concat``, where per-part
+    ``index`` gradients would each materialise a zero tensor of ``x``'s size)."""
+    from ..primitive import Primitive
+
+    child = Primitive("split", sections=sections, axis=axis)
+    model |= child(input=x)
+    return [getattr(child, key) for key in child.output_keys]
+
+
+def _input_projection(model: Model, x: Any, gates: int, h: int, prefix: str = "") -> Any:
+    """``x @ weight_ih.T + bias_ih`` (``[..., D]`` to ``[..., gates * H]``)."""
+    weight, bias = param(prefix + "weight_ih", shape=[gates * h, "D"]), param(prefix + "bias_ih", shape=[gates * h])
+    return op(model, "linear", x, weight, bias)
+
+
 class _Cell(Model):
     """One step: ``input`` ``[B, D]`` and the previous state (``prev_hidden``...) to the new state
-    (``hidden``, the canonical output...)."""
+    (``hidden``, the canonical output...). ``projected=True``: ``input`` is already ``input @ weight_ih.T +
+    bias_ih`` (``[B, gates * H]``; no ``weight_ih``/``bias_ih`` here), what the sequence models use to
+    project a whole sequence in one product."""
 
     gates = 1
     state_keys: tuple[str, ...] = ("hidden",)
 
-    def __init__(self, hidden_size: int, *, name: str | None = None) -> None:
+    def __init__(self, hidden_size: int, *, projected: bool = False, name: str | None = None) -> None:
         super().__init__(name=name)
         h = validation.positive_int(type(self).__name__, "hidden_size", hidden_size)
         self.__dict__["hidden_size"] = h
-        x = IOKey("input", shape=["B", "D"])
+        projected = validation.boolean(type(self).__name__, "projected", projected)
         for key in ("input", *(f"prev_{s}" for s in self.state_keys)):  # declared first, in this order
             self._keys[key] = self._graph.new_value()
-        weights = {
-            "weight_ih": param("weight_ih", shape=[self.gates * h, "D"]), "weight_hh": param("weight_hh", shape=[self.gates * h, h]),
-            "bias_ih": param("bias_ih", shape=[self.gates * h]), "bias_hh": param("bias_hh", shape=[self.gates * h]),
-        }  # fmt: skip
+        if projected:
+            x = IOKey("input", shape=["B", self.gates * h])
+        else:
+            x = _input_projection(self, IOKey("input", shape=["B", "D"]), self.gates, h)
         prev = IOKey("prev_hidden", shape=["B", h])
-        pre = op(self, "add", op(self, "linear", x, weights["weight_ih"], weights["bias_ih"]), op(self, "linear", prev, weights["weight_hh"], weights["bias_hh"]))
+        recurrent = op(self, "linear", prev, param("weight_hh", shape=[self.gates * h, h]), param("bias_hh", shape=[self.gates * h]))
+        pre = op(self, "add", x, recurrent)
         state = self._step(pre, h)
         for key in reversed(self.state_keys):  # hidden last: the canonical output
             self.expose(state[key], key)
@@ -84,7 +103,7 @@ class LSTMCell(_Cell):
     state_keys = ("hidden", "cell")
 
     def _step(self, pre: Any, h: int) -> dict[str, Any]:
-        i, f, g, o = (op(self, "index", pre, key=(Ellipsis, slice(k * h, (k + 1) * h))) for k in range(4))
+        i, f, g, o = _split(self, pre, 4, axis=-1)
         prev_cell = IOKey("prev_cell", shape=["B", h])
         cell = op(self, "add", op(self, "multiply", op(self, "sigmoid", f), prev_cell), op(self, "multiply", op(self, "sigmoid", i), op(self, "tanh", g)))
         hidden = op(self, "multiply", op(self, "sigmoid", o), op(self, "tanh", cell))
@@ -111,8 +130,10 @@ class _Unrolled(Model):
         self.__dict__["variable_length"] = validation.boolean(owner, "variable_length", variable_length)
 
     def _declare(self, *keys: str) -> None:
-        """Declare the inputs ``keys`` first, in this order (then ``lengths`` when ``variable_length``)."""
-        for key in (*keys, *(("lengths",) if self.variable_length else ())):
+        """Declare the inputs ``keys`` first, in this order, then ``lengths`` (when ``variable_length``) and
+        the initial state (``initial_hidden``...)."""
+        lengths = ("lengths",) if self.variable_length else ()
+        for key in (*keys, *lengths, *(f"initial_{s}" for s in self.cell_class.state_keys)):
             self._keys[key] = self._graph.new_value()
 
     def _lengths(self) -> IOKey | None:
@@ -123,14 +144,15 @@ class _Unrolled(Model):
         """``[B, 1]``: whether step ``t`` is inside each sample (``t < lengths``)."""
         return op(self, "unsqueeze", op(self, "greater", lengths, t), axis=1)
 
-    def _run(self, inputs: list[Any], state: dict[str, Any], prefix: str = "", lengths: Any = None, start: int = 0) -> tuple[list[Any], dict[str, Any]]:
-        """Run the cell over ``inputs`` (one ``[B, D]`` connection per step, the first being step
-        ``start``) from ``state``; returns each step's hidden and the final state. With ``lengths`` a
+    def _run(self, inputs: list[Any], state: dict[str, Any], prefix: str = "", lengths: Any = None, projected: bool = False) -> tuple[list[Any], dict[str, Any]]:
+        """Run the cell over ``inputs`` (one ``[B, D]`` connection per step, or ``[B, gates * H]`` when
+        ``projected``) from ``state``; returns each step's hidden and the final state. With ``lengths`` a
         sample's state is kept past its last step and its hidden there is 0."""
         hiddens = []
-        for t, x in enumerate(inputs, start):
-            cell = self.cell_class(self.hidden_size)
-            self |= cell(input=x, **{f"prev_{s}": state[s] for s in cell.state_keys}, **{p: IOKey(prefix + p) for p in PARAMS})
+        weights = PARAMS[1::2] if projected else PARAMS  # weight_hh, bias_hh
+        for t, x in enumerate(inputs):
+            cell = self.cell_class(self.hidden_size, projected=projected)
+            self |= cell(input=x, **{f"prev_{s}": state[s] for s in cell.state_keys}, **{p: IOKey(prefix + p) for p in weights})
             new = {s: getattr(cell, s) for s in cell.state_keys}
             if lengths is None:
                 state = new
@@ -144,10 +166,12 @@ class _Unrolled(Model):
     def _initial_state(self, prefix: str = "initial_") -> dict[str, Any]:
         return {s: IOKey(f"{prefix}{s}", shape=["B", self.hidden_size]) for s in self.cell_class.state_keys}
 
-    def _steps(self, key: str) -> list[Any]:
-        """``key`` ``[B, T, D]`` split into its ``T = length`` steps."""
+    def _steps(self, key: str, prefix: str = "") -> list[Any]:
+        """``key`` ``[B, T, D]`` projected by ``<prefix>weight_ih``/``bias_ih`` in one product (as
+        ``nn.LSTM`` does) and split into its ``T = length`` steps ``[B, gates * H]``."""
         sequence = IOKey(key, shape=["B", self.length, "D"])
-        return [op(self, "index", sequence, key=(slice(None), t)) for t in range(self.length)]
+        projected = _input_projection(self, sequence, self.cell_class.gates, self.hidden_size, prefix)
+        return [op(self, "squeeze", part, axis=1) for part in _split(self, projected, self.length, axis=1)]
 
     def _generate(self, x: Any, state: dict[str, Any], steps: int, lengths: Any = None, prefix: str = "") -> list[Any]:
         """``steps`` predictions ``hidden @ weight_out.T + bias_out`` from input ``x``, each the next step's
@@ -181,7 +205,7 @@ class ManyToOne(_Unrolled):
     def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
-        _, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths())
+        _, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths(), projected=True)
         if "cell" in state:
             self.expose(state["cell"], "cell", canonical=False)
         self.expose(state["hidden"], "output")
@@ -201,7 +225,7 @@ class ManyToMany(_Unrolled):
     def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
-        hiddens, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths())
+        hiddens, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths(), projected=True)
         for key, value in state.items():
             self.expose(value, key, canonical=False)
         self.expose(self._stack(hiddens), "output")
@@ -242,9 +266,9 @@ class EncoderDecoder(_Unrolled):
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int("EncoderDecoder", "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
-        _, state = self._run(self._steps("input"), self._initial_state(), prefix="encoder_", lengths=self._lengths())
+        _, state = self._run(self._steps("input", "encoder_"), self._initial_state(), prefix="encoder_", lengths=self._lengths(), projected=True)
         self.__dict__["length"] = decoder_length
-        hiddens, _ = self._run(self._steps("decoder_input"), state, prefix="decoder_")
+        hiddens, _ = self._run(self._steps("decoder_input", "decoder_"), state, prefix="decoder_", projected=True)
         weight_out, bias_out = param("weight_out", shape=["O", self.hidden_size]), param("bias_out", shape=["O"])
         self.expose(self._stack([op(self, "linear", h, weight_out, bias_out) for h in hiddens]), "output")
         self._cin = self._keys["input"]
@@ -266,7 +290,7 @@ class EncoderDecoderInference(_Unrolled):
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int("EncoderDecoderInference", "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
-        _, state = self._run(self._steps("input"), self._initial_state(), prefix="encoder_", lengths=self._lengths())
+        _, state = self._run(self._steps("input", "encoder_"), self._initial_state(), prefix="encoder_", lengths=self._lengths(), projected=True)
         predictions = self._generate(IOKey("decoder_input", shape=["B", "O"]), state, decoder_length, prefix="decoder_")
         self.expose(self._stack(predictions), "output")
         self._cin = self._keys["input"]
