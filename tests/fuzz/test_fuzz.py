@@ -23,6 +23,7 @@ from mithril.testing.fuzz import (
     GENERATED_PRIMITIVES,
     NOT_GENERATED,
     QUICK_EXAMPLES,
+    BatchCheck,
     Const,
     Disagreement,
     FuzzProfile,
@@ -57,6 +58,7 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
     check = checker.check if checker is not None else check_recipe
     seen = {"models": 0, "known": 0}
     failing: list[Disagreement] = []
+    batch_check = BatchCheck(backend, check)  # once a batch fails, shrinking checks only its failing part
 
     @settings(
         max_examples=examples,
@@ -70,13 +72,15 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
     @given(batches(profile, batch), variant_strategy(backend))
     def run(parts: list[Recipe], variants: tuple[str, ...]) -> None:
         seen["models"] += len(parts)
-        found = check_batch(parts, backend, variants, check=check)
+        found = batch_check(parts, variants)
         if found is None:
             return
         bug = known_bug(found)
         if bug is not None:
             seen["known"] += 1
             return
+        if not failing:
+            batch_check.focus(found, parts)
         failing.append(found)
         raise AssertionError(f"{found.report()}\n\nmodel:\n{found.recipe.model_source()}\ncompile options: {found.recipe.compile_kwargs_source()}")
 
@@ -217,6 +221,11 @@ def test_combined_models_are_checked_together_and_blamed_alone() -> None:
 
     assert check_batch([good, bad], "numpy", check=fails_on_square).recipe is bad  # the part that fails alone
     assert check_batch([good, good, good], "numpy", check=fails_on_square).recipe.ops == combine([good] * 3).ops
+    shrinking = BatchCheck("numpy", fails_on_square)
+    found = shrinking([good, bad])
+    assert found is not None
+    shrinking.focus(found, [good, bad])
+    assert shrinking.part == 1 and shrinking([bad, good]) is None  # now only the second model is checked
 
 
 def test_reducer_keeps_the_failure_and_drops_the_rest() -> None:

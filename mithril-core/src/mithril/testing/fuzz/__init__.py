@@ -35,7 +35,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("mithril.testing.fuzz needs hypothesis: pip install hypothesis") from exc
 
 from ._campaign import BATCH, QUICK_EXAMPLES, CampaignResult, batches, default_profile, run_campaign, variant_strategy
-from ._check import Disagreement, Mismatch, backend_dtype, check_batch, check_recipe, make_backend, tolerance_for
+from ._check import (
+    BatchCheck,
+    Disagreement,
+    Mismatch,
+    backend_dtype,
+    check_batch,
+    check_recipe,
+    make_backend,
+    tolerance_for,
+)
 from ._generate import FAMILIES, GENERATED_PRIMITIVES, NOT_GENERATED, FuzzProfile, checked_call, recipes, valid_recipe
 from ._isolation import IsolatedChecker
 from ._oracle import GradientOracle, Oracle
@@ -46,6 +55,7 @@ from ._repro import ReproductionText, compact_literal, reproduction_source, writ
 
 __all__ = [
     "BATCH",
+    "BatchCheck",
     "CampaignResult",
     "Const",
     "Disagreement",

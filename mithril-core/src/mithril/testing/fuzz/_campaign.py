@@ -27,7 +27,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 
-from ._check import Disagreement, check_batch, check_recipe
+from ._check import BatchCheck, Disagreement, check_recipe
 from ._generate import FuzzProfile, recipes
 from ._isolation import IsolatedChecker
 from ._passes import VARIANTS
@@ -175,13 +175,13 @@ def run_campaign(
         while result.models < examples:
             if time_limit is not None and time.perf_counter() - started > time_limit:
                 break
-            state.update(shrinking=False, failing=None, counted=0)
+            state.update(shrinking=False, failing=None, counted=0, batch=BatchCheck(backend, check))
             remaining = examples - result.models
 
             def body(parts: list[Recipe], variants: tuple[str, ...]) -> None:
                 if not state["shrinking"]:
                     state["counted"] += len(parts)
-                found = check_batch(parts, backend, variants, check=check)
+                found = state["batch"](parts, variants)
                 if found is None:
                     return
                 prims = frozenset(found.recipe.primitives())
@@ -191,6 +191,7 @@ def run_campaign(
                     return
                 if not state["shrinking"]:
                     result.disagreements += 1
+                    state["batch"].focus(found, parts)
                 state["shrinking"] = True
                 state["failing"] = found
                 raise _found_class(found.signature)(found.report())

@@ -39,7 +39,7 @@ from ._oracle import Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled, passes_recorded
 from ._recipe import Recipe, kind_of_array
 
-__all__ = ["Disagreement", "Mismatch", "check_recipe", "check_batch", "make_backend", "backend_dtype", "NOISE_FACTOR", "tolerance_for"]
+__all__ = ["Disagreement", "Mismatch", "check_recipe", "check_batch", "BatchCheck", "make_backend", "backend_dtype", "NOISE_FACTOR", "tolerance_for"]
 
 NOISE_FACTOR = 16.0
 """How many times the float32-vs-float64 reference gap (per output) a backend may be off, on top of the
@@ -364,6 +364,34 @@ def check_batch(
         if alone is not None:
             return alone
     return found
+
+
+class BatchCheck:
+    """:func:`check_batch` for a Hypothesis test, which then shrinks a failing batch: after :meth:`focus`
+    only the part that disagreed is checked (one compilation per shrink step, not the whole batch).
+
+    >>> import numpy as np
+    >>> from mithril.testing.fuzz import Recipe
+    >>> r = Recipe()
+    >>> r.exposed += r.add_op("sin", {"input": r.add_input(np.array([0.5]), role="param")})
+    >>> checker = BatchCheck("numpy")
+    >>> checker([r, r]) is None
+    True
+    """
+
+    def __init__(self, backend: str, check: Callable[..., Disagreement | None] = check_recipe) -> None:
+        self.backend = backend
+        self.check = check
+        self.part: int | None = None
+
+    def __call__(self, parts: Sequence[Recipe], variants: Sequence[str] = ("default",)) -> Disagreement | None:
+        if self.part is not None:
+            return self.check(parts[self.part], self.backend, variants) if self.part < len(parts) else None
+        return check_batch(parts, self.backend, variants, check=self.check)
+
+    def focus(self, found: Disagreement, parts: Sequence[Recipe]) -> None:
+        """From now on check only the part of ``parts`` that ``found`` blames (all, if it is the batch)."""
+        self.part = next((i for i, part in enumerate(parts) if part is found.recipe), None)
 
 
 def _check_variants(recipe: Recipe, backend: str, variants: Sequence[str], on_variant: Callable[[str], Any] | None) -> Disagreement | None:

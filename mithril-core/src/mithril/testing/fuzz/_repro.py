@@ -10,9 +10,7 @@ Example:
     >>> import numpy as np
     >>> from mithril.testing.fuzz import Recipe
     >>> r = Recipe()
-    >>> x = r.add_input(np.array([1.0]), role="param")
-    >>> (y,) = r.add_op("exp", {"input": x})
-    >>> r.exposed.append(y)
+    >>> r.exposed += r.add_op("exp", {"input": r.add_input(np.array([1.0]), role="param")})
     >>> print(reproduction_source(r, "numpy", test_name="test_exp").split("\n\n\n", 2)[2])
     test_exp = reproduction_test(build_model,
         backend="numpy",
