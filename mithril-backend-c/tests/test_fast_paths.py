@@ -154,6 +154,7 @@ def _chain_model() -> Model:
 
 @pytest.mark.parametrize("dtype", [ml.float64, ml.float32])
 def test_fused_elementwise_chains_match_numpy(dtype) -> None:
+    pytest.importorskip("mithril_backend_numpy", reason="the NumPy backend computes the reference")
     shapes = {"x": [4, 5, 6], "mean": [5, 1], "scale": [6], "y": [3, 4, 5, 6]}
     model = _chain_model()
     rng = np.random.default_rng(0)
@@ -184,6 +185,7 @@ def test_fused_groups_in_generated_source() -> None:
 def test_training_graph_with_fusion_matches_numpy() -> None:
     """Forward + backward of conv/BatchNorm (batch statistics)/ReLU/residual/pool/linear: the backward's
     elementwise chains are fused too, and gradients agree with NumPy."""
+    pytest.importorskip("mithril_backend_numpy", reason="the NumPy backend computes the reference")
     model = Model()
     model |= Conv2d(16, 3, padding=1, in_channels=4)(input="input", output="a")
     model |= BatchNorm2d(16)(input="a", output="b")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from mithril.errors import IndexRangeError, MithrilError, ShapeError
+from mithril.extend import InputsNeedChecking
 
 from . import toolchain
 from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource, entry_declarations
@@ -89,12 +90,14 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
 
     Each thread has its own argument struct (``ffi.new``), workspace and error array; a call points the
     struct's fields at the inputs (checked: dtype, C order, shape) and at fresh ``np.empty`` outputs.
-    ``ffi.from_buffer`` gives an array's address without copying; the struct keeps only addresses, so
-    the arrays are held by the caller's dicts, the results and ``converted`` for the length of the call."""
+    ``ffi.from_buffer`` gives an array's address without copying; the struct keeps only addresses, so each
+    thread holds the input arrays it points at until the next call replaces them (an input passed again as
+    the same array object needs no new address). ``call.strict`` is the same call for
+    :mod:`mithril.backends.direct`: it raises ``InputsNeedChecking`` where ``call`` would convert or refuse."""
     ffi, cfunc = native.ffi, getattr(native.lib, fn.symbol)
     struct = f"{fn.symbol}_args *"
     sources = {"param": 0, "data": 1, "cotangent": 2}
-    inputs = [(f.key, sources[f.role], np.dtype(f.dtype), f.name, f.shape) for f in fn.inputs]  # `is` first
+    inputs = [(i, f.key, sources[f.role], np.dtype(f.dtype), f.name, f.shape) for i, f in enumerate(fn.inputs)]
     groups = [[(f.key, f.shape, f.dtype, f.name) for f in group] for group in fn.returns]
     workspace = fn.workspace
     random = fn.random
@@ -103,29 +106,34 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     single = len(groups) == 1
     empty, ndarray, from_buffer = np.empty, np.ndarray, ffi.from_buffer
 
-    def state() -> tuple[Any, Any, Any, Any]:
+    def state() -> tuple[Any, Any, Any, list[Any]]:
         args = ffi.new(struct)
         ws = np.empty(workspace, dtype=np.uint8) if workspace else None
         error = np.zeros(3, dtype=np.int64)
         args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
         args.error = ffi.cast("int64_t *", from_buffer(error))
-        s = (args, ws, error)
+        s = (args, ws, error, [None] * len(inputs))  # the last: the arrays the struct points at
         local.s = s
         return s
 
-    def call(params: Any, data: Any, cotangents: Any = None) -> Any:
+    def call(params: Any, data: Any, cotangents: Any = None, strict: bool = False) -> Any:
         s = local.__dict__.get("s") or state()
-        args = s[0]
+        args, held = s[0], s[3]
         dicts = (params, data, cotangents)
-        converted = []  # inputs converted here, alive until the call returns (the struct holds addresses)
-        for key, src, dtype, name, shape in inputs:
+        for i, key, src, dtype, name, shape in inputs:
             x = dicts[src][key]
+            if x is held[i]:
+                continue
             if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype) or not x.flags.c_contiguous:
+                if strict:
+                    raise InputsNeedChecking(key)
                 x = np.asarray(x, dtype=dtype, order="C")
-                converted.append(x)
             if x.shape != shape:  # the C code reads exactly this many elements
+                if strict:
+                    raise InputsNeedChecking(key)
                 raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
             setattr(args, name, from_buffer(x))
+            held[i] = x
         results = []
         for specs in groups:
             out = {}
@@ -136,12 +144,15 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
         if random:
             args.seed = int(backend.rng.integers(0, 1 << 63))
         status = cfunc(args, threads)
-        del converted
         if status:
             raise native_error(fn, status, s[2])
         return results[0] if single else tuple(results)
 
+    def strict_call(params: Any, data: Any) -> Any:
+        return call(params, data, None, True)
+
     call.__name__ = fn.name
+    call.strict = strict_call  # type: ignore[attr-defined]
     return call
 
 

@@ -8,7 +8,8 @@ gradient rule, a backend or a model family, without importing Mithril's internal
 - Backends: the :class:`Backend` base class and :class:`Dtype`; for a Python backend package,
   :func:`op_table` (the shared array-API implementations bound to a framework namespace, plus the
   backend's overrides), :class:`Binding` and :data:`Impl`; for every backend package, :func:`backend_plugin`
-  (its ``plugin.py`` in one call) and :func:`lazy_exports` (its ``__init__`` exports imported on first use).
+  (its ``plugin.py`` in one call) and :func:`lazy_exports` (its ``__init__`` exports imported on first use);
+  :class:`InputsNeedChecking` for entry points that check their own inputs (:mod:`mithril.backends.direct`).
 - Plugins: the ``hookimpl`` marker for the ``mithril_register_*`` hooks (``mithril/plugins/hookspecs.py``).
 - In-process registration for notebooks and tests: :func:`register_primitive`,
   :func:`register_implementation`, :func:`register_gradient`.
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .backends.array_api import Binding, Impl, op_table
 from .backends.backend import Backend
+from .backends.direct import InputsNeedChecking
 from .backends.plugin import BackendPlugin, backend_plugin, lazy_exports
 from .extension import register_gradient, register_implementation, register_primitive
 from .gradients.context import GradContext, Ops
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from .testing.conformance import BackendConformanceTests
 
 __all__ = [
-    "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "Dim", "Dtype", "GradContext", "Impl", "Ops",
+    "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "Dim", "Dtype", "GradContext", "Impl", "InputsNeedChecking", "Ops",
     "PrimitiveSpec", "REQUIRED", "Shape", "ShapeIO", "ShapeMismatch", "backend_plugin", "hookimpl", "lazy_exports",
     "op_table", "register_gradient", "register_implementation", "register_primitive", "rules", "unify",
 ]  # fmt: skip

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import validation
-from ..errors import ArgumentError, DtypeError, ShapeError
+from ..errors import ArgumentError, DtypeError, MithrilError, ShapeError
 from .tensor_types import describe_shape, parse_kind, tensor_kind
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def register_expression_builder(
 
 def _builder() -> type[_ExpressionBuilder]:
     if _ExpressionBuilder.apply is None:
-        raise RuntimeError("connection arithmetic needs mithril.framework.arithmetic imported (import mithril does)")
+        raise MithrilError("connection arithmetic needs mithril.framework.arithmetic imported (import mithril does)")
     return _ExpressionBuilder
 
 
