@@ -47,7 +47,7 @@ def _elementwise(ctx: Ctx, node: Node, emitters: Mapping[str, Callable]) -> bool
     name = node.spec.name
     return (
         name in elementwise.EXPRESSIONS
-        and emitters.get(name) is getattr(elementwise, name)  # not overridden by another plugin
+        and emitters.get(name) is elementwise.EMITTERS[name]  # not overridden by another plugin
         and len(node.outputs) == 1
         and not node.spec.random
     )

@@ -18,7 +18,10 @@ from . import elementwise, gradient_helpers, linalg, losses, nn, reductions, sha
 
 __all__ = ["TABLE"]
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, gradient_helpers)
+_MODULES = (linalg, reductions, shape_ops, nn, losses, gradient_helpers)
 
-TABLE: dict[str, Emitter] = {name: getattr(module, name) for module in _MODULES for name in module.__all__}
+TABLE: dict[str, Emitter] = {
+    **elementwise.EMITTERS,
+    **{name: getattr(module, name) for module in _MODULES for name in module.__all__},
+}
 """Primitive name -> its C emitter."""

@@ -20,13 +20,7 @@ from mithril.compiler.graph import Node, Value
 
 from ..context import Ctx, float_literal
 
-__all__ = [
-    "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tanh", "sigmoid",
-    "relu", "leaky_relu", "gelu", "softplus", "erf", "floor", "isnan", "nan_to_num", "logical_not", "cast",
-    "add", "subtract", "multiply", "divide", "floor_divide", "power", "minimum", "maximum",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_and", "logical_or", "logical_xor", "where", "stop_gradient",
-]  # fmt: skip
+__all__ = ["EMITTERS", "EXPRESSIONS"]
 
 Expression = Callable[..., str]
 """``expr(*c_args) -> C expression`` (one argument per input value, in order)."""
@@ -34,9 +28,6 @@ Expression = Callable[..., str]
 Spec = tuple[list[Value], Expression]
 """``(input values, expr)`` of one elementwise node."""
 
-EXPRESSIONS: dict[str, Callable[[Ctx, Node], Spec]] = {}
-"""Primitive -> ``(ctx, node) -> (input values, expr)``: what its emitter maps over the output, e.g.
-``EXPRESSIONS["add"](ctx, node)[1]("a", "b") == "a + b"``."""
 
 
 def _math(ctx: Ctx, node: Node) -> str:
@@ -244,8 +235,17 @@ def _emitter(name: str, spec: Callable[[Ctx, Node], Spec]) -> Callable[[Ctx, Nod
     return emit
 
 
-# every function above returns (inputs, expression); the emitters map that expression over the output
-for _name in __all__:
-    EXPRESSIONS[_name] = globals()[_name]
-    globals()[_name] = _emitter(_name, EXPRESSIONS[_name])
-del _name
+EXPRESSIONS: dict[str, Callable[[Ctx, Node], Spec]] = {
+    spec.__name__: spec
+    for spec in (
+        neg, abs, sign, exp, log, log1p, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, relu, leaky_relu, gelu,
+        softplus, erf, floor, isnan, nan_to_num, logical_not, cast, add, subtract, multiply, divide, floor_divide,
+        power, minimum, maximum, equal, not_equal, less, less_equal, greater, greater_equal, logical_and, logical_or,
+        logical_xor, where, stop_gradient,
+    )
+}
+"""Primitive -> ``(ctx, node) -> (input values, expr)``: what its emitter maps over the output, e.g.
+``EXPRESSIONS["add"](ctx, node)[1]("a", "b") == "a + b"``."""
+
+EMITTERS: dict[str, Callable[[Ctx, Node], list[str]]] = {n: _emitter(n, spec) for n, spec in EXPRESSIONS.items()}
+"""Primitive -> its emitter: :meth:`Ctx.map` of the expression over the output."""
