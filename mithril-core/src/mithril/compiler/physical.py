@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from .. import validation
+from ..backends.direct import InputsNeedChecking
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
 from ..progress import task
-from ..backends.direct import InputsNeedChecking
 from ..serialization.names import match_separators
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value

@@ -4,12 +4,12 @@ from .attention import MultiHeadAttention
 from .classic import KernelizedSVM, LinearSVM, LogisticRegression, PolynomialKernel, PolynomialRegression, RBFKernel
 from .conv import AvgPool2d, Conv1d, Conv2d, Flatten, MaxPool2d
 from .embedding import Embedding
+from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .lambda_ import Lambda
 from .linear import MLP, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
 from .manifold import MDS, TSNE, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
-from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
