@@ -3,7 +3,9 @@
 ``jax.lax.scan`` LSTM on JAX (target <= 1.1), forward and forward+backward (gradients of every parameter
 and of the input for a given output cotangent), measured in this process (warm-up, interleaved medians).
 
-Run: ``python bench/rnn.py`` (``--torch`` or ``--jax`` for one section).
+Run: ``python bench/rnn.py`` (``--torch`` or ``--jax`` for one section; ``--threads N`` sets PyTorch's
+intra-op threads, e.g. 1 on a machine whose cores are busy: eager PyTorch's many small ops then wait on
+each other's thread pools, which distorts the comparison with one fused ``nn.LSTM`` kernel).
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def compile_mithril(backend: object, values: dict[str, np.ndarray], **options: o
     return pm, params, data, {"output": backend.array(values["cotangent"])}
 
 
-def torch_section(values: dict[str, np.ndarray]) -> None:
+def torch_section(values: dict[str, np.ndarray], threads: int | None = None) -> None:
     import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     lstm = torch.nn.LSTM(FEATURES, HIDDEN, batch_first=True)
     with torch.no_grad():
@@ -124,7 +129,7 @@ def jax_lstm() -> tuple[object, object]:
     return jax.jit(layer), jax.jit(forward_backward)
 
 
-def jax_section(values: dict[str, np.ndarray]) -> None:
+def jax_section(values: dict[str, np.ndarray], threads: int | None = None) -> None:
     import jax
 
     forward, forward_backward = jax_lstm()
@@ -160,12 +165,14 @@ def jax_section(values: dict[str, np.ndarray]) -> None:
 
 def main() -> None:
     values = numbers()
-    chosen = set(sys.argv[1:]) or {"--torch", "--jax"}
+    args = sys.argv[1:]
+    threads = int(args[args.index("--threads") + 1]) if "--threads" in args else None
+    chosen = {a for a in args if a in ("--torch", "--jax")} or {"--torch", "--jax"}
     for flag, section in (("--torch", torch_section), ("--jax", jax_section)):
         if flag not in chosen:
             continue
         try:
-            section(values)
+            section(values, threads)
         except (ImportError, AttributeError) as exc:
             print(f"{flag[2:]} section skipped: {exc}")
 
