@@ -15,9 +15,7 @@ Example:
     >>> import numpy as np
     >>> from mithril.testing.fuzz import Recipe
     >>> r = Recipe()
-    >>> x = r.add_input(np.array([1.0, 2.0]), role="param")
-    >>> (y,) = r.add_op("exp", {"input": x})
-    >>> r.exposed.append(y)
+    >>> r.exposed += r.add_op("exp", {"input": r.add_input(np.array([1.0, 2.0]), role="param")})
     >>> check_recipe(r, "numpy") is None
     True
 """

@@ -14,9 +14,7 @@ Example:
     >>> import numpy as np
     >>> from mithril.testing.fuzz import Recipe
     >>> r = Recipe()
-    >>> x = r.add_input(np.array([0.5, 1.0]), role="param")
-    >>> (y,) = r.add_op("square", {"input": x})
-    >>> r.exposed.append(y)
+    >>> r.exposed += r.add_op("square", {"input": r.add_input(np.array([0.5, 1.0]), role="param")})
     >>> oracle = Oracle.of(r)
     >>> g = oracle.gradients["x0"]
     >>> bool(np.allclose(g.full, 2 * np.array([0.5, 1.0]) * oracle.cotangents["v0"], atol=1e-6))

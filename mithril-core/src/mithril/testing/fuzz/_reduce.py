@@ -17,10 +17,8 @@ Example:
     >>> import numpy as np
     >>> from mithril.testing.fuzz import Recipe
     >>> r = Recipe()
-    >>> x = r.add_input(np.array([1.0, 2.0]), role="param")
-    >>> (a,) = r.add_op("neg", {"input": x})
-    >>> (b,) = r.add_op("exp", {"input": a})
-    >>> r.exposed.append(b)
+    >>> (a,) = r.add_op("neg", {"input": r.add_input(np.array([1.0, 2.0]), role="param")})
+    >>> r.exposed += r.add_op("exp", {"input": a})
     >>> [op.primitive for op in prune(r).ops]
     ['neg', 'exp']
 """
