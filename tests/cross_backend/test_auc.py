@@ -20,11 +20,13 @@ def _wrap(block: Model) -> Model:
     return model
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("backend", backends())
-def test_auc_matches_scikit_learn(backend: str) -> None:
+def test_auc_matches_scikit_learn(backend: str, dtype: str) -> None:
     assert len(np.unique(SCORES)) < len(SCORES)  # the data has ties
     for scores in (SCORES, -SCORES, np.where(TARGET == 1, 2.0, -2.0)):
-        out, _ = evaluate_model(backend, _wrap(AUC()), {}, {"input": scores, "target": TARGET})
+        out, _ = evaluate_model(backend, _wrap(AUC()), {}, {"input": scores, "target": TARGET}, dtype=dtype)
+        assert out["output"].dtype == np.dtype(dtype), f"{backend} computes AUC in {out['output'].dtype}"
         assert float(out["output"]) == pytest.approx(roc_auc_score(TARGET, scores), rel=1e-6), backend
 
 

@@ -24,22 +24,17 @@ from typing import Any
 
 from ...framework.keys import IOKey
 from ...framework.model import Model
+from ._masks import as_float
 from ._util import op
 from .tensor_ops import _identity_mask
 
 __all__ = ["GaussProcessRegressionCore", "GPRLoss"]
 
 
-def _as_float(model: Model, mask: Any) -> Any:
-    """A bool mask as 1.0/0.0 in the backend's float dtype (a cast: ``where(mask, 1.0, 0.0)`` gives float32
-    on PyTorch whatever the backend's dtype)."""
-    return op(model, "cast", mask, dtype="float")
-
-
 def _eye_like(model: Model, matrix: Any, axis: int = 0) -> Any:
     """The identity matrix (float) whose size is ``matrix.shape[axis]``."""
     positions = op(model, "positions", matrix, axis=axis)
-    return _as_float(model, _identity_mask(model, positions, positions))
+    return as_float(model, _identity_mask(model, positions, positions))
 
 
 def _solve(model: Model, k: Any, rhs: Any) -> tuple[Any, Any]:
@@ -56,8 +51,8 @@ def _solve(model: Model, k: Any, rhs: Any) -> tuple[Any, Any]:
     first = _identity_mask(model, op(model, "positions", k, axis=0), columns)  # [N, P]: rows 0..N-1 of I_P
     shifted = op(model, "add", op(model, "positions", rhs, axis=1), op(model, "size", op(model, "positions", k, axis=0)))
     last = _identity_mask(model, shifted, columns)  # [W, P]: rows N..P-1 of I_P
-    select_first = _as_float(model, first)
-    solved = op(model, "matmul", op(model, "matmul", _as_float(model, last), factor), op(model, "swapaxes", select_first))  # [W, N]
+    select_first = as_float(model, first)
+    solved = op(model, "matmul", op(model, "matmul", as_float(model, last), factor), op(model, "swapaxes", select_first))  # [W, N]
     diagonal = op(model, "sum", op(model, "where", _identity_mask(model, columns, columns), factor, 0.0), axis=1)  # [P]
     half_log_det = op(model, "sum", op(model, "log", op(model, "matmul", select_first, diagonal)))
     return half_log_det, solved

@@ -16,6 +16,7 @@ from typing import Any
 from ... import validation
 from ...framework.keys import IOKey
 from ...framework.model import Model
+from ._masks import as_float
 from ._util import op
 
 __all__ = ["Accuracy", "Precision", "Recall", "F1", "AUC"]
@@ -45,7 +46,7 @@ class Accuracy(_Metric):
     """
 
     def _value(self, pred: IOKey, true: IOKey) -> Any:
-        return op(self, "mean", op(self, "where", op(self, "equal", pred, true), 1.0, 0.0))
+        return op(self, "mean", as_float(self, op(self, "equal", pred, true)))
 
 
 class _ClassMetric(_Metric):
@@ -59,7 +60,7 @@ class _ClassMetric(_Metric):
 
     def _onehot(self, labels: IOKey) -> Any:
         classes = op(self, "arange", stop=self.n_classes)
-        return op(self, "where", op(self, "equal", op(self, "unsqueeze", labels, axis=1), classes), 1.0, 0.0)  # [N, C]
+        return as_float(self, op(self, "equal", op(self, "unsqueeze", labels, axis=1), classes))  # [N, C]
 
     def _value(self, pred: IOKey, true: IOKey) -> Any:
         p, t = self._onehot(pred), self._onehot(true)
@@ -126,10 +127,11 @@ class AUC(_Metric):
     input_type = "float"
 
     def _value(self, pred: IOKey, true: IOKey) -> Any:
-        positive = op(self, "where", op(self, "equal", true, 1), 1.0, 0.0)  # [N]
+        positive = as_float(self, op(self, "equal", true, 1))  # [N]
         negative = op(self, "subtract", 1.0, positive)
         row, column = op(self, "unsqueeze", pred, axis=1), op(self, "unsqueeze", pred, axis=0)
-        wins = op(self, "where", op(self, "greater", row, column), 1.0, op(self, "where", op(self, "equal", row, column), 0.5, 0.0))
+        ties = op(self, "multiply", as_float(self, op(self, "equal", row, column)), 0.5)
+        wins = op(self, "add", as_float(self, op(self, "greater", row, column)), ties)
         pairs = op(self, "multiply", op(self, "unsqueeze", positive, axis=1), op(self, "unsqueeze", negative, axis=0))  # [N, N]
         total = op(self, "multiply", op(self, "sum", positive), op(self, "sum", negative))
         return op(self, "divide", op(self, "sum", op(self, "multiply", wins, pairs)), total)
