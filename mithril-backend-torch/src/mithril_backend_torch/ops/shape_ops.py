@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,7 +92,12 @@ def split(input: Tensor, *, sections: int | Sequence[int], axis: int) -> tuple[T
     if isinstance(sections, int):
         if input.shape[axis] % sections:
             raise ShapeError(f"split: axis {axis} of size {input.shape[axis]} does not split into {sections} parts")
-        return tuple(torch.tensor_split(input, sections, dim=axis))
+        return tuple(torch.split(input, input.shape[axis] // sections, dim=axis))
+    # torch.split (sizes) rather than tensor_split: its backward writes each part's gradient into one
+    # buffer instead of adding a zero-filled full-size tensor per part
+    bounds = [0, *(int(s) for s in sections), input.shape[axis]]
+    if all(0 <= a <= b for a, b in itertools.pairwise(bounds)):
+        return tuple(torch.split(input, [b - a for a, b in itertools.pairwise(bounds)], dim=axis))
     return tuple(torch.tensor_split(input, [int(s) for s in sections], dim=axis))
 
 
