@@ -111,8 +111,20 @@ def power(left: Tensor, right: Tensor) -> Tensor:
     return left**right
 
 
-def where(condition: Tensor, left: Tensor, right: Tensor) -> Tensor:
-    """``np.where(condition, left, right)``"""
+@uses_backend
+def where(backend: Any, condition: Tensor, left: Tensor, right: Tensor) -> Tensor:
+    """``np.where(condition, left, right)``; two Python numbers give the backend's dtype of their kind (torch
+    alone would give its default float32 for ``where(mask, 1.0, 0.0)`` under a float64 backend).
+
+    >>> from mithril_backend_torch import TorchBackend
+    >>> where(TorchBackend(dtype="float64"), torch.tensor([True, False]), 1.0, 0.0).dtype
+    torch.float64
+    """
+    if not isinstance(left, Tensor) and not isinstance(right, Tensor):
+        condition = as_tensor(condition)
+        kind = "float" if isinstance(left, float) or isinstance(right, float) else "int"
+        dtype = torch.bool if isinstance(left, bool) and isinstance(right, bool) else backend.native_dtype(kind)
+        left = torch.tensor(left, dtype=dtype, device=condition.device)
     return torch.where(as_tensor(condition), left, right)
 
 
