@@ -18,14 +18,16 @@ def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     if sum(1 for t in target if t == -1) > 1:
         raise ShapeMismatch(f"reshape shape {tuple(target)} has more than one -1")
     source = io["input"]
-    src_prefix = source.parts()[0]
     src_dims = source.dims()
+    # the leading dims known so far: all of them once the rank is known (a resolved variadic may leave
+    # them in the suffix), else the prefix before the variadic
+    leading = src_dims if src_dims is not None else source.parts()[0]
     out: list[Dim] = []
     for i, entry in enumerate(target):
         if entry is None:
-            if i >= len(src_prefix):
+            if i >= len(leading):
                 return False  # the input dim at this position is not known yet
-            out.append(src_prefix[i])
+            out.append(leading[i])
         elif entry == -1:
             out.append(Dim())
         else:
