@@ -30,9 +30,10 @@ __all__ = ["insert_stop_gradients"]
 
 
 def insert_stop_gradients(graph: Graph, params: Iterable[Value]) -> int:
-    """Route every float value that depends on ``params`` and feeds an input its consumer's spec declares
-    non-differentiable through one ``stop_gradient`` (shared by all such uses of the value). Returns the
-    number of ``stop_gradient`` nodes added."""
+    """Route every value that depends on ``params`` and feeds an input its consumer's spec declares
+    non-differentiable through one ``stop_gradient`` (shared by all such uses of the value). Bool and int
+    values count too: MLX differentiates ``where``'s condition back through ``cast(x, bool)`` and fails on
+    the cotangent's type. Returns the number of ``stop_gradient`` nodes added."""
     active = {value.id for value in params}
     stopped: dict[int, Value] = {}
     ordered: list[Node] = []
@@ -41,8 +42,6 @@ def insert_stop_gradients(graph: Graph, params: Iterable[Value]) -> int:
         float_output = any(out.kind == "float" for out in node.outputs.values())
         for key, value in node.inputs.items():
             if value is None or value.id not in active or key in differentiable or not float_output:
-                continue
-            if value.kind != "float":
                 continue
             if value.id not in stopped:
                 stopped[value.id] = graph.emit("stop_gradient", value, path=node.path)  # type: ignore[assignment]
