@@ -50,6 +50,11 @@ def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=_like, type_rule=
     return PrimitiveSpec(name, inputs, rule, type_rule or kind_of(inputs[0]), differentiable=differentiable, doc=doc, **kw)
 
 
+def _conv_helper(name: str, operand: str, doc: str) -> PrimitiveSpec:
+    """A convolution gradient helper: ``(output_grad, operand, like)`` with the convolution's attributes."""
+    return _helper(name, ("output_grad", operand, "like"), doc, attributes=_CONV_ATTRS)
+
+
 # The three ``*_like`` helpers also appear in forward graphs (GroupNorm reshapes back with
 # ``reshape_like``), so gradients flow through their ``input``; ``like`` only lends its shape.
 SPECS = (
@@ -62,30 +67,10 @@ SPECS = (
         "output_grad[..., d]^T @ input[..., k] summed over all leading axes -> [d, k]",
         rule=_linear_grad_weight,
     ),
-    _helper(
-        "conv1d_grad_input",
-        ("output_grad", "weight", "like"),
-        "gradient of conv1d with respect to its input (shaped like `like`)",
-        attributes=_CONV_ATTRS,
-    ),
-    _helper(
-        "conv2d_grad_input",
-        ("output_grad", "weight", "like"),
-        "gradient of conv2d with respect to its input (shaped like `like`)",
-        attributes=_CONV_ATTRS,
-    ),
-    _helper(
-        "conv1d_grad_weight",
-        ("output_grad", "input", "like"),
-        "gradient of conv1d with respect to its weight (shaped like `like`)",
-        attributes=_CONV_ATTRS,
-    ),
-    _helper(
-        "conv2d_grad_weight",
-        ("output_grad", "input", "like"),
-        "gradient of conv2d with respect to its weight (shaped like `like`)",
-        attributes=_CONV_ATTRS,
-    ),
+    _conv_helper("conv1d_grad_input", "weight", "gradient of conv1d with respect to its input (shaped like `like`)"),
+    _conv_helper("conv2d_grad_input", "weight", "gradient of conv2d with respect to its input (shaped like `like`)"),
+    _conv_helper("conv1d_grad_weight", "input", "gradient of conv1d with respect to its weight (shaped like `like`)"),
+    _conv_helper("conv2d_grad_weight", "input", "gradient of conv2d with respect to its weight (shaped like `like`)"),
     _helper(
         "max_pool2d_grad",
         ("output_grad", "input"),
