@@ -98,7 +98,7 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     struct = f"{fn.symbol}_args *"
     sources = {"param": 0, "data": 1, "cotangent": 2}
     inputs = [(i, f.key, sources[f.role], np.dtype(f.dtype), f.name, f.shape) for i, f in enumerate(fn.inputs)]
-    groups = [[(f.key, f.shape, f.dtype, f.name) for f in group] for group in fn.returns]
+    groups = [[(f.key, f.shape, np.dtype(f.dtype), f.name) for f in group] for group in fn.returns]
     workspace = fn.workspace
     random = fn.random
     threads = int(getattr(backend, "threads", 1))
@@ -116,31 +116,44 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
         local.s = s
         return s
 
+    def attach(args: Any, held: list[Any], i: int, x: Any, strict: bool) -> None:
+        """Point the struct at input ``i`` (checked, converted unless ``strict``) and hold it."""
+        _, key, _, dtype, name, shape = inputs[i]
+        if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype) or not x.flags.c_contiguous:
+            if strict:
+                raise InputsNeedChecking(key)
+            x = np.asarray(x, dtype=dtype, order="C")
+        if x.shape != shape:  # the C code reads exactly this many elements
+            if strict:
+                raise InputsNeedChecking(key)
+            raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
+        setattr(args, name, from_buffer(x))
+        held[i] = x
+
+    lookups = [(i, key, src) for i, key, src, *_ in inputs]
+    only = groups[0][0] if single and len(groups[0]) == 1 else None  # one output: no loops to build it
+
     def call(params: Any, data: Any, cotangents: Any = None, strict: bool = False) -> Any:
         s = local.__dict__.get("s") or state()
         args, held = s[0], s[3]
         dicts = (params, data, cotangents)
-        for i, key, src, dtype, name, shape in inputs:
+        for i, key, src in lookups:
             x = dicts[src][key]
-            if x is held[i]:
-                continue
-            if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype) or not x.flags.c_contiguous:
-                if strict:
-                    raise InputsNeedChecking(key)
-                x = np.asarray(x, dtype=dtype, order="C")
-            if x.shape != shape:  # the C code reads exactly this many elements
-                if strict:
-                    raise InputsNeedChecking(key)
-                raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
-            setattr(args, name, from_buffer(x))
-            held[i] = x
-        results = []
-        for specs in groups:
-            out = {}
-            for key, shape, dtype, name in specs:
-                y = out[key] = empty(shape, dtype)
-                setattr(args, name, from_buffer(y))
-            results.append(out)
+            if x is not held[i]:
+                attach(args, held, i, x, strict)
+        if only is not None:
+            key, shape, dtype, name = only
+            y = empty(shape, dtype)
+            setattr(args, name, from_buffer(y))
+            results = [{key: y}]
+        else:
+            results = []
+            for specs in groups:
+                out = {}
+                for key, shape, dtype, name in specs:
+                    y = out[key] = empty(shape, dtype)
+                    setattr(args, name, from_buffer(y))
+                results.append(out)
         if random:
             args.seed = int(backend.rng.integers(0, 1 << 63))
         status = cfunc(args, threads)

@@ -408,15 +408,15 @@ class PhysicalModel(Displayable):
         >>> outputs = pm.evaluate(params, {"input": x})                                  # doctest: +SKIP
         >>> outputs, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": g})  # doctest: +SKIP
         """
-        params = {} if params is None else params
-        data = {} if data is None else data
         direct = self._direct_forward
         if direct is not None and output_gradients is None and type(params) is dict and type(data) is dict:
-            if (len(params), len(data)) == self._direct_sizes:
+            if len(params) == self._direct_sizes[0] and len(data) == self._direct_sizes[1]:
                 try:
                     return direct(params, data)
                 except (InputsNeedChecking, KeyError):
                     pass  # the checks below convert the input or name what is wrong
+        params = {} if params is None else params
+        data = {} if data is None else data
         if not isinstance(params, Mapping) or not isinstance(data, Mapping):
             wrong, value = ("params", params) if not isinstance(params, Mapping) else ("data", data)
             raise ArgumentError(
