@@ -133,39 +133,42 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     lookups = [(i, key, src) for i, key, src, *_ in inputs]
     only = groups[0][0] if single and len(groups[0]) == 1 else None  # one output: no loops to build it
 
-    def call(params: Any, data: Any, cotangents: Any = None, strict: bool = False) -> Any:
-        s = local.__dict__.get("s") or state()
-        args, held = s[0], s[3]
-        dicts = (params, data, cotangents)
-        for i, key, src in lookups:
-            x = dicts[src][key]
-            if x is not held[i]:
-                attach(args, held, i, x, strict)
-        if only is not None:
-            key, shape, dtype, name = only
-            y = empty(shape, dtype)
-            setattr(args, name, from_buffer(y))
-            results = [{key: y}]
-        else:
-            results = []
-            for specs in groups:
-                out = {}
-                for key, shape, dtype, name in specs:
-                    y = out[key] = empty(shape, dtype)
-                    setattr(args, name, from_buffer(y))
-                results.append(out)
-        if random:
-            args.seed = int(backend.rng.integers(0, 1 << 63))
-        status = cfunc(args, threads)
-        if status:
-            raise native_error(fn, status, s[2])
-        return results[0] if single else tuple(results)
+    def caller(strict: bool) -> Callable[..., Any]:
+        """The call, with ``strict`` fixed (no extra frame per call for the direct path)."""
 
-    def strict_call(params: Any, data: Any) -> Any:
-        return call(params, data, None, True)
+        def call(params: Any, data: Any, cotangents: Any = None) -> Any:
+            s = local.__dict__.get("s") or state()
+            args, held = s[0], s[3]
+            dicts = (params, data, cotangents)
+            for i, key, src in lookups:
+                x = dicts[src][key]
+                if x is not held[i]:
+                    attach(args, held, i, x, strict)
+            if only is not None:
+                key, shape, dtype, name = only
+                y = empty(shape, dtype)
+                setattr(args, name, from_buffer(y))
+                results = [{key: y}]
+            else:
+                results = []
+                for specs in groups:
+                    out = {}
+                    for key, shape, dtype, name in specs:
+                        y = out[key] = empty(shape, dtype)
+                        setattr(args, name, from_buffer(y))
+                    results.append(out)
+            if random:
+                args.seed = int(backend.rng.integers(0, 1 << 63))
+            status = cfunc(args, threads)
+            if status:
+                raise native_error(fn, status, s[2])
+            return results[0] if single else tuple(results)
 
-    call.__name__ = fn.name
-    call.strict = strict_call  # type: ignore[attr-defined]
+        call.__name__ = fn.name
+        return call
+
+    call = caller(strict=False)
+    call.strict = caller(strict=True)  # type: ignore[attr-defined]
     return call
 
 
