@@ -137,7 +137,10 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
         """The call, with ``strict`` fixed (no extra frame per call for the direct path)."""
 
         def call(params: Any, data: Any, cotangents: Any = None) -> Any:
-            s = local.__dict__.get("s") or state()
+            try:
+                s = local.s
+            except AttributeError:  # this thread's first call
+                s = state()
             args, held = s[0], s[3]
             dicts = (params, data, cotangents)
             for i, key, src in lookups:
@@ -148,7 +151,12 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
                 key, shape, dtype, name = only
                 y = empty(shape, dtype)
                 setattr(args, name, from_buffer(y))
-                results = [{key: y}]
+                if random:
+                    args.seed = int(backend.rng.integers(0, 1 << 63))
+                status = cfunc(args, threads)
+                if status:
+                    raise native_error(fn, status, s[2])
+                return {key: y}
             else:
                 results = []
                 for specs in groups:
