@@ -151,12 +151,7 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
                 key, shape, dtype, name = only
                 y = empty(shape, dtype)
                 setattr(args, name, from_buffer(y))
-                if random:
-                    args.seed = int(backend.rng.integers(0, 1 << 63))
-                status = cfunc(args, threads)
-                if status:
-                    raise native_error(fn, status, s[2])
-                return {key: y}
+                result: Any = {key: y}
             else:
                 results = []
                 for specs in groups:
@@ -165,12 +160,13 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
                         y = out[key] = empty(shape, dtype)
                         setattr(args, name, from_buffer(y))
                     results.append(out)
+                result = results[0] if single else tuple(results)
             if random:
                 args.seed = int(backend.rng.integers(0, 1 << 63))
             status = cfunc(args, threads)
             if status:
                 raise native_error(fn, status, s[2])
-            return results[0] if single else tuple(results)
+            return result
 
         call.__name__ = fn.name
         return call

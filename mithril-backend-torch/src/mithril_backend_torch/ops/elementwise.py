@@ -120,12 +120,12 @@ def where(backend: Any, condition: Tensor, left: Tensor, right: Tensor) -> Tenso
     >>> where(TorchBackend(dtype="float64"), torch.tensor([True, False]), 1.0, 0.0).dtype
     torch.float64
     """
+    condition = as_tensor(condition)
     if not isinstance(left, Tensor) and not isinstance(right, Tensor):
-        condition = as_tensor(condition)
         kind = "float" if isinstance(left, float) or isinstance(right, float) else "int"
         dtype = torch.bool if isinstance(left, bool) and isinstance(right, bool) else backend.native_dtype(kind)
         left = torch.tensor(left, dtype=dtype, device=condition.device)
-    return torch.where(as_tensor(condition), left, right)
+    return torch.where(condition, left, right)
 
 
 def stop_gradient(input: Tensor) -> Tensor:
