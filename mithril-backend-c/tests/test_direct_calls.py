@@ -62,3 +62,18 @@ def test_float_data_for_an_int_input_is_still_refused() -> None:
     pm = ml.compile(Embedding(num_embeddings=5, dim=2), ml.CBackend(threads=1), shapes={"input": [3]})
     with pytest.raises(DtypeError):
         pm.evaluate(pm.randomize_params(seed=0), {"input": np.array([0.5, 1.0, 2.0])})
+
+
+def test_keys_reach_the_generated_caller_only_as_literals() -> None:
+    """The caller is generated Python: a key that reads like code stays a string and is looked up as one."""
+    from mithril.models import IOKey, Model, Multiply
+
+    hostile = "x'] or __import__('os').system('false') or data['"
+    model = Model()
+    model |= Multiply()(left=IOKey(hostile), right="w\n", output=IOKey('y"""'))
+    pm = ml.compile(model, ml.CBackend(dtype=ml.float64, threads=1), shapes={hostile: [3], "w\n": [3]})
+    x, w = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
+    out = pm.evaluate({}, {hostile: x, "w\n": w})
+    np.testing.assert_array_equal(out['y"""'], x * w)
+    with pytest.raises(KeyError):
+        pm._forward({}, {"x": x, "w\n": w})  # the literal key, not an expression around it, is what is read

@@ -8,6 +8,7 @@ never share mutable memory; outputs are fresh ``np.empty`` arrays filled in plac
 
 from __future__ import annotations
 
+import keyword
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mithril.compiler.codegen.escape import python_literal
 from mithril.errors import IndexRangeError, MithrilError, ShapeError
 from mithril.extend import InputsNeedChecking
 
@@ -98,23 +100,20 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     struct = f"{fn.symbol}_args *"
     sources = {"param": 0, "data": 1, "cotangent": 2}
     inputs = [(i, f.key, sources[f.role], np.dtype(f.dtype), f.name, f.shape) for i, f in enumerate(fn.inputs)]
-    groups = [[(f.key, f.shape, np.dtype(f.dtype), f.name) for f in group] for group in fn.returns]
     workspace = fn.workspace
-    random = fn.random
     threads = int(getattr(backend, "threads", 1))
-    local = threading.local()
-    single = len(groups) == 1
-    empty, ndarray, from_buffer = np.empty, np.ndarray, ffi.from_buffer
+    ndarray, from_buffer = np.ndarray, ffi.from_buffer
 
-    def state() -> tuple[Any, Any, Any, list[Any]]:
-        args = ffi.new(struct)
-        ws = np.empty(workspace, dtype=np.uint8) if workspace else None
-        error = np.zeros(3, dtype=np.int64)
-        args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
-        args.error = ffi.cast("int64_t *", from_buffer(error))
-        s = (args, ws, error, [None] * len(inputs))  # the last: the arrays the struct points at
-        local.s = s
-        return s
+    class PerThread(threading.local):
+        """This thread's struct, workspace, error array and held inputs (made on its first call)."""
+
+        def __init__(self) -> None:
+            args = ffi.new(struct)
+            ws = np.empty(workspace, dtype=np.uint8) if workspace else None
+            error = np.zeros(3, dtype=np.int64)
+            args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
+            args.error = ffi.cast("int64_t *", from_buffer(error))
+            self.s = (args, ws, error, [None] * len(inputs))  # the last: the arrays the struct points at
 
     def attach(args: Any, held: list[Any], i: int, x: Any, strict: bool) -> None:
         """Point the struct at input ``i`` (checked, converted unless ``strict``) and hold it."""
@@ -130,50 +129,66 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
         setattr(args, name, from_buffer(x))
         held[i] = x
 
-    lookups = [(i, key, src) for i, key, src, *_ in inputs]
-    only = groups[0][0] if single and len(groups[0]) == 1 else None  # one output: no loops to build it
+    namespace: dict[str, Any] = {
+        "local": PerThread(), "attach": attach, "empty": np.empty, "from_buffer": from_buffer, "cfunc": cfunc,
+        "threads": threads, "native_error": native_error, "fn": fn, "backend": backend,
+    }  # fmt: skip
+    for strict in (False, True):
+        source = caller_source(fn, namespace, strict)
+        exec(compile(source, f"<mithril-c:{fn.name}>", "exec"), namespace)  # our own generated code
+    call = namespace["call"]
+    call.strict = namespace["strict"]
+    call.__name__ = fn.name
+    return call  # type: ignore[no-any-return]
 
-    def caller(strict: bool) -> Callable[..., Any]:
-        """The call, with ``strict`` fixed (no extra frame per call for the direct path)."""
 
-        def call(params: Any, data: Any, cotangents: Any = None) -> Any:
-            try:
-                s = local.s
-            except AttributeError:  # this thread's first call
-                s = state()
-            args, held = s[0], s[3]
-            dicts = (params, data, cotangents)
-            for i, key, src in lookups:
-                x = dicts[src][key]
-                if x is not held[i]:
-                    attach(args, held, i, x, strict)
-            if only is not None:
-                key, shape, dtype, name = only
-                y = empty(shape, dtype)
-                setattr(args, name, from_buffer(y))
-                result: Any = {key: y}
-            else:
-                results = []
-                for specs in groups:
-                    out = {}
-                    for key, shape, dtype, name in specs:
-                        y = out[key] = empty(shape, dtype)
-                        setattr(args, name, from_buffer(y))
-                    results.append(out)
-                result = results[0] if single else tuple(results)
-            if random:
-                args.seed = int(backend.rng.integers(0, 1 << 63))
-            status = cfunc(args, threads)
-            if status:
-                raise native_error(fn, status, s[2])
-            return result
+def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str:
+    """Python source of the caller of entry point ``fn`` (``call``, or ``strict`` when ``strict``), its
+    inputs and outputs written out: no loops or lookups per call beyond the ones it needs. Keys reach
+    the source only through :func:`~mithril.compiler.codegen.escape.python_literal`; shapes and dtypes are
+    constants put in ``namespace``; struct fields are C identifiers made by ``field_name``.
 
-        call.__name__ = fn.name
-        return call
-
-    call = caller(strict=False)
-    call.strict = caller(strict=True)  # type: ignore[attr-defined]
-    return call
+    >>> print(caller_source(fn, {}, strict=False))     # doctest: +SKIP
+    def call(params, data, cotangents=None):
+        args, _, error, held = local.s
+        x = data['left']
+        if x is not held[0]:
+            attach(args, held, 0, x, False)
+        ...
+        return {'output': y0_0}
+    """
+    dicts = {"param": "params", "data": "data", "cotangent": "cotangents"}
+    lines = [
+        f"def {'strict' if strict else 'call'}(params, data, cotangents=None):",
+        "    args, _, error, held = local.s",
+    ]
+    for i, f in enumerate(fn.inputs):
+        lines += [
+            f"    x = {dicts[f.role]}[{python_literal(f.key)}]",
+            f"    if x is not held[{i}]:",
+            f"        attach(args, held, {i}, x, {strict})",
+        ]
+    results = []
+    for g, group in enumerate(fn.returns):
+        items = []
+        for o, f in enumerate(group):
+            if not (f.name.isidentifier() and not keyword.iskeyword(f.name)):
+                raise ValueError(f"{fn.name}: struct field {f.name!r} is not an identifier")  # field_name makes them
+            y = f"y{g}_{o}"
+            namespace[f"shape_{y}"], namespace[f"dtype_{y}"] = tuple(f.shape), np.dtype(f.dtype)
+            lines += [f"    {y} = empty(shape_{y}, dtype_{y})", f"    args.{f.name} = from_buffer({y})"]
+            items.append(f"{python_literal(f.key)}: {y}")
+        results.append("{" + ", ".join(items) + "}")
+    if fn.random:
+        lines.append("    args.seed = int(backend.rng.integers(0, 1 << 63))")
+    returned = results[0] if len(results) == 1 else "(" + ", ".join(results) + ",)"
+    lines += [
+        "    status = cfunc(args, threads)",
+        "    if status:",
+        "        raise native_error(fn, status, error)",
+        f"    return {returned}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def native_error(fn: CFunction, status: int, error: Any) -> MithrilError:
