@@ -6,11 +6,12 @@ from mithril.testing import BackendConformanceTests
 
 UNSUPPORTED = frozenset({
     "lambda", "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "unique", "item", "to_list",
-    "to_tuple",
+    "to_tuple", "lstm_recurrence_grad",
 })  # fmt: skip
 """A user Python callable cannot run inside generated C; the LAPACK-style factorisations have no C kernel;
 ``unique`` has a length known only at run time and ``item``/``to_list``/``to_tuple`` give Python values
-(see the capability table in README.md)."""
+(see the capability table in README.md). ``lstm_recurrence`` runs as its decomposition (unrolled cells,
+differentiated cell by cell), so its backpropagation-through-time helper has no kernel."""
 
 
 class TestCConformance(BackendConformanceTests):

@@ -15,16 +15,19 @@ __all__ = ["UNSUPPORTED", "capability_table"]
 
 UNSUPPORTED: frozenset[str] = frozenset({
     "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "unique", "item", "to_list", "to_tuple",
+    "lstm_recurrence_grad",
 })  # fmt: skip
 """Core primitives the backend lacks: the LAPACK-style factorisations (no ggml op and no C kernel),
 ``unique`` (a length known only at run time) and the Python-value results ``item``,
-``to_list``, ``to_tuple`` (a ggml graph computes tensors). Use a Python backend for models that need them."""
+``to_list``, ``to_tuple`` (a ggml graph computes tensors). Use a Python backend for models that need them.
+``lstm_recurrence`` compiles to its decomposition (unrolled cells), so its backward helper is never needed."""
 
 
 def capability_table() -> dict[str, str]:
     """Every registered primitive -> ``"native"`` (ggml ops or a composition of them, with a C-kernel
     fallback for the cases listed in the README), ``"c custom op"`` (a C kernel inside the graph, no
-    GIL), ``"python custom op"`` (a Python callback holding the GIL: ``lambda``) or ``"unsupported"``."""
+    GIL), ``"python custom op"`` (a Python callback holding the GIL: ``lambda``), ``"decomposition"`` (compiled
+    as other primitives: ``lstm_recurrence``) or ``"unsupported"``."""
     from mithril.plugins import registry
 
     from ._ckernels import c_emitters
@@ -33,7 +36,7 @@ def capability_table() -> dict[str, str]:
 
     def how(name: str) -> str:
         if name not in BUILDERS:
-            return "unsupported"
+            return "decomposition" if registry().primitive(name).decomposition is not None else "unsupported"
         if name in NATIVE:
             return "native"
         if name in c_emitters():

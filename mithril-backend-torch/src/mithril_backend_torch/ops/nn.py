@@ -25,7 +25,7 @@ from ._windows import pad_spatial, pool_geometry, torch_padding
 
 __all__ = [
     "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
-    "dropout_mask", "randn", "randint", "attention_weights",
+    "dropout_mask", "randn", "randint", "attention_weights", "lstm_recurrence",
 ]  # fmt: skip
 
 Tensor = torch.Tensor
@@ -203,3 +203,26 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
 
 attention_weights = attention_probs
 """``softmax(q @ k^T * scale + mask)`` with the masking rules of ``scaled_dot_product_attention``."""
+
+
+def lstm_recurrence(
+    input: Tensor, weight_hh: Tensor, initial_hidden: Tensor, initial_cell: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The LSTM time loop (gate order i, f, g, o) over ``input`` ``[B, T, 4H]``: per step one
+    ``torch.addmm``, one sigmoid over all gates, two tanh and an ``addcmul`` (no in-place ops, so autograd
+    differentiates it). Returns every hidden state ``[B, T, H]`` and the final hidden and cell.
+
+    >>> out, h, c = lstm_recurrence(torch.zeros(2, 3, 8), torch.zeros(8, 2), torch.zeros(2, 2), torch.zeros(2, 2))
+    >>> tuple(out.shape), float(c.sum())
+    ((2, 3, 2), 0.0)
+    """
+    h, c = initial_hidden, initial_cell
+    n, recurrent = h.shape[-1], weight_hh.t()
+    hiddens = []
+    for gates_in in input.unbind(1):
+        gates = torch.addmm(gates_in, h, recurrent)
+        i, f, _, o = torch.sigmoid(gates).chunk(4, 1)
+        c = torch.addcmul(f * c, i, torch.tanh(gates[:, 2 * n : 3 * n]))
+        h = o * torch.tanh(c)
+        hiddens.append(h)
+    return torch.stack(hiddens, 1), h, c

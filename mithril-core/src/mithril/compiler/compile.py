@@ -33,6 +33,7 @@ from .flatten import FlatModel, flatten, is_logical_model
 from .graph import Graph, Value, as_constant, constant_kind
 from .index_checks import find_index_checks
 from .passes import (
+    decompose,
     eliminate_common_subexpressions,
     fold_constants,
     insert_stop_gradients,
@@ -156,6 +157,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     _check_names(flat, shapes or {}, data_set, trainable_set, constants, set(discard_keys))
     _apply_shapes(flat, shapes or {})
     _apply_constants(flat, constants)
+    decompose(flat.graph, backend.has_implementation)  # primitives the backend lacks, as other primitives
     params, buffers, data = _classify(flat, data_set, trainable_set)
     graph = flat.graph
     log.stage("flatten", f"{len(graph.nodes)} primitive calls; parameters {params}, data {data}")
@@ -447,6 +449,7 @@ def _check_implementations(graph: Graph, backend: Backend) -> None:
     if missing:
         listed = ", ".join(f"{name!r} (at {path})" for name, path in missing.items())
         raise UnsupportedPrimitiveError(
-            f"{type(backend).__name__} does not implement {listed}; pick another backend or register an "
-            "implementation with the 'mithril_register_impls' hook"
+            f"{type(backend).__name__} does not implement {listed}, and no decomposition into other primitives "
+            "is declared for it (PrimitiveSpec.decomposition); pick another backend or register an implementation "
+            "with the 'mithril_register_impls' hook"
         )

@@ -81,6 +81,11 @@ class PrimitiveSpec:
             when resolved attributes are invalid; run whenever attributes are resolved, after the checks every
             attribute of a common name gets (:data:`mithril.validation.ATTRIBUTE_CHECKS`: ``stride=0``,
             ``axis="x"``), so every use of the primitive is checked.
+        decomposition: the primitive written with other primitives, for backends that do not implement it
+            (C, GGML): a function ``(attrs, shapes) -> logical model`` (or its ``"module:function"`` path,
+            imported on first use so core never imports the layer that defines it). ``shapes`` maps each
+            input key to its dims (``None`` where unknown); the model has the primitive's input and output
+            keys. ``ml.compile`` splices it in place of the call (:mod:`mithril.compiler.passes.decompose`).
     """
 
     name: str
@@ -95,6 +100,7 @@ class PrimitiveSpec:
     random: bool = False
     doc: str = ""
     check_attributes: Callable[[Mapping[str, Any]], None] | None = None
+    decomposition: str | Callable[..., Any] | None = None
 
     def input_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
         return self.inputs(attrs) if callable(self.inputs) else self.inputs

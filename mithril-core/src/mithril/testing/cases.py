@@ -636,6 +636,32 @@ def _nn_cases() -> list[Case]:
     ]
 
 
+def _lstm_cases() -> list[Case]:
+    """``lstm_recurrence`` (B 2, T 3, H 2) and its helper, whose ``output`` input is the forward's output
+    at the case's other inputs (the helper recomputes the gates from it)."""
+    from .references import lstm_recurrence
+
+    drawn: dict[str, np.ndarray] = {}
+
+    def kept(key: str, *shape: int, scale: float = 1.0) -> InputFn:
+        def draw(rng: np.random.Generator) -> np.ndarray:
+            drawn[key] = rng.standard_normal(shape) * scale
+            return drawn[key]
+
+        return draw
+
+    forward = {"input": normal(2, 3, 8), "weight_hh": normal(8, 2, scale=0.5), "initial_hidden": normal(2, 2), "initial_cell": normal(2, 2)}
+    keys = ("input", "weight_hh", "initial_hidden", "initial_cell")
+    backward = {"output_grad": normal(2, 3, 2), "hidden_grad": normal(2, 2), "cell_grad": normal(2, 2)}
+    backward |= {k: kept(k, *shape, scale=0.5 if k == "weight_hh" else 1.0) for k, shape in zip(keys, ((2, 3, 8), (8, 2), (2, 2), (2, 2)))}
+    backward["output"] = lambda rng: lstm_recurrence(*(drawn[k] for k in keys))[0]
+    return [
+        Case("lstm_recurrence", forward),
+        Case("lstm_recurrence", {**forward, "input": normal(2, 1, 8)}, id="lstm_recurrence-one-step"),
+        Case("lstm_recurrence_grad", backward),
+    ]
+
+
 def _loss_cases() -> list[Case]:
     log_probs = lambda rng: np.log(probabilities(4, 5)(rng))  # noqa: E731
     return [
@@ -839,6 +865,7 @@ CASES: list[Case] = [
     *_linalg(),
     *_shape_ops(),
     *_nn_cases(),
+    *_lstm_cases(),
     *_loss_cases(),
     *_gradient_helper_cases(),
     *_custom_cases(),

@@ -91,7 +91,8 @@ RANDOM_PRIMITIVES = ("randn", "randint", "dropout_mask")
 def required_primitives(backend: Any) -> frozenset[str]:
     """The registered primitives a backend package must implement itself: all of them for a
     manual-gradient backend; for an autograd backend, all but the gradient helpers, which core derives
-    from its ``vjp`` (:mod:`mithril.backends.array_api.derived`).
+    from its ``vjp`` (:mod:`mithril.backends.array_api.derived`). Primitives with a decomposition
+    (``lstm_recurrence``) are optional: a backend without them compiles the decomposition.
 
         >>> import mithril as ml
         >>> "conv2d_grad_input" in required_primitives(ml.NumpyBackend())
@@ -100,7 +101,7 @@ def required_primitives(backend: Any) -> frozenset[str]:
     from ..backends.array_api import GRADIENT_HELPERS
     from ..plugins import registry
 
-    registered = frozenset(registry().primitives)
+    registered = frozenset(p for p, spec in registry().primitives.items() if spec.decomposition is None)
     return registered - GRADIENT_HELPERS if backend.supports_autograd else registered
 
 

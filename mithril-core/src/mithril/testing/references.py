@@ -844,6 +844,40 @@ def cross_entropy_grad(output_grad, input, target, *, input_type, categorical, e
 
 
 @reference
+def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
+    """The textbook LSTM loop, step by step (real or complex inputs: the helper's reference below
+    differentiates it by complex steps)."""
+    n = initial_hidden.shape[-1]
+    h, c, hiddens = initial_hidden, initial_cell, []
+    for t in range(input.shape[1]):
+        z = input[:, t] + h @ weight_hh.T
+        i, f, g, o = (z[:, k * n : (k + 1) * n] for k in range(4))
+        c = c / (1 + np.exp(-f)) + np.tanh(g) / (1 + np.exp(-i))
+        h = np.tanh(c) / (1 + np.exp(-o))
+        hiddens.append(h)
+    return np.stack(hiddens, axis=1), h, c
+
+
+@reference
+def lstm_recurrence_grad(output_grad, hidden_grad, cell_grad, input, weight_hh, initial_hidden, initial_cell, output):
+    """Complex-step derivatives of ``<cotangents, lstm_recurrence(...)>`` with respect to every entry of
+    every input (exact to rounding; independent of the backends' backpropagation through time)."""
+    primals = [np.asarray(a, dtype=complex) for a in (input, weight_hh, initial_hidden, initial_cell)]
+    cotangents = (output_grad, hidden_grad, cell_grad)
+    step = 1e-30
+    grads = []
+    for k, primal in enumerate(primals):
+        grad = np.zeros(primal.shape)
+        for idx in np.ndindex(*primal.shape):
+            moved = [p.copy() for p in primals]
+            moved[k][idx] += 1j * step
+            outs = lstm_recurrence(*moved)
+            grad[idx] = sum(np.sum(o.imag * g) for o, g in zip(outs, cotangents)) / step
+        grads.append(grad)
+    return tuple(grads)
+
+
+@reference
 def binary_cross_entropy(input, target, *, input_type, eps):
     x, t = _float(input), _float(target)
     if input_type == "logits":  # log(1 + e^x) - t x, written without overflow

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from . import conversions, derived, elementwise, linalg, nn, reductions, shape_ops
+from . import conversions, derived, elementwise, linalg, nn, recurrent, reductions, shape_ops
 from ._binding import Binding, Impl
 
 __all__ = ["op_table"]
 
 _FAMILIES: dict[str, ModuleType] = {
     "elementwise": elementwise, "reductions": reductions, "shape_ops": shape_ops, "nn": nn, "linalg": linalg,
-    "conversions": conversions,
+    "conversions": conversions, "recurrent": recurrent,
 }  # fmt: skip
 
 
@@ -24,7 +24,7 @@ def op_table(
     sequence: type = tuple,
     floats: tuple[Any, ...] | None = None,
     autograd: bool = False,
-    families: tuple[str, ...] = ("elementwise", "reductions", "shape_ops", "nn", "linalg", "conversions"),
+    families: tuple[str, ...] = ("elementwise", "reductions", "shape_ops", "nn", "linalg", "conversions", "recurrent"),
 ) -> dict[str, Impl]:
     """A backend's op table: the shared implementations bound to ``xp``, with ``overrides`` winning.
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import ArgumentError
 from ...primitives import uses_backend
+from ...primitives.catalogue.recurrent import LSTM_INPUTS, LSTM_OUTPUTS
 from ._binding import Impl
 
 __all__ = ["GRADIENT_HELPERS", "derived_gradient_helpers", "is_derived", "linear_grad_weight"]
@@ -42,7 +43,13 @@ _DERIVATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "eigvalsh_grad": ("eigvalsh", ("@",), "input"),
 }  # fmt: skip
 
-GRADIENT_HELPERS: frozenset[str] = frozenset(_DERIVATIONS)
+# helper -> (forward primitive, its inputs, its outputs) for helpers that are a forward's whole VJP: inputs
+# (one cotangent per forward output, the forward inputs, any forward outputs), one gradient per forward input.
+_WHOLE_VJPS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "lstm_recurrence_grad": ("lstm_recurrence", LSTM_INPUTS, LSTM_OUTPUTS),
+}
+
+GRADIENT_HELPERS: frozenset[str] = frozenset(_DERIVATIONS) | frozenset(_WHOLE_VJPS)
 """Helper primitives only backward graphs need: autograd backends derive them, they never write them."""
 
 
@@ -104,6 +111,33 @@ def linear_grad_weight(output_grad: Any, input: Any) -> Any:
     return output_grad.reshape(-1, d).T @ input.reshape(-1, k)
 
 
+def _derive_whole(name: str, forward: Impl) -> Impl:
+    """A whole-VJP helper (:data:`_WHOLE_VJPS`): the backend's ``vjp`` of ``forward`` at the given inputs."""
+    primitive, inputs, outputs = _WHOLE_VJPS[name]
+
+    @uses_backend
+    def helper(backend: Any, *given: Any) -> tuple[Any, ...]:
+        if len(given) < len(outputs) + len(inputs):
+            raise ArgumentError(
+                f"{name}: expected the cotangents of {', '.join(outputs)} and the inputs {', '.join(inputs)} of "
+                f"{primitive}, given {len(given)} arrays"
+            )
+        cotangents = dict(zip(outputs, given))
+        primals = dict(zip(inputs, given[len(outputs) :]))
+
+        def run(params: Mapping[str, Any]) -> dict[str, Any]:
+            return dict(zip(outputs, _call(backend, forward, [params[k] for k in inputs], {})))
+
+        _, grads = backend.vjp(run, primals, cotangents)
+        return tuple(grads[k] for k in inputs)
+
+    helper._mithril_derived = True  # type: ignore[attr-defined]
+    helper.__name__ = helper.__qualname__ = name
+    helper.__doc__ = f"``{name}``: the backend's vjp of ``{primitive}`` for the cotangents of all its outputs."
+    return helper
+
+
 def derived_gradient_helpers(forwards: Mapping[str, Callable[..., Any]]) -> dict[str, Impl]:
     """``{helper: implementation}`` for every helper whose forward primitive is in ``forwards``."""
-    return {name: _derive(name, forwards[spec[0]]) for name, spec in _DERIVATIONS.items() if spec[0] in forwards}
+    single = {name: _derive(name, forwards[spec[0]]) for name, spec in _DERIVATIONS.items() if spec[0] in forwards}
+    return single | {name: _derive_whole(name, forwards[spec[0]]) for name, spec in _WHOLE_VJPS.items() if spec[0] in forwards}

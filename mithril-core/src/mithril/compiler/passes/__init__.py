@@ -1,10 +1,12 @@
-"""Graph passes run by the compiler, in order: integer promotion, constant folding, CSE, dead-node pruning,
-and on autograd backends the ``stop_gradient`` of non-differentiable inputs."""
+"""Graph passes run by the compiler, in order: decomposition of primitives the backend lacks, integer
+promotion, constant folding, CSE, dead-node pruning, and on autograd backends the ``stop_gradient`` of
+non-differentiable inputs."""
 
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
+from .decompose import decompose
 from .promotion import promote_integer_inputs
 from .pruning import prune
 from .stop_gradients import insert_stop_gradients
 
-__all__ = ["fold_constants", "eliminate_common_subexpressions", "promote_integer_inputs", "prune", "insert_stop_gradients"]
+__all__ = ["decompose", "fold_constants", "eliminate_common_subexpressions", "promote_integer_inputs", "prune", "insert_stop_gradients"]

@@ -9,9 +9,9 @@ gradient helpers themselves, ...) have none.
 from __future__ import annotations
 
 from ..context import VjpRule
-from . import elementwise, linalg, losses, nn, reductions, shape_ops
+from . import elementwise, linalg, losses, nn, recurrent, reductions, shape_ops
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses)
+_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, recurrent)
 
 
 def _merge() -> dict[str, VjpRule]:

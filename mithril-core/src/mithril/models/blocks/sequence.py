@@ -3,6 +3,13 @@ as they are) and the sequence models built from them by unrolling a fixed number
 ``ManyToMany``, ``OneToMany`` and ``EncoderDecoder``. Every step shares one set of parameters
 (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``); sequences are ``[batch, time, features]``.
 
+With ``LSTMCell`` a fixed-length sequence runs as one ``lstm_recurrence`` primitive (the whole time loop:
+``jax.lax.scan`` on JAX, a fused loop on PyTorch; its gradient is one backpropagation-through-time call); the
+recurrent bias ``bias_hh`` is then added to the input projection's ``bias_ih`` once. Backends without that
+primitive (C, GGML) run its decomposition, :func:`lstm_recurrence_decomposition`: the cells unrolled.
+RNN cells, variable-length sequences and generation (``OneToMany``, the decoders of
+``EncoderDecoderInference``, whose every input is the previous step's prediction) stay unrolled.
+
 Variable-length batches (``variable_length=True``): an int input ``lengths`` ``[B]`` gives each sample's
 number of valid steps; past it the state stops changing (what ``torch.nn.utils.rnn.pack_padded_sequence``
 computes), so the final state is each sample's state at its own last step, and per-step outputs past it
@@ -17,15 +24,19 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ... import validation
-from ...errors import ArgumentError
+from ...errors import ArgumentError, UnsupportedPrimitiveError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ._util import op, param
 
-__all__ = ["RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference"]
+__all__ = [
+    "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference",
+    "lstm_recurrence_decomposition",
+]  # fmt: skip
 
 PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
@@ -50,12 +61,13 @@ class _Cell(Model):
     """One step: ``input`` ``[B, D]`` and the previous state (``prev_hidden``...) to the new state
     (``hidden``, the canonical output...). ``projected=True``: ``input`` is already ``input @ weight_ih.T +
     bias_ih`` (``[B, gates * H]``; no ``weight_ih``/``bias_ih`` here), what the sequence models use to
-    project a whole sequence in one product."""
+    project a whole sequence in one product. ``recurrent_bias=False``: no ``bias_hh`` (it was added to the
+    projection, as ``lstm_recurrence`` expects)."""
 
     gates = 1
     state_keys: tuple[str, ...] = ("hidden",)
 
-    def __init__(self, hidden_size: int, *, projected: bool = False, name: str | None = None) -> None:
+    def __init__(self, hidden_size: int, *, projected: bool = False, recurrent_bias: bool = True, name: str | None = None) -> None:
         super().__init__(name=name)
         h = validation.positive_int(type(self).__name__, "hidden_size", hidden_size)
         self.__dict__["hidden_size"] = h
@@ -67,7 +79,8 @@ class _Cell(Model):
         else:
             x = _input_projection(self, IOKey("input", shape=["B", "D"]), self.gates, h)
         prev = IOKey("prev_hidden", shape=["B", h])
-        recurrent = op(self, "linear", prev, param("weight_hh", shape=[self.gates * h, h]), param("bias_hh", shape=[self.gates * h]))
+        bias = param("bias_hh", shape=[self.gates * h]) if validation.boolean(type(self).__name__, "recurrent_bias", recurrent_bias) else None
+        recurrent = op(self, "linear", prev, param("weight_hh", shape=[self.gates * h, h]), bias)
         pre = op(self, "add", x, recurrent)
         state = self._step(pre, h)
         for key in reversed(self.state_keys):  # hidden last: the canonical output
@@ -144,14 +157,18 @@ class _Unrolled(Model):
         """``[B, 1]``: whether step ``t`` is inside each sample (``t < lengths``)."""
         return op(self, "unsqueeze", op(self, "greater", lengths, t), axis=1)
 
-    def _run(self, inputs: list[Any], state: dict[str, Any], prefix: str = "", lengths: Any = None, projected: bool = False) -> tuple[list[Any], dict[str, Any]]:
+    def _run(
+        self, inputs: list[Any], state: dict[str, Any], prefix: str = "", lengths: Any = None, projected: bool = False,
+        recurrent_bias: bool = True,
+    ) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
         """Run the cell over ``inputs`` (one ``[B, D]`` connection per step, or ``[B, gates * H]`` when
         ``projected``) from ``state``; returns each step's hidden and the final state. With ``lengths`` a
         sample's state is kept past its last step and its hidden there is 0."""
         hiddens = []
         weights = PARAMS[1::2] if projected else PARAMS  # weight_hh, bias_hh
+        weights = weights if recurrent_bias else tuple(w for w in weights if w != "bias_hh")
         for t, x in enumerate(inputs):
-            cell = self.cell_class(self.hidden_size, projected=projected)
+            cell = self.cell_class(self.hidden_size, projected=projected, recurrent_bias=recurrent_bias)
             self |= cell(input=x, **{f"prev_{s}": state[s] for s in cell.state_keys}, **{p: IOKey(prefix + p) for p in weights})
             new = {s: getattr(cell, s) for s in cell.state_keys}
             if lengths is None:
@@ -171,7 +188,29 @@ class _Unrolled(Model):
         ``nn.LSTM`` does) and split into its ``T = length`` steps ``[B, gates * H]``."""
         sequence = IOKey(key, shape=["B", self.length, "D"])
         projected = _input_projection(self, sequence, self.cell_class.gates, self.hidden_size, prefix)
-        return [op(self, "squeeze", part, axis=1) for part in _split(self, projected, self.length, axis=1)]
+        return self._split_steps(projected)
+
+    def _split_steps(self, sequence: Any) -> list[Any]:
+        """``[B, T, F]`` to its ``T = length`` steps ``[B, F]`` (one ``split``)."""
+        return [op(self, "squeeze", part, axis=1) for part in _split(self, sequence, self.length, axis=1)]
+
+    def _read(self, key: str, state: dict[str, Any], prefix: str = "", lengths: Any = None) -> tuple[Any, dict[str, Any]]:
+        """Run the cell over the sequence ``key`` ``[B, length, D]`` from ``state``: every step's hidden
+        (a list of ``[B, H]``, or one ``[B, length, H]`` where an LSTM reads a fixed-length sequence with
+        one ``lstm_recurrence``) and the final state."""
+        if self.cell_class is not LSTMCell or lengths is not None:
+            return self._run(self._steps(key, prefix), state, prefix, lengths, projected=True)
+        from ..primitive import Primitive
+
+        h = self.hidden_size
+        for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"):  # the unrolled models' order
+            self._keys.setdefault(prefix + name, self._graph.new_value())
+        bias = op(self, "add", param(prefix + "bias_ih", shape=[4 * h]), param(prefix + "bias_hh", shape=[4 * h]))
+        weight = param(prefix + "weight_ih", shape=[4 * h, "D"])
+        projected = op(self, "linear", IOKey(key, shape=["B", self.length, "D"]), weight, bias)
+        loop = Primitive("lstm_recurrence")
+        self |= loop(input=projected, weight_hh=param(prefix + "weight_hh", shape=[4 * h, h]), initial_hidden=state["hidden"], initial_cell=state["cell"])
+        return loop.output, {"hidden": loop.hidden, "cell": loop.cell}
 
     def _generate(self, x: Any, state: dict[str, Any], steps: int, lengths: Any = None, prefix: str = "") -> list[Any]:
         """``steps`` predictions ``hidden @ weight_out.T + bias_out`` from input ``x``, each the next step's
@@ -184,8 +223,10 @@ class _Unrolled(Model):
             predictions.append(x if lengths is None else op(self, "where", self._valid(lengths, t), x, 0.0))
         return predictions
 
-    def _stack(self, steps: list[Any]) -> Any:
-        """``[B, D]`` per step to ``[B, T, D]``."""
+    def _stack(self, steps: Any) -> Any:
+        """``[B, D]`` per step to ``[B, T, D]`` (a sequence already stacked is returned as is)."""
+        if not isinstance(steps, list):
+            return steps
         rows = [op(self, "unsqueeze", s, axis=1) for s in steps]
         return rows[0] if len(rows) == 1 else op(self, "concat", *rows, axis=1, n=len(rows))
 
@@ -205,7 +246,7 @@ class ManyToOne(_Unrolled):
     def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
-        _, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths(), projected=True)
+        _, state = self._read("input", self._initial_state(), lengths=self._lengths())
         if "cell" in state:
             self.expose(state["cell"], "cell", canonical=False)
         self.expose(state["hidden"], "output")
@@ -225,7 +266,7 @@ class ManyToMany(_Unrolled):
     def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
-        hiddens, state = self._run(self._steps("input"), self._initial_state(), lengths=self._lengths(), projected=True)
+        hiddens, state = self._read("input", self._initial_state(), lengths=self._lengths())
         for key, value in state.items():
             self.expose(value, key, canonical=False)
         self.expose(self._stack(hiddens), "output")
@@ -266,11 +307,14 @@ class EncoderDecoder(_Unrolled):
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int("EncoderDecoder", "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
-        _, state = self._run(self._steps("input", "encoder_"), self._initial_state(), prefix="encoder_", lengths=self._lengths(), projected=True)
+        _, state = self._read("input", self._initial_state(), "encoder_", self._lengths())
         self.__dict__["length"] = decoder_length
-        hiddens, _ = self._run(self._steps("decoder_input", "decoder_"), state, prefix="decoder_", projected=True)
+        hiddens, _ = self._read("decoder_input", state, "decoder_")
         weight_out, bias_out = param("weight_out", shape=["O", self.hidden_size]), param("bias_out", shape=["O"])
-        self.expose(self._stack([op(self, "linear", h, weight_out, bias_out) for h in hiddens]), "output")
+        if isinstance(hiddens, list):
+            self.expose(self._stack([op(self, "linear", h, weight_out, bias_out) for h in hiddens]), "output")
+        else:
+            self.expose(op(self, "linear", hiddens, weight_out, bias_out), "output")
         self._cin = self._keys["input"]
 
 
@@ -290,7 +334,41 @@ class EncoderDecoderInference(_Unrolled):
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int("EncoderDecoderInference", "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
-        _, state = self._run(self._steps("input", "encoder_"), self._initial_state(), prefix="encoder_", lengths=self._lengths(), projected=True)
+        _, state = self._read("input", self._initial_state(), "encoder_", self._lengths())
         predictions = self._generate(IOKey("decoder_input", shape=["B", "O"]), state, decoder_length, prefix="decoder_")
         self.expose(self._stack(predictions), "output")
         self._cin = self._keys["input"]
+
+
+class _LSTMRecurrence(_Unrolled):
+    """``lstm_recurrence`` as LSTM cells unrolled over ``length`` steps: what backends without the
+    primitive compile (the sequence models' graph before the primitive existed)."""
+
+    def __init__(self, hidden_size: int, length: int) -> None:
+        super().__init__(LSTMCell, hidden_size, length)
+        self._declare("input", "weight_hh")
+        steps = self._split_steps(IOKey("input", shape=["B", length, 4 * hidden_size]))
+        hiddens, state = self._run(steps, self._initial_state(), projected=True, recurrent_bias=False)
+        self.expose(state["hidden"], "hidden", canonical=False)
+        self.expose(state["cell"], "cell", canonical=False)
+        self.expose(self._stack(hiddens), "output")
+
+
+def lstm_recurrence_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Model:
+    """The ``lstm_recurrence`` primitive as a logical model of cells (``split``, ``linear``, ``sigmoid``...),
+    which ``ml.compile`` splices in on backends without the primitive. It unrolls the steps, so the
+    sequence length (``input``'s dim 1) must be known when compiling.
+
+    >>> lstm_recurrence_decomposition({}, {"input": (2, 3, 8), "weight_hh": (8, 2)}).output_keys
+    ['hidden', 'cell', 'output']
+    """
+    dims, weight = shapes.get("input"), shapes.get("weight_hh")
+    length = dims[1] if dims else None
+    hidden = weight[1] if weight and weight[1] is not None else (dims[2] // 4 if dims and dims[2] is not None else None)
+    if length is None or hidden is None:
+        raise UnsupportedPrimitiveError(
+            f"lstm_recurrence: its decomposition (for backends without the primitive) unrolls the steps, so it "
+            f"needs the sequence length and hidden size at compile time; expected input [B, T, 4H] and "
+            f"weight_hh [4H, H] with T and H known, given {dims} and {weight}: pass them in ml.compile(shapes=...)"
+        )
+    return _LSTMRecurrence(hidden, length)

@@ -1,0 +1,83 @@
+"""The LSTM time loop (``lstm_recurrence``) and its backpropagation through time
+(``lstm_recurrence_grad``, the helper manual-gradient backends run) written once against ``xp``.
+
+The forward is a Python loop over the steps with one matrix product per step; JAX overrides it with
+``jax.lax.scan`` (one traced step however long the sequence) and PyTorch with its fused ``torch.addmm``.
+The helper recomputes every step's gates in one product from the forward ``output`` and loops backwards
+over the steps with one product each.
+
+Example:
+    >>> import numpy as np
+    >>> from mithril.backends.array_api import op_table
+    >>> lstm = op_table(np)["lstm_recurrence"]
+    >>> output, hidden, cell = lstm(np.zeros((2, 3, 8)), np.zeros((8, 2)), np.zeros((2, 2)), np.zeros((2, 2)))
+    >>> output.shape, float(hidden[0, 0])
+    ((2, 3, 2), 0.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._binding import Binding, Impl
+
+__all__ = ["build"]
+
+
+def build(b: Binding) -> dict[str, Impl]:
+    """``lstm_recurrence`` and ``lstm_recurrence_grad`` bound to ``b.xp`` (``sigmoid``/``tanh`` are the
+    backend's own primitives, so the numbers match the unrolled cells)."""
+    xp = b.xp
+    matmul, swapaxes, stack, concatenate, expand_dims = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate, xp.expand_dims
+    sigmoid, tanh = b.pick("sigmoid", None), b.pick("tanh", xp.tanh)
+
+    def lstm_recurrence(input: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any) -> tuple[Any, Any, Any]:
+        """Every step's hidden state ``[B, T, H]`` and the final hidden and cell ``[B, H]`` of an LSTM
+        whose projected gates (i, f, g, o) are ``input`` ``[B, T, 4H]``."""
+        h, c = initial_hidden, initial_cell
+        n = h.shape[-1]
+        recurrent = swapaxes(weight_hh, -1, -2)
+        hiddens = []
+        for t in range(input.shape[1]):
+            gates = input[:, t] + matmul(h, recurrent)
+            input_forget = sigmoid(gates[:, : 2 * n])
+            c = input_forget[:, n:] * c + input_forget[:, :n] * tanh(gates[:, 2 * n : 3 * n])
+            h = sigmoid(gates[:, 3 * n :]) * tanh(c)
+            hiddens.append(h)
+        return stack(hiddens, axis=1), h, c
+
+    def lstm_recurrence_grad(
+        output_grad: Any, hidden_grad: Any, cell_grad: Any, input: Any, weight_hh: Any, initial_hidden: Any,
+        initial_cell: Any, output: Any,
+    ) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+        """Gradients of ``input``, ``weight_hh``, ``initial_hidden`` and ``initial_cell`` for the cotangents
+        of ``output`` ``[B, T, H]``, ``hidden`` and ``cell`` ``[B, H]``."""
+        n, steps = output.shape[-1], output.shape[1]
+        previous = concatenate([expand_dims(initial_hidden, 1), output[:, :-1]], axis=1)  # h_{t-1}, [B, T, H]
+        gates = input + matmul(previous, swapaxes(weight_hh, -1, -2))  # every step's gates in one product
+        i, f, o = sigmoid(gates[..., :n]), sigmoid(gates[..., n : 2 * n]), sigmoid(gates[..., 3 * n :])
+        g = tanh(gates[..., 2 * n : 3 * n])
+        cells, c = [], initial_cell
+        for t in range(steps):
+            c = f[:, t] * c + i[:, t] * g[:, t]
+            cells.append(c)
+        cell_tanh = tanh(stack(cells, axis=1))
+        dh, dc = hidden_grad, cell_grad
+        d_gates = []
+        for t in reversed(range(steps)):
+            dh = dh + output_grad[:, t]
+            dc = dc + dh * o[:, t] * (1 - cell_tanh[:, t] ** 2)
+            c_prev = cells[t - 1] if t else initial_cell
+            it, ft, gt, ot = i[:, t], f[:, t], g[:, t], o[:, t]
+            step = concatenate(
+                [dc * gt * it * (1 - it), dc * c_prev * ft * (1 - ft), dc * it * (1 - gt**2), dh * cell_tanh[:, t] * ot * (1 - ot)],
+                axis=-1,
+            )  # fmt: skip
+            d_gates.append(step)
+            dc = dc * ft
+            dh = matmul(step, weight_hh)
+        d_input = stack(d_gates[::-1], axis=1)
+        d_weight = matmul(swapaxes(d_input.reshape(-1, 4 * n), 0, 1), previous.reshape(-1, n))
+        return d_input, d_weight, dh, dc
+
+    return {"lstm_recurrence": lstm_recurrence, "lstm_recurrence_grad": lstm_recurrence_grad}

@@ -1,0 +1,89 @@
+"""Recurrent primitives: a whole LSTM layer's time loop in one call (``lstm_recurrence``) and its
+backpropagation through time (the gradient helper ``lstm_recurrence_grad``).
+
+A backend without ``lstm_recurrence`` (C, GGML) runs its *decomposition*: the unrolled cell composition
+``mithril.models.blocks.sequence`` builds, spliced in at compile time (``PrimitiveSpec.decomposition``).
+
+Example:
+    >>> from mithril.plugins import registry
+    >>> registry().primitive("lstm_recurrence").output_keys({})
+    ('output', 'hidden', 'cell')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...shapes import Dim, Shape, ShapeMismatch, unify
+from ..spec import PrimitiveSpec
+
+__all__ = ["SPECS", "LSTM_INPUTS", "LSTM_OUTPUTS"]
+
+LSTM_INPUTS = ("input", "weight_hh", "initial_hidden", "initial_cell")
+LSTM_OUTPUTS = ("output", "hidden", "cell")
+_GRAD_INPUTS = ("output_grad", "hidden_grad", "cell_grad", *LSTM_INPUTS, "output")
+
+
+def _lstm_dims(io: Mapping[str, Shape]) -> tuple[Dim, Dim, Dim]:
+    """Unify the forward inputs and the outputs (``output`` ``[B, T, H]``, ``hidden``/``cell`` ``[B, H]``);
+    returns ``(B, T, H)`` and checks ``input``'s last dim is ``4 H`` once both are known."""
+    batch, steps, gates, hidden = Dim(), Dim(), Dim(), Dim()
+    unify(io["input"], Shape([batch, steps, gates]))
+    unify(io["weight_hh"], Shape([gates, hidden]))
+    for key in ("initial_hidden", "initial_cell", "hidden", "cell"):
+        if key in io:
+            unify(io[key], Shape([batch, hidden]))
+    if "output" in io:
+        unify(io["output"], Shape([batch, steps, hidden]))
+    if gates.value is not None and hidden.value is not None and gates.value != 4 * hidden.value:
+        raise ShapeMismatch(f"input's last dim (the gates) must be 4 * hidden = {4 * hidden.value}, got {gates.value}")
+    return batch, steps, hidden
+
+
+def _lstm_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    _lstm_dims(io)
+    return True
+
+
+def _lstm_grad_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """Cotangents shaped like the forward outputs; one gradient shaped like each forward input."""
+    batch, steps, hidden = _lstm_dims(io)
+    unify(io["output_grad"], Shape([batch, steps, hidden]))
+    for key in ("hidden_grad", "cell_grad"):
+        unify(io[key], Shape([batch, hidden]))
+    for key in LSTM_INPUTS:
+        unify(io[f"{key}_grad"], io[key])
+    return True
+
+
+def _floats(*keys: str):
+    def rule(kinds: Mapping[str, Any], attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return dict.fromkeys(keys, "float")
+
+    return rule
+
+
+SPECS = (
+    PrimitiveSpec(
+        "lstm_recurrence",
+        LSTM_INPUTS,
+        _lstm_rule,
+        _floats(*LSTM_OUTPUTS),
+        outputs=LSTM_OUTPUTS,
+        doc="an LSTM layer's time loop (PyTorch gate order i, f, g, o): input [B, T, 4H] holds x_t @ W_ih^T + "
+        "b_ih + b_hh; per step gates = input[:, t] + h @ weight_hh^T, c = sig(f) c + sig(i) tanh(g), "
+        "h = sig(o) tanh(c); output [B, T, H] every h, hidden/cell [B, H] the final state",
+        decomposition="mithril.models.blocks.sequence:lstm_recurrence_decomposition",
+    ),
+    PrimitiveSpec(
+        "lstm_recurrence_grad",
+        _GRAD_INPUTS,
+        _lstm_grad_rule,
+        _floats(*(f"{k}_grad" for k in LSTM_INPUTS)),
+        outputs=tuple(f"{k}_grad" for k in LSTM_INPUTS),
+        differentiable=(),
+        doc="backpropagation through time of lstm_recurrence: the cotangents of output, hidden and cell pulled "
+        "back to input, weight_hh, initial_hidden and initial_cell (output: the forward's, to recompute gates)",
+    ),
+)
