@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from mithril.backends.array_api import Binding, recurrent
 from mithril.primitives import uses_backend
 from mithril.primitives.geometry import check_pool2d_input, window_attributes
 
@@ -205,18 +206,9 @@ attention_weights = attention_probs
 """``softmax(q @ k^T * scale + mask)`` with the masking rules of ``scaled_dot_product_attention``."""
 
 
-def lstm_recurrence(
-    input: Tensor, weight_hh: Tensor, initial_hidden: Tensor, initial_cell: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The LSTM time loop (gate order i, f, g, o) over ``input`` ``[B, T, 4H]``: per step one
-    ``torch.addmm``, one sigmoid over all gates, two tanh and an ``addcmul`` (no in-place ops, so autograd
-    differentiates it). Returns every hidden state ``[B, T, H]`` and the final hidden and cell.
-
-    >>> out, h, c = lstm_recurrence(torch.zeros(2, 3, 8), torch.zeros(8, 2), torch.zeros(2, 2), torch.zeros(2, 2))
-    >>> tuple(out.shape), float(c.sum())
-    ((2, 3, 2), 0.0)
-    """
-    h, c = initial_hidden, initial_cell
+def _lstm_loop(input: Tensor, weight_hh: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The LSTM time loop (gate order i, f, g, o): per step one ``torch.addmm``, one sigmoid over all
+    gates, two tanh and an ``addcmul`` from the initial hidden ``h`` and cell ``c``."""
     n, recurrent = h.shape[-1], weight_hh.t()
     hiddens = []
     for gates_in in input.unbind(1):
@@ -226,3 +218,38 @@ def lstm_recurrence(
         h = o * torch.tanh(c)
         hiddens.append(h)
     return torch.stack(hiddens, 1), h, c
+
+
+_BPTT = recurrent.build(Binding(torch, {"sigmoid": torch.sigmoid, "tanh": torch.tanh}))["lstm_recurrence_grad"]
+"""Core's shared backpropagation through time (``lstm_recurrence_grad``) bound to ``torch``."""
+
+
+class _LSTMRecurrence(torch.autograd.Function):
+    """The loop with one backward node: the shared BPTT instead of autograd's ~10 nodes per step."""
+
+    @staticmethod
+    def forward(ctx: Any, input: Tensor, weight_hh: Tensor, initial_hidden: Tensor, initial_cell: Tensor) -> Any:
+        output, hidden, cell = _lstm_loop(input, weight_hh, initial_hidden, initial_cell)
+        ctx.save_for_backward(input, weight_hh, initial_hidden, initial_cell, output)
+        return output, hidden, cell
+
+    @staticmethod
+    def backward(ctx: Any, output_grad: Tensor, hidden_grad: Tensor, cell_grad: Tensor) -> Any:
+        return _BPTT(output_grad, hidden_grad, cell_grad, *ctx.saved_tensors)
+
+
+def lstm_recurrence(
+    input: Tensor, weight_hh: Tensor, initial_hidden: Tensor, initial_cell: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The LSTM time loop (gate order i, f, g, o) over ``input`` ``[B, T, 4H]``: every hidden state
+    ``[B, T, H]`` and the final hidden and cell. Differentiated as one ``torch.autograd.Function`` whose
+    backward is core's shared backpropagation through time (no in-place ops, so it differentiates again).
+
+    >>> out, h, c = lstm_recurrence(torch.zeros(2, 3, 8), torch.zeros(8, 2), torch.zeros(2, 2), torch.zeros(2, 2))
+    >>> tuple(out.shape), float(c.sum())
+    ((2, 3, 2), 0.0)
+    """
+    tensors = (input, weight_hh, initial_hidden, initial_cell)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _LSTMRecurrence.apply(*tensors)
+    return _lstm_loop(*tensors)

@@ -2,7 +2,9 @@
 (``lstm_recurrence_grad``, the helper manual-gradient backends run) written once against ``xp``.
 
 The forward is a Python loop over the steps with one matrix product per step; JAX overrides it with
-``jax.lax.scan`` (one traced step however long the sequence) and PyTorch with its fused ``torch.addmm``.
+``jax.lax.scan`` (one traced step however long the sequence) and PyTorch with its fused ``torch.addmm``
+(whose ``torch.autograd.Function`` backward is the helper here, bound to ``torch``: ``stack``,
+``concatenate``, ``swapaxes`` and ``[:, None]`` are all this module asks of a namespace).
 The helper recomputes every step's gates in one product from the forward ``output`` and loops backwards
 over the steps with one product each.
 
@@ -28,7 +30,7 @@ def build(b: Binding) -> dict[str, Impl]:
     """``lstm_recurrence`` and ``lstm_recurrence_grad`` bound to ``b.xp`` (``sigmoid``/``tanh`` are the
     backend's own primitives, so the numbers match the unrolled cells)."""
     xp = b.xp
-    matmul, swapaxes, stack, concatenate, expand_dims = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate, xp.expand_dims
+    matmul, swapaxes, stack, concatenate = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate
     sigmoid, tanh = b.pick("sigmoid", None), b.pick("tanh", xp.tanh)
 
     def lstm_recurrence(input: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any) -> tuple[Any, Any, Any]:
@@ -53,28 +55,29 @@ def build(b: Binding) -> dict[str, Impl]:
         """Gradients of ``input``, ``weight_hh``, ``initial_hidden`` and ``initial_cell`` for the cotangents
         of ``output`` ``[B, T, H]``, ``hidden`` and ``cell`` ``[B, H]``."""
         n, steps = output.shape[-1], output.shape[1]
-        previous = concatenate([expand_dims(initial_hidden, 1), output[:, :-1]], axis=1)  # h_{t-1}, [B, T, H]
+        previous = concatenate([initial_hidden[:, None], output[:, :-1]], axis=1)  # h_{t-1}, [B, T, H]
         gates = input + matmul(previous, swapaxes(weight_hh, -1, -2))  # every step's gates in one product
-        i, f, o = sigmoid(gates[..., :n]), sigmoid(gates[..., n : 2 * n]), sigmoid(gates[..., 3 * n :])
+        activated = sigmoid(gates)  # i, f, o (one contiguous call; the g quarter is unused)
+        i, f, o = activated[..., :n], activated[..., n : 2 * n], activated[..., 3 * n :]
         g = tanh(gates[..., 2 * n : 3 * n])
-        cells, c = [], initial_cell
+        written, c, cells = i * g, initial_cell, []
         for t in range(steps):
-            c = f[:, t] * c + i[:, t] * g[:, t]
+            c = f[:, t] * c + written[:, t]
             cells.append(c)
-        cell_tanh = tanh(stack(cells, axis=1))
+        cell = stack(cells, axis=1)
+        cell_tanh = tanh(cell)
+        through = o * (1 - cell_tanh * cell_tanh)  # d cell / d hidden of each step
+        # d gates = [dc, dc, dc, dh] * local: everything but the carried dc and dh, for all steps at once
+        c_prev = concatenate([initial_cell[:, None], cell[:, :-1]], axis=1)
+        local = concatenate([g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g), cell_tanh * o * (1 - o)], axis=-1)
         dh, dc = hidden_grad, cell_grad
         d_gates = []
         for t in reversed(range(steps)):
             dh = dh + output_grad[:, t]
-            dc = dc + dh * o[:, t] * (1 - cell_tanh[:, t] ** 2)
-            c_prev = cells[t - 1] if t else initial_cell
-            it, ft, gt, ot = i[:, t], f[:, t], g[:, t], o[:, t]
-            step = concatenate(
-                [dc * gt * it * (1 - it), dc * c_prev * ft * (1 - ft), dc * it * (1 - gt**2), dh * cell_tanh[:, t] * ot * (1 - ot)],
-                axis=-1,
-            )  # fmt: skip
+            dc = dc + dh * through[:, t]
+            step = concatenate([dc, dc, dc, dh], axis=-1) * local[:, t]
             d_gates.append(step)
-            dc = dc * ft
+            dc = dc * f[:, t]
             dh = matmul(step, weight_hh)
         d_input = stack(d_gates[::-1], axis=1)
         d_weight = matmul(swapaxes(d_input.reshape(-1, 4 * n), 0, 1), previous.reshape(-1, n))
