@@ -62,7 +62,9 @@ def _splice(graph: Graph, node: Node) -> None:
         outer[value.id] = node.inputs[key]
     missing = set(node.outputs) - set(flat.outputs)
     if missing:
-        raise UnsupportedPrimitiveError(f"{where}: the decomposition of {spec.name!r} lacks the output(s) {sorted(missing)}")
+        raise UnsupportedPrimitiveError(
+            f"{where}: the decomposition of {spec.name!r} lacks output(s) {sorted(missing)}"
+        )
     for key, value in flat.outputs.items():
         if key in node.outputs:
             outer[value.id] = node.outputs[key]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, ShapeMismatch, unify
-from ..spec import PrimitiveSpec
+from ..spec import PrimitiveSpec, TypeRule
 
 __all__ = ["SPECS", "LSTM_INPUTS", "LSTM_OUTPUTS"]
 
@@ -57,7 +57,9 @@ def _lstm_grad_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _floats(*keys: str):
+def _floats(*keys: str) -> TypeRule:
+    """Type rule: every key of ``keys`` is float."""
+
     def rule(kinds: Mapping[str, Any], attrs: Mapping[str, Any]) -> Mapping[str, Any]:
         return dict.fromkeys(keys, "float")
 
