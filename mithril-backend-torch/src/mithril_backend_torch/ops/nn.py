@@ -206,36 +206,45 @@ attention_weights = attention_probs
 """``softmax(q @ k^T * scale + mask)`` with the masking rules of ``scaled_dot_product_attention``."""
 
 
-def _lstm_loop(input: Tensor, weight_hh: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _lstm_loop(
+    input: Tensor, weight_hh: Tensor, h: Tensor, c: Tensor, kept: list[list[Tensor]] | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """The LSTM time loop (gate order i, f, g, o): per step one ``torch.addmm``, one sigmoid over all
-    gates, two tanh and an ``addcmul`` from the initial hidden ``h`` and cell ``c``."""
+    gates, two tanh and an ``addcmul`` from the initial hidden ``h`` and cell ``c``. With ``kept`` (three
+    lists) each step's sigmoid of the gates, tanh of the cell gate and cell state are appended there."""
     n, recurrent = h.shape[-1], weight_hh.t()
     hiddens = []
-    for gates_in in input.unbind(1):
+    for gates_in in input.transpose(0, 1).contiguous().unbind(0):  # contiguous steps: addmm copies no strides
         gates = torch.addmm(gates_in, h, recurrent)
-        i, f, _, o = torch.sigmoid(gates).chunk(4, 1)
-        c = torch.addcmul(f * c, i, torch.tanh(gates[:, 2 * n : 3 * n]))
+        activated, g = torch.sigmoid(gates), torch.tanh(gates[:, 2 * n : 3 * n])
+        i, f, _, o = activated.chunk(4, 1)
+        c = torch.addcmul(f * c, i, g)
         h = o * torch.tanh(c)
         hiddens.append(h)
+        if kept is not None:
+            for store, value in zip(kept, (activated, g, c)):
+                store.append(value)
     return torch.stack(hiddens, 1), h, c
 
 
-_BPTT = recurrent.build(Binding(torch, {"sigmoid": torch.sigmoid, "tanh": torch.tanh}))["lstm_recurrence_grad"]
-"""Core's shared backpropagation through time (``lstm_recurrence_grad``) bound to ``torch``."""
+_BACKPROP = recurrent.backprop(Binding(torch, {"tanh": torch.tanh}))
+"""Core's shared backpropagation through time bound to ``torch``."""
 
 
 class _LSTMRecurrence(torch.autograd.Function):
-    """The loop with one backward node: the shared BPTT instead of autograd's ~10 nodes per step."""
+    """The loop with one backward node: the shared BPTT from the activations the forward kept, instead of
+    autograd's ~10 nodes per step."""
 
     @staticmethod
     def forward(ctx: Any, input: Tensor, weight_hh: Tensor, initial_hidden: Tensor, initial_cell: Tensor) -> Any:
-        output, hidden, cell = _lstm_loop(input, weight_hh, initial_hidden, initial_cell)
-        ctx.save_for_backward(input, weight_hh, initial_hidden, initial_cell, output)
+        kept: list[list[Tensor]] = [[], [], []]
+        output, hidden, cell = _lstm_loop(input, weight_hh, initial_hidden, initial_cell, kept)
+        ctx.save_for_backward(weight_hh, initial_hidden, initial_cell, output, *(torch.stack(k, 1) for k in kept))
         return output, hidden, cell
 
     @staticmethod
     def backward(ctx: Any, output_grad: Tensor, hidden_grad: Tensor, cell_grad: Tensor) -> Any:
-        return _BPTT(output_grad, hidden_grad, cell_grad, *ctx.saved_tensors)
+        return _BACKPROP(output_grad, hidden_grad, cell_grad, *ctx.saved_tensors)
 
 
 def lstm_recurrence(
@@ -243,7 +252,7 @@ def lstm_recurrence(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The LSTM time loop (gate order i, f, g, o) over ``input`` ``[B, T, 4H]``: every hidden state
     ``[B, T, H]`` and the final hidden and cell. Differentiated as one ``torch.autograd.Function`` whose
-    backward is core's shared backpropagation through time (no in-place ops, so it differentiates again).
+    backward is core's shared backpropagation through time from the activations the forward kept.
 
     >>> out, h, c = lstm_recurrence(torch.zeros(2, 3, 8), torch.zeros(8, 2), torch.zeros(2, 2), torch.zeros(2, 2))
     >>> tuple(out.shape), float(c.sum())

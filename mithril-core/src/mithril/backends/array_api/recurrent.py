@@ -3,10 +3,11 @@
 
 The forward is a Python loop over the steps with one matrix product per step; JAX overrides it with
 ``jax.lax.scan`` (one traced step however long the sequence) and PyTorch with its fused ``torch.addmm``
-(whose ``torch.autograd.Function`` backward is the helper here, bound to ``torch``: ``stack``,
-``concatenate``, ``swapaxes`` and ``[:, None]`` are all this module asks of a namespace).
-The helper recomputes every step's gates in one product from the forward ``output`` and loops backwards
-over the steps with one product each.
+(whose ``torch.autograd.Function`` backward is :func:`backprop` bound to ``torch``, from the activations
+its forward kept: ``stack``, ``concatenate``, ``swapaxes`` and ``[:, None]`` are all this module asks of a
+namespace).
+The helper recomputes every step's gates in one product from the forward ``output``, then
+:func:`backprop` loops backwards over the steps with one product each.
 
 Example:
     >>> import numpy as np
@@ -23,7 +24,45 @@ from typing import Any
 
 from ._binding import Binding, Impl
 
-__all__ = ["build"]
+__all__ = ["build", "backprop"]
+
+
+def backprop(b: Binding) -> Impl:
+    """Backpropagation through time from every step's activations, bound to ``b.xp``:
+    ``backprop(output_grad, hidden_grad, cell_grad, weight_hh, initial_hidden, initial_cell, output,
+    activated, g, cell)`` with ``activated`` the sigmoid of every step's gates ``[B, T, 4H]`` (its i, f and
+    o quarters are read), ``g`` the tanh of the cell quarter and ``cell`` every cell state ``[B, T, H]``;
+    returns the gradients of the gates ``[B, T, 4H]``, ``weight_hh``, ``initial_hidden`` and
+    ``initial_cell``. A backend whose forward keeps the activations (PyTorch) calls it directly."""
+    xp = b.xp
+    matmul, swapaxes, stack, concatenate, tanh = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate, b.pick("tanh", xp.tanh)
+
+    def lstm_backprop(
+        output_grad: Any, hidden_grad: Any, cell_grad: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any,
+        output: Any, activated: Any, g: Any, cell: Any,
+    ) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+        n, steps = output.shape[-1], output.shape[1]
+        i, f, o = activated[..., :n], activated[..., n : 2 * n], activated[..., 3 * n :]
+        cell_tanh = tanh(cell)
+        through = o * (1 - cell_tanh * cell_tanh)  # d cell / d hidden of each step
+        # d gates = [dc, dc, dc, dh] * local: everything but the carried dc and dh, for all steps at once
+        c_prev = concatenate([initial_cell[:, None], cell[:, :-1]], axis=1)
+        local = concatenate([g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g), cell_tanh * o * (1 - o)], axis=-1)
+        dh, dc = hidden_grad, cell_grad
+        d_gates = []
+        for t in reversed(range(steps)):
+            dh = dh + output_grad[:, t]
+            dc = dc + dh * through[:, t]
+            step = concatenate([dc, dc, dc, dh], axis=-1) * local[:, t]
+            d_gates.append(step)
+            dc = dc * f[:, t]
+            dh = matmul(step, weight_hh)
+        d_input = stack(d_gates[::-1], axis=1)
+        previous = concatenate([initial_hidden[:, None], output[:, :-1]], axis=1)  # h_{t-1}, [B, T, H]
+        d_weight = matmul(swapaxes(d_input.reshape(-1, 4 * n), 0, 1), previous.reshape(-1, n))
+        return d_input, d_weight, dh, dc
+
+    return lstm_backprop
 
 
 def build(b: Binding) -> dict[str, Impl]:
@@ -32,6 +71,7 @@ def build(b: Binding) -> dict[str, Impl]:
     xp = b.xp
     matmul, swapaxes, stack, concatenate = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate
     sigmoid, tanh = b.pick("sigmoid", None), b.pick("tanh", xp.tanh)
+    lstm_backprop = backprop(b)
 
     def lstm_recurrence(input: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any) -> tuple[Any, Any, Any]:
         """Every step's hidden state ``[B, T, H]`` and the final hidden and cell ``[B, H]`` of an LSTM
@@ -53,34 +93,18 @@ def build(b: Binding) -> dict[str, Impl]:
         initial_cell: Any, output: Any,
     ) -> tuple[Any, Any, Any, Any]:  # fmt: skip
         """Gradients of ``input``, ``weight_hh``, ``initial_hidden`` and ``initial_cell`` for the cotangents
-        of ``output`` ``[B, T, H]``, ``hidden`` and ``cell`` ``[B, H]``."""
+        of ``output`` ``[B, T, H]``, ``hidden`` and ``cell`` ``[B, H]``: every step's gates recomputed in
+        one product from the hidden states ``output``, then :func:`backprop`."""
         n, steps = output.shape[-1], output.shape[1]
         previous = concatenate([initial_hidden[:, None], output[:, :-1]], axis=1)  # h_{t-1}, [B, T, H]
-        gates = input + matmul(previous, swapaxes(weight_hh, -1, -2))  # every step's gates in one product
+        gates = input + matmul(previous, swapaxes(weight_hh, -1, -2))
         activated = sigmoid(gates)  # i, f, o (one contiguous call; the g quarter is unused)
-        i, f, o = activated[..., :n], activated[..., n : 2 * n], activated[..., 3 * n :]
         g = tanh(gates[..., 2 * n : 3 * n])
-        written, c, cells = i * g, initial_cell, []
+        written, c, cells = activated[..., :n] * g, initial_cell, []
         for t in range(steps):
-            c = f[:, t] * c + written[:, t]
+            c = activated[:, t, n : 2 * n] * c + written[:, t]
             cells.append(c)
         cell = stack(cells, axis=1)
-        cell_tanh = tanh(cell)
-        through = o * (1 - cell_tanh * cell_tanh)  # d cell / d hidden of each step
-        # d gates = [dc, dc, dc, dh] * local: everything but the carried dc and dh, for all steps at once
-        c_prev = concatenate([initial_cell[:, None], cell[:, :-1]], axis=1)
-        local = concatenate([g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g), cell_tanh * o * (1 - o)], axis=-1)
-        dh, dc = hidden_grad, cell_grad
-        d_gates = []
-        for t in reversed(range(steps)):
-            dh = dh + output_grad[:, t]
-            dc = dc + dh * through[:, t]
-            step = concatenate([dc, dc, dc, dh], axis=-1) * local[:, t]
-            d_gates.append(step)
-            dc = dc * f[:, t]
-            dh = matmul(step, weight_hh)
-        d_input = stack(d_gates[::-1], axis=1)
-        d_weight = matmul(swapaxes(d_input.reshape(-1, 4 * n), 0, 1), previous.reshape(-1, n))
-        return d_input, d_weight, dh, dc
+        return lstm_backprop(output_grad, hidden_grad, cell_grad, weight_hh, initial_hidden, initial_cell, output, activated, g, cell)
 
     return {"lstm_recurrence": lstm_recurrence, "lstm_recurrence_grad": lstm_recurrence_grad}
