@@ -28,12 +28,17 @@ from ..graph import Graph, Node, Value
 
 __all__ = ["insert_stop_gradients"]
 
+_NO_GRADIENT_KINDS = frozenset({"int", "bool"})
+"""Values that carry no gradient into any consumer: MLX pulls ``multiply(cast(x, int), x)``'s cotangent
+back through the ``cast`` as an integer (truncated) array, so it is stopped even at differentiable keys."""
+
 
 def insert_stop_gradients(graph: Graph, params: Iterable[Value]) -> int:
     """Route every value that depends on ``params`` and feeds an input its consumer's spec declares
     non-differentiable through one ``stop_gradient`` (shared by all such uses of the value). Bool and int
-    values count too: MLX differentiates ``where``'s condition back through ``cast(x, bool)`` and fails on
-    the cotangent's type. Returns the number of ``stop_gradient`` nodes added."""
+    values are stopped at every key of a consumer with a float output: MLX differentiates ``where``'s
+    condition back through ``cast(x, bool)`` and fails on the cotangent's type, and pulls an integer
+    (truncated) cotangent back through ``cast(x, int)``. Returns the number of ``stop_gradient`` nodes added."""
     active = {value.id for value in params}
     stopped: dict[int, Value] = {}
     ordered: list[Node] = []
@@ -41,7 +46,9 @@ def insert_stop_gradients(graph: Graph, params: Iterable[Value]) -> int:
         differentiable = set(node.spec.differentiable_keys(node.attrs))
         float_output = any(out.kind == "float" for out in node.outputs.values())
         for key, value in node.inputs.items():
-            if value is None or value.id not in active or key in differentiable or not float_output:
+            if value is None or value.id not in active or not float_output:
+                continue
+            if key in differentiable and value.kind not in _NO_GRADIENT_KINDS:
                 continue
             if value.id not in stopped:
                 stopped[value.id] = graph.emit("stop_gradient", value, path=node.path)  # type: ignore[assignment]
