@@ -65,12 +65,17 @@ progress line printed at least that often."""
 
 
 def default_profile(backend: str, **overrides: Any) -> FuzzProfile:
-    """The generator profile used for ``backend`` (the primitives it declares unsupported excluded)."""
+    """The generator profile used for ``backend``: the primitives it can run neither itself nor as their
+    decomposition are excluded."""
+    from ...plugins import registry
     from ._check import make_backend
     from ._generate import GENERATED_PRIMITIVES
 
     instance = make_backend(backend)
-    unsupported = frozenset(p for p in GENERATED_PRIMITIVES if not instance.has_implementation(p))
+    primitives = registry().primitives
+    unsupported = frozenset(  # a primitive with a decomposition runs everywhere (as that composition)
+        p for p in GENERATED_PRIMITIVES if not instance.has_implementation(p) and primitives[p].decomposition is None
+    )
     exclude = unsupported | frozenset(overrides.pop("exclude", frozenset()))
     overrides.setdefault("jit_choices", JIT_CHOICES.get(backend, (None,)))
     return FuzzProfile(exclude=exclude, **overrides)

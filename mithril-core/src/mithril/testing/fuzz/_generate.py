@@ -947,6 +947,33 @@ def fam_attention(g: _Gen) -> None:
     g.emit("scaled_dot_product_attention", {"query": q, "key": k, "value": v, "mask": mask}, attrs)
 
 
+def fam_recurrent(g: _Gen) -> None:
+    """``lstm_recurrence`` (a whole LSTM layer; C and GGML run its decomposition), sometimes followed by its
+    backpropagation helper applied to the call's own output (the helper reads it to recompute the gates)."""
+    x = g.operand(
+        "float",
+        lambda a: a.ndim == 3 and a.shape[-1] % 4 == 0 and a.shape[0] <= 2 and a.shape[1] <= 3 and a.shape[-1] <= 12,
+        lambda: g.new_input((g.integer(1, 2), g.integer(1, 3), 4 * g.integer(1, 3))),
+    )
+    batch, _, gates = g.values[x].shape
+    hidden = gates // 4
+    inputs: dict[str, str | Const | None] = {
+        "input": x,
+        "weight_hh": g.operand_of_shape((gates, hidden)),
+        "initial_hidden": g.operand_of_shape((batch, hidden)),
+        "initial_cell": g.operand_of_shape((batch, hidden)),
+    }
+    outs = g.emit("lstm_recurrence", inputs)
+    if outs and g.chance(4):
+        output = outs[0]
+        cotangents = {
+            "output_grad": g.operand_of_shape(g.values[output].shape),
+            "hidden_grad": g.operand_of_shape((batch, hidden)),
+            "cell_grad": g.operand_of_shape((batch, hidden)),
+        }
+        g.emit("lstm_recurrence_grad", {**cotangents, **inputs, "output": output})
+
+
 def fam_loss(g: _Gen) -> None:
     prim = g.choice(("squared_error", "absolute_error", "cross_entropy", "binary_cross_entropy", "cross_entropy_grad"))
     if prim in ("squared_error", "absolute_error"):
@@ -1065,6 +1092,7 @@ FAMILIES: dict[str, tuple[Callable[[_Gen], None], int]] = {
     "pool": (fam_pool, 1),
     "gather_embedding": (fam_gather_embedding, 1),
     "attention": (fam_attention, 1),
+    "recurrent": (fam_recurrent, 1),
     "loss": (fam_loss, 2),
     "int_ops": (fam_int_ops, 2),
     "where": (lambda g: fam_where(g), 1),
@@ -1083,7 +1111,8 @@ GENERATED_PRIMITIVES: frozenset[str] = frozenset(
         "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad", "gather", "gather_grad", "embedding", "embedding_grad",
         "index_grad", "attention_weights", "scaled_dot_product_attention", "squared_error", "absolute_error",
         "cross_entropy", "binary_cross_entropy", "cross_entropy_grad", "sum_to_like", "reshape_like",
-        "broadcast_to_like", "linear_grad_weight", "full", "ones", "zeros", "arange",
+        "broadcast_to_like", "linear_grad_weight", "full", "ones", "zeros", "arange", "lstm_recurrence",
+        "lstm_recurrence_grad",
     }
 )  # fmt: skip
 """Every primitive some family can emit."""
