@@ -105,6 +105,9 @@ def build(b: Binding) -> dict[str, Impl]:
             c = activated[:, t, n : 2 * n] * c + written[:, t]
             cells.append(c)
         cell = stack(cells, axis=1)
-        return lstm_backprop(output_grad, hidden_grad, cell_grad, weight_hh, initial_hidden, initial_cell, output, activated, g, cell)
+        grads: tuple[Any, Any, Any, Any] = lstm_backprop(
+            output_grad, hidden_grad, cell_grad, weight_hh, initial_hidden, initial_cell, output, activated, g, cell
+        )
+        return grads
 
     return {"lstm_recurrence": lstm_recurrence, "lstm_recurrence_grad": lstm_recurrence_grad}
