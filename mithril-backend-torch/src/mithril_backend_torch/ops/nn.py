@@ -157,8 +157,8 @@ def scaled_dot_product_attention(
 ) -> Tensor:
     """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see :func:`attention_probs`).
 
-    Uses ``F.scaled_dot_product_attention`` except for a mask combined with ``causal`` (which it refuses)
-    and for DTensors.
+    Uses ``F.scaled_dot_product_attention`` except for a mask combined with ``causal`` or a mask of rank
+    0 or 1 (which it refuses) and for DTensors.
 
     >>> q = torch.ones(1, 2, 4)
     >>> scaled_dot_product_attention(q, q, q, None, causal=True, scale=None).shape
@@ -166,8 +166,8 @@ def scaled_dot_product_attention(
     """
     # DTensors (a device mesh) take the composed path: the CPU flash kernel has no sharding rule
     fused = query.ndim >= 3 and not (causal and mask is not None) and type(query) is torch.Tensor
-    if fused and mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
-        fused = False
+    if fused and mask is not None and (mask.ndim < 2 or (mask.dtype != torch.bool and mask.dtype != query.dtype)):
+        fused = False  # F.scaled_dot_product_attention refuses masks of rank 0 and 1 (they broadcast here)
     if fused:
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal, scale=scale)
     return torch.matmul(attention_probs(query, key, mask, causal=causal, scale=scale), value)
