@@ -7,7 +7,8 @@ gradient rule, a backend or a model family, without importing Mithril's internal
 - Gradients: :class:`GradContext` (what a VJP rule receives) and :class:`Ops` (emitting primitives).
 - Backends: the :class:`Backend` base class and :class:`Dtype`; for a Python backend package,
   :func:`op_table` (the shared array-API implementations bound to a framework namespace, plus the
-  backend's overrides), :class:`Binding` and :data:`Impl`; for every backend package, :func:`backend_plugin`
+  backend's overrides), :class:`Binding`, :data:`Impl` and :func:`module_implementations` (the
+  implementations a module of overrides holds: its public functions); for every backend package, :func:`backend_plugin`
   (its ``plugin.py`` in one call) and :func:`lazy_exports` (its ``__init__`` exports imported on first use);
   :class:`InputsNeedChecking` for entry points that check their own inputs (:mod:`mithril.backends.direct`).
 - Plugins: the ``hookimpl`` marker for the ``mithril_register_*`` hooks (``mithril/plugins/hookspecs.py``).
@@ -36,6 +37,7 @@ from .extension import register_gradient, register_implementation, register_prim
 from .gradients.context import GradContext, Ops
 from .plugins import hookimpl
 from .primitives import rules
+from .primitives.registry import module_implementations
 from .primitives.spec import REQUIRED, PrimitiveSpec, ShapeIO
 from .shapes import Dim, Shape, ShapeMismatch, unify
 from .types import Dtype
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "Dim", "Dtype", "GradContext", "Impl", "InputsNeedChecking", "Ops",
     "PrimitiveSpec", "REQUIRED", "Shape", "ShapeIO", "ShapeMismatch", "backend_plugin", "hookimpl", "lazy_exports",
-    "op_table", "register_gradient", "register_implementation", "register_primitive", "rules", "unify",
+    "module_implementations", "op_table", "register_gradient", "register_implementation", "register_primitive",
+    "rules", "unify",
 ]  # fmt: skip
 
 

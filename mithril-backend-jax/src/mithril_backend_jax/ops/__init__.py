@@ -1,6 +1,6 @@
-"""The JAX op table: the shared implementations (:mod:`mithril.backends.array_api`) bound to
-``jax.numpy``, with JAX's own where it differs or is faster (:mod:`.overrides`). Gradient helpers are
-derived from ``jax.vjp`` of their forward primitives (JAX differentiates the forward itself).
+"""The JAX op table: the shared implementations (:mod:`mithril.backends.array_api`) bound to ``jax.numpy``
+and ``jax.lax.scan`` (loops), with JAX's own where it differs or is faster (:mod:`.overrides`). Gradient
+helpers are derived from ``jax.vjp`` of their forward primitives (JAX differentiates the forward itself).
 
 Example:
     >>> from mithril_backend_jax import ops
@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from mithril.backends.array_api import Impl, op_table
@@ -20,5 +21,5 @@ __all__ = ["TABLE"]
 
 _FLOATS = (*(np.dtype(n) for n in ("float16", "float32", "float64")), jnp.dtype(jnp.bfloat16))
 
-TABLE: dict[str, Impl] = op_table(jnp, overrides.TABLE, floats=_FLOATS, autograd=True)
+TABLE: dict[str, Impl] = op_table(jnp, overrides.TABLE, floats=_FLOATS, scan=jax.lax.scan, autograd=True)
 """Primitive name -> implementation (what the plugin registers for ``jax``)."""

@@ -1,9 +1,8 @@
 """Where JAX differs from the shared implementations (:mod:`mithril.backends.array_api`): transcendental
 functions of int/bool inputs return the backend float dtype; ``jax.nn``/``jax.lax`` kernels (``relu``
 whose gradient at 0 is 0, ``gelu``, ``softmax``, ``erf``, ``rsqrt``); ``linear`` as one ``dot_general``;
-convolutions and pooling through ``lax`` (:mod:`._windows`); the LSTM time loop as ``jax.lax.scan``;
-random ops drawing with ``backend.next_key()`` (inside a jitted forward a split of the traced key passed in
-on every call).
+convolutions and pooling through ``lax`` (:mod:`._windows`); random ops drawing with ``backend.next_key()``
+(inside a jitted forward a split of the traced key passed in on every call).
 
 Example:
     >>> import jax.numpy as jnp
@@ -55,6 +54,7 @@ def _floating(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     floating.__name__ = floating.__qualname__ = name
     floating.__doc__ = f"``{name}`` of ``input`` (ints and bools as the backend float dtype)."
+    floating.without_backend = fn  # type: ignore[attr-defined]  # for shared code, whose inputs are floats
     return floating
 
 
@@ -121,34 +121,13 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
     return jax.random.randint(backend.next_key(), tuple(shape), low, high, dtype=backend.native_dtype("int"))
 
 
-def lstm_recurrence(
-    input: Array, weight_hh: Array, initial_hidden: Array, initial_cell: Array
-) -> tuple[Array, Array, Array]:
-    """The LSTM time loop as one ``jax.lax.scan`` over the steps of ``input`` ``[B, T, 4H]`` (one traced
-    step, so compile time does not grow with ``T``; ``jax.vjp`` of it is a reverse scan). Returns every
-    hidden state ``[B, T, H]`` and the final hidden and cell."""
-    n = initial_hidden.shape[-1]
-    recurrent = weight_hh.T
-
-    def step(state: tuple[Array, Array], gates_in: Array) -> tuple[tuple[Array, Array], Array]:
-        h, c = state
-        gates = gates_in + h @ recurrent
-        input_forget = jax.nn.sigmoid(gates[:, : 2 * n])
-        c = input_forget[:, n:] * c + input_forget[:, :n] * jnp.tanh(gates[:, 2 * n : 3 * n])
-        h = jax.nn.sigmoid(gates[:, 3 * n :]) * jnp.tanh(c)
-        return (h, c), h
-
-    (hidden, cell), hiddens = jax.lax.scan(step, (initial_hidden, initial_cell), jnp.swapaxes(input, 0, 1))
-    return jnp.swapaxes(hiddens, 0, 1), hidden, cell
-
-
 TABLE: dict[str, Callable[..., Any]] = {
     **{name: _floating(name, fn) for name, fn in _FLOATING.items()},
     "relu": relu, "linear": linear, "divide": divide, "index": index, "avg_pool2d": avg_pool2d,
     "conv1d": _windows.conv_forward, "conv2d": _windows.conv_forward, "max_pool2d": _windows.max_pool,
     "softmax": jax.nn.softmax, "log_softmax": jax.nn.log_softmax,
     "dropout_mask": dropout_mask_drawing(jnp, lambda b, shape: jax.random.uniform(b.next_key(), shape, jnp.float32)),
-    "randn": randn, "randint": randint, "stop_gradient": jax.lax.stop_gradient, "lstm_recurrence": lstm_recurrence,
+    "randn": randn, "randint": randint, "stop_gradient": jax.lax.stop_gradient,
     **{
         name: eager_only(name, fn, "JaxBackend", (jax.errors.ConcretizationTypeError,))
         for name, fn in (("unique", jnp.unique), ("item", item))

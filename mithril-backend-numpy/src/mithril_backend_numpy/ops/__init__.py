@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from mithril.backends.array_api import Impl, op_table
+from mithril.extend import module_implementations
 
 from . import _conv, _pool, gradient_helpers, overrides
 
@@ -26,8 +27,9 @@ _POOL["avg_pool_grad"] = "avg_pool2d_grad"
 TABLE: dict[str, Impl] = op_table(
     np,
     {
-        **{name: getattr(overrides, name) for name in overrides.__all__},
-        **{name: getattr(gradient_helpers, name) for name in gradient_helpers.__all__},
+        **module_implementations(overrides),
+        "dropout_mask": overrides.dropout_mask,  # made by a shared factory, not defined there
+        **module_implementations(gradient_helpers),
         **{name: getattr(_conv, fn) for fn, names in _CONV.items() for name in names},
         **{name: getattr(_pool, fn) for fn, name in _POOL.items()},
     },

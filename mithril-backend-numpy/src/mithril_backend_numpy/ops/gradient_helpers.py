@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 from mithril.errors import ArgumentError
 
-__all__ = ["embedding_grad", "index_grad", "gather_grad", "cross_entropy_grad"]
-
 Array = np.ndarray
 
 

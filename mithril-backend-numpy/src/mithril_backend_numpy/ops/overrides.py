@@ -16,9 +16,6 @@ import numpy as np
 from mithril.backends.array_api.nn import dropout_mask_drawing
 from mithril.primitives import uses_backend
 
-__all__ = ["erf", "cast", "linear", "dropout_mask", "randn", "randint"]
-
-
 Array = np.ndarray
 
 

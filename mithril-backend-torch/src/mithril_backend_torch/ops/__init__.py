@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from mithril.backends.array_api import Binding, Impl, op_table
 from mithril.backends.array_api.elementwise import sign_keeping_nan
+from mithril.extend import module_implementations
 
 from . import elementwise, linalg, losses, nn, reductions, shape_ops
 
@@ -25,7 +26,7 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TABLE: dict[str, Impl] = op_table(
     torch,
     {
-        **{name: getattr(module, name) for module in _MODULES for name in module.__all__},
+        **{name: fn for module in _MODULES for name, fn in module_implementations(module).items()},
         **elementwise.PAIRED,
         "sign": sign_keeping_nan(Binding(torch, {}, floats=_FLOATS)),
     },

@@ -17,14 +17,10 @@ import torch
 import torch.nn.functional as F
 from mithril.primitives import uses_backend
 
-__all__ = [
-    "relu", "gelu", "softplus", "cast", "add", "subtract", "multiply", "divide", "power", "where", "stop_gradient",
-]  # fmt: skip
-
 Tensor = torch.Tensor
 
 
-def as_tensor(value: Any, like: Any = None) -> Tensor:
+def _as_tensor(value: Any, like: Any = None) -> Tensor:
     """``value`` as a tensor; a Python scalar goes on ``like``'s device (a 0-d tensor, so it promotes
     weakly: ``float32 tensor op 0-d float64`` stays float32)."""
     if isinstance(value, Tensor):
@@ -36,7 +32,7 @@ def as_tensor(value: Any, like: Any = None) -> Tensor:
 
 
 def _pair(left: Any, right: Any) -> tuple[Tensor, Tensor]:
-    return as_tensor(left, right), as_tensor(right, left)
+    return _as_tensor(left, right), _as_tensor(right, left)
 
 
 # -- unary -----------------------------------------------------------------------------------------
@@ -69,7 +65,7 @@ def cast(backend: Any, input: Tensor, *, dtype: Any) -> Tensor:
     >>> cast(TorchBackend(), torch.tensor([1, 2]), dtype="float").dtype
     torch.float32
     """
-    return as_tensor(input).to(backend.native_dtype(dtype))
+    return _as_tensor(input).to(backend.native_dtype(dtype))
 
 
 # -- binary (NumPy broadcasting) -------------------------------------------------------------------
@@ -103,7 +99,7 @@ def divide(backend: Any, left: Tensor, right: Tensor) -> Tensor:
     if _is_float(left) or _is_float(right):
         return left / right
     dtype = backend.native_dtype("float")
-    return as_tensor(left, right).to(dtype) / as_tensor(right, left).to(dtype)
+    return _as_tensor(left, right).to(dtype) / _as_tensor(right, left).to(dtype)
 
 
 def power(left: Tensor, right: Tensor) -> Tensor:
@@ -120,7 +116,7 @@ def where(backend: Any, condition: Tensor, left: Tensor, right: Tensor) -> Tenso
     >>> where(TorchBackend(dtype="float64"), torch.tensor([True, False]), 1.0, 0.0).dtype
     torch.float64
     """
-    condition = as_tensor(condition)
+    condition = _as_tensor(condition)
     if not isinstance(left, Tensor) and not isinstance(right, Tensor):
         kind = "float" if isinstance(left, float) or isinstance(right, float) else "int"
         dtype = torch.bool if isinstance(left, bool) and isinstance(right, bool) else backend.native_dtype(kind)

@@ -13,8 +13,6 @@ import torch.nn.functional as F
 
 from . import _onednn
 
-__all__ = ["matmul", "linear"]
-
 Tensor = torch.Tensor
 
 

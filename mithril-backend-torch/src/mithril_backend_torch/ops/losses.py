@@ -12,12 +12,10 @@ from __future__ import annotations
 import torch
 from mithril.errors import ArgumentError
 
-__all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
-
 Tensor = torch.Tensor
 
 
-def log_probabilities(input: Tensor, input_type: str, eps: float) -> Tensor:
+def _log_probabilities(input: Tensor, input_type: str, eps: float) -> Tensor:
     """``log p`` over the class axis 1 for input given as ``logits``, ``probs`` or ``log_probs``."""
     if input_type == "logits":
         return torch.log_softmax(input, dim=1)
@@ -31,7 +29,7 @@ def log_probabilities(input: Tensor, input_type: str, eps: float) -> Tensor:
 def cross_entropy(input: Tensor, target: Tensor, *, input_type: str, categorical: bool, eps: float) -> Tensor:
     """``-sum(target_onehot * log p, axis=1)``: input [N, C, ...]; target class indices [N, ...] when
     ``categorical``, else probabilities shaped like input. Output [N, ...]."""
-    log_p = log_probabilities(input, input_type, eps)
+    log_p = _log_probabilities(input, input_type, eps)
     if categorical:
         picked = torch.gather(log_p, 1, target.to(torch.int64).unsqueeze(1))
         return -picked.squeeze(1)

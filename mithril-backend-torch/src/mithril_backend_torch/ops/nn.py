@@ -24,11 +24,6 @@ from mithril.primitives.geometry import check_pool2d_input, window_attributes
 from .. import distributed
 from ._windows import pad_spatial, pool_geometry, torch_padding
 
-__all__ = [
-    "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
-    "dropout_mask", "randn", "randint", "attention_weights", "lstm_recurrence",
-]  # fmt: skip
-
 Tensor = torch.Tensor
 
 
@@ -138,7 +133,7 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     return F.embedding(distributed.replicated_like(weight, input), weight, sparse=sparse)
 
 
-def attention_probs(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None) -> Tensor:
+def attention_weights(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None) -> Tensor:
     """``softmax(q @ k^T * scale + mask)``: a bool mask keeps True, a float mask is added, ``causal``
     masks ``j > i`` (top-left aligned, like torch); ``scale`` defaults to ``1/sqrt(d)``."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
@@ -155,7 +150,7 @@ def attention_probs(query: Tensor, key: Tensor, mask: Tensor | None, *, causal: 
 def scaled_dot_product_attention(
     query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *, causal: bool, scale: float | None
 ) -> Tensor:
-    """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see :func:`attention_probs`).
+    """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see :func:`attention_weights`).
 
     Uses ``F.scaled_dot_product_attention`` except for a mask combined with ``causal`` or a mask of rank
     0 or 1 (which it refuses) and for DTensors.
@@ -170,7 +165,7 @@ def scaled_dot_product_attention(
         fused = False  # F.scaled_dot_product_attention refuses masks of rank 0 and 1 (they broadcast here)
     if fused:
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal, scale=scale)
-    return torch.matmul(attention_probs(query, key, mask, causal=causal, scale=scale), value)
+    return torch.matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value)
 
 
 @uses_backend
@@ -202,44 +197,21 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
     return backend.randint(low, high, tuple(shape))
 
 
-attention_weights = attention_probs
-"""``softmax(q @ k^T * scale + mask)`` with the masking rules of ``scaled_dot_product_attention``."""
 
 
-def _lstm_loop(
-    input: Tensor, weight_hh: Tensor, h: Tensor, c: Tensor, kept: list[list[Tensor]] | None = None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The LSTM time loop (gate order i, f, g, o): per step one ``torch.addmm``, one sigmoid over all
-    gates, two tanh and an ``addcmul`` from the initial hidden ``h`` and cell ``c``. With ``kept`` (three
-    lists) each step's sigmoid of the gates, tanh of the cell gate and cell state are appended there."""
-    n, recurrent = h.shape[-1], weight_hh.t()
-    hiddens = []
-    for gates_in in input.transpose(0, 1).contiguous().unbind(0):  # contiguous steps: addmm copies no strides
-        gates = torch.addmm(gates_in, h, recurrent)
-        activated, g = torch.sigmoid(gates), torch.tanh(gates[:, 2 * n : 3 * n])
-        i, f, _, o = activated.chunk(4, 1)
-        c = torch.addcmul(f * c, i, g)
-        h = o * torch.tanh(c)
-        hiddens.append(h)
-        if kept is not None:
-            for store, value in zip(kept, (activated, g, c)):
-                store.append(value)
-    return torch.stack(hiddens, 1), h, c
-
-
-_BACKPROP = recurrent.backprop(Binding(torch, {"tanh": torch.tanh}))
-"""Core's shared backpropagation through time bound to ``torch``."""
+_BINDING = Binding(torch, {"sigmoid": torch.sigmoid, "tanh": torch.tanh})
+_FORWARD, _BACKPROP = recurrent.forward(_BINDING), recurrent.backprop(_BINDING)
+"""Core's shared LSTM loop and backpropagation through time, bound to ``torch``."""
 
 
 class _LSTMRecurrence(torch.autograd.Function):
-    """The loop with one backward node: the shared BPTT from the activations the forward kept, instead of
-    autograd's ~10 nodes per step."""
+    """The shared loop with one backward node: the shared BPTT from the activations the forward kept,
+    instead of autograd's ~10 nodes per step."""
 
     @staticmethod
     def forward(ctx: Any, input: Tensor, weight_hh: Tensor, initial_hidden: Tensor, initial_cell: Tensor) -> Any:
-        kept: list[list[Tensor]] = [[], [], []]
-        output, hidden, cell = _lstm_loop(input, weight_hh, initial_hidden, initial_cell, kept)
-        ctx.save_for_backward(weight_hh, initial_hidden, initial_cell, output, *(torch.stack(k, 1) for k in kept))
+        output, hidden, cell, kept = _FORWARD(input, weight_hh, initial_hidden, initial_cell, keep=True)
+        ctx.save_for_backward(weight_hh, initial_hidden, initial_cell, output, *kept)
         return output, hidden, cell
 
     @staticmethod
@@ -260,5 +232,5 @@ def lstm_recurrence(
     """
     tensors = (input, weight_hh, initial_hidden, initial_cell)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _LSTMRecurrence.apply(*tensors)
-    return _lstm_loop(*tensors)
+        return _LSTMRecurrence.apply(*tensors)  # type: ignore[no-any-return]
+    return _FORWARD(*tensors)  # type: ignore[no-any-return]

@@ -13,8 +13,6 @@ from typing import Any
 import torch
 from mithril.primitives import uses_backend
 
-__all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "softmax", "log_softmax"]
-
 Tensor = torch.Tensor
 Axis = Any  # None, an int, or a sequence of ints
 

@@ -20,12 +20,6 @@ from mithril.errors import ShapeError
 from mithril.primitives import uses_backend
 from mithril.primitives.rules import broadcast_sum_axes, creation_kind
 
-__all__ = [
-    "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat",
-    "split", "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like",
-    "positions", "shape", "size", "sum_to_like", "reshape_like", "broadcast_to_like",
-]  # fmt: skip
-
 Tensor = torch.Tensor
 
 
@@ -107,12 +101,12 @@ def pad(input: Tensor, *, pad_width: Sequence[Sequence[int]], value: float) -> T
     return F.pad(input, flat, mode="constant", value=value)
 
 
-def positive_key(key: Any, shape: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
+def _positive_key(key: Any, shape: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
     """A basic-indexing key without negative steps, and the input axes to flip first.
 
     ``x[key] == x.flip(axes)[new_key]`` (torch slicing has no negative steps).
 
-    >>> positive_key(slice(4, 0, -2), (6, 3))
+    >>> _positive_key(slice(4, 0, -2), (6, 3))
     ((slice(1, 4, 2),), (0,))
     """
     items = list(key) if isinstance(key, tuple) else [key]
@@ -144,7 +138,7 @@ def positive_key(key: Any, shape: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
 
 def index(input: Tensor, *, key: Any) -> Tensor:
     """``input[key]`` with a static basic-indexing key (ints, slices incl. negative steps, ``None``, ``...``)."""
-    key, flips = positive_key(key, input.shape)
+    key, flips = _positive_key(key, input.shape)
     return (input.flip(flips) if flips else input)[key]
 
 

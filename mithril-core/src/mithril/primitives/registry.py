@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import PluginError, UnsupportedPrimitiveError
 from .spec import PrimitiveSpec
 
-__all__ = ["Registry", "BackendEntry", "uses_backend", "resolve_target"]
+__all__ = ["Registry", "BackendEntry", "uses_backend", "resolve_target", "module_implementations"]
 
 Impl = Callable[..., Any]
 VjpRule = Callable[..., Mapping[str, Any]]
@@ -76,14 +76,24 @@ class _ImplTable:
         if not self.loaded:
             table: dict[str, Impl] = {}
             for module in self.modules:
-                table.update(_public_functions(resolve_target(module)))
+                table.update(module_implementations(resolve_target(module)))
             table.update(self.functions)  # explicit single registrations win over module tables
             self.functions = table
             self.loaded = True
         return self.functions
 
 
-def _public_functions(module: ModuleType | Mapping[str, Impl]) -> dict[str, Impl]:
+def module_implementations(module: ModuleType | Mapping[str, Impl]) -> dict[str, Impl]:
+    """The implementations a module registers: its ``__all__`` when it has one, else every public function
+    defined in it (helpers start with ``_``); a mapping is taken as it is.
+
+    >>> import types
+    >>> ops = types.ModuleType("ops")
+    >>> exec("def exp(input): return input", vars(ops))
+    >>> exec("def _helper(): return 0", vars(ops))
+    >>> list(module_implementations(ops))
+    ['exp']
+    """
     if isinstance(module, Mapping):
         return dict(module)
     exported = getattr(module, "__all__", None)

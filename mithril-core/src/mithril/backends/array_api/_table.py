@@ -23,6 +23,7 @@ def op_table(
     *,
     sequence: type = tuple,
     floats: tuple[Any, ...] | None = None,
+    scan: Impl | None = None,
     autograd: bool = False,
     families: tuple[str, ...] = ("elementwise", "reductions", "shape_ops", "nn", "linalg", "conversions", "recurrent"),
 ) -> dict[str, Impl]:
@@ -40,11 +41,11 @@ def op_table(
     ('mine', True)
     """
     overrides = dict(overrides or {})
-    binding = Binding(xp, overrides, sequence=sequence, floats=floats)
+    binding = Binding(xp, overrides, sequence=sequence, floats=floats, scan=scan)
     table: dict[str, Impl] = {"linear_grad_weight": derived.linear_grad_weight}
     for family in families:
         table.update(_FAMILIES[family].build(binding))
-        binding.overrides = {**table, **overrides}
+        binding.overrides, binding.shared = {**table, **overrides}, dict(table)
     if autograd:
         table.update(derived.derived_gradient_helpers(binding.overrides))
     table.update(overrides)

@@ -9,8 +9,8 @@ autograd backend writes a ``*_grad_*`` function.
 
 Example:
     >>> import mithril as ml                                                   # doctest: +SKIP
-    >>> backend = ml.JaxBackend()
-    >>> backend.index_grad(backend.ones(2), backend.zeros(4), key=slice(1, 3)).tolist()
+    >>> backend = ml.JaxBackend()                                              # doctest: +SKIP
+    >>> backend.index_grad(backend.ones(2), backend.zeros(4), key=slice(1, 3)).tolist()  # doctest: +SKIP
     [0.0, 1.0, 1.0, 0.0]
 """
 

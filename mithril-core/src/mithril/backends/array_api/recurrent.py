@@ -1,13 +1,11 @@
 """The LSTM time loop (``lstm_recurrence``) and its backpropagation through time
 (``lstm_recurrence_grad``, the helper manual-gradient backends run) written once against ``xp``.
 
-The forward is a Python loop over the steps with one matrix product per step; JAX overrides it with
-``jax.lax.scan`` (one traced step however long the sequence) and PyTorch with its fused ``torch.addmm``
-(whose ``torch.autograd.Function`` backward is :func:`backprop` bound to ``torch``, from the activations
-its forward kept: ``stack``, ``concatenate``, ``swapaxes`` and ``[:, None]`` are all this module asks of a
-namespace).
-The helper recomputes every step's gates in one product from the forward ``output``, then
-:func:`backprop` loops backwards over the steps with one product each.
+The forward is one step function run by the binding's ``scan`` (``jax.lax.scan``'s contract): a Python
+loop by default, ``jax.lax.scan`` on JAX (one traced step however long the sequence; its vjp is a reverse
+scan). :func:`forward` with ``keep=True`` also returns every step's activations, from which PyTorch's
+backward runs :func:`backprop` directly. The helper recomputes every step's gates in one product from
+the forward ``output``, then :func:`backprop` loops backwards over the steps with one product each.
 
 Example:
     >>> import numpy as np
@@ -24,7 +22,7 @@ from typing import Any
 
 from ._binding import Binding, Impl
 
-__all__ = ["build", "backprop"]
+__all__ = ["build", "backprop", "forward"]
 
 
 def backprop(b: Binding) -> Impl:
@@ -65,28 +63,55 @@ def backprop(b: Binding) -> Impl:
     return lstm_backprop
 
 
+def forward(b: Binding) -> Impl:
+    """The LSTM time loop bound to ``b.xp`` and ``b.scan``: ``forward(input, weight_hh, initial_hidden,
+    initial_cell, keep=False)`` -> every hidden state ``[B, T, H]`` and the final hidden and cell, plus with
+    ``keep`` the activations :func:`backprop` reads: the sigmoid of every step's gates ``[B, T, 4H]``, the
+    tanh of the cell gate and every cell state ``[B, T, H]``."""
+    xp, scan = b.xp, b.scan
+    matmul, swapaxes = xp.matmul, xp.swapaxes
+    sigmoid, tanh = b.pick("sigmoid", None), b.pick("tanh", xp.tanh)
+
+    def lstm_forward(input: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any, keep: bool = False) -> Any:
+        n = initial_hidden.shape[-1]
+        recurrent = swapaxes(weight_hh, -1, -2)
+
+        def step(state: tuple[Any, Any], gates_in: Any) -> tuple[tuple[Any, Any], Any]:
+            h, c = state
+            gates = gates_in + matmul(h, recurrent)
+            if keep:  # one sigmoid call over all four gates, kept whole (the g quarter is unused)
+                activated = sigmoid(gates)
+                i, f, o = activated[:, :n], activated[:, n : 2 * n], activated[:, 3 * n :]
+            else:  # no wasted quarter (a jitted backward pays for it too)
+                input_forget, o = sigmoid(gates[:, : 2 * n]), sigmoid(gates[:, 3 * n :])
+                i, f = input_forget[:, :n], input_forget[:, n:]
+            g = tanh(gates[:, 2 * n : 3 * n])
+            c = f * c + i * g
+            h = o * tanh(c)
+            return (h, c), ((h, activated, g, c) if keep else h)
+
+        (hidden, cell), steps = scan(step, (initial_hidden, initial_cell), swapaxes(input, 0, 1))
+        if not keep:
+            return swapaxes(steps, 0, 1), hidden, cell
+        output, activated, g, cells = (swapaxes(y, 0, 1) for y in steps)
+        return output, hidden, cell, (activated, g, cells)
+
+    return lstm_forward
+
+
 def build(b: Binding) -> dict[str, Impl]:
     """``lstm_recurrence`` and ``lstm_recurrence_grad`` bound to ``b.xp`` (``sigmoid``/``tanh`` are the
     backend's own primitives, so the numbers match the unrolled cells)."""
     xp = b.xp
     matmul, swapaxes, stack, concatenate = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate
     sigmoid, tanh = b.pick("sigmoid", None), b.pick("tanh", xp.tanh)
-    lstm_backprop = backprop(b)
+    lstm_forward, lstm_backprop = forward(b), backprop(b)
 
     def lstm_recurrence(input: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any) -> tuple[Any, Any, Any]:
         """Every step's hidden state ``[B, T, H]`` and the final hidden and cell ``[B, H]`` of an LSTM
         whose projected gates (i, f, g, o) are ``input`` ``[B, T, 4H]``."""
-        h, c = initial_hidden, initial_cell
-        n = h.shape[-1]
-        recurrent = swapaxes(weight_hh, -1, -2)
-        hiddens = []
-        for t in range(input.shape[1]):
-            gates = input[:, t] + matmul(h, recurrent)
-            input_forget = sigmoid(gates[:, : 2 * n])
-            c = input_forget[:, n:] * c + input_forget[:, :n] * tanh(gates[:, 2 * n : 3 * n])
-            h = sigmoid(gates[:, 3 * n :]) * tanh(c)
-            hiddens.append(h)
-        return stack(hiddens, axis=1), h, c
+        result: tuple[Any, Any, Any] = lstm_forward(input, weight_hh, initial_hidden, initial_cell)
+        return result
 
     def lstm_recurrence_grad(
         output_grad: Any, hidden_grad: Any, cell_grad: Any, input: Any, weight_hh: Any, initial_hidden: Any,
