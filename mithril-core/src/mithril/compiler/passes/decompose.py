@@ -34,6 +34,8 @@ def decompose(graph: Graph, has_implementation: Any) -> int:
         todo = [n for n in graph.nodes if n.spec.decomposition is not None and not has_implementation(n.spec.name)]
         if not todo:
             return replaced
+        graph.recheck()  # shapes as far as they are known now (a decomposition may depend on them)
+        graph.solve()
         nodes, graph.nodes = graph.nodes, []
         for node in nodes:
             if node in todo:
