@@ -199,7 +199,7 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
 
 
 
-_BINDING = Binding(torch, {"sigmoid": torch.sigmoid, "tanh": torch.tanh})
+_BINDING = Binding(torch, {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "addmm": torch.addmm})
 _FORWARD, _BACKPROP = recurrent.forward(_BINDING), recurrent.backprop(_BINDING)
 """Core's shared LSTM loop and backpropagation through time, bound to ``torch``."""
 

@@ -71,6 +71,7 @@ def forward(b: Binding) -> Impl:
     xp, scan = b.xp, b.scan
     matmul, swapaxes = xp.matmul, xp.swapaxes
     sigmoid, tanh = b.pick("sigmoid", None), b.pick("tanh", xp.tanh)
+    addmm = b.pick("addmm", lambda bias, left, right: bias + matmul(left, right))  # torch fuses the two
 
     def lstm_forward(input: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any, keep: bool = False) -> Any:
         n = initial_hidden.shape[-1]
@@ -78,7 +79,7 @@ def forward(b: Binding) -> Impl:
 
         def step(state: tuple[Any, Any], gates_in: Any) -> tuple[tuple[Any, Any], Any]:
             h, c = state
-            gates = gates_in + matmul(h, recurrent)
+            gates = addmm(gates_in, h, recurrent)
             if keep:  # one sigmoid call over all four gates, kept whole (the g quarter is unused)
                 activated = sigmoid(gates)
                 i, f, o = activated[:, :n], activated[:, n : 2 * n], activated[:, 3 * n :]
