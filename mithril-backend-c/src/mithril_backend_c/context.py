@@ -482,8 +482,11 @@ class Ctx:
         ct = self.ct(out)
 
         def body(idx: list[str]) -> list[str]:
-            args = [self.elem(v, i) for v, i in zip(inputs, idx[1:])]
-            return [f"{self.p(out)}[{idx[0]}] = ({ct})({expr(*args)});"]
+            # every operand loaded unconditionally into a local first: GCC 12 with -O3 -mavx2 miscompiles
+            # ``out[i] = c[j] ? x[i] : 0.0`` (a conditional load in a vectorised, broadcast loop)
+            loads = [f"{self.ct(v)} mt_in{k} = {self.elem(v, i)};" for k, (v, i) in enumerate(zip(inputs, idx[1:]))]
+            value = expr(*(f"mt_in{k}" for k in range(len(inputs))))
+            return ["{", *loads, f"{self.p(out)}[{idx[0]}] = ({ct})({value});", "}"]
 
         if self.partitioned:  # one part of the loops per call (ggml runs each part on its own thread)
             return self.parallel_loops(shape, operands, body)
