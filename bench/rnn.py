@@ -2,9 +2,10 @@
 ``ManyToMany(LSTMCell)`` against ``torch.nn.LSTM`` on PyTorch (target <= 1.5) and against a hand-written
 ``jax.lax.scan`` LSTM on JAX (target <= 1.1), forward and forward+backward (gradients of every parameter
 and of the input for a given output cotangent), measured in this process (warm-up, interleaved medians).
-The layer compiles to one input projection and one ``lstm_recurrence`` primitive (``jax.lax.scan`` on JAX,
-an ``addmm`` loop with a fused backward on PyTorch); the printed compile times are ``ml.compile``'s and, on
-JAX, the first call's (XLA compilation).
+The layer compiles to one ``lstm_layer`` primitive: on PyTorch ``torch.lstm``, the kernel behind ``nn.LSTM``
+(oneDNN's fused RNN on CPU); on JAX its decomposition, one input projection and one ``lstm_recurrence``
+(``jax.lax.scan``). The printed compile times are ``ml.compile``'s and, on JAX, the first call's (XLA
+compilation).
 
 Run: ``python bench/rnn.py`` (``--torch`` or ``--jax`` for one section; ``--threads N`` sets PyTorch's
 intra-op threads, e.g. 1 on a machine whose cores are busy: eager PyTorch's many small ops then wait on

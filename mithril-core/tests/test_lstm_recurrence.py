@@ -1,6 +1,7 @@
 """The ``lstm_recurrence`` primitive (an LSTM layer's whole time loop) on every installed backend: outputs and
 gradients against its decomposition (the unrolled cells the sequence models compiled before it existed) and
-against ``torch.nn.LSTM``; the decomposition mechanism that runs it on C and GGML; the sequence blocks using it."""
+against ``torch.nn.LSTM``; the decomposition mechanism that runs it on C and GGML; ``lstm_layer`` (projection
+and loop: ``torch.lstm`` on PyTorch, decomposed elsewhere) against ``nn.LSTM``; the sequence blocks using it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from mithril.errors import UnsupportedPrimitiveError
 from mithril.models import IOKey, LSTMCell, ManyToMany, ManyToOne, Model, Primitive
-from mithril.models.blocks.sequence import lstm_recurrence_decomposition
+from mithril.models.blocks.sequence import lstm_layer_decomposition, lstm_recurrence_decomposition
 from mithril.plugins.lookup import backend_class
 from mithril.testing.blocks import backends, tolerance
 
@@ -30,14 +31,14 @@ def arrays() -> dict[str, np.ndarray]:
     }  # fmt: skip
 
 
-def _run(backend_name: str, model: Any, arrays: dict, dtype: str) -> tuple[dict, dict, Any]:
+def _run(backend_name: str, model: Any, arrays: dict, dtype: str, inputs: tuple[str, ...] = INPUTS) -> tuple[dict, dict, Any]:
     """Outputs and the gradients of every input for the cotangents of all three outputs."""
     try:
         backend = backend_class(backend_name)(dtype=ml.Dtype(dtype))
     except TypeError as exc:  # MLX and GGML have no float64
         pytest.skip(f"{backend_name} does not compute in {dtype}: {exc}")
-    pm = ml.compile(model, backend, shapes={k: list(arrays[k].shape) for k in INPUTS}, trainable_keys=set(INPUTS))
-    params = {k: backend.array(arrays[k]) for k in INPUTS}
+    pm = ml.compile(model, backend, shapes={k: list(arrays[k].shape) for k in inputs}, trainable_keys=set(inputs))
+    params = {k: backend.array(arrays[k]) for k in inputs}
     cotangents = {k: backend.array(arrays[f"{k}_cot"]) for k in OUTPUTS}
     outs, grads = pm.evaluate(params, {}, output_gradients=cotangents)
     numpy = backend.to_numpy
@@ -76,6 +77,38 @@ def test_primitive_equals_its_decomposition_and_nn_lstm(backend: str, dtype: str
     _close(outs, expected, rtol, f"{backend} primitive vs nn.LSTM, outputs")
     expected_grads = {k: v.grad.numpy() for k, v in leaves.items()} | {"weight_hh": lstm.weight_hh_l0.grad.numpy()}
     _close(grads, expected_grads, rtol * 10, f"{backend} primitive vs nn.LSTM, gradients")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", backends())
+def test_lstm_layer_equals_nn_lstm(backend: str, dtype: str, arrays: dict) -> None:
+    torch = pytest.importorskip("torch")
+    lstm = torch.nn.LSTM(6, H, batch_first=True).double()
+    rng = np.random.default_rng(3)
+    layer = {f"{k}": getattr(lstm, f"{k}_l0").detach().numpy() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    layer |= {"input": rng.normal(size=(B, T, 6)), "initial_hidden": arrays["initial_hidden"], "initial_cell": arrays["initial_cell"]}
+    inputs = tuple(layer)
+    outs, grads, pm = _run(backend, Primitive("lstm_layer"), arrays | layer, dtype, inputs)
+    leaves = {k: torch.tensor(layer[k], requires_grad=True) for k in ("input", "initial_hidden", "initial_cell")}
+    out, (hn, cn) = lstm(leaves["input"], (leaves["initial_hidden"][None], leaves["initial_cell"][None]))
+    loss = sum((v * torch.from_numpy(arrays[f"{k}_cot"])).sum() for k, v in zip(OUTPUTS, (out, hn[0], cn[0])))
+    loss.backward()
+    rtol = tolerance(dtype)
+    expected = {"output": out.detach().numpy(), "hidden": hn[0].detach().numpy(), "cell": cn[0].detach().numpy()}
+    _close(outs, expected, rtol, f"{backend} lstm_layer vs nn.LSTM, outputs")
+    expected_grads = {k: v.grad.numpy() for k, v in leaves.items()}
+    expected_grads |= {k: getattr(lstm, f"{k}_l0").grad.numpy() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    _close(grads, expected_grads, rtol * 10, f"{backend} lstm_layer vs nn.LSTM, gradients")
+    # PyTorch runs nn.LSTM's kernel; every other backend the decomposition (projection, then the loop)
+    assert ("lstm_recurrence" in pm.source) == (backend != "torch"), pm.source
+
+
+def test_lstm_layer_decomposition_is_a_projection_and_the_loop() -> None:
+    model = lstm_layer_decomposition({}, {})
+    assert model.output_keys == list(OUTPUTS)
+    assert set(model.input_keys) == {"input", "weight_ih", "weight_hh", "bias_ih", "bias_hh", "initial_hidden", "initial_cell"}
+    source = ml.compile(model, ml.NumpyBackend(), shapes={"input": [2, 3, 5], "weight_hh": [8, 2]}, inference=True).source
+    assert source.count("lstm_recurrence(") == 1 and source.count("linear(") == 1, source
 
 
 @pytest.mark.parametrize("backend", [b for b in ("c", "ggml") if b in backends()])

@@ -234,3 +234,27 @@ def lstm_recurrence(
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return _LSTMRecurrence.apply(*tensors)  # type: ignore[no-any-return]
     return _FORWARD(*tensors)  # type: ignore[no-any-return]
+
+
+def lstm_layer(
+    input: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias_ih: Tensor, bias_hh: Tensor, initial_hidden: Tensor,
+    initial_cell: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """One LSTM layer by ``torch.lstm``, the kernel (and backward) behind ``nn.LSTM(batch_first=True)``:
+    every hidden state ``[B, T, H]`` and the final hidden and cell. Under ``torch.compile``, for DTensors and
+    for other dtypes: the input projection and :func:`lstm_recurrence`.
+
+    >>> weights = (torch.zeros(8, 5), torch.zeros(8, 2), torch.zeros(8), torch.zeros(8))
+    >>> out, h, c = lstm_layer(torch.ones(2, 3, 5), *weights, torch.zeros(2, 2), torch.zeros(2, 2))
+    >>> tuple(out.shape), float(c.sum())
+    ((2, 3, 2), 0.0)
+    """
+    tensors = (input, weight_ih, weight_hh, bias_ih, bias_hh, initial_hidden, initial_cell)
+    if torch.compiler.is_compiling() or any(type(t) is not torch.Tensor or t.dtype != input.dtype for t in tensors) or (
+        input.dtype not in (torch.float32, torch.float64)
+    ):
+        return lstm_recurrence(F.linear(input, weight_ih, bias_ih + bias_hh), weight_hh, initial_hidden, initial_cell)
+    training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)  # keeps what the backward reads
+    state = (initial_hidden[None], initial_cell[None])
+    output, hidden, cell = torch.lstm(input, state, tensors[1:5], True, 1, 0.0, training, False, True)
+    return output, hidden[0], cell[0]

@@ -637,7 +637,7 @@ def _nn_cases() -> list[Case]:
 
 
 def _lstm_cases() -> list[Case]:
-    """``lstm_recurrence`` (B 2, T 3, H 2) and its helper, whose ``output`` input is the forward's output
+    """``lstm_recurrence`` (B 2, T 3, H 2), ``lstm_layer`` (D 5) and the loop's helper, whose ``output`` input is the forward's output
     at the case's other inputs (the helper recomputes the gates from it)."""
     from .references import lstm_recurrence
 
@@ -659,6 +659,10 @@ def _lstm_cases() -> list[Case]:
         Case("lstm_recurrence", forward),
         Case("lstm_recurrence", {**forward, "input": normal(2, 1, 8)}, id="lstm_recurrence-one-step"),
         Case("lstm_recurrence_grad", backward),
+        Case("lstm_layer", {
+            "input": normal(2, 3, 5), "weight_ih": normal(8, 5, scale=0.5), "weight_hh": normal(8, 2, scale=0.5),
+            "bias_ih": normal(8), "bias_hh": normal(8), "initial_hidden": normal(2, 2), "initial_cell": normal(2, 2),
+        }),  # fmt: skip
     ]
 
 

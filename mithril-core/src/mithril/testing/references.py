@@ -859,6 +859,12 @@ def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
 
 
 @reference
+def lstm_layer(input, weight_ih, weight_hh, bias_ih, bias_hh, initial_hidden, initial_cell):
+    """The input projection, then the textbook loop."""
+    return lstm_recurrence(input @ weight_ih.T + bias_ih + bias_hh, weight_hh, initial_hidden, initial_cell)
+
+
+@reference
 def lstm_recurrence_grad(output_grad, hidden_grad, cell_grad, input, weight_hh, initial_hidden, initial_cell, output):
     """Complex-step derivatives of ``<cotangents, lstm_recurrence(...)>`` with respect to every entry of
     every input (exact to rounding; independent of the backends' backpropagation through time)."""

@@ -3,10 +3,11 @@ as they are) and the sequence models built from them by unrolling a fixed number
 ``ManyToMany``, ``OneToMany`` and ``EncoderDecoder``. Every step shares one set of parameters
 (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``); sequences are ``[batch, time, features]``.
 
-With ``LSTMCell`` a fixed-length sequence runs as one ``lstm_recurrence`` primitive (the whole time loop:
-``jax.lax.scan`` on JAX, a fused loop on PyTorch; its gradient is one backpropagation-through-time call); the
-recurrent bias ``bias_hh`` is then added to the input projection's ``bias_ih`` once. Backends without that
-primitive (C, GGML) run its decomposition, :func:`lstm_recurrence_decomposition`: the cells unrolled.
+With ``LSTMCell`` a fixed-length sequence runs as one ``lstm_layer`` primitive: ``torch.lstm`` (``nn.LSTM``'s
+kernel) on PyTorch; elsewhere its decomposition, :func:`lstm_layer_decomposition`: one input projection (the
+recurrent bias ``bias_hh`` added to ``bias_ih`` once) and one ``lstm_recurrence`` (the whole time loop:
+``jax.lax.scan`` on JAX; its gradient is one backpropagation-through-time call). Backends without that
+primitive (C, GGML) run its decomposition in turn, :func:`lstm_recurrence_decomposition`: the cells unrolled.
 RNN cells, variable-length sequences and generation (``OneToMany``, the decoders of
 ``EncoderDecoderInference``, whose every input is the previous step's prediction) stay unrolled.
 
@@ -35,7 +36,7 @@ from ._util import op, param
 
 __all__ = [
     "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference",
-    "lstm_recurrence_decomposition",
+    "lstm_layer_decomposition", "lstm_recurrence_decomposition",
 ]  # fmt: skip
 
 PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -203,14 +204,13 @@ class _Unrolled(Model):
         from ..primitive import Primitive
 
         h = self.hidden_size
-        for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"):  # the unrolled models' order
-            self._keys.setdefault(prefix + name, self._graph.new_value())
-        bias = op(self, "add", param(prefix + "bias_ih", shape=[4 * h]), param(prefix + "bias_hh", shape=[4 * h]))
-        weight = param(prefix + "weight_ih", shape=[4 * h, "D"])
-        projected = op(self, "linear", IOKey(key, shape=["B", self.length, "D"]), weight, bias)
-        loop = Primitive("lstm_recurrence")
-        self |= loop(input=projected, weight_hh=param(prefix + "weight_hh", shape=[4 * h, h]), initial_hidden=state["hidden"], initial_cell=state["cell"])
-        return loop.output, {"hidden": loop.hidden, "cell": loop.cell}
+        layer = Primitive("lstm_layer")
+        weights = {
+            "weight_ih": param(prefix + "weight_ih", shape=[4 * h, "D"]), "weight_hh": param(prefix + "weight_hh", shape=[4 * h, h]),
+            "bias_ih": param(prefix + "bias_ih", shape=[4 * h]), "bias_hh": param(prefix + "bias_hh", shape=[4 * h]),
+        }  # fmt: skip
+        self |= layer(input=IOKey(key, shape=["B", self.length, "D"]), **weights, initial_hidden=state["hidden"], initial_cell=state["cell"])
+        return layer.output, {"hidden": layer.hidden, "cell": layer.cell}
 
     def _generate(self, x: Any, state: dict[str, Any], steps: int, lengths: Any = None, prefix: str = "") -> list[Any]:
         """``steps`` predictions ``hidden @ weight_out.T + bias_out`` from input ``x``, each the next step's
@@ -372,3 +372,23 @@ def lstm_recurrence_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str,
             f"weight_hh [4H, H] with T and H known, given {dims} and {weight}: pass them in ml.compile(shapes=...)"
         )
     return _LSTMRecurrence(hidden, length)
+
+
+
+def lstm_layer_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Model:
+    """The ``lstm_layer`` primitive as ``linear(input, weight_ih, bias_ih + bias_hh)`` followed by one
+    ``lstm_recurrence``: what every backend but PyTorch compiles.
+
+    >>> lstm_layer_decomposition({}, {}).output_keys
+    ['output', 'hidden', 'cell']
+    """
+    from ..primitive import Primitive
+
+    model = Model()
+    bias = op(model, "add", IOKey("bias_ih"), IOKey("bias_hh"))
+    projected = op(model, "linear", IOKey("input"), IOKey("weight_ih"), bias)
+    loop = Primitive("lstm_recurrence")
+    model |= loop(input=projected, weight_hh="weight_hh", initial_hidden="initial_hidden", initial_cell="initial_cell")
+    for key in ("output", "hidden", "cell"):
+        model.expose(getattr(loop, key), key, canonical=key == "output")
+    return model

@@ -1,8 +1,11 @@
-"""Recurrent primitives: a whole LSTM layer's time loop in one call (``lstm_recurrence``) and its
-backpropagation through time (the gradient helper ``lstm_recurrence_grad``).
+"""Recurrent primitives: a whole LSTM layer (``lstm_layer``: the input projection and the time loop), the
+time loop alone (``lstm_recurrence``) and its backpropagation through time (the gradient helper
+``lstm_recurrence_grad``).
 
-A backend without ``lstm_recurrence`` (C, GGML) runs its *decomposition*: the unrolled cell composition
-``mithril.models.blocks.sequence`` builds, spliced in at compile time (``PrimitiveSpec.decomposition``).
+A backend without one of them runs its *decomposition* (``PrimitiveSpec.decomposition``, spliced in at
+compile time from ``mithril.models.blocks.sequence``): ``lstm_layer`` is one ``linear`` and one
+``lstm_recurrence`` everywhere but PyTorch (which runs ``torch.lstm``, the kernel behind ``nn.LSTM``), and
+``lstm_recurrence`` is the unrolled cells on C and GGML.
 
 Example:
     >>> from mithril.plugins import registry
@@ -18,9 +21,10 @@ from typing import Any
 from ...shapes import Dim, Shape, ShapeMismatch, unify
 from ..spec import PrimitiveSpec, TypeRule
 
-__all__ = ["SPECS", "LSTM_INPUTS", "LSTM_OUTPUTS"]
+__all__ = ["SPECS", "LSTM_INPUTS", "LSTM_LAYER_INPUTS", "LSTM_OUTPUTS"]
 
 LSTM_INPUTS = ("input", "weight_hh", "initial_hidden", "initial_cell")
+LSTM_LAYER_INPUTS = ("input", "weight_ih", "weight_hh", "bias_ih", "bias_hh", "initial_hidden", "initial_cell")
 LSTM_OUTPUTS = ("output", "hidden", "cell")
 _GRAD_INPUTS = ("output_grad", "hidden_grad", "cell_grad", *LSTM_INPUTS, "output")
 
@@ -46,6 +50,18 @@ def _lstm_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _lstm_layer_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """``input`` ``[B, T, D]``, ``weight_ih`` ``[4H, D]``, biases ``[4H]``; the loop's rule for the rest."""
+    batch, steps, features, gates = Dim(), Dim(), Dim(), Dim()
+    unify(io["input"], Shape([batch, steps, features]))
+    unify(io["weight_ih"], Shape([gates, features]))
+    for key in ("bias_ih", "bias_hh"):
+        unify(io[key], Shape([gates]))
+    loop = {k: v for k, v in io.items() if k in LSTM_INPUTS[1:] or k in LSTM_OUTPUTS}
+    _lstm_dims({**loop, "input": Shape([batch, steps, gates])})
+    return True
+
+
 def _lstm_grad_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     """Cotangents shaped like the forward outputs; one gradient shaped like each forward input."""
     batch, steps, hidden = _lstm_dims(io)
@@ -67,6 +83,17 @@ def _floats(*keys: str) -> TypeRule:
 
 
 SPECS = (
+    PrimitiveSpec(
+        "lstm_layer",
+        LSTM_LAYER_INPUTS,
+        _lstm_layer_rule,
+        _floats(*LSTM_OUTPUTS),
+        outputs=LSTM_OUTPUTS,
+        doc="one LSTM layer, torch.nn.LSTM(batch_first=True) with its weights as inputs: input [B, T, D], "
+        "weight_ih [4H, D], weight_hh [4H, H], bias_ih/bias_hh [4H] (gate order i, f, g, o); output [B, T, H] "
+        "every h, hidden/cell [B, H] the final state; elsewhere than PyTorch: linear + lstm_recurrence",
+        decomposition="mithril.models.blocks.sequence:lstm_layer_decomposition",
+    ),
     PrimitiveSpec(
         "lstm_recurrence",
         LSTM_INPUTS,

@@ -948,8 +948,24 @@ def fam_attention(g: _Gen) -> None:
 
 
 def fam_recurrent(g: _Gen) -> None:
-    """``lstm_recurrence`` (a whole LSTM layer; C and GGML run its decomposition), sometimes followed by its
-    backpropagation helper applied to the call's own output (the helper reads it to recompute the gates)."""
+    """``lstm_recurrence`` (a whole LSTM layer's loop; C and GGML run its decomposition), sometimes followed by
+    its backpropagation helper applied to the call's own output (the helper reads it to recompute the gates);
+    or ``lstm_layer`` (projection and loop: ``torch.lstm`` on PyTorch, decomposed elsewhere)."""
+    if g.chance(3):
+        x = g.operand(
+            "float",
+            lambda a: a.ndim == 3 and a.shape[0] <= 2 and a.shape[1] <= 3 and a.shape[-1] <= 6,
+            lambda: g.new_input((g.integer(1, 2), g.integer(1, 3), g.integer(1, 4))),
+        )
+        batch, _, features = g.values[x].shape
+        hidden = g.integer(1, 3)
+        g.emit("lstm_layer", {
+            "input": x, "weight_ih": g.operand_of_shape((4 * hidden, features)),
+            "weight_hh": g.operand_of_shape((4 * hidden, hidden)), "bias_ih": g.operand_of_shape((4 * hidden,)),
+            "bias_hh": g.operand_of_shape((4 * hidden,)), "initial_hidden": g.operand_of_shape((batch, hidden)),
+            "initial_cell": g.operand_of_shape((batch, hidden)),
+        })  # fmt: skip
+        return
     x = g.operand(
         "float",
         lambda a: a.ndim == 3 and a.shape[-1] % 4 == 0 and a.shape[0] <= 2 and a.shape[1] <= 3 and a.shape[-1] <= 12,
@@ -1112,7 +1128,7 @@ GENERATED_PRIMITIVES: frozenset[str] = frozenset(
         "index_grad", "attention_weights", "scaled_dot_product_attention", "squared_error", "absolute_error",
         "cross_entropy", "binary_cross_entropy", "cross_entropy_grad", "sum_to_like", "reshape_like",
         "broadcast_to_like", "linear_grad_weight", "full", "ones", "zeros", "arange", "lstm_recurrence",
-        "lstm_recurrence_grad",
+        "lstm_recurrence_grad", "lstm_layer",
     }
 )  # fmt: skip
 """Every primitive some family can emit."""
