@@ -1,8 +1,9 @@
 """Differential fuzzing, quick profile: random models on every installed backend against the NumPy
 references (``mithril.testing.fuzz``). Run with ``pytest -m fuzz``; it is part of the default run too.
 
-Per backend a derandomised Hypothesis run draws ``QUICK_EXAMPLES[backend]`` models (times
-``$MITHRIL_FUZZ_SCALE``, default 1), compiles each with all passes and with passes disabled, and compares
+Per backend seeded Hypothesis runs draw ``QUICK_EXAMPLES[backend]`` models (times
+``$MITHRIL_FUZZ_SCALE``, default 1; split into ``SHARDS[backend]`` tests with their own seeds, so that
+``pytest -n`` spreads the slow backends over its workers), compile each with all passes and with passes disabled, and compares
 outputs and gradients with the oracle. A failure shrinks to a minimal model; the message holds its
 Mithril source and the path of a standalone reproduction file. Disagreements explained by a known,
 reported bug (``known_bugs.py``, each pinned by an xfail test in ``regressions/``) are not failures.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from known_bugs import KNOWN_BUGS, known_bug
 from mithril.plugins.lookup import available_backends
 from mithril.testing.fuzz import (
@@ -47,12 +48,14 @@ BACKENDS = sorted(b for b in available_backends() if b != "*")
 NATIVE = {"c", "ggml"}
 SCALE = float(os.environ.get("MITHRIL_FUZZ_SCALE", "1"))
 REGRESSIONS = Path(__file__).parent / "regressions"
+SHARDS = {"jax": 4, "ggml": 4, "c": 2}
+"""Tests the quick profile of a slow backend is split into (each a quarter or half of its models)."""
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
-    batch = BATCH.get(backend, 1)
-    examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE / batch))  # batches of `batch` models
+@pytest.mark.parametrize(("backend", "shard"), [(b, s) for b in BACKENDS for s in range(SHARDS.get(b, 1))])
+def test_backend_agrees_with_references(backend: str, shard: int, tmp_path: Path) -> None:
+    batch, shards = BATCH.get(backend, 1), SHARDS.get(backend, 1)
+    examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE / batch / shards))  # batches of `batch` models
     profile = default_profile(backend)
     checker = IsolatedChecker() if backend in NATIVE else None
     check = checker.check if checker is not None else check_recipe
@@ -60,6 +63,7 @@ def test_backend_agrees_with_references(backend: str, tmp_path: Path) -> None:
     failing: list[Disagreement] = []
     batch_check = BatchCheck(backend, check)  # once a batch fails, shrinking checks only its failing part
 
+    @seed(shard)
     @settings(
         max_examples=examples,
         derandomize=True,
@@ -326,3 +330,33 @@ def test_inline_constants_and_roles_reach_the_source() -> None:
     assert check_recipe(r, "numpy", ("default", "no-fold")) is None
 
 
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_isolated_checker_tells_a_busy_or_stuck_worker_from_a_starved_one(busy: bool) -> None:
+    """A worker spinning counts as hung after ``timeout`` CPU seconds; one that uses no CPU (blocked, or
+    starved by other processes) only after ``STALL_FACTOR * timeout`` wall seconds."""
+    import multiprocessing
+    import subprocess
+    import sys
+    import time
+
+    from mithril.testing.fuzz._isolation import STALL_FACTOR
+
+    code = "while True: pass" if busy else "import time; time.sleep(60)"
+    worker = subprocess.Popen([sys.executable, "-c", code])
+    receiver, _sender = multiprocessing.Pipe(duplex=False)  # nothing is ever sent
+    checker = IsolatedChecker(timeout=0.5)
+    checker._process, checker._conn = worker, receiver
+    try:
+        start = time.monotonic()
+        why = checker._wait()
+        waited = time.monotonic() - start
+    finally:
+        worker.kill()
+        worker.wait()
+    assert why is not None
+    if busy:
+        assert "of CPU time" in why and waited < STALL_FACTOR * 0.5, (why, waited)
+    else:
+        assert "having used 0 s of CPU" in why and waited >= STALL_FACTOR * 0.5, (why, waited)

@@ -94,13 +94,20 @@ def pixel_strides(shape: Sequence[int], out_shape: Sequence[int]) -> tuple[int, 
 def chain_lines(ctx: Ctx, unit: Unit, index_of: Callable[[Value], str], env: dict[int, str] | None = None) -> list[str]:
     """C statements computing the unit's elementwise members for one element: each result goes to a
     local (``env``: value id -> C expression, pre-filled with e.g. the convolution's value), stored ones
-    also to memory at ``index_of(value)``; inputs from outside are read at ``index_of(value)``."""
+    also to memory at ``index_of(value)``; inputs from outside are read at ``index_of(value)``, each once,
+    into a local before the expression that uses it."""
     env = dict(env or {})
     stored = {v.id for v in unit.stored}
     lines = []
     for node in unit.members:
         inputs, expr = EXPRESSIONS[node.spec.name](ctx, node)
-        args = [env[v.id] if v.id in env else ctx.elem(v, index_of(v)) for v in inputs]
+        for value in inputs:
+            # unconditional loads: GCC 12 -O3 -march=native vectorises a load inside '?:' or '||' as a
+            # masked load at the wrong address ('a != a || a < b ? a : b' over a broadcast loop nest)
+            if value.id not in env:
+                env[value.id] = ctx.fresh("in")
+                lines.append(f"{ctx.ct(value)} {env[value.id]} = {ctx.elem(value, index_of(value))};")
+        args = [env[v.id] for v in inputs]
         ct = ctx.ct(node.output)
         name = ctx.fresh("e")
         lines.append(f"{ct} {name} = ({ct})({expr(*args)});")

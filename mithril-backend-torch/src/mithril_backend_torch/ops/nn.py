@@ -236,13 +236,19 @@ def lstm_recurrence(
     return _FORWARD(*tensors)  # type: ignore[no-any-return]
 
 
+_TORCH_LSTM = getattr(torch, "lstm", None)
+"""``nn.LSTM``'s functional kernel: ``(input, (h0, c0), [w_ih, w_hh, b_ih, b_hh], has_biases, layers,
+dropout, train, bidirectional, batch_first)`` -> ``(output, h_n, c_n)``."""
+
+
 def lstm_layer(
     input: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias_ih: Tensor, bias_hh: Tensor, initial_hidden: Tensor,
     initial_cell: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """One LSTM layer by ``torch.lstm``, the kernel (and backward) behind ``nn.LSTM(batch_first=True)``:
-    every hidden state ``[B, T, H]`` and the final hidden and cell. Under ``torch.compile``, for DTensors and
-    for other dtypes: the input projection and :func:`lstm_recurrence`.
+    every hidden state ``[B, T, H]`` and the final hidden and cell. Under ``torch.compile``, for DTensors, for
+    other dtypes, and should a torch lack the (undocumented) ``torch.lstm``: the input projection and
+    :func:`lstm_recurrence`.
 
     >>> weights = (torch.zeros(8, 5), torch.zeros(8, 2), torch.zeros(8), torch.zeros(8))
     >>> out, h, c = lstm_layer(torch.ones(2, 3, 5), *weights, torch.zeros(2, 2), torch.zeros(2, 2))
@@ -250,11 +256,11 @@ def lstm_layer(
     ((2, 3, 2), 0.0)
     """
     tensors = (input, weight_ih, weight_hh, bias_ih, bias_hh, initial_hidden, initial_cell)
-    if torch.compiler.is_compiling() or any(type(t) is not torch.Tensor or t.dtype != input.dtype for t in tensors) or (
-        input.dtype not in (torch.float32, torch.float64)
-    ):
+    plain = all(type(t) is torch.Tensor and t.dtype == input.dtype for t in tensors)  # not DTensors
+    plain = plain and input.dtype in (torch.float32, torch.float64)
+    if _TORCH_LSTM is None or torch.compiler.is_compiling() or not plain:
         return lstm_recurrence(F.linear(input, weight_ih, bias_ih + bias_hh), weight_hh, initial_hidden, initial_cell)
     training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)  # keeps what the backward reads
     state = (initial_hidden[None], initial_cell[None])
-    output, hidden, cell = torch.lstm(input, state, tensors[1:5], True, 1, 0.0, training, False, True)
+    output, hidden, cell = _TORCH_LSTM(input, state, tensors[1:5], True, 1, 0.0, training, False, True)
     return output, hidden[0], cell[0]

@@ -47,9 +47,10 @@ backend that builds a program per compiled model (XLA, a C or GGML shared librar
 batch. A disagreeing batch is checked part by part (:func:`~mithril.testing.fuzz.check_batch`). The
 eager backends gain nothing from it (a batch only makes a pass-disabled variant less often identical)."""
 
-JIT_CHOICES: dict[str, tuple[bool | None, ...]] = {"jax": (None, None, None, False), "mlx": (False, False, False, None)}
-"""``ml.compile(jit=...)`` per backend: JAX compiles three batches in four with its default (jit: one
-XLA computation per batch) and runs the fourth eagerly (every primitive call compiled by XLA on its own);
+JIT_CHOICES: dict[str, tuple[bool | None, ...]] = {"jax": (*(None,) * 7, False), "mlx": (False, False, False, None)}
+"""``ml.compile(jit=...)`` per backend: JAX compiles seven batches in eight with its default (jit: one
+XLA computation per batch) and runs the eighth eagerly (every primitive call compiled by XLA on its own:
+twice the time of a jitted batch);
 MLX compiles one model in four with jit and runs the rest eagerly (cheaper there)."""
 
 NATIVE_BACKENDS = frozenset({"c", "ggml"})

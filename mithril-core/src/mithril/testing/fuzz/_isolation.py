@@ -21,7 +21,9 @@ Example:
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +31,28 @@ from ...types import Dtype
 from ._check import Disagreement, backend_dtype, check_recipe
 from ._recipe import Recipe
 
-__all__ = ["IsolatedChecker", "CRASH_TIMEOUT"]
+__all__ = ["IsolatedChecker", "CRASH_TIMEOUT", "STALL_FACTOR"]
 
 CRASH_TIMEOUT = 300.0
-"""Seconds a worker may take for one model before it counts as hung and is killed."""
+"""CPU seconds (the worker's and its compilers') one model may take before it counts as hung and is
+killed; where the CPU time cannot be read (not Linux), wall seconds."""
+
+STALL_FACTOR = 6
+"""A worker that is given no answer within ``STALL_FACTOR * timeout`` wall seconds counts as hung too,
+however little CPU it used (blocked for good, e.g. a deadlock). A worker starved of CPU by other processes
+(a ``nice``-d campaign beside a test run) is slow, not hung: it is never failed by the wall clock alone
+before then."""
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` and of its waited-for children (the C compiler runs),
+    from ``/proc`` (``None`` where that is not available)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _worker(conn: Any) -> None:
@@ -57,7 +77,9 @@ def _worker(conn: Any) -> None:
 
 class IsolatedChecker:
     """``check(recipe, backend, variants)`` like :func:`~mithril.testing.fuzz.check_recipe`, in a child
-    process; a crash gives category ``"crash"`` (exception type: the signal name), a timeout ``"hang"``."""
+    process; a crash gives category ``"crash"`` (exception type: the signal name), a model that uses more
+    than ``timeout`` CPU seconds (or gets no answer for :data:`STALL_FACTOR` times as many wall seconds)
+    ``"hang"``."""
 
     def __init__(self, timeout: float = CRASH_TIMEOUT) -> None:
         self.timeout = timeout
@@ -100,11 +122,12 @@ class IsolatedChecker:
         self._conn.send((recipe, backend, tuple(variants)))
         variant = "default"
         while True:
-            if not self._conn.poll(self.timeout):
+            hung = self._wait()
+            if hung is not None:
                 self._process.kill()
                 self._process.join()
                 self._process = None
-                return self._failure(recipe, backend, variants, variant, "hang", "Timeout", f"no answer within {self.timeout:.0f} s")
+                return self._failure(recipe, backend, variants, variant, "hang", "Timeout", hung)
             try:
                 kind, payload = self._conn.recv()
             except (EOFError, OSError):
@@ -119,6 +142,21 @@ class IsolatedChecker:
                 raise RuntimeError(f"the fuzz worker raised {payload}")
             else:
                 return payload
+
+    def _wait(self) -> str | None:
+        """Wait for the worker's next message; ``None`` once there is one, else why it counts as hung."""
+        start_wall, start_cpu = time.monotonic(), _cpu_seconds(self._process.pid)
+        while not self._conn.poll(min(self.timeout, 5.0)):
+            wall = time.monotonic() - start_wall
+            cpu = _cpu_seconds(self._process.pid)
+            if start_cpu is None or cpu is None:
+                if wall >= self.timeout:
+                    return f"no answer within {self.timeout:.0f} s"
+            elif cpu - start_cpu >= self.timeout:
+                return f"no answer after {cpu - start_cpu:.0f} s of CPU time ({wall:.0f} s wall)"
+            if wall >= STALL_FACTOR * self.timeout:
+                return f"no answer within {wall:.0f} s (having used {0 if cpu is None else cpu - start_cpu:.0f} s of CPU)"
+        return None
 
     def _failure(self, recipe: Recipe, backend: str, variants: Sequence[str], variant: str, category: str, kind: str, text: str) -> Disagreement:
         if backend not in self._dtypes:
