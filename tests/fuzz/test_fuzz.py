@@ -3,7 +3,8 @@ references (``mithril.testing.fuzz``). Run with ``pytest -m fuzz``; it is part o
 
 Per backend seeded Hypothesis runs draw ``QUICK_EXAMPLES[backend]`` models (times
 ``$MITHRIL_FUZZ_SCALE``, default 1; split into ``SHARDS[backend]`` tests with their own seeds, so that
-``pytest -n`` spreads the slow backends over its workers), compile each with all passes and with passes disabled, and compares
+``pytest -n`` spreads the slow backends over its workers) of up to ``QUICK_MAX_OPS`` calls (campaigns: 40),
+compile each with all passes and with passes disabled, and compares
 outputs and gradients with the oracle. A failure shrinks to a minimal model; the message holds its
 Mithril source and the path of a standalone reproduction file. Disagreements explained by a known,
 reported bug (``known_bugs.py``, each pinned by an xfail test in ``regressions/``) are not failures.
@@ -50,13 +51,21 @@ SCALE = float(os.environ.get("MITHRIL_FUZZ_SCALE", "1"))
 REGRESSIONS = Path(__file__).parent / "regressions"
 SHARDS = {"jax": 4, "ggml": 4, "c": 2}
 """Tests the quick profile of a slow backend is split into (each a quarter or half of its models)."""
+QUICK_MAX_OPS = 20
+"""Most primitive calls per quick-profile model: compile time (XLA, the C compiler) grows with the calls,
+and the quick profile must stay under 5 minutes; the long campaigns draw up to 40."""
 
 
-@pytest.mark.parametrize(("backend", "shard"), [(b, s) for b in BACKENDS for s in range(SHARDS.get(b, 1))])
+COST_ORDER = ("jax", "ggml", "c", "mlx", "numpy", "torch")
+"""Slowest first: ``pytest -n`` hands tests out in order, so the long ones do not end the run alone."""
+QUICK = sorted(BACKENDS, key=lambda b: COST_ORDER.index(b) if b in COST_ORDER else -1)
+
+
+@pytest.mark.parametrize(("backend", "shard"), [(b, s) for b in QUICK for s in range(SHARDS.get(b, 1))])
 def test_backend_agrees_with_references(backend: str, shard: int, tmp_path: Path) -> None:
     batch, shards = BATCH.get(backend, 1), SHARDS.get(backend, 1)
     examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE / batch / shards))  # batches of `batch` models
-    profile = default_profile(backend)
+    profile = default_profile(backend, max_ops=QUICK_MAX_OPS)
     checker = IsolatedChecker() if backend in NATIVE else None
     check = checker.check if checker is not None else check_recipe
     seen = {"models": 0, "known": 0}
