@@ -31,6 +31,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -174,7 +175,10 @@ def flags() -> tuple[str, ...]:
     cc = compiler()
 
     base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
-    extras = (["-march=native"], ["-fopenmp"])
+    # -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 if-converts selects ('c ? x : y', 'a || b') in
+    # broadcast loop nests into masked vector loads at wrong addresses (wrong results, also in standalone
+    # C programs; operands loaded into locals first are not enough), right at -O2 or without this pass
+    extras = (["-march=native"], ["-fopenmp"], ["-fno-tree-loop-if-convert"])
 
     def probe() -> list[str]:
         chosen = list(base)
@@ -183,8 +187,10 @@ def flags() -> tuple[str, ...]:
                 chosen += extra
         return chosen
 
-    answers = [base, base + extras[0], base + extras[1], base + extras[0] + extras[1]]
-    return tuple(_remembered("flags", [cc, _compiler_version(cc), _cpu_model()], probe, answers))
+    masks = itertools.product((False, True), repeat=len(extras))
+    answers = [base + [flag for on, extra in zip(mask, extras) if on for flag in extra] for mask in masks]
+    key = [cc, _compiler_version(cc), _cpu_model(), *(" ".join(extra) for extra in extras)]  # new extras: new probe
+    return tuple(_remembered("flags", key, probe, answers))
 
 
 def _try_compile(cc: str, source: str, cflags: list[str], libs: list[str], *, run: bool = False) -> bool:
