@@ -145,6 +145,9 @@ def test_lstm_blocks_run_one_recurrence_and_rnn_or_variable_length_stay_unrolled
     calls = source.count("lstm_recurrence("), source.count("lstm_recurrence_grad(")
     assert calls == (2, 1), source  # forward (in evaluate and evaluate_gradients), backward
     assert "sigmoid" not in source, source
+    # one primitive, the same keys in the same order as the unrolled variable-length model
+    fixed = ManyToMany(LSTMCell, hidden_size=4, length=6).input_keys
+    assert fixed == [k for k in ManyToMany(LSTMCell, hidden_size=4, length=6, variable_length=True).input_keys if k != "lengths"]
     variable = ManyToOne(LSTMCell, hidden_size=4, length=6, variable_length=True)
     source = ml.compile(variable, ml.NumpyBackend(), shapes=shapes, inference=True).source
     assert "lstm_recurrence" not in source and source.count("sigmoid(") == 3 * 6, source

@@ -339,8 +339,6 @@ def test_inline_constants_and_roles_reach_the_source() -> None:
     assert check_recipe(r, "numpy", ("default", "no-fold")) is None
 
 
-
-
 @pytest.mark.parametrize("busy", [True, False])
 def test_isolated_checker_tells_a_busy_or_stuck_worker_from_a_starved_one(busy: bool) -> None:
     """A worker spinning counts as hung after ``timeout`` CPU seconds; one that uses no CPU (blocked, or

@@ -102,8 +102,9 @@ def chain_lines(ctx: Ctx, unit: Unit, index_of: Callable[[Value], str], env: dic
     for node in unit.members:
         inputs, expr = EXPRESSIONS[node.spec.name](ctx, node)
         for value in inputs:
-            # unconditional loads: GCC 12 -O3 -march=native vectorises a load inside '?:' or '||' as a
-            # masked load at the wrong address ('a != a || a < b ? a : b' over a broadcast loop nest)
+            # unconditional loads (each input read once): GCC 12 -O3 -march=native vectorised a load inside
+            # '?:' or '||' as a masked load at the wrong address; the root fix is toolchain.flags()'s
+            # -fno-tree-loop-if-convert, which this form alone did not replace (where's fused backward)
             if value.id not in env:
                 env[value.id] = ctx.fresh("in")
                 lines.append(f"{ctx.ct(value)} {env[value.id]} = {ctx.elem(value, index_of(value))};")

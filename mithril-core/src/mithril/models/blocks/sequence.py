@@ -204,6 +204,8 @@ class _Unrolled(Model):
         from ..primitive import Primitive
 
         h = self.hidden_size
+        for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"):  # the unrolled models' order
+            self._keys.setdefault(prefix + name, self._graph.new_value())
         layer = Primitive("lstm_layer")
         weights = {
             "weight_ih": param(prefix + "weight_ih", shape=[4 * h, "D"]), "weight_hh": param(prefix + "weight_hh", shape=[4 * h, h]),
@@ -372,7 +374,6 @@ def lstm_recurrence_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str,
             f"weight_hh [4H, H] with T and H known, given {dims} and {weight}: pass them in ml.compile(shapes=...)"
         )
     return _LSTMRecurrence(hidden, length)
-
 
 
 def lstm_layer_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Model:
