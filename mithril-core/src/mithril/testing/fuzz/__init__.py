@@ -34,7 +34,17 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("mithril.testing.fuzz needs hypothesis: pip install hypothesis") from exc
 
-from ._campaign import BATCH, QUICK_EXAMPLES, CampaignResult, batches, default_profile, run_campaign, variant_strategy
+from ._campaign import (
+    BATCH,
+    ISOLATED_BACKENDS,
+    NATIVE_BACKENDS,
+    QUICK_EXAMPLES,
+    CampaignResult,
+    batches,
+    default_profile,
+    run_campaign,
+    variant_strategy,
+)
 from ._check import (
     BatchCheck,
     Disagreement,
@@ -64,8 +74,10 @@ __all__ = [
     "GENERATED_PRIMITIVES",
     "GradientOracle",
     "Input",
+    "ISOLATED_BACKENDS",
     "IsolatedChecker",
     "Mismatch",
+    "NATIVE_BACKENDS",
     "NOT_GENERATED",
     "Op",
     "Oracle",

@@ -35,7 +35,7 @@ from ._recipe import Recipe
 from ._reduce import reduce_disagreement
 from ._repro import write_reproduction
 
-__all__ = ["CampaignResult", "run_campaign", "default_profile", "batches", "variant_strategy", "QUICK_EXAMPLES", "BATCH", "JIT_CHOICES"]
+__all__ = ["CampaignResult", "run_campaign", "default_profile", "batches", "variant_strategy", "QUICK_EXAMPLES", "BATCH", "JIT_CHOICES", "NATIVE_BACKENDS", "ISOLATED_BACKENDS"]
 
 QUICK_EXAMPLES: dict[str, int] = {"numpy": 200, "torch": 200, "mlx": 200, "jax": 200, "c": 200, "ggml": 200}
 """Models per backend in the quick profile (``pytest -m fuzz``). JAX, C and GGML check them in batches
@@ -54,7 +54,12 @@ twice the time of a jitted batch);
 MLX compiles one model in four with jit and runs the rest eagerly (cheaper there)."""
 
 NATIVE_BACKENDS = frozenset({"c", "ggml"})
-"""Backends whose models run native code in-process: checked in a child process by default."""
+"""Backends whose models run native code that Mithril generates or builds (a C shared library, a GGML
+graph) in-process."""
+
+ISOLATED_BACKENDS = NATIVE_BACKENDS | {"jax"}
+"""Backends a campaign checks in a child process by default: the native ones, and JAX, whose XLA compiler
+aborts the process when one of its internal checks fails (a finding, not the end of the campaign)."""
 
 CHEAP_BACKENDS = frozenset({"numpy"})
 """Backends on which every compilation variant is checked for every model (elsewhere one drawn variant)."""
@@ -156,7 +161,7 @@ def run_campaign(
         reduce: after Hypothesis's shrinking, reduce each new disagreement further at the model level
             (:func:`~mithril.testing.fuzz.reduce_disagreement`).
         isolate: check in a child process (:class:`~mithril.testing.fuzz.IsolatedChecker`), so crashes
-            and hangs are findings; default: on for the native backends (C, GGML).
+            and hangs are findings; default: on for :data:`ISOLATED_BACKENDS` (C, GGML, JAX).
         batch: random models compiled together as one (default :data:`BATCH`); each counts as a model.
         cross_check: check each new minimal model on the other installed backends too; the one
             reproduction file covers every backend where it disagrees in the same way.
@@ -173,7 +178,7 @@ def run_campaign(
         c_cache = tempfile.TemporaryDirectory(prefix="mithril-fuzz-c-")
         os.environ["MITHRIL_C_CACHE"] = c_cache.name
     if isolate is None:
-        isolate = backend in NATIVE_BACKENDS
+        isolate = backend in ISOLATED_BACKENDS
     checker = IsolatedChecker() if isolate else None
     check = checker.check if checker is not None else check_recipe
     round_number = 0
@@ -255,15 +260,15 @@ def run_campaign(
 
 
 def _also_failing(found: Disagreement) -> list[str]:
-    """The other installed backends on which ``found``'s model disagrees with the same category (native
-    ones checked in a child process)."""
+    """The other installed backends on which ``found``'s model disagrees with the same category (those in
+    :data:`ISOLATED_BACKENDS` checked in a child process)."""
     from ...plugins.lookup import available_backends
 
     also = []
     with IsolatedChecker() as isolated:
         for backend in sorted(b for b in available_backends() if b not in ("*", found.backend)):
             try:
-                check = isolated.check if backend in NATIVE_BACKENDS else check_recipe
+                check = isolated.check if backend in ISOLATED_BACKENDS else check_recipe
                 other = check(found.recipe, backend, found.variants)
             except Exception:  # noqa: BLE001 - a backend that cannot even be loaded says nothing here
                 continue
