@@ -367,3 +367,26 @@ def test_isolated_checker_tells_a_busy_or_stuck_worker_from_a_starved_one(busy: 
         assert "of CPU time" in why and waited < STALL_FACTOR * 0.5, (why, waited)
     else:
         assert "having used 0 s of CPU" in why and waited >= STALL_FACTOR * 0.5, (why, waited)
+
+
+def test_isolated_checker_says_why_its_worker_cannot_start() -> None:
+    """A script read from stdin cannot be re-imported by a *spawn* worker: that is an error naming the fix,
+    not a "crash" finding against the model."""
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from mithril.testing.fuzz import IsolatedChecker, Recipe\n"
+        "r = Recipe()\n"
+        "x = r.add_input(np.array([1.0]), role='param')\n"
+        "(y,) = r.add_op('exp', {'input': x})\n"
+        "r.exposed.append(y)\n"
+        "try:\n"
+        "    print('RESULT', IsolatedChecker(timeout=60).check(r, 'numpy'))\n"
+        "except RuntimeError as exc:\n"
+        "    print('ERROR', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=240)
+    assert "ERROR the fuzz worker process exited (code 1) before it was ready" in done.stdout, done.stdout + done.stderr
+    assert "if __name__" in done.stdout

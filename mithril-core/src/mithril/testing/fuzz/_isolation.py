@@ -59,6 +59,7 @@ def _worker(conn: Any) -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
+    conn.send(("ready", os.getpid()))
     while True:
         try:
             task = conn.recv()
@@ -100,6 +101,20 @@ class IsolatedChecker:
         self._process.start()
         child.close()
         self._conn = parent
+        try:  # a worker that cannot even start is the caller's setup, not a crash of the model
+            if not parent.poll(self.timeout):
+                raise EOFError
+            parent.recv()  # ("ready", pid)
+        except (EOFError, OSError):
+            self._process.kill()
+            self._process.join(5)
+            code = self._process.exitcode
+            self._process, self._conn = None, None
+            raise RuntimeError(
+                f"the fuzz worker process exited (code {code}) before it was ready: with multiprocessing's spawn "
+                "start method, the script that runs the checks must be a file with an "
+                "'if __name__ == \"__main__\":' guard (not stdin or an interactive session)"
+            ) from None
 
     def close(self) -> None:
         """Stop the worker."""
