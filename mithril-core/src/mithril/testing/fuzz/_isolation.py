@@ -101,20 +101,23 @@ class IsolatedChecker:
         self._process.start()
         child.close()
         self._conn = parent
-        try:  # a worker that cannot even start is the caller's setup, not a crash of the model
-            if not parent.poll(self.timeout):
-                raise EOFError
-            parent.recv()  # ("ready", pid)
+        answered = parent.poll(self.timeout)  # a worker that cannot start is the caller's setup, not a crash
+        try:
+            ready = answered and parent.recv()  # ("ready", pid)
         except (EOFError, OSError):
+            ready = None
+        if not ready:
             self._process.kill()
             self._process.join(5)
             code = self._process.exitcode
             self._process, self._conn = None, None
+            if not answered:
+                raise RuntimeError(f"the fuzz worker process did not start within {self.timeout:.0f} s")
             raise RuntimeError(
-                f"the fuzz worker process exited (code {code}) before it was ready: with multiprocessing's spawn "
-                "start method, the script that runs the checks must be a file with an "
+                f"the fuzz worker process exited (code {code}) before it was ready (its error is on stderr): with "
+                "multiprocessing's spawn start method, the script that runs the checks must be a file with an "
                 "'if __name__ == \"__main__\":' guard (not stdin or an interactive session)"
-            ) from None
+            )
 
     def close(self) -> None:
         """Stop the worker."""
