@@ -315,6 +315,13 @@ class Model(Displayable):
             model = model._parent  # type: ignore[assignment]
         return False
 
+    def _declare_keys(self, *keys: str) -> None:
+        """Give each of ``keys`` not yet known a fresh value, so the keys come first in :attr:`input_keys`,
+        in this order (a block's declared ``.connect(*keys)`` order), whatever order its body uses them in."""
+        for key in keys:
+            if key not in self._keys:
+                self._keys[key] = self._graph.new_value()
+
     def _bind_name(self, name: str, value: Value, where: str) -> None:
         if not name:
             raise ArgumentError(f"{where}: key names must be non-empty strings")

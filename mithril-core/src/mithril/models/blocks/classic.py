@@ -81,8 +81,7 @@ class _Kernel(Model):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        for key in ("left", "right"):
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("left", "right")
         self.expose(self._kernel(IOKey("left", shape=["N", "d"]), IOKey("right", shape=["M", "d"])), "output")
 
     def _kernel(self, left: IOKey, right: IOKey) -> Any:
@@ -138,7 +137,7 @@ class KernelizedSVM(Model):
         super().__init__(name=name)
         if not isinstance(kernel, _Kernel):
             raise ArgumentError(f"KernelizedSVM: kernel must be RBFKernel(...) or PolynomialKernel(...), got {kernel!r}")
-        self._keys["input"] = self._graph.new_value()
+        self._declare_keys("input")
         self |= kernel(left=IOKey("input"), right=IOKey("support_vectors"))
         weight, bias = param("weight", shape=[1, "S"]), param("bias", shape=[1])
         self |= Linear(1)(input=kernel.output, weight=weight, bias=bias, output=IOKey("output"))

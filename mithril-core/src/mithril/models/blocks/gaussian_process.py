@@ -89,8 +89,7 @@ class GPRLoss(Model):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        for key in ("label", "k", "s", "mu"):
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("label", "k", "s", "mu")
         label, mu = _residual()
         half_log_det, solved = _solve(self, _noisy(self), op(self, "subtract", label, mu))
         self.expose(_negative_log_likelihood(self, half_log_det, op(self, "index", solved, key=0)), "output")
@@ -112,8 +111,7 @@ class GaussProcessRegressionCore(Model):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        for key in ("label", "k", "s", "mu", "k_star", "k_star_diag"):
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("label", "k", "s", "mu", "k_star", "k_star_diag")
         label, mu = _residual()
         k_star = IOKey("k_star", shape=["N", "M"])
         rhs = op(self, "concat", op(self, "subtract", label, mu), k_star, axis=1, n=2)  # [N, 1 + M]

@@ -25,8 +25,7 @@ class _Loss(Model):
         validation.choice(type(self).__name__, "reduction", reduction, _REDUCTIONS)
         self.reduction, self._attrs, self._weighting = reduction, attrs, weighting or {}
         target = IOKey("target", type="int") if attrs.get("categorical") else IOKey("target")
-        for key in ("input", "target"):  # declared first: .connect(input, target) is their order
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("input", "target")  # .connect(input, target) is their order
         per_element = self._elementwise_loss(IOKey("input"), target, attrs)
         if reduction == "none":
             self.expose(per_element, "output")

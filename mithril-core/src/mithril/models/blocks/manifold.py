@@ -62,7 +62,7 @@ class MDS(Model):
         super().__init__(name=name)
         self.__dict__["prediction_dim"] = validation.positive_int("MDS", "prediction_dim", prediction_dim)
         self.__dict__["input_type"] = validation.choice("MDS", "input_type", input_type, _INPUT_TYPES)
-        self._keys["input"] = self._graph.new_value()
+        self._declare_keys("input")
         if input_type == "points":
             target = _distances(self, IOKey("input", shape=["N", "d"]))
         else:
@@ -93,7 +93,7 @@ class TSNE(Model):
         self.__dict__["prediction_dim"] = validation.positive_int("TSNE", "prediction_dim", prediction_dim)
         self.__dict__["perplexity"] = validation.number("TSNE", "perplexity", perplexity, low=1.0)
         self.__dict__["input_type"] = validation.choice("TSNE", "input_type", input_type, _INPUT_TYPES)
-        self._keys["p_joint"] = self._graph.new_value()
+        self._declare_keys("p_joint")
         dof = float(max(prediction_dim - 1, 1))
         scaled = op(self, "divide", _squared_distances(self, _coords(prediction_dim)), dof)
         kernel = op(self, "power", op(self, "add", scaled, 1.0), -(dof + 1.0) / 2.0)

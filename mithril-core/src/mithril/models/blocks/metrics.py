@@ -29,8 +29,7 @@ class _Metric(Model):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        for key in ("input", "target"):
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("input", "target")
         self.expose(self._value(IOKey("input", type=self.input_type, shape=["N"]), IOKey("target", type="int", shape=["N"])), "output")
         self._cin = self._keys["input"]
 

@@ -28,8 +28,7 @@ class QuadraticFormRegularizer(Model):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        for key in ("input", "kernel"):  # declared first: .connect(input, kernel) is their order
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("input", "kernel")  # .connect(input, kernel) is their order
         weights = IOKey("input", shape=["N"])
         product = op(self, "matmul", IOKey("kernel", shape=["N", "N"]), weights)
         self.expose(op(self, "multiply", op(self, "sum", op(self, "multiply", weights, product)), 0.5), "output")

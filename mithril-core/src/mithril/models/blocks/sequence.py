@@ -73,8 +73,7 @@ class _Cell(Model):
         h = validation.positive_int(type(self).__name__, "hidden_size", hidden_size)
         self.__dict__["hidden_size"] = h
         projected = validation.boolean(type(self).__name__, "projected", projected)
-        for key in ("input", *(f"prev_{s}" for s in self.state_keys)):  # declared first, in this order
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys("input", *(f"prev_{s}" for s in self.state_keys))
         if projected:
             x = IOKey("input", shape=["B", self.gates * h])
         else:
@@ -147,8 +146,7 @@ class _Unrolled(Model):
         """Declare the inputs ``keys`` first, in this order, then ``lengths`` (when ``variable_length``) and
         the initial state (``initial_hidden``...)."""
         lengths = ("lengths",) if self.variable_length else ()
-        for key in (*keys, *lengths, *(f"initial_{s}" for s in self.cell_class.state_keys)):
-            self._keys[key] = self._graph.new_value()
+        self._declare_keys(*keys, *lengths, *(f"initial_{s}" for s in self.cell_class.state_keys))
 
     def _lengths(self) -> IOKey | None:
         """The per-sample step counts ``lengths`` ``[B]`` (int), or ``None`` for fixed-length sequences."""
@@ -204,8 +202,7 @@ class _Unrolled(Model):
         from ..primitive import Primitive
 
         h = self.hidden_size
-        for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"):  # the unrolled models' order
-            self._keys.setdefault(prefix + name, self._graph.new_value())
+        self._declare_keys(*(prefix + name for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")))  # the unrolled models' order
         layer = Primitive("lstm_layer")
         weights = {
             "weight_ih": param(prefix + "weight_ih", shape=[4 * h, "D"]), "weight_hh": param(prefix + "weight_hh", shape=[4 * h, h]),

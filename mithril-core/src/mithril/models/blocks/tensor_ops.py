@@ -31,10 +31,6 @@ __all__ = [
 class _Block(Model):
     """A block whose inputs are declared in order (``.connect(*keys)``) and whose one output is ``output``."""
 
-    def _declare(self, *keys: str) -> None:
-        for key in keys:
-            self._keys[key] = self._graph.new_value()
-
     def _finish(self, result: Any) -> None:
         self.expose(result, "output")
         if "input" in self._keys:
@@ -124,7 +120,7 @@ class CartesianDifference(_Block):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        self._declare("left", "right")
+        self._declare_keys("left", "right")
         self._finish(_cartesian_difference(self))
 
 
@@ -140,7 +136,7 @@ class DistanceMatrix(_Block):
     def __init__(self, squared: bool = False, *, name: str | None = None) -> None:
         super().__init__(name=name)
         squared = validation.boolean("DistanceMatrix", "squared", squared)
-        self._declare("left", "right")
+        self._declare_keys("left", "right")
         total = op(self, "sum", op(self, "square", _cartesian_difference(self)), axis=-1)
         self._finish(total if squared else op(self, "sqrt", total))
 
@@ -187,7 +183,7 @@ class Trapezoid(_Block):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        self._declare("input", "x")
+        self._declare_keys("input", "x")
         upper, lower = (Ellipsis, slice(1, None)), (Ellipsis, slice(None, -1))
         y, x = IOKey("input"), IOKey("x")
         heights = op(self, "add", op(self, "index", y, key=upper), op(self, "index", y, key=lower))
@@ -240,7 +236,7 @@ class ShiftLeft(_Block):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        self._declare("input", "shift")
+        self._declare_keys("input", "shift")
         factor = op(self, "power", 2, IOKey("shift", type="int"))
         self._finish(op(self, "multiply", IOKey("input", type="int"), factor))
 
@@ -254,7 +250,7 @@ class ShiftRight(_Block):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        self._declare("input", "shift")
+        self._declare_keys("input", "shift")
         factor = op(self, "power", 2, IOKey("shift", type="int"))
         self._finish(op(self, "floor_divide", IOKey("input", type="int"), factor))
 
@@ -268,7 +264,7 @@ class PermuteTensor(_Block):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        self._declare("input", "indices")
+        self._declare_keys("input", "indices")
         self._finish(op(self, "embedding", IOKey("indices", type="int"), IOKey("input")))
 
 
