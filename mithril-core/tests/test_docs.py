@@ -204,7 +204,8 @@ def test_pages_render_in_headless_chromium(server: str, page: str, expected_text
     assert expected_text in dom
     def rendered_images() -> dict[str, int]:
         report = chromium("--dump-dom", f"{server}_check_images.html?page=/{page}")
-        return dict(json.loads(re.search(r'<pre id="result">(.*?)</pre>', report, re.S).group(1)))
+        result = re.search(r'<pre id="result">(.*?)</pre>', report, re.S).group(1)
+        return {} if result == "pending" else dict(json.loads(result))  # pending: not measured within the budget
 
     rendered = rendered_images()
     if any(rendered.get(image, 0) <= 100 for image in images):  # a loaded machine: give the page one more go
