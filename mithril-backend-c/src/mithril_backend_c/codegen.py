@@ -327,7 +327,8 @@ def generate_source(
     ``max_parts``: the most threads a parallel region uses (scratch space is laid out for that many).
     ``partitioned``: entry points take ``(args, nt, part, nparts)`` and compute only their part (for
     callers with their own thread pool, e.g. ggml custom ops); raises :class:`NotPartitionable` when some
-    node cannot be split that way. ``fuse``: fuse elementwise chains and convolution epilogues
+    node cannot be split that way, or when the nodes make more than one unit (no part waits for the others
+    between two units). ``fuse``: fuse elementwise chains and convolution epilogues
     (:mod:`~mithril_backend_c.fusion`).
 
     >>> source, layouts = generate_source(graph, [fn], param_names=set(), header="", dtype=Dtype.float32,
@@ -549,6 +550,10 @@ def _generate_function(
 
     returned = {v.id for v in targets}
     units = plan(nodes, returned, ctx, emitters) if fuse else [Unit([n]) for n in nodes]
+    if partitioned and len(units) > 1:
+        # each unit is a loop split its own way (flat, by rows ...) and nothing makes a part wait for the
+        # other parts between two loops: a part of the second would read values the first has not written
+        raise NotPartitionable(f"{len(units)} units ({', '.join(u.label for u in units)}) run one after another")
 
     # liveness: the last unit index reading each storage root (aliases share their source's root)
     root: dict[int, int] = {}

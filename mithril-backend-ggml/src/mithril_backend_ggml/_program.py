@@ -241,21 +241,32 @@ class _GraphFunction:
 def _units(nodes: Sequence[Any], targets: Sequence[Any]) -> list[Any]:
     """The nodes grouped for fusion as the C backend groups them (:func:`mithril_backend_c.fusion.plan`),
     keeping only groups with one result (a ggml custom op has one) whose values are all floats (ggml
-    stores bools as floats 0/1, C kernels as bytes)."""
+    stores bools as floats 0/1, C kernels as bytes), each one group when planned on its own.
+
+    A group's split kernel plans the group's nodes again, alone (``generate_c(partitioned=True)``), and
+    must find one group: the kernel is one loop whose parts never wait for each other. The plan is greedy
+    in node order, so without the graph's other nodes it can group differently (a node reading two open
+    groups joins one and closes the other); such a group is replaced by the groups its own plan makes."""
     from mithril.types import Dtype
     from mithril_backend_c.codegen import Ctx, value_dtypes
     from mithril_backend_c.fusion import Unit, plan
 
-
     ctx = Ctx(Dtype.float32, value_dtypes(nodes, [], Dtype.float32), {})
-    units = []
-    for unit in plan(nodes, {v.id for v in targets}, ctx, c_emitters(), single_output=True):
+    emitters = c_emitters()
+
+    def kernels(unit: Unit) -> list[Unit]:
+        if not unit.fused:
+            return [unit]
         values = [*unit.inputs, *(v for n in unit.nodes for v in n.outputs.values())]
-        if unit.fused and not all((v.kind or "float") == "float" for v in values):
-            units += [Unit([node]) for node in unit.nodes]
-        else:
-            units.append(unit)
-    return units
+        if not all((v.kind or "float") == "float" for v in values):
+            return [Unit([node]) for node in unit.nodes]
+        alone = plan(unit.nodes, {v.id for v in unit.stored}, ctx, emitters, single_output=True)
+        if len(alone) == 1:
+            return [unit]
+        return [kernel for part in alone for kernel in kernels(part)]  # each part has fewer nodes: ends
+
+    planned = plan(nodes, {v.id for v in targets}, ctx, emitters, single_output=True)
+    return [kernel for unit in planned for kernel in kernels(unit)]
 
 
 def _materialised(ggml: Any, tensor: Any) -> Any:
@@ -308,7 +319,6 @@ class _ViaC:
         from mithril_backend_c import toolchain
         from mithril_backend_c.codegen import generate_c
         from mithril_backend_c.program import load_functions
-
 
         self.name = fn.name
         where = _zero_size(graph, fn)
