@@ -91,11 +91,15 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     """A Python caller of entry point ``fn``: ``call(params, data[, cotangents])`` -> output dict(s).
 
     Each thread has its own argument struct (``ffi.new``), workspace and error array; a call points the
-    struct's fields at the inputs (checked: dtype, C order, shape) and at fresh ``np.empty`` outputs.
-    ``ffi.from_buffer`` gives an array's address without copying; the struct keeps only addresses, so each
-    thread holds the input arrays it points at until the next call replaces them (an input passed again as
-    the same array object needs no new address). ``call.strict`` is the same call for
-    :mod:`mithril.backends.direct`: it raises ``InputsNeedChecking`` where ``call`` would convert or refuse."""
+    struct's fields at the inputs (checked: type, dtype, C order, alignment, shape) and at fresh ``np.empty``
+    outputs. ``ffi.from_buffer`` gives an array's address without copying; the struct keeps only addresses,
+    so each thread holds the input arrays it points at until the next call replaces them. An input passed
+    again as the same array object takes a fast path only while it still has the compiled shape, dtype
+    and C strides and the address checked when it was attached (a few compares: an array reshaped, retyped,
+    restrided or resized in place since is checked again, like any new input). ``call.strict`` is the same
+    call for :mod:`mithril.backends.direct`: it raises ``InputsNeedChecking`` where ``call`` would convert or
+    refuse. ``call.inputs_checked()`` counts this thread's inputs checked and attached (the fast path adds none).
+    """
     ffi, cfunc = native.ffi, getattr(native.lib, fn.symbol)
     struct = f"{fn.symbol}_args *"
     sources = {"param": 0, "data": 1, "cotangent": 2}
@@ -113,24 +117,40 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
             error = np.zeros(3, dtype=np.int64)
             args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
             args.error = ffi.cast("int64_t *", from_buffer(error))
-            self.s = (args, ws, error, [None] * len(inputs))  # the last: the arrays the struct points at
+            # the arrays the struct points at, and their from_buffer views (the addresses checked)
+            held: list[Any] = [None] * len(inputs)
+            buffers: list[Any] = [None] * len(inputs)
+            self.s = (args, ws, error, held, buffers)
+            self.checked = 0  # inputs checked and attached by this thread
 
-    def attach(args: Any, held: list[Any], i: int, x: Any, strict: bool) -> None:
-        """Point the struct at input ``i`` (checked, converted unless ``strict``) and hold it."""
+    local = PerThread()
+
+    def attach(i: int, x: Any, strict: bool) -> None:
+        """Check input ``i`` (converted unless ``strict``), point the struct at it and hold it."""
         _, key, _, dtype, name, shape = inputs[i]
-        if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype) or not x.flags.c_contiguous:
+        args, _, _, held, buffers = local.s
+        if (
+            type(x) is not ndarray
+            or (x.dtype is not dtype and x.dtype != dtype)
+            or not x.flags.c_contiguous
+            or not x.flags.aligned
+        ):
             if strict:
                 raise InputsNeedChecking(key)
             x = np.asarray(x, dtype=dtype, order="C")
+            if not x.flags.aligned:  # generated loops may assume elements at aligned addresses
+                x = x.copy()
         if x.shape != shape:  # the C code reads exactly this many elements
             if strict:
                 raise InputsNeedChecking(key)
             raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
-        setattr(args, name, from_buffer(x))
-        held[i] = x
+        buffer = from_buffer(x)
+        setattr(args, name, buffer)
+        held[i], buffers[i] = x, buffer
+        local.checked += 1
 
     namespace: dict[str, Any] = {
-        "local": PerThread(), "attach": attach, "empty": np.empty, "from_buffer": from_buffer, "cfunc": cfunc,
+        "local": local, "attach": attach, "empty": np.empty, "from_buffer": from_buffer, "cfunc": cfunc,
         "threads": threads, "native_error": native_error, "fn": fn, "backend": backend,
     }  # fmt: skip
     for strict in (False, True):
@@ -138,35 +158,61 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
         exec(compile(source, f"<mithril-c:{fn.name}>", "exec"), namespace)  # our own generated code
     call = namespace["call"]
     call.strict = namespace["strict"]
+    call.inputs_checked = lambda: local.checked
     call.__name__ = fn.name
     return call  # type: ignore[no-any-return]
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides NumPy gives a new C-ordered array of ``shape`` (an axis of size 0 does not scale the
+    strides before it).
+
+    >>> c_strides((2, 3, 4), 4)
+    (48, 16, 4)
+    """
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str:
     """Python source of the caller of entry point ``fn`` (``call``, or ``strict`` when ``strict``), its
     inputs and outputs written out: no loops or lookups per call beyond the ones it needs. Keys reach
-    the source only through :func:`~mithril.compiler.codegen.escape.python_literal`; shapes and dtypes are
-    constants put in ``namespace``; struct fields are C identifiers made by ``field_name``.
+    the source only through :func:`~mithril.compiler.codegen.escape.python_literal`; shapes, strides and
+    dtypes are constants put in ``namespace``; struct fields are C identifiers made by ``field_name``.
+
+    An input takes the fast path (no ``attach``) only when it is the array held since the last check and
+    still has the compiled shape, dtype and C strides and the same address (``from_buffer`` views compare
+    by address): an array changed in place since (``x.shape = ...``, ``x.dtype = ...``, ``x.strides = ...``,
+    ``x.resize(...)``) is checked again.
 
     >>> print(caller_source(fn, {}, strict=False))     # doctest: +SKIP
     def call(params, data, cotangents=None):
-        args, _, error, held = local.s
+        args, _, error, held, buffers = local.s
         x = data['left']
-        if x is not held[0]:
-            attach(args, held, 0, x, False)
+        if x is not held[0] or x.shape != shape_x0 or x.dtype is not dtype_x0 or x.strides != strides_x0 or \
+                from_buffer(x) != buffers[0]:   # (one line in the source)
+            attach(0, x, False)
         ...
         return {'output': y0_0}
     """
     dicts = {"param": "params", "data": "data", "cotangent": "cotangents"}
     lines = [
         f"def {'strict' if strict else 'call'}(params, data, cotangents=None):",
-        "    args, _, error, held = local.s",
+        "    args, _, error, held, buffers = local.s",
     ]
     for i, f in enumerate(fn.inputs):
+        dtype = np.dtype(f.dtype)
+        shape = tuple(f.shape)
+        namespace[f"shape_x{i}"], namespace[f"dtype_x{i}"] = shape, dtype
+        namespace[f"strides_x{i}"] = c_strides(shape, dtype.itemsize)
         lines += [
             f"    x = {dicts[f.role]}[{python_literal(f.key)}]",
-            f"    if x is not held[{i}]:",
-            f"        attach(args, held, {i}, x, {strict})",
+            f"    if x is not held[{i}] or x.shape != shape_x{i} or x.dtype is not dtype_x{i} "
+            f"or x.strides != strides_x{i} or from_buffer(x) != buffers[{i}]:",
+            f"        attach({i}, x, {strict})",
         ]
     results = []
     for g, group in enumerate(fn.returns):

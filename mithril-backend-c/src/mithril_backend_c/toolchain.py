@@ -8,7 +8,10 @@ linked; a model whose library is cached compiles nothing, and one that shares ke
 
 The cache lives in ``$MITHRIL_C_CACHE`` (default ``~/.cache/mithril/c``). A library's key hashes the
 source, the runtime source, the compiler's version, the flags, the BLAS (include path, defines and link
-line) and the CPU model (``-march=native``), so a change to any of them rebuilds.
+line) and the CPU model (``-march=native``), so a change to any of them rebuilds. The compiler, its
+version, flags and BLAS are recorded in the cache (``toolchains.json``) as they are used: a process that
+finds no compiler (an edge machine with a warm cache) computes the same keys from that record and loads
+the libraries the cache holds; only a model missing from it needs a compiler (:class:`CCompileError`).
 
 Every entry (``model-<key>.so``, ``part-<key>.o``, ``runtime-<key>.o``) has a ``<name>.meta`` written when it is built:
 its size and SHA-256. An entry is used only after it matches (checked once per process and file), so a
@@ -114,10 +117,24 @@ def clear_hint() -> str:
     )
 
 
+NEEDS_COMPILER = "CBackend needs a C compiler (gcc or clang) on PATH, or set $CC"
+
+
 def compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    """The C compiler: ``$CC`` when set, else ``cc``, ``gcc`` or ``clang`` on ``PATH``; raises
+    :class:`CCompileError` when there is none (or ``$CC`` names no program).
+
+    >>> compiler()   # doctest: +SKIP
+    '/usr/bin/cc'
+    """
+    cc = os.environ.get("CC")
+    if cc:
+        if shutil.which(cc) is None:
+            raise CCompileError(f"{NEEDS_COMPILER}: $CC is {cc!r}, which is not an executable program")
+        return cc
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        raise CCompileError("CBackend needs a C compiler (gcc or clang) on PATH, or set $CC")
+        raise CCompileError(NEEDS_COMPILER)
     return cc
 
 
@@ -152,16 +169,31 @@ def _remembered(kind: str, key: Sequence[str], probe: Callable[[], Any], answers
     except (OSError, ValueError):
         pass
     result = probe()
+    _write_json(path, result)  # if it cannot be written, the next process probes again
+    return result
+
+
+def _write_json(path: Path, value: Any) -> bool:
+    """Write ``value`` as JSON to ``path`` atomically (a temporary renamed into place); whether it was written."""
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(result))
+            handle.write(json.dumps(value))
         os.replace(tmp, path)
-    except OSError:  # not remembered: the next process probes again
+        return True
+    except OSError:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-    return result
+        return False
+
+
+_BASE_FLAGS = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
+# -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 if-converts selects ('c ? x : y', 'a || b') in
+# broadcast loop nests into masked vector loads at wrong addresses (wrong results, also in standalone
+# C programs; operands loaded into locals first are not enough), right at -O2 or without this pass
+_EXTRA_FLAGS = (["-march=native"], ["-fopenmp"], ["-fno-tree-loop-if-convert"])
+"""Flags every build uses, and those used when the compiler accepts them (probed by :func:`flags`)."""
 
 
 @functools.cache
@@ -173,12 +205,7 @@ def flags() -> tuple[str, ...]:
     '-O3'
     """
     cc = compiler()
-
-    base = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
-    # -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 if-converts selects ('c ? x : y', 'a || b') in
-    # broadcast loop nests into masked vector loads at wrong addresses (wrong results, also in standalone
-    # C programs; operands loaded into locals first are not enough), right at -O2 or without this pass
-    extras = (["-march=native"], ["-fopenmp"], ["-fno-tree-loop-if-convert"])
+    base, extras = _BASE_FLAGS, _EXTRA_FLAGS
 
     def probe() -> list[str]:
         chosen = list(base)
@@ -280,9 +307,29 @@ def blas_info() -> dict[str, Any]:
     library), ``"custom"`` or ``"none"`` (the blocked C GEMM). ``$MITHRIL_C_BLAS`` forces a choice:
     ``scipy-openblas``, ``system`` (``-lopenblas``, then ``-lcblas -lblas``, then ``-lblas``), ``none``, or a
     link line such as ``-lmkl_rt``. A forced choice that does not link falls back to the blocked GEMM."""
-    choice = os.environ.get("MITHRIL_C_BLAS", "").strip()
+    choice, candidates = _blas_request()
     if choice == "none":
         return _blas("none", [])
+    cc = compiler()
+
+    def probe() -> dict[str, Any]:
+        for blas in candidates:
+            if _probe_blas(cc, blas):
+                return blas
+        return _blas("none", [])
+
+    # remembered per compiler, CPU, choice and candidates (a system BLAS installed later is found after the
+    # probe file or the cache is deleted)
+    key = [cc, _compiler_version(cc), _cpu_model(), choice, json.dumps(candidates)]
+    chosen: dict[str, Any] = _remembered("blas", key, probe, [*candidates, _blas("none", [])])
+    return chosen
+
+
+def _blas_request() -> tuple[str, list[dict[str, Any]]]:
+    """``$MITHRIL_C_BLAS`` (stripped) and the BLAS libraries it asks :func:`blas_info` to probe, in order."""
+    choice = os.environ.get("MITHRIL_C_BLAS", "").strip()
+    if choice == "none":
+        return choice, []
     if choice == "scipy-openblas":
         wheel = _scipy_openblas()
         candidates = [wheel] if wheel else []
@@ -297,18 +344,102 @@ def blas_info() -> dict[str, Any]:
     else:
         wheel = _scipy_openblas()
         candidates = ([wheel] if wheel else []) + _system_blas()
-    cc = compiler()
+    return choice, candidates
 
-    def probe() -> dict[str, Any]:
-        for blas in candidates:
-            if _probe_blas(cc, blas):
-                return blas
-        return _blas("none", [])
 
-    # remembered per compiler, CPU, choice and candidates (a system BLAS installed later is found after the
-    # probe file or the cache is deleted)
-    key = [cc, _compiler_version(cc), _cpu_model(), choice, json.dumps(candidates)]
-    return _remembered("blas", key, probe, [*candidates, _blas("none", [])])
+@dataclass(frozen=True)
+class Toolchain:
+    """What the cache keys hash about the compiler: its command (``$CC`` or the path found), the first line
+    of its ``--version``, the :func:`flags` and the :func:`blas_info` chosen for it."""
+
+    cc: str
+    version: str
+    flags: tuple[str, ...]
+    blas: dict[str, Any]
+
+
+TOOLCHAINS_RECORD = "toolchains.json"
+"""The cache's record of the toolchains that used it (most recent first), each with the CPU, flags and BLAS
+it was probed for: a process without a compiler finds the entries they built (:func:`_cached_or_toolchain`)."""
+_RECORDED: set[tuple[str, str, str, str]] = set()  # (cache, context, cc, version) this process has recorded
+_MAX_RECORDED = 16
+
+
+def _toolchain_context() -> str:
+    """What a recorded toolchain must have been probed for to stand in for the compiler: this CPU
+    (``-march=native``), these flags to probe and this BLAS request."""
+    choice, candidates = _blas_request()
+    flag_sets = (" ".join(_BASE_FLAGS), *(" ".join(extra) for extra in _EXTRA_FLAGS))
+    return _key(_cpu_model(), *flag_sets, choice, json.dumps(candidates))
+
+
+def _recorded_toolchains(path: Path) -> list[dict[str, Any]]:
+    """The well-formed entries of the toolchain record at ``path`` (a missing or damaged record has none)."""
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+
+    def strings(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+    def well_formed(entry: Any) -> bool:
+        return (
+            isinstance(entry, dict)
+            and all(isinstance(entry.get(field), str) for field in ("context", "cc", "version"))
+            and strings(entry.get("flags"))
+            and isinstance(blas := entry.get("blas"), dict)
+            and all(strings(blas.get(field)) for field in ("libs", "cflags", "defines"))
+        )
+
+    return [entry for entry in entries if well_formed(entry)] if isinstance(entries, list) else []
+
+
+def _record_toolchain(toolchain: Toolchain) -> None:
+    """Put ``toolchain`` first in the cache's :data:`TOOLCHAINS_RECORD` (once per process and cache)."""
+    directory, context = cache_dir(), _toolchain_context()
+    mark = (str(directory), context, toolchain.cc, toolchain.version)
+    if mark in _RECORDED:
+        return
+    entry: dict[str, Any] = {"context": context, "cc": toolchain.cc, "version": toolchain.version}
+    entry.update(flags=list(toolchain.flags), blas=toolchain.blas)
+    path = directory / TOOLCHAINS_RECORD
+    try:
+        with _locked(directory / f"{TOOLCHAINS_RECORD}.lock"):
+            entries = _recorded_toolchains(path)
+            written = bool(entries) and entries[0] == entry
+            if not written:
+                others = [e for e in entries if (e["context"], e["cc"], e["version"]) != mark[1:]]
+                written = _write_json(path, [entry, *others][:_MAX_RECORDED])
+    except CacheError:  # a read-only cache: its entries are used, nothing is recorded
+        written = False
+    if written:  # else the next build tries again
+        _RECORDED.add(mark)
+
+
+def _cached_or_toolchain(entry: Callable[[Toolchain], Path]) -> tuple[Path, Toolchain | None]:
+    """The cache entry ``entry(toolchain)`` names and the toolchain to build it with: the compiler found now
+    (recorded in the cache as it is used). Without one, the entry a recorded toolchain of this CPU, flags and
+    BLAS request built, if the cache holds it (toolchain ``None``: nothing may be built; a warm cache needs
+    no compiler); otherwise the missing compiler's :class:`CCompileError`, saying where it looked."""
+    try:
+        cc = compiler()
+    except CCompileError as missing:
+        directory, context = cache_dir(), _toolchain_context()
+        recorded = [e for e in _recorded_toolchains(directory / TOOLCHAINS_RECORD) if e["context"] == context]
+        for e in recorded:
+            target = entry(Toolchain(e["cc"], e["version"], tuple(e["flags"]), e["blas"]))
+            if verify_entry(target):
+                return target, None
+        built = "; ".join(f"{e['cc']} ({e['version']})" for e in recorded)
+        held = f"it holds libraries built by {built}" if built else "none there was built for this CPU, flags and BLAS"
+        raise CCompileError(
+            f"{missing}. A model the cache holds needs none, but the cache {str(directory)!r} holds no library "
+            f"for this one ({held})"
+        ) from None
+    toolchain = Toolchain(cc, _compiler_version(cc), flags(), blas_info())
+    _record_toolchain(toolchain)
+    return entry(toolchain), toolchain
 
 
 def runtime_source() -> tuple[str, str]:
@@ -456,13 +587,13 @@ def _key(*parts: str) -> str:
     return digest.hexdigest()[:32]
 
 
-def _runtime_entry() -> tuple[Path, Callable[[Path], None]]:
+def _runtime_entry(toolchain: Toolchain) -> tuple[Path, Callable[[Path], None]]:
     """The runtime object's cache path (its name hashes the runtime, compiler, flags, BLAS defines and
     CPU) and the function that builds it into a temporary path."""
-    cc, cflags, blas = compiler(), list(flags()), blas_info()
+    cc, cflags, blas = toolchain.cc, list(toolchain.flags), toolchain.blas
     header, body = runtime_source()
     defines = [*blas["cflags"], *blas["defines"]]
-    key = _key(header, body, cc, _compiler_version(cc), *cflags, *defines, _cpu_model())
+    key = _key(header, body, cc, toolchain.version, *cflags, *defines, _cpu_model())
     directory = cache_dir()
 
     def build(tmp: Path) -> None:
@@ -473,11 +604,6 @@ def _runtime_entry() -> tuple[Path, Callable[[Path], None]]:
         _run([cc, *cflags, *defines, "-c", str(src_dir / "runtime.c"), "-o", str(tmp)], src_dir / "runtime.c")
 
     return directory / f"runtime-{key}.o", build
-
-
-def _runtime_object() -> Path:
-    target, build = _runtime_entry()
-    return _atomic_build(target, build)
 
 
 def _include_dir(directory: Path, header: str) -> Path:
@@ -502,14 +628,21 @@ def build_library(source: str) -> Path:
     >>> build_library("int f(void) { return 1; }\\n").suffix   # doctest: +SKIP
     '.so'
     """
-    cc, cflags, blas = compiler(), list(flags()), blas_info()
-    runtime = _runtime_object()
     header, _ = runtime_source()
-    key = _key(source, header, runtime.name, cc, _compiler_version(cc), *cflags, *blas["libs"], _cpu_model())
-    # (the runtime object's name hashes the BLAS include path and defines, the libs are hashed here)
     directory = cache_dir()
-    target = directory / f"model-{key}.so"
-    source_path = directory / f"model-{key}.c"
+
+    def entry(toolchain: Toolchain) -> Path:
+        runtime, _ = _runtime_entry(toolchain)
+        # (the runtime object's name hashes the BLAS include path and defines, the libs are hashed here)
+        parts = (*toolchain.flags, *toolchain.blas["libs"], _cpu_model())
+        return directory / f"model-{_key(source, header, runtime.name, toolchain.cc, toolchain.version, *parts)}.so"
+
+    target, toolchain = _cached_or_toolchain(entry)
+    if toolchain is None or verify_entry(target):
+        return target
+    cc, cflags, blas = toolchain.cc, list(toolchain.flags), toolchain.blas
+    runtime = _atomic_build(*_runtime_entry(toolchain))
+    source_path = target.with_suffix(".c")
 
     def build(tmp: Path) -> None:
         include = _include_dir(directory, header)
@@ -560,15 +693,23 @@ def build_units(
     """
     from mithril.progress import task
 
-    cc, cflags, blas = compiler(), list(flags()), blas_info()
-    runtime, build_runtime = _runtime_entry()
     header, _ = runtime_source()
-    common = (header, cc, _compiler_version(cc), *cflags, _cpu_model())
-    keys = [_key(unit.text, "optimize" if unit.optimize else "-O0", *common) for unit in units]
     directory = cache_dir()
-    target = directory / f"model-{_key('units', *keys, runtime.name, *blas['libs'])}.so"
-    if verify_entry(target):
+
+    def unit_keys(toolchain: Toolchain) -> list[str]:
+        common = (header, toolchain.cc, toolchain.version, *toolchain.flags, _cpu_model())
+        return [_key(unit.text, "optimize" if unit.optimize else "-O0", *common) for unit in units]
+
+    def entry(toolchain: Toolchain) -> Path:
+        runtime, _ = _runtime_entry(toolchain)
+        return directory / f"model-{_key('units', *unit_keys(toolchain), runtime.name, *toolchain.blas['libs'])}.so"
+
+    target, toolchain = _cached_or_toolchain(entry)
+    if toolchain is None or verify_entry(target):
         return target
+    cc, cflags, blas = toolchain.cc, list(toolchain.flags), toolchain.blas
+    runtime, build_runtime = _runtime_entry(toolchain)
+    keys = unit_keys(toolchain)
     objects = [directory / f"part-{key}.o" for key in keys]
     todo = sorted(
         ((unit, obj) for unit, obj in zip(units, objects) if not verify_entry(obj)), key=lambda item: -len(item[0].text)
