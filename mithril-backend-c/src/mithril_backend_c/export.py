@@ -18,10 +18,12 @@ absolute path (valid while that environment exists).
 
 The parameters must be given (``params=``, e.g. the trained ones) or asked for (``randomize=True``): a
 program silently holding random weights is never written. A directory that already holds files is
-refused unless ``overwrite=True``. Keys reach the C source only as escaped string literals and comments,
-and file names only through :func:`~mithril.compiler.codegen.escape.safe_file_name` (``input_<key>.bin``
-for a plain key; a sanitised, length-bounded name with a hash suffix otherwise: ``manifest.json`` and the
-returned :class:`ExportResult` say which).
+refused unless ``overwrite=True``; then the exported files are replaced, never written through (a symlink
+already in the directory is replaced by the file: :func:`mithril.extend.write_file_atomically`), and a
+``directory`` that is itself a symlink is refused. Keys reach the C source only as escaped string literals
+and comments, and file names only through :func:`~mithril.compiler.codegen.escape.safe_file_name`
+(``input_<key>.bin`` for a plain key; a sanitised, length-bounded name with a hash suffix otherwise:
+``manifest.json`` and the returned :class:`ExportResult` say which).
 
 Example:
     >>> import mithril_backend_c
@@ -37,11 +39,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from mithril.compiler.codegen.escape import c_comment, c_string_literal, safe_file_name
 from mithril.errors import ArgumentError, KeyError_, ShapeError
+from mithril.extend import check_output_directory, write_file_atomically
 
 from . import toolchain
 from .codegen import C_TYPES, CFunction, entry_declarations
@@ -108,21 +111,18 @@ def export(
 
 
 def check_export_directory(directory: Path, overwrite: bool, where: str = "export") -> None:
-    """Refuse a ``directory`` that is a file, or that holds anything while ``overwrite`` is false.
+    """Refuse a ``directory`` that is a symlink or a file, or that holds anything while ``overwrite`` is false
+    (core's :func:`mithril.extend.check_output_directory`).
 
     >>> check_export_directory(Path("/nonexistent/dir"), overwrite=False)
     """
-    if directory.exists() and not directory.is_dir():
-        raise ArgumentError(f"{where}: {str(directory)!r} is a file, expected a directory (new or empty)")
-    if overwrite or not directory.is_dir():
-        return
-    present = sorted(p.name for p in directory.iterdir())
-    if present:
-        shown = ", ".join(present[:5]) + (f" and {len(present) - 5} more" if len(present) > 5 else "")
-        raise ArgumentError(
-            f"{where}: the directory {str(directory)!r} is not empty (it holds {shown}); expected a new or empty "
-            "directory. Pass overwrite=True to replace the exported files in it (other files are kept)"
-        )
+    check_output_directory(directory, overwrite, where)
+
+
+def _write(directory: Path, name: str, content: Any) -> str:
+    """Replace ``directory/name`` with ``content`` (never through a link); returns ``name``."""
+    write_file_atomically(directory / name, content, where="export", error=ArgumentError)
+    return name
 
 
 def data_file_names(keys: Iterable[str], prefix: str) -> dict[str, str]:
@@ -163,13 +163,13 @@ def write_example(pm: Any, program: Any, directory: Path, params: Mapping[str, n
     for f in data_fields:
         values = rng.normal(size=f.shape) if np.dtype(f.dtype).kind == "f" else np.zeros(f.shape)
         data[f.key] = np.ascontiguousarray(values, dtype=f.dtype)
-        data[f.key].tofile(directory / names[f.key])
+        _write(directory, names[f.key], data[f.key].tobytes())
     outputs = pm.evaluate({k: pm.backend.array(v) for k, v in params.items()}, data)
     lines = []
     for f in (f for group in evaluate.returns for f in group):
         values = np.asarray(pm.backend.to_numpy(outputs[f.key]), dtype=np.float64)
         lines.append(f"{f.key}: {values.size} values, sum {values.sum():.9g}")
-    (directory / "expected_output.txt").write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    _write(directory, "expected_output.txt", ("\n".join(lines) + "\n").encode("utf-8", errors="surrogatepass"))
     return [names[f.key] for f in data_fields] + ["expected_output.txt"]
 
 
@@ -201,27 +201,25 @@ def export_program(
         program.source.replace('#include "runtime.h"', ""),
     ]
     written = ["model.c", "model.h", "model.weights", "main.c", "BUILD"]
-    (directory / "model.c").write_text("\n".join(model_c))
-    (directory / "model.h").write_text(_model_h(program.functions))
-    with open(directory / "model.weights", "wb") as handle:
-        for array in arrays:
-            handle.write(array.tobytes())
+    _write(directory, "model.c", "\n".join(model_c))
+    _write(directory, "model.h", _model_h(program.functions))
+    _write(directory, "model.weights", lambda handle: _write_arrays(handle, arrays))
     data_fields = [f for f in evaluate.inputs if not _is_weight(f, params)]
     out_fields = [f for group in evaluate.returns for f in group]
     inputs = data_file_names([f.key for f in data_fields], "input")
     outputs = data_file_names([f.key for f in out_fields], "output")
-    (directory / "main.c").write_text(_main_c(evaluate, weights, inputs, outputs))
+    _write(directory, "main.c", _main_c(evaluate, weights, inputs, outputs))
     plain = "cc -O3 main.c model.c -lm"
     alternative = directory / "BUILD.scipy-openblas"
     if blas["name"] == "scipy-openblas":  # a Python package: not the default of a standalone program
         build = plain
-        alternative.write_text(" ".join([plain, *blas["cflags"], *blas["defines"], *blas["libs"]]) + "\n")
+        _write(directory, alternative.name, " ".join([plain, *blas["cflags"], *blas["defines"], *blas["libs"]]) + "\n")
         written.append(alternative.name)
     else:
         build = " ".join([plain, *blas["cflags"], *blas["defines"], *blas["libs"]])
-        if alternative.exists():
+        if alternative.is_symlink() or alternative.exists():
             alternative.unlink()
-    (directory / "BUILD").write_text(build + "\n")
+    _write(directory, "BUILD", build + "\n")
     if pm is not None:
         written += write_example(pm, program, directory, params)
     written.append("manifest.json")
@@ -236,8 +234,13 @@ def export_program(
         "outputs": {f.key: {"file": outputs[f.key], "dtype": f.dtype.name, "shape": list(f.shape)} for f in out_fields},
         "build": build,
     }
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    _write(directory, "manifest.json", json.dumps(manifest, indent=1) + "\n")
     return ExportResult(directory, tuple(written), params_source, inputs, outputs)
+
+
+def _write_arrays(handle: BinaryIO, arrays: list[np.ndarray]) -> None:
+    for array in arrays:
+        handle.write(array.tobytes())
 
 
 def _weight_arrays(weights: list[Any], params: Mapping[str, np.ndarray], required: list[Any]) -> list[np.ndarray]:
@@ -352,9 +355,9 @@ def _main_c(fn: CFunction, weights: list[Any], inputs: Mapping[str, str], output
             f'        printf("%s: %ld values, sum %.9g\\n", {c_string_literal(f.key)}, (long){n}, s);',
             f'        snprintf(path, sizeof path, "%s/%s", dir, {c_string_literal(outputs[f.key])});',
             '        FILE *o = fopen(path, "wb");',
-            f"        if (!o || fwrite({f.name}, sizeof({ct}), {n}, o) != {n}) "
-            f'{{ fprintf(stderr, "cannot write %s\\n", path); return 1; }}',
-            "        fclose(o);",
+            f"        int failed = !o || fwrite({f.name}, sizeof({ct}), {n}, o) != {n};",
+            "        if (o && fclose(o) != 0) failed = 1; /* a full disk shows when the buffer is written */",
+            '        if (failed) { fprintf(stderr, "cannot write %s\\n", path); return 1; }',
             "    }",
         ]
     lines += ["    return 0;", "}", ""]

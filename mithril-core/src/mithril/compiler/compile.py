@@ -26,6 +26,7 @@ from ..backends.backend import Backend
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from ..gc_pause import with_paused_gc
 from ..parallel import make_plan
+from ..serialization.files import write_file_atomically
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
 from .codegen.python import FunctionSpec
@@ -221,10 +222,9 @@ def compile(  # noqa: A001 - the public name is ml.compile
     program = backend.generate_program(graph, functions, param_names=set(params), header=header)
     log.stage("codegen", f"{len(program.source.splitlines())} lines of {backend.codegen} for {[f.name for f in functions]}")
     if file_path is not None:
-        try:
-            Path(file_path).write_text(program.source)
-        except (OSError, TypeError) as exc:
-            raise ArgumentError(f"ml.compile(file_path={file_path!r}): cannot write the generated source there ({exc})") from None
+        if not isinstance(file_path, (str, Path)):
+            raise ArgumentError(f"ml.compile: file_path must be a path (str or pathlib.Path), got {type(file_path).__name__}")
+        write_file_atomically(file_path, program.source, where=f"ml.compile(file_path={str(file_path)!r})", error=ArgumentError)
     index_checks = find_index_checks(graph, {**flat.inputs}, set(data) | set(buffers))
     physical = PhysicalModel(
         backend=backend,

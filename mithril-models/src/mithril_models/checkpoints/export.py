@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from mithril.errors import KeyError_, ShapeError
 
 from .errors import CheckpointError
 from .layout import Layout, Target, transpose
@@ -40,15 +41,45 @@ def _packed(targets: list[tuple[Target, np.ndarray]]) -> np.ndarray:
     return np.concatenate([value for _, _, value in parts], axis=parts[0][1])
 
 
+def _checked_arrays(pm: Any, params: Mapping[str, Any], names: list[str]) -> dict[str, np.ndarray]:
+    """``names`` of ``params`` as NumPy arrays, after checking that each is there with the model's shape."""
+    needed = list(dict.fromkeys(names))
+    missing = [name for name in needed if name not in params]
+    if missing:
+        paths = ", ".join(pm.input_paths.get(name, name) for name in missing)
+        raise KeyError_(
+            f"to_checkpoint: params lacks {missing} ({paths}); pass every parameter and buffer of the model "
+            "(e.g. pm.get_parameters())"
+        )
+    arrays = {}
+    for name in needed:
+        array = np.asarray(pm.backend.to_numpy(params[name]))
+        expected = list(pm.shapes[name] or ())
+        if list(array.shape) != expected:
+            path = pm.input_paths.get(name, name)
+            raise ShapeError(
+                f"to_checkpoint: {name!r} ({path}) has shape {list(array.shape)}, the model's is {expected}"
+            )
+        arrays[name] = array
+    return arrays
+
+
 def to_checkpoint(pm: Any, params: Mapping[str, Any], *, layout: str | None = None) -> dict[str, np.ndarray]:
     """``params`` of ``pm`` as ``{checkpoint key: array}`` in the layout named ``layout`` (default: the
     family's first layout, e.g. Hugging Face names). A tied tensor is written once, under its first key (as
-    ``save_pretrained`` does); ``load_hf`` fills every tied parameter from it."""
+    ``save_pretrained`` does); ``load_hf`` fills every tied parameter from it.
+
+    Every parameter the layout writes must be in ``params`` with the shape ``pm`` gives it: a missing one
+    raises :class:`~mithril.errors.ModelKeyError`, a mis-shaped one :class:`~mithril.errors.ShapeError`,
+    both naming the parameter and its path in the model."""
     layouts = _family_layout(pm)
     chosen: Layout | None = layouts[0] if layout is None else next((lay for lay in layouts if lay.name == layout), None)
     if chosen is None:
         raise CheckpointError(f"to_checkpoint: no layout named {layout!r}; available: {[lay.name for lay in layouts]}")
     by_path = {pm.input_paths.get(name, name): name for name in [*pm.param_keys, *pm.buffer_keys]}
+    arrays = _checked_arrays(
+        pm, params, [by_path[t.path] for ts in chosen.entries.values() for t in ts if t.path in by_path]
+    )
     result: dict[str, np.ndarray] = {}
     written: set[str] = set()
     for key, targets in chosen.entries.items():
@@ -56,7 +87,7 @@ def to_checkpoint(pm: Any, params: Mapping[str, Any], *, layout: str | None = No
         if not present or all(t.path in written for t in present):
             continue
         written.update(t.path for t in present)
-        found = [(t, np.asarray(pm.backend.to_numpy(params[by_path[t.path]]))) for t in present]
+        found = [(t, arrays[by_path[t.path]]) for t in present]
         if any(getattr(t.transform, "packing", None) is not None for t, _ in found):
             result[key] = _packed(found)
         else:  # one parameter, or copies of one tensor

@@ -31,7 +31,7 @@ class LoadReport:
 
     source: str
     layout: str
-    missing: list[str] = field(default_factory=list)  # model parameters no checkpoint tensor provides
+    missing: list[str] = field(default_factory=list)  # "key -> param": model parameters no checkpoint tensor provides
     unexpected: list[str] = field(default_factory=list)  # checkpoint tensors the model has no place for
     mismatched: list[str] = field(default_factory=list)  # "key -> param: checkpoint [..] vs model [..]"
     conflicting: list[str] = field(default_factory=list)  # tied tensors with different values
@@ -136,7 +136,12 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
                         tied_sources[name] = key
                     loaded[name] = pm.backend.array(value)
             advance(checkpoint.nbytes(key))
-    report.missing = [name for name in state_names if name not in loaded and name not in misfits]
+    expected_keys = _expected_keys(layout)
+    report.missing = [
+        _missing(name, expected_keys.get(pm.input_paths.get(name, name), []))
+        for name in state_names
+        if name not in loaded and name not in misfits
+    ]
     if report:
         if strict:
             raise CheckpointError(str(report))
@@ -147,10 +152,24 @@ def load_hf(pm: Any, source: Any, *, strict: bool = True, progress: bool | None 
     return {name: loaded[name] for name in state_names}
 
 
+def _expected_keys(layout: Layout) -> dict[str, list[str]]:
+    """Parameter path -> the checkpoint keys that fill it, in the layout's order."""
+    keys: dict[str, list[str]] = {}
+    for key, targets in layout.entries.items():
+        for target in targets:
+            keys.setdefault(target.path, []).append(key)
+    return keys
+
+
+def _missing(name: str, keys: list[str]) -> str:
+    """A report line for a parameter no checkpoint tensor filled: the key(s) expected and the parameter's name
+    in the compiled model (``transformer.h.1.mlp.c_fc.weight -> weight_12``)."""
+    if not keys:
+        return name
+    expected = keys[0] + (f" (or {', '.join(keys[1:])})" if len(keys) > 1 else "")
+    return expected if keys == [name] else f"{expected} -> {name}"
+
+
 def _tied_paths(layout: Layout) -> set[str]:
     """Paths filled by more than one checkpoint key (tied embeddings): their sources must agree."""
-    counts: dict[str, int] = {}
-    for targets in layout.entries.values():
-        for target in targets:
-            counts[target.path] = counts.get(target.path, 0) + 1
-    return {path for path, count in counts.items() if count > 1}
+    return {path for path, keys in _expected_keys(layout).items() if len(keys) > 1}

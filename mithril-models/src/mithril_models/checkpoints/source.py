@@ -14,14 +14,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from mithril.serialization.safetensors import SafetensorsFile
+from mithril.errors import ArgumentError
+from mithril.serialization.safetensors import SafetensorsFile, read_safetensors_index
 
 from .errors import CheckpointError
 
@@ -77,16 +77,12 @@ class StateDictSource:
 
 
 class ShardedSource:
-    """Several ``.safetensors`` shards joined by a ``model.safetensors.index.json`` weight map."""
+    """Several ``.safetensors`` shards joined by a ``model.safetensors.index.json`` weight map (checked whole
+    when opened: :func:`~mithril.serialization.safetensors.read_safetensors_index`)."""
 
     def __init__(self, index: Path) -> None:
         self.description = str(index)
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{index}: not a valid safetensors index ({type(exc).__name__}: {exc})") from None
-        shards = {name: SafetensorsFile(index.parent / name) for name in sorted(set(weight_map.values()))}
-        self._where = {key: shards[name] for key, name in weight_map.items()}
+        self._where = read_safetensors_index(index)
 
     def keys(self) -> list[str]:
         return list(self._where)
@@ -113,7 +109,9 @@ def open_checkpoint(source: Any) -> TensorSource:
     if isinstance(source, Mapping):
         return StateDictSource(source)
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"a checkpoint is a state dict or a path to a .safetensors file, got {type(source).__name__}")
+        raise ArgumentError(
+            f"a checkpoint is a state dict or a path to a .safetensors file, got {type(source).__name__}"
+        )
     path = Path(source)
     if path.is_dir():
         for name in ("model.safetensors.index.json", "model.safetensors"):

@@ -33,6 +33,8 @@ from typing import Any
 import mithril as ml
 import numpy as np
 from mithril.compiler.codegen.escape import c_string_literal
+from mithril.errors import ArgumentError
+from mithril.extend import write_file_atomically
 
 from .weights import INPUT, NAME, Tensor, write_weights
 
@@ -375,7 +377,8 @@ def export_program(
             ``"resnet18"`` ... ``"resnet152"``).
         source: the weights, as for :func:`~mithril_models.load_hf`: a state dict or a ``.safetensors``
             file (Hugging Face or torchvision names).
-        out_dir: the folder to write (new or empty unless ``overwrite``).
+        out_dir: the folder to write (new or empty unless ``overwrite``; never a symbolic link: pass the
+            folder it points to, ``os.path.realpath(out_dir)``, to write there).
         cache_len: GPT-2: the most KV-cache slots of the program (prompt + new tokens - 1 at most);
             default ``block_size``. Memory: ``2 * layers * slots * dims`` floats for the slots used.
         smaller_caches: GPT-2: the cache slots of the smaller decode steps compiled besides the one of
@@ -384,7 +387,8 @@ def export_program(
             Default: 64, 256, 1024, ... (x4) below ``cache_len``; ``()``: one step. The steps share the
             weights and every kernel that does not depend on the slots (the binary grows a few KB each).
         image_size: ResNet: the height and width of the image ``classify`` reads (``[1, C, H, W]``).
-        overwrite: write into a folder that already holds files (the exported files are replaced).
+        overwrite: write into a folder that already holds files (the exported files are replaced: a file
+            or symlink of the same name is replaced by the new file, never written through).
 
     Returns:
         An :class:`ExportedProgram` (``.build()`` runs ``build.sh``).
@@ -431,6 +435,6 @@ def export_program(
         texts[name] = _template(template).replace("@PROGRAM@", program).replace("@MODEL_SOURCES@", model_sources)
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
-        (directory / name).write_text(text, encoding="utf-8")
+        write_file_atomically(directory / name, text, where="export_program", error=ArgumentError)
     size = write_weights(directory / "weights.bin", tensors)
     return ExportedProgram(directory, program, (*texts, "weights.bin"), size)

@@ -13,12 +13,18 @@ Example:
 
 from __future__ import annotations
 
+import math
+import os
 import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
+from mithril.errors import ArgumentError, CheckpointError
+from mithril.extend import write_file_atomically
 
 __all__ = ["INPUT", "WEIGHT", "Tensor", "checksum", "read_weights", "write_weights"]
 
@@ -35,6 +41,7 @@ DTYPES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int64): 
 _ENTRY = struct.Struct(f"<{NAME}s4I{MAX_DIMS}QQQ")
 _HEADER = struct.Struct("<8sIIQQQ24x")
 _FLOAT32 = np.dtype(np.float32)
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -57,18 +64,18 @@ class Tensor:
             object.__setattr__(self, "shape", tuple(int(d) for d in self.data.shape))
             object.__setattr__(self, "dtype", self.data.dtype)
         if self.shape is None:
-            raise ValueError(f"weights file: tensor {self.name!r} needs data or a shape")
+            raise ArgumentError(f"weights file: tensor {self.name!r} needs data or a shape")
         if (self.role == WEIGHT) != (self.data is not None):
-            raise ValueError(f"weights file: tensor {self.name!r}: a weight has data, an input has none")
+            raise ArgumentError(f"weights file: tensor {self.name!r}: a weight has data, an input has none")
         encoded = self.name.encode()
         if not encoded or len(encoded) >= NAME or b"\0" in encoded:
-            raise ValueError(f"weights file: tensor name {self.name!r} must be 1..{NAME - 1} bytes without NUL")
+            raise ArgumentError(f"weights file: tensor name {self.name!r} must be 1..{NAME - 1} bytes without NUL")
         if np.dtype(self.dtype) not in DTYPES:
-            raise ValueError(
+            raise ArgumentError(
                 f"weights file: tensor {self.name!r} has dtype {self.dtype}, expected one of {[str(d) for d in DTYPES]}"
             )
         if len(self.shape) > MAX_DIMS:
-            raise ValueError(f"weights file: tensor {self.name!r} has {len(self.shape)} dims, at most {MAX_DIMS}")
+            raise ArgumentError(f"weights file: tensor {self.name!r} has {len(self.shape)} dims, at most {MAX_DIMS}")
 
     @property
     def nbytes(self) -> int:
@@ -100,8 +107,23 @@ def checksum(data: bytes | memoryview | np.ndarray, start: int = 0) -> int:
     return int(total)
 
 
+def _write_data(handle: BinaryIO, tensors: Sequence[Tensor], offsets: list[int], data_offset: int, end: int) -> int:
+    """Write the data of ``tensors`` at ``offsets`` (the file's length becomes ``end``); returns their checksum."""
+    total = 0
+    for tensor, offset in zip(tensors, offsets):
+        if tensor.data is None:
+            continue
+        raw = tensor.data.astype(tensor.data.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8)
+        handle.seek(offset)
+        handle.write(memoryview(raw))
+        total += checksum(raw, (offset - data_offset) // 8)
+    handle.truncate(end)
+    return total % (1 << 64)
+
+
 def write_weights(path: str | Path, tensors: Sequence[Tensor]) -> int:
-    """Write ``tensors`` (in order) as a weights file, one tensor at a time; returns its size in bytes.
+    """Write ``tensors`` (in order) as a weights file, one tensor at a time; returns its size in bytes. The
+    file is replaced whole (:func:`mithril.extend.write_file_atomically`: never written through a symlink).
 
     >>> import tempfile, os
     >>> write_weights(os.path.join(tempfile.mkdtemp(), "w.bin"), [Tensor("b", np.zeros(4, np.float32))])
@@ -119,51 +141,97 @@ def write_weights(path: str | Path, tensors: Sequence[Tensor]) -> int:
         )
         for t, offset in zip(tensors, offsets)
     )  # fmt: skip
-    total = 0
-    with open(path, "wb") as handle:
-        handle.seek(data_offset)
-        for tensor, offset in zip(tensors, offsets):
-            if tensor.data is None:
-                continue
-            raw = tensor.data.astype(tensor.data.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8)
-            handle.seek(offset)
-            handle.write(memoryview(raw))
-            total += checksum(raw, (offset - data_offset) // 8)
-        handle.truncate(end)
+
+    def write(handle: BinaryIO) -> None:
+        total = _write_data(handle, tensors, offsets, data_offset, end)
         handle.seek(0)
-        handle.write(_HEADER.pack(MAGIC, VERSION, len(tensors), data_offset, end, total % (1 << 64)) + entries)
+        handle.write(_HEADER.pack(MAGIC, VERSION, len(tensors), data_offset, end, total) + entries)
+
+    write_file_atomically(path, write, where="write_weights")
     return end
 
 
 def read_weights(path: str | Path) -> list[Tensor]:
-    """The tensors of a weights file (data as read-only memory maps), after checking its header and checksum.
+    """The tensors of a weights file (data as read-only memory maps), after the checks of the C reader
+    (``templates/weights.h``): the header, every entry (name, role, dtype, shape, and data inside the file,
+    aligned and in order) and the checksum. A file that fails one raises :class:`CheckpointError` naming it.
 
     >>> read_weights("/nonexistent")   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    FileNotFoundError: ...
+    mithril.errors.CheckpointError: cannot read the weights file /nonexistent: No such file or directory
     """
-    raw = np.memmap(path, dtype=np.uint8, mode="r")
-    if raw.size < HEADER:
-        raise ValueError(f"{path}: {raw.size} bytes, shorter than the {HEADER}-byte header of a weights file")
-    magic, version, count, data_offset, size, expected = _HEADER.unpack(raw[:HEADER].tobytes())
-    if magic != MAGIC or version != VERSION or size != raw.size or data_offset > size:
-        raise ValueError(
-            f"{path}: not a version-{VERSION} weights file of {raw.size} bytes "
-            f"(magic {magic!r}, version {version}, header size {size})"
-        )
-    if checksum(raw[data_offset:]) != expected:
-        raise ValueError(f"{path}: the checksum of the data differs from the header's (damaged file)")
-    by_code = {code: dtype for dtype, code in DTYPES.items()}
-    tensors = []
+    try:
+        size = os.path.getsize(path)
+        raw = np.memmap(path, dtype=np.uint8, mode="r") if size >= HEADER else None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read the weights file {path}: {exc.strerror or exc}") from None
+    if raw is None:
+        raise CheckpointError(f"{path}: {size} bytes, shorter than the {HEADER}-byte header of a weights file")
+    count, data_offset, expected = _checked_header(path, raw)
+    tensors, next_free = [], data_offset
     for i in range(count):
-        fields = _ENTRY.unpack(raw[HEADER + i * ENTRY : HEADER + (i + 1) * ENTRY].tobytes())
-        name, role, code, ndim = fields[0].rstrip(b"\0").decode(), *fields[1:4]
-        shape, (offset, nbytes) = tuple(fields[5 : 5 + ndim]), fields[5 + MAX_DIMS :]
-        dtype = by_code[code]
-        if role == INPUT:
-            tensors.append(Tensor(name, shape=shape, role=INPUT, dtype=dtype))
-        else:
-            data = raw[offset : offset + nbytes].view(dtype.newbyteorder("<")).reshape(shape)
-            tensors.append(Tensor(name, data))
+        tensor, next_free = _checked_entry(path, raw, i, next_free)
+        tensors.append(tensor)
+    if checksum(raw[data_offset:]) != expected:
+        raise CheckpointError(f"{path}: the checksum of the data differs from the header's (damaged file)")
     return tensors
+
+
+def _checked_header(path: str | Path, raw: np.ndarray) -> tuple[int, int, int]:
+    """``(count, data_offset, checksum)`` of the file header, checked as ``mtw_open`` checks it."""
+    magic, version, count, data_offset, size, expected = _HEADER.unpack(raw[:HEADER].tobytes())
+    want_offset = _aligned(HEADER + ENTRY * count)
+    detail = ""
+    if magic != MAGIC:
+        detail = f"it does not start with {MAGIC.decode()} (got {magic!r})"
+    elif version != VERSION:
+        detail = f"format version {version}, this reader reads version {VERSION}"
+    elif size != raw.size:
+        detail = f"its header says {size} bytes, the file has {raw.size} (truncated or extended?)"
+    elif data_offset != want_offset or data_offset > raw.size or (raw.size - data_offset) % 8:
+        detail = f"its data starts at {data_offset}, expected {want_offset} with whole 8-byte words after it"
+    if detail:
+        raise CheckpointError(f"{path}: not a weights file: {detail}")
+    return count, data_offset, expected
+
+
+def _checked_entry(path: str | Path, raw: np.ndarray, i: int, next_free: int) -> tuple[Tensor, int]:
+    """Entry ``i`` as a :class:`Tensor` and the end of its data, checked as ``mtw_check_entry`` checks it."""
+    fields = _ENTRY.unpack(raw[HEADER + i * ENTRY : HEADER + (i + 1) * ENTRY].tobytes())
+    raw_name, role, code, ndim = fields[:4]
+    dims, (offset, nbytes) = fields[5 : 5 + MAX_DIMS], fields[5 + MAX_DIMS :]
+    end = raw_name.find(b"\0")
+    try:
+        name = raw_name[:end].decode() if end > 0 else ""
+    except UnicodeDecodeError:
+        name = ""
+    if not name:
+        raise CheckpointError(f"{path}: tensor {i}: its name is empty or not NUL-terminated UTF-8 ({raw_name!r})")
+    where = f"{path}: tensor {i} ({name!r})"
+    if role not in (WEIGHT, INPUT):
+        raise CheckpointError(f"{where}: role {role}; expected {WEIGHT} (weight) or {INPUT} (input)")
+    dtype = next((d for d, c in DTYPES.items() if c == code), None)
+    if dtype is None:
+        known = ", ".join(f"{c} ({d})" for d, c in DTYPES.items())
+        raise CheckpointError(f"{where}: dtype code {code}; known: {known}")
+    if ndim > MAX_DIMS:
+        raise CheckpointError(f"{where}: {ndim} dims, at most {MAX_DIMS}")
+    shape = tuple(dims[:ndim])
+    if any(d > _INT64_MAX for d in shape):
+        raise CheckpointError(f"{where}: shape {list(shape)} has a dimension beyond 2**63 - 1")
+    if role == INPUT:
+        if offset or nbytes:
+            raise CheckpointError(f"{where}: an input claims {nbytes} bytes of data at offset {offset}, expected none")
+        return Tensor(name, shape=shape, role=INPUT, dtype=dtype), next_free
+    if math.prod(d for d in shape if d) * dtype.itemsize > sys.maxsize:  # NumPy's limit, zero dims or not
+        raise CheckpointError(f"{where}: shape {list(shape)} is too large for an array")
+    want = math.prod(shape) * dtype.itemsize
+    if nbytes != want or offset % ALIGN or offset < next_free or offset + nbytes > raw.size:
+        raise CheckpointError(
+            f"{where}: {nbytes} bytes at offset {offset}; expected {want} bytes ({dtype}{list(shape)}) at a "
+            f"{ALIGN}-byte aligned offset after the previous tensor (from byte {next_free}), inside the file's "
+            f"{raw.size} bytes"
+        )
+    data = raw[offset : offset + nbytes].view(dtype.newbyteorder("<")).reshape(shape)
+    return Tensor(name, data), offset + nbytes

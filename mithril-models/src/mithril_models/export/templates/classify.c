@@ -111,9 +111,12 @@ int main(int argc, char **argv) {
     }
     if (!status && o.logits) {
         FILE *out = fopen(o.logits, "wb");
-        if (!out || fwrite(logits, sizeof(float), MTP_CLASSES, out) != MTP_CLASSES)
-            status = mtc_fail(PROGRAM, MTC_FAILED, "cannot write %s", o.logits);
-        if (out) fclose(out);
+        int failed = !out || fwrite(logits, sizeof(float), MTP_CLASSES, out) != MTP_CLASSES, code = errno;
+        if (out && fclose(out) != 0 && !failed) { /* a full disk shows when the buffer is written */
+            failed = 1;
+            code = errno;
+        }
+        if (failed) status = mtc_fail(PROGRAM, MTC_FAILED, "cannot write %s: %s", o.logits, strerror(code));
     }
     if (!status) {
         int best[TOP];
@@ -131,6 +134,7 @@ int main(int argc, char **argv) {
             }
             printf("%d %.6f\n", best[r], exp((double)logits[best[r]] - top) / total);
         }
+        status = mtc_flush_stdout(PROGRAM);
     }
     free(image);
     free(logits);

@@ -1,5 +1,5 @@
 /* Command-line helpers shared by the exported programs (generate, classify): strict number parsing, the
- * default weights path and one-line error messages. No global state. */
+ * default weights path, one-line error messages and checked output. No global state. */
 #ifndef MITHRIL_EXPORT_CLI_H
 #define MITHRIL_EXPORT_CLI_H
 
@@ -25,15 +25,30 @@ static int mtc_fail(const char *program, int status, const char *fmt, ...) {
     return status;
 }
 
-/* Parse all of `text` (decimal, optional sign, surrounding spaces not allowed) into lo..hi. */
-static int mtc_int(const char *text, long long lo, long long hi, long long *out) {
+/* Parse exactly the `n` characters at `text` (decimal digits after an optional sign, any number of them, nothing
+ * else) into lo..hi. The text after them must not continue the number (a separator or the end of the string). */
+static int mtc_int_span(const char *text, size_t n, long long lo, long long hi, long long *out) {
     char *end = NULL;
-    if (!text || !*text || *text == ' ') return 1;
+    if (!text || n == 0 || !(*text == '-' || *text == '+' || (*text >= '0' && *text <= '9'))) return 1;
     errno = 0;
     long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < lo || value > hi) return 1;
+    if (errno != 0 || end != text + n || value < lo || value > hi) return 1;
     *out = value;
     return 0;
+}
+
+/* Parse all of `text` (decimal, optional sign, surrounding spaces not allowed) into lo..hi. */
+static int mtc_int(const char *text, long long lo, long long hi, long long *out) {
+    return !text || mtc_int_span(text, strlen(text), lo, hi, out);
+}
+
+/* Flush standard output: 0, or MTC_FAILED with a message when what was printed could not be written (a full
+ * disk, a closed pipe). */
+static int mtc_flush_stdout(const char *program) {
+    int failed = fflush(stdout) != 0, code = errno;
+    if (!failed && !ferror(stdout)) return 0;
+    return mtc_fail(program, MTC_FAILED, "cannot write the output (standard output%s%s)", failed ? ": " : "",
+                    failed ? strerror(code) : "");
 }
 
 /* `given`, else weights.bin next to the program (the directory of argv[0]), else in the current directory. */

@@ -220,9 +220,9 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
     return 0;
 }
 
-/* The prompt's token ids (space- or comma-separated) into ids[0..*count), each checked against the vocabulary. */
+/* The prompt's token ids (space- or comma-separated) into ids[0..*count), each checked against the vocabulary.
+ * Each id is read whole, however many characters it has (leading zeros included). */
 static int parse_tokens(const char *text, int64_t *ids, long capacity, long *count, char *err, size_t len) {
-    char word[32];
     long n = 0;
     const char *p = text;
     for (;;) {
@@ -230,11 +230,10 @@ static int parse_tokens(const char *text, int64_t *ids, long capacity, long *cou
         if (!*p) break;
         size_t w = strcspn(p, " ,\t");
         long long value;
-        if (w >= sizeof word) w = sizeof word - 1;
-        memcpy(word, p, w);
-        word[w] = '\0';
-        if (mtc_int(word, INT64_MIN, INT64_MAX, &value)) {
-            snprintf(err, len, "--tokens: '%s' (token %ld) is not an integer", word, n);
+        if (mtc_int_span(p, w, INT64_MIN, INT64_MAX, &value)) {
+            int shown = w > 64 ? 64 : (int)w;
+            snprintf(err, len, "--tokens: '%.*s%s' (token %ld) is not an integer in 0..%d", shown, p,
+                     w > 64 ? "..." : "", n, MTP_VOCAB - 1);
             return 1;
         }
         if (value < 0 || value >= MTP_VOCAB) {
@@ -247,7 +246,7 @@ static int parse_tokens(const char *text, int64_t *ids, long capacity, long *cou
             return 1;
         }
         ids[n++] = value;
-        p += strcspn(p, " ,\t");
+        p += w;
     }
     if (n == 0) { snprintf(err, len, "--tokens: no token ids given"); return 1; }
     *count = n;
@@ -267,7 +266,10 @@ int main(int argc, char **argv) {
                         "a prompt of %ld tokens plus --max-new-tokens %lld needs %lld positions, the export's cache "
                         "holds %d (export again with a larger cache_len, at most block_size)",
                         length, o.max_new, length + o.max_new - 1, MTP_CACHE_LEN);
-    if (o.max_new == 0) { printf("\n"); return 0; }
+    if (o.max_new == 0) {
+        printf("\n");
+        return mtc_flush_stdout(PROGRAM);
+    }
     if (mtc_weights_path(path, sizeof path, argv[0], o.weights))
         return mtc_fail(PROGRAM, MTC_BAD_INPUT, "the weights path is too long");
     gpt g;
@@ -279,8 +281,10 @@ int main(int argc, char **argv) {
     for (long long i = 0; i < o.max_new && !status; i++) {
         token = o.top_k == 1 ? argmax(g.logits) : sample_top_k(&g, (long)o.top_k, o.temperature, &rng);
         printf(i ? " %lld" : "%lld", (long long)token);
-        fflush(stdout);
-        if (i + 1 < o.max_new) status = gpt_step(&g, token, length + i, o.threads, err, sizeof err);
+        if (fflush(stdout) != 0) {
+            snprintf(err, sizeof err, "cannot write the output (standard output: %s)", strerror(errno));
+            status = MTC_FAILED;
+        } else if (i + 1 < o.max_new) status = gpt_step(&g, token, length + i, o.threads, err, sizeof err);
     }
     gpt_free(&g);
     if (status) {
@@ -288,5 +292,5 @@ int main(int argc, char **argv) {
         return mtc_fail(PROGRAM, status, "%s", err);
     }
     printf("\n");
-    return 0;
+    return mtc_flush_stdout(PROGRAM);
 }
