@@ -203,3 +203,20 @@ def test_vjp_with_int_and_bool_outputs(jit):
     logits = x @ np.array(params["weight"]).T + np.array(params["bias"])
     np.testing.assert_allclose(np.array(grads["bias"]), (logits > 0).sum(axis=0), rtol=1e-6)
     np.testing.assert_allclose(np.array(grads["weight"]), (logits > 0).T.astype(np.float32) @ x, rtol=1e-5, atol=1e-6)
+
+
+# -- special values ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "row",
+    [[1e10, 1e10, 1e10], [3e38, 3e38, 1.0], [1e30, -1e30, 5.0], [float("inf"), 1.0, 2.0], [1.0, 2.0, 3.0]],
+)
+def test_log_softmax_of_large_values_matches_the_reference(row):
+    """``x - logsumexp(x)`` lost ``log(3)`` to rounding for rows of large values (``[1e10] * 3`` gave 0, not
+    -1.0986) and gave ``-inf`` where the reference gives NaN; a compiled model checks the whole path."""
+    from mithril.models import LogSoftmax
+    from mithril.testing.references import log_softmax
+
+    data = np.array([row] * 40, dtype=np.float32)  # long enough for vectorised loops
+    pm = ml.compile(LogSoftmax(axis=1), ml.MlxBackend(), shapes={"input": list(data.shape)}, jit=False)
+    got = np.array(pm.evaluate({}, {"input": mx.array(data)})["output"])
+    np.testing.assert_allclose(got, log_softmax(data.astype(np.float64), axis=1), rtol=1e-6, atol=1e-6)

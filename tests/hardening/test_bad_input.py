@@ -20,7 +20,7 @@ from mithril.errors import (
     MithrilError,
     ShapeError,
 )
-from mithril.models import Conv2d, CrossEntropy, Embedding, IOKey, Linear, MaxPool2d, Model, Positions, Relu
+from mithril.models import Add, Conv2d, CrossEntropy, Embedding, IOKey, Linear, MaxPool2d, Model, Positions, Relu
 from mithril.plugins.lookup import available_backends, backend_class
 from mithril.shapes import ShapeMismatch
 
@@ -263,7 +263,13 @@ def test_broadcast_to_and_empty_reductions_that_numpy_accepts_still_compile():
 @pytest.mark.skipif("ggml" not in BACKENDS, reason="needs the GGML backend")
 def test_data_the_backend_cannot_hold_is_an_error_naming_the_key():
     model = Model()
+    model |= Add()(left=IOKey("a", type=ml.Tensor[int]), right="b", output=IOKey("y"))
+    pm = ml.compile(model, _backend("ggml"), shapes={"a": [2], "b": [2]}, data_keys={"a", "b"})
+    with pytest.raises(DtypeError, match=r"'a'.*int32.*1099511627776"):
+        pm.evaluate({}, {"a": np.array([1, 2**40]), "b": np.array([1, 2])})
+    # an index the backend cannot hold is first of all out of range: the more specific error
+    model = Model()
     model |= Embedding(10, 3)(input="ids", output=IOKey("y"))
     pm = ml.compile(model, _backend("ggml"), shapes={"ids": [2]}, data_keys={"ids"})
-    with pytest.raises(DtypeError, match=r"'ids'.*int32"):
+    with pytest.raises(IndexRangeError, match=r"'ids' holds index 1099511627776"):
         pm.evaluate(pm.randomize_params(), {"ids": np.array([1, 2**40])})

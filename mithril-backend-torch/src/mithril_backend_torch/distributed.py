@@ -7,6 +7,14 @@ or the ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` variables it sets
 dimension, everything else ``Replicate()``; DTensor's sharding propagation runs every op and inserts the
 collectives (the all-reduce of data-parallel gradients, the reductions of row-parallel layers).
 
+Exit. The mesh runs on process groups of its own (a 1-D mesh on a ``new_group`` of every process, not on
+the default group, which ``torch.distributed`` itself keeps alive until the interpreter is torn down). An
+``atexit`` hook destroys them, and the default group when this module initialised it, while the interpreter
+still runs: their gloo threads are joined, so none of them still finishes a collective (dropping the last
+reference to a tensor, which needs the GIL) once Python has begun to finalise; that aborted the process
+(``terminate called without an active exception``). A user's own ``destroy_process_group()`` before exit
+is fine too.
+
 Example (in a 2-process job):
     >>> backend = ml.TorchBackend(device_mesh=(2,))                            # doctest: +SKIP
     >>> x = backend.ones(8, 4, device_mesh=(2,), tensor_split=(0,))            # doctest: +SKIP
@@ -16,6 +24,7 @@ Example (in a 2-process job):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
@@ -51,16 +60,84 @@ def build_mesh(sizes: tuple[int, ...], device: str) -> Any:
                 "process is not part of one (1 process, no RANK/WORLD_SIZE set). Launch it with "
                 f"`torchrun --nproc_per_node {needed} script.py` (one process per device; gloo on CPU, nccl on CUDA)"
             )
+        _release_meshes()  # the user destroyed their groups: let them go before new ones are made
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+        _OWNED["default_group"] = True
     world = dist.get_world_size()
     if world != needed:
         raise ArgumentError(
             f"TorchBackend: device_mesh={sizes} needs {needed} processes, but this torch.distributed job has "
             f"{world}; launch it with `torchrun --nproc_per_node {needed}` or use a mesh of {world} devices"
         )
-    from torch.distributed.device_mesh import init_device_mesh
+    key = (sizes, device_type)
+    mesh = _OWNED["meshes"].get(key)
+    if mesh is not None and _usable(mesh):
+        return mesh
+    if mesh is not None:  # its groups were destroyed by the user: let their threads go
+        _destroy(_take_groups(mesh))
+    if not _OWNED["hook"]:
+        atexit.register(release_at_exit)
+        _OWNED["hook"] = True
+    mesh = _OWNED["meshes"][key] = _new_mesh(sizes, device_type, world)
+    return mesh
 
-    return init_device_mesh(device_type, sizes, mesh_dim_names=mesh_axis_names(len(sizes)))
+
+_OWNED: dict[str, Any] = {"meshes": {}, "default_group": False, "hook": False}
+"""The meshes :func:`build_mesh` made (one per sizes and device type, shared by the backends that ask for
+it), and whether it initialised the default process group."""
+
+
+def _new_mesh(sizes: tuple[int, ...], device_type: str, world: int) -> Any:
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+    names = mesh_axis_names(len(sizes))
+    if len(sizes) == 1:  # init_device_mesh would use the default group, which torch itself keeps alive
+        return DeviceMesh.from_group(dist.new_group(list(range(world))), device_type, mesh_dim_names=names)
+    return init_device_mesh(device_type, sizes, mesh_dim_names=names)  # a new group per mesh axis
+
+
+def _usable(mesh: Any) -> bool:
+    """Whether ``mesh``'s process groups still exist (a user's ``destroy_process_group()`` ends them)."""
+    try:
+        return dist.is_initialized() and all(mesh.get_group(axis) is not None for axis in range(mesh.ndim))
+    except (RuntimeError, ValueError, KeyError):
+        return False
+
+
+def release_at_exit() -> None:
+    """Destroy the process groups of the meshes :func:`build_mesh` made (and the default group when it
+    initialised it), so their communication threads are joined before the interpreter finalises.
+
+    Runs from ``atexit``; safe when the user already called ``destroy_process_group()``. A DeviceMesh holds
+    its groups (``_pg_registry``), and so does every DTensor through its mesh: the registry is emptied, as the
+    groups' last references must go for torch to join their threads.
+    """
+    _release_meshes()
+    if _OWNED["default_group"] and dist.is_initialized():
+        dist.destroy_process_group()
+    _OWNED["default_group"] = False
+
+
+def _release_meshes() -> None:
+    """Destroy the groups of every mesh :func:`build_mesh` made, and forget the meshes."""
+    meshes, _OWNED["meshes"] = _OWNED["meshes"], {}
+    _destroy([group for mesh in meshes.values() for group in _take_groups(mesh)])
+
+
+def _take_groups(mesh: Any) -> list[Any]:
+    """The process groups ``mesh`` holds, which it then no longer does."""
+    registry = getattr(mesh, "_pg_registry", {})
+    groups = list(registry.values())
+    registry.clear()
+    return groups
+
+
+def _destroy(groups: list[Any]) -> None:
+    """Destroy ``groups`` (holding their last references: they are freed, and their threads joined, on return)."""
+    for group in groups:
+        if dist.is_initialized() and group is not dist.group.WORLD:
+            with contextlib.suppress(ValueError, RuntimeError):  # the user destroyed it already
+                dist.destroy_process_group(group)
 
 
 def _placements(mesh: Any, spec: Sequence[str | None] | None) -> list[Any]:

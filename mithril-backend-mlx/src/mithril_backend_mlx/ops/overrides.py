@@ -92,8 +92,14 @@ def softmax(input: Array, *, axis: int) -> Array:
 
 
 def log_softmax(input: Array, *, axis: int) -> Array:
-    """``x - logsumexp(x, axis)``, computed stably."""
-    return input - mx.logsumexp(input, axis=axis, keepdims=True)
+    """``x - logsumexp(x, axis)``, computed stably: the max is subtracted first, so ``logsumexp`` of a row of
+    large values (``[1e10, 1e10, 1e10]``) is not lost to rounding when ``x`` is subtracted from it.
+
+    >>> log_softmax(mx.array([1e10, 1e10, 1e10]), axis=0).tolist()
+    [-1.0986123085021973, -1.0986123085021973, -1.0986123085021973]
+    """
+    shifted = input - mx.max(input, axis=axis, keepdims=True)
+    return shifted - mx.logsumexp(shifted, axis=axis, keepdims=True)
 
 
 @uses_backend

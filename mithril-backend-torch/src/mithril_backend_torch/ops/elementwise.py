@@ -39,17 +39,33 @@ def _pair(left: Any, right: Any) -> tuple[Tensor, Tensor]:
 
 
 def relu(input: Tensor) -> Tensor:
-    """``np.maximum(input, 0)``"""
-    return torch.relu(input)
+    """``np.maximum(input, 0)``: ``-0.0`` gives ``+0.0`` as in NumPy (``torch.relu`` keeps ``-0.0``), NaN stays NaN.
+
+    >>> relu(torch.tensor([-0.0, float("nan")]))
+    tensor([0., nan])
+    """
+    return F.threshold(input, 0.0, 0.0)
+
+
+_GELU_IDENTITY_FROM = 10.0
+"""Above this ``gelu(x) == x`` in every float dtype (``1 - Phi(10) ~ 7.6e-24``, far below float64's epsilon)."""
 
 
 def gelu(input: Tensor, *, approximate: bool) -> Tensor:
     """``x * Phi(x)`` with the exact (erf) CDF, or the tanh approximation when ``approximate``.
 
+    torch's vectorised float32 CPU kernel gives NaN for ``+inf`` (``inf * 0`` inside its erf) and overflows to
+    ``inf`` for huge finite inputs, while its scalar loop (strided inputs) does not; so ``F.gelu`` only ever sees
+    inputs up to 10, where nothing overflows, and larger ones (``+inf`` included) pass through unchanged, with
+    gradient 1. ``-inf`` gives NaN (``-inf * 0``), as NumPy's reference does.
+
     >>> round(float(gelu(torch.tensor(1.0, dtype=torch.float64), approximate=False)), 6)
     0.841345
+    >>> gelu(torch.full((64,), float("inf")), approximate=False)[:2]
+    tensor([inf, inf])
     """
-    return F.gelu(input, approximate="tanh" if approximate else "none")
+    inner = F.gelu(input.clamp(max=_GELU_IDENTITY_FROM), approximate="tanh" if approximate else "none")
+    return torch.where(input > _GELU_IDENTITY_FROM, input, inner)
 
 
 def softplus(input: Tensor) -> Tensor:

@@ -28,7 +28,7 @@ from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrim
 from ..primitives.rules import creation_kind
 from ..types import KINDS, Dtype, Kind
 
-__all__ = ["Backend", "dtype_table", "within"]
+__all__ = ["Backend", "dtype_table", "refuse_wrapping_ints", "within"]
 
 
 class Backend(ABC):
@@ -219,11 +219,11 @@ class Backend(ABC):
         dtype('int64')
         """
         if dtype is not None:
-            return self.native_dtype(dtype)
+            return refuse_wrapping_ints(type(self).__name__, values, self.native_dtype(dtype))
         if kind == "f":
             return self.native_dtype()
         if kind in ("i", "u"):
-            return self.native_dtype("int")
+            return refuse_wrapping_ints(type(self).__name__, values, self.native_dtype("int"))
         if kind == "b":
             return None
         what = f"{values.dtype} ({type(data).__name__})"
@@ -290,11 +290,9 @@ class Backend(ABC):
         >>> ml.NumpyBackend().mesh_sizes(2)   # doctest: +SKIP
         (2,)
         """
-        sizes = (int(device_mesh),) if isinstance(device_mesh, int) else tuple(int(s) for s in device_mesh)
-        if not sizes or any(s < 1 for s in sizes):
-            what = f"{type(self).__name__}: device_mesh must be a tuple of positive sizes"
-            raise ArgumentError(f"{what}, got {device_mesh!r}")
-        return sizes
+        from ..parallel.plan import mesh_sizes
+
+        return mesh_sizes(type(self).__name__, device_mesh)
 
     def split_spec(self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int) -> tuple[str | None, ...] | None:
         """The spec of the creators' ``device_mesh=``/``tensor_split=`` keywords for an array of ``rank``
@@ -310,11 +308,15 @@ class Backend(ABC):
         if self.device_mesh is None:
             raise ArgumentError(f"{where}: device_mesh={device_mesh!r} needs a backend created with device_mesh=..., e.g. {type(self).__name__}(device_mesh={tuple(device_mesh or (2,))})")
         if device_mesh is not None:
-            mesh = (device_mesh,) if isinstance(device_mesh, int) else tuple(device_mesh)
+            from ..parallel.plan import mesh_sizes
+
+            mesh = mesh_sizes(where, device_mesh)
             if mesh != self.device_mesh:
                 raise ArgumentError(f"{where}: device_mesh={mesh} differs from the backend's device_mesh={self.device_mesh}; arrays live on the backend's mesh")
         if tensor_split is None:
             return None
+        if not isinstance(tensor_split, (int, tuple, list)):
+            raise ArgumentError(f"{where}: tensor_split must be a tuple naming, per mesh axis, the array dimension it splits (an int) or None; got {tensor_split!r} ({type(tensor_split).__name__})")
         splits = (tensor_split,) if isinstance(tensor_split, int) else tuple(tensor_split)
         if len(splits) > len(self.device_mesh):
             raise ArgumentError(f"{where}: tensor_split={splits} names {len(splits)} mesh axes; the mesh {self.device_mesh} has {len(self.device_mesh)}")
@@ -617,6 +619,38 @@ class Backend(ABC):
         )
 
 
+def refuse_wrapping_ints(owner: str, values: Any, target: Any) -> Any:
+    """``target`` (a native dtype), after checking that the NumPy integers ``values`` fit it: a cast would
+    wrap them around (``2**32 + 3`` becomes ``3`` in int32, a valid index). Other values pass unchecked.
+
+        >>> refuse_wrapping_ints("JaxBackend", np.array([0, 2**40]), np.dtype("int32"))
+        Traceback (most recent call last):
+        ...
+        mithril.errors.DtypeError: JaxBackend computes these integers in int32: value 1099511627776 at position (1,) is outside [-2147483648, 2147483647]
+    """
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu" or values.size == 0:
+        return target
+    limits = _int_limits(target)
+    if limits is None or np.can_cast(values.dtype, limits.dtype, "safe"):
+        return target
+    low, high = values.min(), values.max()
+    if low < limits.min or high > limits.max:
+        bad = low if low < limits.min else high
+        position = tuple(int(i) for i in np.argwhere(values == bad)[0])
+        raise DtypeError(f"{owner} computes these integers in {limits.dtype}: value {int(bad)} at position {position} is outside [{limits.min}, {limits.max}]")
+    return target
+
+
+def _int_limits(dtype: Any) -> np.iinfo | None:
+    """The range of an integer dtype (NumPy's, or a framework's such as ``torch.int32``); ``None`` for others."""
+    for name in (dtype, str(dtype).rsplit(".", 1)[-1]):
+        try:
+            return np.iinfo(name)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
 def dtype_table(namespace: Any, floats: Iterable[Dtype], native: Callable[..., Any] = lambda d: d) -> dict[Dtype, Any]:
     """:attr:`Backend.native_dtypes` from a framework namespace: ``namespace.<name>`` (or ``<name>_``, as
     ``mx.bool_``) for the int and bool dtypes and the given ``floats``, each passed through ``native``.
@@ -646,6 +680,23 @@ def within(context: Callable[[], contextlib.AbstractContextManager[Any]], fn: Ca
 _CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand")
 
 
+def _check_divisible(backend: Backend, spec: Sequence[str | None] | None, shape: tuple[int, ...], tensor_split: Any) -> None:
+    """Refuse a ``tensor_split`` whose mesh axis does not divide the dimension it splits (before the framework
+    fails with its own error, JAX's ``IndivisibleError``, or PyTorch shards unevenly)."""
+    from ..parallel.plan import indivisible_dimension, mesh_axis_names
+
+    if spec is None or backend.device_mesh is None:
+        return
+    bad = indivisible_dimension(spec, shape, mesh_axis_names(len(backend.device_mesh)), backend.device_mesh)
+    if bad is not None:
+        dim, axis, devices = bad
+        raise ArgumentError(
+            f"{type(backend).__name__} array creation: tensor_split={tensor_split!r} splits dimension {dim} of an array "
+            f"of shape {shape} over mesh axis {axis} ({devices} devices), but {shape[dim]} is not a multiple of {devices}; "
+            f"split a dimension whose size is a multiple of {devices}"
+        )
+
+
 def _placing(create: Callable[..., Any]) -> Callable[..., Any]:
     """``create`` (an array creator) with the ``device_mesh=``/``tensor_split=`` keywords of the manual:
     ``backend.ones(128, 64, device_mesh=(2,), tensor_split=(0,))`` splits dimension 0 over the mesh."""
@@ -655,7 +706,10 @@ def _placing(create: Callable[..., Any]) -> Callable[..., Any]:
         array = create(self, *args, **kwargs)
         if device_mesh is None and tensor_split is None:
             return array
-        return self.place(array, self.split_spec(device_mesh, tensor_split, len(self.shape_of(array))))
+        shape = tuple(self.shape_of(array))
+        spec = self.split_spec(device_mesh, tensor_split, len(shape))
+        _check_divisible(self, spec, shape, tensor_split)
+        return self.place(array, spec)
 
     placed._places = True  # type: ignore[attr-defined]
     return placed

@@ -90,23 +90,37 @@ def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[
     return checks
 
 
-def check_indices(checks: list[IndexCheck], arrays: Mapping[str, Any], to_numpy: Callable[[Any], np.ndarray]) -> None:
-    """Raise :class:`IndexRangeError` naming the key, the bad value, where it is and the valid range."""
+def check_indices(
+    checks: list[IndexCheck], arrays: Mapping[str, Any], to_numpy: Callable[[Any], np.ndarray], is_array: Callable[[Any], bool] | None = None
+) -> None:
+    """Raise :class:`IndexRangeError` naming the key, the bad value, where it is and the valid range.
+
+    ``arrays`` may hold the data as given, before it is converted to the backend's integer type (int32 on
+    JAX without x64 would turn ``2**32 + 3`` into the valid index ``3``): NumPy arrays, nested lists and
+    backend arrays (read through ``to_numpy`` when ``is_array`` says so). Data that is not integers is left
+    to the dtype checks.
+
+        >>> check = IndexCheck("ids", "embedding at wte", 50, None)
+        >>> check_indices([check], {"ids": [[0, 2**32 + 3]]}, np.asarray)
+        Traceback (most recent call last):
+        ...
+        mithril.errors.IndexRangeError: evaluate(data): 'ids' holds index 4294967299 at position (0, 1), out of range for embedding at wte (valid: 0 <= index < 50)
+    """
     for check in checks:
         size = check.size
         if size is None and check.size_from is not None:
             name, axis = check.size_from
-            size = int(arrays[name].shape[axis])
+            size = int(np.shape(arrays[name])[axis])
         if check.length_axis is not None:
-            length = int(arrays[check.key].shape[check.length_axis])
+            length = int(np.shape(arrays[check.key])[check.length_axis])
             if size is not None and length > size:
                 raise IndexRangeError(
                     f"evaluate(data): {check.key!r} has length {length} along axis {check.length_axis}, but its positions "
                     f"index {check.describe(size)}: at most {size} positions"
                 )
             continue
-        values = np.asarray(to_numpy(arrays[check.key]))
-        if values.size == 0:
+        values = _integers(arrays[check.key], to_numpy, is_array)
+        if values is None or values.size == 0:
             continue
         low, high = values.min(), values.max()
         if low < 0 or (size is not None and high >= size):
@@ -116,3 +130,14 @@ def check_indices(checks: list[IndexCheck], arrays: Mapping[str, Any], to_numpy:
                 f"evaluate(data): {check.key!r} holds index {int(bad)} at position {position}, out of range for "
                 f"{check.describe(size)}"
             )
+
+
+def _integers(value: Any, to_numpy: Callable[[Any], np.ndarray], is_array: Callable[[Any], bool] | None) -> np.ndarray | None:
+    """``value`` as a NumPy array of integers (bools count as 0 and 1); ``None`` when it is not integers."""
+    try:
+        array = np.asarray(to_numpy(value) if is_array is None or is_array(value) else value)
+    except (TypeError, ValueError):  # ragged lists, objects: the dtype checks say what is wrong
+        return None
+    if array.dtype.kind == "b":
+        return array.astype(np.int64)
+    return array if array.dtype.kind in "iu" else None

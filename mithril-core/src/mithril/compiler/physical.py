@@ -25,6 +25,7 @@ from ..backends.direct import InputsNeedChecking
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
 from ..progress import task
+from ..serialization.files import check_output_directory, write_file_atomically
 from ..serialization.names import match_separators
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
@@ -81,7 +82,9 @@ class PhysicalModel(Displayable):
         self.compile_seconds = compile_seconds
         self.file_path = file_path
         self._model_name = type(model).__name__
-        functions = program.load(file_path or f"<mithril:{self._model_name}>")
+        filename = file_path or f"<mithril:{self._model_name}>"
+        # a framework JIT gets this model's own ``evaluate``, not the shared compile-on-first-call trampoline
+        functions = program.load(filename, eager=("evaluate",)) if jit and backend.supports_autograd else program.load(filename)
         self.jit_options = dict(jit_options or {})
         self._verbose = verbose
         options = {"jit_options": self.jit_options} if self.jit_options else {}
@@ -272,16 +275,7 @@ class PhysicalModel(Displayable):
             )
         if seed is not None and not randomize:
             raise ArgumentError(f"{where}: seed={seed!r} is only used with randomize=True")
-        directory = Path(directory)
-        if directory.exists() and not directory.is_dir():
-            raise ArgumentError(f"{where}: {str(directory)!r} is a file, expected a directory (new or empty)")
-        if directory.is_dir() and not overwrite and any(directory.iterdir()):
-            present = sorted(p.name for p in directory.iterdir())
-            shown = ", ".join(present[:5]) + (f" and {len(present) - 5} more" if len(present) > 5 else "")
-            raise ArgumentError(
-                f"{where}: the directory is not empty (it holds {shown}); expected a new or empty directory. "
-                "Pass overwrite=True to replace the exported files in it (other files are kept)"
-            )
+        directory = check_output_directory(directory, overwrite, where)
         if params is None:
             current = self._params
             try:
@@ -345,19 +339,13 @@ class PhysicalModel(Displayable):
         arrays = {k: np.asarray(self.backend.to_numpy(v), order="C") for k, v in params.items()}
         if not path.parent.is_dir():
             raise CheckpointError(f"{where}: the directory {path.parent} does not exist; create it first")
-        partial = path.with_name(path.name + ".partial")
-        try:
-            if path.suffix == ".safetensors":
+        if path.suffix == ".safetensors":
+            try:
                 save_safetensors(path, arrays)
-            else:
-                with open(partial, "wb") as f:  # a file object: np.savez appends no ".npz" to the name
-                    np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
-                os.replace(partial, path)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise CheckpointError(f"{where}: cannot write {path}: {exc.strerror or exc}") from None
-        except CheckpointError as exc:
-            raise CheckpointError(f"{where}: {exc}") from None
+            except CheckpointError as exc:
+                raise CheckpointError(f"{where}: {exc}") from None
+        else:  # a file object: np.savez appends no ".npz" to the name
+            write_file_atomically(path, lambda f: np.savez(f, **arrays), where=where)  # type: ignore[arg-type]
         return path
 
     def load_params(self, path: str | Path, *, strict: bool = True) -> dict[str, Any]:
@@ -427,11 +415,11 @@ class PhysicalModel(Displayable):
             self._check_group(params, self._state_keys, "params")
         if data.keys() != self._data_keys:
             self._check_group(data, self._data_keys, "data")
+        if self._index_checks:  # on the data as given: a narrower integer type (int32) would wrap bad indices
+            check_indices(self._index_checks, {**params, **data}, self.backend.to_numpy, self.backend.is_array)
         data = self._check_arrays(params, data)
         if self.plan is not None:
             params, data = self._placed(params), self._placed(data)
-        if self._index_checks:
-            check_indices(self._index_checks, {**params, **data}, self.backend.to_numpy)
         if self._buffer_keys:  # buffers reach the generated code as runtime inputs, never differentiated
             data = {**data, **{k: params[k] for k in self._buffer_keys}}
             params = {k: params[k] for k in self._param_keys}

@@ -9,6 +9,19 @@ Example:
     ('mesh_0',)
 """
 
-from .plan import MODES, ShardingPlan, Spec, make_plan, mesh_axis_names, normalise_spec, parameter_bytes_per_device
+from .plan import (
+    MODES,
+    ShardingPlan,
+    Spec,
+    indivisible_dimension,
+    make_plan,
+    mesh_axis_names,
+    mesh_sizes,
+    normalise_spec,
+    parameter_bytes_per_device,
+)
 
-__all__ = ["MODES", "ShardingPlan", "Spec", "make_plan", "mesh_axis_names", "normalise_spec", "parameter_bytes_per_device"]
+__all__ = [
+    "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes", "normalise_spec",
+    "parameter_bytes_per_device",
+]  # fmt: skip

@@ -30,10 +30,52 @@ from typing import Any
 
 from ..errors import ArgumentError, ShapeError
 
-__all__ = ["MODES", "ShardingPlan", "Spec", "make_plan", "mesh_axis_names", "normalise_spec", "parameter_bytes_per_device"]
+__all__ = [
+    "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes", "normalise_spec",
+    "parameter_bytes_per_device",
+]  # fmt: skip
 
 Spec = tuple[str | None, ...]
 MODES = ("data", "model", "mixed")
+
+
+def mesh_sizes(owner: str, device_mesh: Any) -> tuple[int, ...]:
+    """A ``device_mesh=`` option as a tuple of mesh sizes: a positive int (``2``) or a non-empty tuple or
+    list of them (``(2,)``, ``(2, 2)``). Anything else (strings, floats such as ``2.5``, nested tuples,
+    bools) is refused with an :class:`~mithril.errors.ArgumentError` naming ``owner``.
+
+    >>> mesh_sizes("JaxBackend", 2), mesh_sizes("JaxBackend", [2, 2])
+    ((2,), (2, 2))
+    >>> mesh_sizes("JaxBackend", (2.5,))
+    Traceback (most recent call last):
+    ...
+    mithril.errors.ArgumentError: JaxBackend: device_mesh must be a positive int or a non-empty tuple of positive ints, one size per mesh axis (e.g. 2, (2,) or (2, 2)); got (2.5,) (tuple)
+    """
+    entries = (device_mesh,) if _is_int(device_mesh) else device_mesh
+    if not isinstance(entries, (tuple, list)) or not entries or not all(_is_int(s) and s >= 1 for s in entries):
+        raise ArgumentError(
+            f"{owner}: device_mesh must be a positive int or a non-empty tuple of positive ints, one size per mesh "
+            f"axis (e.g. 2, (2,) or (2, 2)); got {device_mesh!r} ({type(device_mesh).__name__})"
+        )
+    return tuple(int(s) for s in entries)
+
+
+def _is_int(value: Any) -> bool:
+    """An int (NumPy's included), not a bool."""
+    return not isinstance(value, bool) and hasattr(value, "__index__") and not isinstance(value, (str, bytes))
+
+
+def indivisible_dimension(spec: Sequence[str | None], shape: Sequence[int], mesh_axes: Sequence[str], mesh_shape: Sequence[int]) -> tuple[int, str, int] | None:
+    """``(dimension, mesh axis, devices)`` of the first dimension of ``shape`` that ``spec`` splits over a
+    mesh axis whose device count does not divide its size; ``None`` when all divide.
+
+    >>> indivisible_dimension(("mesh_0", None), (3, 4), ("mesh_0",), (2,))
+    (0, 'mesh_0', 2)
+    """
+    for dim, (axis, size) in enumerate(zip(spec, shape)):
+        if axis is not None and size % mesh_shape[list(mesh_axes).index(axis)]:
+            return dim, axis, mesh_shape[list(mesh_axes).index(axis)]
+    return None
 
 
 def mesh_axis_names(rank: int) -> tuple[str, ...]:
@@ -75,12 +117,13 @@ class ShardingPlan:
             return
         if len(spec) > len(shape):
             raise ShapeError(f"parallelism: the spec {spec} of {key!r} has {len(spec)} entries but the array has shape {tuple(shape)} ({len(shape)} dimensions)")
-        for dim, (axis, size) in enumerate(zip(spec, shape)):
-            if axis is not None and size % self.axis_size(axis):
-                raise ShapeError(
-                    f"parallelism: dimension {dim} of {key!r} has size {size}, which the mesh axis {axis!r} "
-                    f"({self.axis_size(axis)} devices) does not divide; mesh {self.mesh_shape} with axes {self.mesh_axes}"
-                )
+        bad = indivisible_dimension(spec, shape, self.mesh_axes, self.mesh_shape)
+        if bad is not None:
+            dim, axis, devices = bad
+            raise ShapeError(
+                f"parallelism: dimension {dim} of {key!r} has size {shape[dim]}, which the mesh axis {axis!r} "
+                f"({devices} devices) does not divide; mesh {self.mesh_shape} with axes {self.mesh_axes}"
+            )
 
 
 def normalise_spec(key: str, spec: Any, mesh_axes: Sequence[str], rank: int | None) -> Spec | None:

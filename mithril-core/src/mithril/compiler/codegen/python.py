@@ -13,7 +13,7 @@ Example of generated code::
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,9 +58,20 @@ class PythonProgram:
     namespace: dict[str, Any]
     functions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def load(self, filename: str = "<mithril-generated>") -> dict[str, Callable[..., Any]]:
+    def load(self, filename: str = "<mithril-generated>", *, eager: Collection[str] = ()) -> dict[str, Callable[..., Any]]:
         """Callables by function name (each compiled when first called; tracebacks show ``filename``
-        with the lines of :attr:`source`)."""
+        with the lines of :attr:`source`).
+
+        Functions named in ``eager`` are compiled now and returned as themselves: give a framework JIT
+        (``torch.compile``, ``jax.jit``) those, never the compile-on-first-call trampoline, whose one code
+        object every model shares (``torch.compile`` keeps its compiled graphs per code object, so every
+        model would then fill one cache, and after ``torch._dynamo.config.recompile_limit`` of them the
+        rest would run uncompiled).
+
+            >>> program = PythonProgram("def f(x):\\n    return x + 1\\n", {}, {"f": (1, 2)})
+            >>> program.load(eager=("f",))["f"].__code__.co_name, program.load()["f"](1)
+            ('f', 2)
+        """
         namespace = dict(self.namespace)
         if not self.functions:
             exec(compile(self.source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
@@ -69,7 +80,10 @@ class PythonProgram:
         for name, (first, last) in self.functions.items():
             # blank lines in front keep line numbers those of ``source``
             text = "\n" * (first - 1) + "\n".join(lines[first - 1 : last])
-            namespace[name] = _compile_on_first_call(name, text, filename, namespace)
+            if name in eager:
+                exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+            else:
+                namespace[name] = _compile_on_first_call(name, text, filename, namespace)
         return namespace
 
 
