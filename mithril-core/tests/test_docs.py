@@ -1,11 +1,13 @@
-"""The documentation site: ``mkdocs build --strict`` passes, every Python block in ``docs/`` runs, the
-backend capability table matches the registry, and the built site, served on 127.0.0.1, renders in headless
-Chromium with no broken links or images (screenshots are saved)."""
+"""The documentation site: ``mkdocs build --strict`` passes, every Python block in ``docs/`` runs and prints
+what the page says it prints, the backend capability table matches the registry, and the built site, served on
+127.0.0.1, renders in headless Chromium with no broken links or images (screenshots are saved)."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import http.server
+import io
 import json
 import os
 import re
@@ -13,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.error import HTTPError
@@ -34,19 +37,61 @@ def _blocks(page: Path, language: str) -> list[str]:
     return [code for lang, code in BLOCK.findall(page.read_text()) if lang == language]
 
 
+def _python_blocks(text: str) -> list[tuple[int, str]]:
+    """``(line of the block's first code line, code)`` of every Python block of a page."""
+    return [(text[: m.start(2)].count("\n") + 1, m.group(2)) for m in BLOCK.finditer(text) if m.group(1) == "python"]
+
+
+STATED_OUTPUT_CHECK = """
+import contextlib as _contextlib, io as _io, sys as _sys
+
+@_contextlib.contextmanager
+def _prints(expected, where):
+    buffer = _io.StringIO()
+    with _contextlib.redirect_stdout(buffer):
+        yield
+    _sys.stdout.write(buffer.getvalue())
+    printed = buffer.getvalue().rstrip("\\n")
+    if printed != expected:
+        raise AssertionError(f"{where}: the page says this prints {expected!r}, it printed {printed!r}")
+"""
+
+
+def _check_stated_outputs(code: str, where: str, first_line: int) -> str:
+    """``code`` where every one-line ``print(...)  # <output>`` (the pages' way of stating what a line prints)
+    runs inside ``_prints`` (:data:`STATED_OUTPUT_CHECK`), which fails naming ``<page>:<line>`` unless it
+    printed exactly ``<output>``."""
+    comments = {t.start[0]: t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == tokenize.COMMENT}
+    lines = code.splitlines()
+    for number, line in enumerate(lines, 1):
+        comment = comments.get(number)
+        statement = line[: comment.start[1]].strip() if comment else ""
+        if not statement.startswith("print("):
+            continue
+        try:
+            ast.parse(statement)
+        except SyntaxError:  # the first line of a print spread over several lines
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        where_line = f"{where}:{first_line + number - 1}"
+        lines[number - 1] = f"{indent}with _prints({comment.string[1:].strip()!r}, {where_line!r}): {statement}"
+    return "\n".join(lines)
+
+
 # -- code blocks -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p, "python")], ids=lambda p: str(p.relative_to(DOCS)))
 def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
     """A page's blocks run in order in one fresh interpreter, in an empty directory. A block that starts
     with ``# file: NAME`` is a file the reader writes (it is written, not run); a ``toml`` block with
-    ``[project.entry-points.mithril]`` is installed as the distribution it describes."""
-    script = []
-    for code in _blocks(page, "python"):
+    ``[project.entry-points.mithril]`` is installed as the distribution it describes. A line
+    ``print(...)  # <output>`` must print exactly ``<output>``."""
+    script = [STATED_OUTPUT_CHECK]
+    for first_line, code in _python_blocks(page.read_text()):
         first = code.splitlines()[0]
         if first.startswith("# file: "):
             (tmp_path / first[len("# file: ") :].strip()).write_text(code)
         else:
-            script.append(code)
+            script.append(_check_stated_outputs(code, str(page.relative_to(ROOT)), first_line))
     for code in _blocks(page, "toml"):
         tomllib = pytest.importorskip("tomllib", reason="reading the page's pyproject.toml needs Python 3.11")
         project = tomllib.loads(code).get("project", {})
@@ -62,6 +107,15 @@ def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
     if result.returncode != 0 and missing and "mithril" in missing.group(2):
         pytest.skip(f"{page.name} needs a package that is not installed: {missing.group(2)[:200]}")
     assert result.returncode == 0, f"{page.relative_to(ROOT)}:\n{result.stderr[-3000:]}"
+
+
+def test_a_wrong_stated_output_fails_naming_its_line() -> None:
+    page = "Text\n\n```python\nx = 2\nprint(x + 1)  # 3\nif x:\n    print([x, 'a'])  # [2, 'b']\n```\n"
+    ((first_line, code),) = _python_blocks(page)
+    script = STATED_OUTPUT_CHECK + _check_stated_outputs(code, "page.md", first_line)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and result.stdout == "3\n[2, 'a']\n"
+    assert "page.md:7: the page says this prints \"[2, 'b']\", it printed \"[2, 'a']\"" in result.stderr
 
 
 def test_documented_commands_exist() -> None:

@@ -35,9 +35,9 @@ def test_dot_of_the_seed_cnn_has_blocks_shapes_and_styled_keys(seed_cnn):
     for name in _block_names(seed_cnn):
         assert f'label="{name}\n' in dot
     assert 'label="[batch, 16, height_1, width_1]"' in dot  # edges carry shapes
-    assert "i0 [label=input fillcolor=\"#cfe2ff\" shape=ellipse" in dot
+    assert "i0 [label=\"input\" fillcolor=\"#cfe2ff\" shape=ellipse" in dot  # user text: always a quoted string
     assert dot.count("shape=cylinder") == 6  # three weights and three biases
-    assert "[label=output fillcolor=\"#d1f0d6\"" in dot
+    assert "[label=\"output\" fillcolor=\"#d1f0d6\"" in dot
     assert "subgraph cluster" not in dot  # nothing to open: every block is one primitive
     assert "shape=cylinder" not in ml.to_dot(seed_cnn, params=False)
 

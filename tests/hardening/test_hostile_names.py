@@ -6,13 +6,20 @@ or a string literal: a Python line that sets ``MITHRIL_PWNED``, C ``#error`` lin
 on every installed backend (both naming modes, so hostile block names also become parameter names), give
 the right numbers, and leave the canary unset; on the C backend the exported program must build and
 reproduce them.
+
+The same names reach the ways to see a model as inert text: ``to_dot`` and ``plot`` (every user string a quoted
+DOT string, the SVG holding exactly the model's nodes and edges and no link), ``summary`` (one printable line
+per block: no escape sequence reaches the terminal) and ``_repr_html_`` (only the table's own tags).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 
 import mithril as ml
 import numpy as np
@@ -42,11 +49,11 @@ hostile = st.builds(
 )
 
 
-def _model(names: list[str]) -> tuple[Model, str, str]:
+def _model(names: list[str], root: str | None = None) -> tuple[Model, str, str]:
     block_a, block_b, key_in, key_out = names
     key_in, key_out = "in" + key_in, "out" + key_out  # distinct, non-empty keys (and block names)
     block_a, block_b = "a" + block_a, "b" + block_b
-    model = Model()
+    model = Model(name=root)
     model |= Linear(3, name=block_a)(input=key_in)
     model += Relu(name=block_b)(output=IOKey(key_out))
     return model, key_in, key_out
@@ -102,3 +109,56 @@ def test_exported_c_program_with_hostile_names_builds_and_reproduces(
     assert run.returncode == 0
     got = np.fromfile(out_dir / result.outputs[key_out], dtype=np.float32).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def _dot_skeleton(dot: str) -> str:
+    """The DOT text with every quoted string replaced by ``""`` (a backslash escapes the next character, as in
+    Graphviz's scanner): what Graphviz reads as statements and attributes rather than text."""
+    out, i = [], 0
+    while i < len(dot):
+        if dot[i] != '"':
+            out.append(dot[i])
+            i += 1
+            continue
+        i += 1
+        while dot[i] != '"':  # an unterminated string is an IndexError: a failure
+            i += 2 if dot[i] == "\\" else 1
+        out.append('""')
+        i += 1
+    return "".join(out)
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag if not attrs else f"{tag} {attrs}")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(names=st.lists(hostile, min_size=5, max_size=5))
+def test_hostile_names_are_text_in_pictures_and_reports(names: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
+    model, _, _ = _model(names[:4], root=names[4])
+    plain, _, _ = _model(["", "", "", ""], root="model")
+    # every user string is one quoted string: the same statements and attributes as with plain names
+    assert _dot_skeleton(ml.to_dot(model)) == _dot_skeleton(ml.to_dot(plain))
+    lines: list[str] = []
+    model.summary(print_fn=lines.append)
+    (text,) = lines
+    assert all(line.isprintable() for line in text.split("\n"))  # no ESC, NUL, CR, bidi override, ...
+    if importlib.util.find_spec("rich") is not None:
+        assert len([line for line in text.split("\n") if line.startswith("│")]) == 2  # one line a block
+    parser = _Tags()
+    parser.feed(model._repr_html_())
+    assert set(parser.tags) <= {"div", "p", "b", "table", "thead", "tbody", "tr", "th", "td", "code", "br"}
+    assert parser.tags.count("tr") == 3  # the header and the two blocks
+    if shutil.which("dot") is None:
+        return
+    path = model.plot(tmp_path_factory.mktemp("plot") / "model.svg")
+    for svg in (path.read_text(encoding="utf-8"), model._repr_svg_()):
+        root = ET.fromstring(svg)
+        classes = [el.get("class") for el in root.iter("{http://www.w3.org/2000/svg}g")]
+        assert classes.count("node") == 6 and classes.count("edge") == 5  # input, weight, bias, 2 blocks, output
+        assert not list(root.iter("{http://www.w3.org/2000/svg}a"))  # no link made from user text

@@ -4,10 +4,13 @@ and ``mithril graph``."""
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import os
 import sys
 from typing import Any
 
+from . import validation
 from .errors import ArgumentError, BackendNotAvailableError
 
 __all__ = ["main"]
@@ -46,7 +49,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from .plugins.lookup import backend_class
 
-    model, shapes = _model_and_shapes(args)
+    model, shapes = _model_and_shapes(args, "export")
     backend = backend_class(args.backend)(dtype=ml.Dtype.parse(args.dtype))
     pm = ml.compile(model, backend, shapes=shapes, inference=True)
     if args.params:
@@ -58,25 +61,84 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_and_shapes(args: argparse.Namespace) -> tuple[Any, dict[str, list[int]]]:
+def _model_and_shapes(args: argparse.Namespace, command: str) -> tuple[Any, dict[str, list[int]]]:
     """The model named by ``module:attribute`` (a Model or a function returning one) and the
-    ``--shape KEY=D1,D2,...`` options."""
-    from .framework.model import Model
-    from .primitives.registry import resolve_target
+    ``--shape KEY=D1,D2,...`` options, checked before any model is built."""
+    shapes = _shapes(args.shape, command)
+    return _load_model(args.model, command), shapes
 
-    builder = resolve_target(args.model)
-    model = builder if isinstance(builder, Model) else builder() if callable(builder) else builder  # a Model is callable too
+
+def _load_model(target: str, command: str) -> Any:
+    """``module:attribute``: a Model, or a function returning one (called without arguments). Anything else is
+    an :class:`ArgumentError` naming what was found; errors raised by the user's own code propagate.
+
+    >>> _load_model("mithril.demo:build_cnn", "graph").input_keys[:1]
+    ['input']
+    """
+    from .framework.model import Model
+
+    module_name, colon, attribute = target.partition(":")
+    if not colon or not module_name or not attribute:
+        accepted = "'module:attribute' (a Model, or a function returning one, in module.py)"
+        raise ArgumentError(f"mithril {command}: MODEL must be {accepted}, got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name and not module_name.startswith(f"{exc.name}."):
+            raise  # the module was found, and it imports something that is missing
+        raise ArgumentError(
+            f"mithril {command} {target}: cannot import module {module_name!r} ({exc}); run from the directory "
+            "holding it or add that directory to PYTHONPATH"
+        ) from None
+    if not hasattr(module, attribute):
+        found = [name for name, value in sorted(vars(module).items()) if _is_builder(value, module.__name__)]
+        raise ArgumentError(
+            f"mithril {command} {target}: module {module_name!r} has no attribute {attribute!r}; its models and "
+            f"functions: {', '.join(found) or 'none'}"
+        )
+    builder = getattr(module, attribute)
+    if isinstance(builder, Model):  # a Model is callable too: use it as it is
+        return builder
+    if not callable(builder):
+        raise validation.fail(f"mithril {command}", f"MODEL {target}", "a Model or a function returning one", builder)
+    model = builder()
+    if not isinstance(model, Model):
+        raise validation.fail(f"mithril {command}", f"what {target}() returns", "a Model", model)
+    return model
+
+
+def _is_builder(value: Any, module: str) -> bool:
+    """A Model, or a public function defined in ``module``: what ``module:attribute`` may name."""
+    from .framework.model import Model
+
+    is_function = inspect.isfunction(value) and value.__module__ == module and not value.__name__.startswith("_")
+    return isinstance(value, Model) or is_function
+
+
+def _shapes(items: list[str], command: str) -> dict[str, list[int]]:
+    """``--shape KEY=D1,D2,...`` options as ``{KEY: [D1, D2, ...]}``.
+
+    >>> _shapes(["input=1,3,32,32"], "graph")
+    {'input': [1, 3, 32, 32]}
+    """
     shapes = {}
-    for item in args.shape:
-        key, _, dims = item.partition("=")
-        shapes[key] = [int(d) for d in dims.split(",") if d]
-    return model, shapes
+    for item in items:
+        key, equals, dims = item.partition("=")
+        try:
+            shape = [int(d) for d in dims.split(",")]
+        except ValueError:
+            shape = []
+        if not equals or not key or not shape or min(shape) < 0:
+            accepted = "KEY=D1,D2,... (non-negative ints, e.g. input=1,3,32,32)"
+            raise ArgumentError(f"mithril {command}: --shape must be {accepted}, got {item!r}")
+        shapes[key] = shape
+    return shapes
 
 
 def _graph(args: argparse.Namespace) -> int:
     from .display import plot, to_dot
 
-    model, shapes = _model_and_shapes(args)
+    model, shapes = _model_and_shapes(args, "graph")
     if shapes:
         model.set_shapes(shapes)
     if args.output is None:

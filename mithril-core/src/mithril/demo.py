@@ -1,5 +1,7 @@
 """``mithril demo``: compose the seeds' MLP and CNN, compile them on every installed backend, train the
-MLP on a generated classification task, and print a comparison table.
+MLP on a generated classification task, and print a comparison table. The demo fails (``mithril demo`` exits
+with status 1) when a backend fails, when training diverges, or when a backend's outputs differ from NumPy's
+by more than :data:`DEVIATION_TOLERANCE`.
 
 ``mithril demo --plot loss.png`` also draws every backend's loss curve in one matplotlib figure
 (:func:`plot_losses`; matplotlib comes with ``pip install "mithril-core[viz]"``).
@@ -10,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,10 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, MithrilError
+from . import validation
+from .errors import ArgumentError, BackendNotAvailableError, MithrilError
 from .progress import task
 
-__all__ = ["DemoFailed", "DemoRow", "run_demo", "classification_data", "build_mlp_with_loss", "build_cnn", "plot_losses"]
+__all__ = [
+    "DEVIATION_TOLERANCE", "DemoFailed", "DemoRow", "build_cnn", "build_mlp_with_loss", "classification_data",
+    "deviation_failure", "disagreements", "plot_losses", "run_demo",
+]  # fmt: skip
+
+DEVIATION_TOLERANCE = 1e-3
+"""Largest ``max |output - NumPy's output|`` the demo accepts from another backend (float32: the MLP's logits
+after 300 training steps differ by about 3e-6 on every backend, the CNN's outputs by about 5e-7)."""
 
 
 def classification_data(n: int = 512, features: int = 20, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -109,13 +121,57 @@ def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarr
     return row, logits, cnn_out
 
 
+def deviation_failure(backend: str, what: str, deviation: float, tolerance: float = DEVIATION_TOLERANCE) -> str | None:
+    """The failure line of ``backend`` when its ``what`` differ from NumPy's by more than ``tolerance`` (or
+    by NaN), else ``None``.
+
+    >>> deviation_failure("TorchBackend", "MLP logits", 0.5)
+    "TorchBackend: MLP logits differ from NumPy's by 5.00e-01, more than the tolerance 1e-03"
+    """
+    if deviation <= tolerance:
+        return None
+    return f"{backend}: {what} differ from NumPy's by {deviation:.2e}, more than the tolerance {tolerance:.0e}"
+
+
+def disagreements(rows: Sequence[DemoRow], tolerance: float = DEVIATION_TOLERANCE) -> list[str]:
+    """The failures of the demo table: a row whose training diverged (a final loss that is not finite: its
+    logits are then not compared), and a row whose MLP logits or CNN outputs differ from NumPy's by more than
+    ``tolerance``."""
+    failures = []
+    for row in rows:
+        compared = [("CNN outputs", row.cnn_deviation)]
+        if math.isfinite(row.final_loss):
+            compared.insert(0, ("MLP logits", row.max_deviation))
+        else:
+            failures.append(f"{row.backend}: training diverged (final loss {row.final_loss}); try a smaller --lr")
+        for what, deviation in compared:
+            failure = deviation_failure(row.backend, what, deviation, tolerance)
+            if failure is not None:
+                failures.append(failure)
+    return failures
+
+
+def _check_options(steps: Any, lr: Any) -> tuple[int, float]:
+    steps = validation.positive_int("run_demo", "steps", steps)
+    if not isinstance(lr, numbers.Real) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
+        raise validation.fail("run_demo", "lr", "a finite number > 0", lr)
+    return steps, float(lr)
+
+
 def run_demo(
     steps: int = 300, lr: float = 0.1, print_fn: Callable[[str], None] = print, plot: str | Path | None = None
 ) -> list[DemoRow]:
     """Train on every installed backend and print the table; returns its rows. With ``plot``, the loss
-    curves of every backend are also written there (:func:`plot_losses`)."""
+    curves of every backend are also written there (:func:`plot_losses`).
+
+    Raises:
+        ArgumentError: ``steps`` is not a positive int or ``lr`` not a finite number > 0 (before any training).
+        DemoFailed: a backend failed, training diverged, or a backend disagrees with NumPy
+            (:func:`disagreements`); the table was printed first.
+    """
     import mithril as ml
 
+    steps, lr = _check_options(steps, lr)
     if plot is not None:
         _pyplot("mithril demo --plot")  # refuse before training when matplotlib is missing
 
@@ -124,7 +180,8 @@ def run_demo(
     data = classification_data()
     names = [n for n in available_backends() if n != "*"]
     if "numpy" not in names:
-        raise SystemExit("mithril demo compares against the NumPy backend: pip install \"mithril-core[numpy]\"")
+        hint = 'pip install "mithril-core[numpy]"'
+        raise BackendNotAvailableError(f"mithril demo compares against the NumPy backend: {hint}")
     names.remove("numpy")
     rows: list[DemoRow] = []
     failures: list[str] = []
@@ -153,6 +210,7 @@ def run_demo(
     print_fn("-" * len(header))
     for r in rows:
         print_fn(f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}")
+    failures += disagreements(rows)
     for failure in failures:
         print_fn(f"{'FAILED':<16}{failure}")
     if plot is not None and rows:

@@ -14,6 +14,10 @@ gradient rule, a backend or a model family, without importing Mithril's internal
 - Plugins: the ``hookimpl`` marker for the ``mithril_register_*`` hooks (``mithril/plugins/hookspecs.py``).
 - In-process registration for notebooks and tests: :func:`register_primitive`,
   :func:`register_implementation`, :func:`register_gradient`.
+- Files: :func:`write_file_atomically` (the one way Mithril's packages write a file: never through a symlink,
+  never half a file) and :func:`check_output_directory` (the checks of a folder an export writes into).
+- Arguments: :mod:`validation` (``validation.positive_int``, ``validation.number``, ``validation.fail``, ...),
+  so a package's functions accept and refuse arguments as core does, with the same wording.
 - Testing: ``BackendConformanceTests`` (imported on first use; it needs pytest), to subclass in a backend
   package's tests for the full op x dtype x forward/gradient suite.
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import validation
 from .backends.array_api import Binding, Impl, op_table
 from .backends.backend import Backend
 from .backends.direct import InputsNeedChecking
@@ -39,6 +44,7 @@ from .plugins import hookimpl
 from .primitives import rules
 from .primitives.registry import module_implementations
 from .primitives.spec import REQUIRED, PrimitiveSpec, ShapeIO
+from .serialization.files import check_output_directory, write_file_atomically
 from .shapes import Dim, Shape, ShapeMismatch, unify
 from .types import Dtype
 
@@ -47,9 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "Dim", "Dtype", "GradContext", "Impl", "InputsNeedChecking", "Ops",
-    "PrimitiveSpec", "REQUIRED", "Shape", "ShapeIO", "ShapeMismatch", "backend_plugin", "hookimpl", "lazy_exports",
-    "module_implementations", "op_table", "register_gradient", "register_implementation", "register_primitive",
-    "rules", "unify",
+    "PrimitiveSpec", "REQUIRED", "Shape", "ShapeIO", "ShapeMismatch", "backend_plugin", "check_output_directory",
+    "hookimpl", "lazy_exports", "module_implementations", "op_table", "register_gradient", "register_implementation",
+    "register_primitive", "rules", "unify", "validation", "write_file_atomically",
 ]  # fmt: skip
 
 

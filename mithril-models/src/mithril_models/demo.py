@@ -3,7 +3,8 @@
 Both are built with the builders, given random weights, written as one ``.safetensors`` file each in the
 checkpoint's own names (Hugging Face GPT-2, torchvision ResNet), then loaded back with :func:`load_hf`
 on every backend. Each backend generates greedy tokens and classifies an image; the table shows the time
-taken and the agreement with NumPy (the greedy tokens must be identical).
+taken and the agreement with NumPy (the greedy tokens and the class must be identical, the ResNet's logits
+within ``mithril.demo.DEVIATION_TOLERANCE``).
 
 Example:
     $ mithril demo
@@ -90,9 +91,9 @@ def _run_backend(
 
 def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
     """Run the section on every installed backend, print its table; raise ``DemoFailed`` if a backend
-    fails or disagrees with NumPy on the greedy tokens or the predicted class."""
+    fails or disagrees with NumPy on the greedy tokens, the predicted class or the ResNet's logits."""
     import mithril as ml
-    from mithril.demo import DemoFailed
+    from mithril.demo import DemoFailed, deviation_failure
     from mithril.plugins.lookup import available_backends, backend_class
 
     print_fn(
@@ -101,7 +102,8 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
     )
     image = np.random.default_rng(2).normal(size=IMAGE_SHAPE).astype(np.float32)
     rows: list[ModelRow] = []
-    failures: list[str] = []
+    failures: list[str] = []  # printed as they happen
+    disagreements: list[str] = []  # printed under the table
     with tempfile.TemporaryDirectory(prefix="mithril-demo-") as tmp:
         gpt, net, gpt_file, net_file = _checkpoints(Path(tmp))
         reference: tuple[list[int], np.ndarray] | None = None
@@ -120,9 +122,12 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
             row.same_tokens = row.tokens == reference[0]
             row.same_class = int(logits.argmax()) == int(reference[1].argmax())
             if not (row.same_tokens and row.same_class):
-                failures.append(
+                disagreements.append(
                     f"{row.backend}: greedy tokens {row.tokens} / class {int(logits.argmax())} differ from NumPy's"
                 )
+            failure = deviation_failure(row.backend, "ResNet logits", row.logits_deviation)
+            if failure is not None:
+                disagreements.append(failure)
             rows.append(row)
     columns = f"{'backend':<16}{'load ms':>10}{'generate ms':>13}{'classify ms':>13}{'max dev (ResNet)':>18}"
     header = f"{columns}  greedy tokens (same as NumPy?)"
@@ -134,6 +139,8 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
             f"{r.logits_deviation:>18.2e}  "
             f"{' '.join(map(str, r.tokens))} ({'yes' if r.same_tokens else 'NO'})"
         )
-    if failures:
-        raise DemoFailed(failures)
+    for failure in disagreements:
+        print_fn(f"{'FAILED':<16}{failure}")
+    if failures or disagreements:
+        raise DemoFailed(failures + disagreements)
     return rows

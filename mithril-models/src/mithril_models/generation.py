@@ -7,6 +7,10 @@ compiled model is garbage collected or :func:`clear_decode_cache` is called. Tok
 host from the logits of the last position with NumPy's generator, so a seed gives the same tokens on
 every backend.
 
+Every argument is checked before anything runs: a bad one is an :class:`~mithril.errors.ArgumentError`
+naming it, what is accepted and what was given, and a token id outside the vocabulary an
+:class:`~mithril.errors.IndexRangeError` naming the id and its position.
+
 Example:
     >>> import mithril as ml
     >>> from mithril_models import create_gpt, generate
@@ -18,11 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from mithril.errors import ArgumentError, IndexRangeError
+from mithril.extend import validation
 
 __all__ = ["clear_decode_cache", "generate"]
 
@@ -43,52 +50,64 @@ def _prompt_array(prompt_ids: Any) -> np.ndarray:
     try:
         array = np.asarray(prompt_ids)
     except ValueError as exc:  # ragged lists
-        raise ValueError(f"generate: prompt_ids must be rectangular (every prompt the same length): {exc}") from None
+        raise ArgumentError(f"generate: prompt_ids must be rectangular (every prompt the same length): {exc}") from None
     if array.ndim == 1:
         array = array[None, :]
     if array.ndim != 2:
-        raise ValueError(
+        raise ArgumentError(
             f"generate: prompt_ids must be a list of ids or a [batch, length] array, got shape {array.shape}"
         )
     if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"generate: prompt_ids must hold at least one token per prompt, got shape {array.shape}")
+        raise ArgumentError(f"generate: prompt_ids must hold at least one token per prompt, got shape {array.shape}")
     if array.dtype.kind not in "iu":
         if array.dtype.kind == "f" and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
             array = array.astype(np.int64)
         else:
-            raise ValueError(f"generate: prompt_ids must be integer token ids, got dtype {array.dtype}")
+            raise ArgumentError(f"generate: prompt_ids must be integer token ids, got dtype {array.dtype}")
     return array.astype(np.int64, copy=False)
 
 
 def _chooser(temperature: float, top_k: int | None, seed: int | None) -> Callable[[np.ndarray], np.ndarray]:
     """The next tokens ``[B]`` from logits ``[B, vocab]``: argmax for ``top_k=1``, otherwise a draw from
-    ``softmax(logits / temperature)`` restricted to the ``top_k`` largest logits (ties at the k-th kept)."""
+    ``softmax(logits / temperature)`` restricted to the ``top_k`` largest logits (ties at the k-th kept).
+
+    The largest logit is subtracted before dividing by the temperature, so the scores are ``<= 0`` with the
+    largest ``0``: ``exp`` never overflows, and a tiny temperature sends every other score to ``-inf``
+    (weight 0), which is greedy decoding rather than NaN."""
     if top_k == 1:
         return lambda logits: np.argmax(logits, axis=-1)
     rng = np.random.default_rng(seed)
 
     def sample(logits: np.ndarray) -> np.ndarray:
-        scores = np.asarray(logits, dtype=np.float64) / temperature
+        scores = np.asarray(logits, dtype=np.float64)
+        scores = scores - scores.max(axis=-1, keepdims=True)
         if top_k is not None and top_k < scores.shape[-1]:
             kth = np.partition(scores, -top_k, axis=-1)[:, -top_k, None]
             scores = np.where(scores < kth, -np.inf, scores)
-        scores = scores - scores.max(axis=-1, keepdims=True)
-        cumulative = np.cumsum(np.exp(scores), axis=-1)
+        with np.errstate(over="ignore"):  # -1 / 5e-324 is -inf: a weight of 0, as it should be
+            cumulative = np.cumsum(np.exp(scores / temperature), axis=-1)
         draws = rng.random((scores.shape[0], 1)) * cumulative[:, -1:]
         return np.minimum((cumulative <= draws).sum(axis=-1), scores.shape[-1] - 1)
 
     return sample
 
 
-def _check_options(max_new_tokens: Any, temperature: Any, top_k: Any) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
-        raise ValueError(f"generate: max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
-        raise ValueError(f"generate: top_k must be None (the full distribution) or an int >= 1, got {top_k!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating)) or not temperature > 0:
-        raise ValueError(
-            f"generate: temperature must be a number > 0 (use top_k=1 for greedy decoding), got {temperature!r}"
-        )
+def _check_options(pm: Any, params: Any, max_new_tokens: Any, temperature: Any, top_k: Any, seed: Any) -> None:
+    """Every argument of :func:`generate` but the prompt (checked by :func:`_prompt_array`)."""
+    if not (hasattr(pm, "evaluate") and hasattr(pm, "backend")):
+        raise validation.fail("generate", "pm", "a compiled model (ml.compile(create_gpt(...), backend))", pm)
+    what = "a dict of parameter name -> array (pm.randomize_params(), load_hf(pm, ...))"
+    validation.mapping("generate", "params", params, optional=False, what=what)
+    if not validation.is_int(max_new_tokens) or max_new_tokens < 0:
+        raise validation.fail("generate", "max_new_tokens", "an int >= 0", max_new_tokens)
+    if top_k is not None and (not validation.is_int(top_k) or top_k < 1):
+        raise validation.fail("generate", "top_k", "None (the full distribution) or an int >= 1", top_k)
+    real = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool)
+    if not real or not np.isfinite(temperature) or temperature <= 0:
+        accepted = "a number > 0 (finite; top_k=1 for greedy decoding)"
+        raise validation.fail("generate", "temperature", accepted, temperature)
+    if seed is not None and (not validation.is_int(seed) or seed < 0):
+        raise validation.fail("generate", "seed", "None or an int >= 0", seed)
 
 
 def generate(
@@ -123,15 +142,20 @@ def generate(
     Returns:
         The new token ids, a NumPy int64 array ``[B, max_new_tokens]``.
 
+    Raises:
+        ArgumentError: an argument that is not accepted (the message names it, what is accepted and what
+            was given), or a prompt that does not fit ``block_size``.
+        IndexRangeError: a token id outside ``0 .. vocab_size - 1``.
+
     >>> generate(pm, params, [[464, 3290], [40, 1101]], 8, top_k=40, seed=0).shape     # doctest: +SKIP
     (2, 8)
     """
     from .gpt.model import GPT
 
-    _check_options(max_new_tokens, temperature, top_k)
+    _check_options(pm, params, max_new_tokens, temperature, top_k, seed)
     prompt = _prompt_array(prompt_ids)
     max_new_tokens = int(max_new_tokens)
-    choose = _chooser(float(temperature), None if top_k is None else int(top_k), seed)
+    choose = _chooser(float(temperature), None if top_k is None else int(top_k), None if seed is None else int(seed))
     model = getattr(pm, "model", None)
     if isinstance(model, GPT):
         return _generate_cached(pm, model.config, params, prompt, max_new_tokens, choose)
@@ -140,16 +164,21 @@ def generate(
 
 def _check_prompt(prompt: np.ndarray, max_new_tokens: int, block_size: int | None, vocab_size: int | None) -> None:
     length = prompt.shape[1]
-    if vocab_size is not None and (prompt.min() < 0 or prompt.max() >= vocab_size):
-        bad = prompt[(prompt < 0) | (prompt >= vocab_size)]
-        raise ValueError(
-            f"generate: token ids must be in 0..{vocab_size - 1} (vocab_size={vocab_size}), got {bad[:5].tolist()}"
+    low, high = int(prompt.min()), int(prompt.max())
+    if vocab_size is not None and (low < 0 or high >= vocab_size):
+        bad = low if low < 0 else high
+        position = tuple(int(i) for i in np.argwhere(prompt == bad)[0])
+        raise IndexRangeError(
+            f"generate: prompt_ids holds token id {bad} at position {position}, out of range for "
+            f"vocab_size={vocab_size} (ids 0..{vocab_size - 1})"
         )
     if block_size is not None:
         if length > block_size:
-            raise ValueError(f"generate: the prompt has {length} tokens, more than block_size={block_size}")
+            raise ArgumentError(
+                f"generate: prompt_ids: the prompt has {length} tokens, more than block_size={block_size}"
+            )
         if length + max_new_tokens - 1 > block_size:
-            raise ValueError(
+            raise ArgumentError(
                 f"generate: a prompt of {length} tokens plus max_new_tokens={max_new_tokens} needs "
                 f"{length + max_new_tokens - 1} positions, more than block_size={block_size}; "
                 f"ask for at most {block_size - length + 1} new tokens"
@@ -190,9 +219,9 @@ def _generate_full(
 ) -> np.ndarray:
     """Without a KV cache: run ``pm`` on the whole sequence for every new token."""
     if "input" not in getattr(pm, "data_keys", ()) or "output" not in getattr(pm, "output_keys", ()):
-        raise TypeError(
-            "generate needs a compiled GPT (create_gpt) or a model compiled with data key 'input' (token ids) and "
-            f"output 'output' (logits); got data keys {getattr(pm, 'data_keys', None)}, "
+        raise ArgumentError(
+            "generate: pm must be a compiled GPT (create_gpt) or a model compiled with data key 'input' (token ids) "
+            f"and output 'output' (logits), got data keys {getattr(pm, 'data_keys', None)}, "
             f"outputs {getattr(pm, 'output_keys', None)}"
         )
     shape = pm.shapes.get("input") or [None, None]
@@ -200,9 +229,9 @@ def _generate_full(
     vocab = out_shape[-1] if out_shape else None
     batch, length = prompt.shape
     if len(shape) != 2:
-        raise ValueError(f"generate: the model's input must be token ids [batch, length], it has shape {shape}")
+        raise ArgumentError(f"generate: pm's input must be token ids [batch, length], it has shape {shape}")
     if shape[0] is not None and shape[0] != batch:
-        raise ValueError(f"generate: the model was compiled for batch {shape[0]}, the prompt has {batch} rows")
+        raise ArgumentError(f"generate: pm was compiled for batch {shape[0]}, prompt_ids has {batch} rows")
     window = shape[1]
     block_size, model_vocab = _nested_gpt_sizes(pm)
     limit = window if window is not None else block_size

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compiler.codegen.escape import display_text
 from ..compiler.graph import NOTHING, Node, Value
 from ..shapes import Dim, Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype
@@ -164,6 +165,7 @@ class ModelView:
         self._optional_only = _optional_only(self.tree.nodes)
         self._flat: dict[int, Value] = {}
         self.compiled_keys: dict[str, Value] = {}  # the compiled model's input/output names -> values
+        self._compiled_roles: dict[int, str] = {}  # flat value id -> "param", "buffer" or "data" as compiled
         self.flat_nodes: list[Node] = []
         if compiled is not None:
             self._settle_compiled_shapes(compiled)
@@ -191,6 +193,10 @@ class ModelView:
                 unify(value.shape, shape_from_template(list(shape), {}))
             except (ShapeMismatch, ShapeUndetermined):
                 continue
+        for role, names in (("param", pm.param_keys), ("buffer", pm.buffer_keys), ("data", pm.data_keys)):
+            for name in names:
+                if name in self.compiled_keys:
+                    self._compiled_roles[id(self.compiled_keys[name].find())] = role
         flat.graph.solve()
         for logical, copy in zip(_topological(list(self.tree.nodes)), flat.graph.nodes):
             for group, copies in ((logical.inputs, copy.inputs), (logical.outputs, copy.outputs)):
@@ -204,13 +210,34 @@ class ModelView:
         root = value.find()
         return self._flat.get(id(root), root)
 
+    def role(self, value: Value) -> str:
+        """:func:`role_of` ``value``, or for a compiled model what it compiled the input as: ``trainable_keys=``
+        makes a key a parameter, ``data_keys=`` a weight runtime data (a frozen weight stays ``"frozen"``)."""
+        own = role_of(value)
+        compiled = self._compiled_roles.get(id(self.value(value).find()))
+        return own if compiled is None or (compiled == "data" and own == "frozen") else compiled
+
     def dims(self, value: Value) -> list[Any]:
         """Ints, :class:`Dim` roots for unknown dims, ``"..."`` for a variadic part."""
         return _dims(self.value(value).shape)
 
+    def named_shape(self, value: Value) -> list[Any]:
+        """``[batch, 16, "height_1"]``: ints, the readable names of unknown dims, ``"..."`` for a variadic part."""
+        return [self.dim_text(d) if isinstance(d, Dim) else d for d in self.dims(value)]
+
     def shape_text(self, value: Value) -> str:
         """``[batch, 16, height_1, width_1]``."""
-        return "[" + ", ".join(self.dim_text(d) for d in self.dims(value)) + "]"
+        return "[" + ", ".join(str(d) for d in self.named_shape(value)) + "]"
+
+    def interface_shapes(self) -> dict[str, list[Any]]:
+        """Every key of the model with :meth:`named_shape` (what ``model.shapes`` returns); dims of keys the
+        summary does not show are named ``<key>_<axis>``."""
+        shapes = {}
+        for key, value in self.model._interface().items():
+            for axis, dim in enumerate(self.dims(value)):
+                self._name(dim, f"{key}_{axis}")
+            shapes[key] = self.named_shape(value)
+        return shapes
 
     def dim_text(self, dim: Any) -> str:
         if isinstance(dim, Dim):
@@ -235,7 +262,7 @@ class ModelView:
         found: dict[str, dict[int, Value]] = {"param": {}, "frozen": {}, "buffer": {}}
         for node in block.nodes:
             for value in node.inputs.values():
-                if value is not None and (role := role_of(value)) in found:
+                if value is not None and (role := self.role(value)) in found:
                     found[role][id(value.find())] = value.find()
         return found
 
@@ -303,9 +330,10 @@ def _dims(shape: Shape) -> list[Any]:
 
 
 def value_label(values: Mapping[str, Value], view: ModelView) -> str:
-    """``[batch, 8]`` for one value, ``left: [..], right: [..]`` for several, ``-`` for none."""
+    """``[batch, 8]`` for one value, ``left: [..], right: [..]`` for several, ``-`` for none (keys and dim
+    names are user text: shown through :func:`display_text`)."""
     if not values:
         return "-"
     if len(values) == 1:
-        return view.shape_text(next(iter(values.values())))
-    return ", ".join(f"{k}: {view.shape_text(v)}" for k, v in values.items())
+        return display_text(view.shape_text(next(iter(values.values()))))
+    return ", ".join(f"{display_text(k)}: {display_text(view.shape_text(v))}" for k, v in values.items())

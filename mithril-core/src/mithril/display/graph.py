@@ -6,28 +6,33 @@ every edge carries the shape of the tensor it stands for (readable symbols such 
 is not known). Inputs, outputs and parameters are styled apart: data inputs are blue ellipses, outputs
 green ellipses, trainable parameters yellow cylinders (frozen ones grey, buffers orange).
 
-The DOT text is built with the ``graphviz`` Python package and rendered by Graphviz's ``dot`` program:
-``pip install "mithril-core[viz]"`` and ``apt-get install graphviz`` (``brew install graphviz``,
-``conda install graphviz``).
+The DOT text is written here, every user string (block names, keys, the model's name, the dim names derived
+from keys) as a double-quoted DOT string made by :func:`~mithril.compiler.codegen.escape.dot_id`, so no name
+can add a node, a link or an HTML-like label to the picture. Pictures are rendered by Graphviz's ``dot``
+program through the ``graphviz`` Python package: ``pip install "mithril-core[viz]"`` and
+``apt-get install graphviz`` (``brew install graphviz``, ``conda install graphviz``).
 
 Example:
     >>> from mithril.models import IOKey, Linear, Model, Relu
     >>> model = Model()
     >>> model |= Linear(4)(input=IOKey("x", shape=["N", 3]))
     >>> model += Relu()
-    >>> dot = to_dot(model)                         # doctest: +SKIP
-    >>> "linear_0" in dot and "[batch, 4]" in dot   # doctest: +SKIP
+    >>> dot = to_dot(model)
+    >>> '"linear_0\\nLinear"' in dot and '"[batch, 4]"' in dot
     True
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from .. import validation
+from ..compiler.codegen.escape import dot_id
 from ..errors import ArgumentError, MithrilError
-from ._tree import Block, ModelView, role_of
+from ..serialization.files import write_file_atomically
+from ._tree import Block, ModelView
 
 __all__ = ["GraphvizNotFound", "plot", "render", "to_dot"]
 
@@ -39,8 +44,11 @@ _STYLE = {
     "buffer": {"shape": "cylinder", "style": "filled", "fillcolor": "#ffd8a8", "fontsize": "10"},
     "block": {"shape": "box", "style": "rounded,filled", "fillcolor": "#ffffff"},
 }
+_PARAM_EDGE = {"style": "dashed", "arrowsize": "0.6"}
+_CLUSTER = {"style": "rounded", "color": "#adb5bd"}
 _FORMATS = ("svg", "png", "pdf")
 _DEFAULT_DEPTH = 3
+_DOT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|-?[0-9]+(\.[0-9]+)?")  # a DOT ID that needs no quotes
 
 
 class GraphvizNotFound(MithrilError, RuntimeError):
@@ -62,43 +70,80 @@ def _is_compiled(model: Any) -> bool:
     return hasattr(model, "evaluate") and hasattr(model, "backend")
 
 
+def _attributes(label: str | None = None, attrs: dict[str, str] | None = None) -> str:
+    """`` [label="..." shape=box ...]``: ``label`` is already a DOT ID (:func:`dot_id`); the other values are
+    Mithril's own (colours, shapes) and are quoted when they are not plain words."""
+    items = [f"label={label}"] if label is not None else []
+    for key, value in sorted((attrs or {}).items()):
+        items.append(f"{key}={value if _DOT_WORD.fullmatch(value) else dot_id(value)}")
+    return f" [{' '.join(items)}]" if items else ""
+
+
+class _Graph:
+    """The DOT statements of a graph, or of one of its clusters (a nested ``subgraph cluster_<n>``)."""
+
+    def __init__(self, name: str, depth: int = 1) -> None:
+        self.name = name  # a DOT ID: dot_id(...) of the model's name, or cluster_<n>
+        self.depth = depth
+        self.body: list[str | _Graph] = []
+
+    def add(self, statement: str) -> None:
+        self.body.append("\t" * self.depth + statement)
+
+    def node(self, name: str, label: str, attrs: dict[str, str]) -> None:
+        self.add(name + _attributes(label, attrs))
+
+    def edge(self, start: str, end: str, label: str | None = None, attrs: dict[str, str] | None = None) -> None:
+        self.add(f"{start} -> {end}{_attributes(label, attrs)}")
+
+    def cluster(self, name: str, label: str) -> _Graph:
+        cluster = _Graph(name, self.depth + 1)
+        cluster.add("graph" + _attributes(label, _CLUSTER))
+        self.body.append(cluster)
+        return cluster
+
+    def lines(self) -> list[str]:
+        indent = "\t" * (self.depth - 1)
+        out = [f"{indent}{'digraph' if self.depth == 1 else 'subgraph'} {self.name} {{"]
+        for item in self.body:
+            out.extend(item.lines() if isinstance(item, _Graph) else [item])
+        return [*out, indent + "}"]
+
+
 def to_dot(model: Any, depth: int | None = None, *, params: bool = True) -> str:
-    """Graphviz DOT text of a logical model or a compiled one (then with its final shapes).
+    """Graphviz DOT text of a logical model or a compiled one (then with its final shapes). Every user
+    string in it is a quoted DOT string (:func:`~mithril.compiler.codegen.escape.dot_id`).
 
     Args:
         model: a ``Model`` or a :class:`~mithril.PhysicalModel`.
         depth: levels of blocks to open (``1``: the top-level blocks as boxes); ``None``: 3.
         params: draw parameters and buffers as their own nodes (``False`` leaves them out).
 
-    Raises:
-        GraphvizNotFound: the ``graphviz`` Python package is not installed.
-
     >>> from mithril.models import Linear
-    >>> "digraph" in to_dot(Linear(4))   # doctest: +SKIP
+    >>> to_dot(Linear(4)).startswith('digraph "Linear" {')
     True
     """
-    graphviz = _graphviz()
     depth = validation.positive_int("to_dot", "depth", depth, optional=True, minimum=1) or _DEFAULT_DEPTH
     params = validation.boolean("to_dot", "params", params)
     compiled = model if _is_compiled(model) else None
     view = ModelView(compiled.model if compiled is not None else model, compiled)
     title = view.tree.name + (f" ({type(compiled.backend).__name__}, {compiled.backend.dtype.value})" if compiled is not None else "")
-    dot = graphviz.Digraph(name=view.tree.name, graph_attr={"rankdir": "TB", "label": _label(title), "labelloc": "t", "fontname": "Helvetica"},
-                           node_attr={"fontname": "Helvetica", "fontsize": "11"}, edge_attr={"fontname": "Helvetica", "fontsize": "9"})
+    dot = _Graph(dot_id(view.tree.name))
+    dot.add("graph" + _attributes(dot_id(title), {"rankdir": "TB", "labelloc": "t", "fontname": "Helvetica"}))
+    dot.add("node" + _attributes(None, {"fontname": "Helvetica", "fontsize": "11"}))
+    dot.add("edge" + _attributes(None, {"fontname": "Helvetica", "fontsize": "9"}))
     owner: dict[int, str] = {}  # primitive node id -> id of the drawn box holding it
     counter = iter(range(1 << 30))
 
-    def draw(block: Block, graph: Any) -> None:
+    def draw(block: Block, graph: _Graph) -> None:
         for child in block.children:
             if child.is_leaf or child.depth >= depth:
                 box = f"b{next(counter)}"
-                graph.node(box, _label(child.name, child.type_name), **_STYLE["block"])
+                graph.node(box, dot_id(child.name, child.type_name), _STYLE["block"])
                 for node in child.nodes:
                     owner[id(node)] = box
             else:
-                with graph.subgraph(name=f"cluster_{next(counter)}") as cluster:
-                    cluster.attr(label=_label(f"{child.name} ({child.type_name})"), style="rounded", color="#adb5bd")
-                    draw(child, cluster)
+                draw(child, graph.cluster(f"cluster_{next(counter)}", dot_id(f"{child.name} ({child.type_name})")))
 
     draw(view.tree, dot)
     producers = {id(v.find()): owner[id(node)] for node in view.tree.nodes for v in node.outputs.values()}
@@ -108,13 +153,13 @@ def to_dot(model: Any, depth: int | None = None, *, params: bool = True) -> str:
         root = value.find()
         if id(root) in producers:
             return producers[id(root)]
-        role = role_of(root)
+        role = view.role(root)
         if role in ("const", "value") or (role != "data" and not params):
             return None
         if id(root) not in sources:
             name = f"i{len(sources)}"
-            label = _input_name(view, root) if role == "data" else _input_name(view, root) + "\n" + view.shape_text(root)
-            dot.node(name, _label(*label.split("\n")), **_STYLE[role])
+            lines = [_input_name(view, root)] + ([view.shape_text(root)] if role != "data" else [])
+            dot.node(name, dot_id(*lines), _STYLE[role])
             sources[id(root)] = name
         return sources[id(root)]
 
@@ -125,24 +170,25 @@ def to_dot(model: Any, depth: int | None = None, *, params: bool = True) -> str:
             if value is None or id(value.find()) in view._optional_only or value.find().const is None:
                 continue
             start = source(value)
-            key = (start or "", target, id(value.find()))
-            if start is None or start == target or key in edges:
+            edge = (start or "", target, id(value.find()))
+            if start is None or start == target or edge in edges:
                 continue
-            edges.add(key)
-            style = {} if role_of(value) in ("data", "value") else {"style": "dashed", "arrowsize": "0.6"}
-            label = view.shape_text(value) if role_of(value) in ("data", "value") else ""
-            dot.edge(start, target, label=_label(label) if label else None, **style)
+            edges.add(edge)
+            if view.role(value) in ("data", "value"):
+                dot.edge(start, target, dot_id(view.shape_text(value)))
+            else:
+                dot.edge(start, target, attrs=_PARAM_EDGE)
     _, outputs = view.keys(view.tree)
     for key, value in outputs.items():
         if key in getattr(view.model, "_hidden", ()):
             continue
-        name = f"o_{len(edges)}_{key}"
-        dot.node(name, _label(key), **_STYLE["output"])
+        name = f"o{next(counter)}"
+        dot.node(name, dot_id(key), _STYLE["output"])
         start = source(value)
         if start is not None:
             edges.add((start, name, id(value.find())))
-            dot.edge(start, name, label=_label(view.shape_text(value)))
-    return dot.source
+            dot.edge(start, name, dot_id(view.shape_text(value)))
+    return "\n".join(dot.lines()) + "\n"
 
 
 def _input_name(view: ModelView, value: Any) -> str:
@@ -159,26 +205,27 @@ def _input_name(view: ModelView, value: Any) -> str:
     return "input"
 
 
-def _label(*lines: str) -> str:
-    """A DOT label of several lines; user text (block names, keys) is escaped, never interpreted."""
-    graphviz = _graphviz()
-    return "\n".join(graphviz.escape(line) for line in lines)
-
-
 def render(dot_source: str, fmt: str = "svg") -> bytes:
     """Run Graphviz's ``dot`` on DOT text and return the picture (``svg``, ``png`` or ``pdf``).
 
     Raises:
         GraphvizNotFound: the ``dot`` program (or the ``graphviz`` Python package) is not installed.
+        MithrilError: ``dot`` failed; the message names the command and what it wrote on stderr.
     """
     graphviz = _graphviz()
     fmt = validation.choice("render", "fmt", fmt, _FORMATS)
-    try:
-        return graphviz.Source(dot_source).pipe(format=fmt)
+    try:  # quiet: a failure's stderr goes into the error, not onto the terminal
+        return bytes(graphviz.Source(dot_source).pipe(format=fmt, quiet=True))
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFound(
             "drawing the graph needs Graphviz's 'dot' program, which is not on PATH: install the 'graphviz' "
             "system package (apt-get install graphviz, brew install graphviz or conda install graphviz)"
+        ) from None
+    except graphviz.CalledProcessError as exc:
+        command = " ".join(Path(str(part)).name if i == 0 else str(part) for i, part in enumerate(exc.cmd))
+        stderr = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
+        raise MithrilError(
+            f"render: Graphviz's `{command}` failed (exit status {exc.returncode}): {stderr.strip() or 'no message'}"
         ) from None
 
 
@@ -194,11 +241,7 @@ def plot(model: Any, path: str | Path, depth: int | None = None, *, params: bool
     if fmt not in _FORMATS:
         raise ArgumentError(f"plot({str(path)!r}): expected a file name ending in .svg, .png or .pdf, got {target.suffix or 'no suffix'!r}")
     picture = render(to_dot(model, depth, params=params), fmt)
-    try:
-        target.write_bytes(picture)
-    except OSError as exc:
-        raise MithrilError(f"plot({str(path)!r}): cannot write the picture there ({exc})") from None
-    return target
+    return write_file_atomically(target, picture, where=f"plot({str(path)!r})", error=ArgumentError)
 
 
 def svg(model: Any, depth: int | None = None) -> str | None:

@@ -3,6 +3,7 @@ compiled ``PhysicalModel`` (both delegate to :mod:`mithril.display`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Displayable"]
@@ -14,19 +15,22 @@ class Displayable:
 
     __slots__ = ()
 
-    def summary(self, depth: int | None = None, print_fn: Any = print) -> str:
-        """Print (and return as text) a table of the blocks with their input/output shapes and parameter
-        counts; a compiled model adds its backend, dtype, compile time, parameter memory and largest
-        activation (see :mod:`mithril.display.summary`). ``depth=1``: top-level blocks only; ``None``: a
-        readable depth. ``print_fn=None`` only returns the text.
+    def summary(self, depth: int | None = None, print_fn: Callable[[str], Any] = print) -> None:
+        """Print a table of the blocks with their input/output shapes and parameter counts; a compiled model
+        adds its backend, dtype, compile time, parameter memory and largest activation (see
+        :mod:`mithril.display.summary`). ``depth=1``: top-level blocks only; ``None``: a readable depth.
+        Returns ``None``, as Keras does: ``print_fn`` receives the table's text instead of ``print``, and
+        ``str(model)`` is the text (``mithril.display.summarize(model, depth).text()`` at another depth).
 
         >>> from mithril.models import Linear
-        >>> "trainable parameters" in Linear(4).summary(print_fn=None)
+        >>> lines = []
+        >>> Linear(4).summary(print_fn=lines.append)
+        >>> "trainable parameters" in lines[0]
         True
         """
         from . import show_summary
 
-        return show_summary(self, depth, print_fn)
+        show_summary(self, depth, print_fn)
 
     def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
         """Draw the graph to ``path`` (``.svg``, ``.png`` or ``.pdf``) with Graphviz; see

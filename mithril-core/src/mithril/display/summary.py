@@ -6,7 +6,12 @@ and the largest activation. Rendered with rich when it is installed (``pip insta
 as plain text otherwise; :meth:`Summary.html` is what notebooks show.
 
 Unknown dims are shown by readable names (``batch``, ``seq``, ``height_1``; see :mod:`mithril.display._tree`),
-never by internal ids.
+never by internal ids. Names and keys are shown through
+:func:`~mithril.compiler.codegen.escape.display_text`: one printable line each, so no escape sequence in a
+name reaches the terminal.
+
+``summary()`` prints the table and returns ``None`` (as Keras does); ``summary(print_fn=f)`` hands the text
+to ``f`` instead, and ``str(model)`` or :meth:`Summary.text` is the text.
 
 Example:
     >>> from mithril.models import IOKey, Model, Linear, Relu
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import validation
+from ..compiler.codegen.escape import display_text
 from ..types import Dtype
 from ._tree import ModelView, dtype_bytes, format_bytes, value_label
 
@@ -129,7 +135,7 @@ def summarize(model: Any, depth: int | None = None) -> Summary:
         count = _count({k: v for group in state.values() for k, v in group.items()}, view)
         shown_inputs = {k: v for k, v in inputs.items() if id(v.find()) not in {i for g in state.values() for i in g}}
         indent = "  " * (block.depth - 1)
-        rows.append((indent + block.name, block.type_name, value_label(shown_inputs, view), value_label(outputs, view), _number(count) if count else "-" if count == 0 else "?"))
+        rows.append((indent + display_text(block.name), block.type_name, value_label(shown_inputs, view), value_label(outputs, view), _number(count) if count else "-" if count == 0 else "?"))
     state = view.state(view.tree)
     counts = {"trainable": _count(state["param"], view), "frozen": _count(state["frozen"], view), "buffers": _count(state["buffer"], view)}
     width = dtype_bytes(dtype)
@@ -138,7 +144,7 @@ def summarize(model: Any, depth: int | None = None) -> Summary:
         if label != "trainable" and n == 0:
             continue
         totals.append((f"{label} parameters" if label != "buffers" else "buffers", "unknown until the shapes are known" if n is None else f"{_number(n)} ({format_bytes(n * width)} as {dtype.value})"))
-    name = logical.name or type(logical).__name__
+    name = display_text(logical.name or type(logical).__name__)
     title = f"{name} ({type(logical).__name__})"
     details: list[tuple[str, str]] = []
     if compiled is not None:
@@ -156,7 +162,8 @@ def _compiled_details(pm: Any, view: ModelView, counts: dict[str, int | None]) -
     ]
     keys = view.compiled_keys
     for label, names in (("data", pm.data_keys), ("outputs", pm.output_keys), ("parameters", [*pm.param_keys, *pm.buffer_keys])):
-        listed = [f"{k} {view.shape_text(keys[k]) if k in keys else pm.shapes.get(k)}" for k in names]
+        shapes = [view.shape_text(keys[k]) if k in keys else str(pm.shapes.get(k)) for k in names]
+        listed = [f"{display_text(k)} {display_text(shape)}" for k, shape in zip(names, shapes)]
         if len(listed) > 8:  # GPT-2 has ~150 parameters: pm.param_keys lists them all
             listed = [*listed[:6], f"... {len(listed) - 6} more"]
         details.append((label, ", ".join(listed) or "none"))
@@ -182,20 +189,28 @@ def _number(n: int) -> str:
     return f"{n:,}"
 
 
-def show_summary(model: Any, depth: int | None = None, print_fn: Callable[[str], Any] | None = print) -> str:
-    """Print the summary (with rich's colours on a terminal when ``print_fn`` is ``print``) and return
-    its plain text. ``print_fn=None`` prints nothing."""
+def show_summary(model: Any, depth: int | None = None, print_fn: Callable[[str], Any] = print) -> None:
+    """Print the summary (with rich's colours on a terminal when ``print_fn`` is ``print``), or hand its
+    plain text to ``print_fn`` (called once); returns ``None``, as Keras' ``summary()`` does.
+
+    >>> from mithril.models import Linear
+    >>> lines = []
+    >>> show_summary(Linear(4), print_fn=lines.append)
+    >>> "trainable parameters" in lines[0]
+    True
+    """
+    if not callable(print_fn):
+        accepted = "a callable taking the table's text (str(model) is the text)"
+        raise validation.fail("summary", "print_fn", accepted, print_fn)
     summary = summarize(model, depth)
-    text = summary.text()
-    if print_fn is print and sys.stdout is not None and sys.stdout.isatty():
+    if print_fn is not print:
+        print_fn(summary.text())
+    elif sys.stdout is not None and sys.stdout.isatty():
         try:
             from rich.console import Console
         except ImportError:
-            print(text)
+            print(summary.text())
         else:
             Console().print(summary.rich())
-    elif print_fn is print:
-        print(text)  # a pipe or a log: the whole table, never wrapped to 80 columns
-    elif print_fn is not None:
-        print_fn(text)
-    return text
+    else:
+        print(summary.text())  # a pipe or a log: the whole table, never wrapped to 80 columns

@@ -629,8 +629,18 @@ class Model(Displayable):
 
     @property
     def shapes(self) -> dict[str, list[Any]]:
-        """Symbolic shapes of the named keys."""
-        return {k: describe_shape(v.find().shape) for k, v in self._interface().items()}
+        """Shapes of the named keys: ints, ``"..."`` for a variadic part, and unknown dims by the readable
+        names the summary shows (``batch``, ``seq``, ``<key>_<axis>``), never by internal ids.
+
+        >>> from mithril.models import IOKey, Linear, Model
+        >>> model = Model()
+        >>> model |= Linear(16)(input=IOKey("tokens", shape=["N", "T", 8]))
+        >>> print(model.shapes["output"])
+        ['batch', 'seq', 16]
+        """
+        from ..display._tree import ModelView
+
+        return ModelView(self).interface_shapes()
 
     def compile(self, backend: Any, **options: Any) -> Any:
         """``ml.compile(self, backend, **options)``: the Backends API page's ``model.compile(backend)``.

@@ -27,7 +27,8 @@ from typing import Any
 
 import mithril as ml
 import numpy as np
-from mithril.errors import KeyError_
+from mithril.errors import ArgumentError, KeyError_
+from mithril.extend import validation
 
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel
@@ -55,13 +56,12 @@ class GPTDecodeStep(FamilyModel):
         self, config: GPTConfig, batch: int, cache_len: int, *, prompt: bool = False, name: str | None = None
     ) -> None:
         if not isinstance(config, GPTConfig):
-            raise TypeError(f"GPTDecodeStep needs a GPTConfig, got {type(config).__name__}")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"GPTDecodeStep: batch must be a positive int, got {batch!r}")
-        if isinstance(cache_len, bool) or not isinstance(cache_len, int) or not 1 <= cache_len <= config.block_size:
-            raise ValueError(
-                f"GPTDecodeStep: cache_len must be an int in 1..block_size={config.block_size}, got {cache_len!r}"
-            )
+            raise validation.fail("GPTDecodeStep", "config", "a GPTConfig", config)
+        batch = validation.positive_int("GPTDecodeStep", "batch", batch)
+        if not validation.is_int(cache_len) or not 1 <= cache_len <= config.block_size:
+            accepted = f"an int in 1..block_size={config.block_size}"
+            raise validation.fail("GPTDecodeStep", "cache_len", accepted, cache_len)
+        cache_len = int(cache_len)
         super().__init__(config, name=name)
         self.shape = StepShape(batch, cache_len, bool(prompt))
         build_gpt(self, config, self.shape)
@@ -145,7 +145,7 @@ class KVDecoder:
         backend = self.backend
         batch, length = prompt.shape
         if batch != self.batch or length + max_new_tokens - 1 > self.cache_len:
-            raise ValueError(
+            raise ArgumentError(
                 f"KVDecoder for batch {self.batch} and {self.cache_len} cache slots cannot continue a prompt of "
                 f"shape {prompt.shape} by {max_new_tokens} tokens"
             )

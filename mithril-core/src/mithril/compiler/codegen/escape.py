@@ -5,6 +5,8 @@ generated source and for file names. Every code generator goes through these fun
   line, control characters escaped) and :func:`python_literal` (a string literal).
 - C: :func:`c_identifier`, :func:`c_comment` (no ``*/``, no line breaks), :func:`c_string_literal`.
 - Files: :func:`safe_file_name` (no separators, no ``..``, bounded length, unique by a hash suffix).
+- Pictures and reports: :func:`dot_id` (a double-quoted Graphviz DOT string, never an HTML-like ``<...>`` ID)
+  and :func:`display_text` (one printable line for a summary table: no escape sequence reaches a terminal).
 
 Example:
     >>> python_comment("evil\\nimport os")
@@ -24,14 +26,16 @@ import keyword
 import re
 
 __all__ = [
-    "MAX_COMMENT", "MAX_IDENTIFIER", "c_comment", "c_identifier", "c_string_literal", "python_comment",
-    "python_identifier", "python_literal", "safe_file_name",
+    "MAX_COMMENT", "MAX_DISPLAY", "MAX_IDENTIFIER", "c_comment", "c_identifier", "c_string_literal", "display_text",
+    "dot_id", "python_comment", "python_identifier", "python_literal", "safe_file_name",
 ]
 
 MAX_IDENTIFIER = 48
 """Longest identifier derived from a user string (a hash suffix keeps long names distinct)."""
 MAX_COMMENT = 160
 """Longest comment derived from a user string."""
+MAX_DISPLAY = 200
+"""Most characters of one user string shown in a summary table or a graph picture (then ``...``)."""
 
 _NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z_]")
 _C_KEYWORDS = frozenset(
@@ -112,3 +116,42 @@ def safe_file_name(text: str, suffix: str = "", max_length: int = 80) -> str:
     if base != text or len(base) > max_length:
         base = f"{base[: max_length - 9]}-{_digest(text)}"
     return base + suffix
+
+
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # where str.splitlines splits
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_DISPLAY else text[:MAX_DISPLAY] + "..."
+
+
+def _visible(text: str) -> str:
+    """Every character that is not printable (control and format characters, lone surrogates) as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def display_text(text: str) -> str:
+    r"""``text`` as one printable line for a table: line breaks, ESC, NUL, bidirectional overrides and lone
+    surrogates shown as their escapes, at most :data:`MAX_DISPLAY` characters; printable unicode is kept.
+
+    >>> print(display_text("café\x1b[2J\nx"))
+    café\x1b[2J\nx
+    """
+    return _visible(_cut(text))
+
+
+def dot_id(*lines: str) -> str:
+    r"""The one way a user string reaches Graphviz DOT text: a double-quoted DOT ID showing ``lines`` one below
+    the other. Backslashes and quotes are escaped (so no Graphviz escape such as ``\N`` or ``\l``, no
+    backslash-newline continuation, no unterminated string), a line break inside a line is a line break of the
+    label, other unprintable characters are shown as escapes (:func:`display_text`); being quoted, the ID is
+    never an HTML-like ``<...>`` label.
+
+    >>> print(dot_id("<b>x</b>", 'say "hi"\\'))
+    "<b>x</b>
+    say \"hi\"\\"
+    """
+    parts = [_visible(part) for line in lines for part in _LINE_BREAK.split(_cut(line))]
+    return '"' + "\n".join(part.replace("\\", "\\\\").replace('"', '\\"') for part in parts) + '"'
