@@ -5,7 +5,8 @@ Per backend seeded Hypothesis runs draw ``QUICK_EXAMPLES[backend]`` models (time
 ``$MITHRIL_FUZZ_SCALE``, default 1; split into ``SHARDS[backend]`` tests with their own seeds, so that
 ``pytest -n`` spreads the slow backends over its workers) of up to ``QUICK_MAX_OPS`` calls (campaigns: 40),
 compile each with all passes and with passes disabled, and compares
-outputs and gradients with the oracle. A failure shrinks to a minimal model; the message holds its
+outputs and gradients with the oracle; ``QUICK_LIFECYCLE_EXAMPLES[backend]`` more models are also checked
+through the lifecycle steps (compiled again, arrays refilled in place, interleaved, threads). A failure shrinks to a minimal model; the message holds its
 Mithril source and the path of a standalone reproduction file. Disagreements explained by a known,
 reported bug (``known_bugs.py``, each pinned by an xfail test in ``regressions/``) are not failures.
 """
@@ -13,6 +14,7 @@ reported bug (``known_bugs.py``, each pinned by an xfail test in ``regressions/`
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +25,11 @@ from mithril.plugins.lookup import available_backends
 from mithril.testing.fuzz import (
     BATCH,
     GENERATED_PRIMITIVES,
+    LIFECYCLE_STEPS,
     NATIVE_BACKENDS,
     NOT_GENERATED,
     QUICK_EXAMPLES,
+    QUICK_LIFECYCLE_EXAMPLES,
     BatchCheck,
     Const,
     Disagreement,
@@ -61,13 +65,29 @@ COST_ORDER = ("jax", "ggml", "c", "mlx", "numpy", "torch")
 QUICK = sorted(BACKENDS, key=lambda b: COST_ORDER.index(b) if b in COST_ORDER else -1)
 
 
+@pytest.mark.parametrize("backend", QUICK)
+def test_backend_agrees_with_references_through_the_lifecycle(backend: str, tmp_path: Path) -> None:
+    """The lifecycle share: each model also compiled again, its arrays refilled in place, interleaved with
+    a second build and called from threads (seeds of their own: other models than the ordinary share). Collected first: its slow cases start early under ``pytest -n``."""
+    _quick_profile(backend, 1000, QUICK_LIFECYCLE_EXAMPLES.get(backend, 8) * SCALE, LIFECYCLE_STEPS, tmp_path)
+
+
 @pytest.mark.parametrize(("backend", "shard"), [(b, s) for b in QUICK for s in range(SHARDS.get(b, 1))])
 def test_backend_agrees_with_references(backend: str, shard: int, tmp_path: Path) -> None:
-    batch, shards = BATCH.get(backend, 1), SHARDS.get(backend, 1)
-    examples = max(1, round(QUICK_EXAMPLES.get(backend, 40) * SCALE / batch / shards))  # batches of `batch` models
+    shards = SHARDS.get(backend, 1)
+    _quick_profile(backend, shard, QUICK_EXAMPLES.get(backend, 40) * SCALE / shards, (), tmp_path)
+
+
+def _quick_profile(backend: str, shard: int, models: float, lifecycle: tuple[str, ...], tmp_path: Path) -> None:
+    """``models`` random models (in batches of ``BATCH[backend]``) drawn with seed ``shard``, checked with
+    the ``lifecycle`` steps too; a failure is shrunk and written as a reproduction file."""
+    batch = BATCH.get(backend, 1)
+    examples = max(1, round(models / batch))  # batches of `batch` models
     profile = default_profile(backend, max_ops=QUICK_MAX_OPS)
     checker = IsolatedChecker() if backend in NATIVE_BACKENDS else None  # JAX in-process: xdist outlives a crashed worker
     check = checker.check if checker is not None else check_recipe
+    if lifecycle:
+        check = partial(check, lifecycle=lifecycle)
     seen = {"models": 0, "known": 0}
     failing: list[Disagreement] = []
     batch_check = BatchCheck(backend, check)  # once a batch fails, shrinking checks only its failing part
@@ -277,10 +297,10 @@ def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
     assert "np.array" not in text and "shapes=" not in text, text  # compact lists; shapes implied by the values
     (reproduction,) = _reproductions(path)
     output = recipe.outputs[0]
-    np.testing.assert_array_equal(reproduction.expected[output], Oracle.of(recipe).outputs[output])
+    np.testing.assert_array_equal(reproduction.first.expected[output], Oracle.of(recipe).outputs[output])
     assert reproduction.backends == ("numpy", "torch") and reproduction.variant == "no-cse"
     reproduction.run("numpy")  # the model is right, so the reproduction passes
-    reproduction.expected[output] = reproduction.expected[output] + 1e-6
+    reproduction.first.expected[output] = reproduction.first.expected[output] + 1e-6
     with pytest.raises(AssertionError, match=f"output {output}"):
         reproduction.run("numpy")
 
@@ -390,3 +410,227 @@ def test_isolated_checker_says_why_its_worker_cannot_start() -> None:
     done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=240)
     assert "ERROR the fuzz worker process exited (code 1) before it was ready" in done.stdout, done.stdout + done.stderr
     assert "if __name__" in done.stdout
+
+
+# -- the lifecycle profile -------------------------------------------------------------------------------
+class _RememberingExp:
+    """A wrong fast path: ``exp`` of an array object it has seen returns the result it gave then (keeping the
+    array alive, so its id stays its own) - what a cache keyed by the input object does."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, input: np.ndarray) -> np.ndarray:
+        kept = self.seen.get(id(input))
+        if kept is None or kept[0] is not input:
+            kept = self.seen[id(input)] = (input, np.exp(input))
+        return kept[1]
+
+
+class _SinIntoOneBuffer:
+    """A wrong buffer reuse: ``sin`` writes every result into one array per shape and returns it."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[int, ...], np.ndarray] = {}
+
+    def __call__(self, input: np.ndarray) -> np.ndarray:
+        return np.sin(input, out=self.buffers.setdefault(input.shape, np.empty(input.shape)))
+
+
+@pytest.fixture
+def planted() -> object:
+    """A NumPy backend registered in-process as ``planted``, with the two bugs above (real NumPy otherwise)."""
+    from mithril.plugins import hookimpl, manager
+    from mithril_backend_numpy import NumpyBackend
+    from mithril_backend_numpy.ops import TABLE
+
+    class PlantedBackend(NumpyBackend):
+        backend_type = "planted"
+
+    class PlantedBugs:
+        @hookimpl
+        def mithril_register_backends(self, register):
+            register("planted", PlantedBackend)
+
+        @hookimpl
+        def mithril_register_impls(self, register):
+            register("planted", {**TABLE, "exp": _RememberingExp(), "sin": _SinIntoOneBuffer()})
+
+    manager().register_plugin(PlantedBugs(), "planted-bugs")
+    yield "planted"
+    manager().unregister_plugin("planted-bugs")
+
+
+def _exp_model() -> Recipe:
+    r = Recipe()
+    x = r.add_input(np.array([0.5, -1.0, 1.5]), role="param")
+    d = r.add_input(np.array([1.25, 0.75, -0.5]), role="data")
+    (a,) = r.add_op("exp", {"input": x})
+    (b,) = r.add_op("multiply", {"left": a, "right": d})
+    (c,) = r.add_op("square", {"input": d})
+    r.exposed += [b, c]
+    return r
+
+
+def test_lifecycle_steps_make_their_calls_and_agree_on_a_correct_backend() -> None:
+    """Each step alone first makes the calls it builds on (step ``recompile``); ``refill`` writes new values
+    into the same arrays; ``interleave`` alternates A and B and reads every result again; 4 threads make the
+    first calls of a new compilation, 2 each."""
+    import mithril as ml
+    from mithril.testing.fuzz import Feed, Lifecycle, Oracle, refilled
+
+    recipe = _exp_model()
+    second = refilled(recipe)
+    assert valid_recipe(second) and second.cotangent_seed != recipe.cotangent_seed
+    assert not np.array_equal(second.inputs["x0"].array, recipe.inputs["x0"].array)
+    assert not np.array_equal(second.inputs["x1"].array, recipe.inputs["x1"].array)
+    oracles = [Oracle.of(recipe), Oracle.of(second)]
+    feeds = [Feed(*o.recipe.feeds(), o.cotangents) for o in oracles]
+    backend = ml.NumpyBackend(dtype=ml.float64)
+    expected = {
+        "recompile": [("recompile", 0)] * 3,
+        "refill": [("recompile", 0), ("refill", 1), ("refill", 0)],
+        "interleave": [("recompile", 0)] * 2 + [("interleave", f) for f in (1, 0, 0, 1) * 2],
+        "threads": [("threads", f) for f in (0, 0, 1, 1, 0, 0, 1, 1) * 2],  # the first calls of a new compilation
+    }
+    for step in LIFECYCLE_STEPS:
+        session = Lifecycle(recipe.build_model, lambda m: ml.compile(m, backend, **recipe.compile_kwargs()), backend, feeds)
+        calls = session.run(step)
+        assert [(c.step, c.feed) for c in calls] == expected[step], step
+        for call in calls:
+            assert call.error is None, call.label
+            for key, value in oracles[call.feed].outputs.items():
+                np.testing.assert_allclose(call.outputs[key], value, rtol=1e-12, err_msg=call.label)
+    assert check_recipe(recipe, "numpy", lifecycle=LIFECYCLE_STEPS) is None
+
+
+def test_lifecycle_finds_a_result_kept_for_an_array_refilled_in_place(planted: str, tmp_path: Path) -> None:
+    recipe = _exp_model()
+    assert check_recipe(recipe, planted) is None  # one call per array: the ordinary check cannot see it
+    found = check_recipe(recipe, planted, lifecycle=LIFECYCLE_STEPS)
+    assert found is not None and (found.category, found.step) == ("refill:forward", "refill"), found
+    assert "its arrays refilled in place with new values: output" in found.report()
+    reduced = reduce_disagreement(found)
+    assert reduced.step == "refill" and [op.primitive for op in reduced.recipe.ops] == ["exp"]
+    path = write_reproduction(reduced, tmp_path)
+    text = path.read_text()
+    assert path.name.startswith("test_planted_refill_forward_") and 'lifecycle="refill"' in text and "second=dict(\n" in text
+    (reproduction,) = _reproductions(path)
+    reproduction.run("numpy")  # the model is right
+    with pytest.raises(AssertionError, match="refilled in place with new values: output"):
+        reproduction.run(planted)
+    reproduction.lifecycle = ""
+    reproduction.run(planted)  # the file's plain evaluate alone would not reproduce it
+
+
+def test_lifecycle_finds_a_result_overwritten_by_a_later_call(planted: str) -> None:
+    r = Recipe()
+    r.exposed += r.add_op("sin", {"input": r.add_input(np.array([0.5, -1.0, 1.5]), role="param")})
+    assert check_recipe(r, planted, lifecycle=("recompile", "refill")) is None  # results copied right after each call
+    found = check_recipe(r, planted, lifecycle=LIFECYCLE_STEPS)
+    assert found is not None and found.category == "interleave:forward", found
+    assert "read again after the later calls" in found.report()
+
+
+def test_reducer_reruns_the_lifecycle_step_that_failed() -> None:
+    recipe = _twins()
+    asked: list[tuple[str, ...]] = []
+
+    def fails_when_refilled(r: Recipe, backend: str, variants: tuple[str, ...], *, lifecycle: tuple[str, ...] = ()) -> Disagreement | None:
+        asked.append(tuple(lifecycle))
+        if "refill" in lifecycle and any(op.primitive == "square" for op in r.ops):
+            return Disagreement(r, backend, __import__("mithril").float64, "default", "refill:forward", step="refill")
+        return None
+
+    start = fails_when_refilled(recipe, "numpy", ("default",), lifecycle=LIFECYCLE_STEPS)
+    assert start is not None
+    reduced = reduce_disagreement(start, check=fails_when_refilled)
+    assert [op.primitive for op in reduced.recipe.ops] == ["square"] and reduced.category == "refill:forward"
+    assert set(asked[1:]) == {("refill",)}, asked
+
+
+def test_isolated_checker_runs_lifecycle_steps_and_names_the_one_that_crashed() -> None:
+    recipe = _twins()
+    with IsolatedChecker() as checker:
+        assert checker.check(recipe, "numpy", lifecycle=LIFECYCLE_STEPS) is None
+        crashed = checker._failure(recipe, "numpy", ("default", "no-cse"), ("no-cse", "threads"), "crash", "SIGSEGV", "died")
+    assert (crashed.category, crashed.step, crashed.variant) == ("threads:crash", "threads", "default")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--backend", "bogus"], "argument --backend: no backend named 'bogus'; available backends: "),
+        (["--backend", "numpy", "--examples", "-1"], "argument --examples: expected an integer > 0, got '-1'"),
+        (["--backend", "numpy", "--time-limit", "-5"], "argument --time-limit: expected a number > 0, got '-5'"),
+        (["--backend", "numpy", "--max-ops", "0"], "argument --max-ops: expected an integer > 0, got '0'"),
+        (["--backend", "numpy", "--exclude", "splitt"], "argument --exclude: 'splitt' is not a generated primitive"),
+        (["--backend", "numpy", "--profile", "long"], "argument --profile: invalid choice: 'long'"),
+    ],
+)
+def test_cli_refuses_wrong_arguments_in_one_line(arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from mithril.plugins.lookup import available_backends
+    from mithril.testing.fuzz.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(arguments)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"python -m mithril.testing.fuzz: error: {message}"), err
+    if "--backend" in message:
+        assert ", ".join(b for b in available_backends()) in err
+
+
+def test_cli_lifecycle_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    from mithril.testing.fuzz.__main__ import main
+
+    assert main(["--backend", "numpy", "--examples", "3", "--seed", "0", "--out", "", "--quiet", "--profile", "lifecycle"]) == 0
+    assert capsys.readouterr().out == "numpy: 3 models, 0 disagreements\n"
+
+
+def test_campaign_progress_never_passes_its_total() -> None:
+    """10 models in batches of 8 are a batch of 8 and one of 2 (it was two of 8: ``[16/10]``)."""
+    import re
+
+    from mithril.testing.fuzz import run_campaign
+
+    lines: list[str] = []
+    result = run_campaign("numpy", 10, None, seed=0, batch=8, progress=lines.append)
+    counts = [tuple(map(int, m.groups())) for line in lines if (m := re.match(r"\[(\d+)/(\d+)\]", line))]
+    assert result.models == 10 and counts[-1] == (10, 10) and all(done <= total for done, total in counts), lines
+
+
+def test_missing_test_packages_name_the_testing_extra() -> None:
+    import subprocess
+    import sys
+
+    script = "import sys\nsys.modules['pytest'] = None\nimport mithril.testing.fuzz\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert 'ImportError: mithril.testing.fuzz needs pytest, which the testing extra installs: pip install "mithril-core[testing]"' in done.stderr, done.stderr
+
+
+def test_threads_step_keeps_its_threads_for_the_process() -> None:
+    """MLX starts a stream thread for every new thread that evaluates and never ends it: the threads step
+    runs on 4 threads kept for the process, so a campaign does not pile up OS threads (with new threads
+    per model, an MLX campaign had 1,700 after a few minutes)."""
+    pytest.importorskip("mithril_backend_mlx", reason="the MLX backend is not installed")
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        pytest.skip("counts OS threads with /proc (Linux)")
+    recipe = _twins()
+    assert check_recipe(recipe, "mlx", lifecycle=("threads",)) is None
+    before = len(list(tasks.iterdir()))
+    for _ in range(3):
+        assert check_recipe(recipe, "mlx", lifecycle=("threads",)) is None
+    assert len(list(tasks.iterdir())) == before
+
+
+def test_mlx_models_first_called_from_threads_get_their_own_trace() -> None:
+    """``regressions/test_mlx_threads_first_calls.py`` 30 times: each run compiles the model anew and makes
+    its first calls from the 4 threads that ran the previous, freed, compilations (before the fix about 1
+    run in 10 got a freed model's MLX trace: outputs under the wrong keys or none)."""
+    pytest.importorskip("mithril_backend_mlx", reason="the MLX backend is not installed")
+    (reproduction,) = _reproductions(REGRESSIONS / "test_mlx_threads_first_calls.py")
+    for _ in range(30):
+        reproduction.run("mlx")

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import secrets
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -31,6 +32,32 @@ from mithril.types import Dtype, Kind
 __all__ = ["MlxBackend"]
 
 _FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
+
+
+class _Traced:
+    """What ``mx.compile`` is given in place of a function: a weak reference to it, in an object kept for
+    the whole process (:data:`_TRACED`). MLX keys its traces by the address of the object it is given, in
+    a cache per thread that only the thread destroying the compiled function clears; an address freed and
+    reused by another model's function would give that model, in a thread that had called the first, the
+    first one's trace (its outputs). A kept object's address is never reused."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = weakref.ref(fn)
+
+    def __call__(self, *args: Any) -> Any:
+        fn = self.fn()
+        assert fn is not None, "a compiled MLX function outlived the function it compiles"
+        return fn(*args)
+
+
+_TRACED: list[_Traced] = []
+"""Every :class:`_Traced` made (a few dozen bytes per jitted function: never freed, by design)."""
+
+_Jitted = tuple[Callable[..., Any], list[str], Callable[..., Any]]
+"""A jitted layout: the compiled function, its output keys (filled by its trace) and the traced function."""
+
 _UNITS = {
     "": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2, "GB": 1024**3, "GIB": 1024**3,
     "TB": 1024**4, "TIB": 1024**4,
@@ -241,6 +268,15 @@ class MlxBackend(Backend):
     def randint(self, low: int, high: int, shape: Sequence[int]) -> mx.array:
         return mx.random.randint(low, high, tuple(shape), dtype=mx.int64, key=self.next_key())
 
+    def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        """The folded value, evaluated now: MLX is lazy, and an unevaluated array belongs to the stream of
+        the thread that made it, so a model compiled in one thread could not be evaluated in another
+        ("There is no Stream(cpu, 0) in current thread")."""
+        value = super().evaluate_constant(primitive, inputs, attrs)
+        if value is not NotImplemented:
+            mx.eval([v for v in (value if isinstance(value, (tuple, list)) else (value,)) if isinstance(v, mx.array)])
+        return value
+
     # -- autograd ----------------------------------------------------------------------------------
     def vjp(
         self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]
@@ -303,10 +339,10 @@ class MlxBackend(Backend):
         The backend's random key is threaded through as state: it goes in as the first argument and the
         key left after the random primitives' splits comes back as the last output, so compiled and
         eager evaluation draw the same samples and each call draws fresh ones."""
-        compiled: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Callable[..., Any], list[str]]] = {}
+        compiled: dict[tuple[tuple[str, ...], tuple[str, ...]], _Jitted] = {}
         backend = self
 
-        def build(param_keys: tuple[str, ...], data_keys: tuple[str, ...]) -> tuple[Callable[..., Any], list[str]]:
+        def build(param_keys: tuple[str, ...], data_keys: tuple[str, ...]) -> _Jitted:
             output_keys: list[str] = []
             n_params = len(param_keys)
 
@@ -322,13 +358,14 @@ class MlxBackend(Backend):
                 output_keys[:] = list(outputs)
                 return [*(v if isinstance(v, mx.array) else mx.array(v) for v in outputs.values()), key_out]
 
-            return mx.compile(flat, **options), output_keys
+            _TRACED.append(_Traced(flat))
+            return mx.compile(_TRACED[-1], **options), output_keys, flat  # the entry keeps ``flat`` alive
 
         def run(params: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
             layout = (tuple(params), tuple(data))
             if layout not in compiled:
                 compiled[layout] = build(*layout)
-            flat, output_keys = compiled[layout]
+            flat, output_keys, _ = compiled[layout]
             with mx.stream(backend._mx_device):
                 *values, backend._key = flat(backend._key, *params.values(), *data.values())
             return dict(zip(output_keys, values))

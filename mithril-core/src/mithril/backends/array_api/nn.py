@@ -54,9 +54,9 @@ def build(b: Binding) -> dict[str, Impl]:
     xp = b.xp
     matmul, swapaxes, where, triu, ones = xp.matmul, xp.swapaxes, xp.where, xp.triu, xp.ones
     take, take_along_axis, expand_dims, squeeze = xp.take, xp.take_along_axis, xp.expand_dims, xp.squeeze
-    log, log1p, exp, maximum, abs_, sum_, square = xp.log, xp.log1p, xp.exp, xp.maximum, xp.abs, xp.sum, xp.square
+    log, maximum, abs_, sum_, square = xp.log, xp.maximum, xp.abs, xp.sum, xp.square
     bool_ = getattr(xp, "bool_", getattr(xp, "bool", None))
-    softmax, log_softmax = b.pick("softmax", None), b.pick("log_softmax", None)
+    softmax, log_softmax, softplus = b.pick("softmax", None), b.pick("log_softmax", None), b.pick("softplus", None)
 
     def linear(input: Any, weight: Any, bias: Any) -> Any:
         """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``."""
@@ -105,9 +105,11 @@ def build(b: Binding) -> dict[str, Impl]:
 
     def binary_cross_entropy(input: Any, target: Any, *, input_type: str, eps: float) -> Any:
         """``-(t log p + (1 - t) log(1 - p))``; ``p = sigmoid(input)`` for ``logits`` (computed stably as
-        ``max(x, 0) - x t + log1p(exp(-|x|))``) or ``input`` for ``probs`` (clamped to ``[eps, 1 - eps]``)."""
+        ``softplus(x) - x t``; not ``max(x, 0) - x t + log1p(exp(-|x|))``, whose autodiff gradient at
+        ``x = 0`` is wrong: the kinks of ``max`` and ``abs`` do not cancel there) or ``input`` for ``probs``
+        (clamped to ``[eps, 1 - eps]``)."""
         if input_type == "logits":
-            return maximum(input, 0) - input * target + log1p(exp(-abs_(input)))
+            return softplus(input) - input * target
         if input_type == "probs":
             return -(target * log(maximum(input, eps)) + (1 - target) * log(maximum(1 - input, eps)))
         raise ArgumentError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")

@@ -12,7 +12,9 @@ Entry points:
 
 - ``pytest -m fuzz`` (``tests/fuzz``): the quick, derandomised profile on every installed backend;
 - ``python -m mithril.testing.fuzz --backend c --examples 10000 --out fuzz-failures``: a campaign that
-  writes each new disagreement's minimal reproduction as a standalone pytest file.
+  writes each new disagreement's minimal reproduction as a standalone pytest file;
+  ``--profile lifecycle`` also checks each model the way programs use it (:class:`Lifecycle`: compiled
+  again, arrays refilled in place, two compiled models interleaved, threads).
 
 Example:
     >>> from hypothesis import given, settings
@@ -24,21 +26,26 @@ Example:
     ...     assert found is None, found.report()
     >>> test_numpy()
 
-Requires ``hypothesis`` (a development dependency of the workspace).
+Requires ``hypothesis`` and ``pytest`` (the reproductions are pytest files): ``pip install "mithril-core[testing]"``.
 """
 
 from __future__ import annotations
 
 try:
     import hypothesis  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("mithril.testing.fuzz needs hypothesis: pip install hypothesis") from exc
+    import pytest  # noqa: F401 - the reproductions are pytest files (mithril.testing.conformance imports it too)
+except ImportError as exc:
+    raise ImportError(
+        f"mithril.testing.fuzz needs {exc.name or 'hypothesis and pytest'}, which the testing extra installs: "
+        'pip install "mithril-core[testing]"'
+    ) from exc
 
 from ._campaign import (
     BATCH,
     ISOLATED_BACKENDS,
     NATIVE_BACKENDS,
     QUICK_EXAMPLES,
+    QUICK_LIFECYCLE_EXAMPLES,
     CampaignResult,
     batches,
     default_profile,
@@ -57,6 +64,7 @@ from ._check import (
 )
 from ._generate import FAMILIES, GENERATED_PRIMITIVES, NOT_GENERATED, FuzzProfile, checked_call, recipes, valid_recipe
 from ._isolation import IsolatedChecker
+from ._lifecycle import LIFECYCLE_STEPS, Call, Feed, Lifecycle, refilled
 from ._oracle import GradientOracle, Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled
 from ._recipe import ROLES, Const, Input, Op, Recipe, array_literal, combine, evaluate_reference
@@ -66,16 +74,20 @@ from ._repro import ReproductionText, compact_literal, reproduction_source, writ
 __all__ = [
     "BATCH",
     "BatchCheck",
+    "Call",
     "CampaignResult",
     "Const",
     "Disagreement",
     "FAMILIES",
+    "Feed",
     "FuzzProfile",
     "GENERATED_PRIMITIVES",
     "GradientOracle",
     "Input",
     "ISOLATED_BACKENDS",
     "IsolatedChecker",
+    "LIFECYCLE_STEPS",
+    "Lifecycle",
     "Mismatch",
     "NATIVE_BACKENDS",
     "NOT_GENERATED",
@@ -83,6 +95,7 @@ __all__ = [
     "Oracle",
     "PASSES",
     "QUICK_EXAMPLES",
+    "QUICK_LIFECYCLE_EXAMPLES",
     "ROLES",
     "Recipe",
     "VARIANTS",
@@ -100,6 +113,7 @@ __all__ = [
     "prune",
     "recipes",
     "reduce_disagreement",
+    "refilled",
     "renumber",
     "ReproductionText",
     "compact_literal",

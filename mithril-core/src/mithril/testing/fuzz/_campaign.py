@@ -16,10 +16,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,16 @@ from ._recipe import Recipe
 from ._reduce import reduce_disagreement
 from ._repro import write_reproduction
 
-__all__ = ["CampaignResult", "run_campaign", "default_profile", "batches", "variant_strategy", "QUICK_EXAMPLES", "BATCH", "JIT_CHOICES", "NATIVE_BACKENDS", "ISOLATED_BACKENDS"]
+__all__ = ["CampaignResult", "run_campaign", "default_profile", "batches", "variant_strategy", "QUICK_EXAMPLES", "QUICK_LIFECYCLE_EXAMPLES", "BATCH", "JIT_CHOICES", "NATIVE_BACKENDS", "ISOLATED_BACKENDS"]
 
 QUICK_EXAMPLES: dict[str, int] = {"numpy": 200, "torch": 200, "mlx": 200, "jax": 200, "c": 200, "ggml": 200}
 """Models per backend in the quick profile (``pytest -m fuzz``). JAX, C and GGML check them in batches
 (:data:`BATCH`): one XLA computation or shared library per batch."""
+
+QUICK_LIFECYCLE_EXAMPLES: dict[str, int] = {"numpy": 48, "torch": 32, "mlx": 32, "jax": 16, "c": 24, "ggml": 24}
+"""Models per backend of the quick profile's lifecycle share: checked like the others, then through the
+lifecycle steps (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`), 1.3 to 3.5 times the time of a model
+(about 60 s of test time in all)."""
 
 BATCH: dict[str, int] = {"numpy": 1, "torch": 1, "mlx": 1, "jax": 8, "c": 8, "ggml": 8}
 """Random models compiled together as one logical model (side by side, nothing shared) per backend: a
@@ -148,6 +154,7 @@ def run_campaign(
     isolate: bool | None = None,
     cross_check: bool = True,
     batch: int | None = None,
+    lifecycle: Sequence[str] = (),
 ) -> CampaignResult:
     """Fuzz ``backend`` with ``examples`` models; write each new disagreement's minimal reproduction.
 
@@ -162,7 +169,11 @@ def run_campaign(
             (:func:`~mithril.testing.fuzz.reduce_disagreement`).
         isolate: check in a child process (:class:`~mithril.testing.fuzz.IsolatedChecker`), so crashes
             and hangs are findings; default: on for :data:`ISOLATED_BACKENDS` (C, GGML, JAX).
-        batch: random models compiled together as one (default :data:`BATCH`); each counts as a model.
+        batch: random models compiled together as one (default :data:`BATCH`); each counts as a model
+            (the last batch is smaller when ``examples`` is not a multiple of it).
+        lifecycle: lifecycle steps checked for every model after the ordinary check (the lifecycle
+            profile: :data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`); a disagreement in a step is reduced
+            by running that step alone.
         cross_check: check each new minimal model on the other installed backends too; the one
             reproduction file covers every backend where it disagrees in the same way.
     """
@@ -180,7 +191,9 @@ def run_campaign(
     if isolate is None:
         isolate = backend in ISOLATED_BACKENDS
     checker = IsolatedChecker() if isolate else None
-    check = checker.check if checker is not None else check_recipe
+    check: Callable[..., Disagreement | None] = checker.check if checker is not None else check_recipe
+    if lifecycle:
+        check = functools.partial(check, lifecycle=tuple(lifecycle))
     round_number = 0
     try:
         while result.models < examples:
@@ -188,6 +201,7 @@ def run_campaign(
                 break
             state.update(shrinking=False, failing=None, counted=0, batch=BatchCheck(backend, check))
             remaining = examples - result.models
+            size = min(batch, remaining)  # a smaller last batch: never more models than asked for
 
             def body(parts: list[Recipe], variants: tuple[str, ...]) -> None:
                 if not state["shrinking"]:
@@ -207,9 +221,9 @@ def run_campaign(
                 state["failing"] = found
                 raise _found_class(found.signature)(found.report())
 
-            test = given(batches(profile, batch), variant_strategy(backend, all_variants))(body)
+            test = given(batches(profile, size), variant_strategy(backend, all_variants))(body)
             test = settings(
-                max_examples=max(1, min(remaining, ROUND_EXAMPLES) // batch),
+                max_examples=max(1, min(remaining, ROUND_EXAMPLES) // size),
                 database=None,
                 deadline=None,
                 derandomize=False,
@@ -269,7 +283,7 @@ def _also_failing(found: Disagreement) -> list[str]:
         for backend in sorted(b for b in available_backends() if b not in ("*", found.backend)):
             try:
                 check = isolated.check if backend in ISOLATED_BACKENDS else check_recipe
-                other = check(found.recipe, backend, found.variants)
+                other = found.check_again(check, found.recipe, backend)
             except Exception:  # noqa: BLE001 - a backend that cannot even be loaded says nothing here
                 continue
             if other is not None and other.category == found.category and other.variant == found.variant:

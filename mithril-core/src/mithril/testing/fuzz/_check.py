@@ -33,6 +33,7 @@ import numpy as np
 
 from ...types import Dtype
 from ..conformance import TOLERANCES
+from ._lifecycle import Call, Feed, Lifecycle, backend_array, numpy_results, refilled
 from ._oracle import Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled, passes_recorded
 from ._recipe import Recipe, kind_of_array
@@ -107,8 +108,12 @@ class Disagreement:
         backend: backend name; ``dtype``: the dtype it computed in.
         variant: the compilation variant (``"default"``, ``"no-cse"``...; see :data:`VARIANTS`).
         category: ``"compile-error"``, ``"evaluate-error"``, ``"forward"``, ``"gradient"``; prefixed with
-            ``"pass:"`` when only a variant with a pass disabled differs from the default (or the reverse).
+            ``"pass:"`` when only a variant with a pass disabled differs from the default (or the reverse),
+            with the lifecycle step (``"refill:forward"``) when the ordinary check agrees and a
+            lifecycle step does not.
         mismatches: the arrays that are off; ``error``: the exception text for errors.
+        step: the lifecycle step that disagrees (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`; ``""``:
+            none); checking the model again means running that step (:meth:`check_again`).
     """
 
     recipe: Recipe
@@ -120,6 +125,14 @@ class Disagreement:
     error: str = ""
     exception_type: str = ""
     variants: tuple[str, ...] = ("default",)
+    step: str = ""
+
+    def check_again(self, check: Callable[..., Disagreement | None], recipe: Recipe, backend: str | None = None) -> Disagreement | None:
+        """``check`` (:func:`check_recipe` or an isolated checker's) of ``recipe`` the way this disagreement
+        was found: the same variants, or the same lifecycle step (after the default compilation's check)."""
+        if self.step:
+            return check(recipe, backend or self.backend, ("default",), lifecycle=(self.step,))
+        return check(recipe, backend or self.backend, self.variants)
 
     @property
     def dedupe_key(self) -> str:
@@ -167,11 +180,6 @@ def tolerance_for(dtype: Dtype, depth: int, noise: float, *, gradient: bool = Fa
 def _scale(a: np.ndarray) -> float:
     finite = np.abs(a[np.isfinite(a)]) if a.size else np.zeros(0)
     return max(1.0, float(finite.max())) if finite.size else 1.0
-
-
-def _to_backend(backend: Any, array: np.ndarray) -> Any:
-    kind = kind_of_array(array)
-    return backend.array(array) if kind == "float" else backend.array(array, kind)
 
 
 def _compare(what: str, got: Any, expected: np.ndarray, *, rtol: float, atol: float, extra: float, float_dtype: Dtype, unstable: np.ndarray | None = None) -> Mismatch | None:
@@ -227,13 +235,13 @@ def _run_variant(recipe: Recipe, oracle: Oracle, name: str, variant: str, change
     except Exception as exc:  # noqa: BLE001 - any failure to compile a valid model is a finding
         return fail("compile-error", error=_error_text(exc), exception_type=type(exc).__name__)
     params, data = recipe.feeds()
-    params_b = {k: _to_backend(backend, v) for k, v in params.items()}
-    data_b = {k: _to_backend(backend, v) for k, v in data.items()}
+    params_b = {k: backend_array(backend, v) for k, v in params.items()}
+    data_b = {k: backend_array(backend, v) for k, v in data.items()}
     try:
         outputs = pm.evaluate(params_b, data_b)
     except Exception as exc:  # noqa: BLE001
         return fail("evaluate-error", error=_error_text(exc), exception_type=type(exc).__name__)
-    mismatches = _check_outputs(oracle, backend, dtype, outputs, "output")
+    mismatches = _check_outputs(oracle, dtype, numpy_results(backend, outputs), "output")
     if mismatches:
         return fail("forward", mismatches=mismatches)
     if not (oracle.params and oracle.cotangents):
@@ -243,38 +251,38 @@ def _run_variant(recipe: Recipe, oracle: Oracle, name: str, variant: str, change
         outputs, grads = pm.evaluate(params_b, data_b, output_gradients=cotangents)
     except Exception as exc:  # noqa: BLE001
         return fail("evaluate-error", error="with output_gradients: " + _error_text(exc), exception_type=type(exc).__name__)
-    mismatches = _check_outputs(oracle, backend, dtype, outputs, "output (gradient call)")
+    mismatches = _check_outputs(oracle, dtype, numpy_results(backend, outputs), "output (gradient call)")
     if mismatches:
         return fail("forward", mismatches=mismatches)
-    mismatches = _check_gradients(oracle, backend, dtype, grads)
+    mismatches = _check_gradients(oracle, dtype, numpy_results(backend, grads))
     if mismatches:
         return fail("gradient", mismatches=mismatches)
     return None
 
 
-def _check_outputs(oracle: Oracle, backend: Any, dtype: Dtype, outputs: Any, label: str) -> list[Mismatch]:
+def _check_outputs(oracle: Oracle, dtype: Dtype, outputs: dict[str, np.ndarray], label: str) -> list[Mismatch]:
     if set(outputs) != set(oracle.outputs):
         return [Mismatch(f"{label} keys", None, None, note=f"got {sorted(outputs)}, expected {sorted(oracle.outputs)}")]
     found = []
     for name, expected in oracle.outputs.items():
         rtol, atol, extra = tolerance_for(dtype, oracle.depth[name], oracle.noise.get(name, 0.0))
-        got = np.asarray(backend.to_numpy(outputs[name]))
+        got = outputs[name]
         m = _compare(f"{label} {name!r}", got, expected, rtol=rtol, atol=atol, extra=extra, float_dtype=dtype, unstable=oracle.unstable.get(name))
         if m is not None:
             found.append(m)
     return found
 
 
-def _check_gradients(oracle: Oracle, backend: Any, dtype: Dtype, grads: Any) -> list[Mismatch]:
+def _check_gradients(oracle: Oracle, dtype: Dtype, grads: dict[str, np.ndarray], label: str = "gradient") -> list[Mismatch]:
     if set(grads) != set(oracle.gradients):
-        return [Mismatch("gradient keys", None, None, note=f"got {sorted(grads)}, expected {sorted(oracle.gradients)}")]
+        return [Mismatch(f"{label} keys", None, None, note=f"got {sorted(grads)}, expected {sorted(oracle.gradients)}")]
     depth = max(oracle.depth.values(), default=0)
     rtol, atol, _ = tolerance_for(dtype, depth, 0.0, gradient=True, amplification=oracle.amplification())
     found = []
     for name, g in oracle.gradients.items():
-        got = np.asarray(backend.to_numpy(grads[name]))
+        got = grads[name]
         shape = oracle.recipe.inputs[name].array.shape
-        what = f"gradient of {name!r}"
+        what = f"{label} of {name!r}"
         if got.shape != shape:
             found.append(Mismatch(what, got, None, note=f"shape {got.shape}, expected {shape}"))
             continue
@@ -317,18 +325,74 @@ def check_recipe(
     backend: str,
     variants: Sequence[str] = ("default",),
     *,
+    lifecycle: Sequence[str] = (),
     on_variant: Callable[[str], Any] | None = None,
+    on_step: Callable[[str], Any] | None = None,
 ) -> Disagreement | None:
     """Compile and evaluate ``recipe`` on ``backend`` for each variant; the first disagreement, or ``None``.
 
     When the default compilation agrees with the oracle and a variant with passes disabled does not (or
     the reverse), the category is prefixed with ``"pass:"``: a pass changed the result. ``on_variant`` is
     called with each variant's name before it is compiled.
+
+    ``lifecycle``: lifecycle steps (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`) run after the variants
+    agree, in the default compilation, in the order given; the first call that disagrees is reported with
+    the step as category prefix (``"threads:forward"``). ``on_step`` is called with each step's name first.
+
+    >>> import numpy as np
+    >>> r = Recipe()
+    >>> r.exposed += r.add_op("tanh", {"input": r.add_input(np.array([0.5, -1.0]), role="param")})
+    >>> check_recipe(r, "numpy", lifecycle=("recompile", "refill", "interleave", "threads")) is None
+    True
     """
     found = _check_variants(recipe, backend, variants, on_variant)
+    if found is None and lifecycle:
+        found = _check_lifecycle(recipe, backend, lifecycle, on_step)
     if found is not None:
         found.variants = tuple(variants)
     return found
+
+
+def _feed(recipe: Recipe, oracle: Oracle) -> Feed:
+    params, data = recipe.feeds()
+    return Feed(params, data, oracle.cotangents if oracle.params else {})
+
+
+def _check_lifecycle(recipe: Recipe, name: str, steps: Sequence[str], on_step: Callable[[str], Any] | None) -> Disagreement | None:
+    """Run the lifecycle ``steps`` (:class:`~mithril.testing.fuzz.Lifecycle`) and judge every call with the
+    oracle of the values it was given: the recipe's own, or :func:`~mithril.testing.fuzz.refilled` ones."""
+    from ... import compile as ml_compile
+
+    backend = make_backend(name)
+    dtype = Dtype.parse(backend.dtype)
+    oracles = [Oracle.of(recipe), Oracle.of(refilled(recipe))]
+    feeds = [_feed(oracle.recipe, oracle) for oracle in oracles]
+    options = recipe.compile_kwargs()
+    session = Lifecycle(recipe.build_model, lambda model: ml_compile(model, backend, **options), backend, feeds)
+    for step in steps:
+        if on_step is not None:
+            on_step(step)
+        for call in session.run(step):
+            found = _judge(call, oracles[call.feed], dtype)
+            if found is not None:
+                return Disagreement(recipe, name, dtype, "default", f"{call.step}:{found[0]}", step=call.step, **found[1])
+    return None
+
+
+def _judge(call: Call, oracle: Oracle, dtype: Dtype) -> tuple[str, dict[str, Any]] | None:
+    """``(category, Disagreement fields)`` when ``call`` disagrees with ``oracle``."""
+    if call.error is not None:
+        category = "compile-error" if call.compiling else "evaluate-error"
+        return category, {"error": f"{call.label}: {_error_text(call.error)}", "exception_type": type(call.error).__name__}
+    assert call.outputs is not None
+    mismatches = _check_outputs(oracle, dtype, call.outputs, f"{call.label}: output")
+    if mismatches:
+        return "forward", {"mismatches": mismatches}
+    if call.gradients is not None:
+        mismatches = _check_gradients(oracle, dtype, call.gradients, f"{call.label}: gradient")
+        if mismatches:
+            return "gradient", {"mismatches": mismatches}
+    return None
 
 
 def check_batch(

@@ -3,8 +3,8 @@ hangs becomes a :class:`~mithril.testing.fuzz.Disagreement` instead of ending th
 
 :class:`IsolatedChecker` keeps one worker process (``multiprocessing`` *spawn*: no state inherited from
 threaded parents) and restarts it after a crash. A script using it needs the ``if __name__ == "__main__":``
-guard that *spawn* requires. The worker reports each compilation variant before it
-runs it, so a crash is attributed to the variant that was running.
+guard that *spawn* requires. The worker reports each compilation variant and lifecycle step before it
+runs it, so a crash is attributed to the variant or step that was running.
 
 Example:
     >>> import numpy as np
@@ -67,9 +67,16 @@ def _worker(conn: Any) -> None:
             return
         if task is None:
             return
-        recipe, backend, variants = task
+        recipe, backend, variants, lifecycle = task
         try:
-            result = check_recipe(recipe, backend, variants, on_variant=lambda v: conn.send(("variant", v)))
+            result = check_recipe(
+                recipe,
+                backend,
+                variants,
+                lifecycle=lifecycle,
+                on_variant=lambda v: conn.send(("variant", v)),
+                on_step=lambda s: conn.send(("step", s)),
+            )
         except BaseException as exc:  # noqa: BLE001 - a fuzzer bug: report it to the parent as an error
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
             continue
@@ -77,10 +84,11 @@ def _worker(conn: Any) -> None:
 
 
 class IsolatedChecker:
-    """``check(recipe, backend, variants)`` like :func:`~mithril.testing.fuzz.check_recipe`, in a child
-    process; a crash gives category ``"crash"`` (exception type: the signal name), a model that uses more
-    than ``timeout`` CPU seconds (or gets no answer for :data:`STALL_FACTOR` times as many wall seconds)
-    ``"hang"``."""
+    """``check(recipe, backend, variants, lifecycle=...)`` like :func:`~mithril.testing.fuzz.check_recipe`, in
+    a child process; a crash gives category ``"crash"`` (exception type: the signal name), a model that uses
+    more than ``timeout`` CPU seconds (or gets no answer for :data:`STALL_FACTOR` times as many wall seconds)
+    ``"hang"`` (prefixed ``"pass:"`` in a variant with passes disabled, or with the lifecycle step that was
+    running: ``"threads:crash"``)."""
 
     def __init__(self, timeout: float = CRASH_TIMEOUT) -> None:
         self.timeout = timeout
@@ -134,18 +142,18 @@ class IsolatedChecker:
         self._process = None
         self._conn = None
 
-    def check(self, recipe: Recipe, backend: str, variants: Sequence[str] = ("default",)) -> Disagreement | None:
+    def check(self, recipe: Recipe, backend: str, variants: Sequence[str] = ("default",), *, lifecycle: Sequence[str] = ()) -> Disagreement | None:
         if self._process is None or not self._process.is_alive():
             self._start()
-        self._conn.send((recipe, backend, tuple(variants)))
-        variant = "default"
+        self._conn.send((recipe, backend, tuple(variants), tuple(lifecycle)))
+        variant, step = "default", ""
         while True:
             hung = self._wait()
             if hung is not None:
                 self._process.kill()
                 self._process.join()
                 self._process = None
-                return self._failure(recipe, backend, variants, variant, "hang", "Timeout", hung)
+                return self._failure(recipe, backend, variants, (variant, step), "hang", "Timeout", hung)
             try:
                 kind, payload = self._conn.recv()
             except (EOFError, OSError):
@@ -153,9 +161,11 @@ class IsolatedChecker:
                 code = self._process.exitcode
                 self._process = None
                 name = signal.Signals(-code).name if code is not None and code < 0 else f"exit{code}"
-                return self._failure(recipe, backend, variants, variant, "crash", name, f"the process died ({name}) while compiling or evaluating")
+                return self._failure(recipe, backend, variants, (variant, step), "crash", name, f"the process died ({name}) while compiling or evaluating")
             if kind == "variant":
                 variant = payload
+            elif kind == "step":
+                step = payload
             elif kind == "raised":
                 raise RuntimeError(f"the fuzz worker raised {payload}")
             else:
@@ -176,11 +186,16 @@ class IsolatedChecker:
                 return f"no answer within {wall:.0f} s (having used {0 if cpu is None else cpu - start_cpu:.0f} s of CPU)"
         return None
 
-    def _failure(self, recipe: Recipe, backend: str, variants: Sequence[str], variant: str, category: str, kind: str, text: str) -> Disagreement:
+    def _failure(self, recipe: Recipe, backend: str, variants: Sequence[str], running: tuple[str, str], category: str, kind: str, text: str) -> Disagreement:
+        """The disagreement for a crash or hang while ``running`` (the variant, the lifecycle step or ``""``)."""
         if backend not in self._dtypes:
             self._dtypes[backend] = backend_dtype(backend)
-        found = Disagreement(recipe, backend, self._dtypes[backend], variant, category, error=text, exception_type=kind)
+        variant, step = running
+        variant = "default" if step else variant  # lifecycle steps run in the default compilation
+        found = Disagreement(recipe, backend, self._dtypes[backend], variant, category, error=text, exception_type=kind, step=step)
         found.variants = tuple(variants)
-        if variant != "default":
+        if step:
+            found.category = f"{step}:{category}"
+        elif variant != "default":
             found.category = f"pass:{category}"
         return found

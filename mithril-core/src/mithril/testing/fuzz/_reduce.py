@@ -192,7 +192,9 @@ def reduce_disagreement(found: Disagreement, *, max_checks: int = 120, check: Ch
     """A disagreement with the same signature on a smaller model (``found`` itself if nothing helps).
 
     At most ``max_checks`` candidate models are compiled and checked, with ``check`` (``check_recipe`` or
-    an :class:`~mithril.testing.fuzz.IsolatedChecker`'s ``check``).
+    an :class:`~mithril.testing.fuzz.IsolatedChecker`'s ``check``), the way ``found`` was found
+    (:meth:`~mithril.testing.fuzz.Disagreement.check_again`): a lifecycle disagreement is checked by
+    running the lifecycle step that failed, alone.
     """
     best = found
     checks = 0
@@ -206,13 +208,13 @@ def reduce_disagreement(found: Disagreement, *, max_checks: int = 120, check: Ch
             if candidate is None or not candidate.ops or not valid_recipe(candidate):
                 continue
             checks += 1
-            result = check(candidate, best.backend, best.variants)
+            result = best.check_again(check, candidate)
             if result is not None and result.signature == best.signature:
                 best = result
                 progress = True
                 break
     final = renumber(best.recipe)
-    result = check(final, best.backend, best.variants)
+    result = best.check_again(check, final)
     if result is not None and result.signature == best.signature:
         return result
     return best

@@ -38,6 +38,7 @@ import numpy as np
 
 from ...types import Dtype
 from ._check import Disagreement, backend_dtype, tolerance_for
+from ._lifecycle import refilled
 from ._oracle import Oracle
 from ._passes import VARIANTS
 from ._recipe import Recipe, _nested, array_literal, kind_of_array
@@ -130,6 +131,9 @@ class ReproductionText:
     xfail: str | dict[str, str] | None = None
     isolated: bool = False
     explicit_dtype: bool = False
+    lifecycle: str = ""
+    second: dict[str, str] = field(default_factory=dict)
+    """The lifecycle step's other values: keyword -> source text (see :func:`_numbers`)."""
 
     def _implied(self) -> set[tuple[str, str]]:
         """Compile options equal to what :func:`~mithril.testing.fuzz.replay.reproduction_test` assumes
@@ -145,14 +149,12 @@ class ReproductionText:
             keywords.append(("dtype", _mapping(self.dtypes, json.dumps)))
         if self.variant != "default":
             keywords.append(("variant", json.dumps(self.variant)))
+        if self.lifecycle:
+            keywords.append(("lifecycle", json.dumps(self.lifecycle)))
         keywords.extend(self.compile_options.items())
-        for name in ("params", "data", "cotangents", "expected", "expected_gradients"):
-            values = getattr(self, name)
-            if values or name == "expected":
-                keywords.append((name, _mapping(values)))
-        keywords.append(("tolerance", _per_dtype(self.tolerance)))
-        if self.expected_gradients:
-            keywords.append(("gradient_tolerance", _per_dtype(self.gradient_tolerance)))
+        keywords.extend(_number_keywords(self.params, self.data, self.cotangents, self.expected, self.expected_gradients, self.tolerance, self.gradient_tolerance))
+        if self.second:
+            keywords.append(("second", "dict(\n" + "".join(f"        {k}={v},\n" for k, v in self.second.items()) + "    )"))
         if self.xfail:
             keywords.append(("xfail", json.dumps(self.xfail) if isinstance(self.xfail, str) else _mapping(self.xfail, json.dumps)))
         if self.isolated:
@@ -163,6 +165,49 @@ class ReproductionText:
         imports = "import numpy as np\n" if "np." in body else ""
         imports += "from mithril.models import IOKey, Model, Primitive\nfrom mithril.testing.fuzz.replay import reproduction_test\n"
         return f'"""{docstring}\n"""\n\n{imports}\n\n{body}'
+
+
+def _number_keywords(
+    params: Mapping[str, np.ndarray],
+    data: Mapping[str, np.ndarray],
+    cotangents: Mapping[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
+    expected_gradients: Mapping[str, np.ndarray],
+    tolerance: Mapping[str, Mapping[str, tuple[float, float]]],
+    gradient_tolerance: Mapping[str, Mapping[str, tuple[float, float]]],
+) -> list[tuple[str, str]]:
+    """The keywords holding one set of values and its expected numbers, as source text."""
+    keywords = []
+    for name, values in (("params", params), ("data", data), ("cotangents", cotangents), ("expected", expected), ("expected_gradients", expected_gradients)):
+        if values or name == "expected":
+            keywords.append((name, _mapping(values)))
+    keywords.append(("tolerance", _per_dtype(tolerance)))
+    if expected_gradients:
+        keywords.append(("gradient_tolerance", _per_dtype(gradient_tolerance)))
+    return keywords
+
+
+def _numbers(recipe: Recipe, dtypes: Sequence[Dtype]) -> dict[str, Any]:
+    """The values ``recipe`` passes and what the oracle expects, with the tolerances per dtype: the
+    number keywords of :class:`ReproductionText`."""
+    oracle = Oracle.of(recipe)
+    params, data = recipe.feeds()
+    numbers: dict[str, Any] = {
+        "params": params,
+        "data": data,
+        "expected": dict(oracle.outputs),
+        "tolerance": {d.value: _output_tolerance(oracle, d) for d in dtypes},
+        "cotangents": {},
+        "expected_gradients": {},
+        "gradient_tolerance": {},
+    }
+    if oracle.params and oracle.cotangents:
+        full = {name: _full_gradient(oracle, name) for name in oracle.gradients}
+        numbers["cotangents"] = dict(oracle.cotangents)
+        numbers["expected_gradients"] = {name: g for name, (g, _) in full.items()}
+        errors = {name: e for name, (_, e) in full.items()}
+        numbers["gradient_tolerance"] = {d.value: _gradient_tolerance(oracle, d, errors) for d in dtypes}
+    return numbers
 
 
 def _gradient_tolerance(oracle: Oracle, dtype: Dtype, errors: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
@@ -218,6 +263,7 @@ def reproduction_source(
     xfail_reason: str | None = None,
     test_name: str = "test_reproduction",
     isolated: bool = False,
+    lifecycle: str = "",
 ) -> str:
     """The text of a standalone pytest file checking ``recipe`` on ``backend`` (one name or several: one
     parametrized test) against the oracle (see :mod:`mithril.testing.fuzz.replay`).
@@ -227,34 +273,31 @@ def reproduction_source(
         xfail_reason: when given, the test is marked ``xfail(strict=True, reason=...)`` (a known bug: the
             test fails until the bug is fixed, then XPASS tells to remove the mark).
         isolated: the test runs the model in a child process (for crashes and hangs).
+        lifecycle: the lifecycle step that disagrees (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`): the
+            test runs it after the ordinary check, with the other values of
+            :func:`~mithril.testing.fuzz.refilled` as ``second=dict(...)``.
     """
     backends = [backend] if isinstance(backend, str) else list(backend)
     dtypes = {b: backend_dtype(b) for b in backends}
-    oracle = Oracle.of(recipe)
-    params, data = recipe.feeds()
     text = ReproductionText(
         docstring="",
         model_source=recipe.model_source(),
         test_name=test_name,
         dtypes={b: d.value for b, d in dtypes.items()},
         compile_options=_compile_options(recipe),
-        params=params,
-        data=data,
-        expected=dict(oracle.outputs),
-        tolerance={d.value: _output_tolerance(oracle, d) for d in dtypes.values()},
         variant=variant,
         xfail=xfail_reason,
         isolated=isolated,
+        lifecycle=lifecycle,
+        **_numbers(recipe, list(dtypes.values())),
     )
-    if oracle.params and oracle.cotangents:
-        full = {name: _full_gradient(oracle, name) for name in oracle.gradients}
-        text.cotangents = dict(oracle.cotangents)
-        text.expected_gradients = {name: g for name, (g, _) in full.items()}
-        errors = {name: e for name, (_, e) in full.items()}
-        text.gradient_tolerance = {d.value: _gradient_tolerance(oracle, d, errors) for d in dtypes.values()}
+    if lifecycle and lifecycle != "recompile":  # the other steps pass new values too
+        second = _numbers(refilled(recipe), list(dtypes.values()))
+        text.second = dict(_number_keywords(**second))
     where = ", ".join(f"{b} ({d.value})" for b, d in dtypes.items())
     disabled = f", passes disabled: {', '.join(VARIANTS[variant])}" if VARIANTS[variant] else ""
-    text.docstring = f"Fuzz reproduction: {where}{disabled}.\n\n{summary.strip() or 'Compare with the NumPy references.'}"
+    step = f", lifecycle step {lifecycle!r}" if lifecycle else ""
+    text.docstring = f"Fuzz reproduction: {where}{disabled}{step}.\n\n{summary.strip() or 'Compare with the NumPy references.'}"
     return text.source()
 
 
@@ -289,6 +332,7 @@ def write_reproduction(
             xfail_reason=xfail_reason,
             test_name=name,
             isolated=disagreement.category.split(":")[-1] in ("crash", "hang"),
+            lifecycle=disagreement.step,
         )
     )
     return path

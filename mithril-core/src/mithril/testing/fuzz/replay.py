@@ -17,6 +17,12 @@ outputs (and, with ``cotangents``, gradients) equal the expected float64 numbers
 floats, ints and bools give float64, int64 and bool arrays). A crash reproduction (``isolated=True``) runs
 the model in a child process: ``python -m mithril.testing.fuzz.replay FILE BACKEND``.
 
+A lifecycle reproduction (``lifecycle="refill"``, one of :data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`)
+then runs that step (:class:`~mithril.testing.fuzz.Lifecycle`: compiled again, arrays refilled in place,
+two compiled models interleaved, or threads) and checks every call; ``second=dict(params=..., data=...,
+cotangents=..., expected=..., expected_gradients=..., tolerance=..., gradient_tolerance=...)`` holds the
+new values the step passes and what the model must answer for them.
+
 Example:
     >>> import mithril as ml, numpy as np
     >>> from mithril.models import Relu
@@ -39,20 +45,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Reproduction", "check_reproduction", "reproduction_test"]
+__all__ = ["Reproduction", "Values", "check_reproduction", "reproduction_test"]
 
 Tolerances = Mapping[str, tuple[float, float]]
 
 
-def _to_backend(backend: Any, value: np.ndarray) -> Any:
-    kind = "float" if value.dtype.kind == "f" else "int" if value.dtype.kind in "iu" else "bool"
-    return backend.array(value) if kind == "float" else backend.array(value, kind)
-
-
-def _check(backend: Any, results: Mapping[str, Any], expected: Mapping[str, np.ndarray], tolerance: Tolerances, what: str) -> None:
+def _check(results: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerances, what: str) -> None:
+    """Assert NumPy ``results`` equal ``expected`` within ``tolerance`` (exactly where not float)."""
     assert sorted(results) == sorted(expected), f"{what} keys {sorted(results)}, expected {sorted(expected)}"
     for key, want in expected.items():
-        got = np.asarray(backend.to_numpy(results[key]))
+        got = results[key]
         assert got.shape == want.shape, f"{what} {key}: shape {got.shape}, expected {want.shape}"
         if want.dtype.kind != "f":
             np.testing.assert_array_equal(got, want, err_msg=f"{what} {key}")
@@ -74,15 +76,17 @@ def check_reproduction(
 ) -> None:
     """Evaluate the compiled ``pm`` on ``params``/``data`` and assert its outputs (and, given
     ``cotangents``, its gradients) equal the expected float64 values within (rtol, atol) per key."""
-    params_b = {k: _to_backend(backend, v) for k, v in params.items()}
-    data_b = {k: _to_backend(backend, v) for k, v in data.items()}
-    _check(backend, pm.evaluate(params_b, data_b), expected, tolerance, "output")
+    from ._lifecycle import backend_array, numpy_results
+
+    params_b = {k: backend_array(backend, v) for k, v in params.items()}
+    data_b = {k: backend_array(backend, v) for k, v in data.items()}
+    _check(numpy_results(backend, pm.evaluate(params_b, data_b)), expected, tolerance, "output")
     if not cotangents:
         return
     seeds = {k: backend.array(v) for k, v in cotangents.items()}
     outputs, gradients = pm.evaluate(params_b, data_b, output_gradients=seeds)
-    _check(backend, outputs, expected, tolerance, "output")
-    _check(backend, gradients, expected_gradients or {}, gradient_tolerance or {}, "gradient")
+    _check(numpy_results(backend, outputs), expected, tolerance, "output")
+    _check(numpy_results(backend, gradients), expected_gradients or {}, gradient_tolerance or {}, "gradient")
 
 
 def _arrays(values: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
@@ -109,19 +113,10 @@ def _per_dtype(tolerance: Mapping[str, Any] | None, dtype: str) -> Mapping[str, 
 
 
 @dataclass
-class Reproduction:
-    """One fuzz reproduction: the model, its compile options, values and expected numbers.
+class Values:
+    """One set of values passed to a model and what it must answer: the ``second=dict(...)`` of a
+    lifecycle reproduction (the first set is the reproduction's own keywords)."""
 
-    ``dtype`` is a dtype name or ``{backend: dtype}``; ``tolerance``/``gradient_tolerance`` are
-    ``{key: (rtol, atol)}`` or ``{dtype: {key: (rtol, atol)}}``; ``xfail`` is a reason (every backend) or
-    ``{backend: reason}``; ``variant`` names the passes disabled
-    (:data:`~mithril.testing.fuzz.VARIANTS`).
-    """
-
-    build_model: Callable[[], Any]
-    backends: tuple[str, ...]
-    dtype: str | Mapping[str, str] | None
-    compile_options: dict[str, Any]
     params: dict[str, np.ndarray]
     data: dict[str, np.ndarray]
     expected: dict[str, np.ndarray]
@@ -129,9 +124,40 @@ class Reproduction:
     cotangents: dict[str, np.ndarray] = field(default_factory=dict)
     expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
     gradient_tolerance: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> Values:
+        """From the file's literal (nested lists)."""
+        known = {"params", "data", "expected", "tolerance", "cotangents", "expected_gradients", "gradient_tolerance"}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise KeyError(f"reproduction: second=dict(...) has unknown keys {unknown}; expected some of {sorted(known)}")
+        arrays = {k: _arrays(given.get(k)) for k in ("params", "data", "expected", "cotangents", "expected_gradients")}
+        return cls(tolerance=given.get("tolerance") or {}, gradient_tolerance=given.get("gradient_tolerance") or {}, **arrays)
+
+
+@dataclass
+class Reproduction:
+    """One fuzz reproduction: the model, its compile options, values and expected numbers.
+
+    ``first`` holds the values passed and the numbers expected (its ``tolerance``/``gradient_tolerance``
+    also per dtype); ``dtype`` is a dtype name or ``{backend: dtype}``; ``tolerance``/``gradient_tolerance`` are
+    ``{key: (rtol, atol)}`` or ``{dtype: {key: (rtol, atol)}}``; ``xfail`` is a reason (every backend) or
+    ``{backend: reason}``; ``variant`` names the passes disabled
+    (:data:`~mithril.testing.fuzz.VARIANTS`); ``lifecycle`` the lifecycle step run after the ordinary
+    check, with ``second`` the other values it passes.
+    """
+
+    build_model: Callable[[], Any]
+    backends: tuple[str, ...]
+    dtype: str | Mapping[str, str] | None
+    compile_options: dict[str, Any]
+    first: Values
     variant: str = "default"
     xfail: str | Mapping[str, str] | None = None
     isolated: bool = False
+    lifecycle: str = ""
+    second: Values | None = None
 
     def backend_instance(self, name: str) -> Any:
         """The backend ``name`` in this reproduction's dtype for it (default: float64 where it has it)."""
@@ -155,24 +181,46 @@ class Reproduction:
 
         instance = self.backend_instance(backend)
         dtype = Dtype.parse(instance.dtype).value
-        options = dict(self.compile_options)
-        options.setdefault("shapes", {k: list(v.shape) for k, v in {**self.params, **self.data}.items()})
-        options.setdefault("trainable_keys", list(self.params))
-        if "constant_keys" in options:
-            options["constant_keys"] = _arrays(options["constant_keys"])
+        options = self._compile_options()
         with passes_disabled(*VARIANTS[self.variant]):
             pm = ml.compile(self.build_model(), instance, **options)
+        first = self.first
         check_reproduction(
             instance,
             pm,
-            self.params,
-            self.data,
-            self.expected,
-            _per_dtype(self.tolerance, dtype),
-            self.cotangents,
-            self.expected_gradients,
-            _per_dtype(self.gradient_tolerance, dtype),
+            first.params,
+            first.data,
+            first.expected,
+            _per_dtype(first.tolerance, dtype),
+            first.cotangents,
+            first.expected_gradients,
+            _per_dtype(first.gradient_tolerance, dtype),
         )
+        if self.lifecycle:
+            self._run_lifecycle(instance, dtype, lambda model: ml.compile(model, instance, **options))
+
+    def _compile_options(self) -> dict[str, Any]:
+        options = dict(self.compile_options)
+        options.setdefault("shapes", {k: list(v.shape) for k, v in {**self.first.params, **self.first.data}.items()})
+        options.setdefault("trainable_keys", list(self.first.params))
+        if "constant_keys" in options:
+            options["constant_keys"] = _arrays(options["constant_keys"])
+        return options
+
+    def _run_lifecycle(self, instance: Any, dtype: str, compile_model: Callable[[Any], Any]) -> None:
+        """Run the lifecycle step and assert every call's results (the values it was given decide which)."""
+        from ._lifecycle import Feed, Lifecycle
+
+        sets = [self.first] if self.second is None else [self.first, self.second]
+        feeds = [Feed(v.params, v.data, v.cotangents) for v in sets]
+        for call in Lifecycle(self.build_model, compile_model, instance, feeds).run(self.lifecycle):
+            if call.error is not None:
+                raise AssertionError(f"{call.label}: {type(call.error).__name__}: {call.error}") from call.error
+            values = sets[call.feed]
+            assert call.outputs is not None
+            _check(call.outputs, values.expected, _per_dtype(values.tolerance, dtype), f"{call.label}: output")
+            if call.gradients is not None:
+                _check(call.gradients, values.expected_gradients, _per_dtype(values.gradient_tolerance, dtype), f"{call.label}: gradient")
 
     def run_isolated(self, backend: str) -> None:
         """Run :meth:`run` in a child process (a crash there fails the assertion, not the caller)."""
@@ -198,6 +246,8 @@ def reproduction_test(
     variant: str = "default",
     xfail: str | Mapping[str, str] | None = None,
     isolated: bool = False,
+    lifecycle: str = "",
+    second: Mapping[str, Any] | None = None,
     **compile_options: Any,
 ) -> Callable[[str], None]:
     """A pytest test (parametrized over ``backend``) checking ``build_model()`` against expected numbers.
@@ -214,6 +264,10 @@ def reproduction_test(
         xfail: a known bug: a reason (every backend) or ``{backend: reason}``; the test is marked
             ``xfail(strict=True)`` there.
         isolated: run the model in a child process (the bug crashes or hangs the interpreter).
+        lifecycle: a lifecycle step (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`) to run after the
+            ordinary check; ``second``: the other values it passes and their expected numbers, as
+            ``dict(params=..., data=..., cotangents=..., expected=..., expected_gradients=..., tolerance=...,
+            gradient_tolerance=...)``.
         compile_options: the ``ml.compile`` keywords (``shapes``, ``trainable_keys``, ``data_keys``,
             ``constant_keys``, ``discard_keys``, ``jit``...); ``shapes`` defaults to the shapes of
             ``params`` and ``data``, ``trainable_keys`` to the keys of ``params``.
@@ -226,26 +280,33 @@ def reproduction_test(
     """
     import pytest
 
+    from ._lifecycle import LIFECYCLE_STEPS
     from ._passes import VARIANTS
 
     backends = (backend,) if isinstance(backend, str) else tuple(backend)
     if variant not in VARIANTS:
         raise ValueError(f"reproduction: variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    if lifecycle and lifecycle not in LIFECYCLE_STEPS:
+        raise ValueError(f"reproduction: lifecycle must be one of {LIFECYCLE_STEPS}, got {lifecycle!r}")
     reproduction = Reproduction(
         build_model,
         backends,
         dtype,
         dict(compile_options),
-        _arrays(params),
-        _arrays(data),
-        _arrays(expected),
-        tolerance,
-        _arrays(cotangents),
-        _arrays(expected_gradients),
-        gradient_tolerance or {},
+        Values(
+            _arrays(params),
+            _arrays(data),
+            _arrays(expected),
+            tolerance,
+            _arrays(cotangents),
+            _arrays(expected_gradients),
+            gradient_tolerance or {},
+        ),
         variant,
         xfail,
         isolated,
+        lifecycle,
+        None if second is None else Values.of(second),
     )
 
     def test(backend: str) -> None:
