@@ -292,8 +292,15 @@ def compile_time() -> None:
 
 
 def main() -> None:
+    import argparse
+
     sections = {"mlp": mlp, "conv": conv, "overhead": overhead, "index_checks": index_checks, "compile": compile_time}
-    chosen = sys.argv[1:] or list(sections)
+    parser = argparse.ArgumentParser(description="C backend benchmarks; ratios against NumPy, PyTorch and hand-written code")
+    parser.add_argument("section", nargs="*", help=f"sections to run, of {', '.join(sections)} (default: all)")
+    chosen = parser.parse_args().section or list(sections)
+    unknown = [name for name in chosen if name not in sections]
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; choose from {', '.join(sections)}")
     for name in chosen:
         sections[name]()
 

@@ -18,27 +18,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.backends.backend import Backend
+from mithril.backends.backend import Backend, refuse_wrapping_ints
 from mithril.types import Dtype, Kind
 
 __all__ = ["GGMLBackend"]
-
-
-def _check_int_range(values: np.ndarray, target: np.dtype) -> None:
-    """Refuse integers that ``target`` cannot hold (a cast would wrap them around)."""
-    if values.size == 0 or np.can_cast(values.dtype, target, "safe"):
-        return
-    info = np.iinfo(target)
-    low, high = values.min(), values.max()
-    if low < info.min or high > info.max:
-        from mithril.errors import DtypeError
-
-        bad = low if low < info.min else high
-        position = tuple(int(i) for i in np.argwhere(values == bad)[0])
-        raise DtypeError(
-            f"GGMLBackend computes integers in {target.name}: value {int(bad)} at position {position} is outside "
-            f"[{info.min}, {info.max}]"
-        )
 
 
 class GGMLBackend(Backend):
@@ -100,14 +83,14 @@ class GGMLBackend(Backend):
             target = self.native_dtype(dtype)
             values = np.asarray(data)
             if target.kind in "iu" and values.dtype.kind in "iu":
-                _check_int_range(values, target)
+                refuse_wrapping_ints(type(self).__name__, values, target)
             return np.asarray(values, dtype=target)
         values = np.asarray(data)
         kind = values.dtype.kind
         if kind == "f":
             return values.astype(self.native_dtype(), copy=False)
         if kind in "iu":
-            _check_int_range(values, np.dtype(np.int32))
+            refuse_wrapping_ints(type(self).__name__, values, np.dtype(np.int32))
             return values.astype(np.int32, copy=False)
         if kind == "b":
             return values
