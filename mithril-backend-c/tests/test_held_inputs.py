@@ -180,3 +180,25 @@ def test_a_misaligned_input_is_copied_to_aligned_memory_every_call(pm, arrays) -
     _assert_computes(pm, params, data)
     _assert_computes(pm, params, data)
     assert _checked(pm) == checked + 2  # checked (and copied) on each call
+
+
+@pytest.mark.parametrize("value", [None, "abc"])
+def test_a_thread_whose_first_input_is_not_an_array_gets_the_checked_paths_error(pm, arrays, value) -> None:
+    """A thread's struct started out holding ``None`` for every input, so a first call passing ``None`` looked
+    held: it skipped ``attach`` and met ``x.shape`` (a raw ``AttributeError``) instead of the checks."""
+    import threading
+
+    params, data = arrays
+    errors: list[BaseException] = []
+
+    def first_call() -> None:
+        try:
+            pm.evaluate(params, {**data, "input": value})
+        except BaseException as exc:  # handed to the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=first_call)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1 and isinstance(errors[0], DtypeError), errors
+    assert "'input'" in str(errors[0]) and "expected numbers" in str(errors[0])

@@ -67,6 +67,7 @@ ARGUMENT_CASES = [
     ({"temperature": float("nan")}, r"temperature must be a number > 0 .*got nan$"),
     ({"temperature": float("inf")}, r"temperature must be a number > 0 .*got inf$"),
     ({"temperature": "1"}, r"temperature must be a number > 0 .*got '1' \(str\)$"),
+    ({"temperature": 10**400}, r"temperature must be a number > 0 .*got 10+\.\.\.$"),  # no float holds it
     ({"top_k": 0}, r"generate: top_k must be None \(the full distribution\) or an int >= 1, got 0$"),
     ({"top_k": 2.0}, r"top_k must be None .* or an int >= 1, got 2\.0$"),
     ({"top_k": True}, r"top_k must be None .* or an int >= 1, got True$"),

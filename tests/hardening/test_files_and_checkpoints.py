@@ -129,6 +129,16 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["kept.bin"]
 
 
+def test_a_long_non_ascii_file_name_is_written(tmp_path):
+    """The temporary's name kept 200 characters of the target's: 120 two-byte characters (a valid 244-byte
+    name) made a temporary name over the file system's 255-byte limit, so the write failed."""
+    from mithril.extend import write_file_atomically
+
+    target = tmp_path / ("\u00e9" * 120 + ".bin")
+    assert write_file_atomically(target, b"ok", where="test").read_bytes() == b"ok"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
 def test_rewriting_a_private_file_keeps_its_mode(tmp_path):
     """Replacing a file must not widen who can read it (a 0o600 checkpoint stays 0o600)."""
     path = tmp_path / "private.safetensors"
@@ -234,6 +244,20 @@ def test_malformed_headers_are_a_checkpoint_error_naming_the_file(case, tmp_path
     with pytest.raises(CheckpointError) as info:
         SafetensorsFile(path)
     assert str(path) in str(info.value) and words in str(info.value), str(info.value)[:500]
+
+
+def test_an_unclosed_string_of_escaped_quotes_is_removed_in_one_pass(tmp_path):
+    """The nesting check removed JSON strings with a pattern that had to find the closing quote: from every
+    quote of an unclosed ``{"\\"\\"...`` it scanned to the end again (quadratic: 40 KB took 3 s, a 100 MB
+    header hung the loader). Now an unclosed string is one match to the end of the text."""
+    from mithril.serialization.safetensors import _STRINGS
+
+    header = b'{"' + b'\\"' * 200_000
+    assert [m.span() for m in _STRINGS.finditer(header)] == [(1, len(header))]
+    path = tmp_path / "escapes.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(CheckpointError, match=rf"{path}: corrupt safetensors header \(Unterminated string"):
+        SafetensorsFile(path)
 
 
 def test_a_key_the_file_lacks_is_a_checkpoint_error(tmp_path):

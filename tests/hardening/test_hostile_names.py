@@ -148,6 +148,11 @@ def test_hostile_names_are_text_in_pictures_and_reports(names: list[str], tmp_pa
     model.summary(print_fn=lines.append)
     (text,) = lines
     assert all(line.isprintable() for line in text.split("\n"))  # no ESC, NUL, CR, bidi override, ...
+    if "numpy" in BACKENDS:  # a compiled model's summary names blocks by path (its largest activation too)
+        pm = ml.compile(model, backend_class("numpy")(), shapes={"in" + names[2]: [2, 4]}, use_short_namings=False)
+        compiled: list[str] = []
+        pm.summary(print_fn=compiled.append)
+        assert all(line.isprintable() for line in compiled[0].split("\n")), compiled[0]
     if importlib.util.find_spec("rich") is not None:
         assert len([line for line in text.split("\n") if line.startswith("│")]) == 2  # one line a block
     parser = _Tags()

@@ -130,6 +130,7 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     "argv, message",
     [
         (["graph", "mods"], r"mithril graph: MODEL must be 'module:attribute' .*got 'mods'"),
+        (["graph", ".mods:build"], r"mithril graph: MODEL must be 'module:attribute' .*got '\.mods:build'"),
         (["graph", "mods:count"], r"mithril graph: MODEL mods:count must be a Model or a function returning one, got 3"),
         (["graph", "mods:build_number"], r"mithril graph: what mods:build_number\(\) returns must be a Model, got 5 "),
         (["graph", "mods:nothing"], r"module 'mods' has no attribute 'nothing'; its models and functions: build, build_nu"),
@@ -161,6 +162,14 @@ def test_demo_refuses_options_that_make_no_sense_before_training(argv: list[str]
     captured = capsys.readouterr()
     assert re.search(message, captured.err), captured.err
     assert "training on" not in captured.out
+
+
+def test_demo_refuses_a_learning_rate_no_float_holds() -> None:
+    """``math.isfinite(10**400)`` raised a raw ``OverflowError``."""
+    from mithril.demo import run_demo
+
+    with pytest.raises(ArgumentError, match=r"run_demo: lr must be a finite number > 0, got 10+\.\.\."):
+        run_demo(steps=1, lr=10**400)
 
 
 @needs_numpy

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._export import ExportResult, export
     from .backend import CBackend
-    from .export import ExportResult, export
 
 __all__ = ["CBackend", "ExportResult", "export"]
 
@@ -24,10 +24,7 @@ def __getattr__(name: str) -> Any:
 
         return CBackend
     if name in ("export", "ExportResult"):
-        import importlib
+        from ._export import ExportResult, export
 
-        module = importlib.import_module(f"{__name__}.export")
-        # importing the submodule binds the package attribute ``export`` to it: bind the function instead
-        globals().update(export=module.export, ExportResult=module.ExportResult)
-        return globals()[name]
+        return export if name == "export" else ExportResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

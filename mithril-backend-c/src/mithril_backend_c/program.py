@@ -72,9 +72,9 @@ class CProgram:
         overwrite: bool = False,
         params_source: str = "given",
     ) -> Any:
-        """Write the standalone program (see :mod:`~mithril_backend_c.export`); returns its
-        :class:`~mithril_backend_c.export.ExportResult`."""
-        from .export import export_program
+        """Write the standalone program (see :func:`~mithril_backend_c.export`); returns its
+        :class:`~mithril_backend_c.ExportResult`."""
+        from ._export import export_program
 
         return export_program(self, Path(directory), params, overwrite=overwrite, params_source=params_source, pm=pm)
 
@@ -85,6 +85,11 @@ def load_functions(path: Path, functions: list[CFunction], backend: Any) -> dict
     cdef = "\n".join(entry_declarations(fn, fn.prefix) for fn in functions)
     native = toolchain.load_library(path, cdef)
     return {fn.name: _bind(native, fn, backend) for fn in functions}
+
+
+_NOTHING_HELD = object()
+"""What a thread's struct holds before its first call: ``None`` (or any value a caller passes) must not look
+held, or it would skip ``attach``'s checks."""
 
 
 def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Callable[..., Any]:
@@ -118,7 +123,7 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
             args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
             args.error = ffi.cast("int64_t *", from_buffer(error))
             # the arrays the struct points at, and their from_buffer views (the addresses checked)
-            held: list[Any] = [None] * len(inputs)
+            held: list[Any] = [_NOTHING_HELD] * len(inputs)  # never a caller's value: the first call attaches
             buffers: list[Any] = [None] * len(inputs)
             self.s = (args, ws, error, held, buffers)
             self.checked = 0  # inputs checked and attached by this thread

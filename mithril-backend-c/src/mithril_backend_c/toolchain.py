@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mithril.errors import MithrilError
+from mithril.extend import write_file_atomically
 
 from .errors import CacheError
 
@@ -174,18 +175,18 @@ def _remembered(kind: str, key: Sequence[str], probe: Callable[[], Any], answers
 
 
 def _write_json(path: Path, value: Any) -> bool:
-    """Write ``value`` as JSON to ``path`` atomically (a temporary renamed into place); whether it was written."""
-    tmp = None
+    """Write ``value`` as JSON to ``path`` (core's one safe writer); whether it was written."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(value))
-        os.replace(tmp, path)
+        _write_cached(path, json.dumps(value))
         return True
-    except OSError:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    except CacheError:
         return False
+
+
+def _write_cached(path: Path, text: str) -> None:
+    """Replace the cache file ``path`` with ``text``: never through a link planted there, never half a file
+    (a cache folder may be shared, ``$MITHRIL_C_CACHE``); a failure is a :class:`CacheError`."""
+    write_file_atomically(path, text, where=f"CBackend cache ({clear_hint()})", error=CacheError)
 
 
 _BASE_FLAGS = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
@@ -599,8 +600,8 @@ def _runtime_entry(toolchain: Toolchain) -> tuple[Path, Callable[[Path], None]]:
     def build(tmp: Path) -> None:
         src_dir = directory / f"runtime-{key}"
         src_dir.mkdir(exist_ok=True)
-        (src_dir / "runtime.h").write_text(header)
-        (src_dir / "runtime.c").write_text(body)
+        _write_cached(src_dir / "runtime.h", header)
+        _write_cached(src_dir / "runtime.c", body)
         _run([cc, *cflags, *defines, "-c", str(src_dir / "runtime.c"), "-o", str(tmp)], src_dir / "runtime.c")
 
     return directory / f"runtime-{key}.o", build
@@ -615,10 +616,7 @@ def _include_dir(directory: Path, header: str) -> Path:
     except (OSError, UnicodeDecodeError):
         present = None
     if present != header:
-        fd, tmp_header = tempfile.mkstemp(dir=include, suffix=".tmp")
-        os.close(fd)
-        Path(tmp_header).write_text(header)
-        os.replace(tmp_header, include / "runtime.h")
+        _write_cached(include / "runtime.h", header)
     return include
 
 
@@ -646,7 +644,7 @@ def build_library(source: str) -> Path:
 
     def build(tmp: Path) -> None:
         include = _include_dir(directory, header)
-        source_path.write_text(source)
+        _write_cached(source_path, source)
         cmd = [cc, *cflags, "-shared", f"-I{include}", str(source_path), str(runtime), "-o", str(tmp), *blas["libs"]]
         _run([*cmd, "-lm"], source_path)
 
@@ -721,7 +719,7 @@ def build_units(
         source_path = obj.with_suffix(".c")
 
         def build(tmp: Path) -> None:
-            source_path.write_text(unit.text)
+            _write_cached(source_path, unit.text)
             cmd = [cc, *(cflags if unit.optimize else plain), f"-I{include}", "-c", str(source_path), "-o", str(tmp)]
             _run(cmd, source_path, unit.label)
 

@@ -26,7 +26,7 @@ import mlx.core as mx
 import numpy as np
 from mithril import validation
 from mithril.backends.backend import Backend, dtype_table
-from mithril.errors import ArgumentError, DtypeError
+from mithril.errors import ArgumentError, DtypeError, MithrilError
 from mithril.types import Dtype, Kind
 
 __all__ = ["MlxBackend"]
@@ -48,7 +48,8 @@ class _Traced:
 
     def __call__(self, *args: Any) -> Any:
         fn = self.fn()
-        assert fn is not None, "a compiled MLX function outlived the function it compiles"
+        if fn is None:
+            raise MithrilError("MlxBackend: a compiled MLX function outlived the model function it compiles")
         return fn(*args)
 
 

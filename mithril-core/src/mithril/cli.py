@@ -78,8 +78,8 @@ def _load_model(target: str, command: str) -> Any:
     from .framework.model import Model
 
     module_name, colon, attribute = target.partition(":")
-    if not colon or not module_name or not attribute:
-        accepted = "'module:attribute' (a Model, or a function returning one, in module.py)"
+    if not colon or not module_name or not attribute or module_name.startswith("."):
+        accepted = "'module:attribute' (a Model, or a function returning one, in module.py; an absolute module name)"
         raise ArgumentError(f"mithril {command}: MODEL must be {accepted}, got {target!r}")
     try:
         module = importlib.import_module(module_name)

@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import math
-import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -153,9 +152,7 @@ def disagreements(rows: Sequence[DemoRow], tolerance: float = DEVIATION_TOLERANC
 
 def _check_options(steps: Any, lr: Any) -> tuple[int, float]:
     steps = validation.positive_int("run_demo", "steps", steps)
-    if not isinstance(lr, numbers.Real) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
-        raise validation.fail("run_demo", "lr", "a finite number > 0", lr)
-    return steps, float(lr)
+    return steps, validation.positive_finite("run_demo", "lr", lr)
 
 
 def run_demo(

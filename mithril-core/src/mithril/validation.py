@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -143,6 +144,27 @@ def number(where: str, name: str, value: Any, *, low: float | None = None, high:
             what = "a number"
         raise fail(where, name, what + (" or None" if optional else ""), value)
     return value if isinstance(value, (int, float)) else float(value)
+
+
+def positive_finite(where: str, name: str, value: Any, *, accepted: str = "a finite number > 0") -> float:
+    """A real number (not a bool) that is finite and > 0, as a float; one that no float holds (``10**400``)
+    is refused like ``inf``.
+
+    >>> positive_finite("generate", "temperature", 1e-300)
+    1e-300
+    >>> positive_finite("run_demo", "lr", float("nan"))
+    Traceback (most recent call last):
+    ...
+    mithril.errors.ArgumentError: run_demo: lr must be a finite number > 0, got nan
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            number_ = float(value)
+        except (OverflowError, TypeError, ValueError):
+            number_ = math.inf
+        if math.isfinite(number_) and number_ > 0:
+            return number_
+    raise fail(where, name, accepted, value)
 
 
 def boolean(where: str, name: str, value: Any) -> bool:

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -102,10 +101,8 @@ def _check_options(pm: Any, params: Any, max_new_tokens: Any, temperature: Any, 
         raise validation.fail("generate", "max_new_tokens", "an int >= 0", max_new_tokens)
     if top_k is not None and (not validation.is_int(top_k) or top_k < 1):
         raise validation.fail("generate", "top_k", "None (the full distribution) or an int >= 1", top_k)
-    real = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool)
-    if not real or not np.isfinite(temperature) or temperature <= 0:
-        accepted = "a number > 0 (finite; top_k=1 for greedy decoding)"
-        raise validation.fail("generate", "temperature", accepted, temperature)
+    accepted = "a number > 0 (finite; top_k=1 for greedy decoding)"
+    validation.positive_finite("generate", "temperature", temperature, accepted=accepted)
     if seed is not None and (not validation.is_int(seed) or seed < 0):
         raise validation.fail("generate", "seed", "None or an int >= 0", seed)
 

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -222,8 +223,8 @@ def compile(  # noqa: A001 - the public name is ml.compile
     program = backend.generate_program(graph, functions, param_names=set(params), header=header)
     log.stage("codegen", f"{len(program.source.splitlines())} lines of {backend.codegen} for {[f.name for f in functions]}")
     if file_path is not None:
-        if not isinstance(file_path, (str, Path)):
-            raise ArgumentError(f"ml.compile: file_path must be a path (str or pathlib.Path), got {type(file_path).__name__}")
+        if not isinstance(file_path, (str, os.PathLike)):
+            raise ArgumentError(f"ml.compile: file_path must be a path (str or os.PathLike), got {type(file_path).__name__}")
         write_file_atomically(file_path, program.source, where=f"ml.compile(file_path={str(file_path)!r})", error=ArgumentError)
     index_checks = find_index_checks(graph, {**flat.inputs}, set(data) | set(buffers))
     physical = PhysicalModel(

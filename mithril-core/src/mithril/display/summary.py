@@ -135,7 +135,7 @@ def summarize(model: Any, depth: int | None = None) -> Summary:
         count = _count({k: v for group in state.values() for k, v in group.items()}, view)
         shown_inputs = {k: v for k, v in inputs.items() if id(v.find()) not in {i for g in state.values() for i in g}}
         indent = "  " * (block.depth - 1)
-        rows.append((indent + display_text(block.name), block.type_name, value_label(shown_inputs, view), value_label(outputs, view), _number(count) if count else "-" if count == 0 else "?"))
+        rows.append((indent + display_text(block.name), display_text(block.type_name), value_label(shown_inputs, view), value_label(outputs, view), _number(count) if count else "-" if count == 0 else "?"))
     state = view.state(view.tree)
     counts = {"trainable": _count(state["param"], view), "frozen": _count(state["frozen"], view), "buffers": _count(state["buffer"], view)}
     width = dtype_bytes(dtype)
@@ -145,7 +145,7 @@ def summarize(model: Any, depth: int | None = None) -> Summary:
             continue
         totals.append((f"{label} parameters" if label != "buffers" else "buffers", "unknown until the shapes are known" if n is None else f"{_number(n)} ({format_bytes(n * width)} as {dtype.value})"))
     name = display_text(logical.name or type(logical).__name__)
-    title = f"{name} ({type(logical).__name__})"
+    title = f"{name} ({display_text(type(logical).__name__)})"
     details: list[tuple[str, str]] = []
     if compiled is not None:
         title = f"{name} compiled for {type(compiled.backend).__name__}"
@@ -180,7 +180,7 @@ def _compiled_details(pm: Any, view: ModelView, counts: dict[str, int | None]) -
                 size *= d
             nbytes = size * dtype_bytes(backend.kind_dtype(value.kind or "float"))
             if largest is None or nbytes > largest[0]:
-                largest = (nbytes, f"{format_bytes(nbytes)} ({node.path or node.spec.name}: {node.spec.name} -> {list(ints)})")
+                largest = (nbytes, f"{format_bytes(nbytes)} ({display_text(node.path or node.spec.name)}: {node.spec.name} -> {list(ints)})")
     details.append(("largest activation", largest[1] if largest else "unknown (run-time shapes)"))
     return details
 

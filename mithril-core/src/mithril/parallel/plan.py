@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ArgumentError, ShapeError
+from ..validation import is_int
 
 __all__ = [
     "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes", "normalise_spec",
@@ -51,18 +52,13 @@ def mesh_sizes(owner: str, device_mesh: Any) -> tuple[int, ...]:
     ...
     mithril.errors.ArgumentError: JaxBackend: device_mesh must be a positive int or a non-empty tuple of positive ints, one size per mesh axis (e.g. 2, (2,) or (2, 2)); got (2.5,) (tuple)
     """
-    entries = (device_mesh,) if _is_int(device_mesh) else device_mesh
-    if not isinstance(entries, (tuple, list)) or not entries or not all(_is_int(s) and s >= 1 for s in entries):
+    entries = (device_mesh,) if is_int(device_mesh) else device_mesh
+    if not isinstance(entries, (tuple, list)) or not entries or not all(is_int(s) and s >= 1 for s in entries):
         raise ArgumentError(
             f"{owner}: device_mesh must be a positive int or a non-empty tuple of positive ints, one size per mesh "
             f"axis (e.g. 2, (2,) or (2, 2)); got {device_mesh!r} ({type(device_mesh).__name__})"
         )
     return tuple(int(s) for s in entries)
-
-
-def _is_int(value: Any) -> bool:
-    """An int (NumPy's included), not a bool."""
-    return not isinstance(value, bool) and hasattr(value, "__index__") and not isinstance(value, (str, bytes))
 
 
 def indivisible_dimension(spec: Sequence[str | None], shape: Sequence[int], mesh_axes: Sequence[str], mesh_shape: Sequence[int]) -> tuple[int, str, int] | None:

@@ -54,7 +54,9 @@ def write_file_atomically(
     b'\\x00\\x01'
     """
     target = Path(path)
-    temporary = target.with_name(f".{target.name[:200]}.{secrets.token_hex(8)}.tmp")
+    # at most 100 bytes of the name: with the suffix, a name of any length stays under the 255-byte limit
+    stem = target.name.encode("utf-8", "surrogateescape")[:100].decode("utf-8", "ignore")
+    temporary = target.with_name(f".{stem}.{secrets.token_hex(8)}.tmp")
     try:
         handle = _create(temporary, _mode_of(target))
     except OSError as exc:

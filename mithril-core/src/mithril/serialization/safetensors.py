@@ -47,7 +47,10 @@ _MAX_HEADER = 100 * 2**20
 _MAX_DEPTH = 16  # a valid header nests 3 deep (file, tensor, shape): deeper JSON is refused before it is parsed
 _MAX_DIMS = 32  # the most dimensions every NumPy version can hold
 _METADATA = "__metadata__"
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.S)
+"""A JSON string, or an unclosed one up to the end of the text: every match attempt succeeds, so removing
+strings is one linear pass (a pattern that must find the closing quote scanned to the end again from every
+quote of ``{"\\"\\"...``: quadratic)."""
 
 
 class _DuplicateKey(ValueError):

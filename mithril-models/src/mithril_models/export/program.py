@@ -34,7 +34,7 @@ import mithril as ml
 import numpy as np
 from mithril.compiler.codegen.escape import c_string_literal
 from mithril.errors import ArgumentError
-from mithril.extend import write_file_atomically
+from mithril.extend import check_output_directory, write_file_atomically
 
 from .weights import INPUT, NAME, Tensor, write_weights
 
@@ -397,12 +397,10 @@ def export_program(
     >>> exported = export_program(GPT2Config(n_layer=2), "model.safetensors", "out")      # doctest: +SKIP
     >>> subprocess.run([exported.build(), "--tokens", "464 3290", "--max-new-tokens", "5"])  # doctest: +SKIP
     """
-    from mithril_backend_c.export import check_export_directory
-
     from ..checkpoints import load_hf
 
     directory = Path(out_dir)
-    check_export_directory(directory, overwrite, where="export_program")
+    check_output_directory(directory, overwrite, "export_program")
     family, pm = resolve_model(config, cache_len=cache_len, image_size=image_size)
     slots = _cache_steps(pm.shapes["past_key_0"][2], smaller_caches) if family == "gpt" else []
     params = {key: np.asarray(value) for key, value in load_hf(pm, source).items()}

@@ -49,7 +49,7 @@ from mithril.extend import check_output_directory, write_file_atomically
 from . import toolchain
 from .codegen import C_TYPES, CFunction, entry_declarations
 
-__all__ = ["ExportResult", "export", "export_program", "check_export_directory", "data_file_names"]
+__all__ = ["ExportResult", "export", "export_program", "data_file_names"]
 
 PREFIX = "mithril"
 
@@ -108,15 +108,6 @@ def export(
             f"mithril_backend_c.export needs a model compiled with ml.CBackend(), not {type(pm.backend).__name__}"
         )
     return pm.export(directory, params, randomize=randomize, seed=seed, overwrite=overwrite)
-
-
-def check_export_directory(directory: Path, overwrite: bool, where: str = "export") -> None:
-    """Refuse a ``directory`` that is a symlink or a file, or that holds anything while ``overwrite`` is false
-    (core's :func:`mithril.extend.check_output_directory`).
-
-    >>> check_export_directory(Path("/nonexistent/dir"), overwrite=False)
-    """
-    check_output_directory(directory, overwrite, where)
 
 
 def _write(directory: Path, name: str, content: Any) -> str:
@@ -186,7 +177,7 @@ def export_program(
     unless ``overwrite``) and, given the compiled model ``pm``, example inputs and their expected output.
     Every parameter is checked (missing, unknown, shape) before anything is written."""
     directory = Path(directory)
-    check_export_directory(directory, overwrite)
+    check_output_directory(directory, overwrite, "export")
     evaluate = next(fn for fn in program.functions if fn.name == "evaluate")
     weights = [f for f in evaluate.inputs if _is_weight(f, params)]
     arrays = _weight_arrays(weights, params, [f for f in evaluate.inputs if f.role == "param"])
