@@ -305,29 +305,23 @@ def _main_c(fn: CFunction, weights: list[Any], inputs: Mapping[str, str], output
         '    FILE *w = fopen(path, "rb");',
         '    if (!w) { fprintf(stderr, "cannot open %s\\n", path); return 1; }',
     ]
-    for f in params:
-        n = int(np.prod(f.shape))
-        ct = C_TYPES[f.dtype.name]
+    def allocate(f: Any, read_from: str | None = None, stream: str = "NULL") -> None:
+        """Lines giving field ``f`` of the arguments its own buffer, read from the file named by the C string
+        ``read_from`` (from the open ``stream`` when given) when there is one."""
+        n, ct = int(np.prod(f.shape)), C_TYPES[f.dtype.name]
         lines.append(f"    {ct} *{f.name} = malloc({max(n, 1)} * sizeof({ct}));")
         lines.append(f'    if (!{f.name}) {{ fprintf(stderr, "out of memory\\n"); return 1; }}')
-        lines.append(f'    if (read_raw(dir, "model.weights", {f.name}, {n} * sizeof({ct}), w)) return 1;')
+        if read_from is not None:
+            lines.append(f"    if (read_raw(dir, {read_from}, {f.name}, {n} * sizeof({ct}), {stream})) return 1;")
         lines.append(f"    a.{f.name} = {f.name};")
+
+    for f in params:
+        allocate(f, '"model.weights"', "w")
     lines.append("    fclose(w);")
     for f in data:
-        n = int(np.prod(f.shape))
-        ct = C_TYPES[f.dtype.name]
-        lines.append(f"    {ct} *{f.name} = malloc({max(n, 1)} * sizeof({ct}));")
-        lines.append(f'    if (!{f.name}) {{ fprintf(stderr, "out of memory\\n"); return 1; }}')
-        lines.append(
-            f"    if (read_raw(dir, {c_string_literal(inputs[f.key])}, {f.name}, {n} * sizeof({ct}), NULL)) return 1;"
-        )
-        lines.append(f"    a.{f.name} = {f.name};")
+        allocate(f, c_string_literal(inputs[f.key]))
     for f in outs:
-        n = int(np.prod(f.shape))
-        ct = C_TYPES[f.dtype.name]
-        lines.append(f"    {ct} *{f.name} = malloc({max(n, 1)} * sizeof({ct}));")
-        lines.append(f'    if (!{f.name}) {{ fprintf(stderr, "out of memory\\n"); return 1; }}')
-        lines.append(f"    a.{f.name} = {f.name};")
+        allocate(f)
     lines += [
         f"    int status = {PREFIX}_evaluate(&a, 1);",
         "    if (status == MT_ERR_INDEX) {",
