@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import errors
+from . import errors, optim
 from .backends.backend import Backend
 from .compiler.compile import compile
 from .compiler.physical import PhysicalModel
@@ -27,6 +27,8 @@ from .extension import register_gradient, register_implementation, register_prim
 from .framework.tensor_types import DataType, Tensor
 from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
 from .models import __all__ as _models_all
+from .optim.state import TrainState
+from .training import fit, load_state, save_state
 from .types import Dtype
 
 bool_ = Dtype.bool_
@@ -36,7 +38,7 @@ float16, bfloat16, float32, float64 = Dtype.float16, Dtype.bfloat16, Dtype.float
 __version__ = "0.1.0"
 __all__ = [
     "Backend", "compile", "PhysicalModel", "Tensor", "DataType", "to_dot", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
-    "register_gradient", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+    "register_gradient", "optim", "TrainState", "fit", "save_state", "load_state", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     *_models_all,
 ]
 

@@ -50,16 +50,21 @@ class _Line:
     def __init__(self, description: str, total: int | None, unit: str, started: float) -> None:
         self.description, self.total, self.unit = description, total, unit
         self.n = 0
+        self.status = ""
         self.started = started
         self.shown = False
 
     def update(self, n: int) -> None:
         self.n += n
 
+    def set_postfix_str(self, status: str, refresh: bool = True) -> None:
+        self.status = status
+
     def refresh(self) -> None:
         elapsed = time.perf_counter() - self.started
         done = f" {self.n}/{self.total} {self.unit}" if self.total else ""
-        sys.stderr.write(f"\r{self.description}{done} [{elapsed:.0f} s]")
+        status = f" {self.status}" if self.status else ""
+        sys.stderr.write(f"\r{self.description}{done} [{elapsed:.0f} s]{status}\x1b[K")
         sys.stderr.flush()
         self.shown = True
 
@@ -94,20 +99,21 @@ def task(
     unit: str = "",
     verbose: bool | None = None,
     delay: float | None = None,
-) -> Iterator[Callable[[int], None]]:
-    """Run a block as a named task; yields ``advance(n)`` for counted work (``total`` in ``unit``s).
+) -> Iterator[Callable[..., None]]:
+    """Run a block as a named task; yields ``advance(n, status=None)`` for counted work (``total`` in
+    ``unit``s); ``status`` (``"loss 0.41, 820 samples/s"``) is shown after the bar until replaced.
 
     >>> with task("reading model.safetensors", total=100, unit="B", verbose=False) as advance:
     ...     advance(100)
     """
     if not wants_progress(verbose):
-        yield lambda n: None
+        yield lambda n, status=None: None
         return
     if verbose:  # asked for explicitly: shown from the start
         delay = 0.0
     elif delay is None:
         delay = DEFAULT_DELAY
-    state: dict[str, Any] = {"display": None, "pending": 0}
+    state: dict[str, Any] = {"display": None, "pending": 0, "status": None}
     lock = threading.Lock()
     stop = threading.Event()
     started = time.perf_counter()
@@ -118,10 +124,16 @@ def task(
             if display is None:
                 display = state["display"] = _display(description, total, unit, started)
                 display.update(state["pending"])
+                if state["status"] is not None:
+                    display.set_postfix_str(state["status"], refresh=False)
             display.refresh()
 
-    def advance(n: int) -> None:
+    def advance(n: int, status: str | None = None) -> None:
         with lock:
+            if status is not None:
+                state["status"] = status
+                if state["display"] is not None:
+                    state["display"].set_postfix_str(status, refresh=False)
             if state["display"] is None:
                 state["pending"] += n
                 late = time.perf_counter() - started >= delay

@@ -24,12 +24,14 @@ from .. import validation
 from ..backends.direct import InputsNeedChecking
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
+from ..optim.state import TrainState
 from ..progress import task
 from ..serialization.files import check_output_directory, write_file_atomically
 from ..serialization.names import match_separators
 from ..serialization.safetensors import SafetensorsFile, save_safetensors
 from .graph import Value
 from .index_checks import IndexCheck, check_indices
+from .training import TrainingProgram, not_compiled_for_training
 from .verbose import log_verbose
 
 __all__ = ["PhysicalModel"]
@@ -61,6 +63,7 @@ class PhysicalModel(Displayable):
         plan: Any = None,
         jit_options: Mapping[str, Any] | None = None,
         verbose: bool = False,
+        train: tuple[Any, tuple[int, ...]] | None = None,
     ) -> None:
         self.backend = backend
         self.plan = plan  # mithril.parallel.ShardingPlan of ml.compile(parallelism=...), or None
@@ -95,6 +98,7 @@ class PhysicalModel(Displayable):
             self._backward = backend.gradient_function(functions["evaluate"], jit=jit, **options)
         else:
             self._backward = functions.get("evaluate_gradients")
+        self._training = None if train is None else TrainingProgram(self, train[0], train[1], functions, jit=jit, jit_options=self.jit_options)
         self._compiled = {"forward": self._forward, "gradients": self._backward}  # what lower()/lowered_text() read
         if backend.supports_autograd and jit:  # the framework compiles on the first call: say so when it is slow
             self._forward = self._announce_first_call("_forward", "forward")
@@ -415,9 +419,7 @@ class PhysicalModel(Displayable):
             self._check_group(params, self._state_keys, "params")
         if data.keys() != self._data_keys:
             self._check_group(data, self._data_keys, "data")
-        if self._index_checks:  # on the data as given: a narrower integer type (int32) would wrap bad indices
-            check_indices(self._index_checks, {**params, **data}, self.backend.to_numpy, self.backend.is_array)
-        data = self._check_arrays(params, data)
+        data = self._checked_inputs(params, data)
         if self.plan is not None:
             params, data = self._placed(params), self._placed(data)
         if self._buffer_keys:  # buffers reach the generated code as runtime inputs, never differentiated
@@ -429,6 +431,50 @@ class PhysicalModel(Displayable):
             return self._evaluate_gradients(params, data, output_gradients)
         outputs, gradients = self._evaluate_gradients(params, data, output_gradients)
         return outputs, self._placed(gradients)  # gradients live where their parameters do
+
+    def _checked_inputs(self, params: Mapping[str, Any], data: Mapping[str, Any], where: str = "evaluate") -> Mapping[str, Any]:
+        """Index ranges, then every input's dtype and shape; returns ``data`` converted where needed."""
+        if self._index_checks:  # on the data as given: a narrower integer type (int32) would wrap bad indices
+            check_indices(self._index_checks, {**params, **data}, self.backend.to_numpy, self.backend.is_array)
+        return self._check_arrays(params, data, where=where)
+
+    # -- training (ml.compile(..., optimizer=...)) --------------------------------------------------
+    @property
+    def optimizer(self) -> Any:
+        """The :mod:`mithril.optim` optimizer compiled into :meth:`train_step` (``None`` without one)."""
+        return None if self._training is None else self._training.layout.optimizer
+
+    @property
+    def loss_key(self) -> str | None:
+        """The output :meth:`train_step` minimises (``None`` without an optimizer)."""
+        return None if self._training is None else self._training.layout.loss
+
+    def init_state(self, params: Mapping[str, Any] | None = None) -> TrainState:
+        """The training state to start from: copies of ``params`` (default :meth:`get_parameters`), the
+        optimizer's state slots at zero and step 0, as backend arrays.
+
+        >>> state = pm.init_state(pm.randomize_params(seed=0))                        # doctest: +SKIP
+        >>> sorted(state.opt_state)                                                  # doctest: +SKIP
+        ['m', 'v']
+        """
+        if self._training is None:
+            raise not_compiled_for_training("init_state")
+        return self._training.init_state(params)
+
+    def train_step(self, state: TrainState, data: Mapping[str, Any] | None = None) -> tuple[TrainState, dict[str, Any]]:
+        """One optimisation step in one compiled call: forward, backward of the loss and the optimizer's
+        update. Returns the new state and the model's outputs (the loss among them) before the update.
+
+        Inputs are checked as :meth:`evaluate` checks them. On JAX the given state's arrays are donated to
+        the step: keep using the returned state.
+
+        >>> state, outputs = pm.train_step(state, {"input": x, "target": y})           # doctest: +SKIP
+        >>> float(outputs["final_cost"])                                             # doctest: +SKIP
+        0.42
+        """
+        if self._training is None:
+            raise not_compiled_for_training("train_step")
+        return self._training.step(state, data or {})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``physical_model(params, data, output_gradients)`` is :meth:`evaluate`; ``physical_model(data)``

@@ -81,7 +81,7 @@ class TrainModel(Model):
             raise ArgumentError(f"TrainModel wraps a Model, got {model!r}")
         self.__dict__["wrapped"] = model
         self |= model(**{key: key for key in [*model.input_keys, *model.output_keys]})
-        self.__dict__.update(_losses=[], _regularizers=[], _combiner="sum")
+        self.__dict__.update(_losses=[], _regularizers=[], _combiner="sum", metric_keys=[])
 
     def add_loss(self, loss: Model, reduce_steps: Sequence[Model] | None = None, key_name: str | None = None, coef: float | None = None, **connections: Any) -> None:
         """Add ``coef * reduce(loss(**connections))`` to the cost. ``reduce_steps`` defaults to ``[Mean()]``;
@@ -113,7 +113,9 @@ class TrainModel(Model):
         into the cost."""
         result = _reduced(self, model, reduce_steps or [], connections)
         count = sum(1 for k in self._keys if k.startswith("metric_"))
-        self.expose(result, key_name or f"metric_{count}", canonical=False)
+        key = key_name or f"metric_{count}"
+        self.expose(result, key, canonical=False)
+        self.metric_keys.append(key)
 
     def set_loss_combiner(self, combiner: Model | str) -> None:
         """How losses combine into ``final_cost``: ``Sum()`` (default) or ``Mean()`` (or ``"sum"``/``"mean"``)."""

@@ -1,0 +1,141 @@
+"""The training step in the graph: ``ml.compile(..., optimizer=...)`` adds the optimizer's update, written in
+primitives (:mod:`mithril.optim`), to the compiled graph.
+
+Manual-gradient backends (NumPy, C, GGML) get one generated function ``train_step``: forward, the symbolic
+backward of the loss (cotangent 1) and the update. Autograd backends (JAX, PyTorch, MLX) get
+``apply_updates`` (parameters, gradients and optimizer state in, new ones out); the backend's autograd
+supplies the gradients and its JIT compiles both into one call (:mod:`mithril.compiler.training`).
+
+Example:
+    >>> layout = TrainLayout.names(["weight"], ("m",), autograd=False, taken=set(), loss="loss", optimizer=None)
+    >>> layout.slot_inputs["m"]["weight"], layout.param_outputs["weight"]
+    ('__opt_m__weight', '__new__weight')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ArgumentError, KeyError_
+from ..optim import Optimizer, ParamInfo
+from ..optim._math import GraphMath
+from .backward import build_backward
+from .graph import Graph, Value
+
+__all__ = ["TrainLayout", "build_train_step", "check_optimizer"]
+
+
+@dataclass
+class TrainLayout:
+    """The names the generated training function reads and returns (none can clash with the model's)."""
+
+    loss: str
+    optimizer: Any
+    slot_inputs: dict[str, dict[str, str]]  # slot -> parameter -> input name
+    step_input: str
+    grad_inputs: dict[str, str]  # autograd backends: parameter -> gradient input name
+    param_outputs: dict[str, str]  # parameter -> output name of its new value
+    slot_outputs: dict[str, dict[str, str]]
+    step_output: str
+    function: str  # "train_step" (whole step) or "apply_updates" (the update only)
+
+    @classmethod
+    def names(cls, params: Iterable[str], slots: Iterable[str], *, autograd: bool, taken: set[str], loss: str, optimizer: Any) -> TrainLayout:
+        params, slots = list(params), list(slots)
+
+        def name(text: str) -> str:
+            while text in taken:
+                text = "_" + text
+            taken.add(text)
+            return text
+
+        return cls(
+            loss=loss,
+            optimizer=optimizer,
+            slot_inputs={s: {p: name(f"__opt_{s}__{p}") for p in params} for s in slots},
+            step_input=name("__opt_step__"),
+            grad_inputs={p: name(f"__grad__{p}") for p in params} if autograd else {},
+            param_outputs={p: name(f"__new__{p}") for p in params},
+            slot_outputs={s: {p: name(f"__new_{s}__{p}") for p in params} for s in slots},
+            step_output=name("__new_step__"),
+            function="apply_updates" if autograd else "train_step",
+        )
+
+
+def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], params: Iterable[str], inference: bool) -> str:
+    """The loss key ``ml.compile(optimizer=..., loss=...)`` minimises, after checking the arguments."""
+    if not isinstance(optimizer, Optimizer):
+        hint = ""
+        module = type(optimizer).__module__.split(".")[0]
+        if module in ("optax", "torch"):
+            hint = f"; {module} optimizers are not accepted yet: use the mithril.optim equivalent (optim.AdamW, optim.SGD, ...)"
+        raise ArgumentError(f"ml.compile(optimizer=...) takes a mithril.optim optimizer (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Lion), got {optimizer!r}{hint}")
+    if inference:
+        raise ArgumentError("ml.compile(optimizer=...) with inference=True: a training step needs the backward pass; drop inference=True")
+    if not list(params):
+        raise ArgumentError("ml.compile(optimizer=...): the model has no trainable parameters to update")
+    if loss is None:
+        if "final_cost" not in outputs:
+            raise ArgumentError(
+                f"ml.compile(optimizer=...): name the scalar output to minimise with loss='...' (outputs: {sorted(outputs)}), "
+                "or compile a TrainModel (its 'final_cost' is minimised)"
+            )
+        loss = "final_cost"
+    if not isinstance(loss, str) or loss not in outputs:
+        raise KeyError_(f"ml.compile(loss={loss!r}): not an output of the model; its outputs are {sorted(outputs)}")
+    if outputs[loss].kind not in (None, "float"):
+        raise ArgumentError(f"ml.compile(loss={loss!r}): the loss must be a float output, got {outputs[loss].kind}")
+    return loss
+
+
+def check_loss_shape(layout: TrainLayout, outputs: Mapping[str, Value]) -> tuple[int, ...]:
+    """The loss must be one number (after shapes are solved)."""
+    shape = outputs[layout.loss].shape.static()
+    if shape is None or any(size != 1 for size in shape):
+        shown = list(shape) if shape is not None else repr(outputs[layout.loss].shape)
+        raise ArgumentError(
+            f"ml.compile(loss={layout.loss!r}): the loss must be a scalar, got shape {shown}; reduce it "
+            "(TrainModel.add_loss(loss, reduce_steps=[Mean()]) or a Mean() block)"
+        )
+    return tuple(shape)
+
+
+def build_train_step(
+    graph: Graph,
+    optimizer: Optimizer,
+    loss: str,
+    outputs: Mapping[str, Value],
+    wrt: Mapping[str, Value],
+    paths: Mapping[str, str],
+    *,
+    autograd: bool,
+    backend_type: str | None,
+    taken: set[str],
+) -> tuple[TrainLayout, dict[str, Value], dict[str, Value]]:
+    """Emit the training step into ``graph``: returns the layout, the new inputs (optimizer state, step;
+    gradients on autograd backends) and the new outputs (updated parameters, state and step)."""
+    layout = TrainLayout.names(wrt, optimizer.slots, autograd=autograd, taken=taken, loss=loss, optimizer=optimizer)
+    inputs: dict[str, Value] = {}
+
+    def new_input(name: str, like: Value | None) -> Value:
+        value = graph.new_value(like.shape if like is not None else [], "float", name=name)
+        inputs[name] = value
+        return value
+
+    if autograd:
+        grads = {p: new_input(layout.grad_inputs[p], wrt[p]) for p in wrt}
+    else:
+        seed = graph.emit("ones_like", outputs[loss], path="train")
+        grads = build_backward(graph, wrt, {loss: (outputs[loss], seed)}, backend_type)  # type: ignore[dict-item]
+    state = {s: {p: new_input(layout.slot_inputs[s][p], wrt[p]) for p in wrt} for s in optimizer.slots}
+    step = new_input(layout.step_input, None)
+    infos = {p: ParamInfo(p, paths.get(p, p), v.shape.rank) for p, v in wrt.items()}
+    new_params, new_state, new_step = optimizer.apply(GraphMath(graph), wrt, grads, state, step, infos)
+    returns = {layout.param_outputs[p]: v for p, v in new_params.items()}
+    for slot, values in new_state.items():
+        returns.update({layout.slot_outputs[slot][p]: v for p, v in values.items()})
+    returns[layout.step_output] = new_step
+    graph.solve()
+    return layout, inputs, returns

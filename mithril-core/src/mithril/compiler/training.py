@@ -1,0 +1,139 @@
+"""Running the compiled training step: :meth:`PhysicalModel.init_state` and :meth:`PhysicalModel.train_step`.
+
+On NumPy, C and GGML the generated ``train_step`` function is the whole step. On JAX, PyTorch and MLX the
+step is the backend's autograd over the generated ``evaluate`` followed by the generated
+``apply_updates``, compiled together by the backend's JIT (one ``jax.jit`` whose state argument is
+donated, one ``mx.compile``, one function ``torch.compile`` can take).
+
+Example:
+    >>> import mithril as ml
+    >>> from mithril import optim
+    >>> from mithril.models import Linear, Mean, Model, SquaredError, TrainModel
+    >>> model = Model()
+    >>> model |= Linear(1)(input="input", output="output")
+    >>> train = TrainModel(model)
+    >>> train.add_loss(SquaredError(), reduce_steps=[Mean()], input="output", target="target")
+    >>> pm = ml.compile(train, ml.NumpyBackend(), shapes={"input": [4, 2], "target": [4, 1]},
+    ...                 optimizer=optim.SGD(lr=0.1))                                  # doctest: +SKIP
+    >>> state = pm.init_state(pm.randomize_params())                                 # doctest: +SKIP
+    >>> state, outputs = pm.train_step(state, {"input": x, "target": y})             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, KeyError_, MithrilError
+from ..optim.state import TrainState
+from .train_step import TrainLayout
+
+__all__ = ["TrainingProgram"]
+
+
+class TrainingProgram:
+    """The training half of a :class:`~mithril.compiler.physical.PhysicalModel` compiled with ``optimizer=``."""
+
+    def __init__(self, model: Any, layout: TrainLayout, loss_shape: tuple[int, ...], functions: Mapping[str, Callable[..., Any]], *, jit: bool, jit_options: Mapping[str, Any]) -> None:
+        self.model, self.layout, self.loss_shape = model, layout, loss_shape
+        backend = model.backend
+        self.param_keys = sorted(model._param_keys)
+        self.slots = tuple(layout.slot_inputs)
+        if not backend.supports_autograd:
+            self.call = functions[layout.function]
+            return
+        forward, update = functions["evaluate"], functions[layout.function]
+        param_keys, grad_inputs, loss = self.param_keys, layout.grad_inputs, layout.loss
+
+        def step(state: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+            params = {k: state[k] for k in param_keys}
+            outputs, grads = backend.vjp(lambda p: forward(p, data), params, {loss: backend.ones(loss_shape)})
+            updated = update({**state, **{grad_inputs[k]: g for k, g in grads.items()}}, {})
+            return {**outputs, **updated}
+
+        options = dict(jit_options)
+        if jit and "donate_argnums" in backend.jit_option_names():
+            options.setdefault("donate_argnums", (0,))  # the old state's buffers become the new state's
+        self.call = backend.prepare_forward(step, jit=jit, jit_options=options)
+
+    def init_state(self, params: Mapping[str, Any] | None) -> TrainState:
+        pm, backend = self.model, self.model.backend
+        params = pm.get_parameters() if params is None else params
+        if not isinstance(params, Mapping):
+            raise ArgumentError(f"init_state(params=...): expected a dict of name -> array, got {type(params).__name__}")
+        if params.keys() != pm._state_keys:
+            pm._check_group(params, pm._state_keys, "params", where="init_state")
+        pm._check_arrays(params, {}, params_only=True, where="init_state")
+        # copies: the step may donate (JAX) or update the state's buffers, never the caller's arrays
+        copied = pm._placed({k: backend.array(np.array(backend.to_numpy(v))) for k, v in params.items()})
+        opt_state = {slot: {k: backend.zeros_like(copied[k]) for k in self.param_keys} for slot in self.slots}
+        return TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend))
+
+    def check_state(self, state: Any) -> None:
+        pm = self.model
+        if not isinstance(state, TrainState):
+            raise ArgumentError(f"train_step(state=...): expected an ml.TrainState (from pm.init_state(params) or ml.load_state), got {type(state).__name__}")
+        if not isinstance(state.params, Mapping) or state.params.keys() != pm._state_keys:
+            pm._check_group(dict(state.params), pm._state_keys, "params", where="train_step")
+        if set(state.opt_state) != set(self.slots):
+            raise KeyError_(f"train_step(state): the optimizer state has slots {sorted(state.opt_state)}, {type(self.layout.optimizer).__name__} keeps {list(self.slots)}")
+        for slot, values in state.opt_state.items():
+            if set(values) != set(self.param_keys):
+                raise KeyError_(f"train_step(state): optimizer slot {slot!r} holds {sorted(values)}, expected the parameters {self.param_keys}")
+            for key, value in values.items():
+                param = state.params[key]
+                if not pm.backend.is_array(value) or tuple(value.shape) != tuple(param.shape) or value.dtype != param.dtype:
+                    shown = f"shape {tuple(value.shape)}, dtype {value.dtype}" if pm.backend.is_array(value) else type(value).__name__
+                    raise ArgumentError(f"train_step(state): optimizer slot {slot!r} of {key!r} is {shown}; expected a backend array like its parameter (shape {tuple(param.shape)}, dtype {param.dtype})")
+
+    def step(self, state: TrainState, data: Mapping[str, Any]) -> tuple[TrainState, dict[str, Any]]:
+        pm, layout = self.model, self.layout
+        self.check_state(state)
+        data = {} if data is None else data
+        if not isinstance(data, Mapping):
+            raise ArgumentError(f"train_step(data=...): expected a dict of name -> array, got {type(data).__name__}")
+        if data.keys() != pm._data_keys:
+            pm._check_group(data, pm._data_keys, "data", where="train_step")
+        params = state.params
+        data = pm._checked_inputs(params, data, where="train_step")
+        if pm.plan is not None:
+            params, data = pm._placed(params), pm._placed(data)
+        inputs = {k: params[k] for k in self.param_keys}
+        for slot in self.slots:
+            inputs.update({layout.slot_inputs[slot][k]: v for k, v in state.opt_state[slot].items()})
+        inputs[layout.step_input] = state.step
+        if pm._buffer_keys:
+            data = {**data, **{k: params[k] for k in pm._buffer_keys}}
+        result = self.call(inputs, data)
+        outputs = {k: result[k] for k in pm._output_values}
+        new_params = {k: result[layout.param_outputs[k]] for k in self.param_keys}
+        if pm._buffer_keys:
+            new_params.update(pm.update_buffers(params, outputs))
+            new_params = {k: new_params[k] for k in params}
+        opt_state = {slot: {k: result[layout.slot_outputs[slot][k]] for k in self.param_keys} for slot in self.slots}
+        return TrainState(new_params, opt_state, result[layout.step_output], rng=_rng_state(pm.backend)), outputs
+
+
+def _rng_state(backend: Any) -> Any:
+    """The backend generator's state as JSON (NumPy's bit generator state), or ``None``."""
+    rng = getattr(backend, "_rng", None)
+    if isinstance(rng, np.random.Generator):
+        return _jsonable(rng.bit_generator.state)
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def not_compiled_for_training(where: str) -> MithrilError:
+    return MithrilError(
+        f"{where}: this model was compiled without an optimizer; compile with "
+        "ml.compile(model, backend, ..., optimizer=mithril.optim.AdamW(lr=...)) to get a training step"
+    )

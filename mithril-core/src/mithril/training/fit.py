@@ -1,0 +1,297 @@
+"""``ml.fit``: the training loop around a compiled ``train_step``, with progress, history, callbacks,
+evaluation and checkpoints that a killed run resumes from.
+
+Example:
+    >>> state, history = ml.fit(pm, pm.init_state(), batches, epochs=3, eval_batches=held_out,
+    ...                         checkpoint_dir="runs/mlp", resume=True)                  # doctest: +SKIP
+    >>> history.loss[-1], history.epochs[-1]["eval_loss"]                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import validation
+from ..errors import ArgumentError, CheckpointError
+from ..optim.state import TrainState
+from ..progress import task
+from .checkpoint import load_state, save_state
+
+__all__ = ["fit", "History", "Callback", "EarlyStopping", "LambdaCallback"]
+
+_CHECKPOINT = re.compile(r"^step-(\d{1,12})\.safetensors$")
+
+
+@dataclass
+class History:
+    """What :func:`fit` recorded: ``loss`` per step, and per epoch a dict of ``loss`` (mean training loss),
+    the model's metrics averaged over the epoch's batches, and ``eval_loss``/``eval_<metric>`` over
+    ``eval_batches``."""
+
+    loss: list[float] = field(default_factory=list)
+    epochs: list[dict[str, float]] = field(default_factory=list)
+
+
+class Callback:
+    """Hooks :func:`fit` calls; set ``self.stop = True`` to end training after the current step.
+
+    >>> class Print(Callback):
+    ...     def on_epoch_end(self, epoch, logs):
+    ...         print(epoch, round(logs["loss"], 3))
+    """
+
+    stop: bool = False
+
+    def on_train_begin(self, state: TrainState) -> None:
+        """Before the first step (after a resume: before the first step not yet done)."""
+
+    def on_step_end(self, step: int, logs: Mapping[str, float]) -> None:
+        """After each step; ``logs`` holds ``loss`` and the metrics of that batch."""
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
+        """After each epoch; ``logs`` is the epoch's entry of :class:`History`."""
+
+    def on_train_end(self, state: TrainState, history: History) -> None:
+        """After the last step."""
+
+
+class EarlyStopping(Callback):
+    """Stop when ``monitor`` (an epoch log: ``"eval_loss"``, ``"loss"``, ``"eval_accuracy"``...) has not
+    improved by ``min_delta`` for ``patience`` epochs; ``mode`` ``"min"`` or ``"max"``.
+
+    >>> EarlyStopping(monitor="eval_loss", patience=2).patience
+    2
+    """
+
+    def __init__(self, monitor: str = "eval_loss", patience: int = 3, min_delta: float = 0.0, mode: str = "min") -> None:
+        self.monitor = monitor
+        self.patience = int(validation.positive_int("EarlyStopping", "patience", patience))
+        self.min_delta = float(validation.number("EarlyStopping", "min_delta", min_delta, low=0.0))
+        self.mode = validation.choice("EarlyStopping", "mode", mode, ("min", "max"))
+        self.best: float | None = None
+        self.waited = 0
+        self.stop = False
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
+        if self.monitor not in logs:
+            raise ArgumentError(f"EarlyStopping(monitor={self.monitor!r}): the epoch logs hold {sorted(logs)}")
+        value = float(logs[self.monitor])
+        better = self.best is None or (value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta)
+        if better:
+            self.best, self.waited = value, 0
+        else:
+            self.waited += 1
+            self.stop = self.waited >= self.patience
+
+
+class LambdaCallback(Callback):
+    """A callback from functions: ``LambdaCallback(on_step_end=lambda step, logs: ...)``.
+
+    >>> seen = []
+    >>> LambdaCallback(on_epoch_end=lambda epoch, logs: seen.append(epoch)).on_epoch_end(0, {})
+    >>> seen
+    [0]
+    """
+
+    def __init__(self, **hooks: Callable[..., Any]) -> None:
+        names = ("on_train_begin", "on_step_end", "on_epoch_end", "on_train_end")
+        for name, hook in hooks.items():
+            if name not in names or not callable(hook):
+                raise ArgumentError(f"LambdaCallback: {name}= must be one of {names}, given a function")
+            setattr(self, name, hook)
+
+
+def _epoch_batches(batches: Any, epoch: int, epochs: int) -> Iterable[Mapping[str, Any]]:
+    if callable(batches):
+        return batches(epoch)  # type: ignore[no-any-return]
+    if isinstance(batches, (Sequence, Mapping)) and not isinstance(batches, (str, bytes)):
+        if isinstance(batches, Mapping):
+            raise ArgumentError("fit(batches=...): expected a list of data dicts (or a function epoch -> batches), got one dict; wrap it: [batch]")
+        return batches
+    if epochs > 1:
+        raise ArgumentError(
+            f"fit(batches=...) with epochs={epochs}: {type(batches).__name__} can be iterated only once; pass a list, "
+            "or a function epoch -> iterable of batches"
+        )
+    if not isinstance(batches, Iterable):
+        raise ArgumentError(f"fit(batches=...): expected a list of data dicts, an iterable, or a function epoch -> batches, got {type(batches).__name__}")
+    return batches
+
+
+def _scalars(outputs: Mapping[str, Any], keys: Sequence[str], to_numpy: Callable[[Any], Any]) -> dict[str, float]:
+    return {key: float(np.asarray(to_numpy(outputs[key])).reshape(-1)[0]) for key in keys}
+
+
+def _metric_keys(pm: Any) -> list[str]:
+    keys = list(getattr(pm.model, "metric_keys", []) or [])
+    return [k for k in keys if k in pm.output_keys]
+
+
+def _samples(batch: Mapping[str, Any]) -> int:
+    for value in batch.values():
+        shape = getattr(value, "shape", None)
+        if shape:
+            return int(shape[0])
+    return 1
+
+
+def latest_checkpoint(directory: str | Path) -> Path | None:
+    """The newest ``step-<n>.safetensors`` :func:`fit` wrote in ``directory`` (``None`` if there is none)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _CHECKPOINT.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def _evaluate(pm: Any, state: TrainState, batches: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> dict[str, float]:
+    totals = dict.fromkeys(keys, 0.0)
+    count = 0
+    for batch in batches:
+        outputs = pm.evaluate(state.params, batch)
+        for key, value in _scalars(outputs, keys, pm.backend.to_numpy).items():
+            totals[key] += value
+        count += 1
+    if count == 0:
+        raise ArgumentError("fit(eval_batches=...): no batches to evaluate")
+    return {f"eval_{'loss' if key == pm.loss_key else key}": total / count for key, total in totals.items()}
+
+
+def fit(
+    pm: Any,
+    state: TrainState,
+    batches: Any,
+    epochs: int = 1,
+    eval_batches: Any = None,
+    callbacks: Sequence[Callback] = (),
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    log_every: int = 10,
+    *,
+    verbose: bool | None = None,
+) -> tuple[TrainState, History]:
+    """Train ``pm`` (compiled with ``optimizer=``) from ``state`` over ``batches`` for ``epochs``.
+
+    Args:
+        batches: a list of data dicts (each a ``train_step`` data argument), a function ``epoch -> iterable``
+            of them (a fresh shuffle each epoch), or a one-shot iterable when ``epochs == 1``.
+        eval_batches: data evaluated (without updates) at the end of each epoch: ``eval_loss`` and
+            ``eval_<metric>`` in the epoch logs. A list or a function ``epoch -> iterable``.
+        callbacks: :class:`Callback` objects (:class:`EarlyStopping`, :class:`LambdaCallback`, your own).
+        checkpoint_dir: save ``step-<n>.safetensors`` (:func:`~mithril.save_state`) there after every epoch.
+        resume: continue from the newest checkpoint in ``checkpoint_dir``: the steps it holds are skipped
+            (the same batches in the same order must be given), so the result equals an uninterrupted run.
+        log_every: steps between updates of the progress line (loss over those steps, samples per second).
+        verbose: show progress (``None``: only on a terminal, see :mod:`mithril.progress`).
+
+    Returns:
+        ``(state, history)``: the final state and a :class:`History`.
+    """
+    if getattr(pm, "_training", None) is None:
+        raise ArgumentError("fit: the model was compiled without optimizer=...; compile it with ml.compile(..., optimizer=optim.AdamW(...))")
+    if not isinstance(state, TrainState):
+        raise ArgumentError(f"fit(state=...): expected an ml.TrainState (pm.init_state(params)), got {type(state).__name__}")
+    epochs = int(validation.positive_int("fit", "epochs", epochs))
+    log_every = int(validation.positive_int("fit", "log_every", log_every))
+    validation.boolean("fit", "resume", resume)
+    callbacks = list(callbacks)
+    for callback in callbacks:
+        if not isinstance(callback, Callback):
+            raise ArgumentError(f"fit(callbacks=...): expected mithril.training.Callback objects, got {callback!r}")
+    directory = None if checkpoint_dir is None else Path(checkpoint_dir)
+    if resume and directory is None:
+        raise ArgumentError("fit(resume=True) needs checkpoint_dir=... (where the run saved its checkpoints)")
+    done = 0
+    history = History()
+    if resume and directory is not None and (latest := latest_checkpoint(directory)) is not None:
+        state = load_state(pm, latest)
+        done = state.step_count
+        history = _load_history(latest, done)
+    metrics = _metric_keys(pm)
+    loss_key = pm.loss_key
+    total = len(batches) * epochs if isinstance(batches, Sequence) else None
+    step = 0
+    for callback in callbacks:
+        callback.on_train_begin(state)
+    with task(f"training {type(pm.model).__name__}", total=total, unit="step", verbose=verbose, delay=0.0 if verbose else None) as advance:
+        advance(min(done, total or done))
+        window: list[float] = []
+        window_samples, window_started = 0, time.perf_counter()
+        stopped = False
+        for epoch in range(epochs):
+            epoch_logs: dict[str, float] = {}
+            sums = dict.fromkeys(["loss", *metrics], 0.0)
+            count = 0
+            for batch in _epoch_batches(batches, epoch, epochs):
+                step += 1
+                if step <= done:
+                    continue  # resumed: this step is in the checkpoint
+                state, outputs = pm.train_step(state, batch)
+                values = _scalars(outputs, [loss_key, *metrics], pm.backend.to_numpy)
+                logs = {"loss": values[loss_key], **{key: values[key] for key in metrics}}
+                if not math.isfinite(logs["loss"]):
+                    raise ArgumentError(f"fit: the loss is {logs['loss']} at step {step} (epoch {epoch}); lower the learning rate or clip gradients (clip_norm=)")
+                history.loss.append(logs["loss"])
+                for key, value in logs.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                count += 1
+                window.append(logs["loss"])
+                window_samples += _samples(batch)
+                for callback in callbacks:
+                    callback.on_step_end(step, logs)
+                if len(window) >= log_every:
+                    rate = window_samples / max(time.perf_counter() - window_started, 1e-9)
+                    advance(len(window), f"epoch {epoch + 1}/{epochs}, loss {sum(window) / len(window):.4g}, {rate:,.0f} samples/s")
+                    window, window_samples, window_started = [], 0, time.perf_counter()
+                if any(c.stop for c in callbacks):
+                    stopped = True
+                    break
+            if window:
+                advance(len(window), f"epoch {epoch + 1}/{epochs}, loss {sum(window) / len(window):.4g}")
+                window = []
+            if count == 0 and step <= done:
+                continue  # an epoch wholly inside the checkpoint: its logs were saved with it
+            epoch_logs = {key: value / max(count, 1) for key, value in sums.items()}
+            if eval_batches is not None:
+                epoch_logs.update(_evaluate(pm, state, _epoch_batches(eval_batches, epoch, epochs), [loss_key, *metrics]))
+            history.epochs.append(epoch_logs)
+            if directory is not None:
+                _save_checkpoint(directory, state, history)
+            for callback in callbacks:
+                callback.on_epoch_end(epoch, epoch_logs)
+            if stopped or any(c.stop for c in callbacks):
+                break
+    for callback in callbacks:
+        callback.on_train_end(state, history)
+    return state, history
+
+
+def _save_checkpoint(directory: Path, state: TrainState, history: History) -> None:
+    import json
+
+    from ..serialization.files import write_file_atomically
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"step-{state.step_count}.safetensors"
+    save_state(state, path)
+    write_file_atomically(path.with_name(f"step-{state.step_count}.history.json"), json.dumps({"loss": history.loss, "epochs": history.epochs}), where=f"fit(checkpoint_dir={str(directory)!r})")
+
+
+def _load_history(checkpoint: Path, step: int) -> History:
+    from ..serialization.safetensors import parse_json
+
+    path = checkpoint.with_name(f"step-{step}.history.json")
+    if not path.exists():
+        return History()
+    data = parse_json(path.read_bytes(), path, "training history")
+    if not isinstance(data, dict) or not isinstance(data.get("loss"), list) or not isinstance(data.get("epochs"), list):
+        raise CheckpointError(f"fit(resume=True): {str(path)!r} is not a training history")
+    return History([float(x) for x in data["loss"]], [dict(e) for e in data["epochs"]])
