@@ -120,6 +120,19 @@ def jax_gpt2(num_layers: int, heads: int, tied: bool = True) -> tuple[Any, Any]:
     ``GPT2LMHeadModel`` names them, with ``Linear`` layouts ([out, in]): Mithril's ``create_gpt`` compiled
     with ``use_short_namings=False``. Returns ``(forward, forward_backward)``."""
     import jax
+
+    gpt2 = jax_gpt2_function(num_layers, heads, tied)
+
+    def run(params, ids, g):
+        out, pullback = jax.vjp(lambda p: gpt2(p, ids), params)
+        return out, pullback(g)[0]
+
+    return jax.jit(gpt2), jax.jit(run)
+
+
+def jax_gpt2_function(num_layers: int, heads: int, tied: bool = True) -> Any:
+    """The GPT-2 of :func:`jax_gpt2` as a plain function ``gpt2(params, ids) -> logits`` (not jitted)."""
+    import jax
     import jax.numpy as jnp
 
     layer_norm, linear = _jax_layers()
@@ -146,8 +159,4 @@ def jax_gpt2(num_layers: int, heads: int, tied: bool = True) -> tuple[Any, Any]:
         head = params["transformer.wte.weight"] if tied else params["lm_head.weight"]
         return x @ head.T
 
-    def run(params, ids, g):
-        out, pullback = jax.vjp(lambda p: gpt2(p, ids), params)
-        return out, pullback(g)[0]
-
-    return jax.jit(gpt2), jax.jit(run)
+    return gpt2

@@ -183,8 +183,8 @@ def warmup_cosine(peak: float, warmup_steps: int, decay_steps: int, final_fracti
     transformer schedule).
 
     >>> s = warmup_cosine(1.0, 2, 2)
-    >>> [round(s(i), 3) for i in range(5)]
-    [0.0, 0.5, 1.0, 0.5, 0.0]
+    >>> tuple(round(s(i), 3) for i in range(5))
+    (0.0, 0.5, 1.0, 0.5, 0.0)
     """
     return Join([LinearWarmup(peak, warmup_steps, start), CosineDecay(peak, decay_steps, final_fraction)], [warmup_steps])
 

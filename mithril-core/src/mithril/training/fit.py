@@ -4,7 +4,7 @@ evaluation and checkpoints that a killed run resumes from.
 Example:
     >>> state, history = ml.fit(pm, pm.init_state(), batches, epochs=3, eval_batches=held_out,
     ...                         checkpoint_dir="runs/mlp", resume=True)                  # doctest: +SKIP
-    >>> history.loss[-1], history.epochs[-1]["eval_loss"]                                 # doctest: +SKIP
+    >>> final_loss, final_eval = history.loss[-1], history.epochs[-1].get("eval_loss")   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +35,11 @@ _CHECKPOINT = re.compile(r"^step-(\d{1,12})\.safetensors$")
 class History:
     """What :func:`fit` recorded: ``loss`` per step, and per epoch a dict of ``loss`` (mean training loss),
     the model's metrics averaged over the epoch's batches, and ``eval_loss``/``eval_<metric>`` over
-    ``eval_batches``."""
+    ``eval_batches``. A loss that is not finite stops training with a warning; ``diverged_at`` is that step."""
 
     loss: list[float] = field(default_factory=list)
     epochs: list[dict[str, float]] = field(default_factory=list)
+    diverged_at: int | None = None  # the step whose loss was not finite (training stopped there)
 
 
 class Callback:
@@ -237,9 +239,15 @@ def fit(
                 state, outputs = pm.train_step(state, batch)
                 values = _scalars(outputs, [loss_key, *metrics], pm.backend.to_numpy)
                 logs = {"loss": values[loss_key], **{key: values[key] for key in metrics}}
-                if not math.isfinite(logs["loss"]):
-                    raise ArgumentError(f"fit: the loss is {logs['loss']} at step {step} (epoch {epoch}); lower the learning rate or clip gradients (clip_norm=)")
                 history.loss.append(logs["loss"])
+                if not math.isfinite(logs["loss"]):
+                    history.diverged_at = step
+                    warnings.warn(
+                        f"fit: the loss is {logs['loss']} at step {step} (epoch {epoch + 1}); training stopped. Lower the "
+                        "learning rate or clip the gradients (clip_norm=)",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                 for key, value in logs.items():
                     sums[key] = sums.get(key, 0.0) + value
                 count += 1
@@ -251,7 +259,7 @@ def fit(
                     rate = window_samples / max(time.perf_counter() - window_started, 1e-9)
                     advance(len(window), f"epoch {epoch + 1}/{epochs}, loss {sum(window) / len(window):.4g}, {rate:,.0f} samples/s")
                     window, window_samples, window_started = [], 0, time.perf_counter()
-                if any(c.stop for c in callbacks):
+                if any(c.stop for c in callbacks) or history.diverged_at is not None:
                     stopped = True
                     break
             if window:
