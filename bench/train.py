@@ -30,8 +30,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, str(THREADS))
 
 import mithril as ml  # noqa: E402
-from mithril import optim  # noqa: E402
 from _timing import interleaved, report  # noqa: E402
+from mithril import optim  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = {"numpy": "NumpyBackend", "torch": "TorchBackend", "jax": "JaxBackend", "c": "CBackend", "ggml": "GGMLBackend", "mlx": "MlxBackend"}
@@ -191,9 +191,13 @@ def speed(names: list[str]) -> None:
         print(f"  (Mithril {name}: compiled in {seconds:.2f} s)")
         fns[f"Mithril {name}"] = mithril
     times = interleaved(fns, rounds=3, repeats=2)
-    report(title + ", vs PyTorch", {k: v for k, v in times.items() if "jax" not in k.lower() or k == "Mithril jax"}, "hand-written PyTorch (transformers + AdamW)", 1.0)
-    if "jax" in names:
-        report(title + ", JAX", {k: times[k] for k in ("hand-written jax.jit + optax.adamw", "Mithril jax")}, "hand-written jax.jit + optax.adamw", 1.0)
+    torch_name, jax_name = "hand-written PyTorch (transformers + AdamW)", "hand-written jax.jit + optax.adamw"
+    report(title + ", vs PyTorch (goal for Mithril torch <= 1.0; the others reported)", {k: v for k, v in times.items() if k != jax_name}, torch_name)
+    if "Mithril torch" in times:
+        ratio = times["Mithril torch"] / times[torch_name]
+        print(f"  Mithril torch / hand-written PyTorch: {ratio:.2f} (goal <= 1.0: {'OK' if ratio <= 1.0 else 'MISSED'})")
+    if "jax" in names and "Mithril jax" in times:
+        report(title + ", JAX", {k: times[k] for k in (jax_name, "Mithril jax")}, jax_name, 1.0)
 
 
 def fit_overhead() -> None:
@@ -203,15 +207,16 @@ def fit_overhead() -> None:
     data = batches(ids, 100, 4, 32, seed=2)
     params = pm.randomize_params(seed=0)
 
-    def bare() -> None:
+    def bare() -> None:  # a loop users write: the step, and the loss read back for logging
         state = pm.init_state(params)
         for b in data:
-            state, _ = pm.train_step(state, b)
+            state, outputs = pm.train_step(state, b)
+            float(outputs["final_cost"])
 
     def fitted() -> None:
         ml.fit(pm, pm.init_state(params), data, verbose=False)
 
-    times = interleaved({"bare loop of train_step": bare, "ml.fit": fitted}, rounds=5, repeats=1)
+    times = interleaved({"bare loop of train_step": bare, "ml.fit": fitted}, rounds=9, repeats=1)
     report(f"ml.fit vs a bare train_step loop, 100 steps of a 2-layer GPT-2 on NumPy (overhead {100 * (times['ml.fit'] / times['bare loop of train_step'] - 1):+.1f}%, goal <= 2%)", times, "bare loop of train_step", 1.02)
 
 
