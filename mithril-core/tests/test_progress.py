@@ -112,7 +112,7 @@ _train(ml.NumpyBackend(), 5, 0.1, classification_data(n=32), lambda line: None)
 print("done")
 """
     text = _run_on_terminal(script=script)
-    assert "writing null" in text and "training on NumpyBackend" in text and "done" in text
+    assert "writing null" in text and "training Model on NumpyBackend" in text and "done" in text  # fit's bar
 
 
 def test_a_terminal_that_reports_no_width_still_shows_the_bar() -> None:

@@ -223,7 +223,7 @@ def fit(
     step = 0
     for callback in callbacks:
         callback.on_train_begin(state)
-    with task(f"training {type(pm.model).__name__}", total=total, unit="step", verbose=verbose, delay=0.0 if verbose else None) as advance:
+    with task(f"training {type(pm.model).__name__} on {type(pm.backend).__name__}", total=total, unit="step", verbose=verbose, delay=0.0 if verbose else None) as advance:
         advance(min(done, total or done))
         window: list[float] = []
         window_samples, window_started = 0, time.perf_counter()
