@@ -38,7 +38,7 @@ def mlp() -> tuple[Model, dict, dict]:
     model |= MLP(input_size=6, hidden_sizes=[16, 8], output_size=4)(input="input", output=IOKey("logits"))
     model |= LayerNorm()(input="logits", output="normed")
     model |= Softmax()(input="normed", output=IOKey("probs"))
-    model |= CrossEntropy()(input="normed", target="target", output=IOKey("loss"))
+    model |= CrossEntropy(reduction="mean")(input="normed", target="target", output=IOKey("loss"))
     rng = np.random.default_rng(0)
     data = {"input": rng.standard_normal((5, 6)), "target": rng.integers(0, 4, (5,))}
     return model, {"input": [5, 6], "target": [5]}, data
@@ -53,7 +53,7 @@ def cnn() -> tuple[Model, dict, dict]:
     model += Relu()(output="act2")
     model += Flatten()(output="flat")
     model += Linear(dimension=3)(output=IOKey("logits"))
-    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
     rng = np.random.default_rng(1)
     data = {"input": rng.standard_normal((2, 2, 8, 8)), "target": rng.integers(0, 3, (2,))}
     return model, {"input": [2, 2, 8, 8], "target": [2]}, data
@@ -94,7 +94,7 @@ def test_mlx_optimizer_loop_decreases_the_loss():
     model |= Linear(dimension=16)(input="input", output="hidden")
     model += Relu()(output="hidden_act")
     model += Linear(dimension=1)(output=IOKey("output"))
-    model |= SquaredError()(input="output", target="target", output=IOKey("loss"))
+    model |= SquaredError(reduction="mean")(input="output", target="target", output=IOKey("loss"))
     backend = MlxBackend(seed=0)
     pm = ml.compile(model, backend, shapes={"input": [32, 4], "target": [32, 1]}, data_keys={"input", "target"})
     rng = np.random.default_rng(0)

@@ -164,13 +164,13 @@ def test_mlp_matches_torch_sequential():
 @pytest.mark.parametrize(
     ("loss", "target", "ref"),
     [
-        (CrossEntropy(), np.array([0, 2, 1]), lambda x, y: F.cross_entropy(x, torch.tensor(y))),
+        (CrossEntropy(reduction="mean"), np.array([0, 2, 1]), lambda x, y: F.cross_entropy(x, torch.tensor(y))),
         (
-            BinaryCrossEntropy(),
+            BinaryCrossEntropy(reduction="mean"),
             np.array([[1.0, 0.0, 1.0]] * 3),
             lambda x, y: F.binary_cross_entropy_with_logits(x, torch.tensor(y)),
         ),
-        (SquaredError(), np.ones((3, 3)), lambda x, y: F.mse_loss(x, torch.tensor(y))),
+        (SquaredError(reduction="mean"), np.ones((3, 3)), lambda x, y: F.mse_loss(x, torch.tensor(y))),
     ],
 )
 def test_losses(loss, target, ref):

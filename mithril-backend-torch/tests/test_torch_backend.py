@@ -72,7 +72,7 @@ def test_vjp_matches_numpy_on_a_small_cnn():
 def test_scalar_loss_gradients_match_numpy():
     model = Model()
     model |= MLP(input_size=4, hidden_sizes=[8], output_size=3)(input="input", output=IOKey("logits"))
-    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
     x = np.random.default_rng(0).standard_normal((6, 4))
     target = np.array([0, 2, 1, 1, 0, 2])
     grads = []
@@ -206,7 +206,7 @@ def test_set_seed_restarts_the_stream():
 def test_torch_optim_sgd_reduces_the_loss():
     model = Model()
     model |= MLP(input_size=3, hidden_sizes=[16], output_size=1)(input="input", output=IOKey("pred"))
-    model |= SquaredError()(input="pred", target="target", output=IOKey("loss"))
+    model |= SquaredError(reduction="mean")(input="pred", target="target", output=IOKey("loss"))
     backend = TorchBackend(seed=0)
     pm = ml.compile(model, backend, shapes={"input": [32, 3], "target": [32, 1]}, data_keys={"input", "target"})
     rng = np.random.default_rng(0)

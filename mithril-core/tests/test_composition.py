@@ -150,7 +150,7 @@ def test_conv2d_weight_layout_is_pytorch():
 def test_loss_after_logits_with_unknown_batch_settles_later():
     model = Model()
     model |= MLP(input_size=4, hidden_sizes=[8], output_size=3)(input="input", output=IOKey("logits"))
-    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
     model.set_shapes(input=[5, 4])
     assert model.shapes["logits"] == [5, 3]
     assert model.shapes["loss"] == []

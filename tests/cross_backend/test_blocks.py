@@ -76,10 +76,10 @@ BLOCKS: dict[str, tuple[Callable[[], Model], list[int], dict, bool]] = {
     "batch_norm": (lambda: _wrap(BatchNorm2d()), [3, 2, 4, 4], {}, True),
     "embedding": (lambda: _wrap(Embedding(10, 4)), [2, 3], {}, False),
     "attention_causal": (lambda: _wrap(MultiHeadAttention(8, 2, causal=True)), [2, 5, 8], {}, True),
-    "cross_entropy": (lambda: _loss(CrossEntropy()), [4, 5], {"target": ([1, 0, 4, 2], "int")}, True),
-    "binary_cross_entropy": (lambda: _loss(BinaryCrossEntropy()), [4, 3], {"target": ((4, 3), "prob")}, True),
-    "squared_error": (lambda: _loss(SquaredError()), [4, 3], {"target": ((4, 3), "float")}, True),
-    "absolute_error": (lambda: _loss(AbsoluteError()), [4, 3], {"target": ((4, 3), "float")}, True),
+    "cross_entropy": (lambda: _loss(CrossEntropy(reduction="mean")), [4, 5], {"target": ([1, 0, 4, 2], "int")}, True),
+    "binary_cross_entropy": (lambda: _loss(BinaryCrossEntropy(reduction="mean")), [4, 3], {"target": ((4, 3), "prob")}, True),
+    "squared_error": (lambda: _loss(SquaredError(reduction="mean")), [4, 3], {"target": ((4, 3), "float")}, True),
+    "absolute_error": (lambda: _loss(AbsoluteError(reduction="mean")), [4, 3], {"target": ((4, 3), "float")}, True),
 }
 
 

@@ -48,10 +48,10 @@ def _torch_reference(fn, x: np.ndarray, t: np.ndarray) -> tuple[float, np.ndarra
 
 
 CASES = {
-    "hinge": (HingeLoss, X, SIGNS, lambda x, t: torch.relu(1 - x * t)),
-    "quad_hinge": (QuadHingeLoss, X, SIGNS, lambda x, t: torch.relu(1 - x * t) ** 2),
-    "quantile_0.8": (lambda: QuantileLoss(0.8), X, rng.normal(size=(5, 3)), lambda x, t: torch.maximum(0.8 * (t - x), -0.2 * (t - x))),
-    "kl": (KLDivergence, P, Q, lambda x, t: torch.nn.functional.kl_div(torch.log(x), t, reduction="none")),
+    "hinge": (lambda: HingeLoss(reduction="mean"), X, SIGNS, lambda x, t: torch.relu(1 - x * t)),
+    "quad_hinge": (lambda: QuadHingeLoss(reduction="mean"), X, SIGNS, lambda x, t: torch.relu(1 - x * t) ** 2),
+    "quantile_0.8": (lambda: QuantileLoss(0.8, reduction="mean"), X, rng.normal(size=(5, 3)), lambda x, t: torch.maximum(0.8 * (t - x), -0.2 * (t - x))),
+    "kl": (lambda: KLDivergence(reduction="mean"), P, Q, lambda x, t: torch.nn.functional.kl_div(torch.log(x), t, reduction="none")),
 }
 
 
@@ -67,14 +67,30 @@ def test_loss_matches_torch(case: str, backend: str, dtype: str) -> None:
     np.testing.assert_allclose(grads["input"], grad, rtol=rtol, atol=rtol)
 
 
+def test_losses_are_per_sample_unless_asked_to_reduce() -> None:
+    """Mithril's semantics: a loss block gives one value per element (per sample for CrossEntropy);
+    ``reduction="mean"`` reduces it directly; ``TrainModel.add_loss`` reduces with ``reduce_steps``."""
+    from mithril.models import CrossEntropy, SquaredError
+
+    for block in (HingeLoss(), QuadHingeLoss(), QuantileLoss(0.3), KLDivergence(), SquaredError()):
+        out, _ = evaluate_model("numpy", _loss(block), {}, {"input": P, "target": Q}, dtype="float64")
+        assert out["output"].shape == P.shape, type(block).__name__
+    logits, labels = rng.normal(size=(4, 3, 2)), rng.integers(0, 3, (4, 2))
+    out, _ = evaluate_model("numpy", _loss(CrossEntropy()), {}, {"input": logits, "target": labels}, dtype="float64")
+    expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(labels), reduction="none").numpy()
+    np.testing.assert_allclose(out["output"], expected, rtol=1e-12)
+    out, _ = evaluate_model("numpy", _loss(CrossEntropy(reduction="mean")), {}, {"input": logits, "target": labels}, dtype="float64")
+    np.testing.assert_allclose(out["output"], expected.mean(), rtol=1e-12)
+
+
 def test_hinge_and_quantile_means_match_scikit_learn() -> None:
     labels = SIGNS[:, 0]
-    out, _ = evaluate_model("numpy", _loss(HingeLoss()), {}, {"input": X[:, 0], "target": labels}, dtype="float64")
+    out, _ = evaluate_model("numpy", _loss(HingeLoss(reduction="mean")), {}, {"input": X[:, 0], "target": labels}, dtype="float64")
     assert out["output"] == pytest.approx(hinge_loss(labels, X[:, 0]), rel=1e-12)
     y = rng.normal(size=7)
     pred = rng.normal(size=7)
     for q in (0.1, 0.5, 0.9):
-        out, _ = evaluate_model("numpy", _loss(QuantileLoss(q)), {}, {"input": pred, "target": y}, dtype="float64")
+        out, _ = evaluate_model("numpy", _loss(QuantileLoss(q, reduction="mean")), {}, {"input": pred, "target": y}, dtype="float64")
         assert out["output"] == pytest.approx(mean_pinball_loss(y, pred, alpha=q), rel=1e-12)
 
 

@@ -72,7 +72,7 @@ def test_embedding_index_out_of_range_is_an_error_naming_key_value_and_range(nam
 def test_class_target_out_of_range_is_an_error(name):
     model = Model()
     model |= Linear(5)(input="input", output="logits")
-    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
     backend = _backend(name)
     pm = ml.compile(model, backend, shapes={"input": [2, 3]})
     params = pm.randomize_params(seed=0)

@@ -164,7 +164,7 @@ def test_000_jax_migration_block07_mithril_training(backend_or_numpy):
     net = create_mlp([8, 16, 3])
     model = Model()
     model |= net(input="input", output="output")
-    model |= ml.CrossEntropy()(input="output", target="target", output=ml.IOKey("loss"))
+    model |= ml.CrossEntropy(reduction="mean")(input="output", target="target", output=ml.IOKey("loss"))
     compiled_model = ml.compile(model, backend, shapes={"input": [12, 8], "target": [12]}, data_keys={"input", "target"})
     params = compiled_model.randomize_params(seed=0)
     rng = np.random.default_rng(0)

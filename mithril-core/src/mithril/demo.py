@@ -51,7 +51,7 @@ def build_mlp_with_loss(features: int, classes: int) -> Any:
 
     model = Model()
     model |= MLP(input_size=features, hidden_sizes=[64, 32], output_size=classes)(input="input", output=IOKey("logits"))
-    model |= CrossEntropy()(input="logits", target="target", output=IOKey("loss"))
+    model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
     return model
 
 

@@ -1,4 +1,13 @@
-"""Loss blocks: a per-element loss primitive followed by a reduction (``"mean"``, ``"sum"``, ``"none"``)."""
+"""Loss blocks, per sample as in Mithril: ``SquaredError()`` gives one value per element (``CrossEntropy()``
+one per sample, the class axis 1 reduced), and ``TrainModel.add_loss(loss, reduce_steps=[Mean()])``
+reduces them. ``reduction="mean"`` (or ``"sum"``) gives the reduced value directly, as PyTorch's
+``reduction=`` does.
+
+Example:
+    >>> from mithril.models import SquaredError
+    >>> SquaredError().reduction, SquaredError(reduction="mean").reduction
+    ('none', 'mean')
+"""
 
 from __future__ import annotations
 
@@ -20,7 +29,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 class _Loss(Model):
     _primitive = ""
 
-    def __init__(self, reduction: str = "mean", *, name: str | None = None, weighting: dict[str, Any] | None = None, **attrs: Any) -> None:
+    def __init__(self, reduction: str = "none", *, name: str | None = None, weighting: dict[str, Any] | None = None, **attrs: Any) -> None:
         super().__init__(name=name)
         validation.choice(type(self).__name__, "reduction", reduction, _REDUCTIONS)
         self.reduction, self._attrs, self._weighting = reduction, attrs, weighting or {}
@@ -58,7 +67,8 @@ def _eps(owner: str, robust: bool | None) -> dict[str, float]:
 
 
 class CrossEntropy(_Loss):
-    """Cross entropy over the class axis 1. ``CrossEntropy(input_type="logits", categorical=True)``.
+    """Cross entropy over the class axis 1 (input ``[N, C, d1, ...]``, target ``[N, d1, ...]``, output
+    ``[N, d1, ...]``, as PyTorch's ``reduction="none"``). ``CrossEntropy(input_type="logits", categorical=True)``.
 
     ``input_type``: ``"logits"``, ``"probs"`` or ``"log_probs"``; ``categorical=True`` takes integer class
     targets ``[N, ...]``, ``False`` takes probability targets shaped like the input. ``robust=False`` takes
@@ -71,7 +81,7 @@ class CrossEntropy(_Loss):
         self,
         input_type: str = "logits",
         categorical: bool = True,
-        reduction: str = "mean",
+        reduction: str = "none",
         *,
         weights: Any = None,
         robust: bool | None = None,
@@ -107,7 +117,7 @@ class BinaryCrossEntropy(_Loss):
     def __init__(
         self,
         input_type: str = "logits",
-        reduction: str = "mean",
+        reduction: str = "none",
         *,
         pos_weight: Any = None,
         robust: bool | None = None,
@@ -139,12 +149,12 @@ class BinaryCrossEntropy(_Loss):
 
 
 class SquaredError(_Loss):
-    """``(input - target) ** 2``, reduced (``reduction="mean"`` is MSE)."""
+    """``(input - target) ** 2`` per element (``reduction="mean"`` is MSE)."""
 
     _primitive = "squared_error"
 
 
 class AbsoluteError(_Loss):
-    """``|input - target|``, reduced (``reduction="mean"`` is MAE)."""
+    """``|input - target|`` per element (``reduction="mean"`` is MAE)."""
 
     _primitive = "absolute_error"

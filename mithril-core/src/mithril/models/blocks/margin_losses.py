@@ -1,11 +1,11 @@
 """More per-element losses, composed from primitives (so every backend, C and GGML included, runs them
 forward and backward with no new kernel): ``HingeLoss``, ``QuadHingeLoss``, ``QuantileLoss`` and
-``KLDivergence``. Like the other loss blocks they reduce with ``reduction=`` (``"mean"``, ``"sum"``,
-``"none"``), and ``TrainModel.add_loss(loss, reduce_steps=[...])`` takes them elementwise.
+``KLDivergence``. Like the other loss blocks they are per element by default (``reduction="none"``;
+``"mean"`` or ``"sum"`` reduce), and ``TrainModel.add_loss(loss, reduce_steps=[...])`` reduces them.
 
 Example:
     >>> from mithril.models import HingeLoss, QuantileLoss
-    >>> HingeLoss().input_keys, QuantileLoss(0.9, reduction="none").input_keys
+    >>> HingeLoss().input_keys, QuantileLoss(0.9, reduction="mean").input_keys
     (['input', 'target'], ['input', 'target'])
 """
 
@@ -45,7 +45,7 @@ class HingeLoss(_ComposedLoss):
     'sum'
     """
 
-    def __init__(self, reduction: str = "mean", *, name: str | None = None) -> None:
+    def __init__(self, reduction: str = "none", *, name: str | None = None) -> None:
         super().__init__(reduction, name=name)
 
     def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
@@ -59,7 +59,7 @@ class QuadHingeLoss(_ComposedLoss):
     ['output']
     """
 
-    def __init__(self, reduction: str = "mean", *, name: str | None = None) -> None:
+    def __init__(self, reduction: str = "none", *, name: str | None = None) -> None:
         super().__init__(reduction, name=name)
 
     def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
@@ -74,7 +74,7 @@ class QuantileLoss(_ComposedLoss):
     0.25
     """
 
-    def __init__(self, quantile: float = 0.5, reduction: str = "mean", *, name: str | None = None) -> None:
+    def __init__(self, quantile: float = 0.5, reduction: str = "none", *, name: str | None = None) -> None:
         quantile = validation.number("QuantileLoss", "quantile", quantile, low=0.0, high=1.0)
         super().__init__(reduction, name=name, quantile=quantile)
         self.__dict__["quantile"] = quantile
@@ -95,7 +95,7 @@ class KLDivergence(_ComposedLoss):
     'none'
     """
 
-    def __init__(self, reduction: str = "mean", *, eps: float = 1e-12, name: str | None = None) -> None:
+    def __init__(self, reduction: str = "none", *, eps: float = 1e-12, name: str | None = None) -> None:
         eps = validation.number("KLDivergence", "eps", eps, low=0.0)
         super().__init__(reduction, name=name, eps=eps)
 
