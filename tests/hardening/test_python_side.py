@@ -132,7 +132,7 @@ def test_special_values_match_numpy_on_every_python_backend(name, case_id):
         (lambda: IOKey("x", shape=[-1]), r"entry -1 is none of them"),
         (lambda: IOKey("x", shape=[2.5]), r"entry 2.5 is none of them"),
         (lambda: IOKey("x", shape=[("A", ...), ("B", ...)]), "2 variadic segments"),
-        (lambda: IOKey("x", init="bad"), "init must be one of"),
+        (lambda: IOKey("x", init="bad"), "init must be an initialiser"),
         (lambda: IOKey("x", differentiable=True, buffer=True), "a buffer is never differentiated"),
         (lambda: IOKey("x", differentiable="yes"), "differentiable must be True or False"),
         (lambda: Linear(3, name=""), "Linear: name must be a non-empty string or None, got ''"),

@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import warnings
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import validation
+from .. import initializers, validation
 from ..backends.direct import InputsNeedChecking
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
@@ -301,8 +300,11 @@ class PhysicalModel(Displayable):
 
     # -- parameters ------------------------------------------------------------------------------
     def randomize_params(self, seed: int | None = None) -> dict[str, Any]:
-        """New parameters: PyTorch-style uniform(+-1/sqrt(fan_in)) for weights and for biases (the fan-in
-        of the weight they are added to), ones/zeros for norm scales/shifts, normal(0, 0.02) for embeddings.
+        """New parameters, each drawn as its block declares (:mod:`mithril.initializers`): by default
+        PyTorch-style uniform(+-1/sqrt(fan_in)) for weights and for biases (the fan-in of the weight they
+        are added to), ones/zeros for norm scales/shifts, normal(0, 0.02) for embeddings; the model families
+        declare their references' initialisers (GPT-2's normal(0.02) with scaled residual projections,
+        ResNet's Kaiming normal, T5's and CLIP's).
 
         The numbers come from NumPy's generator seeded with ``seed`` (or the backend's seed), so the
         same seed gives the same parameters on every backend.
@@ -713,9 +715,7 @@ def _param_file(path: str | Path, where: str) -> Path:
     return path
 
 
-def weight_fan_in(shape: tuple[int, ...]) -> int:
-    """Inputs feeding each output unit of a weight ``[out, in, *kernel]`` (PyTorch's fan-in)."""
-    return math.prod(shape[1:])
+weight_fan_in = initializers.fan_in_of
 
 
 def _shared_symbolic_dims(values: Mapping[str, Value]) -> list[list[tuple[str, int]]]:
@@ -747,15 +747,4 @@ def _output_symbolic_dims(inputs: Mapping[str, Value], outputs: Mapping[str, Val
 
 
 def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None, fan_in: int | None = None) -> np.ndarray:
-    if init == "ones":
-        return np.ones(shape)
-    if init == "zeros":
-        return np.zeros(shape)
-    if init == "normal":
-        return rng.normal(0.0, 0.02, shape)
-    if init not in (None, "fan_in"):
-        raise ArgumentError(f"randomize_params: unknown initialiser {init!r}; accepted: fan_in, ones, zeros, normal")
-    if fan_in is None:
-        fan_in = weight_fan_in(shape) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)
-    bound = 1.0 / math.sqrt(max(fan_in, 1))
-    return rng.uniform(-bound, bound, shape)
+    return initializers.sample(rng, shape, init, fan_in)

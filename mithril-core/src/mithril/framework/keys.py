@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import validation
+from .. import initializers, validation
 from ..errors import ArgumentError, DtypeError, MithrilError, ShapeError
 from .tensor_types import describe_shape, parse_kind, tensor_kind
 
@@ -28,7 +28,8 @@ __all__ = [
     "known_rank", "materialize_expression", "register_expression_builder",
 ]  # fmt: skip
 
-INITIALISERS = (None, "fan_in", "ones", "zeros", "normal")
+INITIALISERS = (None, *initializers.SPECS)
+"""What ``IOKey(init=...)`` takes (see :mod:`mithril.initializers`)."""
 
 
 class _TBD:
@@ -277,8 +278,7 @@ class IOKey(Operators):
             object.__setattr__(self, "shape", validation.shape_template(where, "shape", self.template))
         if self.type is not None:
             parse_kind(self.type, where)
-        if self.init not in INITIALISERS:
-            raise ArgumentError(f"{where}: init must be one of {', '.join(map(repr, INITIALISERS[1:]))}, got {self.init!r}")
+        initializers.check(f"{where}: init", self.init)
         for flag in ("differentiable", "expose"):
             if getattr(self, flag) is not None:
                 validation.boolean(where, flag, getattr(self, flag))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mithril import initializers
 from mithril.framework.keys import Connection, IOKey
 from mithril.models import LayerNorm, Linear, Model
 from mithril.models.blocks._util import op, param
@@ -45,6 +46,7 @@ def attend(
     causal: bool = False,
     out_width: int | None = None,
     out_name: str = "out_proj",
+    inits: tuple[str, str] | None = None,
 ) -> Connection:
     """Add multi-head attention of ``query`` over ``memory`` (both ``[batch, tokens, width]``) to ``model``.
 
@@ -62,8 +64,10 @@ def attend(
         raise ValueError(f"clip attention: width={width} is not divisible by heads={heads}")
     head_dim = width // heads
     split: dict[str, Connection] = {}
+    in_init, out_init = inits if inits is not None else (None, None)
+    bias_init = "zeros" if inits is not None else None  # HF's CLIP zeroes every linear bias
     for proj, source in (("q_proj", query), ("k_proj", memory), ("v_proj", memory)):
-        linear = Linear(width, name=proj)
+        linear = Linear(width, weight_init=in_init, bias_init=bias_init, name=proj)
         model |= linear(input=source)
         per_head = linear.output.reshape(None, None, heads, head_dim)  # [B, T, H, D]
         split[proj] = per_head.transpose(0, 2, 1, 3)  # [B, H, T, D]
@@ -71,7 +75,7 @@ def attend(
         model, "scaled_dot_product_attention", split["q_proj"], split["k_proj"], split["v_proj"], causal=causal
     )
     merged = attended.transpose(0, 2, 1, 3).reshape(None, None, width)  # [B, T, width]
-    out = Linear(out_width or width, name=out_name)
+    out = Linear(out_width or width, weight_init=out_init, bias_init=bias_init, name=out_name)
     model |= out(input=merged)
     return out.output
 
@@ -83,10 +87,18 @@ class Attention(Model):
     ['output']
     """
 
-    def __init__(self, width: int, heads: int, *, causal: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self,
+        width: int,
+        heads: int,
+        *,
+        causal: bool = False,
+        inits: tuple[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         tokens = IOKey("input", shape=[None, None, width])
-        self.expose(attend(self, tokens, tokens, width, heads, causal=causal))
+        self.expose(attend(self, tokens, tokens, width, heads, causal=causal, inits=inits))
         self._cin = self._keys["input"]
 
 
@@ -106,19 +118,32 @@ class EncoderLayer(Model):
         causal: bool = False,
         layer_norm_eps: float = 1e-5,
         act: str = "quick_gelu",
+        num_layers: int | None = None,
         name: str | None = None,
     ) -> None:
+        """``num_layers`` (of the tower) gives the layer Hugging Face CLIP's initialisation: normal with std
+        ``width**-0.5 * (2 * num_layers)**-0.5`` for q/k/v and ``fc2``, ``width**-0.5`` for ``out_proj``,
+        ``(2 * width)**-0.5`` for ``fc1``, zero biases (without it: PyTorch's defaults)."""
         super().__init__(name=name)
+        inits = fc1_init = fc2_init = bias_init = None
+        if num_layers is not None:
+            in_std = width**-0.5 * (2 * num_layers) ** -0.5
+            inits = (initializers.normal(in_std), initializers.normal(width**-0.5))
+            fc1_init, fc2_init, bias_init = (
+                initializers.normal((2 * width) ** -0.5),
+                initializers.normal(in_std),
+                "zeros",
+            )
         norm1 = LayerNorm(width, eps=layer_norm_eps, name="layer_norm1")
         self |= norm1(input=IOKey("input", shape=[None, None, width]))
-        attn = Attention(width, heads, causal=causal, name="self_attn")
+        attn = Attention(width, heads, causal=causal, inits=inits, name="self_attn")
         self |= attn(input=norm1.output)
         hidden = Connection(self, "input") + attn.output
         norm2 = LayerNorm(width, eps=layer_norm_eps, name="layer_norm2")
         self |= norm2(input=hidden)
-        fc1 = Linear(intermediate_size, name="mlp.fc1")
+        fc1 = Linear(intermediate_size, weight_init=fc1_init, bias_init=bias_init, name="mlp.fc1")
         self |= fc1(input=norm2.output)
-        fc2 = Linear(width, name="mlp.fc2")
+        fc2 = Linear(width, weight_init=fc2_init, bias_init=bias_init, name="mlp.fc2")
         self |= fc2(input=activation(self, fc1.output, act))
         self.expose(hidden + fc2.output)
         self._cin = self._keys["input"]

@@ -54,7 +54,8 @@ class CLIP(FamilyModel):
         self |= text(text=IOKey("text"))
         image_embeds = _l2_normalise(self, vision.output)
         text_embeds = _l2_normalise(self, text.output)
-        scale = op(self, "exp", param("logit_scale", init="ones", shape=[]))
+        # HF CLIPConfig's logit_scale_init_value (about log(1 / 0.07), as OpenAI's)
+        scale = op(self, "exp", param("logit_scale", init="constant(2.6592)", shape=[]))
         logits_per_image = (image_embeds @ text_embeds.T) * scale  # [images, texts]
         self.expose(logits_per_image, "logits_per_image")
         self.expose(logits_per_image.T, "logits_per_text", canonical=False)

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+from mithril import initializers
 from mithril.framework.keys import Connection, IOKey
 from mithril.models import Embedding, LayerNorm, Linear
 from mithril.models.blocks._util import op
@@ -74,6 +75,7 @@ class EncodeText(FamilyModel):
                 causal=True,
                 layer_norm_eps=config.layer_norm_eps,
                 act=config.activation,
+                num_layers=config.layers,
                 name=f"text_model.encoder.layers.{i}",
             )
             self |= layer(input=hidden)
@@ -81,7 +83,9 @@ class EncodeText(FamilyModel):
         final = LayerNorm(width, eps=config.layer_norm_eps, name="text_model.final_layer_norm")
         self |= final(input=hidden)
         pooled = pool_end_of_text(self, final.output, text, config.eos_token_id)
-        projection = Linear(config.embed_dim, use_bias=False, name="text_projection")
+        projection = Linear(
+            config.embed_dim, use_bias=False, weight_init=initializers.normal(width**-0.5), name="text_projection"
+        )
         self |= projection(input=pooled, output=IOKey("output"))
 
     def checkpoint_layouts(self) -> list[Layout]:

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from mithril import initializers
 from mithril.framework.keys import Connection, IOKey
 from mithril.models import Conv2d, LayerNorm, Linear, Model
 from mithril.models.blocks._util import op, param
@@ -43,12 +44,21 @@ class VisionEmbeddings(Model):
     def __init__(self, config: VisionConfig, *, name: str | None = None) -> None:
         super().__init__(name=name)
         width, grid, res = config.width, config.grid, config.image_resolution
-        patches = Conv2d(width, config.patch_size, stride=config.patch_size, use_bias=False, name="patch_embedding")
+        patches = Conv2d(
+            width,
+            config.patch_size,
+            stride=config.patch_size,
+            use_bias=False,
+            weight_init=initializers.normal(0.02),
+            name="patch_embedding",
+        )
         self |= patches(input=IOKey("input", shape=[None, config.num_channels, res, res]))
         tokens = patches.output.reshape(None, width, grid * grid).transpose(0, 2, 1)  # [B, grid**2, width]
         # the class token, repeated over the (possibly symbolic) batch: zeros shaped [B, 1, width] + the vector
         zeros = op(self, "zeros_like", tokens[:, :1, :])
-        class_token = op(self, "add", zeros, param("class_embedding", init="normal", shape=[width]))
+        class_token = op(
+            self, "add", zeros, param("class_embedding", init=initializers.normal(width**-0.5), shape=[width])
+        )
         sequence = op(self, "concat", class_token, tokens, axis=1, n=2)
         positions = LearnedTable([grid * grid + 1, width], name="position_embedding")
         self |= positions(input=sequence)
@@ -70,6 +80,7 @@ def _vit(tower: Model, config: VisionConfig, image: IOKey) -> Connection:
             config.intermediate_size,
             layer_norm_eps=config.layer_norm_eps,
             act=config.activation,
+            num_layers=int(config.layers),  # type: ignore[arg-type]
             name=f"vision_model.encoder.layers.{i}",
         )
         tower |= layer(input=hidden)
@@ -94,7 +105,12 @@ class EncodeImage(FamilyModel):
         image = IOKey("image", shape=[None, config.num_channels, res, res], type="float")
         if config.kind == "vit":
             features = _vit(self, config, image)
-            projection = Linear(config.embed_dim, use_bias=False, name="visual_projection")
+            projection = Linear(
+                config.embed_dim,
+                use_bias=False,
+                weight_init=initializers.normal(config.width**-0.5),
+                name="visual_projection",
+            )
             self |= projection(input=features, output=IOKey("output"))
         else:
             resnet = ModifiedResNet(config, name="visual")

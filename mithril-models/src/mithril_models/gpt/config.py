@@ -34,6 +34,8 @@ class GPTConfig:
         layer_norm_epsilon: added to the variance in every layer norm.
         mlp_dims: hidden width of the MLP (HF ``n_inner``; ``None`` means ``4 * dims``).
         activation: ``"gelu_new"`` / ``"gelu_pytorch_tanh"`` (tanh approximation) or ``"gelu"`` (exact, erf).
+        initializer_range: the std of GPT-2's normal initialisation (``randomize_params``): every linear
+            layer and embedding, with ``c_proj`` scaled by ``1 / sqrt(2 * num_layers)`` (HF's rule).
 
     >>> GPTConfig(bias=True, block_size=8, dims=10, num_heads=3, num_layers=1, vocab_size=5)
     Traceback (most recent call last):
@@ -51,6 +53,7 @@ class GPTConfig:
     layer_norm_epsilon: float = 1e-5
     mlp_dims: int | None = field(default=None)
     activation: str = "gelu_new"
+    initializer_range: float = 0.02
 
     def __post_init__(self) -> None:
         for name in ("block_size", "dims", "num_heads", "num_layers", "vocab_size"):
@@ -120,4 +123,5 @@ def config_from_hf(config: Any) -> GPTConfig:
         layer_norm_epsilon=float(config_value(config, "layer_norm_epsilon", 1e-5)),
         mlp_dims=config_value(config, "n_inner", None),
         activation=activation,
+        initializer_range=float(config_value(config, "initializer_range", 0.02)),
     )

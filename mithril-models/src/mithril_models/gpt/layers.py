@@ -25,9 +25,11 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from mithril import initializers
 from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear, Model, Primitive
 from mithril.models.blocks._util import op
 
@@ -61,8 +63,10 @@ def cache_names(num_layers: int) -> list[tuple[str, str]]:
 
 
 def _dense(model: Model, x: Connection | IOKey, dims: int, config: GPTConfig, name: str) -> Connection:
-    """A linear layer ``name`` of ``dims`` outputs on ``x``."""
-    layer = Linear(dims, use_bias=config.bias, name=name)
+    """A linear layer ``name`` of ``dims`` outputs on ``x``, initialised as GPT-2 (normal(initializer_range),
+    zero bias; a residual projection ``c_proj`` with the std scaled by ``1 / sqrt(2 * num_layers)``)."""
+    std = config.initializer_range / (math.sqrt(2 * config.num_layers) if name == "c_proj" else 1.0)
+    layer = Linear(dims, use_bias=config.bias, weight_init=initializers.normal(std), bias_init="zeros", name=name)
     model |= layer(input=x)
     return layer.output
 
@@ -165,9 +169,9 @@ def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
     """``transformer``: embeddings, blocks, ``ln_f``; with tied embeddings also the logits (key ``logits``),
     computed here so that the head's weight keeps the path ``transformer.wte.weight``."""
     model = Model(name="transformer")
-    wte = Embedding(config.vocab_size, config.dims, name="wte")
+    wte = Embedding(config.vocab_size, config.dims, init=initializers.normal(config.initializer_range), name="wte")
     model |= wte(input=IOKey("input", shape=[None, None], type="int"))
-    wpe = Embedding(config.block_size, config.dims, name="wpe")
+    wpe = Embedding(config.block_size, config.dims, init=initializers.normal(config.initializer_range), name="wpe")
     if step is None or step.prompt:
         positions = op(model, "positions", model.input, axis=-1)  # [T]: 0 .. T-1, T known at run time
         model |= wpe(input=positions)
@@ -212,6 +216,6 @@ def build_gpt(root: Model, config: GPTConfig, step: StepShape | None = None) -> 
     if config.tie_word_embeddings:
         root.expose(transformer.logits, "output")
     else:
-        root |= Linear(config.vocab_size, use_bias=False, name="lm_head")(
-            input=transformer.output, output=IOKey("output")
-        )
+        root |= Linear(
+            config.vocab_size, use_bias=False, weight_init=initializers.normal(config.initializer_range), name="lm_head"
+        )(input=transformer.output, output=IOKey("output"))

@@ -38,6 +38,9 @@ from ..checkpoints.layout import Layout
 from ..family import FamilyModel
 from .config import PRESETS, ResNetConfig
 
+KAIMING = "kaiming_normal(fan_out)"
+"""torchvision's and transformers' ResNet convolutions: ``kaiming_normal_(mode="fan_out", nonlinearity="relu")``."""
+
 __all__ = ["ResNet", "resnet", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]
 
 
@@ -79,7 +82,14 @@ def _block(config: ResNetConfig, in_channels: int, width: int, stride: int, name
     main: Any = "input"
     for i, (out, kernel, conv_stride) in enumerate(convs, start=1):
         conv = Conv2d(
-            out, kernel, stride=conv_stride, padding=kernel // 2, use_bias=False, in_channels=channels, name=f"conv{i}"
+            out,
+            kernel,
+            stride=conv_stride,
+            padding=kernel // 2,
+            use_bias=False,
+            in_channels=channels,
+            weight_init=KAIMING,
+            name=f"conv{i}",
         )
         norm = _batch_norm(config, out, f"bn{i}")
         block |= conv(input=main)
@@ -92,7 +102,15 @@ def _block(config: ResNetConfig, in_channels: int, width: int, stride: int, name
         channels = out
     skip: Any = "input"
     if stride != 1 or in_channels != out_channels:
-        conv = Conv2d(out_channels, 1, stride=stride, use_bias=False, in_channels=in_channels, name="downsample.0")
+        conv = Conv2d(
+            out_channels,
+            1,
+            stride=stride,
+            use_bias=False,
+            in_channels=in_channels,
+            weight_init=KAIMING,
+            name="downsample.0",
+        )
         norm = _batch_norm(config, out_channels, "downsample.1")
         block |= conv(input="input")
         block |= norm(input=conv.output)
@@ -132,7 +150,14 @@ class ResNet(FamilyModel):
     def _build(self) -> None:
         config = self.config
         self |= Conv2d(
-            config.stem_width, 7, stride=2, padding=3, use_bias=False, in_channels=config.in_channels, name="conv1"
+            config.stem_width,
+            7,
+            stride=2,
+            padding=3,
+            use_bias=False,
+            in_channels=config.in_channels,
+            weight_init=KAIMING,
+            name="conv1",
         )(input=IOKey("input", type="float"))
         self += _batch_norm(config, config.stem_width, "bn1")
         self += _activation(config.activation, "relu")

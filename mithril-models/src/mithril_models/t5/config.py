@@ -89,6 +89,7 @@ class T5Settings:
     activation: str = "relu"
     gated: bool = False
     tied: bool = True
+    initializer_factor: float = 1.0  # HF's: scales every initialiser's std (randomize_params)
 
     @property
     def inner_dim(self) -> int:
@@ -124,5 +125,6 @@ class T5Settings:
             activation=activation,
             gated=gated,
             tied=not _untied(config),
+            initializer_factor=float(config_value(config, "initializer_factor", 1.0)),
             **sizes,
         )

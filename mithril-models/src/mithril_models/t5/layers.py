@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+from mithril import initializers
 from mithril.framework.keys import Connection
 from mithril.models import IOKey, Linear, Model, Primitive, RMSNorm
 from mithril.models.blocks._util import op
@@ -60,7 +61,11 @@ class T5Attention(Model):
         source = "memory" if cross else "input"
         heads = {}
         for proj, key in (("q", "input"), ("k", source), ("v", source)):
-            linear = Linear(s.inner_dim, use_bias=False, in_features=s.d_model, name=proj)
+            # HF's T5 initialisation: q's std also divides by sqrt(d_kv) (attention is unscaled)
+            std = s.initializer_factor * (s.d_model * (s.d_kv if proj == "q" else 1)) ** -0.5
+            linear = Linear(
+                s.inner_dim, use_bias=False, in_features=s.d_model, weight_init=initializers.normal(std), name=proj
+            )
             self |= linear(input=IOKey(key, shape=[None, None, s.d_model]))
             heads[proj] = _heads(self, linear.output, s.num_heads, s.d_kv)
         if cross:  # no position bias, no mask: the fused primitive
@@ -70,7 +75,12 @@ class T5Attention(Model):
         else:
             if has_relative_attention_bias:
                 relative = RelativePositionBias(
-                    s.num_buckets, s.max_distance, s.num_heads, causal=causal, name="relative_attention_bias"
+                    s.num_buckets,
+                    s.max_distance,
+                    s.num_heads,
+                    causal=causal,
+                    init=initializers.normal(s.initializer_factor * s.d_model**-0.5),
+                    name="relative_attention_bias",
                 )
                 self |= relative(input="input")
                 bias: Connection = relative.output
@@ -84,7 +94,10 @@ class T5Attention(Model):
         merged = op(
             self, "reshape", op(self, "transpose", attended, axes=(0, 2, 1, 3)), shape=(None, None, s.inner_dim)
         )
-        out = Linear(s.d_model, use_bias=False, in_features=s.inner_dim, name="o")
+        out_std = s.initializer_factor * s.inner_dim**-0.5
+        out = Linear(
+            s.d_model, use_bias=False, in_features=s.inner_dim, weight_init=initializers.normal(out_std), name="o"
+        )
         self |= out(input=merged, output=IOKey("output"))
         self._cin = self._keys["input"]
 
@@ -106,16 +119,20 @@ class T5DenseActDense(Model):
         super().__init__(name=name)
         s = settings
         x = IOKey("input", shape=[None, None, s.d_model])
+        wi_init = initializers.normal(s.initializer_factor * s.d_model**-0.5)
+        wo_init = initializers.normal(s.initializer_factor * s.d_ff**-0.5)
         if s.gated:
-            gate, linear = Linear(s.d_ff, use_bias=False, name="wi_0"), Linear(s.d_ff, use_bias=False, name="wi_1")
+            gate = Linear(s.d_ff, use_bias=False, weight_init=wi_init, name="wi_0")
+            linear = Linear(s.d_ff, use_bias=False, weight_init=wi_init, name="wi_1")
             self |= gate(input=x)
             self |= linear(input="input")
             hidden = _activation(self, gate.output, s.activation) * linear.output
         else:
-            wi = Linear(s.d_ff, use_bias=False, name="wi")
+            wi = Linear(s.d_ff, use_bias=False, weight_init=wi_init, name="wi")
             self |= wi(input=x)
             hidden = _activation(self, wi.output, s.activation)
-        self |= Linear(s.d_model, use_bias=False, in_features=s.d_ff, name="wo")(input=hidden, output=IOKey("output"))
+        wo = Linear(s.d_model, use_bias=False, in_features=s.d_ff, weight_init=wo_init, name="wo")
+        self |= wo(input=hidden, output=IOKey("output"))
         self._cin = self._keys["input"]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from mithril import initializers
 from mithril.framework.keys import Connection
 from mithril.models import Embedding, IOKey, Linear, RMSNorm
 
@@ -38,7 +39,7 @@ class _T5Stack(FamilyModel):
     def _stack(self, num_layers: int, *, decoder: bool) -> tuple[Connection, Embedding]:
         """``shared`` embedding, the blocks and ``final_layer_norm``: the normalised states and ``shared``."""
         s = self.settings
-        shared = Embedding(s.vocab_size, s.d_model, name="shared")
+        shared = Embedding(s.vocab_size, s.d_model, init=initializers.normal(s.initializer_factor), name="shared")
         self |= shared(input=IOKey("input", type="int", shape=[None, None]))
         hidden, bias = shared.output, None
         for i in range(num_layers):
@@ -98,7 +99,13 @@ class T5Decoder(_T5Stack):
         super().__init__(config, name=name)
         s = self.settings = T5Settings.from_config(config, "t5_decode")
         hidden, shared = self._stack(s.num_decoder_layers, decoder=True)
-        head = Linear(s.vocab_size, use_bias=False, in_features=s.d_model, name="lm_head")
+        head = Linear(
+            s.vocab_size,
+            use_bias=False,
+            in_features=s.d_model,
+            weight_init=initializers.normal(s.initializer_factor),
+            name="lm_head",
+        )
         if s.tied:
             self |= head(input=hidden * (s.d_model**-0.5), weight=shared.weight)
         else:

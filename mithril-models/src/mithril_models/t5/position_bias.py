@@ -90,12 +90,19 @@ class RelativePositionBias(Model):
     """
 
     def __init__(
-        self, num_buckets: int, max_distance: int, num_heads: int, *, causal: bool, name: str | None = None
+        self,
+        num_buckets: int,
+        max_distance: int,
+        num_heads: int,
+        *,
+        causal: bool,
+        init: str = "normal",
+        name: str | None = None,
     ) -> None:
         super().__init__(name=name)
         buckets = relative_position_buckets(num_buckets, max_distance, bidirectional=not causal)
         one_hot = np.eye(num_buckets, dtype=np.float32)[buckets]  # [2 * max_distance + 1, num_buckets]
-        weight = IOKey("weight", shape=[num_buckets, num_heads], type="float", differentiable=True, init="normal")
+        weight = IOKey("weight", shape=[num_buckets, num_heads], type="float", differentiable=True, init=init)
         # one row of per-head scores for each clipped offset: [2 * max_distance + 1, num_heads]
         table = op(self, "matmul", IOKey(value=one_hot), weight)
         if causal:

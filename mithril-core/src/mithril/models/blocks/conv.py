@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import validation
+from ... import initializers, validation
 from ...errors import ArgumentError
 from ...framework.keys import IOKey
 from ...framework.model import Model
@@ -29,6 +29,8 @@ class _ConvNd(Model):
         *,
         in_channels: int | None = None,
         filters: int | None = None,
+        weight_init: str | None = None,
+        bias_init: str | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -58,8 +60,8 @@ class _ConvNd(Model):
         conv = Primitive(f"conv{self._rank}d", stride=stride, padding=padding, dilation=dilation, groups=groups)
         self |= conv(
             input=IOKey("input", shape=["N", in_channels, *([None] * self._rank)]),
-            weight=param("weight", shape=[out_channels, weight_in, *kernel]),
-            bias=param("bias", shape=[out_channels]) if use_bias else None,
+            weight=param("weight", shape=[out_channels, weight_in, *kernel], init=initializers.check(f"{owner}(weight_init=...)", weight_init) or "fan_in"),
+            bias=param("bias", shape=[out_channels], init=initializers.check(f"{owner}(bias_init=...)", bias_init) or "fan_in") if use_bias else None,
             output=IOKey("output"),
         )
 

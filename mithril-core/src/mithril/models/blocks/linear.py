@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ... import validation
+from ... import initializers, validation
 from ...errors import ArgumentError
 from ...framework.keys import IOKey
 from ...framework.model import Model
@@ -23,20 +23,31 @@ class Linear(Model):
         use_bias: add a ``bias`` parameter of shape ``[dimension]``.
         in_features: fix the input feature size (otherwise inferred from the input's last dim); also
             given at connect time as ``Linear(dimension=n)(input_size=m)``.
+        weight_init, bias_init: how ``randomize_params`` draws them (:mod:`mithril.initializers`; default
+            PyTorch's: uniform in ``+-1/sqrt(in_features)``).
 
     >>> Linear(10).input_keys
     ['input', 'weight', 'bias']
     """
 
-    def __init__(self, dimension: int | None = None, use_bias: bool = True, *, in_features: int | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        dimension: int | None = None,
+        use_bias: bool = True,
+        *,
+        in_features: int | None = None,
+        weight_init: str | None = None,
+        bias_init: str | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         dimension = validation.positive_int("Linear", "dimension", dimension, optional=True)
         in_features = validation.positive_int("Linear", "in_features", in_features, optional=True)
         use_bias = validation.boolean("Linear", "use_bias", use_bias)
         self |= Primitive("linear")(
             input=IOKey("input"),
-            weight=param("weight", shape=[dimension, in_features]),
-            bias=param("bias", shape=[dimension]) if use_bias else None,
+            weight=param("weight", shape=[dimension, in_features], init=initializers.check("Linear(weight_init=...)", weight_init) or "fan_in"),
+            bias=param("bias", shape=[dimension], init=initializers.check("Linear(bias_init=...)", bias_init) or "fan_in") if use_bias else None,
             output=IOKey("output"),
         )
 
