@@ -278,3 +278,48 @@ def test_two_processes_train_data_parallel_on_one_global_mesh(tmp_path) -> None:
     assert found["grads"].keys() == grads.keys()
     for key, value in grads.items():
         np.testing.assert_allclose(found["grads"][key], np.asarray(value), rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_training_step_composes_with_data_and_model_parallelism() -> None:
+    """``optimizer=`` with ``parallelism=``: AdamW steps on 4 simulated devices equal one device's; the
+    optimizer state is placed as its parameters are."""
+    found = run_with_jax_devices(
+        """
+import numpy as np, mithril as ml
+from mithril import optim
+from mithril.models import MLP, SquaredError, TrainModel
+
+def build():
+    train = TrainModel(MLP(input_size=16, hidden_sizes=[32], output_size=8))
+    train.add_loss(SquaredError(), input="output", target="target")
+    return train
+
+shapes = {"input": [8, 16], "target": [8, 8]}
+options = dict(shapes=shapes, data_keys=set(shapes), optimizer=optim.AdamW(lr=0.01))
+rng = np.random.default_rng(0)
+batches = [{k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()} for _ in range(3)]
+results = {}
+for mode in ("data", "model"):
+    pm = ml.compile(build(), ml.JaxBackend(device_mesh=(4,)), parallelism=mode, **options)
+    ref = ml.compile(build(), ml.JaxBackend(), **options)
+    state, expected = pm.init_state(pm.randomize_params(seed=0)), ref.init_state(ref.randomize_params(seed=0))
+    for batch in batches:
+        state, _ = pm.train_step(state, batch)
+        expected, _ = ref.train_step(expected, batch)
+    results[mode] = {
+        "params": max(
+            float(np.abs(np.asarray(state.params[k]) - np.asarray(expected.params[k])).max()) for k in state.params
+        ),
+        "slots_placed": all(
+            state.opt_state[s][k].sharding.is_equivalent_to(state.params[k].sharding, state.params[k].ndim)
+            for s in state.opt_state for k in state.params
+        ),
+        "split": sorted(k for k, v in state.params.items() if any(axis is not None for axis in v.sharding.spec)),
+    }
+emit(results)
+""",
+        devices=4,
+    )
+    for mode, result in found.items():
+        assert result["params"] <= 1e-5 and result["slots_placed"], (mode, result)
+    assert found["data"]["split"] == [] and found["model"]["split"], found

@@ -55,11 +55,44 @@ def run(build, mode):
     }
 
 
+def train(mode):
+    """``optimizer=`` with ``parallelism=``: AdamW steps on the mesh against the single-process steps."""
+    from mithril import optim
+    from mithril.models import SquaredError, TrainModel
+
+    def build():
+        train_model = TrainModel(MLP(input_size=16, hidden_sizes=[32], output_size=8))
+        train_model.add_loss(SquaredError(), input="output", target="target")
+        return train_model
+
+    shapes = {"input": [8, 16], "target": [8, 8]}
+    options = {"shapes": shapes, "data_keys": set(shapes), "optimizer": optim.AdamW(lr=0.01)}
+    pm = ml.compile(build(), ml.TorchBackend(device_mesh=(2,)), parallelism=mode, **options)
+    ref = ml.compile(build(), ml.TorchBackend(), **options)
+    state, ref_state = pm.init_state(pm.randomize_params(seed=1)), ref.init_state(ref.randomize_params(seed=1))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        batch = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+        state, _ = pm.train_step(state, batch)
+        ref_state, _ = ref.train_step(ref_state, batch)
+    params, expected = state.params, ref_state.params
+    return {
+        "params": max(float(np.abs(pm.backend.to_numpy(params[k]) - expected[k].numpy()).max()) for k in params),
+        "slots_placed": all(
+            list(state.opt_state[slot][k].placements) == list(params[k].placements)
+            for slot in state.opt_state
+            for k in params
+        ),
+        "step": state.step_count,
+    }
+
+
 def main():
     builds = {"mlp": mlp}
     if importlib.util.find_spec("mithril_models"):
         builds["gpt"] = gpt
     found = {f"{name}-{mode}": run(build, mode) for name, build in builds.items() for mode in ("data", "model")}
+    found.update({f"train-{mode}": train(mode) for mode in ("data", "model")})
     found["world"] = dist.get_world_size()
     if int(os.environ["RANK"]) == 0:
         with open(sys.argv[1], "w") as f:

@@ -33,6 +33,9 @@ def test_torchrun_data_and_model_parallel_match_one_process(tmp_path: Path) -> N
     found = json.loads(out.read_text())
     assert found.pop("world") == 2
     assert {"mlp-data", "mlp-model"} <= set(found)
+    for mode in ("data", "model"):  # the compiled training step on the mesh
+        result = found.pop(f"train-{mode}")
+        assert result["params"] <= 1e-5 and result["slots_placed"] and result["step"] == 3, (mode, result)
     for case, result in found.items():
         assert result["output"] <= 1e-5 and result["grads"] <= 1e-5, (case, result)
         assert result["grads_placed"], case

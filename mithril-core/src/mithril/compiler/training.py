@@ -69,7 +69,15 @@ class TrainingProgram:
         # copies: the step may donate (JAX) or update the state's buffers, never the caller's arrays
         copied = pm._placed({k: backend.array(np.array(backend.to_numpy(v))) for k, v in params.items()})
         opt_state = {slot: {k: backend.zeros_like(copied[k]) for k in self.param_keys} for slot in self.slots}
-        return TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend))
+        return self.placed(TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend)))
+
+    def placed(self, state: TrainState) -> TrainState:
+        """With ``parallelism=``: every optimizer slot placed as its parameter is, the step replicated."""
+        plan, backend = self.model.plan, self.model.backend
+        if plan is None:
+            return state
+        opt_state = {slot: {k: backend.place(v, plan.spec(k)) for k, v in values.items()} for slot, values in state.opt_state.items()}
+        return TrainState(self.model._placed(state.params), opt_state, backend.place(state.step, None), rng=state.rng)
 
     def check_state(self, state: Any) -> None:
         pm = self.model
