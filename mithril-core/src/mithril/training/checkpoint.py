@@ -159,7 +159,8 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         raise CheckpointError(f"{where}: the file has no scalar 'step' tensor")
     rng = manifest.get("rng")
     _restore_rng(backend, rng)
-    return training.placed(TrainState(params, opt_state, backend.array(step), rng=rng))
+    state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng))
+    return state
 
 
 def _same_keys(where: str, what: str, found: set[str], expected: set[str]) -> None:
