@@ -43,7 +43,7 @@ from .passes import (
     prune,
 )
 from .physical import PhysicalModel, weight_fan_in
-from .train_step import build_train_step, check_loss_shape, check_optimizer
+from .train_step import TrainLayout, build_train_step, check_loss_shape, check_optimizer
 from .verbose import log_verbose
 
 __all__ = ["compile"]
@@ -201,14 +201,17 @@ def compile(  # noqa: A001 - the public name is ml.compile
         prune(graph, [*outputs.values(), *gradients.values()])
     if not inference and wrt and backend.supports_autograd:
         insert_stop_gradients(graph, wrt.values())
-    train = None
+    train: tuple[TrainLayout, dict[str, Value], dict[str, Value]] | None = None
     if optimizer is not None or loss is not None:
-        loss_key = check_optimizer(optimizer, loss, outputs, wrt, inference)
-        train = build_train_step(
-            graph, optimizer, loss_key, outputs, wrt, flat.paths, autograd=backend.supports_autograd,
-            backend_type=backend.backend_type, taken={*flat.inputs, *flat.outputs},
-        )
-        gradients = _optimise_with_training(graph, backend, passes, outputs, gradients, train[2])
+        loss_key, adapter = check_optimizer(optimizer, loss, outputs, wrt, inference, backend)
+        if adapter is not None:  # a framework's optimizer: the backend's autograd and its update
+            train = (TrainLayout.for_external(loss_key, adapter), {}, {})
+        else:
+            train = build_train_step(
+                graph, optimizer, loss_key, outputs, wrt, flat.paths, autograd=backend.supports_autograd,
+                backend_type=backend.backend_type, taken={*flat.inputs, *flat.outputs},
+            )
+            gradients = _optimise_with_training(graph, backend, passes, outputs, gradients, train[2])
     enabled = [name for name, on in passes.items() if on]
     log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{', symbolic backward' if gradients else ''}; {len(graph.nodes)} primitive calls")
     graph.solve()
@@ -234,7 +237,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     functions = [FunctionSpec("evaluate", inputs, {}, [outputs])]
     if gradients:
         functions.append(FunctionSpec("evaluate_gradients", inputs, cotangents, [outputs, gradients]))
-    if train is not None:
+    if train is not None and train[0].external is None:
         layout, train_inputs, train_returns = train
         if backend.supports_autograd:  # the backend's autograd gives the gradients; the update is ours
             update_inputs = {**{name: flat.inputs[name] for name in params}, **train_inputs}

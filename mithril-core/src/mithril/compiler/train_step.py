@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import ArgumentError, KeyError_
 from ..optim import Optimizer, ParamInfo
 from ..optim._math import GraphMath
+from ..optim.external import external_optimizer
 from .backward import build_backward
 from .graph import Graph, Value
 
@@ -39,7 +40,13 @@ class TrainLayout:
     param_outputs: dict[str, str]  # parameter -> output name of its new value
     slot_outputs: dict[str, dict[str, str]]
     step_output: str
-    function: str  # "train_step" (whole step) or "apply_updates" (the update only)
+    function: str  # "train_step" (whole step) or "apply_updates" (the update only); "" for an external optimizer
+    external: Any = None  # a framework's optimizer (mithril.optim.external), updating outside the graph
+
+    @classmethod
+    def for_external(cls, loss: str, adapter: Any) -> TrainLayout:
+        """The layout of a framework optimizer's step: nothing of it is in the graph."""
+        return cls(loss, adapter.optimizer, {}, "", {}, {}, {}, "", "", external=adapter)
 
     @classmethod
     def names(cls, params: Iterable[str], slots: Iterable[str], *, autograd: bool, taken: set[str], loss: str, optimizer: Any) -> TrainLayout:
@@ -64,14 +71,19 @@ class TrainLayout:
         )
 
 
-def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], params: Iterable[str], inference: bool) -> str:
-    """The loss key ``ml.compile(optimizer=..., loss=...)`` minimises, after checking the arguments."""
-    if not isinstance(optimizer, Optimizer):
+def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], params: Iterable[str], inference: bool, backend: Any) -> tuple[str, Any]:
+    """The loss key ``ml.compile(optimizer=..., loss=...)`` minimises and the adapter of a framework's
+    optimizer (``None`` for :mod:`mithril.optim`'s), after checking the arguments."""
+    adapter = external_optimizer(optimizer, backend)
+    if adapter is None and not isinstance(optimizer, Optimizer):
         hint = ""
         module = type(optimizer).__module__.split(".")[0]
         if module in ("optax", "torch"):
-            hint = f"; {module} optimizers are not accepted yet: use the mithril.optim equivalent (optim.AdamW, optim.SGD, ...)"
-        raise ArgumentError(f"ml.compile(optimizer=...) takes a mithril.optim optimizer (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Lion), got {optimizer!r}{hint}")
+            hint = "; from optax a GradientTransformation (optax.adamw(...)), from torch.optim an optimizer class"
+        raise ArgumentError(
+            "ml.compile(optimizer=...) takes a mithril.optim optimizer (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, "
+            f"optim.Lion), an optax GradientTransformation (JAX) or a torch.optim class (PyTorch), got {optimizer!r}{hint}"
+        )
     if inference:
         raise ArgumentError("ml.compile(optimizer=...) with inference=True: a training step needs the backward pass; drop inference=True")
     if not list(params):
@@ -87,7 +99,7 @@ def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], par
         raise KeyError_(f"ml.compile(loss={loss!r}): not an output of the model; its outputs are {sorted(outputs)}")
     if outputs[loss].kind not in (None, "float"):
         raise ArgumentError(f"ml.compile(loss={loss!r}): the loss must be a float output, got {outputs[loss].kind}")
-    return loss
+    return loss, adapter
 
 
 def check_loss_shape(layout: TrainLayout, outputs: Mapping[str, Value]) -> tuple[int, ...]:

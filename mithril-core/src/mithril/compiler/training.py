@@ -41,6 +41,10 @@ class TrainingProgram:
         backend = model.backend
         self.param_keys = sorted(model._param_keys)
         self.slots = tuple(layout.slot_inputs)
+        self.external = layout.external
+        if self.external is not None:
+            self.call = self._external_step(functions["evaluate"], jit=jit, jit_options=jit_options)
+            return
         if not backend.supports_autograd:
             self.call = functions[layout.function]
             return
@@ -58,6 +62,16 @@ class TrainingProgram:
             options.setdefault("donate_argnums", (0,))  # the old state's buffers become the new state's
         self.call = backend.prepare_forward(step, jit=jit, jit_options=options)
 
+    def _external_step(self, forward: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
+        """A framework optimizer's step: the backend's autograd over the generated forward, then its update."""
+        backend, loss, shape = self.model.backend, self.layout.loss, self.loss_shape
+        prepared = backend.prepare_forward(forward, jit=False)
+
+        def gradients(params: dict[str, Any], data: dict[str, Any]) -> Any:
+            return backend.vjp(lambda p: prepared(p, data), params, {loss: backend.ones(shape)})
+
+        return self.external.step_function(backend, gradients, jit=jit, jit_options=jit_options)  # type: ignore[no-any-return]
+
     def init_state(self, params: Mapping[str, Any] | None) -> TrainState:
         pm, backend = self.model, self.model.backend
         params = pm.get_parameters() if params is None else params
@@ -68,6 +82,10 @@ class TrainingProgram:
         pm._check_arrays(params, {}, params_only=True, where="init_state")
         # copies: the step may donate (JAX) or update the state's buffers, never the caller's arrays
         copied = pm._placed({k: backend.array(np.array(backend.to_numpy(v))) for k, v in params.items()})
+        if self.external is not None:
+            opt_state = self.external.init({k: copied[k] for k in self.param_keys}, backend)
+            step = backend.array(np.asarray(0.0))
+            return TrainState(copied, opt_state, step, rng=_rng_state(backend), external=self.external)
         opt_state = {slot: {k: backend.zeros_like(copied[k]) for k in self.param_keys} for slot in self.slots}
         return self.placed(TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend)))
 
@@ -85,6 +103,8 @@ class TrainingProgram:
             raise ArgumentError(f"train_step(state=...): expected an ml.TrainState (from pm.init_state(params) or ml.load_state), got {type(state).__name__}")
         if not isinstance(state.params, Mapping) or state.params.keys() != pm._state_keys:
             pm._check_group(dict(state.params), pm._state_keys, "params", where="train_step")
+        if self.external is not None:
+            return
         if set(state.opt_state) != set(self.slots):
             raise KeyError_(f"train_step(state): the optimizer state has slots {sorted(state.opt_state)}, {type(self.layout.optimizer).__name__} keeps {list(self.slots)}")
         for slot, values in state.opt_state.items():
@@ -108,6 +128,15 @@ class TrainingProgram:
         data = pm._checked_inputs(params, data, where="train_step")
         if pm.plan is not None:
             params, data = pm._placed(params), pm._placed(data)
+        if self.external is not None:
+            if pm._buffer_keys:
+                data = {**data, **{k: params[k] for k in pm._buffer_keys}}
+            new, opt_state, outputs = self.call({k: params[k] for k in self.param_keys}, state.opt_state, data)
+            new_params = {**params, **new}
+            if pm._buffer_keys:
+                new_params.update(pm.update_buffers(params, outputs))
+            step = pm.backend.array(np.asarray(state.step_count + 1.0))
+            return TrainState(new_params, opt_state, step, rng=_rng_state(pm.backend), external=self.external), dict(outputs)
         inputs = {k: params[k] for k in self.param_keys}
         for slot in self.slots:
             inputs.update({layout.slot_inputs[slot][k]: v for k, v in state.opt_state[slot].items()})

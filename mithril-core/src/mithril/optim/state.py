@@ -21,7 +21,8 @@ class TrainState:
 
     Attributes:
         params: parameter (and buffer) name -> array, what ``pm.evaluate`` takes as ``params``.
-        opt_state: optimizer slot (``"m"``, ``"v"``, ``"momentum"``...) -> parameter name -> array.
+        opt_state: optimizer slot (``"m"``, ``"v"``, ``"momentum"``...) -> parameter name -> array; with a
+            framework's optimizer its own state (an optax state, the ``torch.optim.Optimizer``).
         step: how many updates were applied (a 0-d float array of the model's dtype).
         rng: the backend generator's state when the state was saved or loaded (JSON), or ``None``.
 
@@ -33,6 +34,7 @@ class TrainState:
     opt_state: Mapping[str, Mapping[str, Any]]
     step: Any
     rng: Any = field(default=None, compare=False)
+    external: Any = field(default=None, compare=False, repr=False)  # the framework optimizer's adapter
 
     @property
     def step_count(self) -> int:

@@ -70,11 +70,16 @@ def save_state(state: TrainState, path: str | os.PathLike[str]) -> Path:
     for i, (name, value) in enumerate(state.params.items()):
         tensors[f"p{i}"] = _numpy(value)
         entries["params"][name] = f"p{i}"
-    for s, (slot, values) in enumerate(state.opt_state.items()):
-        entries["opt_state"][slot] = {}
-        for i, (name, value) in enumerate(values.items()):
-            tensors[f"s{s}.{i}"] = _numpy(value)
-            entries["opt_state"][slot][name] = f"s{s}.{i}"
+    if state.external is not None:  # a framework's optimizer: its state as arrays plus JSON
+        arrays, meta = state.external.to_arrays(state.opt_state)
+        tensors.update({f"x.{name}": array for name, array in arrays.items()})
+        entries["external"] = {"kind": state.external.kind, "meta": meta, "arrays": sorted(arrays)}
+    else:
+        for s, (slot, values) in enumerate(state.opt_state.items()):
+            entries["opt_state"][slot] = {}
+            for i, (name, value) in enumerate(values.items()):
+                tensors[f"s{s}.{i}"] = _numpy(value)
+                entries["opt_state"][slot][name] = f"s{s}.{i}"
     tensors["step"] = _numpy(state.step)
     save_safetensors(path, tensors, metadata={"format": FORMAT})
     raw = path.read_bytes()
@@ -149,6 +154,12 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         return backend.array(array)
 
     params = {name: read(manifest["params"][name], name, "parameter") for name in pm.param_keys + pm.buffer_keys}
+    rng = manifest.get("rng")
+    if training.external is not None:
+        opt_state = _external_state(where, manifest, file, training, params)
+        _restore_rng(backend, rng)
+        step = backend.array(np.asarray(float(manifest.get("step", 0))))
+        return TrainState(pm._placed(params), opt_state, step, rng=rng, external=training.external)
     opt_state = {}
     for slot in training.slots:
         names = manifest["opt_state"][slot]
@@ -157,10 +168,25 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
     step = file.read("step") if "step" in file.keys() else None
     if step is None or step.shape != ():
         raise CheckpointError(f"{where}: the file has no scalar 'step' tensor")
-    rng = manifest.get("rng")
     _restore_rng(backend, rng)
     state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng))
     return state
+
+
+def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFile, training: Any, params: Mapping[str, Any]) -> Any:
+    """A framework optimizer's state from the file, rebuilt on a fresh one for ``params``."""
+    external = manifest.get("external")
+    kind = training.external.kind
+    if not isinstance(external, Mapping) or external.get("kind") != kind or not isinstance(external.get("arrays"), list):
+        found = external.get("kind") if isinstance(external, Mapping) else "mithril.optim slots"
+        raise CheckpointError(f"{where}: the state holds {found} optimizer state; the model was compiled with a {kind} optimizer")
+    arrays = {}
+    for name in external["arrays"]:
+        if not isinstance(name, str) or f"x.{name}" not in file.keys():
+            raise CheckpointError(f"{where}: the manifest names optimizer array {name!r}, which the file does not hold")
+        arrays[name] = file.read(f"x.{name}")
+    template = training.external.init({k: params[k] for k in training.param_keys}, training.model.backend)
+    return training.external.from_arrays(template, arrays, external.get("meta"), where, training.model.backend)
 
 
 def _same_keys(where: str, what: str, found: set[str], expected: set[str]) -> None:
