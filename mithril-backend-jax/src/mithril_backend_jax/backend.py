@@ -384,6 +384,20 @@ class JaxBackend(Backend):
             )
         return {}
 
+    def mixed_precision(self, forward: Callable[..., Any], compute: Dtype) -> Callable[..., Any]:
+        """Float inputs cast to ``compute`` on the way in, float outputs back to the backend dtype: inside
+        ``jax.jit`` XLA computes in ``compute`` and ``jax.vjp`` returns gradients in the parameters' dtype."""
+        low, storage = self.native_dtype(compute), self.native_dtype()
+
+        def cast(values: dict[str, Any], dtype: Any) -> dict[str, Any]:
+            floats = {k for k, v in values.items() if hasattr(v, "dtype") and jnp.issubdtype(v.dtype, jnp.floating)}
+            return {k: v.astype(dtype) if k in floats else v for k, v in values.items()}
+
+        def run(params: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+            return cast(forward(cast(params, low), cast(data, low)), storage)
+
+        return run
+
     def jit_option_names(self) -> tuple[str, ...]:
         """``jax.jit``'s keyword arguments, plus ``xla_computation`` (keep the lowered StableHLO text)."""
         return (*self.keyword_names(jax.jit), "xla_computation")

@@ -318,6 +318,10 @@ class MlxBackend(Backend):
             forward = self._computing_in(forward, self.native_dtype(self.compute_dtype), self.native_dtype())
         return super().prepare_forward(forward, jit=jit, jit_options=jit_options)
 
+    def mixed_precision(self, forward: Callable[..., Any], compute: Dtype) -> Callable[..., Any]:
+        """As ``compute_precision=``: float inputs cast to ``compute``, float outputs back."""
+        return self._computing_in(forward, self.native_dtype(compute), self.native_dtype())
+
     @staticmethod
     def _computing_in(forward: Callable[..., Any], compute: Any, storage: Any) -> Callable[..., Any]:
         def cast(values: Mapping[str, Any], dtype: Any) -> dict[str, Any]:

@@ -272,6 +272,12 @@ class TorchBackend(Backend):
             prepared = within(lambda: torch.autocast(device_type=device_type, dtype=dtype), prepared)
         return prepared if self.mesh is None else within(lambda: distributed.replication(self.mesh), prepared)
 
+    def mixed_precision(self, forward: Callable[..., Any], compute: Dtype) -> Callable[..., Any]:
+        """``torch.autocast(device, dtype=compute)`` around the forward (PyTorch's AMP: matmuls and convolutions
+        in ``compute``, reductions and losses in float32; gradients come back in the parameters' dtype)."""
+        device_type, dtype = self.torch_device.type, self.native_dtypes[compute]
+        return within(lambda: torch.autocast(device_type=device_type, dtype=dtype), forward)
+
     def jit_option_names(self) -> tuple[str, ...]:
         """``torch.compile``'s keyword arguments (``mode``, ``dynamic``, ``fullgraph``, ``backend``, ...)."""
         return self.keyword_names(torch.compile)

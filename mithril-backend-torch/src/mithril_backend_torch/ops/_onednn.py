@@ -40,12 +40,15 @@ def available() -> bool:
 
 
 def usable(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Float32 CPU tensors, no gradient recorded, not inside ``torch.compile`` (inductor picks its own
-    kernel and cannot lower this one), and the kernel available."""
+    """Float32 CPU tensors, no gradient recorded, no autocast, not inside ``torch.compile`` (inductor picks
+    its own kernel and cannot lower this one), and the kernel available."""
     if torch.compiler.is_compiling() or type(input) is not torch.Tensor or type(weight) is not torch.Tensor:
         return False  # compiled, or DTensors (placed over a device mesh): F.linear
     if input.dtype != torch.float32 or weight.dtype != torch.float32 or input.device.type != "cpu":
         return False
+    if torch.is_autocast_enabled("cpu"):
+        return False  # autocast (use_amp, precision="bf16-mixed") casts F.linear's inputs; this kernel it would not
+
     if bias is not None and (bias.dtype != torch.float32 or bias.ndim != 1):
         return False
     recording = torch.is_grad_enabled() and (

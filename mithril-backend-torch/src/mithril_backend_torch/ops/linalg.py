@@ -27,7 +27,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     Float32 inference on the CPU runs oneDNN's kernel (see :mod:`._onednn`); everything else ``F.linear``."""
     if _onednn.usable(input, weight, bias):
         return _onednn.linear(input, weight, bias)
-    if input.dtype == weight.dtype and (bias is None or (bias.dtype == weight.dtype and bias.ndim == 1)):
-        return F.linear(input, weight, bias)
+    same_dtype = input.dtype == weight.dtype and (bias is None or bias.dtype == weight.dtype)
+    if (same_dtype or torch.is_autocast_enabled(input.device.type)) and (bias is None or bias.ndim == 1):
+        return F.linear(input, weight, bias)  # under autocast F.linear casts all three, as PyTorch's AMP does
     out = torch.matmul(input, weight.transpose(-1, -2))
     return out if bias is None else out + bias

@@ -588,6 +588,16 @@ class Backend(ABC):
 
         return outputs_and_gradients
 
+    def mixed_precision(self, forward: Callable[..., Any], compute: Dtype) -> Callable[..., Any]:
+        """``ml.compile(precision="bf16-mixed")``: ``forward(params, data)`` computing in ``compute`` while
+        parameters, gradients and optimizer state keep the backend dtype (float32). Autograd backends
+        override it (PyTorch: ``torch.autocast``; JAX and MLX: float inputs cast on the way in, float
+        outputs cast back); the others refuse."""
+        raise ArgumentError(
+            f"ml.compile(precision=...): {type(self).__name__} computes in its dtype ({self.dtype.value}); mixed precision "
+            "runs on JaxBackend and TorchBackend (bf16-mixed; fp16-mixed with loss scaling on TorchBackend) and MlxBackend"
+        )
+
     def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """Compile ``fn`` with the framework's JIT, passing ``options`` (``ml.compile(jit_options=...)``) to
         it; the identity by default (no options)."""

@@ -29,6 +29,7 @@ from ..gc_pause import with_paused_gc
 from ..parallel import make_plan
 from ..serialization.files import write_file_atomically
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
+from ..types import Dtype
 from .backward import build_backward
 from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten, is_logical_model
@@ -51,7 +52,7 @@ __all__ = ["compile"]
 ACCEPTED_OPTIONS = (
     "shapes", "data_keys", "constant_keys", "trainable_keys", "discard_keys", "inference", "jit", "file_path",
     "safe_names", "use_short_namings", "parallelism", "verbose", "jit_options", "static_shapes", "optimizations",
-    "optimizer", "loss",
+    "optimizer", "loss", "precision",
 )
 
 """``ml.compile(verbose=True)`` logs each stage here (INFO); shown on stderr when nothing else handles it."""
@@ -82,6 +83,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     optimizations: Mapping[str, bool] | None = None,
     optimizer: Any = None,
     loss: str | None = None,
+    precision: str | None = None,
     **unknown: Any,
 ) -> PhysicalModel:
     """Compile a logical model for a backend.
@@ -126,6 +128,9 @@ def compile(  # noqa: A001 - the public name is ml.compile
             data)``. ``model`` is a ``TrainModel`` (its ``final_cost`` is minimised) or names its scalar
             output with ``loss=``.
         loss: the scalar output ``optimizer`` minimises (default ``"final_cost"``).
+        precision: ``"bf16-mixed"``: float32 parameters, gradients and optimizer state, bfloat16 compute
+            (JAX, PyTorch, MLX); ``"fp16-mixed"``: float16 compute with dynamic loss scaling in
+            ``train_step`` (PyTorch); ``None``/``"float32"``: the backend dtype throughout.
 
     Example:
         >>> pm = ml.compile(Linear(4), ml.JaxBackend(), shapes={"input": [2, 3]}, verbose=True,
@@ -152,6 +157,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     if getattr(model, "_parent", None) is not None:
         raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
     validation.boolean("ml.compile", "verbose", verbose)
+    compute = _mixed_precision(backend, precision)
     will_jit = backend.jit_by_default if jit is None else jit
     jit_options = _jit_options(backend, will_jit, jit_options, static_shapes)
     passes = _optimizations(backend, will_jit, optimizations)
@@ -278,6 +284,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         jit_options=jit_options,
         verbose=verbose,
         train=None if train is None else (train[0], loss_shape),
+        precision=(str(precision), compute) if compute is not None else None,
     )
     jitted = will_jit and backend.supports_autograd
     log.stage("jit", f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in jit_options.items())}) wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
@@ -297,6 +304,27 @@ def _optimise_with_training(graph: Graph, backend: Backend, passes: Mapping[str,
     train_returns.update({k[1:]: v for k, v in every.items() if k.startswith("\1")})
     prune(graph, every.values())
     return {k[1:]: v for k, v in every.items() if k.startswith("\0")}
+
+
+_PRECISIONS = {"float32": None, "32": None, "bf16-mixed": Dtype.bfloat16, "fp16-mixed": Dtype.float16}
+
+
+def _mixed_precision(backend: Backend, precision: Any) -> Dtype | None:
+    """The compute dtype ``precision=`` asks for (``None``: the backend dtype), after checking it fits."""
+    if precision is None:
+        return None
+    if precision not in _PRECISIONS:
+        raise ArgumentError(f"ml.compile(precision={precision!r}): accepted are {', '.join(map(repr, _PRECISIONS))} or None")
+    compute = _PRECISIONS[precision]
+    if compute is None:
+        return None
+    name = type(backend).__name__
+    if backend.dtype is not Dtype.float32:
+        raise ArgumentError(f"ml.compile(precision={precision!r}) keeps float32 parameters; {name} computes in {backend.dtype.value}: create it with dtype=ml.float32")
+    if compute is Dtype.float16 and backend.backend_type != "torch":
+        raise ArgumentError(f"ml.compile(precision='fp16-mixed') (float16 with dynamic loss scaling) runs on TorchBackend, not {name}; use 'bf16-mixed'")
+    backend.mixed_precision(lambda params, data: {}, compute)  # the backends without it refuse here
+    return compute
 
 
 class _StageLog:

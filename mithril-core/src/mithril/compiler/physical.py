@@ -63,6 +63,7 @@ class PhysicalModel(Displayable):
         jit_options: Mapping[str, Any] | None = None,
         verbose: bool = False,
         train: tuple[Any, tuple[int, ...]] | None = None,
+        precision: tuple[str, Any] | None = None,
     ) -> None:
         self.backend = backend
         self.plan = plan  # mithril.parallel.ShardingPlan of ml.compile(parallelism=...), or None
@@ -87,6 +88,9 @@ class PhysicalModel(Displayable):
         filename = file_path or f"<mithril:{self._model_name}>"
         # a framework JIT gets this model's own ``evaluate``, not the shared compile-on-first-call trampoline
         functions = program.load(filename, eager=("evaluate",)) if jit and backend.supports_autograd else program.load(filename)
+        self.precision = None if precision is None else precision[0]  # ml.compile(precision=...)
+        if precision is not None:  # the forward computes in the low dtype; parameters stay float32
+            functions = {**functions, "evaluate": backend.mixed_precision(functions["evaluate"], precision[1])}
         self.jit_options = dict(jit_options or {})
         self._verbose = verbose
         options = {"jit_options": self.jit_options} if self.jit_options else {}
@@ -97,7 +101,9 @@ class PhysicalModel(Displayable):
             self._backward = backend.gradient_function(functions["evaluate"], jit=jit, **options)
         else:
             self._backward = functions.get("evaluate_gradients")
-        self._training = None if train is None else TrainingProgram(self, train[0], train[1], functions, jit=jit, jit_options=self.jit_options)
+        self._training = None if train is None else TrainingProgram(
+            self, train[0], train[1], functions, jit=jit, jit_options=self.jit_options, loss_scaling=self.precision == "fp16-mixed"
+        )
         self._compiled = {"forward": self._forward, "gradients": self._backward}  # what lower()/lowered_text() read
         if backend.supports_autograd and jit:  # the framework compiles on the first call: say so when it is slow
             self._forward = self._announce_first_call("_forward", "forward")
@@ -119,7 +125,7 @@ class PhysicalModel(Displayable):
         self._output_dims = _output_symbolic_dims(inputs, outputs)
         # an entry point that checks its own inputs takes evaluate's calls directly where its checks are all
         # there is to check (mithril.backends.direct); anything unexpected falls back to the checks below
-        strict = getattr(functions["evaluate"], "strict", None)
+        strict = getattr(functions["evaluate"], "strict", None) if precision is None else None  # the wrapper is the entry
         direct = plan is None and not self._index_checks and not self._buffer_keys and not self._shared_dims
         self._direct_forward = strict if direct and all(check[2] is not None for check in self._checks) else None
         self._direct_sizes = (len(self._state_keys), len(self._data_keys))

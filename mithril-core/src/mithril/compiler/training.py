@@ -36,12 +36,26 @@ __all__ = ["TrainingProgram"]
 class TrainingProgram:
     """The training half of a :class:`~mithril.compiler.physical.PhysicalModel` compiled with ``optimizer=``."""
 
-    def __init__(self, model: Any, layout: TrainLayout, loss_shape: tuple[int, ...], functions: Mapping[str, Callable[..., Any]], *, jit: bool, jit_options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        model: Any,
+        layout: TrainLayout,
+        loss_shape: tuple[int, ...],
+        functions: Mapping[str, Callable[..., Any]],
+        *,
+        jit: bool,
+        jit_options: Mapping[str, Any],
+        loss_scaling: bool = False,
+    ) -> None:
         self.model, self.layout, self.loss_shape = model, layout, loss_shape
         backend = model.backend
         self.param_keys = sorted(model._param_keys)
         self.slots = tuple(layout.slot_inputs)
         self.external = layout.external
+        self.loss_scaling = loss_scaling
+        if loss_scaling:  # fp16: the scaled backward, the finite check and the update, step by step in Python
+            self._forward = backend.prepare_forward(functions["evaluate"], jit=False)
+            self._update = None if self.external is not None else functions[layout.function]
         if self.external is not None:
             self.call = self._external_step(functions["evaluate"], jit=jit, jit_options=jit_options)
             return
@@ -85,9 +99,14 @@ class TrainingProgram:
         if self.external is not None:
             opt_state = self.external.init({k: copied[k] for k in self.param_keys}, backend)
             step = backend.array(np.asarray(0.0))
-            return TrainState(copied, opt_state, step, rng=_rng_state(backend), external=self.external)
+            return TrainState(copied, opt_state, step, rng=_rng_state(backend), external=self.external, loss_scale=self.initial_loss_scale())
         opt_state = {slot: {k: backend.zeros_like(copied[k]) for k in self.param_keys} for slot in self.slots}
-        return self.placed(TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend)))
+        state = TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend), loss_scale=self.initial_loss_scale())
+        return self.placed(state)
+
+    def initial_loss_scale(self) -> dict[str, Any] | None:
+        """fp16-mixed: ``torch.amp.GradScaler``'s start (scale 2**16)."""
+        return {"scale": INITIAL_SCALE, "good_steps": 0} if self.loss_scaling else None
 
     def placed(self, state: TrainState) -> TrainState:
         """With ``parallelism=``: every optimizer slot placed as its parameter is, the step replicated."""
@@ -95,7 +114,7 @@ class TrainingProgram:
         if plan is None:
             return state
         opt_state = {slot: {k: backend.place(v, plan.spec(k)) for k, v in values.items()} for slot, values in state.opt_state.items()}
-        return TrainState(self.model._placed(state.params), opt_state, backend.place(state.step, None), rng=state.rng)
+        return TrainState(self.model._placed(state.params), opt_state, backend.place(state.step, None), rng=state.rng, loss_scale=state.loss_scale)
 
     def check_state(self, state: Any) -> None:
         pm = self.model
@@ -128,6 +147,10 @@ class TrainingProgram:
         data = pm._checked_inputs(params, data, where="train_step")
         if pm.plan is not None:
             params, data = pm._placed(params), pm._placed(data)
+        if self.loss_scaling:
+            if pm._buffer_keys:
+                data = {**data, **{k: params[k] for k in pm._buffer_keys}}
+            return self._scaled_step(state, params, data)
         if self.external is not None:
             if pm._buffer_keys:
                 data = {**data, **{k: params[k] for k in pm._buffer_keys}}
@@ -151,6 +174,51 @@ class TrainingProgram:
             new_params = {k: new_params[k] for k in params}
         opt_state = {slot: {k: result[layout.slot_outputs[slot][k]] for k in self.param_keys} for slot in self.slots}
         return TrainState(new_params, opt_state, result[layout.step_output], rng=_rng_state(pm.backend)), outputs
+
+
+    def _scaled_step(self, state: TrainState, params: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[TrainState, dict[str, Any]]:
+        """fp16-mixed: backward of ``loss * scale``, gradients unscaled; a step whose gradients are not all
+        finite is skipped and halves the scale, ``GROWTH_INTERVAL`` finite steps in a row double it
+        (``torch.amp.GradScaler``'s rule)."""
+        pm, layout, backend = self.model, self.layout, self.model.backend
+        if not isinstance(state.loss_scale, Mapping) or not {"scale", "good_steps"} <= set(state.loss_scale):
+            raise ArgumentError("train_step(state): precision='fp16-mixed' needs the state's loss_scale (start from pm.init_state or ml.load_state)")
+        scale, good = float(state.loss_scale["scale"]), int(state.loss_scale["good_steps"])
+        only = {k: params[k] for k in self.param_keys}
+        forward = self._forward
+        outputs, grads = backend.vjp(lambda p: forward(p, data), only, {layout.loss: backend.ones(self.loss_shape) * scale})
+        grads = {k: g * (1.0 / scale) for k, g in grads.items()}
+        finite = all(bool(np.isfinite(backend.to_numpy(g)).all()) for g in grads.values())
+        new_params, opt_state, step = dict(params), state.opt_state, state.step
+        if finite:
+            if self.external is not None:
+                updated, opt_state = self.external.apply(only, grads, state.opt_state)
+                new_params.update(updated)
+                step = backend.array(np.asarray(state.step_count + 1.0))
+            else:
+                inputs = {**only, **{layout.grad_inputs[k]: g for k, g in grads.items()}, layout.step_input: state.step}
+                for slot in self.slots:
+                    inputs.update({layout.slot_inputs[slot][k]: v for k, v in state.opt_state[slot].items()})
+                assert self._update is not None
+                result = self._update(inputs, {})
+                new_params.update({k: result[layout.param_outputs[k]] for k in self.param_keys})
+                opt_state = {slot: {k: result[layout.slot_outputs[slot][k]] for k in self.param_keys} for slot in self.slots}
+                step = result[layout.step_output]
+            good += 1
+            if good >= GROWTH_INTERVAL:
+                scale, good = scale * 2.0, 0
+        else:
+            scale, good = scale * 0.5, 0
+        if pm._buffer_keys:
+            new_params.update(pm.update_buffers(params, outputs))
+        loss_scale = {"scale": scale, "good_steps": good}
+        return TrainState(new_params, opt_state, step, rng=_rng_state(backend), external=self.external, loss_scale=loss_scale), dict(outputs)
+
+
+INITIAL_SCALE = 2.0**16
+GROWTH_INTERVAL = 2000
+"""fp16 loss scaling as ``torch.amp.GradScaler``'s defaults: start at 2**16, double after 2000 finite steps,
+halve (and skip the step) on a non-finite gradient."""
 
 
 def _rng_state(backend: Any) -> Any:

@@ -111,22 +111,23 @@ class TorchOptimizer(ExternalOptimizer):
         return self.optimizer(list(params.values()))
 
     def step_function(self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
-        import torch
-
         def step(params: dict[str, Any], opt_state: Any, data: dict[str, Any]) -> Any:
             outputs, grads = gradients(params, data)
-            with torch.no_grad():
-                for group in opt_state.param_groups:
-                    for tensor in group["params"]:
-                        tensor.grad = None
-                for key, tensor in params.items():
-                    tensor.grad = grads[key]
-                opt_state.step()
-                for tensor in params.values():
-                    tensor.grad = None
-            return params, opt_state, outputs
+            return *self.apply(params, grads, opt_state), outputs
 
         return step
+
+    def apply(self, params: dict[str, Any], grads: Mapping[str, Any], opt_state: Any) -> tuple[dict[str, Any], Any]:
+        """The optimizer's ``step()`` with ``grads`` as the parameters' gradients (updated in place)."""
+        import torch
+
+        with torch.no_grad():
+            for key, tensor in params.items():
+                tensor.grad = grads[key]
+            opt_state.step()
+            for tensor in params.values():
+                tensor.grad = None
+        return params, opt_state
 
     def to_arrays(self, opt_state: Any) -> tuple[dict[str, np.ndarray], Any]:
         state = opt_state.state_dict()

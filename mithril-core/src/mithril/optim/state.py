@@ -25,6 +25,8 @@ class TrainState:
             framework's optimizer its own state (an optax state, the ``torch.optim.Optimizer``).
         step: how many updates were applied (a 0-d float array of the model's dtype).
         rng: the backend generator's state when the state was saved or loaded (JSON), or ``None``.
+        loss_scale: with ``precision="fp16-mixed"``, the dynamic loss scale (``{"scale", "good_steps"}``,
+            ``torch.amp.GradScaler``'s rule), else ``None``.
 
     ``pm.train_step(state, data)`` returns a new ``TrainState``; on JAX the arrays of the state passed in
     are donated to the step (as ``optax`` loops do), so keep using the returned one.
@@ -35,6 +37,7 @@ class TrainState:
     step: Any
     rng: Any = field(default=None, compare=False)
     external: Any = field(default=None, compare=False, repr=False)  # the framework optimizer's adapter
+    loss_scale: Any = field(default=None, compare=False)  # fp16-mixed: {"scale": float, "good_steps": int}
 
     @property
     def step_count(self) -> int:

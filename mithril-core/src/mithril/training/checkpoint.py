@@ -91,6 +91,7 @@ def save_state(state: TrainState, path: str | os.PathLike[str]) -> Path:
         "sha256": hashlib.sha256(raw).hexdigest(),
         "step": state.step_count,
         "rng": state.rng,
+        "loss_scale": state.loss_scale,
         **entries,
     }
     write_file_atomically(manifest_path(path), json.dumps(manifest, indent=1), where=where)
@@ -159,7 +160,7 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         opt_state = _external_state(where, manifest, file, training, params)
         _restore_rng(backend, rng)
         step = backend.array(np.asarray(float(manifest.get("step", 0))))
-        return TrainState(pm._placed(params), opt_state, step, rng=rng, external=training.external)
+        return TrainState(pm._placed(params), opt_state, step, rng=rng, external=training.external, loss_scale=_loss_scale(manifest, training))
     opt_state = {}
     for slot in training.slots:
         names = manifest["opt_state"][slot]
@@ -169,7 +170,7 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
     if step is None or step.shape != ():
         raise CheckpointError(f"{where}: the file has no scalar 'step' tensor")
     _restore_rng(backend, rng)
-    state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng))
+    state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng, loss_scale=_loss_scale(manifest, training)))
     return state
 
 
@@ -187,6 +188,16 @@ def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFi
         arrays[name] = file.read(f"x.{name}")
     template = training.external.init({k: params[k] for k in training.param_keys}, training.model.backend)
     return training.external.from_arrays(template, arrays, external.get("meta"), where, training.model.backend)
+
+
+def _loss_scale(manifest: Mapping[str, Any], training: Any) -> Any:
+    """fp16-mixed: the saved loss scale (a fresh one when the state was saved without it)."""
+    if not training.loss_scaling:
+        return None
+    saved = manifest.get("loss_scale")
+    if isinstance(saved, Mapping) and isinstance(saved.get("scale"), (int, float)) and isinstance(saved.get("good_steps"), int):
+        return {"scale": float(saved["scale"]), "good_steps": int(saved["good_steps"])}
+    return training.initial_loss_scale()
 
 
 def _same_keys(where: str, what: str, found: set[str], expected: set[str]) -> None:
