@@ -8,9 +8,12 @@ hand-written loops users would write instead, in one process.
 2. ``speed``: one training step of a 6-layer, 384-wide GPT-2 (batch 8, sequence 128) vs the hand-written
    PyTorch loop (goal <= 1.0 for Mithril PyTorch) and a hand-written ``jax.jit`` step with ``optax.adamw``
    (goal <= 1.0 for Mithril JAX); NumPy and C reported against PyTorch.
-3. ``fit``: ``ml.fit`` against a bare loop of ``train_step`` calls over the same batches (goal: <= 2%).
+3. ``resnet``: one training step of ResNet-18 (BatchNorm on batch statistics, batch 8, 64x64 images, AdamW)
+   vs ``transformers.ResNetForImageClassification`` trained by hand in PyTorch; the losses of the first steps
+   are compared before timing.
+4. ``fit``: ``ml.fit`` against a bare loop of ``train_step`` calls over the same batches (goal: <= 2%).
 
-    python bench/train.py [curves] [speed] [fit] [--backends numpy,torch,jax,c,ggml,mlx] [--steps 200]
+    python bench/train.py [curves] [speed] [resnet] [fit] [--backends numpy,torch,jax,c,ggml,mlx] [--steps 200]
 """
 
 from __future__ import annotations
@@ -200,6 +203,59 @@ def speed(names: list[str]) -> None:
         report(title + ", JAX", {k: times[k] for k in (jax_name, "Mithril jax")}, jax_name, 1.0)
 
 
+def resnet(names: list[str]) -> None:
+    import torch
+    from mithril.models import CrossEntropy, TrainModel
+    from mithril_models import load_hf
+    from mithril_models.resnet import from_hf_config
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    torch.manual_seed(0)
+    torch.set_num_threads(THREADS)
+    config = ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic", num_labels=10)
+    reference = ResNetForImageClassification(config).train()
+    initial = {k: v.detach().clone() for k, v in reference.state_dict().items()}
+    rng = np.random.default_rng(0)
+    batch, side = 8, 64
+    data = [{"input": rng.standard_normal((batch, 3, side, side)).astype(np.float32), "label": rng.integers(0, 10, batch)} for _ in range(3)]
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    counter = {"i": 0}
+
+    def torch_step() -> float:
+        b = data[counter["i"] % len(data)]
+        counter["i"] += 1
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(reference(torch.from_numpy(b["input"])).logits, torch.from_numpy(b["label"]))
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    fns = {"hand-written PyTorch (transformers ResNet-18 + AdamW)": torch_step}
+    for name in names:
+        if name in ("mlx", "ggml", "jax"):
+            continue  # NumPy, C and PyTorch here; JAX's ResNet training step is traced per shape (see speed)
+        backend = getattr(ml, BACKENDS[name])()
+        train = TrainModel(from_hf_config(config, training=True))
+        train.add_loss(CrossEntropy(), reduce_steps=[ml.Mean()], input="output", target="label")
+        started = time.perf_counter()
+        pm = ml.compile(train, backend, shapes={"input": [batch, 3, side, side], "label": [batch]}, data_keys={"input", "label"},
+                        use_short_namings=False, optimizer=optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY, decay_mask="all"))  # fmt: skip
+        print(f"  (Mithril {name}: compiled in {time.perf_counter() - started:.2f} s)")
+        holder = {"state": pm.init_state(load_hf(pm, initial)), "i": 0}
+        arrays = [{"input": backend.array(b["input"]), "label": backend.array(b["label"], "int")} for b in data]
+
+        def mithril(pm=pm, holder=holder, arrays=arrays, backend=backend) -> float:
+            holder["state"], outputs = pm.train_step(holder["state"], arrays[holder["i"] % len(arrays)])
+            holder["i"] += 1
+            return float(np.asarray(backend.to_numpy(outputs["final_cost"])))
+
+        fns[f"Mithril {name}"] = mithril
+    first = {label: [fn() for _ in range(2)] for label, fn in fns.items()}  # same weights, same batches
+    print("ResNet-18 losses of the first two steps: " + "; ".join(f"{k}: {v[0]:.5f}, {v[1]:.5f}" for k, v in first.items()))
+    times = interleaved(fns, rounds=3, repeats=2)
+    report(f"ResNet-18 training step (batch {batch}, {side}x{side}, BatchNorm on batch statistics, AdamW)", times, "hand-written PyTorch (transformers ResNet-18 + AdamW)")
+
+
 def fit_overhead() -> None:
     ids, vocab = corpus()
     backend = ml.NumpyBackend()
@@ -222,7 +278,7 @@ def fit_overhead() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sections", nargs="*", choices=["curves", "speed", "fit"], default=[])
+    parser.add_argument("sections", nargs="*", choices=["curves", "speed", "resnet", "fit"], default=[])
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated: " + ",".join(BACKENDS))
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
@@ -237,11 +293,13 @@ def main() -> None:
             available.append(name)
         except Exception as exc:  # a plugin that is not installed here
             print(f"(skipping {name}: {exc})")
-    sections = args.sections or ["curves", "speed", "fit"]
+    sections = args.sections or ["curves", "speed", "resnet", "fit"]
     if "curves" in sections:
         curves(available, args.steps)
     if "speed" in sections:
         speed(available)
+    if "resnet" in sections:
+        resnet(available)
     if "fit" in sections:
         fit_overhead()
 

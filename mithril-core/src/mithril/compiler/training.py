@@ -157,7 +157,7 @@ class TrainingProgram:
             new, opt_state, outputs = self.call({k: params[k] for k in self.param_keys}, state.opt_state, data)
             new_params = {**params, **new}
             if pm._buffer_keys:
-                new_params.update(pm.update_buffers(params, outputs))
+                new_params.update(self.new_buffers(params, outputs))
             step = pm.backend.array(np.asarray(state.step_count + 1.0))
             return TrainState(new_params, opt_state, step, rng=_rng_state(pm.backend), external=self.external), dict(outputs)
         inputs = {k: params[k] for k in self.param_keys}
@@ -170,11 +170,18 @@ class TrainingProgram:
         outputs = {k: result[k] for k in pm._output_values}
         new_params = {k: result[layout.param_outputs[k]] for k in self.param_keys}
         if pm._buffer_keys:
-            new_params.update(pm.update_buffers(params, outputs))
+            new_params.update(self.new_buffers(params, outputs))
             new_params = {k: new_params[k] for k in params}
         opt_state = {slot: {k: result[layout.slot_outputs[slot][k]] for k in self.param_keys} for slot in self.slots}
         return TrainState(new_params, opt_state, result[layout.step_output], rng=_rng_state(pm.backend)), outputs
 
+
+    def new_buffers(self, params: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The buffers' next values (BatchNorm's running statistics) from a step's outputs; only the buffers:
+        the parameters are the update's."""
+        pm = self.model
+        updated = pm.update_buffers(params, outputs)
+        return {k: updated[k] for k in pm._buffer_keys}
 
     def _scaled_step(self, state: TrainState, params: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[TrainState, dict[str, Any]]:
         """fp16-mixed: backward of ``loss * scale``, gradients unscaled; a step whose gradients are not all
@@ -210,7 +217,7 @@ class TrainingProgram:
         else:
             scale, good = scale * 0.5, 0
         if pm._buffer_keys:
-            new_params.update(pm.update_buffers(params, outputs))
+            new_params.update(self.new_buffers(params, outputs))
         loss_scale = {"scale": scale, "good_steps": good}
         return TrainState(new_params, opt_state, step, rng=_rng_state(backend), external=self.external, loss_scale=loss_scale), dict(outputs)
 
