@@ -44,26 +44,25 @@ def normal(std: float) -> str:
     return check("normal", f"normal({float(std)!r})")
 
 
-def _constant(spec: str) -> float | None:
-    match = _CONSTANT.match(spec)
+def _argument(pattern: re.Pattern[str], spec: str) -> float | None:
+    """The finite number inside ``normal(...)`` / ``constant(...)``, or ``None`` when ``spec`` is not one."""
+    match = pattern.match(spec)
     if match is None:
         return None
     try:
-        value = float(match.group("value"))
+        value = float(match.group(1))
     except ValueError:
         return None
     return value if math.isfinite(value) else None
 
 
+def _constant(spec: str) -> float | None:
+    return _argument(_CONSTANT, spec)
+
+
 def _std(spec: str) -> float | None:
-    match = _NORMAL.match(spec)
-    if match is None:
-        return None
-    try:
-        value = float(match.group("std"))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
+    value = _argument(_NORMAL, spec)
+    return value if value is not None and value >= 0 else None
 
 
 def check(where: str, spec: str | None) -> str | None:
