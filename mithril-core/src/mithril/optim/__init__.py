@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from . import schedules
 from .optimizers import SGD, Adam, AdamW, Lion, Optimizer, ParamInfo, RMSprop
-from .schedules import Schedule
+from .schedules import Schedule, constant, cosine_decay, join, linear_warmup, step_decay, warmup_cosine
 
-__all__ = ["Optimizer", "ParamInfo", "SGD", "Adam", "AdamW", "RMSprop", "Lion", "Schedule", "schedules"]
+__all__ = [
+    "Optimizer", "ParamInfo", "SGD", "Adam", "AdamW", "RMSprop", "Lion", "Schedule", "schedules",
+    "constant", "linear_warmup", "cosine_decay", "step_decay", "join", "warmup_cosine",
+]  # fmt: skip
