@@ -55,8 +55,13 @@ def run(build, mode):
     }
 
 
-def train(mode):
-    """``optimizer=`` with ``parallelism=``: AdamW steps on the mesh against the single-process steps."""
+def train(mode, optimizer=None):
+    """``optimizer=`` with ``parallelism=``: AdamW steps on the mesh against the single-process steps; the
+    state saved and loaded on the mesh trains on as the one kept in memory."""
+    import functools
+    import tempfile
+
+    import torch
     from mithril import optim
     from mithril.models import SquaredError, TrainModel
 
@@ -66,7 +71,11 @@ def train(mode):
         return train_model
 
     shapes = {"input": [8, 16], "target": [8, 8]}
-    options = {"shapes": shapes, "data_keys": set(shapes), "optimizer": optim.AdamW(lr=0.01)}
+    if optimizer == "torch.optim":
+        optimizer = functools.partial(torch.optim.AdamW, lr=0.01, weight_decay=0.01)
+    else:
+        optimizer = optim.AdamW(lr=0.01)
+    options = {"shapes": shapes, "data_keys": set(shapes), "optimizer": optimizer}
     pm = ml.compile(build(), ml.TorchBackend(device_mesh=(2,)), parallelism=mode, **options)
     ref = ml.compile(build(), ml.TorchBackend(), **options)
     state, ref_state = pm.init_state(pm.randomize_params(seed=1)), ref.init_state(ref.randomize_params(seed=1))
@@ -76,13 +85,25 @@ def train(mode):
         state, _ = pm.train_step(state, batch)
         ref_state, _ = ref.train_step(ref_state, batch)
     params, expected = state.params, ref_state.params
+    # copies: a torch.optim optimizer updates the state's tensors in place
+    trained = {k: pm.backend.to_numpy(v).copy() for k, v in params.items()}
+    slots_placed = isinstance(state.opt_state, torch.optim.Optimizer) or all(
+        list(state.opt_state[slot][k].placements) == list(params[k].placements)
+        for slot in state.opt_state
+        for k in params
+    )
+    path = os.path.join(tempfile.mkdtemp(), f"state-{os.environ['RANK']}.safetensors")
+    ml.save_state(state, path)
+    loaded = ml.load_state(pm, path)
+    batch = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    after_load, _ = pm.train_step(loaded, batch)
+    after_load = {k: pm.backend.to_numpy(v).copy() for k, v in after_load.params.items()}
+    kept, _ = pm.train_step(state, batch)
     return {
-        "params": max(float(np.abs(pm.backend.to_numpy(params[k]) - expected[k].numpy()).max()) for k in params),
-        "slots_placed": all(
-            list(state.opt_state[slot][k].placements) == list(params[k].placements)
-            for slot in state.opt_state
-            for k in params
-        ),
+        "resumed": max(float(np.abs(after_load[k] - pm.backend.to_numpy(kept.params[k])).max()) for k in trained),
+        "moved": max(float(np.abs(after_load[k] - trained[k]).max()) for k in trained),
+        "params": max(float(np.abs(trained[k] - expected[k].numpy()).max()) for k in trained),
+        "slots_placed": slots_placed,
         "step": state.step_count,
     }
 
@@ -93,6 +114,7 @@ def main():
         builds["gpt"] = gpt
     found = {f"{name}-{mode}": run(build, mode) for name, build in builds.items() for mode in ("data", "model")}
     found.update({f"train-{mode}": train(mode) for mode in ("data", "model")})
+    found.update({f"train-torch.optim-{mode}": train(mode, "torch.optim") for mode in ("data", "model")})
     found["world"] = dist.get_world_size()
     if int(os.environ["RANK"]) == 0:
         with open(sys.argv[1], "w") as f:

@@ -33,9 +33,10 @@ def test_torchrun_data_and_model_parallel_match_one_process(tmp_path: Path) -> N
     found = json.loads(out.read_text())
     assert found.pop("world") == 2
     assert {"mlp-data", "mlp-model"} <= set(found)
-    for mode in ("data", "model"):  # the compiled training step on the mesh
-        result = found.pop(f"train-{mode}")
-        assert result["params"] <= 1e-5 and result["slots_placed"] and result["step"] == 3, (mode, result)
+    for case in ("train-data", "train-model", "train-torch.optim-data", "train-torch.optim-model"):  # training, mesh
+        result = found.pop(case)
+        assert result["params"] <= 1e-5 and result["slots_placed"] and result["step"] == 3, (case, result)
+        assert result["resumed"] <= 1e-6 and result["moved"] > 1e-4, (case, result)  # a loaded state trains on
     for case, result in found.items():
         assert result["output"] <= 1e-5 and result["grads"] <= 1e-5, (case, result)
         assert result["grads_placed"], case

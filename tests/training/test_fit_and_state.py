@@ -220,3 +220,89 @@ def test_decay_masks() -> None:
     assert by_path.decays(info("weight_1", "linear_1.weight", 2)) and not by_path.decays(info("weight", "linear_0.weight", 2))
     assert optim.SGD(weight_decay=0.1).decays(info("bias", "b", 1))
     assert not optim.SGD().decays(info("weight", "w", 2))  # no decay coefficient
+
+
+def _kill_at(step_to_kill: int) -> LambdaCallback:
+    def kill(step: int, logs: dict) -> None:
+        if step == step_to_kill:
+            raise Killed
+
+    return LambdaCallback(on_step_end=kill)
+
+
+def test_resume_counts_batches_not_updates(tmp_path) -> None:
+    """Regressions: resume skipped ``state.step_count`` batches, wrong when the run started from a state that
+    already had steps, and under fp16 loss scaling (skipped updates do not count)."""
+    backend = ml.NumpyBackend(dtype=ml.float64)
+    pm = compiled(backend)
+    data = batches(4)
+    start = pm.init_state(pm.randomize_params(seed=0))
+    for batch in data[:3]:  # a state with 3 steps already
+        start, _ = pm.train_step(start, batch)
+    whole, whole_history = ml.fit(pm, start, data, epochs=2)
+    with pytest.raises(Killed):
+        ml.fit(pm, start, data, epochs=2, checkpoint_dir=tmp_path, callbacks=[_kill_at(6)])
+    resumed, history = ml.fit(pm, start, data, epochs=2, checkpoint_dir=tmp_path, resume=True)
+    assert resumed.step_count == whole.step_count == 11 and history.loss == whole_history.loss
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(whole).values(), snapshot(resumed).values()))
+
+
+def test_resume_replays_finished_epochs_into_callbacks(tmp_path) -> None:
+    backend = ml.NumpyBackend(dtype=ml.float64)
+    pm = compiled(backend, optim.SGD(lr=1e-9))
+    data = batches(2)
+    whole, history = ml.fit(pm, pm.init_state(), data, epochs=10, callbacks=[EarlyStopping(monitor="loss", patience=2, min_delta=1e-3)])
+    with pytest.raises(Killed):
+        ml.fit(pm, pm.init_state(), data, epochs=10, checkpoint_dir=tmp_path, callbacks=[EarlyStopping(monitor="loss", patience=2, min_delta=1e-3), _kill_at(5)])
+    stopper = EarlyStopping(monitor="loss", patience=2, min_delta=1e-3)
+    resumed, resumed_history = ml.fit(pm, pm.init_state(), data, epochs=10, checkpoint_dir=tmp_path, resume=True, callbacks=[stopper])
+    assert len(resumed_history.epochs) == len(history.epochs) == 3 and resumed.step_count == whole.step_count == 6
+
+
+def test_an_interrupted_checkpoint_is_passed_over(tmp_path) -> None:
+    backend = ml.NumpyBackend(dtype=ml.float64)
+    pm = compiled(backend)
+    data = batches(2)
+    ml.fit(pm, pm.init_state(), data, epochs=2, checkpoint_dir=tmp_path)
+    (tmp_path / "step-4.history.json").unlink()  # killed while saving the second checkpoint
+    assert ml.training.latest_checkpoint(tmp_path).name == "step-2.safetensors"
+    (tmp_path / "step-2.history.json").write_text('{"loss": "abc", "epochs": [5], "batches": 2}')
+    with pytest.raises(CheckpointError, match="is not a training history"):
+        ml.fit(pm, pm.init_state(), data, epochs=2, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_fit_averages_per_sample_metrics() -> None:
+    model = Model()
+    model |= Linear(3)(input="input", output="output")
+    train = TrainModel(model)
+    train.add_loss(SquaredError(), input="output", target="target")
+    train.add_metric(AbsoluteError(), key_name="mae", input="output", target="target")  # per element, unreduced
+    pm = ml.compile(train, ml.NumpyBackend(dtype=ml.float64), shapes={"input": [8, 2], "target": [8, 3]}, optimizer=optim.SGD(lr=1e-12))
+    rng = np.random.default_rng(0)
+    batch = {"input": rng.standard_normal((8, 2)), "target": rng.standard_normal((8, 3))}
+    state = pm.init_state()
+    _, history = ml.fit(pm, state, [batch])
+    np.testing.assert_allclose(history.epochs[0]["mae"], np.mean(pm.evaluate(state.params, batch)["mae"]), rtol=1e-9)
+
+
+def test_fit_and_train_step_refuse_bad_input() -> None:
+    backend = ml.NumpyBackend(dtype=ml.float64)
+    pm = compiled(backend)
+    state = pm.init_state()
+    for kwargs, message in (
+        ({"batches": lambda epoch: None}, "batches function returned NoneType"),
+        ({"batches": batches(1), "callbacks": 3}, "expected a list of mithril.training.Callback"),
+        ({"batches": batches(1), "checkpoint_dir": 5}, "expected a folder path"),
+    ):
+        with pytest.raises(ArgumentError, match=message):
+            ml.fit(pm, state, **kwargs)
+    assert ml.fit(pm, state, batches(1), callbacks=None)[0].step_count == 1
+    for step, message in ((np.asarray(0.0), "step is shape \\(\\), dtype float64; expected a 0-d float32"), (np.zeros(3, np.float32), "step is shape \\(3,\\)"), ("0", "step is str")):
+        float32 = compiled(ml.NumpyBackend())
+        good = float32.init_state()
+        with pytest.raises(ArgumentError, match=message):
+            float32.train_step(ml.TrainState(good.params, good.opt_state, step), batches(1, np.float32)[0])
+    with pytest.raises(ArgumentError, match="optimizer state is a tuple"):
+        pm.train_step(ml.TrainState(state.params, ("m", "v"), state.step), batches(1)[0])
+    with pytest.raises(ArgumentError, match="trains float32 or float64 parameters"):
+        ml.compile(train_model(), ml.NumpyBackend(dtype=ml.float16), shapes=SHAPES, optimizer=optim.SGD())

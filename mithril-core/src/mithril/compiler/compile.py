@@ -313,7 +313,7 @@ def _mixed_precision(backend: Backend, precision: Any) -> Dtype | None:
     """The compute dtype ``precision=`` asks for (``None``: the backend dtype), after checking it fits."""
     if precision is None:
         return None
-    if precision not in _PRECISIONS:
+    if not isinstance(precision, str) or precision not in _PRECISIONS:
         raise ArgumentError(f"ml.compile(precision={precision!r}): accepted are {', '.join(map(repr, _PRECISIONS))} or None")
     compute = _PRECISIONS[precision]
     if compute is None:

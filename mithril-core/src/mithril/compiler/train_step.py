@@ -88,6 +88,12 @@ def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], par
         raise ArgumentError("ml.compile(optimizer=...) with inference=True: a training step needs the backward pass; drop inference=True")
     if not list(params):
         raise ArgumentError("ml.compile(optimizer=...): the model has no trainable parameters to update")
+    if backend.dtype.value not in ("float32", "float64"):
+        raise ArgumentError(
+            f"ml.compile(optimizer=...) trains float32 or float64 parameters; {type(backend).__name__} computes in "
+            f"{backend.dtype.value} (its step count and updates would lose precision): create it with dtype=ml.float32 "
+            "and compute in low precision with precision='bf16-mixed'"
+        )
     if loss is None:
         if "final_cost" not in outputs:
             raise ArgumentError(

@@ -121,9 +121,27 @@ class TrainingProgram:
         if not isinstance(state, TrainState):
             raise ArgumentError(f"train_step(state=...): expected an ml.TrainState (from pm.init_state(params) or ml.load_state), got {type(state).__name__}")
         if not isinstance(state.params, Mapping) or state.params.keys() != pm._state_keys:
-            pm._check_group(dict(state.params), pm._state_keys, "params", where="train_step")
+            pm._check_group(dict(state.params) if isinstance(state.params, Mapping) else {}, pm._state_keys, "params", where="train_step")
+        backend = pm.backend
+        for key in self.param_keys:
+            deleted = getattr(state.params[key], "is_deleted", None)
+            if callable(deleted) and deleted():
+                raise ArgumentError(
+                    f"train_step(state): parameter {key!r} was donated to an earlier train_step (JAX reuses its buffer); "
+                    "keep using the state each train_step returns"
+                )
+        step = state.step
+        if not backend.is_array(step) or tuple(step.shape) != () or step.dtype != backend.native_dtype("float"):
+            shown = f"shape {tuple(step.shape)}, dtype {step.dtype}" if backend.is_array(step) else type(step).__name__
+            raise ArgumentError(f"train_step(state): step is {shown}; expected a 0-d {backend.native_dtype('float')} backend array (as pm.init_state makes)")
         if self.external is not None:
+            self.external.check_state(state.opt_state, {k: state.params[k] for k in self.param_keys}, "train_step(state)")
             return
+        if not isinstance(state.opt_state, Mapping) or not all(isinstance(v, Mapping) for v in state.opt_state.values()):
+            raise ArgumentError(
+                f"train_step(state): the optimizer state is a {type(state.opt_state).__name__}; this model was compiled with "
+                f"{type(self.layout.optimizer).__name__}, whose state maps slots {list(self.slots)} to parameter arrays"
+            )
         if set(state.opt_state) != set(self.slots):
             raise KeyError_(f"train_step(state): the optimizer state has slots {sorted(state.opt_state)}, {type(self.layout.optimizer).__name__} keeps {list(self.slots)}")
         for slot, values in state.opt_state.items():
@@ -146,7 +164,9 @@ class TrainingProgram:
         params = state.params
         data = pm._checked_inputs(params, data, where="train_step")
         if pm.plan is not None:
-            params, data = pm._placed(params), pm._placed(data)
+            data = pm._placed(data)
+            if self.external is None:  # a framework optimizer holds the state's (already placed) arrays themselves
+                params = pm._placed(params)
         if self.loss_scaling:
             if pm._buffer_keys:
                 data = {**data, **{k: params[k] for k in pm._buffer_keys}}

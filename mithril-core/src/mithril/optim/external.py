@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -51,6 +52,10 @@ class ExternalOptimizer:
         """The state as named NumPy arrays plus JSON (what ``save_state`` writes)."""
         raise NotImplementedError
 
+    def check_state(self, opt_state: Any, params: Mapping[str, Any], where: str) -> None:
+        """Refuse a state this optimizer did not make (another optimizer's, another kind's)."""
+        raise NotImplementedError
+
     def from_arrays(self, template: Any, arrays: Mapping[str, np.ndarray], meta: Any, where: str, backend: Any) -> Any:
         """The state ``to_arrays`` described, rebuilt on ``template`` (a fresh :meth:`init`)."""
         raise NotImplementedError
@@ -61,6 +66,10 @@ class ExternalOptimizer:
 
 class OptaxOptimizer(ExternalOptimizer):
     kind = "optax"
+
+    def __init__(self, optimizer: Any) -> None:
+        super().__init__(optimizer)
+        self.structure: Any = None  # the pytree structure of this optimizer's state (checked every step)
 
     def init(self, params: dict[str, Any], backend: Any) -> Any:
         with backend.scope():  # JaxBackend's precision (x64) and settings
@@ -80,6 +89,15 @@ class OptaxOptimizer(ExternalOptimizer):
             return within(backend.scope, step)
         options = {"donate_argnums": (0, 1), **dict(jit_options)}
         return backend.jit(step, **options)  # type: ignore[no-any-return]
+
+    def check_state(self, opt_state: Any, params: Mapping[str, Any], where: str) -> None:
+        import jax
+
+        if self.structure is None:
+            self.structure = jax.tree_util.tree_structure(jax.eval_shape(self.optimizer.init, dict(params)))
+        found = jax.tree_util.tree_structure(opt_state)
+        if found != self.structure:
+            raise ArgumentError(f"{where}: the optimizer state does not have the structure {self.optimizer!r} keeps (an optax state of another optimizer, or Mithril's slots?)")
 
     def to_arrays(self, opt_state: Any) -> tuple[dict[str, np.ndarray], Any]:
         import jax
@@ -117,6 +135,18 @@ class TorchOptimizer(ExternalOptimizer):
 
         return step
 
+    def check_state(self, opt_state: Any, params: Mapping[str, Any], where: str) -> None:
+        import torch
+
+        if not isinstance(opt_state, torch.optim.Optimizer):
+            raise ArgumentError(f"{where}: the optimizer state is a {type(opt_state).__name__}; this model trains with a torch.optim optimizer (start from pm.init_state)")
+        held = {id(t) for group in opt_state.param_groups for t in group["params"]}
+        if held != {id(t) for t in params.values()}:
+            raise ArgumentError(
+                f"{where}: the torch.optim optimizer does not hold this state's parameter tensors (it updates them in place); "
+                "start from pm.init_state or ml.load_state, and keep the state train_step returns"
+            )
+
     def apply(self, params: dict[str, Any], grads: Mapping[str, Any], opt_state: Any) -> tuple[dict[str, Any], Any]:
         """The optimizer's ``step()`` with ``grads`` as the parameters' gradients (updated in place)."""
         import torch
@@ -137,11 +167,12 @@ class TorchOptimizer(ExternalOptimizer):
             entries[str(index)] = {}
             for name, value in values.items():
                 if hasattr(value, "detach"):
-                    arrays[f"o{index}.{name}"] = value.detach().cpu().numpy()
+                    whole = value.full_tensor() if hasattr(value, "full_tensor") else value  # a DTensor: all of it
+                    arrays[f"o{index}.{name}"] = whole.detach().cpu().numpy()
                     entries[str(index)][name] = {"tensor": f"o{index}.{name}"}
                 else:
                     entries[str(index)][name] = {"value": value}
-        groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items()} for group in state["param_groups"]]
+        groups = [{k: _jsonable(v) for k, v in group.items()} for group in state["param_groups"]]
         return arrays, {"state": entries, "param_groups": groups}
 
     def from_arrays(self, template: Any, arrays: Mapping[str, np.ndarray], meta: Any, where: str, backend: Any) -> Any:
@@ -149,17 +180,46 @@ class TorchOptimizer(ExternalOptimizer):
 
         if not isinstance(meta, Mapping) or not isinstance(meta.get("state"), Mapping) or not isinstance(meta.get("param_groups"), list):
             raise CheckpointError(f"{where}: the torch.optim state is malformed")
+        params = [t for group in template.param_groups for t in group["params"]]
         state: dict[int, dict[str, Any]] = {}
         for index, values in meta["state"].items():
-            state[int(index)] = {
-                name: torch.from_numpy(np.array(arrays[spec["tensor"]])) if "tensor" in spec else spec["value"]
-                for name, spec in values.items()
-            }
+            position = int(index)
+            if not 0 <= position < len(params) or not isinstance(values, Mapping):
+                raise CheckpointError(f"{where}: the torch.optim state names parameter {index!r}; the optimizer has {len(params)}")
+            state[position] = {}
+            for name, spec in values.items():
+                if not isinstance(spec, Mapping) or not ({"tensor"} == set(spec) or {"value"} == set(spec)):
+                    raise CheckpointError(f"{where}: torch.optim state entry {index}.{name} is {spec!r}, expected {{'tensor': name}} or {{'value': number}}")
+                if "value" in spec:
+                    state[position][name] = spec["value"]
+                    continue
+                array = np.array(arrays[spec["tensor"]])
+                param = params[position]
+                if array.ndim and tuple(array.shape) != tuple(param.shape):
+                    raise CheckpointError(f"{where}: torch.optim state {index}.{name} has shape {list(array.shape)}, its parameter {list(param.shape)}")
+                state[position][name] = torch.from_numpy(array)
         try:
             template.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"{where}: the torch.optim state does not fit this optimizer: {exc}") from None
+        for param in params:  # on a device mesh the state is placed as its parameter
+            if hasattr(param, "device_mesh"):
+                from torch.distributed.tensor import distribute_tensor
+
+                slots = template.state[param]
+                for name, value in slots.items():
+                    if isinstance(value, torch.Tensor) and value.ndim and not hasattr(value, "device_mesh"):
+                        slots[name] = distribute_tensor(value, param.device_mesh, param.placements)
         return template
+
+
+def _jsonable(value: Any) -> Any:
+    """A param-group setting as JSON: tuples as lists, 0-d tensors (a tensor ``lr``) as numbers."""
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    return value
 
 
 def _torch_optimizer_class(optimizer: Any) -> Any:
@@ -182,6 +242,12 @@ def external_optimizer(optimizer: Any, backend: Any) -> ExternalOptimizer | None
     if _torch_optimizer_class(optimizer) is not None:
         if backend.backend_type != "torch":
             raise ArgumentError(f"ml.compile(optimizer=...): a torch.optim optimizer runs on TorchBackend, not {name}; use the mithril.optim equivalent (optim.AdamW, ...), which runs everywhere")
+        step = inspect.signature(_torch_optimizer_class(optimizer).step).parameters.get("closure")
+        if step is not None and step.default is inspect.Parameter.empty:
+            raise ArgumentError(
+                f"ml.compile(optimizer=...): {_torch_optimizer_class(optimizer).__name__} needs a closure that re-evaluates the "
+                "loss (step(closure)); train_step calls step() once per batch: use another torch.optim optimizer"
+            )
         return TorchOptimizer(optimizer)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(optimizer, torch.optim.Optimizer):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,10 @@ class Optimizer:
         if isinstance(mask, (str, re.Pattern)):
             pattern = re.compile(mask) if isinstance(mask, str) else mask
             return bool(pattern.search(info.name) or pattern.search(info.path))
-        return bool(mask(info.name, info.path, info.rank))
+        try:
+            return bool(mask(info.name, info.path, info.rank))
+        except TypeError as exc:
+            raise ArgumentError(f"{type(self).__name__}(decay_mask=...): the function must take (name, path, rank) and return a bool; calling it failed: {exc}") from None
 
     def apply(
         self, math: Any, params: Mapping[str, Any], grads: Mapping[str, Any], state: Mapping[str, Mapping[str, Any]], step: Any, infos: Mapping[str, ParamInfo]
@@ -122,11 +126,18 @@ class Optimizer:
             scale = math.minimum(self.clip_norm / (math.sqrt(total) + 1e-6), 1.0)
             grads = {name: grad * scale for name, grad in grads.items()}
         t = step + 1.0
+        decays = {name: self.decays(infos[name]) for name in params}
+        if self.weight_decay and self.decay_mask not in (None, "all", "matrices") and not any(decays.values()):
+            warnings.warn(
+                f"{type(self).__name__}(decay_mask={self.decay_mask!r}) matches none of the parameters, so weight_decay "
+                f"does nothing; their paths are {sorted(info.path for info in infos.values())[:6]}...",
+                stacklevel=4,
+            )
         new_params: dict[str, Any] = {}
         new_state: dict[str, dict[str, Any]] = {slot: {} for slot in self.slots}
         for name, param in params.items():
             slots = {slot: state[slot][name] for slot in self.slots}
-            new_params[name], updated = self.update(math, param, grads[name], slots, lr, t, self.decays(infos[name]))
+            new_params[name], updated = self.update(math, param, grads[name], slots, lr, t, decays[name])
             for slot in self.slots:
                 new_state[slot][name] = updated[slot]
         return new_params, new_state, t

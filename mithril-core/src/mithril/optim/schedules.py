@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ class Schedule:
 
     def __call__(self, step: int | float) -> float:
         """The rate at ``step`` (0 is the first update), as a float."""
+        if not isinstance(step, numbers.Real) or isinstance(step, bool) or not step >= 0:
+            raise ArgumentError(f"{type(self).__name__}: the step must be a number >= 0, got {step!r}")
         return float(self.value(float(step), FloatMath()))
 
     def config(self) -> dict[str, Any]:
@@ -116,6 +119,9 @@ class Join(Schedule):
     ``boundaries[1]``, and so on (``optax.join_schedules``)."""
 
     def __init__(self, schedules: Sequence[Schedule], boundaries: Sequence[int]) -> None:
+        for name, value in (("schedules", schedules), ("boundaries", boundaries)):
+            if not isinstance(value, (list, tuple)):
+                raise ArgumentError(f"join: {name} must be a list, got {type(value).__name__}")
         schedules = [as_schedule(s, "join") for s in schedules]
         boundaries = [_steps("join", "boundaries[i]", b) for b in boundaries]
         if len(schedules) != len(boundaries) + 1:
@@ -190,9 +196,9 @@ def warmup_cosine(peak: float, warmup_steps: int, decay_steps: int, final_fracti
 
 
 def as_schedule(lr: Any, where: str) -> Schedule:
-    """A schedule, or a constant one for a number (``lr=3e-4``)."""
+    """A schedule, or a constant one for a number (``lr=3e-4``, NumPy scalars included)."""
     if isinstance(lr, Schedule):
         return lr
-    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+    if isinstance(lr, numbers.Real) and not isinstance(lr, bool):
         return Constant(validation.positive_finite(where, "lr", lr))
     raise ArgumentError(f"{where}: lr must be a finite number > 0 or a schedule (mithril.optim.schedules), got {lr!r}")

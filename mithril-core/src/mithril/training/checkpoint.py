@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,6 +51,8 @@ def _state_path(path: Any, where: str) -> Path:
 
 
 def _numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "full_tensor"):  # a DTensor placed over a device mesh: the whole array
+        value = value.full_tensor()
     if hasattr(value, "detach"):  # torch
         value = value.detach().cpu().numpy()
     return np.array(value)
@@ -157,10 +160,11 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
     params = {name: read(manifest["params"][name], name, "parameter") for name in pm.param_keys + pm.buffer_keys}
     rng = manifest.get("rng")
     if training.external is not None:
-        opt_state = _external_state(where, manifest, file, training, params)
+        placed = pm._placed(params)  # the framework optimizer holds the placed arrays themselves
+        opt_state = _external_state(where, manifest, file, training, placed)
         _restore_rng(backend, rng)
-        step = backend.array(np.asarray(float(manifest.get("step", 0))))
-        return TrainState(pm._placed(params), opt_state, step, rng=rng, external=training.external, loss_scale=_loss_scale(manifest, training))
+        step = backend.array(np.asarray(float(_step(manifest, where))))
+        return TrainState(placed, opt_state, step, rng=rng, external=training.external, loss_scale=_loss_scale(manifest, training))
     opt_state = {}
     for slot in training.slots:
         names = manifest["opt_state"][slot]
@@ -187,7 +191,19 @@ def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFi
             raise CheckpointError(f"{where}: the manifest names optimizer array {name!r}, which the file does not hold")
         arrays[name] = file.read(f"x.{name}")
     template = training.external.init({k: params[k] for k in training.param_keys}, training.model.backend)
-    return training.external.from_arrays(template, arrays, external.get("meta"), where, training.model.backend)
+    try:
+        return training.external.from_arrays(template, arrays, external.get("meta"), where, training.model.backend)
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
+        raise CheckpointError(f"{where}: the {kind} optimizer state in the file is damaged or does not fit this optimizer ({type(exc).__name__}: {exc})") from None
+
+
+def _step(manifest: Mapping[str, Any], where: str) -> int:
+    step = manifest.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**53:
+        raise CheckpointError(f"{where}: the manifest's step must be an int >= 0, got {step!r}")
+    return step
 
 
 def _loss_scale(manifest: Mapping[str, Any], training: Any) -> Any:
@@ -195,9 +211,16 @@ def _loss_scale(manifest: Mapping[str, Any], training: Any) -> Any:
     if not training.loss_scaling:
         return None
     saved = manifest.get("loss_scale")
-    if isinstance(saved, Mapping) and isinstance(saved.get("scale"), (int, float)) and isinstance(saved.get("good_steps"), int):
-        return {"scale": float(saved["scale"]), "good_steps": int(saved["good_steps"])}
-    return training.initial_loss_scale()
+    if saved is None:
+        return training.initial_loss_scale()
+    scale = saved.get("scale") if isinstance(saved, Mapping) else None
+    good = saved.get("good_steps") if isinstance(saved, Mapping) else None
+    if (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or not scale > 0
+        or isinstance(good, bool) or not isinstance(good, int) or good < 0
+    ):  # fmt: skip
+        raise CheckpointError(f"load_state: the manifest's loss_scale must be a finite scale > 0 and a count >= 0, got {saved!r}")
+    return {"scale": float(scale), "good_steps": int(good)}
 
 
 def _same_keys(where: str, what: str, found: set[str], expected: set[str]) -> None:
@@ -212,5 +235,5 @@ def _restore_rng(backend: Any, rng: Any) -> None:
         return
     try:
         generator.bit_generator.state = dict(rng)
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
         raise CheckpointError(f"load_state: the saved generator state does not fit {type(generator.bit_generator).__name__}: {exc}") from None

@@ -9,7 +9,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import time
 import warnings
@@ -24,7 +26,7 @@ from .. import validation
 from ..errors import ArgumentError, CheckpointError
 from ..optim.state import TrainState
 from ..progress import task
-from .checkpoint import load_state, save_state
+from .checkpoint import load_state, manifest_path, save_state
 
 __all__ = ["fit", "History", "Callback", "EarlyStopping", "LambdaCallback"]
 
@@ -113,7 +115,10 @@ class LambdaCallback(Callback):
 
 def _epoch_batches(batches: Any, epoch: int, epochs: int) -> Iterable[Mapping[str, Any]]:
     if callable(batches):
-        return batches(epoch)  # type: ignore[no-any-return]
+        found = batches(epoch)
+        if not isinstance(found, Iterable) or isinstance(found, (str, bytes, Mapping)):
+            raise ArgumentError(f"fit: the batches function returned {type(found).__name__} for epoch {epoch}; it must return an iterable of data dicts")
+        return found
     if isinstance(batches, (Sequence, Mapping)) and not isinstance(batches, (str, bytes)):
         if isinstance(batches, Mapping):
             raise ArgumentError("fit(batches=...): expected a list of data dicts (or a function epoch -> batches), got one dict; wrap it: [batch]")
@@ -129,7 +134,8 @@ def _epoch_batches(batches: Any, epoch: int, epochs: int) -> Iterable[Mapping[st
 
 
 def _scalars(outputs: Mapping[str, Any], keys: Sequence[str], to_numpy: Callable[[Any], Any]) -> dict[str, float]:
-    return {key: float(np.asarray(to_numpy(outputs[key])).reshape(-1)[0]) for key in keys}
+    """Each output as one number: a scalar as it is, a per-sample metric averaged."""
+    return {key: float(np.mean(np.asarray(to_numpy(outputs[key]), dtype=np.float64))) for key in keys}
 
 
 def _metric_keys(pm: Any) -> list[str]:
@@ -146,11 +152,18 @@ def _samples(batch: Mapping[str, Any]) -> int:
 
 
 def latest_checkpoint(directory: str | Path) -> Path | None:
-    """The newest ``step-<n>.safetensors`` :func:`fit` wrote in ``directory`` (``None`` if there is none)."""
+    """The newest complete ``step-<n>.safetensors`` :func:`fit` wrote in ``directory`` (with its manifest
+    and history; one whose saving was interrupted is passed over), ``None`` if there is none."""
     directory = Path(directory)
     if not directory.is_dir():
         return None
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _CHECKPOINT.match(p.name))]
+    found = [
+        (int(m.group(1)), p)
+        for p in directory.iterdir()
+        if (m := _CHECKPOINT.match(p.name))
+        and manifest_path(p).exists()
+        and p.with_name(p.name.replace(".safetensors", ".history.json")).exists()
+    ]
     return max(found)[1] if found else None
 
 
@@ -204,25 +217,35 @@ def fit(
     epochs = int(validation.positive_int("fit", "epochs", epochs))
     log_every = int(validation.positive_int("fit", "log_every", log_every))
     validation.boolean("fit", "resume", resume)
+    if callbacks is None:
+        callbacks = ()
+    if not isinstance(callbacks, Iterable):
+        raise ArgumentError(f"fit(callbacks=...): expected a list of mithril.training.Callback objects, got {type(callbacks).__name__}")
     callbacks = list(callbacks)
     for callback in callbacks:
         if not isinstance(callback, Callback):
             raise ArgumentError(f"fit(callbacks=...): expected mithril.training.Callback objects, got {callback!r}")
+    if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
+        raise ArgumentError(f"fit(checkpoint_dir=...): expected a folder path (str or os.PathLike), got {type(checkpoint_dir).__name__}")
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
     if resume and directory is None:
         raise ArgumentError("fit(resume=True) needs checkpoint_dir=... (where the run saved its checkpoints)")
-    done = 0
+    done = 0  # batches of this run already trained (the checkpoint's position, not the state's step count)
     history = History()
     if resume and directory is not None and (latest := latest_checkpoint(directory)) is not None:
+        history, done = _load_history(latest)
         state = load_state(pm, latest)
-        done = state.step_count
-        history = _load_history(latest, done)
     metrics = _metric_keys(pm)
     loss_key = pm.loss_key
     total = len(batches) * epochs if isinstance(batches, Sequence) else None
     step = 0
     for callback in callbacks:
         callback.on_train_begin(state)
+    for epoch, logs in enumerate(history.epochs):  # resumed: callbacks see the finished epochs again (EarlyStopping's count)
+        for callback in callbacks:
+            callback.on_epoch_end(epoch, logs)
+    if any(c.stop for c in callbacks):
+        epochs = 0  # the run had stopped before it was interrupted
     with task(f"training {type(pm.model).__name__} on {type(pm.backend).__name__}", total=total, unit="step", verbose=verbose, delay=0.0 if verbose else None) as advance:
         advance(min(done, total or done))
         window: list[float] = []
@@ -272,7 +295,7 @@ def fit(
                 epoch_logs.update(_evaluate(pm, state, _epoch_batches(eval_batches, epoch, epochs), [loss_key, *metrics]))
             history.epochs.append(epoch_logs)
             if directory is not None:
-                _save_checkpoint(directory, state, history)
+                _save_checkpoint(directory, state, history, step)
             for callback in callbacks:
                 callback.on_epoch_end(epoch, epoch_logs)
             if stopped or any(c.stop for c in callbacks):
@@ -282,24 +305,32 @@ def fit(
     return state, history
 
 
-def _save_checkpoint(directory: Path, state: TrainState, history: History) -> None:
-    import json
-
+def _save_checkpoint(directory: Path, state: TrainState, history: History, batches: int) -> None:
+    """``step-<batches>.safetensors`` (+ manifest), then ``step-<batches>.history.json``: written last, it
+    marks the checkpoint complete (a run killed while saving resumes from the previous one)."""
     from ..serialization.files import write_file_atomically
 
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step-{state.step_count}.safetensors"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"fit(checkpoint_dir={str(directory)!r}): cannot create the folder: {exc}") from None
+    path = directory / f"step-{batches}.safetensors"
     save_state(state, path)
-    write_file_atomically(path.with_name(f"step-{state.step_count}.history.json"), json.dumps({"loss": history.loss, "epochs": history.epochs}), where=f"fit(checkpoint_dir={str(directory)!r})")
+    record = {"loss": history.loss, "epochs": history.epochs, "batches": batches}
+    write_file_atomically(path.with_name(f"step-{batches}.history.json"), json.dumps(record), where=f"fit(checkpoint_dir={str(directory)!r})")
 
 
-def _load_history(checkpoint: Path, step: int) -> History:
+def _load_history(checkpoint: Path) -> tuple[History, int]:
+    """The history saved with a checkpoint and how many batches the run had trained."""
     from ..serialization.safetensors import parse_json
 
-    path = checkpoint.with_name(f"step-{step}.history.json")
-    if not path.exists():
-        return History()
+    path = checkpoint.with_name(checkpoint.name.replace(".safetensors", ".history.json"))
     data = parse_json(path.read_bytes(), path, "training history")
-    if not isinstance(data, dict) or not isinstance(data.get("loss"), list) or not isinstance(data.get("epochs"), list):
-        raise CheckpointError(f"fit(resume=True): {str(path)!r} is not a training history")
-    return History([float(x) for x in data["loss"]], [dict(e) for e in data["epochs"]])
+    try:
+        if not isinstance(data, dict) or not isinstance(data.get("epochs"), list) or not validation.is_int(data.get("batches")) or data["batches"] < 0:
+            raise TypeError("not a training history")
+        loss = [float(x) for x in data["loss"]]
+        epochs = [{str(k): float(v) for k, v in e.items()} for e in data["epochs"]]
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"fit(resume=True): {str(path)!r} is not a training history ({exc})") from None
+    return History(loss, epochs), int(data["batches"])
