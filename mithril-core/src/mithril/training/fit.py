@@ -326,11 +326,15 @@ def _load_history(checkpoint: Path) -> tuple[History, int]:
 
     path = checkpoint.with_name(checkpoint.name.replace(".safetensors", ".history.json"))
     data = parse_json(path.read_bytes(), path, "training history")
-    try:
-        if not isinstance(data, dict) or not isinstance(data.get("epochs"), list) or not validation.is_int(data.get("batches")) or data["batches"] < 0:
-            raise TypeError("not a training history")
-        loss = [float(x) for x in data["loss"]]
-        epochs = [{str(k): float(v) for k, v in e.items()} for e in data["epochs"]]
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise CheckpointError(f"fit(resume=True): {str(path)!r} is not a training history ({exc})") from None
+    problem = None
+    if not isinstance(data, dict) or not isinstance(data.get("epochs"), list) or not validation.is_int(data.get("batches")) or data["batches"] < 0:
+        problem = "it needs loss, epochs and batches"
+    else:
+        try:
+            loss = [float(x) for x in data["loss"]]
+            epochs = [{str(k): float(v) for k, v in e.items()} for e in data["epochs"]]
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            problem = str(exc)
+    if problem is not None:
+        raise CheckpointError(f"fit(resume=True): {str(path)!r} is not a training history ({problem})")
     return History(loss, epochs), int(data["batches"])
