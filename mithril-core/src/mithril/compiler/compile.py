@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import validation
+from .. import initializers, validation
 from ..backends.backend import Backend
 from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
 from ..gc_pause import with_paused_gc
@@ -43,7 +43,7 @@ from .passes import (
     promote_integer_inputs,
     prune,
 )
-from .physical import PhysicalModel, weight_fan_in
+from .physical import PhysicalModel
 from .train_step import TrainLayout, build_train_step, check_loss_shape, check_optimizer
 from .verbose import log_verbose
 
@@ -198,13 +198,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         differentiable_outputs = {k: v for k, v in outputs.items() if v.kind == "float" and k not in state_outputs.values()}
         cotangents = {k: graph.new_value(v.shape, "float", name=f"{k}_grad") for k, v in differentiable_outputs.items()}
         gradients = build_backward(graph, wrt, {k: (v, cotangents[k]) for k, v in differentiable_outputs.items()}, backend.backend_type)
-        if passes["constant_folding"]:
-            fold_constants(graph, backend.evaluate_constant)
-        both = {**outputs, **{f"\0{k}": v for k, v in gradients.items()}}
-        if passes["cse"]:
-            eliminate_common_subexpressions(graph, both)
-        gradients = {k[1:]: v for k, v in both.items() if k.startswith("\0")}
-        prune(graph, [*outputs.values(), *gradients.values()])
+        _reoptimise(graph, backend, passes, outputs, gradients)
     if not inference and wrt and backend.supports_autograd:
         insert_stop_gradients(graph, wrt.values())
     train: tuple[TrainLayout, dict[str, Value], dict[str, Value]] | None = None
@@ -217,7 +211,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
                 graph, optimizer, loss_key, outputs, wrt, flat.paths, autograd=backend.supports_autograd,
                 backend_type=backend.backend_type, taken={*flat.inputs, *flat.outputs},
             )
-            gradients = _optimise_with_training(graph, backend, passes, outputs, gradients, train[2])
+            _reoptimise(graph, backend, passes, outputs, gradients, train[2])
     enabled = [name for name, on in passes.items() if on]
     log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{', symbolic backward' if gradients else ''}; {len(graph.nodes)} primitive calls")
     graph.solve()
@@ -292,18 +286,18 @@ def compile(  # noqa: A001 - the public name is ml.compile
     return physical
 
 
-def _optimise_with_training(graph: Graph, backend: Backend, passes: Mapping[str, bool], outputs: dict[str, Value], gradients: dict[str, Value], train_returns: dict[str, Value]) -> dict[str, Value]:
-    """Constant folding, CSE and pruning again once the training step joined the graph; the outputs, the
-    gradients and the step's results are kept (updated in place), the gradients returned."""
+def _reoptimise(graph: Graph, backend: Backend, passes: Mapping[str, bool], *groups: dict[str, Value]) -> None:
+    """Constant folding, CSE and pruning again after nodes joined the graph (the backward pass, the training
+    step). Every group of named values (outputs, gradients, the step's results) is kept, and updated in
+    place where CSE merged one of its values into a twin."""
     if passes["constant_folding"]:
         fold_constants(graph, backend.evaluate_constant)
-    every = {**outputs, **{f"\0{k}": v for k, v in gradients.items()}, **{f"\1{k}": v for k, v in train_returns.items()}}
+    every = {f"{i}\0{k}": v for i, group in enumerate(groups) for k, v in group.items()}
     if passes["cse"]:
         eliminate_common_subexpressions(graph, every)
-    outputs.update({k: v for k, v in every.items() if k in outputs})
-    train_returns.update({k[1:]: v for k, v in every.items() if k.startswith("\1")})
+    for i, group in enumerate(groups):
+        group.update({k: every[f"{i}\0{k}"] for k in group})
     prune(graph, every.values())
-    return {k[1:]: v for k, v in every.items() if k.startswith("\0")}
 
 
 _PRECISIONS = {"float32": None, "32": None, "bf16-mixed": Dtype.bfloat16, "fp16-mixed": Dtype.float16}
@@ -510,7 +504,7 @@ def _bias_fan_in(graph: Graph) -> dict[str, int]:
         bias, weight = node.inputs.get("bias"), node.inputs.get("weight")
         shape = weight.shape.static() if weight is not None else None
         if bias is not None and bias.name and shape is not None and len(shape) >= 2:
-            result[bias.name] = weight_fan_in(shape)
+            result[bias.name] = initializers.fan_in_of(shape)
     return result
 
 

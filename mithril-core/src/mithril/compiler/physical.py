@@ -325,7 +325,7 @@ class PhysicalModel(Displayable):
                     f"randomize_params: the shape of parameter {name!r} is {value.shape!r}, not fully known; "
                     "give the input shapes to ml.compile(shapes=...)"
                 )
-            params[name] = self.backend.array(_initial(rng, shape, value.init, self._fan_in.get(name)))
+            params[name] = self.backend.array(initializers.sample(rng, shape, value.init, self._fan_in.get(name)))
         self._params = params = self._placed(params)
         return params
 
@@ -721,9 +721,6 @@ def _param_file(path: str | Path, where: str) -> Path:
     return path
 
 
-weight_fan_in = initializers.fan_in_of
-
-
 def _shared_symbolic_dims(values: Mapping[str, Value]) -> list[list[tuple[str, int]]]:
     """Groups of (input, axis) that are one unknown dim, for inputs whose shapes are not fully static."""
     groups: dict[int, list[tuple[str, int]]] = {}
@@ -750,7 +747,3 @@ def _output_symbolic_dims(inputs: Mapping[str, Value], outputs: Mapping[str, Val
             if dim.value is None and id(dim.find()) in by_dim:
                 result[(key, axis)] = by_dim[id(dim.find())]
     return result
-
-
-def _initial(rng: np.random.Generator, shape: tuple[int, ...], init: str | None, fan_in: int | None = None) -> np.ndarray:
-    return initializers.sample(rng, shape, init, fan_in)

@@ -53,21 +53,20 @@ class TrainingProgram:
         self.slots = tuple(layout.slot_inputs)
         self.external = layout.external
         self.loss_scaling = loss_scaling
-        if loss_scaling:  # fp16: the scaled backward, the finite check and the update, step by step in Python
-            self._forward = backend.prepare_forward(functions["evaluate"], jit=False)
+        if loss_scaling or self.external is not None:  # the step runs in Python around the backend's autograd
+            self._gradients = _loss_gradients(backend, backend.prepare_forward(functions["evaluate"], jit=False), layout.loss, loss_shape)
             self._update = None if self.external is not None else functions[layout.function]
         if self.external is not None:
-            self.call = self._external_step(functions["evaluate"], jit=jit, jit_options=jit_options)
+            self.call = self.external.step_function(backend, self._gradients, jit=jit, jit_options=jit_options)
             return
         if not backend.supports_autograd:
             self.call = functions[layout.function]
             return
-        forward, update = functions["evaluate"], functions[layout.function]
-        param_keys, grad_inputs, loss = self.param_keys, layout.grad_inputs, layout.loss
+        gradients = _loss_gradients(backend, functions["evaluate"], layout.loss, loss_shape)  # traced with the step
+        update, param_keys, grad_inputs = functions[layout.function], self.param_keys, layout.grad_inputs
 
         def step(state: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
-            params = {k: state[k] for k in param_keys}
-            outputs, grads = backend.vjp(lambda p: forward(p, data), params, {loss: backend.ones(loss_shape)})
+            outputs, grads = gradients({k: state[k] for k in param_keys}, data)
             updated = update({**state, **{grad_inputs[k]: g for k, g in grads.items()}}, {})
             return {**outputs, **updated}
 
@@ -75,16 +74,6 @@ class TrainingProgram:
         if jit and "donate_argnums" in backend.jit_option_names():
             options.setdefault("donate_argnums", (0,))  # the old state's buffers become the new state's
         self.call = backend.prepare_forward(step, jit=jit, jit_options=options)
-
-    def _external_step(self, forward: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
-        """A framework optimizer's step: the backend's autograd over the generated forward, then its update."""
-        backend, loss, shape = self.model.backend, self.layout.loss, self.loss_shape
-        prepared = backend.prepare_forward(forward, jit=False)
-
-        def gradients(params: dict[str, Any], data: dict[str, Any]) -> Any:
-            return backend.vjp(lambda p: prepared(p, data), params, {loss: backend.ones(shape)})
-
-        return self.external.step_function(backend, gradients, jit=jit, jit_options=jit_options)  # type: ignore[no-any-return]
 
     def init_state(self, params: Mapping[str, Any] | None) -> TrainState:
         pm, backend = self.model, self.model.backend
@@ -96,13 +85,12 @@ class TrainingProgram:
         pm._check_arrays(params, {}, params_only=True, where="init_state")
         # copies: the step may donate (JAX) or update the state's buffers, never the caller's arrays
         copied = pm._placed({k: backend.array(np.array(backend.to_numpy(v))) for k, v in params.items()})
+        step, loss_scale = backend.array(np.asarray(0.0)), self.initial_loss_scale()
         if self.external is not None:
             opt_state = self.external.init({k: copied[k] for k in self.param_keys}, backend)
-            step = backend.array(np.asarray(0.0))
-            return TrainState(copied, opt_state, step, rng=_rng_state(backend), external=self.external, loss_scale=self.initial_loss_scale())
+            return TrainState(copied, opt_state, step, rng=_rng_state(backend), external=self.external, loss_scale=loss_scale)
         opt_state = {slot: {k: backend.zeros_like(copied[k]) for k in self.param_keys} for slot in self.slots}
-        state = TrainState(copied, opt_state, backend.array(np.asarray(0.0)), rng=_rng_state(backend), loss_scale=self.initial_loss_scale())
-        return self.placed(state)
+        return self.placed(TrainState(copied, opt_state, step, rng=_rng_state(backend), loss_scale=loss_scale))
 
     def initial_loss_scale(self) -> dict[str, Any] | None:
         """fp16-mixed: ``torch.amp.GradScaler``'s start (scale 2**16)."""
@@ -154,7 +142,7 @@ class TrainingProgram:
                     raise ArgumentError(f"train_step(state): optimizer slot {slot!r} of {key!r} is {shown}; expected a backend array like its parameter (shape {tuple(param.shape)}, dtype {param.dtype})")
 
     def step(self, state: TrainState, data: Mapping[str, Any]) -> tuple[TrainState, dict[str, Any]]:
-        pm, layout = self.model, self.layout
+        pm = self.model
         self.check_state(state)
         data = {} if data is None else data
         if not isinstance(data, Mapping):
@@ -167,39 +155,50 @@ class TrainingProgram:
             data = pm._placed(data)
             if self.external is None:  # a framework optimizer holds the state's (already placed) arrays themselves
                 params = pm._placed(params)
+        if pm._buffer_keys:  # buffers reach the generated code as runtime inputs, as in evaluate
+            data = {**data, **{k: params[k] for k in pm._buffer_keys}}
         if self.loss_scaling:
-            if pm._buffer_keys:
-                data = {**data, **{k: params[k] for k in pm._buffer_keys}}
             return self._scaled_step(state, params, data)
         if self.external is not None:
-            if pm._buffer_keys:
-                data = {**data, **{k: params[k] for k in pm._buffer_keys}}
             new, opt_state, outputs = self.call({k: params[k] for k in self.param_keys}, state.opt_state, data)
-            new_params = {**params, **new}
-            if pm._buffer_keys:
-                new_params.update(self.new_buffers(params, outputs))
-            step = pm.backend.array(np.asarray(state.step_count + 1.0))
-            return TrainState(new_params, opt_state, step, rng=_rng_state(pm.backend), external=self.external), dict(outputs)
+            new_params = {**params, **new, **self.new_buffers(params, outputs)}
+            return TrainState(new_params, opt_state, self._next_step(state), rng=_rng_state(pm.backend), external=self.external), dict(outputs)
+        result = self.call(self._update_inputs(params, state), data)
+        outputs = {k: result[k] for k in pm._output_values}
+        updated, opt_state, step = self._updated(result)
+        merged = {**updated, **self.new_buffers(params, outputs)}
+        new_params = {k: merged[k] for k in params}
+        return TrainState(new_params, opt_state, step, rng=_rng_state(pm.backend)), outputs
+
+    def _update_inputs(self, params: Mapping[str, Any], state: TrainState, grads: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the generated update reads: parameters, optimizer slots and step (and, for ``apply_updates``,
+        the gradients) under the layout's names."""
+        layout = self.layout
         inputs = {k: params[k] for k in self.param_keys}
         for slot in self.slots:
             inputs.update({layout.slot_inputs[slot][k]: v for k, v in state.opt_state[slot].items()})
         inputs[layout.step_input] = state.step
-        if pm._buffer_keys:
-            data = {**data, **{k: params[k] for k in pm._buffer_keys}}
-        result = self.call(inputs, data)
-        outputs = {k: result[k] for k in pm._output_values}
-        new_params = {k: result[layout.param_outputs[k]] for k in self.param_keys}
-        if pm._buffer_keys:
-            new_params.update(self.new_buffers(params, outputs))
-            new_params = {k: new_params[k] for k in params}
+        inputs.update({layout.grad_inputs[k]: g for k, g in (grads or {}).items()})
+        return inputs
+
+    def _updated(self, result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]], Any]:
+        """New parameters, optimizer slots and step from the generated update's results."""
+        layout = self.layout
+        params = {k: result[layout.param_outputs[k]] for k in self.param_keys}
         opt_state = {slot: {k: result[layout.slot_outputs[slot][k]] for k in self.param_keys} for slot in self.slots}
-        return TrainState(new_params, opt_state, result[layout.step_output], rng=_rng_state(pm.backend)), outputs
+        return params, opt_state, result[layout.step_output]
+
+    def _next_step(self, state: TrainState) -> Any:
+        """A framework optimizer counts its own steps; the state's count follows."""
+        return self.model.backend.array(np.asarray(state.step_count + 1.0))
 
 
     def new_buffers(self, params: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
         """The buffers' next values (BatchNorm's running statistics) from a step's outputs; only the buffers:
         the parameters are the update's."""
         pm = self.model
+        if not pm._buffer_keys:
+            return {}
         updated = pm.update_buffers(params, outputs)
         return {k: updated[k] for k in pm._buffer_keys}
 
@@ -207,13 +206,12 @@ class TrainingProgram:
         """fp16-mixed: backward of ``loss * scale``, gradients unscaled; a step whose gradients are not all
         finite is skipped and halves the scale, ``GROWTH_INTERVAL`` finite steps in a row double it
         (``torch.amp.GradScaler``'s rule)."""
-        pm, layout, backend = self.model, self.layout, self.model.backend
+        backend = self.model.backend
         if not isinstance(state.loss_scale, Mapping) or not {"scale", "good_steps"} <= set(state.loss_scale):
             raise ArgumentError("train_step(state): precision='fp16-mixed' needs the state's loss_scale (start from pm.init_state or ml.load_state)")
         scale, good = float(state.loss_scale["scale"]), int(state.loss_scale["good_steps"])
         only = {k: params[k] for k in self.param_keys}
-        forward = self._forward
-        outputs, grads = backend.vjp(lambda p: forward(p, data), only, {layout.loss: backend.ones(self.loss_shape) * scale})
+        outputs, grads = self._gradients(only, data, scale)
         grads = {k: g * (1.0 / scale) for k, g in grads.items()}
         finite = all(bool(np.isfinite(backend.to_numpy(g)).all()) for g in grads.values())
         new_params, opt_state, step = dict(params), state.opt_state, state.step
@@ -221,23 +219,17 @@ class TrainingProgram:
             if self.external is not None:
                 updated, opt_state = self.external.apply(only, grads, state.opt_state)
                 new_params.update(updated)
-                step = backend.array(np.asarray(state.step_count + 1.0))
+                step = self._next_step(state)
             else:
-                inputs = {**only, **{layout.grad_inputs[k]: g for k, g in grads.items()}, layout.step_input: state.step}
-                for slot in self.slots:
-                    inputs.update({layout.slot_inputs[slot][k]: v for k, v in state.opt_state[slot].items()})
                 assert self._update is not None
-                result = self._update(inputs, {})
-                new_params.update({k: result[layout.param_outputs[k]] for k in self.param_keys})
-                opt_state = {slot: {k: result[layout.slot_outputs[slot][k]] for k in self.param_keys} for slot in self.slots}
-                step = result[layout.step_output]
+                updated, opt_state, step = self._updated(self._update(self._update_inputs(params, state, grads), {}))
+                new_params.update(updated)
             good += 1
             if good >= GROWTH_INTERVAL:
                 scale, good = scale * 2.0, 0
         else:
             scale, good = scale * 0.5, 0
-        if pm._buffer_keys:
-            new_params.update(self.new_buffers(params, outputs))
+        new_params.update(self.new_buffers(params, outputs))
         loss_scale = {"scale": scale, "good_steps": good}
         return TrainState(new_params, opt_state, step, rng=_rng_state(backend), external=self.external, loss_scale=loss_scale), dict(outputs)
 
@@ -246,6 +238,16 @@ INITIAL_SCALE = 2.0**16
 GROWTH_INTERVAL = 2000
 """fp16 loss scaling as ``torch.amp.GradScaler``'s defaults: start at 2**16, double after 2000 finite steps,
 halve (and skip the step) on a non-finite gradient."""
+
+
+def _loss_gradients(backend: Any, forward: Callable[..., Any], loss: str, loss_shape: tuple[int, ...]) -> Callable[..., Any]:
+    """``gradients(params, data, scale=1.0) -> (outputs, grads)``: the backend's autograd of ``scale * loss``."""
+
+    def gradients(params: dict[str, Any], data: dict[str, Any], scale: float = 1.0) -> Any:
+        seed = backend.ones(loss_shape) if scale == 1.0 else backend.ones(loss_shape) * scale
+        return backend.vjp(lambda p: forward(p, data), params, {loss: seed})
+
+    return gradients
 
 
 def _rng_state(backend: Any) -> Any:

@@ -118,6 +118,9 @@ def _manifest(path: Path, where: str) -> dict[str, Any]:
     for slot, names in manifest["opt_state"].items():
         if not isinstance(names, dict):
             raise CheckpointError(f"{where}: {str(manifest_file)!r}: optimizer slot {slot!r} is not a dict")
+    step = manifest.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**53:
+        raise CheckpointError(f"{where}: the manifest's step must be an int >= 0, got {step!r}")
     return manifest
 
 
@@ -158,23 +161,22 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         return backend.array(array)
 
     params = {name: read(manifest["params"][name], name, "parameter") for name in pm.param_keys + pm.buffer_keys}
-    rng = manifest.get("rng")
+    step = file.read("step") if "step" in file.keys() else None
+    if step is None or step.shape != ():
+        raise CheckpointError(f"{where}: the file has no scalar 'step' tensor")
+    rng, loss_scale = manifest.get("rng"), _loss_scale(manifest, training)
     if training.external is not None:
         placed = pm._placed(params)  # the framework optimizer holds the placed arrays themselves
         opt_state = _external_state(where, manifest, file, training, placed)
         _restore_rng(backend, rng)
-        step = backend.array(np.asarray(float(_step(manifest, where))))
-        return TrainState(placed, opt_state, step, rng=rng, external=training.external, loss_scale=_loss_scale(manifest, training))
+        return TrainState(placed, opt_state, backend.array(step), rng=rng, external=training.external, loss_scale=loss_scale)
     opt_state = {}
     for slot in training.slots:
         names = manifest["opt_state"][slot]
         _same_keys(where, f"optimizer slot {slot!r}", set(names), set(training.param_keys))
         opt_state[slot] = {name: read(names[name], name, f"optimizer slot {slot!r} of") for name in training.param_keys}
-    step = file.read("step") if "step" in file.keys() else None
-    if step is None or step.shape != ():
-        raise CheckpointError(f"{where}: the file has no scalar 'step' tensor")
     _restore_rng(backend, rng)
-    state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng, loss_scale=_loss_scale(manifest, training)))
+    state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng, loss_scale=loss_scale))
     return state
 
 
@@ -197,13 +199,6 @@ def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFi
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
         raise CheckpointError(f"{where}: the {kind} optimizer state in the file is damaged or does not fit this optimizer ({type(exc).__name__}: {exc})") from None
-
-
-def _step(manifest: Mapping[str, Any], where: str) -> int:
-    step = manifest.get("step")
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**53:
-        raise CheckpointError(f"{where}: the manifest's step must be an int >= 0, got {step!r}")
-    return step
 
 
 def _loss_scale(manifest: Mapping[str, Any], training: Any) -> Any:

@@ -252,7 +252,6 @@ def fit(
         window_samples, window_started = 0, time.perf_counter()
         stopped = False
         for epoch in range(epochs):
-            epoch_logs: dict[str, float] = {}
             sums = dict.fromkeys(["loss", *metrics], 0.0)
             count = 0
             for batch in _epoch_batches(batches, epoch, epochs):
