@@ -66,7 +66,7 @@ def test_split_convolutions_and_pooling_match_reference_for_any_thread_count():
     backend = ml.GGMLBackend(threads=3)
     pm = ml.compile(_model(), backend, shapes=shapes, data_keys=set(shapes), inference=True, use_short_namings=False)
     forward = pm.source.split("def evaluate(")[1]
-    assert forward.count("fused[conv2d, subtract, multiply, multiply, add, relu]") == len(CASES), forward
+    assert forward.count("fused[conv2d, subtract, multiply, add, relu]") == len(CASES), forward
     assert "max_pool2d(input=" in forward and "C kernel, on 3 threads" in forward
     rng = np.random.default_rng(0)
     params = {}

@@ -208,9 +208,11 @@ class Adam(Optimizer):
             grad = grad + self.weight_decay * param
         m = beta1 * state["m"] + (1.0 - beta1) * grad
         v = beta2 * state["v"] + (1.0 - beta2) * (grad * grad)
-        step_size = lr / (1.0 - math.power(beta1, t))
-        denominator = math.sqrt(v) / math.sqrt(1.0 - math.power(beta2, t)) + self.eps
-        return param - step_size * (m / denominator), {"m": m, "v": v}
+        # m_hat / (sqrt(v_hat) + eps) with both bias corrections folded into scalars (one pass fewer per
+        # parameter than dividing sqrt(v) by its correction; equal up to rounding)
+        root_correction = math.sqrt(1.0 - math.power(beta2, t))
+        step_size = lr * root_correction / (1.0 - math.power(beta1, t))
+        return param - step_size * m / (math.sqrt(v) + self.eps * root_correction), {"m": m, "v": v}
 
 
 class AdamW(Adam):

@@ -151,17 +151,26 @@ class BatchNorm2d(_Norm):
             for key, init in (("running_mean", "zeros"), ("running_var", "ones")):
                 running[key] = self._declare(IOKey(key, shape=[num_features], type="float", buffer=True, init=init))
         if use_batch_stats:
-            normed = _normalize(self, x, (0, 2, 3), eps)
-            if track_running_stats:
+            mean = op(self, "mean", x, axis=(0, 2, 3), keepdim=True)
+            centered = x - mean
+            variance = op(self, "mean", centered * centered, axis=(0, 2, 3), keepdim=True)
+            inv_std = op(self, "rsqrt", variance + eps)
+            if track_running_stats:  # from the statistics already computed: no further pass over the input
+                count = op(self, "size", x) / op(self, "size", running["running_mean"])  # N * H * W
                 batch = {
-                    "running_mean": op(self, "mean", x, axis=(0, 2, 3)),
-                    "running_var": op(self, "var", x, axis=(0, 2, 3), correction=1),
+                    "running_mean": op(self, "reshape", mean, shape=(-1,)),
+                    "running_var": op(self, "reshape", variance, shape=(-1,)) * (count / (count - 1.0)),  # unbiased
                 }
                 for key, stat in batch.items():
                     self.set_buffer_update(key, running[key] * (1.0 - momentum) + stat * momentum)
         else:
             stats = {key: op(self, "reshape", value, shape=per_channel) for key, value in running.items()}
-            normed = (x - stats["running_mean"]) * op(self, "rsqrt", stats["running_var"] + eps)
-        out = _affine(self, normed, affine, affine, reshape=per_channel)
+            centered = x - stats["running_mean"]
+            inv_std = op(self, "rsqrt", stats["running_var"] + eps)
+        # the per-channel factor first: one pass over the activations for the scale, not two
+        scale = inv_std * op(self, "reshape", IOKey("weight"), shape=per_channel) if affine else inv_std
+        out = centered * scale
+        if affine:
+            out = out + op(self, "reshape", IOKey("bias"), shape=per_channel)
         self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"], "bias": ["C"]} if affine else {}))
         self._finish(out)
