@@ -16,11 +16,11 @@ from mithril.backends.array_api import Binding, Impl, op_table
 from mithril.backends.array_api.elementwise import sign_keeping_nan
 from mithril.extend import module_implementations
 
-from . import elementwise, linalg, losses, nn, reductions, shape_ops
+from . import elementwise, linalg, losses, nn, optim, reductions, shape_ops
 
 __all__ = ["TABLE"]
 
-_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses)
+_MODULES = (elementwise, linalg, reductions, shape_ops, nn, losses, optim)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 TABLE: dict[str, Impl] = op_table(

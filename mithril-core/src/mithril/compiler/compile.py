@@ -211,6 +211,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
                 graph, optimizer, loss_key, outputs, wrt, flat.paths, autograd=backend.supports_autograd,
                 backend_type=backend.backend_type, taken={*flat.inputs, *flat.outputs},
             )
+            decompose(graph, backend.has_implementation)  # the update's primitives the backend lacks (adam_update)
             _reoptimise(graph, backend, passes, outputs, gradients, train[2])
     enabled = [name for name, on in passes.items() if on]
     log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{', symbolic backward' if gradients else ''}; {len(graph.nodes)} primitive calls")

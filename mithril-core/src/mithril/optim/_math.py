@@ -49,6 +49,11 @@ class FloatMath:
     def less(self, a: float, b: float) -> bool:
         return a < b
 
+    def adam_update(self, param: float, grad: float, m: float, v: float, lr: float, t: float, **attrs: Any) -> tuple[float, float, float]:
+        from .optimizers import adam_step
+
+        return adam_step(self, param, grad, m, v, lr, t, **attrs)  # type: ignore[no-any-return]
+
 
 class GraphMath:
     """Primitives emitted into ``graph`` (under ``path``, shown in generated code and errors)."""
@@ -85,6 +90,10 @@ class GraphMath:
 
     def less(self, a: Any, b: Any) -> Any:
         return self._emit("less", a, b)
+
+    def adam_update(self, param: Any, grad: Any, m: Any, v: Any, lr: Any, t: Any, **attrs: Any) -> tuple[Any, Any, Any]:
+        """One ``adam_update`` call: ``(param', m', v')`` (see :func:`mithril.optim.optimizers.adam_step`)."""
+        return self._emit("adam_update", param, grad, m, v, lr, t, **attrs)  # type: ignore[no-any-return]
 
     def square_sum(self, x: Any) -> Any:
         """``sum(x ** 2)`` over every axis (a scalar): the gradient-norm clipping's term."""

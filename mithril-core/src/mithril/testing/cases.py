@@ -862,6 +862,17 @@ def _custom_cases() -> list[Case]:
     ]
 
 
+def _optim_cases() -> list[Case]:
+    """``adam_update`` at step 3 (both bias corrections matter), without decay, with L2 and decoupled decay."""
+    inputs = {"param": normal(3, 4), "grad": normal(3, 4), "m": normal(3, 4, scale=0.1), "v": uniform(0.0, 0.05, 3, 4),
+              "lr": lambda rng: np.array(0.01), "step": lambda rng: np.array(3.0)}  # fmt: skip
+    return [
+        Case("adam_update", inputs),
+        Case("adam_update", inputs, {"weight_decay": 0.1}, id="adam_update-l2"),
+        Case("adam_update", inputs, {"weight_decay": 0.1, "decoupled": True, "beta1": 0.8}, id="adam_update-decoupled"),
+    ]
+
+
 CASES: list[Case] = [
     *_elementwise(),
     *_special_cases(),
@@ -870,6 +881,7 @@ CASES: list[Case] = [
     *_shape_ops(),
     *_nn_cases(),
     *_lstm_cases(),
+    *_optim_cases(),
     *_loss_cases(),
     *_gradient_helper_cases(),
     *_custom_cases(),

@@ -859,6 +859,19 @@ def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
 
 
 @reference
+def adam_update(param, grad, m, v, lr, step, *, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+    """Adam as the paper and ``torch.optim`` write it: bias-corrected moments, then ``m_hat / (sqrt(v_hat) + eps)``."""
+    if decoupled:
+        param = param * (1 - lr * weight_decay)
+    else:
+        grad = grad + weight_decay * param
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad**2
+    m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
+    return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+@reference
 def lstm_layer(input, weight_ih, weight_hh, bias_ih, bias_hh, initial_hidden, initial_cell):
     """The input projection, then the textbook loop."""
     return lstm_recurrence(input @ weight_ih.T + bias_ih + bias_hh, weight_hh, initial_hidden, initial_cell)

@@ -28,9 +28,23 @@ def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, A
             kept.append(node)
             continue
         values = result if node.spec.returns_tuple else (result,)
+        numbers = all(v is None or _is_number(v.const) for v in inputs)
         for out, value in zip(node.outputs.values(), values):
-            out.const = value
+            out.const = _as_number(value) if numbers else value
             out.producer = None
         folded += 1
     graph.nodes = kept
     return folded
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float))
+
+
+def _as_number(value: Any) -> Any:
+    """A 0-d result computed from Python numbers only, as a Python number: weakly typed like the literals it
+    came from, so a folded ``1.0 - lr * weight_decay`` scales a float32 tensor without promoting it to
+    float64 (NumPy promotes by a 0-d array's dtype, never by a Python float's)."""
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        return value.item()
+    return value
