@@ -149,6 +149,9 @@ class Model(Displayable):
     # -- composition -----------------------------------------------------------------------------
     _aliases: Mapping[str, str] = {}
     """Other spellings of this model's keys (Mithril's published names): ``{"base": "left"}`` for ``Power``."""
+    _canonical_attribute: str | None = None
+    """An attribute ``+=`` fills with the previous model's canonical output when the model has no canonical
+    input yet (``Arange``'s ``stop``): it is given through :meth:`_connect_attributes`, as ``.connect`` does."""
 
     def __call__(self, *args: Any, **connections: Any) -> _Call:
         """Connections to make when this model is added to a parent: ``Linear(4)(input="x")``.
@@ -193,6 +196,10 @@ class Model(Displayable):
 
     def __iadd__(self, other: Model | _Call) -> Model:
         call = other if isinstance(other, _Call) else _Call(other, {})
+        attribute = call.model._canonical_attribute if isinstance(call.model, Model) else None
+        if attribute and attribute not in call.kwargs and self._children and self._cout is not None:
+            # the canonical input is an attribute given at connect time (Arange's stop): give it the output
+            call = _Call(call.model, call.model._connect_attributes({**call.kwargs, attribute: self.cout}))
         self._add(call.model, call.kwargs, extend=True)
         return self
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..framework import arithmetic as _arithmetic  # noqa: F401 - registers connection arithmetic
 from ..framework.keys import TBD, Connection, IOKey
 from ..framework.model import Model
+from ..framework.tensor_types import Tensor
 from . import api_compat as _compat
 from . import primitive_models as _pm
 from .blocks import *  # noqa: F403
@@ -42,7 +43,7 @@ def _physical_model() -> type:
     return PhysicalModel
 
 __all__ = [
-    "TBD", "Connection", "IOKey", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",  # noqa: F405 - PhysicalModel resolves in __getattr__
+    "TBD", "Connection", "IOKey", "Tensor", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",  # noqa: F405 - PhysicalModel resolves in __getattr__
     *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import validation
 from ..errors import ArgumentError
-from ..framework.keys import IOKey
+from ..framework.keys import TBD, IOKey
 from ..framework.model import Model, _Call
 from . import primitive_models as _base
 from .blocks._util import op
@@ -255,18 +255,28 @@ def _axis_source(stop: Any) -> tuple[Any, int] | None:
 
 
 class Arange(Model):
-    """``np.arange(start, stop, step)`` (Mithril's ``Arange``). ``stop`` may be given at connect time, also as
-    the length of an axis of another tensor (``Size(dim=1)``'s output or ``x.shape[1]``): with ``start=0,
-    step=1`` that is ``0 .. len-1`` read at run time (the ``positions`` primitive), so the model runs for
-    any sequence length.
+    """``np.arange(start, stop, step)`` (Mithril's ``Arange``). ``stop`` is its canonical input: when not given
+    at construction it is given at connect time, or by ``+=`` from the previous model's canonical output, also
+    as the length of an axis of another tensor (``Size(dim=1)``'s output or ``x.shape[1]``): with ``start=0,
+    step=1`` that is ``0 .. len-1`` read at run time (the ``positions`` primitive), so the model runs for any
+    sequence length.
 
     >>> Arange(stop=4).output_keys
     ['output']
+    >>> Arange(start=0, step=1).input_keys  # stop still to be given: `model += Size(dim=1); model += Arange()`
+    ['stop']
     """
 
-    def __init__(self, start: Any = 0, stop: Any = None, step: Any = 1, *, dtype: Any = None, name: str | None = None) -> None:
+    def __init__(self, start: Any = 0, stop: Any = TBD, step: Any = 1, *, dtype: Any = None, name: str | None = None) -> None:
         super().__init__(name=name)
+        if stop is None:
+            stop = TBD
         self.attributes = {"start": start, "stop": stop, "step": step, "dtype": dtype}
+        self._canonical_attribute = "stop" if stop is TBD else None
+        if stop is TBD:  # a placeholder input until stop is connected (which rebuilds this model)
+            self.apply_iokey(self._graph.new_value(), IOKey("stop"), "Arange.stop")
+            self._cin = self._keys["stop"]
+            return
         source = _axis_source(stop)
         if source is not None:
             if (start, step) != (0, 1):
@@ -278,8 +288,6 @@ class Arange(Model):
                 raise ArgumentError("Arange: dtype= with a run-time stop is not supported (the positions are int)")
             return
         self._source = None
-        if stop is None:  # np.arange(start): start is the stop
-            start, stop = 0, start
         attrs = {"start": start, "stop": stop, "step": step}
         if dtype is not None:
             self |= Primitive("arange", **attrs)(output="_arange")
