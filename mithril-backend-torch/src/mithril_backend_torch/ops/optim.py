@@ -7,8 +7,9 @@ takes thirteen of each. The inputs are never written: the old training state sta
 
 Example:
     >>> import torch
-    >>> p, g, zeros = torch.tensor([1.0]), torch.tensor([0.5]), torch.zeros(1)
-    >>> new_p, m, v = adam_update(p, g, zeros, zeros, 0.1, torch.tensor(1.0), beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False)
+    >>> p, g, zeros = (torch.tensor([x], dtype=torch.float64) for x in (1.0, 0.5, 0.0))
+    >>> attrs = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "decoupled": False}
+    >>> new_p, m, v = adam_update(p, g, zeros, zeros, 0.1, torch.tensor(1.0, dtype=torch.float64), **attrs)
     >>> round(float(new_p), 6), round(float(m), 6), round(float(v), 6)
     (0.9, 0.05, 0.00025)
 """
@@ -22,7 +23,10 @@ import torch
 Tensor = torch.Tensor
 
 
-def adam_update(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, lr: Any, step: Any, *, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool) -> tuple[Tensor, Tensor, Tensor]:
+def adam_update(
+    param: Tensor, grad: Tensor, m: Tensor, v: Tensor, lr: Any, step: Any,
+    *, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """One Adam/AdamW step: ``(param', m', v')`` (see the ``adam_update`` primitive's doc)."""
     if weight_decay and not decoupled:
         grad = grad.add(param, alpha=weight_decay)

@@ -49,11 +49,6 @@ class FloatMath:
     def less(self, a: float, b: float) -> bool:
         return a < b
 
-    def adam_update(self, param: float, grad: float, m: float, v: float, lr: float, t: float, **attrs: Any) -> tuple[float, float, float]:
-        from .optimizers import adam_step
-
-        return adam_step(self, param, grad, m, v, lr, t, **attrs)  # type: ignore[no-any-return]
-
 
 class GraphMath:
     """Primitives emitted into ``graph`` (under ``path``, shown in generated code and errors)."""

@@ -210,7 +210,7 @@ class Adam(Optimizer):
 def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, lr: Any, t: Any, *, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool) -> tuple[Any, Any, Any]:
     """Adam's step for one parameter, ``(param', m', v')``, over ``math`` (``sqrt``, ``power``; ``+ - * /``
     on its values): the one formula of the ``adam_update`` primitive, compiled by every backend without an
-    implementation of its own (see :func:`adam_update_decomposition`).
+    implementation of its own (see :func:`mithril.models.blocks.optimizer_steps.adam_update_decomposition`).
 
     >>> from mithril.optim._math import FloatMath
     >>> tuple(round(x, 6) for x in adam_step(FloatMath(), 1.0, 0.5, 0.0, 0.0, 0.1, 1.0, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False))
@@ -227,43 +227,6 @@ def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, lr: Any, t: Any,
     root_correction = math.sqrt(1.0 - math.power(beta2, t))
     step_size = lr * root_correction / (1.0 - math.power(beta1, t))
     return param - step_size * m / (math.sqrt(v) + eps * root_correction), m, v
-
-
-def adam_update_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Any:
-    """The ``adam_update`` primitive as a logical model of elementwise primitives (:func:`adam_step`), which
-    ``ml.compile`` splices in on backends without their own implementation of the primitive.
-
-    >>> adam_update_decomposition({"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "decoupled": False}, {}).output_keys
-    ['new_param', 'new_m', 'new_v']
-    """
-    from ..framework.keys import IOKey, materialize_expression
-    from ..models import Model
-    from ..primitives.catalogue.optim import ADAM_INPUTS, ADAM_OUTPUTS
-
-    model = Model()
-    math = _ModelMath(model)
-    inputs = [IOKey(key) for key in ADAM_INPUTS]
-    results = adam_step(math, *inputs, **{k: attrs[k] for k in ("beta1", "beta2", "eps", "weight_decay", "decoupled")})
-    for key, result in zip(ADAM_OUTPUTS, results):
-        model.expose(materialize_expression(result, model), key, canonical=key == "new_param")
-    return model
-
-
-class _ModelMath:
-    """``sqrt``/``power`` adding primitives to a logical model (arithmetic on its keys builds expressions)."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-
-    def sqrt(self, x: Any) -> Any:
-        from ..models.blocks._util import op
-
-        return op(self.model, "sqrt", x)
-
-    def power(self, base: Any, exponent: Any) -> Any:
-        from ..models.blocks._util import op
-
-        return op(self.model, "power", base, exponent)
 
 
 class AdamW(Adam):

@@ -1,7 +1,8 @@
 """Optimizer updates as primitives: one call per parameter in a compiled training step.
 
 ``adam_update`` is Adam's (and AdamW's) step for one parameter. Its formula is written once, in Mithril's
-primitives, as its decomposition (:func:`mithril.optim.optimizers.adam_update_decomposition`), which every
+primitives, as its decomposition (:func:`mithril.models.blocks.optimizer_steps.adam_update_decomposition`, built from
+:func:`mithril.optim.optimizers.adam_step`), which every
 backend without an implementation of its own compiles; a framework with a faster form of the same step
 (PyTorch's in-place ``lerp_``/``addcmul_``/``addcdiv_``, a few passes over memory instead of a dozen)
 implements the primitive itself.
@@ -62,6 +63,6 @@ SPECS = (
         "step (from 1): m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, param' = param - lr m'/(1 - b1^t) / "
         "(sqrt(v'/(1 - b2^t)) + eps); weight_decay adds wd * param to g, or with decoupled scales param by "
         "1 - lr wd first",
-        decomposition="mithril.optim.optimizers:adam_update_decomposition",
+        decomposition="mithril.models.blocks.optimizer_steps:adam_update_decomposition",
     ),
 )
