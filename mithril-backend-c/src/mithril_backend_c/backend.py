@@ -76,6 +76,10 @@ class CBackend(Backend):
     def is_array(self, value: Any) -> bool:
         return isinstance(value, np.ndarray)
 
+    def get_backend_array_type(self) -> type[np.ndarray]:
+        """``np.ndarray`` (also ``backend.DataType``)."""
+        return np.ndarray
+
     def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
         """C source for every function plus a loader (see :class:`~mithril_backend_c.program.CProgram`)."""
         from .codegen import generate_source

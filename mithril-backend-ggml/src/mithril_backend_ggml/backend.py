@@ -102,8 +102,9 @@ class GGMLBackend(Backend):
     def is_array(self, value: Any) -> bool:
         return isinstance(value, np.ndarray)
 
-    def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
-        return self.array(self._rng.integers(low, high, tuple(shape)), "int")
+    def get_backend_array_type(self) -> type[np.ndarray]:
+        """``np.ndarray`` (also ``backend.DataType``)."""
+        return np.ndarray
 
     # -- code generation -------------------------------------------------------------------------
     def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:

@@ -290,6 +290,10 @@ class JaxBackend(Backend):
         """Whether ``value`` is a ``jax.Array`` (tracers included)."""
         return isinstance(value, jax.Array)
 
+    def get_backend_array_type(self) -> type[jax.Array]:
+        """``jax.Array`` (also ``backend.DataType``)."""
+        return jax.Array
+
     # -- randomness ------------------------------------------------------------------------------
     def set_seed(self, seed: int | None) -> None:
         """Reseed the backend: its PRNG key (random ops) and the NumPy generator (``randomize_params``)."""
@@ -329,16 +333,22 @@ class JaxBackend(Backend):
             return key
         return self.get_random_key()
 
+    def seeded_source(self, seed: int) -> Any:
+        """``jax.random.PRNGKey(seed)`` (``randn(..., key=seed)``, as Mithril's JAX backend)."""
+        with self.scope():
+            return jax.random.PRNGKey(seed)
+
     def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
         with self.scope():
             key = self.next_key() if key is None else key
             sample = getattr(jax.random, distribution)(key, shape, self.native_dtype(dtype))
             return jax.device_put(sample, self.placement)
 
-    def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
+    def draw_integers(self, low: int, high: int, shape: tuple[int, ...], key: Any = None) -> Any:
         """Integers uniform in ``[low, high)``."""
         with self.scope():
-            draw = jax.random.randint(self.next_key(), tuple(shape), low, high, dtype=self.native_dtype("int"))
+            key = self.next_key() if key is None else key
+            draw = jax.random.randint(key, shape, low, high, dtype=self.native_dtype("int"))
             return jax.device_put(draw, self.placement)
 
     # -- autograd --------------------------------------------------------------------------------

@@ -241,6 +241,10 @@ class MlxBackend(Backend):
         """Whether ``value`` is an ``mx.array``."""
         return isinstance(value, mx.array)
 
+    def get_backend_array_type(self) -> type[mx.array]:
+        """``mx.array`` (also ``backend.DataType``)."""
+        return mx.array
+
     def to_mlx(self, array: Any) -> mx.array:
         """The ``mx.array`` itself; other data goes through :meth:`array`."""
         return array if isinstance(array, mx.array) else self.array(array)
@@ -262,12 +266,16 @@ class MlxBackend(Backend):
         self._key, sub = mx.random.split(self._key)
         return sub
 
+    def seeded_source(self, seed: int) -> mx.array:
+        """``mx.random.key(seed)`` (``randn(..., key=seed)``, as Mithril's MLX backend)."""
+        return mx.random.key(seed)
+
     def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
         sample = getattr(mx.random, distribution)(shape=shape, key=self.next_key() if key is None else key)
         return sample.astype(self.native_dtype(dtype))
 
-    def randint(self, low: int, high: int, shape: Sequence[int]) -> mx.array:
-        return mx.random.randint(low, high, tuple(shape), dtype=mx.int64, key=self.next_key())
+    def draw_integers(self, low: int, high: int, shape: tuple[int, ...], key: Any = None) -> mx.array:
+        return mx.random.randint(low, high, shape, dtype=mx.int64, key=self.next_key() if key is None else key)
 
     def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """The folded value, evaluated now: MLX is lazy, and an unevaluated array belongs to the stream of

@@ -52,6 +52,10 @@ class NumpyBackend(Backend):
         """Whether ``value`` is a NumPy array (or NumPy scalar)."""
         return isinstance(value, (np.ndarray, np.generic))  # reductions may return NumPy scalars
 
+    def get_backend_array_type(self) -> type[np.ndarray]:
+        """``np.ndarray`` (also ``backend.DataType``)."""
+        return np.ndarray
+
     def generate_program(self, graph: Any, functions: Any, *, param_names: set[str], header: str) -> Any:
         """Core's generated Python, where elementwise ops write into intermediates nothing reads
         afterwards instead of allocating (see :mod:`mithril_backend_numpy._program`)."""

@@ -177,6 +177,10 @@ class TorchBackend(Backend):
         """Whether ``value`` is a ``torch.Tensor``."""
         return isinstance(value, torch.Tensor)
 
+    def get_backend_array_type(self) -> type[torch.Tensor]:
+        """``torch.Tensor`` (also ``backend.DataType``)."""
+        return torch.Tensor
+
     def creation(self, dtype: Dtype | Kind) -> dict[str, Any]:
         return {"dtype": self.native_dtype(dtype), "device": self.torch_device}
 
@@ -198,16 +202,21 @@ class TorchBackend(Backend):
 
     rng = generator
 
+    def seeded_source(self, seed: int) -> torch.Generator:
+        """A fresh ``torch.Generator`` on the backend device seeded with ``seed`` (``randn(..., key=seed)``)."""
+        return torch.Generator(device=self.torch_device).manual_seed(seed)
+
     def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
         target = self.native_dtype(dtype)
         work = target if target in (torch.float32, torch.float64) else torch.float32
         sample = torch.randn if distribution == "normal" else torch.rand
-        return sample(shape, generator=self._generator, dtype=work, device=self.torch_device).to(target)
+        generator = self._generator if key is None else key
+        return sample(shape, generator=generator, dtype=work, device=self.torch_device).to(target)
 
-    def randint(self, low: int, high: int, shape: Sequence[int]) -> torch.Tensor:
-        return torch.randint(
-            int(low), int(high), tuple(shape), generator=self._generator, dtype=torch.int64, device=self.torch_device
-        )
+    def draw_integers(self, low: int, high: int, shape: tuple[int, ...], key: Any = None) -> torch.Tensor:
+        generator = self._generator if key is None else key
+        device = self.torch_device
+        return torch.randint(int(low), int(high), shape, generator=generator, dtype=torch.int64, device=device)
 
     # -- autograd --------------------------------------------------------------------------------
     def vjp(

@@ -24,12 +24,12 @@ from .compiler.physical import PhysicalModel
 from .display import to_dot
 from .errors import DtypeError, ShapeError
 from .extension import register_gradient, register_implementation, register_primitive
-from .framework.tensor_types import DataType, Tensor
+from .framework.tensor_types import Tensor
 from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
 from .models import __all__ as _models_all
 from .optim.state import TrainState
 from .training import fit, load_state, save_state
-from .types import Dtype
+from .types import DataType, Dtype
 
 bool_ = Dtype.bool_
 uint8, int8, int16, int32, int64 = Dtype.uint8, Dtype.int8, Dtype.int16, Dtype.int32, Dtype.int64

@@ -4,17 +4,28 @@ A *dtype* is a concrete storage type a backend allocates. A *kind* (``bool``, ``
 what the logical layer reasons about: the backend maps a kind to a dtype at compile time
 (``float`` -> the backend's ``dtype``, ``int`` -> ``int64`` or ``int32``, ``bool`` -> ``bool``).
 
+``DataType`` is the type variable standing for a backend's array type in annotations
+(``backend: ml.Backend[DataType]``, ``params: dict[str, DataType]``), as in Mithril's published API.
+
 Example:
     >>> import mithril as ml
     >>> ml.float32.kind
     'float'
+    >>> from mithril.types import DataType
+    >>> dict[str, DataType]
+    dict[str, ~DataType]
 """
 
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
-__all__ = ["Dtype", "Kind", "KINDS", "promote_kinds", "kind_of_python_value"]
+__all__ = ["DataType", "Dtype", "Kind", "KINDS", "promote_kinds", "kind_of_python_value"]
+
+DataType = TypeVar("DataType")
+"""A backend's array type (``np.ndarray``, ``jax.Array``, ``torch.Tensor``, ``mx.array``), for annotations:
+``ml.Backend[DataType]`` is a backend whose arrays are ``DataType``; ``backend.DataType`` is the concrete type."""
 
 Kind = str  # one of "bool", "int", "float"
 KINDS: tuple[Kind, ...] = ("bool", "int", "float")

@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
 
 import numpy as np
 
@@ -27,12 +28,13 @@ from .. import validation
 from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrimitiveError
 from ..primitives.rules import creation_kind
 from ..types import KINDS, Dtype, Kind
+from ..types import DataType as ArrayT  # another name here: ``Backend.DataType`` is the property below
 
 __all__ = ["Backend", "dtype_table", "refuse_wrapping_ints", "within"]
 
 
-class Backend(ABC):
-    """Base class of all backends.
+class Backend(ABC, Generic[ArrayT]):
+    """Base class of all backends; ``Backend[DataType]`` (``mithril.types.DataType``) in annotations, as in Mithril.
 
     Class attributes a subclass sets:
         backend_type: registry name (``"numpy"``); implementations are looked up under it.
@@ -110,6 +112,54 @@ class Backend(ABC):
     def __repr__(self) -> str:
         mesh = f", device_mesh={self.device_mesh}" if self.device_mesh is not None else ""
         return f"{type(self).__name__}(dtype={self.dtype.value}, device={self.device!r}{mesh})"
+
+    # -- constants and the array type (Mithril's names) -------------------------------------------
+    @property
+    def pi(self) -> float:
+        """The constant pi (``math.pi``), as Mithril's ``backend.pi``.
+
+        >>> ml.NumpyBackend().pi   # doctest: +SKIP
+        3.141592653589793
+        """
+        return math.pi
+
+    @property
+    def e(self) -> float:
+        """Euler's number (``math.e``), as Mithril's ``backend.e``.
+
+        >>> ml.NumpyBackend().e   # doctest: +SKIP
+        2.718281828459045
+        """
+        return math.e
+
+    @property
+    def inf(self) -> float:
+        """Positive infinity (``math.inf``), as Mithril's ``backend.inf``.
+
+        >>> ml.NumpyBackend().inf   # doctest: +SKIP
+        inf
+        """
+        return math.inf
+
+    def get_backend_array_type(self) -> type[Any]:
+        """The class of this backend's arrays (``np.ndarray``, ``torch.Tensor``, ``jax.Array``, ``mx.array``);
+        each backend package states its own.
+
+        >>> ml.TorchBackend().get_backend_array_type()   # doctest: +SKIP
+        <class 'torch.Tensor'>
+        """
+        raise UnsupportedPrimitiveError(f"{type(self).__name__} does not state its array type (get_backend_array_type)")
+
+    @property
+    def DataType(self) -> type[Any]:  # noqa: N802 - Mithril's name
+        """The class of this backend's arrays, for annotations (``params: dict[str, backend.DataType]``): the
+        same as :meth:`get_backend_array_type`.
+
+        >>> backend = ml.NumpyBackend()   # doctest: +SKIP
+        >>> backend.DataType              # doctest: +SKIP
+        <class 'numpy.ndarray'>
+        """
+        return self.get_backend_array_type()
 
     # -- constructor options ---------------------------------------------------------------------
     def check_options(self, given: Mapping[str, Any]) -> None:
@@ -263,6 +313,36 @@ class Backend(ABC):
         start, stop = (0, start) if stop is None else (start, stop)
         return self._create("arange", creation_kind(dtype, start, stop, step, counting=True), start, stop, step)
 
+    def linspace(self, start: float | Any, stop: float | Any, steps: int, dtype: Dtype | Kind | None = None) -> Any:
+        """``steps`` evenly spaced values from ``start`` to ``stop``, both included (Mithril's
+        ``backend.linspace``); ``start``/``stop`` may be numbers or 0-d arrays. The backend float dtype unless
+        ``dtype``.
+
+        >>> ml.NumpyBackend().linspace(0, 1, 5)   # doctest: +SKIP
+        array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
+        """
+        steps = validation.positive_int(f"{type(self).__name__}.linspace", "steps", steps, minimum=0)
+        return self._create("linspace", creation_kind(dtype), start, stop, steps)
+
+    def stack(self, inputs: Sequence[Any], axis: int = 0) -> Any:
+        """The arrays ``inputs`` (all of one shape) stacked along a new dimension ``axis`` (Mithril's
+        ``backend.stack``).
+
+        >>> b = ml.NumpyBackend()                           # doctest: +SKIP
+        >>> b.stack([b.zeros(3), b.ones(3)], axis=1).shape  # doctest: +SKIP
+        (3, 2)
+        """
+        arrays = list(inputs) if isinstance(inputs, (list, tuple)) else None
+        if not arrays:
+            raise ArgumentError(f"{type(self).__name__}.stack: inputs must be a non-empty list of arrays, got {inputs!r}")
+        shapes = {tuple(self.shape_of(a)) for a in arrays}
+        if len(shapes) > 1:
+            raise ArgumentError(f"{type(self).__name__}.stack: arrays of different shapes {sorted(shapes)}")
+        if self.codegen != "python":  # C, GGML: primitives are not Python functions; their arrays are NumPy's
+            return self.array(np.stack([self.to_numpy(a) for a in arrays], axis=axis))
+        expanded = [self.unsqueeze(a if self.is_array(a) else self.array(a), axis=axis) for a in arrays]
+        return expanded[0] if len(expanded) == 1 else self.concat(expanded, axis=axis)
+
     # -- device meshes ---------------------------------------------------------------------------
     def place(self, array: Any, spec: Sequence[str | None] | None) -> Any:
         """``array`` placed over :attr:`device_mesh`: ``spec`` names, per dimension, the mesh axis
@@ -342,22 +422,101 @@ class Backend(ABC):
     def rng(self) -> np.random.Generator:
         return self._rng
 
-    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        """Standard normal samples (the backend float dtype unless ``dtype``)."""
-        return self.draw("normal", self._shape(shape), dtype)
+    def randn(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None, key: int | None = None) -> Any:
+        """Standard normal samples of ``shape`` (the backend float dtype unless ``dtype``). ``key`` (an int)
+        seeds this one draw, as in Mithril: the same key gives the same numbers and the backend's own
+        generator does not advance.
 
-    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None) -> Any:
-        """Uniform samples in ``[0, 1)`` (the backend float dtype unless ``dtype``)."""
-        return self.draw("uniform", self._shape(shape), dtype)
+        >>> ml.NumpyBackend().randn(2, 3).shape   # doctest: +SKIP
+        (2, 3)
+        """
+        return self.draw("normal", self._shape(shape), dtype, self._seeded(key, "randn"))
+
+    def rand(self, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None, key: int | None = None) -> Any:
+        """Uniform samples in ``[0, 1)`` of ``shape`` (the backend float dtype unless ``dtype``); ``key`` as in
+        :meth:`randn`.
+
+        >>> ml.NumpyBackend().rand(4, key=0).shape   # doctest: +SKIP
+        (4,)
+        """
+        return self.draw("uniform", self._shape(shape), dtype, self._seeded(key, "rand"))
+
+    def rand_uniform(
+        self, low: float | Any, high: float | Any, *shape: int | Sequence[int],
+        dtype: Dtype | Kind | None = None, key: int | None = None,
+    ) -> Any:
+        """Uniform samples in ``[low, high)`` of ``shape`` (no shape: a 0-d array), Mithril's
+        ``backend.rand_uniform``: ``low + (high - low) * rand(*shape)``, so ``low``/``high`` may also be arrays
+        that broadcast against ``shape``. The backend float dtype unless ``dtype``; ``key`` as in :meth:`randn`.
+
+        >>> b = ml.TorchBackend()                             # doctest: +SKIP
+        >>> x = b.rand_uniform(-2.0, 3.0, 1000, key=7)        # doctest: +SKIP
+        >>> bool((x >= -2).all() and (x < 3).all()), x.shape   # doctest: +SKIP
+        (True, torch.Size([1000]))
+        """
+        unit = self.rand(*shape, dtype=dtype, key=key)
+        return unit * (high - low) + low
+
+    def randint(
+        self, low: int, high: int, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None, key: int | None = None
+    ) -> Any:
+        """Integers uniform in ``[low, high)`` of ``shape`` (``randint(0, 10, 3, 4)`` or ``randint(0, 10,
+        (3, 4))``), in the backend's int dtype unless ``dtype``; ``key`` as in :meth:`randn`.
+
+        >>> ml.NumpyBackend().randint(0, 3, (5,), key=1).shape   # doctest: +SKIP
+        (5,)
+        """
+        where = f"{type(self).__name__}.randint"
+        low, high = self._integer(where, "low", low), self._integer(where, "high", high)
+        if high <= low:
+            raise ArgumentError(f"{where}: high ({high}) must be greater than low ({low})")
+        if dtype is not None and self.resolve_dtype(dtype).kind != "int":
+            raise DtypeError(f"{where}: dtype must be an integer dtype, got {self.resolve_dtype(dtype).value}")
+        ints = self.draw_integers(low, high, self._shape(shape), self._seeded(key, "randint"))
+        return ints if dtype is None or self.resolve_dtype(dtype) == self.kind_dtype("int") else self.array(ints, dtype)
+
+    def _integer(self, where: str, name: str, value: Any) -> int:
+        """``value`` (an int, or a 0-d integer array) as an int."""
+        if validation.is_int(value):
+            return int(value)
+        if self.is_array(value) and tuple(self.shape_of(value)) == () and self.dtype_of(value).kind == "int":
+            return int(value)
+        raise validation.fail(where, name, "an int", value)
+
+    def _seeded(self, key: int | None, where: str) -> Any:
+        """The ``key=`` of :meth:`randn`/:meth:`rand`/:meth:`randint`: ``None`` (draw from the backend's
+        generator) or the source :meth:`seeded_source` makes of the int."""
+        key = validation.positive_int(f"{type(self).__name__}.{where}", "key", key, optional=True, minimum=0)
+        return None if key is None else self.seeded_source(key)
+
+    def seeded_source(self, seed: int) -> Any:
+        """A source of randomness seeded with ``seed``, in the form :meth:`draw` and :meth:`draw_integers` take
+        as ``key``: a ``np.random.Generator`` here; a PRNG key on backends with :attr:`prng_keys`, a
+        ``torch.Generator`` on PyTorch.
+
+        >>> b = ml.NumpyBackend()                                                         # doctest: +SKIP
+        >>> b.draw("uniform", (2,), None, b.seeded_source(0)) == b.rand(2, key=0)         # doctest: +SKIP
+        array([ True,  True])
+        """
+        return np.random.default_rng(seed)
 
     def draw(self, distribution: str, shape: tuple[int, ...], dtype: Dtype | Kind | None, key: Any = None) -> Any:
         """Samples of ``"normal"`` (standard) or ``"uniform"`` (in ``[0, 1)``) from the backend's generator,
-        or from ``key`` on a backend with :attr:`prng_keys` (the randomness behind :meth:`randn` and :meth:`rand`)."""
-        sample = self._rng.standard_normal if distribution == "normal" else self._rng.random
+        or from ``key`` (a PRNG key on a backend with :attr:`prng_keys`, a :meth:`seeded_source`) (the
+        randomness behind :meth:`randn` and :meth:`rand`)."""
+        rng = self._rng if key is None else key
+        sample = rng.standard_normal if distribution == "normal" else rng.random
         return self.array(sample(shape), dtype)
 
-    def randint(self, low: int, high: int, shape: Sequence[int]) -> Any:
-        return self.array(self._rng.integers(low, high, tuple(shape)), "int")
+    def draw_integers(self, low: int, high: int, shape: tuple[int, ...], key: Any = None) -> Any:
+        """Integers uniform in ``[low, high)`` in the ``int`` kind's dtype, from the backend's generator or
+        ``key`` as in :meth:`draw` (the randomness behind :meth:`randint`; backends override this hook).
+
+        >>> ml.NumpyBackend().draw_integers(0, 2, (3,)).dtype   # doctest: +SKIP
+        dtype('int64')
+        """
+        rng = self._rng if key is None else key
+        return self.array(rng.integers(low, high, shape), "int")
 
     def random_normal(
         self,
@@ -687,10 +846,10 @@ def within(context: Callable[[], contextlib.AbstractContextManager[Any]], fn: Ca
     return call
 
 
-_CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand")
+_CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand", "rand_uniform", "randint", "linspace")
 
 
-def _check_divisible(backend: Backend, spec: Sequence[str | None] | None, shape: tuple[int, ...], tensor_split: Any) -> None:
+def _check_divisible(backend: Backend[Any], spec: Sequence[str | None] | None, shape: tuple[int, ...], tensor_split: Any) -> None:
     """Refuse a ``tensor_split`` whose mesh axis does not divide the dimension it splits (before the framework
     fails with its own error, JAX's ``IndivisibleError``, or PyTorch shards unevenly)."""
     from ..parallel.plan import indivisible_dimension, mesh_axis_names
@@ -712,7 +871,7 @@ def _placing(create: Callable[..., Any]) -> Callable[..., Any]:
     ``backend.ones(128, 64, device_mesh=(2,), tensor_split=(0,))`` splits dimension 0 over the mesh."""
 
     @functools.wraps(create)
-    def placed(self: Backend, *args: Any, device_mesh: Any = None, tensor_split: Any = None, **kwargs: Any) -> Any:
+    def placed(self: Backend[Any], *args: Any, device_mesh: Any = None, tensor_split: Any = None, **kwargs: Any) -> Any:
         array = create(self, *args, **kwargs)
         if device_mesh is None and tensor_split is None:
             return array

@@ -64,7 +64,7 @@ _JIT_OPTIMIZATIONS = {"fusion": "operator fusion", "buffer_reuse": "buffer reuse
 @with_paused_gc
 def compile(  # noqa: A001 - the public name is ml.compile
     model: Any,
-    backend: Backend,
+    backend: Backend[Any],
     *,
     shapes: Mapping[str, Any] | None = None,
     data_keys: Iterable[str] = (),
@@ -287,7 +287,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     return physical
 
 
-def _reoptimise(graph: Graph, backend: Backend, passes: Mapping[str, bool], *groups: dict[str, Value]) -> None:
+def _reoptimise(graph: Graph, backend: Backend[Any], passes: Mapping[str, bool], *groups: dict[str, Value]) -> None:
     """Constant folding, CSE and pruning again after nodes joined the graph (the backward pass, the training
     step). Every group of named values (outputs, gradients, the step's results) is kept, and updated in
     place where CSE merged one of its values into a twin."""
@@ -304,7 +304,7 @@ def _reoptimise(graph: Graph, backend: Backend, passes: Mapping[str, bool], *gro
 _PRECISIONS = {"float32": None, "32": None, "bf16-mixed": Dtype.bfloat16, "fp16-mixed": Dtype.float16}
 
 
-def _mixed_precision(backend: Backend, precision: Any) -> Dtype | None:
+def _mixed_precision(backend: Backend[Any], precision: Any) -> Dtype | None:
     """The compute dtype ``precision=`` asks for (``None``: the backend dtype), after checking it fits."""
     if precision is None:
         return None
@@ -344,7 +344,7 @@ class _StageLog:
             self._emit(f"{self.title}: shape {key}: {shape}")
 
 
-def _jit_options(backend: Backend, will_jit: bool, options: Mapping[str, Any] | None, static_shapes: bool | None) -> dict[str, Any]:
+def _jit_options(backend: Backend[Any], will_jit: bool, options: Mapping[str, Any] | None, static_shapes: bool | None) -> dict[str, Any]:
     """``jit_options`` checked against the backend's JIT, with what ``static_shapes`` means for it."""
     options = dict(validation.mapping("ml.compile", "jit_options", options, what="a dict of JIT keyword arguments") or {})
     name = type(backend).__name__
@@ -364,7 +364,7 @@ def _jit_options(backend: Backend, will_jit: bool, options: Mapping[str, Any] | 
     return options
 
 
-def _optimizations(backend: Backend, will_jit: bool, optimizations: Mapping[str, bool] | None) -> dict[str, bool]:
+def _optimizations(backend: Backend[Any], will_jit: bool, optimizations: Mapping[str, bool] | None) -> dict[str, bool]:
     """Which of Mithril's optional passes run; the JIT compiler's optimisations are checked, not toggled."""
     given = validation.mapping("ml.compile", "optimizations", optimizations, what="a dict of optimisation -> bool") or {}
     passes = {"constant_folding": True, "cse": True}
@@ -509,7 +509,7 @@ def _bias_fan_in(graph: Graph) -> dict[str, int]:
     return result
 
 
-def _check_implementations(graph: Graph, backend: Backend) -> None:
+def _check_implementations(graph: Graph, backend: Backend[Any]) -> None:
     missing: dict[str, str] = {}
     for node in graph.nodes:
         if not backend.has_implementation(node.spec.name):

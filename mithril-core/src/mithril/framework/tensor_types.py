@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import DtypeError
 from ..shapes import Shape
-from ..types import Dtype, Kind
+from ..types import DataType, Dtype, Kind  # DataType is defined (once) in mithril.types, as in Mithril
 
 __all__ = ["Tensor", "DataType", "describe_shape", "parse_kind", "tensor_kind"]
-
-DataType = TypeVar("DataType")
-"""A backend's array type (``np.ndarray``, ``jax.Array``, ``torch.Tensor``, ``mx.array``), for annotations."""
 
 
 class _TensorOf:

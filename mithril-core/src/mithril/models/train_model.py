@@ -81,7 +81,16 @@ class TrainModel(Model):
             raise ArgumentError(f"TrainModel wraps a Model, got {model!r}")
         self.__dict__["wrapped"] = model
         self |= model(**{key: key for key in [*model.input_keys, *model.output_keys]})
-        self.__dict__.update(_losses=[], _regularizers=[], _combiner="sum", metric_keys=[])
+        self.__dict__.update(_losses=[], _regularizers=[], _combiner="sum", metric_keys=[], _shown={"final_cost"})
+        if model._exposed is not None and model.output_keys:
+            # a model under Mithril's exposure rule: its exposed keys (not the losses' results) are the outputs here
+            self.expose_keys(*model.output_keys)
+
+    @property
+    def _hidden(self) -> set[str]:
+        """``final_cost`` and the losses, regularisers and metrics named here stay outputs under Mithril's
+        exposure rule too (``train.expose_keys(predictions=...)`` before or after ``add_loss``), as in Mithril."""
+        return super()._hidden - self.__dict__.get("_shown", set())
 
     def add_loss(self, loss: Model, reduce_steps: Sequence[Model] | None = None, key_name: str | None = None, coef: float | None = None, **connections: Any) -> None:
         """Add ``coef * reduce(loss(**connections))`` to the cost. ``reduce_steps`` defaults to ``[Mean()]``;
@@ -89,6 +98,7 @@ class TrainModel(Model):
         result = _reduced(self, loss, reduce_steps, connections)
         if key_name is not None:
             self.expose(result, key_name, canonical=False)
+            self._shown.add(key_name)
         self._losses.append((result, coef))
         self._update_cost()
 
@@ -106,6 +116,7 @@ class TrainModel(Model):
             self._regularizers.append((result, coef))
         if key_name is not None and len(targets) == 1:
             self.expose(self._regularizers[-1][0], key_name, canonical=False)
+            self._shown.add(key_name)
         self._update_cost()
 
     def add_metric(self, model: Model, reduce_steps: Sequence[Model] | None = None, key_name: str | None = None, **connections: Any) -> None:
@@ -115,6 +126,7 @@ class TrainModel(Model):
         count = sum(1 for k in self._keys if k.startswith("metric_"))
         key = key_name or f"metric_{count}"
         self.expose(result, key, canonical=False)
+        self._shown.add(key)
         self.metric_keys.append(key)
 
     def set_loss_combiner(self, combiner: Model | str) -> None:
