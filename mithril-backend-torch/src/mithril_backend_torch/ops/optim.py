@@ -8,8 +8,8 @@ takes thirteen of each. The inputs are never written: the old training state sta
 Example:
     >>> import torch
     >>> p, g, zeros = (torch.tensor([x], dtype=torch.float64) for x in (1.0, 0.5, 0.0))
-    >>> attrs = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "decoupled": False}
-    >>> new_p, m, v = adam_update(p, g, zeros, zeros, 0.1, torch.tensor(1.0, dtype=torch.float64), **attrs)
+    >>> root = (1 - 0.999) ** 0.5  # step 1, lr 0.1, eps 1e-8
+    >>> new_p, m, v = adam_update(p, g, zeros, zeros, 0.1 * root / (1 - 0.9), 1e-8 * root, beta1=0.9, beta2=0.999, l2=0.0)
     >>> round(float(new_p), 6), round(float(m), 6), round(float(v), 6)
     (0.9, 0.05, 0.00025)
 """
@@ -24,17 +24,15 @@ Tensor = torch.Tensor
 
 
 def adam_update(
-    param: Tensor, grad: Tensor, m: Tensor, v: Tensor, lr: Any, step: Any,
-    *, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool,
+    param: Tensor, grad: Tensor, m: Tensor, v: Tensor, step_size: Any, eps_hat: Any, shrink: Any = None,
+    *, beta1: float, beta2: float, l2: float,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """One Adam/AdamW step: ``(param', m', v')`` (see the ``adam_update`` primitive's doc)."""
-    if weight_decay and not decoupled:
-        grad = grad.add(param, alpha=weight_decay)
+    if l2:
+        grad = grad.add(param, alpha=l2)
     new_m = torch.lerp(m, grad, 1.0 - beta1)
     new_v = v.mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-    root_correction = (1.0 - beta2**step) ** 0.5
-    step_size = lr * root_correction / (1.0 - beta1**step)
-    denominator = new_v.sqrt().add_(eps * root_correction).div_(step_size)
-    if weight_decay and decoupled:
-        return param.mul(1.0 - lr * weight_decay).addcdiv_(new_m, denominator, value=-1.0), new_m, new_v
+    denominator = new_v.sqrt().add_(eps_hat).div_(step_size)
+    if shrink is not None:
+        return param.mul(shrink).addcdiv_(new_m, denominator, value=-1.0), new_m, new_v
     return torch.addcdiv(param, new_m, denominator, value=-1.0), new_m, new_v

@@ -86,9 +86,9 @@ class GraphMath:
     def less(self, a: Any, b: Any) -> Any:
         return self._emit("less", a, b)
 
-    def adam_update(self, param: Any, grad: Any, m: Any, v: Any, lr: Any, t: Any, **attrs: Any) -> tuple[Any, Any, Any]:
+    def adam_update(self, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, **attrs: Any) -> tuple[Any, Any, Any]:
         """One ``adam_update`` call: ``(param', m', v')`` (see :func:`mithril.optim.optimizers.adam_step`)."""
-        return self._emit("adam_update", param, grad, m, v, lr, t, **attrs)  # type: ignore[no-any-return]
+        return self._emit("adam_update", param, grad, m, v, step_size, eps_hat, shrink, **attrs)  # type: ignore[return-value]
 
     def square_sum(self, x: Any) -> Any:
         """``sum(x ** 2)`` over every axis (a scalar): the gradient-norm clipping's term."""

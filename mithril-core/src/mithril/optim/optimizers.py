@@ -202,31 +202,38 @@ class Adam(Optimizer):
 
     def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
         beta1, beta2 = self.betas
-        attrs = {"beta1": beta1, "beta2": beta2, "eps": self.eps, "weight_decay": self.weight_decay if decay else 0.0, "decoupled": self.decoupled}
-        new_param, m, v = math.adam_update(param, grad, state["m"], state["v"], lr, t, **attrs)
+        # the step's scalars: the same values for every parameter, so they are computed once per step
+        root_correction = math.sqrt(1.0 - math.power(beta2, t))
+        step_size = lr * root_correction / (1.0 - math.power(beta1, t))
+        eps_hat = self.eps * root_correction
+        shrink = 1.0 - lr * self.weight_decay if decay and self.decoupled else None
+        l2 = self.weight_decay if decay and not self.decoupled else 0.0
+        new_param, m, v = math.adam_update(param, grad, state["m"], state["v"], step_size, eps_hat, shrink, beta1=beta1, beta2=beta2, l2=l2)
         return new_param, {"m": m, "v": v}
 
 
-def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, lr: Any, t: Any, *, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool) -> tuple[Any, Any, Any]:
-    """Adam's step for one parameter, ``(param', m', v')``, over ``math`` (``sqrt``, ``power``; ``+ - * /``
-    on its values): the one formula of the ``adam_update`` primitive, compiled by every backend without an
+def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, *, beta1: float, beta2: float, l2: float = 0.0) -> tuple[Any, Any, Any]:
+    """Adam's step for one parameter, ``(param', m', v')``, over ``math`` (``sqrt``; ``+ - * /`` on its
+    values): the one formula of the ``adam_update`` primitive, compiled by every backend without an
     implementation of its own (see :func:`mithril.models.blocks.optimizer_steps.adam_update_decomposition`).
 
+    ``torch.optim.Adam``'s ``m_hat / (sqrt(v_hat) + eps)`` with both bias corrections folded into the step's
+    scalars (equal up to rounding): ``step_size = lr sqrt(1 - b2^t) / (1 - b1^t)``, ``eps_hat = eps sqrt(1 -
+    b2^t)``; ``shrink`` (AdamW's ``1 - lr wd``, or ``None``) scales the parameter first, ``l2`` (Adam's
+    ``weight_decay``) adds ``l2 * param`` to the gradient.
+
     >>> from mithril.optim._math import FloatMath
-    >>> tuple(round(x, 6) for x in adam_step(FloatMath(), 1.0, 0.5, 0.0, 0.0, 0.1, 1.0, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False))
+    >>> root = (1 - 0.999) ** 0.5  # step 1, lr 0.1, eps 1e-8
+    >>> tuple(round(x, 6) for x in adam_step(FloatMath(), 1.0, 0.5, 0.0, 0.0, 0.1 * root / (1 - 0.9), 1e-8 * root, beta1=0.9, beta2=0.999))
     (0.9, 0.05, 0.00025)
     """
-    if weight_decay and decoupled:
-        param = param * (1.0 - lr * weight_decay)
-    elif weight_decay:
-        grad = grad + weight_decay * param
+    if l2:
+        grad = grad + l2 * param
+    if shrink is not None:
+        param = param * shrink
     m = beta1 * m + (1.0 - beta1) * grad
     v = beta2 * v + (1.0 - beta2) * (grad * grad)
-    # m_hat / (sqrt(v_hat) + eps) with both bias corrections folded into scalars (one pass fewer per
-    # parameter than dividing sqrt(v) by its correction; equal up to rounding)
-    root_correction = math.sqrt(1.0 - math.power(beta2, t))
-    step_size = lr * root_correction / (1.0 - math.power(beta1, t))
-    return param - step_size * m / (math.sqrt(v) + eps * root_correction), m, v
+    return param - step_size * m / (math.sqrt(v) + eps_hat), m, v
 
 
 class AdamW(Adam):

@@ -863,13 +863,14 @@ def _custom_cases() -> list[Case]:
 
 
 def _optim_cases() -> list[Case]:
-    """``adam_update`` at step 3 (both bias corrections matter), without decay, with L2 and decoupled decay."""
+    """``adam_update`` with the step's scalars of step 3, without decay, with AdamW's shrink and Adam's L2."""
     inputs = {"param": normal(3, 4), "grad": normal(3, 4), "m": normal(3, 4, scale=0.1), "v": uniform(0.0, 0.05, 3, 4),
-              "lr": lambda rng: np.array(0.01), "step": lambda rng: np.array(3.0)}  # fmt: skip
+              "step_size": lambda rng: np.array(0.01 * np.sqrt(1 - 0.999**3) / (1 - 0.9**3)),
+              "eps_hat": lambda rng: np.array(1e-8 * np.sqrt(1 - 0.999**3))}  # fmt: skip
     return [
         Case("adam_update", inputs),
-        Case("adam_update", inputs, {"weight_decay": 0.1}, id="adam_update-l2"),
-        Case("adam_update", inputs, {"weight_decay": 0.1, "decoupled": True, "beta1": 0.8}, id="adam_update-decoupled"),
+        Case("adam_update", {**inputs, "shrink": lambda rng: np.array(0.999)}, {"beta1": 0.8}, id="adam_update-shrink"),
+        Case("adam_update", inputs, {"l2": 0.1}, id="adam_update-l2"),
     ]
 
 

@@ -859,16 +859,14 @@ def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
 
 
 @reference
-def adam_update(param, grad, m, v, lr, step, *, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
-    """Adam as the paper and ``torch.optim`` write it: bias-corrected moments, then ``m_hat / (sqrt(v_hat) + eps)``."""
-    if decoupled:
-        param = param * (1 - lr * weight_decay)
-    else:
-        grad = grad + weight_decay * param
+def adam_update(param, grad, m, v, step_size, eps_hat, shrink=None, *, beta1=0.9, beta2=0.999, l2=0.0):
+    """Adam as ``torch.optim`` writes it, the bias corrections recovered from the step's scalars:
+    ``eps_hat = eps * sqrt(c2)`` and ``step_size = lr * sqrt(c2) / c1`` for the corrections ``c1``, ``c2``."""
+    grad = grad + l2 * param
+    param = param if shrink is None else param * shrink
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad**2
-    m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
-    return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+    return param - step_size * m / (np.sqrt(v) + eps_hat), m, v
 
 
 @reference

@@ -2,8 +2,7 @@
 backends without their own implementation (see :mod:`mithril.primitives.catalogue.optim`).
 
 Example:
-    >>> attrs = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "decoupled": False}
-    >>> adam_update_decomposition(attrs, {}).output_keys
+    >>> adam_update_decomposition({"beta1": 0.9, "beta2": 0.999, "l2": 0.0}, {"shrink": None}).output_keys
     ['new_param', 'new_m', 'new_v']
 """
 
@@ -27,15 +26,15 @@ def adam_update_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any
     not needed: every operation is elementwise)."""
     model = Model()
     math = _ModelMath(model)
-    inputs = [IOKey(key) for key in ADAM_INPUTS]
-    results = adam_step(math, *inputs, **{k: attrs[k] for k in ("beta1", "beta2", "eps", "weight_decay", "decoupled")})
+    inputs = [IOKey(key) for key in ADAM_INPUTS if key != "shrink" or shapes.get("shrink") is not None]
+    results = adam_step(math, *inputs, beta1=attrs["beta1"], beta2=attrs["beta2"], l2=attrs["l2"])
     for key, result in zip(ADAM_OUTPUTS, results):
         model.expose(materialize_expression(result, model), key, canonical=key == "new_param")
     return model
 
 
 class _ModelMath:
-    """``sqrt``/``power`` adding primitives to a logical model (arithmetic on its keys builds expressions)."""
+    """``sqrt`` adding primitives to a logical model (arithmetic on its keys builds expressions)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -43,5 +42,3 @@ class _ModelMath:
     def sqrt(self, x: Any) -> Any:
         return op(self.model, "sqrt", x)
 
-    def power(self, base: Any, exponent: Any) -> Any:
-        return op(self.model, "power", base, exponent)

@@ -24,16 +24,17 @@ from ..spec import PrimitiveSpec
 
 __all__ = ["SPECS", "ADAM_INPUTS", "ADAM_OUTPUTS"]
 
-ADAM_INPUTS = ("param", "grad", "m", "v", "lr", "step")
+ADAM_INPUTS = ("param", "grad", "m", "v", "step_size", "eps_hat", "shrink")
 ADAM_OUTPUTS = ("new_param", "new_m", "new_v")
 
 
 def _adam_shapes(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    """``grad``, the moments and the outputs are shaped like ``param``; ``lr`` and ``step`` are scalars."""
+    """``grad``, the moments and the outputs are shaped like ``param``; the step's numbers are scalars."""
     for key in ("grad", "m", "v", *ADAM_OUTPUTS):
         unify(io[key], io["param"])
-    unify(io["lr"], Shape())
-    unify(io["step"], Shape())
+    for key in ("step_size", "eps_hat", "shrink"):
+        if key in io:
+            unify(io[key], Shape())
     return True
 
 
@@ -45,8 +46,8 @@ def _check_adam(attrs: Mapping[str, Any]) -> None:
     for name in ("beta1", "beta2"):
         if not 0.0 <= float(attrs[name]) < 1.0:
             raise ArgumentError(f"adam_update: {name} must be in [0, 1), got {attrs[name]!r}")
-    if not float(attrs["eps"]) > 0.0 or float(attrs["weight_decay"]) < 0.0:
-        raise ArgumentError(f"adam_update: eps must be > 0 and weight_decay >= 0, got eps={attrs['eps']!r}, weight_decay={attrs['weight_decay']!r}")
+    if not float(attrs["l2"]) >= 0.0:
+        raise ArgumentError(f"adam_update: l2 must be >= 0, got {attrs['l2']!r}")
 
 
 SPECS = (
@@ -55,14 +56,15 @@ SPECS = (
         ADAM_INPUTS,
         _adam_shapes,
         _floats,
-        attributes={"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "decoupled": False},
+        attributes={"beta1": 0.9, "beta2": 0.999, "l2": 0.0},
         outputs=ADAM_OUTPUTS,
+        optional_inputs=frozenset({"shrink"}),
         differentiable=(),
         check_attributes=_check_adam,
-        doc="one Adam step (torch.optim.Adam/AdamW) of param with grad, moments m and v, rate lr, step number "
-        "step (from 1): m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, param' = param - lr m'/(1 - b1^t) / "
-        "(sqrt(v'/(1 - b2^t)) + eps); weight_decay adds wd * param to g, or with decoupled scales param by "
-        "1 - lr wd first",
+        doc="one Adam step (torch.optim.Adam/AdamW) of param with grad and moments m, v: g = grad + l2 param, "
+        "m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, param' = param shrink - step_size m' / (sqrt(v') + "
+        "eps_hat), the step's scalars holding the bias corrections (step_size = lr sqrt(1 - b2^t) / (1 - b1^t), "
+        "eps_hat = eps sqrt(1 - b2^t)) and AdamW's shrink = 1 - lr wd (None: 1)",
         decomposition="mithril.models.blocks.optimizer_steps:adam_update_decomposition",
     ),
 )
