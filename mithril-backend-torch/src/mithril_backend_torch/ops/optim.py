@@ -9,7 +9,8 @@ Example:
     >>> import torch
     >>> p, g, zeros = (torch.tensor([x], dtype=torch.float64) for x in (1.0, 0.5, 0.0))
     >>> root = (1 - 0.999) ** 0.5  # step 1, lr 0.1, eps 1e-8
-    >>> new_p, m, v = adam_update(p, g, zeros, zeros, 0.1 * root / (1 - 0.9), 1e-8 * root, beta1=0.9, beta2=0.999, l2=0.0)
+    >>> step_size, eps_hat = 0.1 * root / (1 - 0.9), 1e-8 * root
+    >>> new_p, m, v = adam_update(p, g, zeros, zeros, step_size, eps_hat, beta1=0.9, beta2=0.999, l2=0.0)
     >>> round(float(new_p), 6), round(float(m), 6), round(float(v), 6)
     (0.9, 0.05, 0.00025)
 """

@@ -88,7 +88,7 @@ class GraphMath:
 
     def adam_update(self, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, **attrs: Any) -> tuple[Any, Any, Any]:
         """One ``adam_update`` call: ``(param', m', v')`` (see :func:`mithril.optim.optimizers.adam_step`)."""
-        return self._emit("adam_update", param, grad, m, v, step_size, eps_hat, shrink, **attrs)  # type: ignore[return-value]
+        return self._emit("adam_update", param, grad, m, v, step_size, eps_hat, shrink, **attrs)  # type: ignore[no-any-return]
 
     def square_sum(self, x: Any) -> Any:
         """``sum(x ** 2)`` over every axis (a scalar): the gradient-norm clipping's term."""
