@@ -146,7 +146,7 @@ def _chain_model() -> Model:
     m |= (et := Add())(left=e.output, right=total.output)
     m |= Add()(left=et.output, right=c.output, output=IOKey("out"))  # reads an earlier member again
     m |= (mask := Greater())(left=s.output, right=0.0)
-    m |= Where()(condition=mask.output, left=e.output, right=s.output, output=IOKey("picked"))
+    m |= Where()(cond=mask.output, input1=e.output, input2=s.output, output=IOKey("picked"))
     m |= (ty := Tanh())(input="y")  # a second chain, interleaved
     m |= Multiply()(left=ty.output, right=ty.output, output=IOKey("ty2"))
     return m

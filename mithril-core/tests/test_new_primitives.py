@@ -226,7 +226,7 @@ def test_to_list_and_to_tuple(backend: str) -> None:
 
     for block, kind in ((ToList, list), (ToTuple, tuple)):
         model = Model()
-        model |= block(3)(input_0="a", input_1="b", input_2="c", output=IOKey("output"))
+        model |= block(3)(input1="a", input2="b", input3="c", output=IOKey("output"))
         shapes = {"a": [], "b": [], "c": []}
         if backend in TENSOR_GAPS:
             with pytest.raises(UnsupportedPrimitiveError, match=block.__name__.replace("To", "to_").lower()):

@@ -60,24 +60,24 @@ def _train(model: Model, params: dict, data: dict, steps: int, lr: float) -> tup
 @pytest.mark.parametrize("backend", backends())
 def test_kernels_match_scikit_learn(backend: str, dtype: str) -> None:
     left, right = X[:5], X[10:14]
-    for block, expected in ((RBFKernel(gamma=0.3), rbf_kernel(left, right, gamma=0.3)), (PolynomialKernel(3, gamma=0.5, coef0=1.0), polynomial_kernel(left, right, degree=3, gamma=0.5, coef0=1.0))):
-        out, grads = evaluate_model(backend, _wrap(block, "left", "right"), {"left": left}, {"right": right}, dtype=dtype, cotangent=np.ones_like(expected))
+    for block, expected in ((RBFKernel(gamma=0.3), rbf_kernel(left, right, gamma=0.3)), (PolynomialKernel(degree=3, gamma=0.5, poly_coef=1.0), polynomial_kernel(left, right, degree=3, gamma=0.5, coef0=1.0))):
+        out, grads = evaluate_model(backend, _wrap(block, "input1", "input2"), {"input1": left}, {"input2": right}, dtype=dtype, cotangent=np.ones_like(expected))
         np.testing.assert_allclose(out["output"], expected, rtol=tolerance(dtype) * 10)
         lt = torch.tensor(left, requires_grad=True)
         rt = torch.tensor(right)
         reference = torch.exp(-0.3 * torch.cdist(lt, rt) ** 2) if isinstance(block, RBFKernel) else (0.5 * lt @ rt.T + 1.0) ** 3
         reference.sum().backward()
-        np.testing.assert_allclose(grads["left"], lt.grad.numpy(), rtol=tolerance(dtype) * 10, atol=tolerance(dtype) * 10)
+        np.testing.assert_allclose(grads["input1"], lt.grad.numpy(), rtol=tolerance(dtype) * 10, atol=tolerance(dtype) * 10)
 
 
 @pytest.mark.parametrize("backend", backends())
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_kernelized_svm_loads_fitted_svc(backend: str, kernel: str) -> None:
     svc = SVC(kernel=kernel, gamma=0.5, degree=2, coef0=1.0, C=1.0).fit(X, SIGNED)
-    block = RBFKernel(gamma=0.5) if kernel == "rbf" else PolynomialKernel(2, gamma=0.5, coef0=1.0)
-    model = _wrap(KernelizedSVM(block), "input", "support_vectors", "weight", "bias")
+    block = RBFKernel(gamma=0.5) if kernel == "rbf" else PolynomialKernel(degree=2, gamma=0.5, poly_coef=1.0)
+    model = _wrap(KernelizedSVM(block), "input1", "input2", "weight", "bias")
     params = {"weight": svc.dual_coef_, "bias": svc.intercept_}
-    out, _ = evaluate_model(backend, model, params, {"input": X, "support_vectors": svc.support_vectors_}, dtype="float32", cotangent=np.ones((len(X), 1)))
+    out, _ = evaluate_model(backend, model, params, {"input1": X, "input2": svc.support_vectors_}, dtype="float32", cotangent=np.ones((len(X), 1)))
     np.testing.assert_allclose(out["output"][:, 0], svc.decision_function(X), rtol=1e-3, atol=1e-3)
 
 
@@ -115,7 +115,9 @@ def test_linear_svm_trained_with_hinge_loss_agrees_with_svc() -> None:
     train.add_loss(HingeLoss(), input="output", target="target")
     train.add_regularization(L2(), coef=0.01, input="weight")
     params, costs = _train(train, {"weight": np.zeros((1, 3)), "bias": np.zeros(1)}, {"input": X, "target": SIGNED[:, None]}, 2000, 0.05)
-    svc = SVC(kernel="linear", C=1.0 / (0.01 * len(X))).fit(X, SIGNED)  # the same objective, scaled by 1/C
+    # mean hinge + 0.01 * 0.5 |w|^2 / N (Mithril divides the term by the N elements the loss averages) is SVC's
+    # objective 0.5 |w|^2 + C * sum(hinge) scaled by 1 / (C N), with C = 1 / 0.01
+    svc = SVC(kernel="linear", C=1.0 / 0.01).fit(X, SIGNED)
     ours = np.sign(X @ params["weight"].T + params["bias"])[:, 0]
     assert costs[-1] < costs[0]
     assert np.mean(ours == svc.predict(X)) >= 0.95

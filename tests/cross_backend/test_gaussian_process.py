@@ -36,8 +36,8 @@ def _regression_model() -> Model:
     """RBF kernels of the training and test inputs feeding GaussProcessRegressionCore."""
     model = Model()
     train, cross = RBFKernel(gamma=GAMMA), RBFKernel(gamma=GAMMA)
-    model |= train(left="input", right="input")
-    model |= cross(left="input", right="test_input")
+    model |= train(input1="input", input2="input")
+    model |= cross(input1="input", input2="test_input")
     model |= GaussProcessRegressionCore()(
         label="label", k=train.output, s="s", mu="mu", k_star=cross.output, k_star_diag="k_star_diag",
         loss=IOKey("loss"), prediction=IOKey("prediction"), confidence=IOKey("confidence"),

@@ -120,7 +120,8 @@ def test_quadratic_form_regularizer(backend: str, dtype: str) -> None:
 
 @pytest.mark.parametrize("backend", backends())
 def test_regularizers_in_train_model(backend: str) -> None:
-    """final_cost = mse + 0.1 * L1(w) + 0.01 * L2(w), as PyTorch computes it; and the gradient of w."""
+    """final_cost = mse + (0.1 * L1(w) + 0.01 * L2(w)) / 12, as PyTorch computes it, and the gradient of w: as in
+    Mithril, each regularisation term is divided by the number of elements the loss averages (6 x 2)."""
     x, y = rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
     w, b = rng.normal(size=(2, 3)), rng.normal(size=2)
     model = Model()
@@ -131,7 +132,7 @@ def test_regularizers_in_train_model(backend: str) -> None:
     train.add_regularization(L2(), coef=0.01, input="weight")
     out, grads = evaluate_model(backend, train, {"weight": w, "bias": b}, {"input": x, "target": y}, output="final_cost")
     wt = torch.tensor(w, requires_grad=True)
-    cost = ((torch.tensor(x) @ wt.T + torch.tensor(b) - torch.tensor(y)) ** 2).mean() + 0.1 * wt.abs().sum() + 0.01 * 0.5 * (wt**2).sum()
+    cost = ((torch.tensor(x) @ wt.T + torch.tensor(b) - torch.tensor(y)) ** 2).mean() + (0.1 * wt.abs().sum() + 0.01 * 0.5 * (wt**2).sum()) / 12
     cost.backward()
     np.testing.assert_allclose(out["final_cost"], float(cost), rtol=2e-4)
     np.testing.assert_allclose(grads["weight"], wt.grad.numpy(), rtol=2e-4, atol=2e-4)

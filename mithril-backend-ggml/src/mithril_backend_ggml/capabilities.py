@@ -15,12 +15,14 @@ __all__ = ["UNSUPPORTED", "capability_table"]
 
 UNSUPPORTED: frozenset[str] = frozenset({
     "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "unique", "item", "to_list", "to_tuple",
-    "lstm_recurrence_grad",
+    "lstm_recurrence_grad", "matmul_grad_left", "matmul_grad_right",
 })  # fmt: skip
 """Core primitives the backend lacks: the LAPACK-style factorisations (no ggml op and no C kernel),
 ``unique`` (a length known only at run time) and the Python-value results ``item``,
 ``to_list``, ``to_tuple`` (a ggml graph computes tensors). Use a Python backend for models that need them.
-``lstm_recurrence`` compiles to its decomposition (unrolled cells), so its backward helper is never needed."""
+``lstm_recurrence`` compiles to its decomposition (unrolled cells), so its backward helper is never needed; nor
+are ``matmul_grad_left`` / ``matmul_grad_right``, emitted only for matmul operands of unknown rank (shapes here
+are static)."""
 
 
 def capability_table() -> dict[str, str]:

@@ -106,11 +106,16 @@ def int_or_ints(where: str, name: str, value: Any, *, minimum: int, count: int |
 
 
 def padding(where: str, name: str, value: Any) -> Any:
-    """``"same"``, ``"valid"``, a non-negative int, per-axis ints or ``(before, after)`` pairs.
+    """``"same"``, ``"valid"`` (or ``mithril.common.PaddingType``), a non-negative int, per-axis ints or
+    ``(before, after)`` pairs.
 
     >>> padding("Conv2d", "padding", ((1, 0), np.int64(2)))
     ((1, 0), 2)
     """
+    from .common import PaddingType
+
+    if isinstance(value, PaddingType):
+        return value.name.lower()
     if value in ("same", "valid"):
         return value
     items = value if isinstance(value, (tuple, list)) else [value]

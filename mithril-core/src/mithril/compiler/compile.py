@@ -43,6 +43,7 @@ from .passes import (
     promote_integer_inputs,
     prune,
 )
+from .passes.pruning import live_nodes
 from .physical import PhysicalModel
 from .train_step import TrainLayout, build_train_step, check_loss_shape, check_optimizer
 from .verbose import log_verbose
@@ -172,6 +173,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     _drop_unused_optional_inputs(flat, mentioned)
     state_outputs = _expose_buffer_updates(flat)
     _check_names(flat, shapes or {}, data_set, trainable_set, constants, set(discard_keys))
+    discarded = _infer_discarded(flat, discard_keys)
     _apply_shapes(flat, shapes or {})
     _apply_constants(flat, constants)
     decompose(flat.graph, backend.has_implementation)  # primitives the backend lacks, as other primitives
@@ -191,6 +193,13 @@ def compile(  # noqa: A001 - the public name is ml.compile
     if passes["cse"]:
         eliminate_common_subexpressions(graph, outputs)
     prune(graph, outputs.values())
+    if discarded:  # inputs that only fed discarded outputs leave the compiled model, as in Mithril
+        live = live_nodes(graph.nodes, outputs.values())  # whether or not the pruning pass ran
+        used = {v.find().id for node in live for v in node.inputs.values() if v is not None}
+        used |= {v.find().id for v in outputs.values()}
+        dropped = {name for name in discarded if name in flat.inputs and flat.inputs[name].find().id not in used}
+        params, buffers, data = ([n for n in group if n not in dropped] for group in (params, buffers, data))
+        discarded = {name for name in discarded if name not in flat.inputs or name in dropped}
     gradients: dict[str, Value] = {}
     cotangents: dict[str, Value] = {}
     wrt = {name: flat.inputs[name] for name in params}
@@ -280,6 +289,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         verbose=verbose,
         train=None if train is None else (train[0], loss_shape),
         precision=(str(precision), compute) if compute is not None else None,
+        discarded_keys=discarded,
     )
     jitted = will_jit and backend.supports_autograd
     log.stage("jit", f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in jit_options.items())}) wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
@@ -406,6 +416,57 @@ def _drop_unused_optional_inputs(flat: FlatModel, mentioned: set[str]) -> None:
                 node.inputs[key] = None
     for name in [n for n, v in flat.inputs.items() if v.id in dropped]:
         del flat.inputs[name]
+
+
+def _infer_discarded(flat: FlatModel, discard_keys: Iterable[str]) -> set[str]:
+    """Mithril's discard inference: the discarded outputs and the inputs that only feed them.
+
+    A discarded output that another primitive still consumes stays computed (it only leaves the outputs);
+    from each discarded value the inference walks backwards to the inputs of its primitive that feed nothing
+    else kept, and forwards to results whose inputs are all discarded; outputs of the model stop the walk.
+    Returns the discarded output and input names (inputs still needed are kept by the caller).
+    """
+    keys = [k for k in discard_keys if k in flat.outputs]
+    if not keys:
+        return set()
+    consumers: dict[int, list[Any]] = {}
+    for node in flat.graph.nodes:
+        for value in node.inputs.values():
+            if value is not None:
+                consumers.setdefault(value.find().id, []).append(node)
+    output_ids = {v.find().id for v in flat.outputs.values()}
+    discarded: set[int] = set()
+    queue: list[Value] = []
+    names: set[str] = set()
+    for key in keys:
+        root = flat.outputs[key].find()
+        if root.id in consumers:  # still feeds a kept computation: not discarded, only no longer an output
+            continue
+        names.add(key)
+        discarded.add(root.id)
+        queue.append(root)
+
+    def fed_only_discarded(value: Value) -> bool:
+        return all(out.find().id in discarded for node in consumers.get(value.id, []) for out in node.outputs.values())
+
+    while queue:
+        value = queue.pop()
+        # backwards: an input of its primitive that feeds only discarded results
+        backward = [v.find() for v in value.producer.inputs.values() if v is not None] if value.producer else []
+        # forwards: the results of a primitive whose inputs are all discarded
+        forward = [
+            out.find()
+            for node in consumers.get(value.id, [])
+            if all(v is None or v.find().id in discarded for v in node.inputs.values())
+            for out in node.outputs.values()
+        ]
+        for other, check in [*((v, True) for v in backward), *((v, False) for v in forward)]:
+            if other.id in discarded or other.id in output_ids or (check and not fed_only_discarded(other)):
+                continue
+            discarded.add(other.id)
+            queue.append(other)
+    names |= {name for name, v in flat.inputs.items() if v.find().id in discarded}
+    return names
 
 
 def _check_names(flat: FlatModel, shapes: Mapping[str, Any], data: set[str], trainable: set[str], constants: Mapping[str, Any], discard: set[str]) -> None:

@@ -64,6 +64,7 @@ class PhysicalModel(Displayable):
         verbose: bool = False,
         train: tuple[Any, tuple[int, ...]] | None = None,
         precision: tuple[str, Any] | None = None,
+        discarded_keys: set[str] | None = None,
     ) -> None:
         self.backend = backend
         self.plan = plan  # mithril.parallel.ShardingPlan of ml.compile(parallelism=...), or None
@@ -72,6 +73,7 @@ class PhysicalModel(Displayable):
         self._buffer_values = dict(buffers or {})
         self._data_values = dict(data)
         self._output_values = dict(outputs)
+        self._discarded_keys = frozenset(discarded_keys or ())
         self._differentiable_outputs = differentiable_outputs
         self._param_keys = frozenset(params)
         self._buffer_keys = frozenset(self._buffer_values)
@@ -232,6 +234,41 @@ class PhysicalModel(Displayable):
     @property
     def output_keys(self) -> list[str]:
         return list(self._output_values)
+
+    @property
+    def discarded_keys(self) -> set[str]:
+        """The keys ``ml.compile(discard_keys=...)`` removed (Mithril's ``discarded_keys``): the discarded outputs
+        and the inputs that only fed them (these are no longer inputs; an input given for them is ignored).
+
+        >>> import mithril as ml
+        >>> from mithril.models import Linear
+        >>> pm = ml.compile(Linear(2), ml.NumpyBackend(), discard_keys=["output"], inference=True, jit=False)
+        >>> sorted(pm.discarded_keys) == ["bias", "input", "output", "weight"] and not pm.input_keys
+        True
+        """
+        return set(self._discarded_keys)
+
+    def get_shapes(self, model: Any = None, uni_keys: Any = None, var_keys: Any = None, symbolic: bool = False, verbose: bool = False) -> dict[str, Any]:
+        """Shapes of the compiled model's inputs and outputs (Mithril's ``get_shapes``).
+
+        ``symbolic=False``: each shape a list of ints with ``None`` for a size known only at run time (``None``
+        for a key of unknown rank). ``symbolic=True``: ints and symbol names (``"d12"``), ``"..."`` for a
+        variadic part. The other parameters are accepted for Mithril's signature and ignored.
+
+        >>> import mithril as ml
+        >>> from mithril.models import Linear
+        >>> pm = ml.compile(Linear(3), ml.NumpyBackend(), shapes={"input": [None, 2]}, jit=False)
+        >>> tuple(pm.get_shapes()["weight"])
+        (3, 2)
+        """
+        if not isinstance(symbolic, bool):
+            raise ArgumentError(f"get_shapes(symbolic=...): expected True or False, got {symbolic!r}")
+        if not symbolic:
+            return self.shapes
+        from ..framework.tensor_types import describe_shape
+
+        values = {**self._param_values, **self._buffer_values, **self._data_values, **self._output_values}
+        return {k: describe_shape(v.shape) for k, v in values.items()}
 
     @property
     def shapes(self) -> dict[str, list[int | None] | None]:
@@ -423,6 +460,9 @@ class PhysicalModel(Displayable):
                 f"evaluate({wrong}=...): expected a dict of name -> array, got {type(value).__name__}; "
                 f"e.g. pm.evaluate(params, {{{', '.join(repr(k) for k in sorted(self._data_keys)) or ''}: ...}})"
             )
+        if self._discarded_keys:  # inputs discard_keys removed: ignored when given
+            params = {k: v for k, v in params.items() if k not in self._discarded_keys}
+            data = {k: v for k, v in data.items() if k not in self._discarded_keys}
         if params.keys() != self._state_keys:
             self._check_group(params, self._state_keys, "params")
         if data.keys() != self._data_keys:
@@ -579,14 +619,13 @@ class PhysicalModel(Displayable):
             raise KeyError_(f"evaluate(output_gradients): {'; '.join(self._describe_non_output(k) for k in unknown)}; the differentiable outputs are {outputs}")
         keys = list(given)
         float_dtype = self.backend.native_dtype("float")
+        forward: dict[str, Any] | None = None
         for key in outputs:
-            if key not in given:
+            if key not in given:  # no cotangent: no gradient flows from this output (as in Mithril)
                 shape = self._runtime_shape(key, params, data)
-                if shape is None:
-                    raise KeyError_(
-                        f"evaluate(output_gradients): missing {key!r}, whose shape {self._output_values[key].shape!r} is not "
-                        f"known before the call; give its cotangent (zeros shaped like the output for no gradient from it)"
-                    )
+                if shape is None:  # its size is known only once computed: run the forward pass for it
+                    forward = self._forward(params, data) if forward is None else forward
+                    shape = tuple(forward[key].shape)
                 given[key] = self.backend.zeros(*shape)
             else:
                 value = given[key]

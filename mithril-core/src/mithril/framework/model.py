@@ -34,7 +34,7 @@ from ..journal import touch, transaction
 from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Kind, kind_of_python_value
 from .keys import TBD, Connection, Expr, IOKey, materialize_expression
-from .tensor_types import describe_shape, parse_kind
+from .tensor_types import Tensor, _TensorOf, describe_shape, parse_kind, tensor_kind
 
 __all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
 
@@ -148,7 +148,23 @@ class Model(Displayable):
 
     # -- composition -----------------------------------------------------------------------------
     _aliases: Mapping[str, str] = {}
-    """Other spellings of this model's keys (Mithril's published names): ``{"base": "left"}`` for ``Power``."""
+    """Other spellings of this model's keys, accepted silently: ``{"is_causal": "causal"}``."""
+    _deprecated_aliases: Mapping[str, str] = {}
+    """This project's earlier names of keys Mithril names differently (``{"left": "numerator"}`` for ``Divide``):
+    accepted with a ``DeprecationWarning`` naming the canonical key."""
+
+    def _alias(self, key: str) -> str:
+        """The canonical name of ``key`` (itself unless it is an alias; a deprecated alias warns)."""
+        if key in self._aliases:
+            return self._aliases[key]
+        if key in self._deprecated_aliases:
+            from ..deprecation import warn_deprecated
+
+            real = self._deprecated_aliases[key]
+            warn_deprecated(f"{type(self).__name__} key {key!r}", repr(real), stacklevel=4)
+            return real
+        return key
+
     _canonical_attribute: str | None = None
     """An attribute ``+=`` fills with the previous model's canonical output when the model has no canonical
     input yet (``Arange``'s ``stop``): it is given through :meth:`_connect_attributes`, as ``.connect`` does."""
@@ -176,7 +192,7 @@ class Model(Displayable):
                 connections[key] = target
         canonical: dict[str, Any] = {}
         for key, target in connections.items():
-            real = self._aliases.get(key, key)
+            real = self._alias(key)
             if real in canonical:
                 raise ArgumentError(f"{type(self).__name__}.connect: key {real!r} given twice (as {key!r} too)")
             canonical[real] = target
@@ -387,7 +403,25 @@ class Model(Displayable):
         root.set_kind(kind)
         self._graph.solve()
 
+    def _apply_tensor(self, value: Value, tensor: Tensor, where: str) -> None:
+        """Connect ``ml.Tensor(...)`` to ``value``: its shape template, kind, differentiability and constant."""
+        if tensor.shape is not None:
+            self._unify_template(value, tensor.shape, {}, where)
+        if tensor.kind is not None and not tensor.has_value:
+            self._set_kind(value, tensor.kind, where)
+        if tensor.differentiable is not None and value.find().producer is None:
+            touch(value.find())
+            value.find().differentiable = tensor.differentiable
+        if tensor.has_value:
+            constant = tensor.value
+            if tensor.kind == "float" and kind_of_python_value(constant) != "float":
+                constant = np.asarray(constant, dtype=float)  # Tensor(1, type=float)
+            self._set_constant(value, constant, where)
+
     def _set_constant(self, value: Value, constant: Any, where: str) -> None:
+        if isinstance(constant, Tensor):
+            self._apply_tensor(value, constant, where)
+            return
         root = value.find()
         if root.producer is not None:
             raise ConnectionError_(f"{where}: is an output of a primitive; a constant can only be given to an input")
@@ -422,7 +456,7 @@ class Model(Displayable):
         if name.startswith("_"):
             raise AttributeError_(f"{type(self).__name__} has no attribute {name!r}")
         iface = self._interface()
-        name = name if name in iface else self._aliases.get(name, name)
+        name = name if name in iface else self._alias(name)
         if name in iface:
             return Connection(self, name)
         group = self.__dict__.get("_key_groups", {}).get(name)
@@ -480,7 +514,7 @@ class Model(Displayable):
                     name = self._name_of(key, "expose_keys")
                 else:
                     self._resolve(key, "expose_keys")
-                    name = self._aliases.get(key, key) if key not in self._interface() else key
+                    name = self._alias(key) if key not in self._interface() else key
                 exposed.add(name)
             for name, key in named.items():
                 self._bind_name(name, self._resolve(key, "expose_keys"), f"{self._path()}.expose_keys({name}=...)")
@@ -551,7 +585,7 @@ class Model(Displayable):
                 raise ConnectionError_(f"{where}: {key!r} is not part of {self._path()}")
             return key.value
         iface = self._interface()
-        key = key if key in iface else self._aliases.get(key, key)
+        key = key if key in iface else self._alias(key)
         if key not in iface:
             raise KeyError_(f"{where}: {self._path()} has no key {key!r}; its keys are {sorted(iface)}")
         return iface[key]
@@ -573,11 +607,21 @@ class Model(Displayable):
         return self
 
     def set_types(self, mapping: Mapping[str | Connection, Any] | None = None, **types: Any) -> Model:
-        """Set kinds: ``float``/``int``/``bool`` or an ``ml.Dtype``."""
+        """Set kinds: ``float``/``int``/``bool``, an ``ml.Dtype`` or ``ml.Tensor[float]`` (``ml.Tensor`` or
+        ``ml.Tensor[int | float | bool]`` leave the kind open, as in Mithril).
+
+        >>> from mithril.models import Add
+        >>> import mithril as ml
+        >>> _ = Add().set_types(left=ml.Tensor[float], right=ml.Tensor)
+        """
         with self._transaction():
             for key, type_ in self._items(mapping, types):
                 where = f"{self._path()}.set_types({key!r})"
-                self._set_kind(self._resolve(key, "set_types"), parse_kind(type_, where), where)
+                value = self._resolve(key, "set_types")
+                kind = tensor_kind(type_)
+                if kind is None and (type_ is Tensor or isinstance(type_, _TensorOf)):
+                    continue  # a tensor of any kind: nothing to constrain
+                self._set_kind(value, parse_kind(kind, where), where)
         return self
 
     def set_values(self, mapping: Mapping[str | Connection, Any] | None = None, **values: Any) -> Model:

@@ -4,7 +4,7 @@
 ``attn_mask`` and exists only with ``use_attn_mask=True``), ``Concat`` taking a list ``input`` (``axis=None``
 flattens first), ``Split`` with one list-valued ``output`` (``split_out[0]``), ``SiLU``, and ``robust=`` on
 ``Power``, ``Sqrt`` and ``Log``. Our own names stay valid: ``Split(sections=3)``, ``Concat(n=2)`` with keys
-``input_0``/``input_1``, ``Power(left=, right=)``.
+``input_0``/``input_1``; ``Power(left=, right=)`` still works, deprecated for ``Power(base=, exponent=)``.
 
 Example:
     >>> from mithril.models import Model, ScaledDotProduct, Split
@@ -170,11 +170,31 @@ Buffer = _unary(
 )
 SiLU = _unary("SiLU", "``input * sigmoid(input)`` (Swish).", lambda m, x: op(m, "multiply", x, op(m, "sigmoid", x)))
 Silu = SiLU
-RobustSqrt = _unary(
-    "RobustSqrt",
-    "``sqrt(max(|input|, tiny))``: ``Sqrt(robust=True)``, finite for every input and with a finite gradient at 0.",
-    lambda m, x: op(m, "sqrt", op(m, "maximum", op(m, "abs", x), TINY)),
-)
+
+
+class RobustSqrt(Model):
+    """``sqrt(|input|)``, and ``|input| / sqrt(threshold)`` below ``threshold`` (Mithril's robust square root):
+    ``Sqrt(robust=True, threshold=...)``, finite for every input and with a finite gradient at 0.
+    ``threshold`` defaults to float32's smallest normal number.
+
+    >>> Sqrt(robust=True, threshold=1e-20).input_keys
+    ['input']
+    """
+
+    def __init__(self, threshold: float = TINY, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        threshold = validation.number("Sqrt", "threshold", threshold, low=0.0)
+        if threshold <= 0.0:
+            raise ArgumentError(f"Sqrt(robust=True): threshold must be positive, got {threshold!r}")
+        self.attributes = {"threshold": threshold}
+        magnitude = op(self, "abs", IOKey("input"))
+        small = op(self, "multiply", magnitude, float(1.0 / np.sqrt(threshold)))
+        large = op(self, "sqrt", op(self, "maximum", magnitude, threshold))
+        self.expose(op(self, "where", op(self, "less", magnitude, threshold), small, large), "output")
+        self._cin = self._keys["input"]
+        self.set_shapes(input=[("S", ...)], output=[("S", ...)])
+
+
 RobustLog = _unary(
     "RobustLog",
     "``log(max(|input|, tiny))``: ``Log(robust=True)``, never NaN or -inf (about -87.3 at 0).",
@@ -184,23 +204,31 @@ RobustLog = _unary(
 
 class RobustPower(Model):
     """``max(|base|, tiny) ** exponent``: ``Power(robust=True)``, never NaN (negative bases with fractional
-    exponents) and with finite gradients at 0. Keys ``base``/``left``, ``exponent``/``right``, ``output``."""
+    exponents) and with finite gradients at 0. Keys ``base``, ``exponent`` (Mithril's names; ``left``/``right``
+    are deprecated aliases), ``output``.
 
-    _aliases = {"base": "left", "exponent": "right"}
+    >>> Power(robust=True).input_keys
+    ['base', 'exponent']
+    """
+
+    _deprecated_aliases = {"left": "base", "right": "exponent"}
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        base = op(self, "maximum", op(self, "abs", IOKey("left")), TINY)
-        self.expose(op(self, "power", base, IOKey("right")), "output")
-        self._cin = self._keys["left"]
+        base = op(self, "maximum", op(self, "abs", IOKey("base")), TINY)
+        self.expose(op(self, "power", base, IOKey("exponent")), "output")
+        self._cin = self._keys["base"]
 
 
 def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Primitive]:
     def __new__(cls: type, *args: Any, robust: bool = False, **kwargs: Any) -> Any:
         if validation.boolean(base.__name__, "robust", robust):
-            if args or set(kwargs) - {"name"}:
-                raise ArgumentError(f"{base.__name__}(robust=True) takes only name=, got {args!r} {sorted(kwargs)}")
+            allowed = {"name", *(("threshold",) if robust_cls is RobustSqrt else ())}
+            if args or set(kwargs) - allowed:
+                raise ArgumentError(f"{base.__name__}(robust=True) takes only {sorted(allowed)}, got {args!r} {sorted(kwargs)}")
             return robust_cls(**kwargs)
+        if "threshold" in kwargs:
+            raise ArgumentError(f"{base.__name__}: threshold= is given only with robust=True")
         return Primitive.__new__(cls)
 
     def __init__(self: Primitive, *args: Any, robust: bool = False, **kwargs: Any) -> None:

@@ -1,13 +1,17 @@
 """One model class per primitive, with the upstream key names.
 
-Binary ops take ``left``/``right``, unary ops ``input``, every op gives ``output``. Positional arguments
-fill the primitive's attributes in order (``Sum(1, True)`` is ``Sum(axis=1, keepdim=True)``); keyword
-arguments that name an input give it a constant (``Power(right=2.0)``).
+Binary ops take ``left``/``right`` (Mithril's names where it has others: ``Power`` ``base``/``exponent``,
+``Divide``/``FloorDivide`` ``numerator``/``denominator``, ``Where`` ``cond``/``input1``/``input2``), unary ops
+``input``, every op gives ``output``. Positional arguments fill the primitive's attributes in order
+(``Sum(1, True)`` is ``Sum(axis=1, keepdim=True)``); keyword arguments that name an input give it a constant
+(``Power(exponent=2.0)``).
 
 Example:
     >>> from mithril.models import Add, Sum
     >>> Add().input_keys, Sum(axis=0).output_keys
     (['left', 'right'], ['output'])
+    >>> Divide().input_keys
+    ['numerator', 'denominator']
 """
 
 from __future__ import annotations
@@ -53,13 +57,24 @@ ALIASES: dict[str, str] = {
 }
 
 
-# Mithril's published key names, accepted next to ours (``Power(base=, exponent=)`` is ``Power(left=, right=)``).
-KEY_ALIASES: dict[str, dict[str, str]] = {
-    "Power": {"base": "left", "exponent": "right"},
-    "Divide": {"numerator": "left", "denominator": "right"},
-    "FloorDivide": {"numerator": "left", "denominator": "right"},
-    "Where": {"cond": "condition", "input1": "left", "input2": "right"},
+# Mithril's key names where they differ from the primitive's: these are the models' keys (and the compiled
+# model's); the primitive's names stay accepted as deprecated aliases (``Power(left=)`` warns, means ``base``).
+KEY_NAMES: dict[str, dict[str, str]] = {
+    "Power": {"left": "base", "right": "exponent"},
+    "Divide": {"left": "numerator", "right": "denominator"},
+    "FloorDivide": {"left": "numerator", "right": "denominator"},
+    "Where": {"condition": "cond", "left": "input1", "right": "input2"},
 }
+"""Class name -> {primitive key: Mithril's key}. ``ToList``/``ToTuple`` number their inputs from 1 as Mithril
+does (``input1``, ``input2``...; the primitive's ``input_0``... are deprecated aliases)."""
+
+_NUMBERED = ("ToList", "ToTuple")
+
+
+def _key_names(class_name: str, primitive_keys: list[str]) -> dict[str, str]:
+    if class_name in _NUMBERED:
+        return {key: f"input{int(key.rsplit('_', 1)[1]) + 1}" for key in primitive_keys if key.startswith("input_")}
+    return KEY_NAMES.get(class_name, {})
 
 
 EXAMPLES: dict[str, str] = {
@@ -98,19 +113,17 @@ EXAMPLES: dict[str, str] = {
 
     >>> from mithril.models import ToList
     >>> ToList(3).input_keys
-    ['input_0', 'input_1', 'input_2']""",
+    ['input1', 'input2', 'input3']""",
     "ToTuple": """``n`` scalars as a Python tuple (a model output; not differentiable):
 
     >>> from mithril.models import ToTuple
     >>> ToTuple(n=2).input_keys
-    ['input_0', 'input_1']""",
+    ['input1', 'input2']""",
 }
 """Class name -> the short example its docstring ends with."""
 
 
 def _make(class_name: str, primitive: str) -> type[Primitive]:
-    aliases = KEY_ALIASES.get(class_name, {})
-
     def __init__(self: Primitive, *args: Any, name: str | None = None, **kwargs: Any) -> None:
         from .primitive import _spec
 
@@ -126,8 +139,13 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
             if key in spec.attributes:
                 attrs[key] = value
             else:
-                constants[aliases.get(key, key)] = value
+                constants[key] = value
         Primitive.__init__(self, primitive, name=name, **attrs)
+        renames = _key_names(class_name, list(self._keys))
+        if renames:  # Mithril's key names; the primitive's become deprecated aliases
+            self._keys = {renames.get(key, key): value for key, value in self._keys.items()}
+            self._deprecated_aliases = {old: new for old, new in renames.items()}
+        constants = {self._alias(key): value for key, value in constants.items()}
         self._constants = constants
         for key, value in constants.items():
             if key not in self._keys:
@@ -142,9 +160,13 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
     doc = f"The ``{primitive}`` primitive as a model (see ``mithril.plugins.registry().primitive({primitive!r}).doc``)."
     if class_name in EXAMPLES:
         doc = f"{EXAMPLES[class_name]}\n\n    {doc}"
-    if aliases:
-        doc += " Mithril's key names are accepted too: " + ", ".join(f"``{a}`` = ``{k}``" for a, k in aliases.items()) + "."
-    namespace = {"__init__": __init__, "_rebuild": _rebuild, "__doc__": doc, "__module__": __name__, "_aliases": aliases}
+    if class_name in KEY_NAMES:
+        names = KEY_NAMES[class_name]
+        doc += (
+            " Keys (Mithril's names): " + ", ".join(f"``{k}``" for k in names.values())
+            + "; the deprecated " + ", ".join(f"``{old}``" for old in names) + " still work, with a DeprecationWarning."
+        )
+    namespace = {"__init__": __init__, "_rebuild": _rebuild, "__doc__": doc, "__module__": __name__}
     return type(class_name, (Primitive,), namespace)
 
 

@@ -633,6 +633,8 @@ def _nn_cases() -> list[Case]:
         Case("dropout_mask", {"input": normal(4, 5)}, {"p": 0.3, "training": False}, id="dropout_mask-eval"),
         Case("randn", {}, {"shape": (3, 4)}),
         Case("randint", {}, {"low": 2, "high": 7, "shape": (3, 4)}),
+        Case("polynomial_features", {"input": normal(4, 3)}, {"degree": 2}),
+        Case("polynomial_features", {"input": normal(3, 2)}, {"degree": 3}, id="polynomial_features-degree-3"),
     ]
 
 
@@ -836,6 +838,23 @@ def _gradient_helper_cases() -> list[Case]:
             {"categorical": False},
             id="cross_entropy_grad-soft-spatial",
         ),
+        *_matmul_grad_cases(),
+    ]
+
+
+def _matmul_grad_cases() -> list[Case]:
+    """``matmul_grad_left`` / ``matmul_grad_right`` over NumPy's 1-D promotions and batch broadcasting."""
+    operands = {  # id suffix -> (output_grad, left, right)
+        "2d": (normal(3, 5), normal(3, 4), normal(4, 5)),
+        "batched": (normal(2, 3, 5), normal(3, 4), normal(2, 4, 5)),
+        "left-1d": (normal(2, 5), normal(4), normal(2, 4, 5)),
+        "right-1d": (normal(2, 3), normal(2, 3, 4), normal(4)),
+        "both-1d": (normal(), normal(4), normal(4)),
+    }
+    return [
+        Case(name, {"output_grad": g, "left": left, "right": right}, id=f"{name}-{suffix}")
+        for name in ("matmul_grad_left", "matmul_grad_right")
+        for suffix, (g, left, right) in operands.items()
     ]
 
 

@@ -870,6 +870,17 @@ def adam_update(param, grad, m, v, step_size, eps_hat, shrink=None, *, beta1=0.9
 
 
 @reference
+def polynomial_features(input, *, degree):
+    """scikit-learn's column order (no bias column): every product of ``1..degree`` columns, chosen with
+    replacement, in lexicographic order."""
+    import itertools
+
+    columns = range(input.shape[1])
+    terms = [c for d in range(1, degree + 1) for c in itertools.combinations_with_replacement(columns, d)]
+    return np.stack([np.prod(input[:, list(t)], axis=1) for t in terms], axis=1)
+
+
+@reference
 def lstm_layer(input, weight_ih, weight_hh, bias_ih, bias_hh, initial_hidden, initial_cell):
     """The input projection, then the textbook loop."""
     return lstm_recurrence(input @ weight_ih.T + bias_ih + bias_hh, weight_hh, initial_hidden, initial_cell)
@@ -961,3 +972,31 @@ def gather_grad(output_grad, index, like, *, axis):
     positions[axis] = idx
     np.add.at(grad, tuple(positions), output_grad)
     return grad
+
+
+def _matmul_promoted(output_grad, left, right):
+    """Operands and cotangent with NumPy matmul's 1-D promotions made explicit."""
+    g, a, b = np.asarray(output_grad), np.asarray(left), np.asarray(right)
+    if b.ndim == 1:
+        b, g = b[:, None], g[..., None]
+    if a.ndim == 1:
+        a, g = a[None, :], g[..., None, :]
+    return g, a, b
+
+
+def _summed_back(grad, shape):
+    """Sum the broadcast axes of ``grad`` (leading extras, and where ``shape`` has size 1) away."""
+    grad = grad.sum(axis=tuple(range(grad.ndim - len(shape))))
+    return grad.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True)
+
+
+@reference
+def matmul_grad_left(output_grad, left, right):
+    g, a, b = _matmul_promoted(output_grad, left, right)
+    return _summed_back(np.einsum("...mn,...kn->...mk", g, b), a.shape).reshape(np.shape(left))
+
+
+@reference
+def matmul_grad_right(output_grad, left, right):
+    g, a, b = _matmul_promoted(output_grad, left, right)
+    return _summed_back(np.einsum("...mk,...mn->...kn", a, g), b.shape).reshape(np.shape(right))

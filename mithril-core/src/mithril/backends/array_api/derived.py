@@ -39,6 +39,8 @@ _DERIVATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "index_grad": ("index", ("@",), "like"),
     "gather_grad": ("gather", ("@", "index"), "like"),
     "cross_entropy_grad": ("cross_entropy", ("@", "target"), "input"),
+    "matmul_grad_left": ("matmul", ("@", "right"), "left"),
+    "matmul_grad_right": ("matmul", ("left", "@"), "right"),
     "cholesky_grad": ("cholesky", ("@",), "input"),
     "eigvalsh_grad": ("eigvalsh", ("@",), "input"),
 }  # fmt: skip
@@ -85,6 +87,7 @@ _INPUTS: dict[str, tuple[str, ...]] = {
     "max_pool2d_grad": ("input",), "avg_pool2d_grad": ("input",), "embedding_grad": ("input", "like"),
     "index_grad": ("like",), "gather_grad": ("index", "like"), "cross_entropy_grad": ("input", "target"),
     "cholesky_grad": ("input",), "eigvalsh_grad": ("input",),
+    "matmul_grad_left": ("left", "right"), "matmul_grad_right": ("left", "right"),
 }  # fmt: skip
 """The helper's inputs after ``output_grad``, in its spec's order."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...primitives.rules import broadcast_sum_axes
 from ._binding import Binding, Impl
 
 __all__ = ["build"]
@@ -31,7 +32,7 @@ def build(b: Binding) -> dict[str, Impl]:
     cholesky_ = b.pick("cholesky", getattr(linalg, "cholesky", None))
     eigh, eigvalsh_ = getattr(linalg, "eigh", None), getattr(linalg, "eigvalsh", None)
     solve, swapaxes, tril = getattr(linalg, "solve", None), xp.swapaxes, getattr(xp, "tril", None)
-    table: dict[str, Impl] = {}
+    table: dict[str, Impl] = _matmul_grads(xp)
     if cholesky_ is not None:
         table["cholesky"] = cholesky_
         if solve is not None and tril is not None:
@@ -58,3 +59,39 @@ def build(b: Binding) -> dict[str, Impl]:
 
         table["eigvalsh_grad"] = eigvalsh_grad
     return table
+
+
+def _matmul_grads(xp: Any) -> dict[str, Impl]:
+    """``matmul_grad_left`` / ``matmul_grad_right``: the matmul VJP for operands whose rank was unknown at
+    compile time (NumPy's 1-D promotion and batch broadcasting decided here, per call)."""
+    expand_dims, reshape = getattr(xp, "expand_dims", None), getattr(xp, "reshape", None)
+    swapaxes, sum_ = getattr(xp, "swapaxes", None), getattr(xp, "sum", None)
+    if expand_dims is None or reshape is None or swapaxes is None or sum_ is None:
+        return {}
+
+    def promoted(output_grad: Any, left: Any, right: Any) -> tuple[Any, Any, Any]:
+        """``left`` as ``[..., m, k]``, ``right`` as ``[..., k, n]`` and ``output_grad`` as ``[..., m, n]``."""
+        g = output_grad
+        if right.ndim == 1:
+            right, g = expand_dims(right, -1), expand_dims(g, -1)  # [k] -> [k, 1]; [..., m] -> [..., m, 1]
+        if left.ndim == 1:
+            left, g = expand_dims(left, 0), expand_dims(g, -2)  # [k] -> [1, k]; [..., n] -> [..., 1, n]
+        return g, left, right
+
+    def summed_to(grad: Any, promoted_shape: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+        axes = broadcast_sum_axes(tuple(grad.shape), promoted_shape)
+        if axes:
+            grad = sum_(grad, axis=axes, keepdims=True)
+        return reshape(grad, shape)
+
+    def matmul_grad_left(output_grad: Any, left: Any, right: Any) -> Any:
+        """``output_grad @ right^T`` summed back to ``left``'s shape (1-D operands promoted as in ``matmul``)."""
+        g, l2, r2 = promoted(output_grad, left, right)
+        return summed_to(g @ swapaxes(r2, -1, -2), tuple(l2.shape), tuple(left.shape))
+
+    def matmul_grad_right(output_grad: Any, left: Any, right: Any) -> Any:
+        """``left^T @ output_grad`` summed back to ``right``'s shape (1-D operands promoted as in ``matmul``)."""
+        g, l2, r2 = promoted(output_grad, left, right)
+        return summed_to(swapaxes(l2, -1, -2) @ g, tuple(r2.shape), tuple(right.shape))
+
+    return {"matmul_grad_left": matmul_grad_left, "matmul_grad_right": matmul_grad_right}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ...compiler.graph import Value
 from ..context import GradContext
 
-__all__ = ["as_float", "reduced_count", "unbroadcast", "unreduce", "wants"]
+__all__ = ["as_float", "reduced_axes", "reduced_count", "unbroadcast", "unreduce", "wants"]
 
 
 def wants(ctx: GradContext, key: str) -> bool:
@@ -35,8 +35,19 @@ def unreduce(ctx: GradContext, value: Value) -> Value:
     against the input: ``[a, c]`` -> ``[a, 1, c]`` for ``axis=1``."""
     if ctx.attrs["keepdim"] or ctx.attrs["axis"] is None:  # kept dims, or a scalar that broadcasts anyway
         return value
-    expanded: Value = ctx.ops.unsqueeze(value, axis=ctx.axes(ctx["input"], ctx.attrs["axis"]))
+    expanded: Value = ctx.ops.unsqueeze(value, axis=reduced_axes(ctx))
     return expanded
+
+
+def reduced_axes(ctx: GradContext) -> int | tuple[int, ...] | None:
+    """A reduction's axes as the backward graph names them: normalised and sorted when the input's rank
+    is known at compile time; otherwise the attribute as given (``None`` or possibly negative axes), which
+    names the same axes at run time, as ``unsqueeze`` (``expand_dims``) counts its axes in its output,
+    whose rank is the input's."""
+    axis = ctx.attrs["axis"]
+    if axis is None or ctx["input"].shape.rank is None:
+        return axis  # type: ignore[no-any-return]
+    return ctx.axes(ctx["input"], axis)
 
 
 def as_float(ctx: GradContext, mask: Value) -> Value:

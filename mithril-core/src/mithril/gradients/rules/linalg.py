@@ -17,6 +17,13 @@ def matmul(ctx: GradContext) -> Cotangents:
     axes broadcast, so each cotangent is summed back to its operand's shape."""
     g, left, right = ctx.cotangent, ctx["left"], ctx["right"]
     ops = ctx.ops
+    if left.shape.rank is None or right.shape.rank is None:  # 1-D promotion decided at run time
+        grads = {}
+        if wants(ctx, "left"):
+            grads["left"] = ops.matmul_grad_left(g, left, right)
+        if wants(ctx, "right"):
+            grads["right"] = ops.matmul_grad_right(g, left, right)
+        return grads
     left_1d, right_1d = ctx.rank(left) == 1, ctx.rank(right) == 1
     l2 = ops.unsqueeze(left, axis=0) if left_1d else left  # [k] -> [1, k]
     r2 = ops.unsqueeze(right, axis=-1) if right_1d else right  # [k] -> [k, 1]

@@ -10,7 +10,7 @@ Choices (documented once here):
 from __future__ import annotations
 
 from ..context import Cotangents, GradContext
-from ._common import as_float, reduced_count, unreduce
+from ._common import as_float, reduced_axes, reduced_count, unreduce
 
 
 def sum(ctx: GradContext) -> Cotangents:  # shadows the builtin: named after the primitive
@@ -24,9 +24,8 @@ def mean(ctx: GradContext) -> Cotangents:
 
 def _extremum(ctx: GradContext) -> Cotangents:
     x = ctx["input"]
-    axes = ctx.axes(x, ctx.attrs["axis"])
     hit = as_float(ctx, ctx.ops.equal(x, unreduce(ctx, ctx.output)))  # 1.0 at every extremum
-    count = ctx.ops.sum(hit, axis=axes, keepdim=True)
+    count = ctx.ops.sum(hit, axis=reduced_axes(ctx), keepdim=True)
     return {"input": hit * (unreduce(ctx, ctx.cotangent) / count)}
 
 

@@ -6,7 +6,7 @@ from .conv import AvgPool2d, Conv1d, Conv2d, Flatten, MaxPool2d
 from .embedding import Embedding
 from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .lambda_ import Lambda
-from .linear import MLP, Linear
+from .linear import MLP, ElementWiseAffine, Layer, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
 from .manifold import MDS, TSNE, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
@@ -20,7 +20,7 @@ from .tensor_ops import __all__ as _tensor_ops_all
 
 __all__ = [
     "AbsoluteError", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
-    "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "MaxPool2d", "MLP", "MultiHeadAttention",
+    "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "Layer", "ElementWiseAffine", "MaxPool2d", "MLP", "MultiHeadAttention",
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
     *_tensor_ops_all,

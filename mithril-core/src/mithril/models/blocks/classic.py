@@ -6,16 +6,20 @@ kernels ``RBFKernel`` and ``PolynomialKernel``. Parameters follow scikit-learn w
 Example:
     >>> from mithril.models import KernelizedSVM, RBFKernel
     >>> KernelizedSVM(RBFKernel(gamma=0.5)).input_keys
-    ['input', 'support_vectors', 'weight', 'bias']
+    ['input1', 'input2', 'weight', 'bias']
+    >>> RBFKernel().input_keys  # Mithril's form: length scale and width are parameters
+    ['input1', 'input2', 'l_scale', 'sigma']
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ... import validation
 from ...errors import ArgumentError
-from ...framework.keys import IOKey
+from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
 from ._util import op, param
 from .linear import Linear
@@ -76,69 +80,150 @@ class LinearSVM(Model):
         self._cin = self._keys["input"]
 
 
+def _input_or_constant(name: str, value: Any, **hints: Any) -> Any:
+    """The key ``name`` (an input, a trainable parameter unless connected) or, given a value, that constant."""
+    if value is TBD:
+        return IOKey(name, **hints)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = float(value)
+    return IOKey(name, value=np.asarray(value, dtype=float) if not isinstance(value, float) else value)
+
+
 class _Kernel(Model):
-    """``output[i, j] = k(left[i], right[j])`` for rows ``left`` ``[N, d]`` and ``right`` ``[M, d]``."""
+    """``output[i, j] = k(input1[i], input2[j])`` for rows ``input1`` ``[N, d]`` and ``input2`` ``[M, d]``
+    (Mithril's key names; ``left``/``right`` are deprecated aliases)."""
 
-    def __init__(self, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        self._declare_keys("left", "right")
-        self.expose(self._kernel(IOKey("left", shape=["N", "d"]), IOKey("right", shape=["M", "d"])), "output")
+    _deprecated_aliases = {"left": "input1", "right": "input2"}
 
-    def _kernel(self, left: IOKey, right: IOKey) -> Any:
-        raise NotImplementedError
+    def _pair(self) -> tuple[IOKey, IOKey]:
+        self._declare_keys("input1", "input2")
+        return IOKey("input1", shape=["N", "d"]), IOKey("input2", shape=["M", "d"])
+
+    def _done(self, result: Any) -> None:
+        self.expose(result, "output")
+        self._cin = self._keys["input1"]
 
 
 class RBFKernel(_Kernel):
-    """``exp(-gamma * |left_i - right_j|^2)`` (scikit-learn's ``rbf_kernel``).
+    """Mithril's RBF kernel ``l_scale**2 * exp(-|input1_i - input2_j|**2 / (2 * sigma**2))``: keys ``input1``
+    ``[N, d]``, ``input2`` ``[M, d]``, ``l_scale`` ``[1]``, ``sigma`` ``[1]`` (trainable unless given a value
+    here or connected), ``output`` ``[N, M]``.
 
+    ``gamma=`` is scikit-learn's form, ``rbf_kernel(gamma)`` = ``exp(-gamma * |.|**2)``: ``l_scale = 1`` and
+    ``sigma = 1 / sqrt(2 * gamma)``, both constants (then not keys).
+
+    >>> RBFKernel().input_keys
+    ['input1', 'input2', 'l_scale', 'sigma']
     >>> RBFKernel(gamma=0.1).input_keys
-    ['left', 'right']
+    ['input1', 'input2']
     """
 
-    def __init__(self, gamma: float = 1.0, *, name: str | None = None) -> None:
-        self.__dict__["gamma"] = validation.number("RBFKernel", "gamma", gamma, low=0.0)
+    def __init__(
+        self, input1: Any = TBD, input2: Any = TBD, l_scale: Any = TBD, sigma: Any = TBD, *,
+        gamma: float | None = None, name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
-
-    def _kernel(self, left: IOKey, right: IOKey) -> Any:
+        left, right = self._pair()
         distances = DistanceMatrix(squared=True)
         self |= distances(left=left, right=right)
-        return op(self, "exp", op(self, "multiply", distances.output, -self.gamma))
+        if gamma is not None:
+            gamma = validation.number("RBFKernel", "gamma", gamma, low=0.0)
+            if l_scale is not TBD or sigma is not TBD:
+                raise ArgumentError("RBFKernel: give gamma= (scikit-learn's form) or l_scale=/sigma= (Mithril's), not both")
+            self.__dict__["gamma"] = gamma
+            self._done(op(self, "exp", op(self, "multiply", distances.output, -gamma)))
+        else:
+            self._declare_keys(*(key for key, value in (("l_scale", l_scale), ("sigma", sigma)) if value is TBD))
+            scale = _input_or_constant("l_scale", l_scale, shape=[1], type="float", differentiable=True, init="ones")
+            width = _input_or_constant("sigma", sigma, shape=[1], type="float", differentiable=True, init="ones")
+            exponent = op(self, "divide", op(self, "multiply", distances.output, -0.5), op(self, "square", width))
+            self._done(op(self, "multiply", op(self, "square", scale), op(self, "exp", exponent)))
+        for key, value in (("input1", input1), ("input2", input2)):
+            if value is not TBD:
+                self.set_values(**{key: value})
 
 
 class PolynomialKernel(_Kernel):
-    """``(gamma * left_i . right_j + coef0) ** degree`` (scikit-learn's ``polynomial_kernel``).
+    """Mithril's polynomial kernel ``(input1 @ input2.T + poly_coef) ** degree``: keys ``input1`` ``[N, d]``,
+    ``input2`` ``[M, d]``, ``poly_coef``, ``degree`` (inputs unless given a value here) and ``output``
+    ``[N, M]``. ``robust=True`` (Mithril's default) takes the power as ``Power(robust=True)`` does.
 
-    >>> PolynomialKernel(degree=2).input_keys
-    ['left', 'right']
+    ``gamma=`` scales the dot products first (scikit-learn's ``polynomial_kernel(degree, gamma, coef0)``; with it
+    the power is exact unless ``robust=True`` is given). ``coef0=`` is a deprecated alias of ``poly_coef``, and
+    a positional degree (``PolynomialKernel(2)``) is deprecated: write ``PolynomialKernel(degree=2)``.
+
+    >>> PolynomialKernel().input_keys
+    ['input1', 'input2', 'poly_coef', 'degree']
+    >>> PolynomialKernel(degree=2, poly_coef=1.0, gamma=0.5).input_keys
+    ['input1', 'input2']
     """
 
-    def __init__(self, degree: int = 3, gamma: float = 1.0, coef0: float = 1.0, *, name: str | None = None) -> None:
-        self.__dict__["degree"] = validation.positive_int("PolynomialKernel", "degree", degree)
-        self.__dict__["gamma"] = validation.number("PolynomialKernel", "gamma", gamma)
-        self.__dict__["coef0"] = validation.number("PolynomialKernel", "coef0", coef0)
+    def __init__(
+        self, robust: bool | None = None, input1: Any = TBD, input2: Any = TBD, poly_coef: Any = TBD, degree: Any = TBD, *,
+        gamma: float | None = None, coef0: float | None = None, name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
+        if isinstance(robust, int) and not isinstance(robust, bool):  # our earlier PolynomialKernel(degree, gamma, coef0)
+            from ...deprecation import warn_deprecated
 
-    def _kernel(self, left: IOKey, right: IOKey) -> Any:
+            warn_deprecated(f"PolynomialKernel({robust}) (a positional degree)", f"PolynomialKernel(degree={robust})")
+            degree, robust = robust, False
+            gamma = 1.0 if gamma is None else gamma
+            poly_coef = 1.0 if coef0 is None and poly_coef is TBD else poly_coef
+        if coef0 is not None:
+            from ...deprecation import warn_deprecated
+
+            warn_deprecated("PolynomialKernel(coef0=)", "poly_coef=")
+            if poly_coef is not TBD:
+                raise ArgumentError("PolynomialKernel: coef0= is a deprecated alias of poly_coef=; give one of them")
+            poly_coef = coef0
+        if robust is None:
+            robust = gamma is None
+        robust = validation.boolean("PolynomialKernel", "robust", robust)
+        if degree is not TBD and isinstance(degree, (int, float)) and not isinstance(degree, bool):
+            degree = validation.positive_int("PolynomialKernel", "degree", degree) if float(degree).is_integer() else degree
+        self.__dict__.update(robust=robust, gamma=gamma)
+        left, right = self._pair()
         dots = op(self, "matmul", left, op(self, "swapaxes", right))  # swapaxes: torch.compile mis-traces transpose
-        base = op(self, "add", op(self, "multiply", dots, self.gamma), self.coef0)
-        return op(self, "power", base, float(self.degree))
+        if gamma is not None:
+            dots = op(self, "multiply", dots, validation.number("PolynomialKernel", "gamma", gamma))
+        base = op(self, "add", dots, _input_or_constant("poly_coef", poly_coef, type="float"))
+        exponent = _input_or_constant("degree", degree, type="float")
+        if robust:
+            from ..api_compat import RobustPower
+
+            power = RobustPower()
+            self |= power(base=base, exponent=exponent)
+            self._done(power.output)
+        else:
+            self._done(op(self, "power", base, exponent))
+        for key, value in (("input1", input1), ("input2", input2)):
+            if value is not TBD:
+                self.set_values(**{key: value})
 
 
 class KernelizedSVM(Model):
-    """A kernel machine: ``output = kernel(input, support_vectors) @ weight.T + bias`` (``[N, 1]``, the
-    decision function); ``weight`` ``[1, S]`` is scikit-learn's ``SVC.dual_coef_``, ``support_vectors``
-    its ``support_vectors_`` and ``bias`` its ``intercept_``.
+    """A kernel machine: ``output = kernel(input1, input2) @ weight.T + bias`` (``[N, 1]``, the decision
+    function) for samples ``input1`` ``[N, d]`` and support vectors ``input2`` ``[M, d]`` (Mithril's key names;
+    ``input``/``support_vectors`` are deprecated aliases). ``weight`` ``[1, M]`` is scikit-learn's
+    ``SVC.dual_coef_``, ``input2`` its ``support_vectors_`` and ``bias`` its ``intercept_``; the kernel's
+    other inputs (``l_scale``, ``sigma``, ``poly_coef``, ``degree``) are keys of the machine.
 
-    >>> KernelizedSVM(PolynomialKernel(2)).output_keys
+    >>> KernelizedSVM(PolynomialKernel(degree=2, poly_coef=1.0)).output_keys
     ['output']
+    >>> KernelizedSVM(RBFKernel(gamma=0.5)).input_keys
+    ['input1', 'input2', 'weight', 'bias']
     """
+
+    _deprecated_aliases = {"input": "input1", "support_vectors": "input2"}
 
     def __init__(self, kernel: Model, *, name: str | None = None) -> None:
         super().__init__(name=name)
         if not isinstance(kernel, _Kernel):
             raise ArgumentError(f"KernelizedSVM: kernel must be RBFKernel(...) or PolynomialKernel(...), got {kernel!r}")
-        self._declare_keys("input")
-        self |= kernel(left=IOKey("input"), right=IOKey("support_vectors"))
+        self._declare_keys("input1", "input2")
+        extra = {key: IOKey(key) for key in kernel.input_keys if key not in ("input1", "input2")}  # l_scale, sigma...
+        self |= kernel(input1=IOKey("input1"), input2=IOKey("input2"), **extra)
         weight, bias = param("weight", shape=[1, "S"]), param("bias", shape=[1])
         self |= Linear(1)(input=kernel.output, weight=weight, bias=bias, output=IOKey("output"))
-        self._cin = self._keys["input"]
+        self._cin = self._keys["input1"]

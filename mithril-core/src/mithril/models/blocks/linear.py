@@ -12,7 +12,7 @@ from ...framework.model import Model
 from ..primitive import Primitive
 from ._util import param
 
-__all__ = ["Linear", "MLP"]
+__all__ = ["Linear", "MLP", "Layer", "ElementWiseAffine"]
 
 
 class Linear(Model):
@@ -121,3 +121,38 @@ class MLP(Model):
             if act_model is not None:
                 self += act_model
         self._keys["output"] = self._cout  # type: ignore[assignment]
+
+
+class Layer(Model):
+    """Mithril's ``Layer``: ``activation(input @ weight.T + bias)``, a :class:`Linear` of ``dimension`` outputs
+    followed by ``activation`` (a model, e.g. ``Sigmoid()``). Keys ``input``, ``weight``, ``bias``, ``output``.
+
+    >>> from mithril.models import Sigmoid
+    >>> Layer(Sigmoid(), dimension=4).input_keys
+    ['input', 'weight', 'bias']
+    """
+
+    def __init__(self, activation: Model, dimension: int | None = None, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        if not isinstance(activation, Model):
+            raise ArgumentError(f"Layer: activation must be a model (e.g. Sigmoid()), got {activation!r}")
+        linear = Linear(dimension)
+        self |= linear(input=IOKey("input"), weight=IOKey("weight"), bias=IOKey("bias"))
+        self += activation(output=IOKey("output"))
+        self._cin = self._keys["input"]
+
+
+class ElementWiseAffine(Model):
+    """Mithril's ``ElementWiseAffine``: ``input * weight + bias``, elementwise with broadcasting.
+
+    >>> ElementWiseAffine().input_keys
+    ['input', 'weight', 'bias']
+    """
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._declare_keys("input", "weight", "bias")
+        scaled = Primitive("multiply")
+        self |= scaled(left=IOKey("input"), right=IOKey("weight"))
+        self |= Primitive("add")(left=scaled.output, right=IOKey("bias"), output=IOKey("output"))
+        self._cin = self._keys["input"]

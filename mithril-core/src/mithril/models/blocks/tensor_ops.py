@@ -12,18 +12,20 @@ Example:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ... import validation
+from ...errors import ArgumentError, ShapeError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ._util import op
 
 __all__ = [
     "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
-    "PolynomialFeatures", "Trapezoid", "MaxPool1D", "AvgPool1D", "ShiftLeft", "ShiftRight", "PermuteTensor",
+    "PolynomialFeatures", "NormModifier", "Trapezoid", "MaxPool1D", "AvgPool1D", "ShiftLeft", "ShiftRight", "PermuteTensor",
     "StableReciprocal",
 ]  # fmt: skip
 
@@ -152,16 +154,24 @@ def polynomial_terms(in_features: int, degree: int) -> list[list[tuple[int, ...]
 
 
 class PolynomialFeatures(_Block):
-    """Every monomial of the ``in_features`` columns of ``input`` ``[N, in_features]`` up to ``degree``,
-    ``[N, K]`` in scikit-learn's ``PolynomialFeatures(degree, include_bias=False)`` column order.
+    """Every monomial of the columns of ``input`` ``[N, d]`` of degrees 1..``degree``, ``[N, K]`` in
+    scikit-learn's ``PolynomialFeatures(degree, include_bias=False)`` column order (Mithril's
+    ``PolynomialFeatures(degree)``). The width ``d`` is inferred from the input's shape at compile time;
+    ``in_features`` fixes it at construction instead (and the output width with it).
 
-    >>> PolynomialFeatures(degree=2, in_features=2).input_keys
+    >>> PolynomialFeatures(degree=2).input_keys
+    ['input']
+    >>> PolynomialFeatures(degree=2, in_features=3).input_keys
     ['input']
     """
 
     def __init__(self, degree: int = 2, in_features: int | None = None, *, name: str | None = None) -> None:
         super().__init__(name=name)
         degree = validation.positive_int("PolynomialFeatures", "degree", degree)
+        self.attributes = {"degree": degree, "in_features": in_features}
+        if in_features is None:  # the `polynomial_features` primitive: spliced in once the width is known
+            self._finish(op(self, "polynomial_features", IOKey("input"), degree=degree))
+            return
         n = validation.positive_int("PolynomialFeatures", "in_features", in_features)
         columns = op(self, "swapaxes", IOKey("input", shape=["N", n]))  # [n, N]: rows picked by index
         groups = []
@@ -171,6 +181,77 @@ class PolynomialFeatures(_Block):
             groups.append(op(self, "prod", picked, axis=1))  # [K_k, N]
         stacked = groups[0] if len(groups) == 1 else op(self, "concat", *groups, axis=0, n=len(groups))
         self._finish(op(self, "swapaxes", stacked))
+
+
+class _RunTimeWidthPolynomialFeatures(_Block):
+    """``PolynomialFeatures`` for an input whose width is known only at run time. With a column of ones in
+    front (``[1, x]``), the entries of the ``degree``-fold outer product of each row whose indices do not
+    decrease are every monomial of degrees 0..``degree``, and in row-major order they come by degree, each
+    degree in scikit-learn's order; all but the first (the constant) are picked, by indices computed at run
+    time (``unique``: not for jitted JAX/MLX, C or GGML, which need the width when compiling)."""
+
+    def __init__(self, degree: int, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        x = IOKey("input", shape=["N", "d"])
+        if degree == 1:
+            self._finish(op(self, "index", x, key=Ellipsis))
+            return
+        ones_first = op(self, "pad", x, pad_width=((0, 0), (1, 0)), value=1.0)  # [N, d + 1]
+        positions = op(self, "positions", ones_first, axis=1)  # [d + 1]
+        factors = [_axis_at(self, ones_first, j, degree, offset=1) for j in range(degree)]  # [N, 1.., d+1, 1..]
+        places = [_axis_at(self, positions, j, degree, offset=0) for j in range(degree)]
+        product = factors[0]
+        for factor in factors[1:]:
+            product = op(self, "multiply", product, factor)  # [N, d+1, ..., d+1]
+        keep = op(self, "less_equal", places[0], places[1])
+        for a, b in zip(places[1:], places[2:]):
+            keep = op(self, "logical_and", keep, op(self, "less_equal", a, b))  # indices that do not decrease
+        keep = op(self, "flatten", keep, start_dim=0)
+        picked = op(self, "unique", op(self, "where", keep, op(self, "positions", keep, axis=0), 0))
+        picked = op(self, "index", picked, key=slice(1, None))  # all but the constant
+        table = op(self, "swapaxes", op(self, "flatten", product, start_dim=1))  # [(d+1)**degree, N]
+        self._finish(op(self, "swapaxes", op(self, "embedding", picked, table)))
+
+
+def _axis_at(model: Model, value: Any, j: int, k: int, *, offset: int) -> Any:
+    """``value`` with its last axis moved to place ``offset + j`` of ``offset + k`` (new axes of size 1)."""
+    for _ in range(j):
+        value = op(model, "unsqueeze", value, axis=offset)
+    for _ in range(k - 1 - j):
+        value = op(model, "unsqueeze", value, axis=-1)
+    return value
+
+
+def polynomial_features_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Model:
+    """The ``polynomial_features`` primitive as other primitives: the explicit terms when ``shapes`` gives
+    the input's width, else the terms picked at run time.
+
+    >>> polynomial_features_decomposition({"degree": 2}, {"input": [None, 3]}).input_keys
+    ['input']
+    """
+    dims = shapes.get("input")
+    if dims is not None and len(dims) != 2:
+        raise ShapeError(f"PolynomialFeatures: input must be [N, d], got a shape of rank {len(dims)}: {dims!r}")
+    if dims is not None and isinstance(dims[1], int):
+        return PolynomialFeatures(attrs["degree"], dims[1])
+    return _RunTimeWidthPolynomialFeatures(attrs["degree"])
+
+
+class NormModifier(_Block):
+    """Mithril's ``NormModifier``: maps any real ``input`` into ``[1, 5]`` with a triangle wave of period 8,
+    ``4 * (1 - 2 * |((input - 1) mod 8) / 8 - 0.5|) + 1`` (5 at 1 + 8k, 1 at 5 + 8k; slope 1 in between).
+
+    >>> NormModifier().input_keys
+    ['input']
+    """
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        shifted = op(self, "subtract", IOKey("input"), 1.0)
+        wrapped = op(self, "subtract", shifted, op(self, "multiply", op(self, "floor", op(self, "divide", shifted, 8.0)), 8.0))
+        inner = op(self, "subtract", op(self, "divide", wrapped, 8.0), 0.5)
+        scaled = op(self, "multiply", op(self, "subtract", 1.0, op(self, "multiply", op(self, "abs", inner), 2.0)), 4.0)
+        self._finish(op(self, "add", scaled, 1.0))
 
 
 class Trapezoid(_Block):
@@ -194,23 +275,33 @@ class Trapezoid(_Block):
 class _Pool1D(_Block):
     _primitive = ""
 
-    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0, *, name: str | None = None) -> None:
+    def __init__(
+        self, kernel_size: int, stride: int | None = None, padding: int | tuple[int, int] = 0, *, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         owner = type(self).__name__
         kernel_size = validation.positive_int(owner, "kernel_size", kernel_size)
         stride = validation.positive_int(owner, "stride", stride, optional=True) or kernel_size
-        padding = validation.positive_int(owner, "padding", padding, minimum=0)
-        rows = op(self, "unsqueeze", IOKey("input", shape=["N", "C", "L"]), axis=2)  # [N, C, 1, L]
-        pooled = op(self, self._primitive, rows, kernel_size=(1, kernel_size), stride=(1, stride), padding=((0, 0), (padding, padding)))
-        self._finish(op(self, "squeeze", pooled, axis=2))
+        if isinstance(padding, (tuple, list)):  # Mithril's (left, right)
+            if len(padding) != 2:
+                raise ArgumentError(f"{owner}: padding takes an int or a (left, right) pair, got {padding!r}")
+            pads = tuple(validation.positive_int(owner, "padding", p, minimum=0) for p in padding)
+        else:
+            pads = (validation.positive_int(owner, "padding", padding, minimum=0),) * 2
+        self.attributes = {"kernel_size": kernel_size, "stride": stride, "padding": pads}
+        rows = op(self, "unsqueeze", IOKey("input"), axis=-2)  # [N, C, 1, L] or [C, 1, L]
+        pooled = op(self, self._primitive, rows, kernel_size=(1, kernel_size), stride=(1, stride), padding=((0, 0), pads))
+        self._finish(op(self, "squeeze", pooled, axis=-2))
 
 
 class MaxPool1D(_Pool1D):
-    """Max pooling over the last axis of ``[N, C, L]`` (``torch.nn.functional.max_pool1d``); ``stride``
-    defaults to ``kernel_size``, padding pads with ``-inf``.
+    """Max pooling over the last axis of ``[N, C, L]`` or ``[C, L]`` (``torch.nn.functional.max_pool1d``);
+    ``stride`` defaults to ``kernel_size``; ``padding`` (an int, or Mithril's ``(left, right)``) pads with ``-inf``.
 
     >>> MaxPool1D(3, stride=1).output_keys
     ['output']
+    >>> MaxPool1D(2, padding=(0, 1)).attributes["padding"]
+    (0, 1)
     """
 
     _primitive = "max_pool2d"

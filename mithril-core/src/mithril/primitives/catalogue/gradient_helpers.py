@@ -22,6 +22,16 @@ def _like_input(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _like_left(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], io["left"])
+    return True
+
+
+def _like_right(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    unify(io["output"], io["right"])
+    return True
+
+
 def _linear_grad_weight(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     batch, d, k = Variadic(), Dim(), Dim()
     unify(io["output_grad"], Shape([], batch, [d]))
@@ -66,6 +76,22 @@ SPECS = (
         ("output_grad", "input"),
         "output_grad[..., d]^T @ input[..., k] summed over all leading axes -> [d, k]",
         rule=_linear_grad_weight,
+    ),
+    _helper(
+        "matmul_grad_left",
+        ("output_grad", "left", "right"),
+        "d matmul(left, right) / d left times output_grad (NumPy's 1-D promotion, batch axes summed back), "
+        "shaped like left",
+        rule=_like_left,
+        type_rule=float_result,
+    ),
+    _helper(
+        "matmul_grad_right",
+        ("output_grad", "left", "right"),
+        "d matmul(left, right) / d right times output_grad (NumPy's 1-D promotion, batch axes summed back), "
+        "shaped like right",
+        rule=_like_right,
+        type_rule=float_result,
     ),
     _conv_helper("conv1d_grad_input", "weight", "gradient of conv1d with respect to its input (shaped like `like`)"),
     _conv_helper("conv2d_grad_input", "weight", "gradient of conv2d with respect to its input (shaped like `like`)"),

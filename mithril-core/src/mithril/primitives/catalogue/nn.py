@@ -197,3 +197,32 @@ SPECS = (
         doc="integers uniform in [low, high) of the given shape",
     ),
 )
+
+
+def _polynomial_features_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """``[N, d_in] -> [N, d_out]``, ``d_out = C(d_in + degree, degree) - 1`` once ``d_in`` is known."""
+    import math
+
+    batch, width, out = Dim(), Dim(), Dim()
+    unify(io["input"], Shape([batch, width]))
+    unify(io["output"], Shape([batch, out]))
+    dims = io["input"].dims()
+    assert dims is not None
+    if dims[1].value is None:
+        return False
+    unify_dims(io["output"].dims()[1], Dim(math.comb(dims[1].value + attrs["degree"], attrs["degree"]) - 1))  # type: ignore[index]
+    return True
+
+
+SPECS = (
+    *SPECS,
+    PrimitiveSpec(
+        "polynomial_features",
+        ("input",),
+        _polynomial_features_shape,
+        same_kind,
+        attributes={"degree": REQUIRED},
+        doc="every monomial of the columns of input [N, d] of degrees 1..degree, scikit-learn's column order",
+        decomposition="mithril.models.blocks.tensor_ops:polynomial_features_decomposition",
+    ),
+)

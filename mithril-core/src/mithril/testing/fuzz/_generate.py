@@ -60,6 +60,15 @@ NOT_GENERATED: dict[str, str] = {
         ("item", "to_list", "to_tuple"),
         "gives a Python number, list or tuple, not an array: no output to compare, and nothing may consume it",
     ),
+    "adam_update": "an optimizer step (no gradient, three outputs) emitted by ml.compile(optimizer=...); checked by the "
+    "conformance cases and the training tests against torch.optim",
+    "polynomial_features": "a fused form of existing primitives (its decomposition is what most backends run); checked by "
+    "the conformance cases",
+    **dict.fromkeys(
+        ("matmul_grad_left", "matmul_grad_right"),
+        "emitted only by matmul's VJP for operands of unknown rank, which generated (static-shape) models never have; "
+        "checked by the conformance cases",
+    ),
     "unique": "its output shape depends on the values: not a static-shape model (C, GGML) nor a gradient check",
     **dict.fromkeys(
         ("cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad"),

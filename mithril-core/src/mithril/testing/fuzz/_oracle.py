@@ -91,7 +91,8 @@ class Oracle:
             for name, value in self.outputs.items()
             if kind_of_array(value) == "float"
         }
-        self.params = [n for n in recipe.params() if n in recipe.used_inputs()]
+        used = recipe.used_inputs()
+        self.params = [n for n in recipe.params() if n in used and not recipe.only_discarded(n)]
         self.gradients: dict[str, GradientOracle] = {}
         if self.cotangents:
             for name in self.params:

@@ -189,6 +189,16 @@ class Recipe:
                 depth[out] = d
         return depth
 
+    def only_discarded(self, name: str) -> bool:
+        """Whether everything ``name`` feeds ends in discarded outputs (``ml.compile`` then drops the input,
+        as Mithril does): it reaches a discarded output, and every value it reaches without consumers is one."""
+        if not self.discard:
+            return False
+        reached = self.dependents({name}) - {name}
+        consumed = {v for op in self.ops for v in op.inputs.values() if isinstance(v, str)}
+        sinks = {v for v in reached if v not in consumed}
+        return bool(sinks) and sinks <= set(self.discard)
+
     def dependents(self, sources: set[str]) -> set[str]:
         """Names of the values that depend on any of ``sources`` (the sources included).
 
