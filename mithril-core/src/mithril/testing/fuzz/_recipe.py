@@ -191,13 +191,14 @@ class Recipe:
 
     def only_discarded(self, name: str) -> bool:
         """Whether everything ``name`` feeds ends in discarded outputs (``ml.compile`` then drops the input,
-        as Mithril does): it reaches a discarded output, and every value it reaches without consumers is one."""
+        as Mithril does): it reaches no returned output, and every value it reaches without consumers is a
+        discarded output."""
         if not self.discard:
             return False
         reached = self.dependents({name}) - {name}
         consumed = {v for op in self.ops for v in op.inputs.values() if isinstance(v, str)}
         sinks = {v for v in reached if v not in consumed}
-        return bool(sinks) and sinks <= set(self.discard)
+        return bool(sinks) and sinks <= set(self.discard) and not reached & set(self.outputs)
 
     def dependents(self, sources: set[str]) -> set[str]:
         """Names of the values that depend on any of ``sources`` (the sources included).
