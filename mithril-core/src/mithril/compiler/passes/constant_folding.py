@@ -28,7 +28,9 @@ def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, A
             kept.append(node)
             continue
         values = result if node.spec.returns_tuple else (result,)
-        numbers = all(v is None or _is_number(v.const) for v in inputs)
+        # Only arithmetic on Python numbers stays weakly typed; a creation primitive (no inputs, e.g.
+        # ``ones(shape=())``) makes an array of the backend's dtype even when it is 0-d.
+        numbers = any(v is not None for v in inputs) and all(v is None or _is_number(v.const) for v in inputs)
         for out, value in zip(node.outputs.values(), values):
             out.const = _as_number(value) if numbers else value
             out.producer = None
@@ -38,7 +40,8 @@ def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, A
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (bool, int, float))
+    # exact types: NumPy's float64 scalar subclasses float but carries a dtype, as a 0-d array does
+    return type(value) in (bool, int, float)
 
 
 def _as_number(value: Any) -> Any:

@@ -191,14 +191,15 @@ class Recipe:
 
     def only_discarded(self, name: str) -> bool:
         """Whether everything ``name`` feeds ends in discarded outputs (``ml.compile`` then drops the input,
-        as Mithril does): it reaches no returned output, and every value it reaches without consumers is a
-        discarded output."""
+        as Mithril does): every value it reaches without consumers is a discarded output, and no other
+        value it reaches is exposed (an exposed output, discarded or not, stops Mithril's walk back from
+        the discarded ones)."""
         if not self.discard:
             return False
         reached = self.dependents({name}) - {name}
         consumed = {v for op in self.ops for v in op.inputs.values() if isinstance(v, str)}
         sinks = {v for v in reached if v not in consumed}
-        return bool(sinks) and sinks <= set(self.discard) and not reached & set(self.outputs)
+        return bool(sinks) and sinks <= set(self.discard) and not (reached - sinks) & set(self.exposed)
 
     def dependents(self, sources: set[str]) -> set[str]:
         """Names of the values that depend on any of ``sources`` (the sources included).
