@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,6 +69,7 @@ class TorchBackend(Backend):
     refused_options = dict.fromkeys(("parallel_strategy", "devices"), _parallel_strategy)
     shape_option = "dynamic"  # static_shapes is torch.compile(dynamic=not static_shapes)
     jit_by_default: ClassVar[bool] = False  # eager unless ml.compile(jit=True): torch.compile warm-up is seconds on CPU
+    updates_in_place: ClassVar[bool] = True  # eager train_step: adam_update with torch.optim's in-place kernels
 
     @classmethod
     def available_devices(cls) -> tuple[str, ...]:
@@ -286,6 +287,14 @@ class TorchBackend(Backend):
         in ``compute``, reductions and losses in float32; gradients come back in the parameters' dtype)."""
         device_type, dtype = self.torch_device.type, self.native_dtypes[compute]
         return within(lambda: torch.autocast(device_type=device_type, dtype=dtype), forward)
+
+    def unaliased(self, values: Mapping[str, Any], donated: Iterable[Any]) -> dict[str, Any]:
+        """Tensors sharing a storage with a donated one are cloned (compared by storage address)."""
+        storages = {t.untyped_storage().data_ptr() for t in donated if isinstance(t, torch.Tensor)}
+        return {
+            k: v.clone() if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in storages else v
+            for k, v in values.items()
+        }
 
     def jit_option_names(self) -> tuple[str, ...]:
         """``torch.compile``'s keyword arguments (``mode``, ``dynamic``, ``fullgraph``, ``backend``, ...)."""

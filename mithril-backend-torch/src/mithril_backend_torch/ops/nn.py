@@ -116,6 +116,16 @@ def avg_pool2d(
     return out.reshape(*input.shape[:-2], *out.shape[-2:])
 
 
+def batch_norm2d(
+    input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, *, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Training-mode batch norm with PyTorch's kernel (``nn.BatchNorm2d``'s): one pass for the statistics,
+    one for the output, and its fused backward. The biased variance comes back from the kernel's saved
+    ``1 / sqrt(var + eps)``; the statistics carry no gradient, as the primitive says."""
+    output, mean, inv_std = torch.native_batch_norm(input, weight, bias, None, None, True, 0.0, eps)
+    return output, mean, inv_std.pow(-2).sub_(eps)
+
+
 def embedding(input: Tensor, weight: Tensor) -> Tensor:
     """``weight[input]``: rows of ``weight`` [num_embeddings, dim] picked by integer indices.
 

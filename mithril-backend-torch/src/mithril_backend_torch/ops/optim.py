@@ -3,7 +3,8 @@
 ``adam_update`` is the formula of :func:`mithril.optim.optimizers.adam_step` (the primitive's decomposition,
 which the other backends compile) in ``torch.optim.AdamW``'s kernels: ``lerp``, ``addcmul_``, ``addcdiv``
 on fresh tensors, eight passes over memory and four new tensors per parameter where the decomposition
-takes thirteen of each. The inputs are never written: the old training state stays valid.
+takes thirteen of each. The inputs are written only with ``in_place=True``, which the eager training step
+sets because it consumes the state it is given (one new tensor per parameter, as ``torch.optim``).
 
 Example:
     >>> import torch
@@ -26,11 +27,20 @@ Tensor = torch.Tensor
 
 def adam_update(
     param: Tensor, grad: Tensor, m: Tensor, v: Tensor, step_size: Any, eps_hat: Any, shrink: Any = None,
-    *, beta1: float, beta2: float, l2: float,
+    *, beta1: float, beta2: float, l2: float, in_place: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """One Adam/AdamW step: ``(param', m', v')`` (see the ``adam_update`` primitive's doc)."""
+    """One Adam/AdamW step: ``(param', m', v')`` (see the ``adam_update`` primitive's doc); with
+    ``in_place`` (a training step that consumes its state) written into ``param``, ``m`` and ``v`` as
+    ``torch.optim.AdamW`` does, one temporary per parameter."""
     if l2:
         grad = grad.add(param, alpha=l2)
+    if in_place:
+        m.lerp_(grad, 1.0 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        denominator = v.sqrt().add_(eps_hat).div_(step_size)
+        if shrink is not None:
+            param.mul_(shrink)
+        return param.addcdiv_(m, denominator, value=-1.0), m, v
     new_m = torch.lerp(m, grad, 1.0 - beta1)
     new_v = v.mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
     denominator = new_v.sqrt().add_(eps_hat).div_(step_size)

@@ -67,11 +67,21 @@ class Backend(ABC, Generic[ArrayT]):
     keywords (``torch``, ``mlx.core``); ``None``: NumPy creates them and :meth:`array` converts."""
     jit_by_default: ClassVar[bool] = True
     """What ``ml.compile(jit=None)`` (the default) means on this backend (PyTorch: eager)."""
+    updates_in_place: ClassVar[bool] = False
+    """Whether the eager training step writes the new parameters and optimizer slots into the old state's
+    arrays (PyTorch, as ``torch.optim`` does); the state passed to ``train_step`` is then consumed, as JAX's
+    donated one is."""
 
     device_mesh: tuple[int, ...] | None = None
     """The mesh of devices this backend places arrays over (``None``: one device); see :meth:`place`."""
     mesh: Any = None
     """The framework's mesh object behind :attr:`device_mesh` (backends that have one set it)."""
+
+    def unaliased(self, values: Mapping[str, Any], donated: Iterable[Any]) -> dict[str, Any]:
+        """``values`` with a copy of each array that views the memory of a ``donated`` one, so an in-place
+        training step cannot change the outputs it returned (a model output that reshapes a parameter);
+        backends that never update in place (:attr:`updates_in_place` false) return them as they are."""
+        return dict(values)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # array creators defined by a subclass accept ``device_mesh=``/``tensor_split=`` like the base ones

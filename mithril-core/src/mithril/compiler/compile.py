@@ -219,6 +219,8 @@ def compile(  # noqa: A001 - the public name is ml.compile
             train = build_train_step(
                 graph, optimizer, loss_key, outputs, wrt, flat.paths, autograd=backend.supports_autograd,
                 backend_type=backend.backend_type, taken={*flat.inputs, *flat.outputs},
+                # eager only: under a JIT the framework already reuses buffers; sharded states stay functional
+                in_place=backend.updates_in_place and not will_jit and parallelism is None,
             )
             decompose(graph, backend.has_implementation)  # the update's primitives the backend lacks (adam_update)
             _reoptimise(graph, backend, passes, outputs, gradients, train[2])

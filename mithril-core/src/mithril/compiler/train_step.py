@@ -42,6 +42,7 @@ class TrainLayout:
     step_output: str
     function: str  # "train_step" (whole step) or "apply_updates" (the update only); "" for an external optimizer
     external: Any = None  # a framework's optimizer (mithril.optim.external), updating outside the graph
+    in_place: bool = False  # the update writes into the state's arrays: train_step consumes the state it is given
 
     @classmethod
     def for_external(cls, loss: str, adapter: Any) -> TrainLayout:
@@ -131,10 +132,13 @@ def build_train_step(
     autograd: bool,
     backend_type: str | None,
     taken: set[str],
+    in_place: bool = False,
 ) -> tuple[TrainLayout, dict[str, Value], dict[str, Value]]:
     """Emit the training step into ``graph``: returns the layout, the new inputs (optimizer state, step;
-    gradients on autograd backends) and the new outputs (updated parameters, state and step)."""
+    gradients on autograd backends) and the new outputs (updated parameters, state and step). With
+    ``in_place`` the update may write into the parameters and slots it reads (the state is consumed)."""
     layout = TrainLayout.names(wrt, optimizer.slots, autograd=autograd, taken=taken, loss=loss, optimizer=optimizer)
+    layout.in_place = in_place
     inputs: dict[str, Value] = {}
 
     def new_input(name: str, like: Value | None) -> Value:
@@ -150,7 +154,7 @@ def build_train_step(
     state = {s: {p: new_input(layout.slot_inputs[s][p], wrt[p]) for p in wrt} for s in optimizer.slots}
     step = new_input(layout.step_input, None)
     infos = {p: ParamInfo(p, paths.get(p, p), v.shape.rank) for p, v in wrt.items()}
-    new_params, new_state, new_step = optimizer.apply(GraphMath(graph), wrt, grads, state, step, infos)
+    new_params, new_state, new_step = optimizer.apply(GraphMath(graph, in_place=in_place), wrt, grads, state, step, infos)
     returns = {layout.param_outputs[p]: v for p, v in new_params.items()}
     for slot, values in new_state.items():
         returns.update({layout.slot_outputs[slot][p]: v for p, v in values.items()})

@@ -64,9 +64,13 @@ class TrainingProgram:
             return
         gradients = _loss_gradients(backend, functions["evaluate"], layout.loss, loss_shape)  # traced with the step
         update, param_keys, grad_inputs = functions[layout.function], self.param_keys, layout.grad_inputs
+        in_place = layout.in_place
 
         def step(state: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
-            outputs, grads = gradients({k: state[k] for k in param_keys}, data)
+            params = {k: state[k] for k in param_keys}
+            outputs, grads = gradients(params, data)
+            if in_place:  # an output viewing a parameter keeps this step's value
+                outputs = backend.unaliased(outputs, params.values())
             updated = update({**state, **{grad_inputs[k]: g for k, g in grads.items()}}, {})
             return {**outputs, **updated}
 
@@ -111,6 +115,12 @@ class TrainingProgram:
         if not isinstance(state.params, Mapping) or state.params.keys() != pm._state_keys:
             pm._check_group(dict(state.params) if isinstance(state.params, Mapping) else {}, pm._state_keys, "params", where="train_step")
         backend = pm.backend
+        if state.consumed:
+            raise ArgumentError(
+                "train_step(state): this state was consumed by an earlier train_step, which wrote the next "
+                "parameters and optimizer slots into its arrays (as torch.optim updates in place); keep using "
+                "the state each train_step returns"
+            )
         for key in self.param_keys:
             deleted = getattr(state.params[key], "is_deleted", None)
             if callable(deleted) and deleted():
@@ -164,6 +174,8 @@ class TrainingProgram:
             new_params = {**params, **new, **self.new_buffers(params, outputs)}
             return TrainState(new_params, opt_state, self._next_step(state), rng=_rng_state(pm.backend), external=self.external), dict(outputs)
         result = self.call(self._update_inputs(params, state), data)
+        if self.layout.in_place:
+            state.mark_consumed()
         outputs = {k: result[k] for k in pm._output_values}
         updated, opt_state, step = self._updated(result)
         merged = {**updated, **self.new_buffers(params, outputs)}
@@ -212,6 +224,8 @@ class TrainingProgram:
         scale, good = float(state.loss_scale["scale"]), int(state.loss_scale["good_steps"])
         only = {k: params[k] for k in self.param_keys}
         outputs, grads = self._gradients(only, data, scale)
+        if self.layout.in_place:
+            outputs = backend.unaliased(outputs, only.values())
         grads = {k: g * (1.0 / scale) for k, g in grads.items()}
         finite = all(bool(np.isfinite(backend.to_numpy(g)).all()) for g in grads.values())
         new_params, opt_state, step = dict(params), state.opt_state, state.step
@@ -224,6 +238,8 @@ class TrainingProgram:
                 assert self._update is not None
                 updated, opt_state, step = self._updated(self._update(self._update_inputs(params, state, grads), {}))
                 new_params.update(updated)
+                if self.layout.in_place:
+                    state.mark_consumed()
             good += 1
             if good >= GROWTH_INTERVAL:
                 scale, good = scale * 2.0, 0

@@ -53,8 +53,8 @@ class FloatMath:
 class GraphMath:
     """Primitives emitted into ``graph`` (under ``path``, shown in generated code and errors)."""
 
-    def __init__(self, graph: Any, path: str = "optimizer") -> None:
-        self.graph, self.path = graph, path
+    def __init__(self, graph: Any, path: str = "optimizer", *, in_place: bool = False) -> None:
+        self.graph, self.path, self.in_place = graph, path, in_place  # in_place: the step consumes its state
 
     def _emit(self, primitive: str, *args: Any, **attrs: Any) -> Any:
         return self.graph.emit(primitive, *args, path=self.path, **attrs)
@@ -88,7 +88,7 @@ class GraphMath:
 
     def adam_update(self, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, **attrs: Any) -> tuple[Any, Any, Any]:
         """One ``adam_update`` call: ``(param', m', v')`` (see :func:`mithril.optim.optimizers.adam_step`)."""
-        return self._emit("adam_update", param, grad, m, v, step_size, eps_hat, shrink, **attrs)  # type: ignore[no-any-return]
+        return self._emit("adam_update", param, grad, m, v, step_size, eps_hat, shrink, in_place=self.in_place, **attrs)  # type: ignore[no-any-return]
 
     def square_sum(self, x: Any) -> Any:
         """``sum(x ** 2)`` over every axis (a scalar): the gradient-norm clipping's term."""

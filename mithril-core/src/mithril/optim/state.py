@@ -28,8 +28,10 @@ class TrainState:
         loss_scale: with ``precision="fp16-mixed"``, the dynamic loss scale (``{"scale", "good_steps"}``,
             ``torch.amp.GradScaler``'s rule), else ``None``.
 
-    ``pm.train_step(state, data)`` returns a new ``TrainState``; on JAX the arrays of the state passed in
-    are donated to the step (as ``optax`` loops do), so keep using the returned one.
+    ``pm.train_step(state, data)`` returns a new ``TrainState``; the state passed in is consumed: on JAX
+    its arrays are donated to the step (as ``optax`` loops do), and PyTorch's eager step writes the new
+    parameters and optimizer slots into its tensors (as ``torch.optim`` does). Keep using the returned
+    one; passing a consumed state again raises (:attr:`consumed`).
     """
 
     params: Mapping[str, Any]
@@ -38,6 +40,13 @@ class TrainState:
     rng: Any = field(default=None, compare=False)
     external: Any = field(default=None, compare=False, repr=False)  # the framework optimizer's adapter
     loss_scale: Any = field(default=None, compare=False)  # fp16-mixed: {"scale": float, "good_steps": int}
+    consumed: bool = field(default=False, compare=False, repr=False)
+    """Whether a ``train_step`` that updates in place has taken this state (its arrays now hold the next
+    state's values)."""
+
+    def mark_consumed(self) -> None:
+        """Record that a ``train_step`` wrote the next state into this one's arrays."""
+        object.__setattr__(self, "consumed", True)  # the one mutable mark of the frozen record
 
     @property
     def step_count(self) -> int:

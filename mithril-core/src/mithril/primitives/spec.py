@@ -74,6 +74,7 @@ class PrimitiveSpec:
         outputs: output keys (``("output",)``), or a function of the attributes (``split``).
         optional_inputs: inputs that may be left out (``bias``); the backend receives ``None``.
         differentiable: inputs gradients flow through; ``None`` means all float inputs.
+        outputs_without_gradient: outputs no gradient flows back from (``batch_norm2d``'s statistics).
         input_kinds: accepted kinds per input, e.g. ``{"index": ("int",)}``.
         random: draws random numbers (never folded or deduplicated).
         doc: one line saying what it computes, in NumPy terms.
@@ -96,6 +97,7 @@ class PrimitiveSpec:
     outputs: Keys = ("output",)
     optional_inputs: frozenset[str] = frozenset()
     differentiable: tuple[str, ...] | None = None
+    outputs_without_gradient: frozenset[str] = frozenset()
     input_kinds: Mapping[str, tuple[Kind, ...]] = field(default_factory=dict)
     random: bool = False
     doc: str = ""

@@ -596,6 +596,8 @@ def _nn_cases() -> list[Case]:
     return [
         *_conv_cases(),
         *_pool_cases(),
+        Case("batch_norm2d", {"input": uniform(0.5, 3.0, 4, 3, 5, 2), "weight": normal(3), "bias": normal(3)}),
+        Case("batch_norm2d", {"input": normal(2, 4, 3, 3)}, {"eps": 0.1}, id="batch_norm2d-plain"),
         Case("embedding", {"input": integers(0, 6, 2, 3), "weight": normal(6, 4)}),
         Case("embedding", {"input": integers(0, 5, 7), "weight": normal(5, 3)}, id="embedding-1d"),
         Case(
@@ -890,6 +892,7 @@ def _optim_cases() -> list[Case]:
         Case("adam_update", inputs),
         Case("adam_update", {**inputs, "shrink": lambda rng: np.array(0.999)}, {"beta1": 0.8}, id="adam_update-shrink"),
         Case("adam_update", inputs, {"l2": 0.1}, id="adam_update-l2"),
+        Case("adam_update", {**inputs, "shrink": lambda rng: np.array(0.99)}, {"in_place": True}, id="adam_update-in-place"),
     ]
 
 

@@ -659,6 +659,19 @@ def conv1d(input, weight, bias, *, stride, padding, dilation, groups):
 
 
 @reference
+def batch_norm2d(input, weight=None, bias=None, *, eps):
+    """``nn.BatchNorm2d`` in training mode: per-channel mean and biased variance over ``(N, H, W)``."""
+    mean = input.mean(axis=(0, 2, 3))
+    var = input.var(axis=(0, 2, 3))
+    output = (input - mean[:, None, None]) / np.sqrt(var[:, None, None] + eps)
+    if weight is not None:
+        output = output * weight[:, None, None]
+    if bias is not None:
+        output = output + bias[:, None, None]
+    return output, mean, var
+
+
+@reference
 def conv2d(input, weight, bias, *, stride, padding, dilation, groups):
     return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
@@ -859,9 +872,10 @@ def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
 
 
 @reference
-def adam_update(param, grad, m, v, step_size, eps_hat, shrink=None, *, beta1=0.9, beta2=0.999, l2=0.0):
+def adam_update(param, grad, m, v, step_size, eps_hat, shrink=None, *, beta1=0.9, beta2=0.999, l2=0.0, in_place=False):
     """Adam as ``torch.optim`` writes it, the bias corrections recovered from the step's scalars:
-    ``eps_hat = eps * sqrt(c2)`` and ``step_size = lr * sqrt(c2) / c1`` for the corrections ``c1``, ``c2``."""
+    ``eps_hat = eps * sqrt(c2)`` and ``step_size = lr * sqrt(c2) / c1`` for the corrections ``c1``, ``c2``
+    (``in_place`` only allows writing the inputs: the results are the same)."""
     grad = grad + l2 * param
     param = param if shrink is None else param * shrink
     m = beta1 * m + (1 - beta1) * grad

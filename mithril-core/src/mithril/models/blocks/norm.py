@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ... import validation
 from ...errors import ArgumentError
-from ...framework.keys import Connection, IOKey
+from ...framework.keys import Connection, IOKey, materialize_expression
 from ...framework.model import Model
 from ._util import op, param
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d"]
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "batch_norm2d_decomposition"]
+
+_PER_CHANNEL = (-1, 1, 1)  # a [C] vector against [N, C, H, W]
 
 
 def _normalize(model: Model, x: Connection, axis: object, eps: float) -> Connection:
@@ -26,6 +31,32 @@ def _affine(model: Model, x: Connection, scale: bool, bias: bool, reshape: tuple
         b = op(model, "reshape", IOKey("bias"), shape=reshape) if reshape else None
         x = x + (b if b is not None else Connection(model, "bias"))
     return x
+
+
+def batch_norm2d_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Model:
+    """The ``batch_norm2d`` primitive in primitives (what every backend but PyTorch compiles): the batch
+    mean and biased variance over ``(N, H, W)`` (two-pass), the per-channel factor ``rsqrt(var + eps) *
+    weight`` first (one pass over the activations for the scale, not two), then ``+ bias``; the statistics
+    leave through ``stop_gradient``, as PyTorch's kernel returns them.
+
+    >>> batch_norm2d_decomposition({"eps": 1e-5}, {"weight": None, "bias": None}).output_keys
+    ['output', 'mean', 'var']
+    """
+    model = Model()
+    x = IOKey("input")
+    mean = op(model, "mean", x, axis=(0, 2, 3), keepdim=True)
+    centered = x - mean
+    variance = op(model, "mean", centered * centered, axis=(0, 2, 3), keepdim=True)
+    scale = op(model, "rsqrt", variance + attrs["eps"])
+    if shapes.get("weight") is not None:
+        scale = scale * op(model, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
+    out = centered * scale
+    if shapes.get("bias") is not None:
+        out = out + op(model, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
+    model.expose(materialize_expression(out, model), "output", canonical=True)
+    for key, stat in (("mean", mean), ("var", variance)):
+        model.expose(op(model, "stop_gradient", op(model, "reshape", stat, shape=(-1,))), key)
+    return model
 
 
 class _Norm(Model):
@@ -116,7 +147,9 @@ class BatchNorm2d(_Norm):
         use_batch_stats: ``True`` (training, PyTorch's ``train()``): normalise with the batch statistics;
             with ``track_running_stats`` the compiled model also returns the updated running statistics
             (``running_mean_new``/``running_var_new``; apply them with ``pm.update_buffers``), as
-            PyTorch does: ``(1 - momentum) * running + momentum * batch`` with the unbiased batch variance.
+            PyTorch does: ``(1 - momentum) * running + momentum * batch`` with the unbiased batch variance;
+            like PyTorch's buffers they carry no gradient. The normalisation is the ``batch_norm2d``
+            primitive (PyTorch's kernel on PyTorch, its decomposition elsewhere).
             ``False`` (inference, PyTorch's ``eval()``): normalise with the running statistics.
 
     >>> bn = BatchNorm2d(4, use_batch_stats=False)
@@ -144,33 +177,30 @@ class BatchNorm2d(_Norm):
         if not use_batch_stats and not track_running_stats:
             raise ArgumentError("BatchNorm2d: inference (use_batch_stats=False) needs the running statistics (track_running_stats=True), got track_running_stats=False")
         self._params(num_features, affine, affine)
-        per_channel = (-1, 1, 1)
         x = self._declare(IOKey("input", shape=["N", num_features, None, None]))
         running = {}
         if track_running_stats:
             for key, init in (("running_mean", "zeros"), ("running_var", "ones")):
                 running[key] = self._declare(IOKey(key, shape=[num_features], type="float", buffer=True, init=init))
-        if use_batch_stats:
-            mean = op(self, "mean", x, axis=(0, 2, 3), keepdim=True)
-            centered = x - mean
-            variance = op(self, "mean", centered * centered, axis=(0, 2, 3), keepdim=True)
-            inv_std = op(self, "rsqrt", variance + eps)
-            if track_running_stats:  # from the statistics already computed: no further pass over the input
+        if use_batch_stats:  # one primitive: PyTorch runs its batch-norm kernel, the others the decomposition
+            from ..primitive import Primitive
+
+            norm = Primitive("batch_norm2d", eps=eps)
+            self |= norm(input=x, **({"weight": "weight", "bias": "bias"} if affine else {}))
+            out = norm.output
+            if track_running_stats:  # from the batch statistics already computed: no further pass over the input
                 count = op(self, "size", x) / op(self, "size", running["running_mean"])  # N * H * W
-                batch = {
-                    "running_mean": op(self, "reshape", mean, shape=(-1,)),
-                    "running_var": op(self, "reshape", variance, shape=(-1,)) * (count / (count - 1.0)),  # unbiased
-                }
+                batch = {"running_mean": norm.mean, "running_var": norm.var * (count / (count - 1.0))}  # unbiased
                 for key, stat in batch.items():
                     self.set_buffer_update(key, running[key] * (1.0 - momentum) + stat * momentum)
         else:
-            stats = {key: op(self, "reshape", value, shape=per_channel) for key, value in running.items()}
-            centered = x - stats["running_mean"]
-            inv_std = op(self, "rsqrt", stats["running_var"] + eps)
-        # the per-channel factor first: one pass over the activations for the scale, not two
-        scale = inv_std * op(self, "reshape", IOKey("weight"), shape=per_channel) if affine else inv_std
-        out = centered * scale
-        if affine:
-            out = out + op(self, "reshape", IOKey("bias"), shape=per_channel)
+            stats = {key: op(self, "reshape", value, shape=_PER_CHANNEL) for key, value in running.items()}
+            # the per-channel factor first: one pass over the activations for the scale, not two
+            scale = op(self, "rsqrt", stats["running_var"] + eps)
+            if affine:
+                scale = scale * op(self, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
+            out = (x - stats["running_mean"]) * scale
+            if affine:
+                out = out + op(self, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
         self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"], "bias": ["C"]} if affine else {}))
         self._finish(out)

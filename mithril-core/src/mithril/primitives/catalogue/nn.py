@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...errors import ArgumentError
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
 from ..geometry import conv_geometry, conv_output_size, spatial
 from ..rules import (
@@ -109,6 +110,23 @@ def _mask_fits(io: Mapping[str, Shape]) -> bool:
     return True
 
 
+def _batch_norm_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """``input`` and ``output`` ``[N, C, H, W]``; ``weight``, ``bias`` and the statistics ``[C]``."""
+    channels = Dim()
+    unify(io["input"], Shape([Dim(), channels, Dim(), Dim()]))
+    unify(io["output"], io["input"])
+    for key in ("weight", "bias", "mean", "var"):
+        if key in io:
+            unify(io[key], Shape([channels]))
+    return True
+
+
+def _check_batch_norm(attrs: Mapping[str, Any]) -> None:
+    eps = attrs["eps"]
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0.0:
+        raise ArgumentError(f"batch_norm2d: eps must be a number >= 0, got {eps!r}")
+
+
 _CONV_ATTRS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 _POOL_ATTRS = {"kernel_size": REQUIRED, "stride": None, "padding": 0, "dilation": 1}
 SPECS = (
@@ -130,6 +148,23 @@ SPECS = (
         optional_inputs=frozenset({"bias"}),
         doc="torch.nn.functional.conv2d: input [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or None; "
         "padding is an int, a pair, ((top, bottom), (left, right)), 'valid' or 'same'",
+    ),
+    PrimitiveSpec(
+        "batch_norm2d",
+        ("input", "weight", "bias"),
+        _batch_norm_rule,
+        lambda kinds, attrs: dict.fromkeys(("output", "mean", "var"), "float"),
+        attributes={"eps": 1e-5},
+        outputs=("output", "mean", "var"),
+        optional_inputs=frozenset({"weight", "bias"}),
+        differentiable=("input", "weight", "bias"),
+        outputs_without_gradient=frozenset({"mean", "var"}),
+        check_attributes=_check_batch_norm,
+        doc="training-mode batch normalisation (torch.nn.functional.batch_norm with training=True): input "
+        "[N, C, H, W] normalised with its per-channel mean and biased variance over (N, H, W), then * weight "
+        "+ bias ([C] or None); mean and var [C] are the batch statistics, returned without gradient (what "
+        "the running statistics are made of); elsewhere than PyTorch: mean, var, rsqrt and a per-channel scale",
+        decomposition="mithril.models.blocks.norm:batch_norm2d_decomposition",
     ),
     PrimitiveSpec(
         "max_pool2d",

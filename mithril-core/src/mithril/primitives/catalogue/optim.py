@@ -48,6 +48,8 @@ def _check_adam(attrs: Mapping[str, Any]) -> None:
             raise ArgumentError(f"adam_update: {name} must be in [0, 1), got {attrs[name]!r}")
     if not float(attrs["l2"]) >= 0.0:
         raise ArgumentError(f"adam_update: l2 must be >= 0, got {attrs['l2']!r}")
+    if not isinstance(attrs["in_place"], bool):
+        raise ArgumentError(f"adam_update: in_place must be True or False, got {attrs['in_place']!r}")
 
 
 SPECS = (
@@ -56,7 +58,7 @@ SPECS = (
         ADAM_INPUTS,
         _adam_shapes,
         _floats,
-        attributes={"beta1": 0.9, "beta2": 0.999, "l2": 0.0},
+        attributes={"beta1": 0.9, "beta2": 0.999, "l2": 0.0, "in_place": False},
         outputs=ADAM_OUTPUTS,
         optional_inputs=frozenset({"shrink"}),
         differentiable=(),
@@ -64,7 +66,8 @@ SPECS = (
         doc="one Adam step (torch.optim.Adam/AdamW) of param with grad and moments m, v: g = grad + l2 param, "
         "m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, param' = param shrink - step_size m' / (sqrt(v') + "
         "eps_hat), the step's scalars holding the bias corrections (step_size = lr sqrt(1 - b2^t) / (1 - b1^t), "
-        "eps_hat = eps sqrt(1 - b2^t)) and AdamW's shrink = 1 - lr wd (None: 1)",
+        "eps_hat = eps sqrt(1 - b2^t)) and AdamW's shrink = 1 - lr wd (None: 1); in_place: param, m and v are "
+        "donated (a training step that consumes its state), so an implementation may write the results into them",
         decomposition="mithril.models.blocks.optimizer_steps:adam_update_decomposition",
     ),
 )

@@ -69,6 +69,8 @@ NOT_GENERATED: dict[str, str] = {
         "emitted only by matmul's VJP for operands of unknown rank, which generated (static-shape) models never have; "
         "checked by the conformance cases",
     ),
+    "batch_norm2d": "its statistics outputs carry no gradient (outputs_without_gradient), which the oracle's finite "
+    "differences do not model yet; checked by the conformance cases and BatchNorm2d's cross-backend and training tests",
     "unique": "its output shape depends on the values: not a static-shape model (C, GGML) nor a gradient check",
     **dict.fromkeys(
         ("cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad"),
