@@ -283,7 +283,9 @@ def fit_overhead() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sections", nargs="*", choices=["curves", "speed", "resnet", "fit"], default=[])
+    sections = ["curves", "speed", "resnet", "fit"]
+    # no choices=: argparse (3.11) checks an empty list of a nargs="*" argument against them and refuses it
+    parser.add_argument("sections", nargs="*", help=f"any of {', '.join(sections)} (default: all)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated: " + ",".join(BACKENDS))
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
@@ -298,7 +300,10 @@ def main() -> None:
             available.append(name)
         except Exception as exc:  # a plugin that is not installed here
             print(f"(skipping {name}: {exc})")
-    sections = args.sections or ["curves", "speed", "resnet", "fit"]
+    wrong = [s for s in args.sections if s not in sections]
+    if wrong:
+        parser.error(f"unknown sections {wrong}; choose from {', '.join(sections)}")
+    sections = args.sections or sections
     if "curves" in sections:
         curves(available, args.steps)
     if "speed" in sections:

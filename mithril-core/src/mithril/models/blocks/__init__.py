@@ -11,7 +11,7 @@ from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredErro
 from .manifold import MDS, TSNE, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .metrics import AUC, F1, Accuracy, Precision, Recall
-from .norm import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+from .norm import BatchNorm2D, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
 from .sequence import EncoderDecoder, EncoderDecoderInference, LSTMCell, ManyToMany, ManyToOne, OneToMany, RNNCell
@@ -19,7 +19,7 @@ from .tensor_ops import *  # noqa: F403
 from .tensor_ops import __all__ as _tensor_ops_all
 
 __all__ = [
-    "AbsoluteError", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
+    "AbsoluteError", "AvgPool2d", "BatchNorm2D", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
     "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "Layer", "ElementWiseAffine", "MaxPool2d", "MLP", "MultiHeadAttention",
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",

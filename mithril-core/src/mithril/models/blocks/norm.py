@@ -7,11 +7,11 @@ from typing import Any
 
 from ... import validation
 from ...errors import ArgumentError
-from ...framework.keys import Connection, IOKey, materialize_expression
+from ...framework.keys import TBD, Connection, IOKey, materialize_expression
 from ...framework.model import Model
 from ._util import op, param
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "batch_norm2d_decomposition"]
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "BatchNorm2D", "batch_norm2d_decomposition"]
 
 _PER_CHANNEL = (-1, 1, 1)  # a [C] vector against [N, C, H, W]
 
@@ -176,7 +176,14 @@ class BatchNorm2d(_Norm):
             validation.boolean("BatchNorm2d", flag, value)
         if not use_batch_stats and not track_running_stats:
             raise ArgumentError("BatchNorm2d: inference (use_batch_stats=False) needs the running statistics (track_running_stats=True), got track_running_stats=False")
-        self._params(num_features, affine, affine)
+        self._build(num_features, eps, momentum, affine, affine, track_running_stats, use_batch_stats)
+
+    def _build(
+        self, num_features: int | None, eps: float, momentum: float, scale: bool, shift: bool,
+        track_running_stats: bool, use_batch_stats: bool,
+    ) -> None:  # fmt: skip
+        """The block's graph; ``scale``/``shift``: learn ``weight``/``bias`` (PyTorch's ``affine`` is both)."""
+        self._params(num_features, scale, shift)
         x = self._declare(IOKey("input", shape=["N", num_features, None, None]))
         running = {}
         if track_running_stats:
@@ -186,7 +193,7 @@ class BatchNorm2d(_Norm):
             from ..primitive import Primitive
 
             norm = Primitive("batch_norm2d", eps=eps)
-            self |= norm(input=x, **({"weight": "weight", "bias": "bias"} if affine else {}))
+            self |= norm(input=x, **({"weight": "weight"} if scale else {}), **({"bias": "bias"} if shift else {}))
             out = norm.output
             if track_running_stats:  # from the batch statistics already computed: no further pass over the input
                 count = op(self, "size", x) / op(self, "size", running["running_mean"])  # N * H * W
@@ -196,11 +203,48 @@ class BatchNorm2d(_Norm):
         else:
             stats = {key: op(self, "reshape", value, shape=_PER_CHANNEL) for key, value in running.items()}
             # the per-channel factor first: one pass over the activations for the scale, not two
-            scale = op(self, "rsqrt", stats["running_var"] + eps)
-            if affine:
-                scale = scale * op(self, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
-            out = (x - stats["running_mean"]) * scale
-            if affine:
+            factor = op(self, "rsqrt", stats["running_var"] + eps)
+            if scale:
+                factor = factor * op(self, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
+            out = (x - stats["running_mean"]) * factor
+            if shift:
                 out = out + op(self, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
-        self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"], "bias": ["C"]} if affine else {}))
+        self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"]} if scale else {}), **({"bias": ["C"]} if shift else {}))
         self._finish(out)
+
+
+class BatchNorm2D(BatchNorm2d):
+    """Mithril's spelling and defaults: ``BatchNorm2D(num_features, use_scale=True, use_bias=True, eps=1e-5,
+    momentum=0.1, inference=True)``. ``inference=True`` (the default) normalises with the running statistics
+    (:class:`BatchNorm2d` with ``use_batch_stats=False``); ``inference=False`` with the batch's, returning the
+    updated running statistics. ``input``, ``weight`` and ``bias`` may be given values, as Mithril's keys.
+
+    >>> sorted(BatchNorm2D(4, use_bias=False).input_keys)
+    ['input', 'running_mean', 'running_var', 'weight']
+    """
+
+    def __init__(
+        self,
+        num_features: int | None = None,
+        use_scale: bool = True,
+        use_bias: bool = True,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        inference: bool = True,
+        *,
+        input: Any = TBD,
+        weight: Any = TBD,
+        bias: Any = TBD,
+        name: str | None = None,
+    ) -> None:
+        _Norm.__init__(self, name=name)
+        where = "BatchNorm2D"
+        num_features = validation.positive_int(where, "num_features", num_features, optional=True)
+        eps = validation.number(where, "eps", eps, low=0.0)
+        momentum = validation.number(where, "momentum", momentum, low=0.0, high=1.0)
+        for flag, value in (("use_scale", use_scale), ("use_bias", use_bias), ("inference", inference)):
+            validation.boolean(where, flag, value)
+        self._build(num_features, eps, momentum, use_scale, use_bias, True, not inference)
+        given = {key: value for key, value in (("input", input), ("weight", weight), ("bias", bias)) if value is not TBD}
+        if given:
+            self.set_values(**given)
