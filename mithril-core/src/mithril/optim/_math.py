@@ -28,6 +28,9 @@ class FloatMath:
     def cos(self, x: float) -> float:
         return _m.cos(x)
 
+    def tanh(self, x: float) -> float:
+        return _m.tanh(x)
+
     def floor(self, x: float) -> float:
         return float(_m.floor(x))
 
@@ -64,6 +67,9 @@ class GraphMath:
 
     def cos(self, x: Any) -> Any:
         return self._emit("cos", x)
+
+    def tanh(self, x: Any) -> Any:
+        return self._emit("tanh", x)
 
     def floor(self, x: Any) -> Any:
         return self._emit("floor", x)

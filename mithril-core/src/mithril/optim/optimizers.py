@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-import math
+import math as _math  # the module; "math" parameters below are the optimizers' number systems
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -49,7 +49,7 @@ def _fraction(where: str, name: str, value: Any) -> float:
 
 def _nonnegative(where: str, name: str, value: Any) -> float:
     number = float(validation.number(where, name, value, low=0.0))
-    if not math.isfinite(number):
+    if not _math.isfinite(number):
         raise validation.fail(where, name, "a finite number >= 0", value)
     return number
 
@@ -203,13 +203,32 @@ class Adam(Optimizer):
     def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
         beta1, beta2 = self.betas
         # the step's scalars: the same values for every parameter, so they are computed once per step
-        root_correction = math.sqrt(1.0 - math.power(beta2, t))
-        step_size = lr * root_correction / (1.0 - math.power(beta1, t))
+        root_correction = math.sqrt(bias_correction(math, beta2, t))
+        step_size = lr * root_correction / bias_correction(math, beta1, t)
         eps_hat = self.eps * root_correction
         shrink = 1.0 - lr * self.weight_decay if decay and self.decoupled else None
         l2 = self.weight_decay if decay and not self.decoupled else 0.0
         new_param, m, v = math.adam_update(param, grad, state["m"], state["v"], step_size, eps_hat, shrink, beta1=beta1, beta2=beta2, l2=l2)
         return new_param, {"m": m, "v": v}
+
+
+def bias_correction(math: Any, beta: float, t: Any) -> Any:
+    """``1 - beta**t`` (Adam's bias correction after ``t`` steps), accurate to a few ulp in float32.
+
+    The step count is an array of the model's dtype, so ``1 - power(beta, t)`` would be computed in
+    float32: ``0.999`` itself rounds there and the subtraction cancels, a relative error near 1e-5 at
+    ``t = 1`` where ``torch.optim`` computes the correction in Python floats. This is ``-expm1(t ln
+    beta)``, with ``expm1(y) = 2 tanh(y / 2) / (1 - tanh(y / 2))`` (``tanh`` is accurate for small
+    arguments on every backend) and ``ln(beta) / 2`` a Python float.
+
+    >>> from mithril.optim._math import FloatMath
+    >>> round(bias_correction(FloatMath(), 0.999, 1.0), 12), round(bias_correction(FloatMath(), 0.9, 3.0), 12)
+    (0.001, 0.271)
+    """
+    if beta == 0.0:
+        return 1.0
+    half = math.tanh(t * (0.5 * _math.log(beta)))
+    return -2.0 * half / (1.0 - half)
 
 
 def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, *, beta1: float, beta2: float, l2: float = 0.0) -> tuple[Any, Any, Any]:
