@@ -28,12 +28,10 @@ from ..framework.keys import TBD, IOKey
 from ..framework.model import Model, _Call
 from . import primitive_models as _base
 from .blocks._util import op
+from .blocks.tensor_ops import TINY, robust_power
 from .primitive import Primitive
 
 __all__ = ["Reshape", "Randn", "Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
-
-TINY = float(np.finfo(np.float32).tiny)
-"""Where the robust ops clamp ``|x|`` (float32's smallest normal number): finite values and gradients at 0."""
 
 
 class ScaledDotProduct(Primitive):
@@ -203,9 +201,11 @@ RobustLog = _unary(
 
 
 class RobustPower(Model):
-    """``max(|base|, tiny) ** exponent``: ``Power(robust=True)``, never NaN (negative bases with fractional
-    exponents) and with finite gradients at 0. Keys ``base``, ``exponent`` (Mithril's names; ``left``/``right``
-    are deprecated aliases), ``output``.
+    """``Power(robust=True)`` with Mithril's formula: ``|base| ** exponent``, except below the threshold
+    ``t`` (float32's smallest normal) where the power would be steeper than the line ``|base| / t``
+    (``|base| < t`` and ``exponent < 1 - log(t) / log|base|``): there ``|base| / t``, so ``0 ** (1/3)`` is 0
+    with a finite gradient. Never NaN (negative bases with fractional exponents). Keys ``base``,
+    ``exponent`` (Mithril's names; ``left``/``right`` are deprecated aliases), ``output``.
 
     >>> Power(robust=True).input_keys
     ['base', 'exponent']
@@ -215,8 +215,7 @@ class RobustPower(Model):
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        base = op(self, "maximum", op(self, "abs", IOKey("base")), TINY)
-        self.expose(op(self, "power", base, IOKey("exponent")), "output")
+        self.expose(robust_power(self, IOKey("base"), IOKey("exponent")), "output")
         self._cin = self._keys["base"]
 
 

@@ -19,14 +19,14 @@ import numpy as np
 
 from ... import validation
 from ...errors import ArgumentError, ShapeError
-from ...framework.keys import IOKey
+from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
 from ._util import op
 
 __all__ = [
     "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
     "PolynomialFeatures", "NormModifier", "Trapezoid", "MaxPool1D", "AvgPool1D", "ShiftLeft", "ShiftRight", "PermuteTensor",
-    "StableReciprocal",
+    "StableReciprocal", "EncoderDistanceMatrix",
 ]  # fmt: skip
 
 
@@ -252,6 +252,53 @@ class NormModifier(_Block):
         inner = op(self, "subtract", op(self, "divide", wrapped, 8.0), 0.5)
         scaled = op(self, "multiply", op(self, "subtract", 1.0, op(self, "multiply", op(self, "abs", inner), 2.0)), 4.0)
         self._finish(op(self, "add", scaled, 1.0))
+
+
+TINY = float(np.finfo(np.float32).tiny)
+"""The robust primitives' threshold: float32's smallest normal number."""
+
+
+def robust_power(model: Model, base: Any, exponent: Any) -> Any:
+    """Mithril's robust power in ``model``: ``|base| ** exponent``, except where that is steeper than the
+    line ``|base| / t`` below ``t`` = :data:`TINY` (``|base| < t`` and ``exponent < 1 - log(t) /
+    log|base|``), where it is the line: 0 at 0, never NaN, finite gradients."""
+    size = op(model, "abs", base)
+    steep = op(model, "less", exponent, op(model, "subtract", 1.0, op(model, "divide", float(np.log(TINY)), op(model, "log", size))))
+    linear = op(model, "logical_and", op(model, "less", size, TINY), steep)
+    # the power of 1 where the line is taken: its gradient stays finite (0 * inf would be NaN)
+    powered = op(model, "power", op(model, "where", linear, 1.0, size), exponent)
+    return op(model, "where", linear, op(model, "divide", size, TINY), powered)
+
+
+class EncoderDistanceMatrix(_Block):
+    """Mithril's ``EncoderDistanceMatrix``: Minkowski distances between the rows of ``input1`` ``[N, d]`` and
+    ``input2`` ``[M, d]`` whose order comes from the input ``norm`` mapped into ``[1, 5]`` by
+    :class:`NormModifier`: ``output[i, j] = (sum_k |input1[i, k] - input2[j, k]| ** p) ** (1 / p)``, or the
+    sum alone with ``get_final_distance=False``. ``robust`` takes the root as ``Power(robust=True)`` does
+    (never NaN, finite gradients at 0). ``input1``/``input2`` may be given values.
+
+    >>> EncoderDistanceMatrix().input_keys
+    ['input1', 'input2', 'norm']
+    """
+
+    def __init__(self, get_final_distance: bool = True, robust: bool = True, input1: Any = TBD, input2: Any = TBD, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        get_final_distance = validation.boolean("EncoderDistanceMatrix", "get_final_distance", get_final_distance)
+        robust = validation.boolean("EncoderDistanceMatrix", "robust", robust)
+        self._declare_keys("input1", "input2", "norm")
+        order = NormModifier()
+        self |= order(input=IOKey("norm"))  # one number (Mithril passes it as [p] too)
+        left = op(self, "unsqueeze", IOKey("input1", shape=["N", "d"]), axis=1)
+        right = op(self, "unsqueeze", IOKey("input2", shape=["M", "d"]), axis=0)
+        total = op(self, "sum", op(self, "power", op(self, "abs", op(self, "subtract", left, right)), order.output), axis=-1)
+        if get_final_distance:
+            root = op(self, "divide", 1.0, order.output)
+            total = robust_power(self, total, root) if robust else op(self, "power", total, root)
+        self._finish(total)
+        given = {key: value for key, value in (("input1", input1), ("input2", input2)) if value is not TBD}
+        if given:
+            self.set_values(**given)
+        self._cin = self._keys["input1"]
 
 
 class Trapezoid(_Block):
