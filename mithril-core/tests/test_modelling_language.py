@@ -570,3 +570,22 @@ def test_reshape_infers_minus_one_when_symbolic_dims_cancel():
     tokens = model.h.reshape((shp[0], 8, -1)).transpose((0, 2, 1))
     model |= Buffer().connect(tokens[:, :1, :], output=IOKey("first"))
     assert list(model.first.shape)[1:] == [1, 8] and tokens.shape[1].value == 6
+
+
+def test_merge_connections_makes_one_value_and_checks_its_arguments():
+    from mithril.errors import ConnectionError_, KeyError_
+    from mithril.models import Add, Multiply
+
+    model = Model()
+    model |= (first := Multiply())(left="a", right="b")
+    model |= (second := Add())(left=first.output, right="c", output=IOKey("out"))
+    model.merge_connections(first.left, second.right, name="x")  # x * b + x
+    assert sorted(model.input_keys) == ["b", "x"]
+    pm = ml.compile(model, ml.NumpyBackend(dtype=ml.float64), shapes={"x": [2], "b": [2]}, trainable_keys={"x", "b"})
+    out, grads = pm.evaluate({"x": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])}, output_gradients={"out": np.ones(2)})
+    np.testing.assert_allclose(out["out"], [12.0, 24.0])
+    np.testing.assert_allclose(grads["x"], [6.0, 8.0])
+    with pytest.raises(KeyError_, match="no key 'nope'"):
+        model.merge_connections("nope", "b")
+    with pytest.raises(ConnectionError_, match="outside"):
+        model.merge_connections(Multiply().left, "b")

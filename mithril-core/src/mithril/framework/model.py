@@ -353,6 +353,46 @@ class Model(Displayable):
         else:
             self._keys[name] = value
 
+    def merge_connections(self, *connections: Connection | str, name: str | None = None) -> None:
+        """Make ``connections`` one value, Mithril's ``merge_connections``: keys of this model (by name or
+        connection) or of models already added to it, e.g. one input feeding two children, or a child's
+        output read as two others' inputs. The value keeps one name in this model: ``name`` when given,
+        else the first name it had.
+
+        >>> from mithril.models import Add, Model
+        >>> model = Model()
+        >>> model |= (first := Add())(left="a", right="b")
+        >>> model |= (second := Add())(left="c", right="d")
+        >>> model.merge_connections(first.left, second.left, name="x")
+        >>> "x" in model.input_keys
+        True
+        """
+        where = f"{self._path()}.merge_connections"
+        if not connections:
+            raise ArgumentError(f"{where}: give the connections to merge")
+        values = []
+        for connection in connections:
+            if isinstance(connection, str):
+                if connection not in self._keys:
+                    raise KeyError_(f"{where}: {self._path()} has no key {connection!r}; its keys are {sorted(self._keys)}")
+                connection = Connection(self, connection)
+            if not isinstance(connection, Connection):
+                raise ArgumentError(f"{where}: expected connections (model.key) or key names, got {connection!r} ({type(connection).__name__})")
+            if not self._owns(connection.model):
+                raise ConnectionError_(f"{where}: connection {connection!r} belongs to a model outside {self._path()}; add that model first")
+            values.append(connection.value)
+        merged = values[0]
+        for value in values[1:]:
+            merged = merge_values(merged, value, where, self._graph)
+        merged = merged.find()
+        names = [key for key, value in self._keys.items() if value.find() is merged]
+        keep = name if name is not None else (names[0] if names else None)
+        for key in names:  # one name for the one value: the given one, else the first it had
+            if key != keep:
+                del self._keys[key]
+        if name is not None:
+            self._bind_name(name, merged, where)
+
     def expose(self, connection: Connection, name: str = "output", *, canonical: bool = True) -> None:
         """Name an internal connection as a key of this model (block builders name their result)."""
         value = self._resolve(connection, "expose")
