@@ -77,3 +77,34 @@ def test_an_output_viewing_a_parameter_keeps_this_steps_value() -> None:
     np.testing.assert_array_equal(outputs["flat_weight"].numpy(), weight.reshape(4))
     assert not np.allclose(new_state.params["w"].numpy(), weight)
     assert isinstance(outputs["flat_weight"], torch.Tensor)
+
+
+def _race(pm: ml.PhysicalModel, state: ml.TrainState, batch: dict, callers: int) -> list[str]:
+    """``callers`` threads passing the same ``state`` to ``train_step`` at once: what each got."""
+    import threading
+
+    start, results = threading.Barrier(callers), []
+
+    def step() -> None:
+        start.wait()
+        try:
+            pm.train_step(state, batch)
+            results.append("updated")
+        except ArgumentError as error:
+            assert "consumed" in str(error)
+            results.append("refused")
+
+    threads = [threading.Thread(target=step) for _ in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(results)
+
+
+def test_one_state_given_to_several_threads_is_updated_once() -> None:
+    backend = ml.TorchBackend(dtype=ml.float64)
+    pm = ml.compile(train_model(), backend, shapes=SHAPES, optimizer=optim.Adam(lr=0.05))
+    batch = batches(1)[0]
+    for _ in range(5):
+        assert _race(pm, pm.init_state(pm.randomize_params(seed=0)), batch, 4) == ["refused"] * 3 + ["updated"]

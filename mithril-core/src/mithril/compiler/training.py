@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +49,7 @@ class TrainingProgram:
         loss_scaling: bool = False,
     ) -> None:
         self.model, self.layout, self.loss_shape = model, layout, loss_shape
+        self._consuming = threading.Lock()  # taking an in-place step's state: one caller only
         backend = model.backend
         self.param_keys = sorted(model._param_keys)
         self.slots = tuple(layout.slot_inputs)
@@ -116,11 +118,7 @@ class TrainingProgram:
             pm._check_group(dict(state.params) if isinstance(state.params, Mapping) else {}, pm._state_keys, "params", where="train_step")
         backend = pm.backend
         if state.consumed:
-            raise ArgumentError(
-                "train_step(state): this state was consumed by an earlier train_step, which wrote the next "
-                "parameters and optimizer slots into its arrays (as torch.optim updates in place); keep using "
-                "the state each train_step returns"
-            )
+            raise _consumed_error()
         for key in self.param_keys:
             deleted = getattr(state.params[key], "is_deleted", None)
             if callable(deleted) and deleted():
@@ -173,14 +171,22 @@ class TrainingProgram:
             new, opt_state, outputs = self.call({k: params[k] for k in self.param_keys}, state.opt_state, data)
             new_params = {**params, **new, **self.new_buffers(params, outputs)}
             return TrainState(new_params, opt_state, self._next_step(state), rng=_rng_state(pm.backend), external=self.external), dict(outputs)
-        result = self.call(self._update_inputs(params, state), data)
         if self.layout.in_place:
-            state.mark_consumed()
+            self._consume(state)
+        result = self.call(self._update_inputs(params, state), data)
         outputs = {k: result[k] for k in pm._output_values}
         updated, opt_state, step = self._updated(result)
         merged = {**updated, **self.new_buffers(params, outputs)}
         new_params = {k: merged[k] for k in params}
         return TrainState(new_params, opt_state, step, rng=_rng_state(pm.backend)), outputs
+
+    def _consume(self, state: TrainState) -> None:
+        """Take ``state`` for an update that writes into its arrays: checked and marked in one step, so of
+        two threads given the same state one updates it and the other gets the error."""
+        with self._consuming:
+            if state.consumed:
+                raise _consumed_error()
+            state.mark_consumed()
 
     def _update_inputs(self, params: Mapping[str, Any], state: TrainState, grads: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the generated update reads: parameters, optimizer slots and step (and, for ``apply_updates``,
@@ -236,10 +242,10 @@ class TrainingProgram:
                 step = self._next_step(state)
             else:
                 assert self._update is not None
+                if self.layout.in_place:
+                    self._consume(state)
                 updated, opt_state, step = self._updated(self._update(self._update_inputs(params, state, grads), {}))
                 new_params.update(updated)
-                if self.layout.in_place:
-                    state.mark_consumed()
             good += 1
             if good >= GROWTH_INTERVAL:
                 scale, good = scale * 2.0, 0
@@ -280,6 +286,14 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, np.integer):
         return int(value)
     return value
+
+
+def _consumed_error() -> ArgumentError:
+    return ArgumentError(
+        "train_step(state): this state was consumed by an earlier train_step, which wrote the next "
+        "parameters and optimizer slots into its arrays (as torch.optim updates in place); keep using "
+        "the state each train_step returns"
+    )
 
 
 def not_compiled_for_training(where: str) -> MithrilError:
