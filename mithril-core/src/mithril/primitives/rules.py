@@ -222,6 +222,15 @@ def float_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> 
     return {"output": "float"}
 
 
+def float_results(*keys: str) -> TypeRule:
+    """Type rule of a primitive with several outputs: every key of ``keys`` is float."""
+
+    def rule(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind]:
+        return dict.fromkeys(keys, "float")
+
+    return rule
+
+
 def bool_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind]:
     return {"output": "bool"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import validation
-from ...framework.keys import Connection, IOKey
+from ...framework.keys import TBD, Connection, IOKey
 from ...framework.model import Model
 
 
@@ -18,6 +18,13 @@ def check_size(owner: str, name: str, value: Any, *, optional: bool = True) -> A
 def param(name: str, init: str = "fan_in", shape: list[Any] | None = None) -> IOKey:
     """A trainable float parameter key with an initialiser hint for ``randomize_params``."""
     return IOKey(name, shape=shape, type="float", differentiable=True, init=init)
+
+
+def set_given(model: Model, **values: Any) -> None:
+    """Set the keys given values at construction (Mithril's ``Block(input1=array)``); ``TBD`` ones stay inputs."""
+    given = {key: value for key, value in values.items() if value is not TBD}
+    if given:
+        model.set_values(**given)
 
 
 def op(model: Model, primitive: str, *inputs: object, **attrs: object) -> Connection:

@@ -21,9 +21,9 @@ from ... import validation
 from ...errors import ArgumentError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
-from ._util import op, param
+from ._util import op, param, set_given
 from .linear import Linear
-from .tensor_ops import DistanceMatrix, PolynomialFeatures
+from .tensor_ops import DistanceMatrix, PolynomialFeatures, robust_power
 
 __all__ = ["LogisticRegression", "PolynomialRegression", "LinearSVM", "RBFKernel", "PolynomialKernel", "KernelizedSVM"]
 
@@ -138,9 +138,7 @@ class RBFKernel(_Kernel):
             width = _input_or_constant("sigma", sigma, shape=[1], type="float", differentiable=True, init="ones")
             exponent = op(self, "divide", op(self, "multiply", distances.output, -0.5), op(self, "square", width))
             self._done(op(self, "multiply", op(self, "square", scale), op(self, "exp", exponent)))
-        for key, value in (("input1", input1), ("input2", input2)):
-            if value is not TBD:
-                self.set_values(**{key: value})
+        set_given(self, input1=input1, input2=input2)
 
 
 class PolynomialKernel(_Kernel):
@@ -189,17 +187,8 @@ class PolynomialKernel(_Kernel):
             dots = op(self, "multiply", dots, validation.number("PolynomialKernel", "gamma", gamma))
         base = op(self, "add", dots, _input_or_constant("poly_coef", poly_coef, type="float"))
         exponent = _input_or_constant("degree", degree, type="float")
-        if robust:
-            from ..api_compat import RobustPower
-
-            power = RobustPower()
-            self |= power(base=base, exponent=exponent)
-            self._done(power.output)
-        else:
-            self._done(op(self, "power", base, exponent))
-        for key, value in (("input1", input1), ("input2", input2)):
-            if value is not TBD:
-                self.set_values(**{key: value})
+        self._done(robust_power(self, base, exponent) if robust else op(self, "power", base, exponent))
+        set_given(self, input1=input1, input2=input2)
 
 
 class KernelizedSVM(Model):

@@ -9,7 +9,7 @@ from ... import validation
 from ...errors import ArgumentError
 from ...framework.keys import TBD, Connection, IOKey, materialize_expression
 from ...framework.model import Model
-from ._util import op, param
+from ._util import op, param, set_given
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "BatchNorm2D", "batch_norm2d_decomposition"]
 
@@ -33,6 +33,18 @@ def _affine(model: Model, x: Connection, scale: bool, bias: bool, reshape: tuple
     return x
 
 
+def _scale_and_shift(model: Model, centered: Connection, variance: Connection, eps: float, scale: bool, shift: bool) -> Connection:
+    """``centered * rsqrt(variance + eps) * weight + bias`` per channel of ``[N, C, H, W]``; the per-channel
+    factor first: one pass over the activations for the scale, not two."""
+    factor = op(model, "rsqrt", variance + eps)
+    if scale:
+        factor = factor * op(model, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
+    out = centered * factor
+    if shift:
+        out = out + op(model, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
+    return out
+
+
 def batch_norm2d_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]) -> Model:
     """The ``batch_norm2d`` primitive in primitives (what every backend but PyTorch compiles): the batch
     mean and biased variance over ``(N, H, W)`` (two-pass), the per-channel factor ``rsqrt(var + eps) *
@@ -47,12 +59,7 @@ def batch_norm2d_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, An
     mean = op(model, "mean", x, axis=(0, 2, 3), keepdim=True)
     centered = x - mean
     variance = op(model, "mean", centered * centered, axis=(0, 2, 3), keepdim=True)
-    scale = op(model, "rsqrt", variance + attrs["eps"])
-    if shapes.get("weight") is not None:
-        scale = scale * op(model, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
-    out = centered * scale
-    if shapes.get("bias") is not None:
-        out = out + op(model, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
+    out = _scale_and_shift(model, centered, variance, attrs["eps"], shapes.get("weight") is not None, shapes.get("bias") is not None)
     model.expose(materialize_expression(out, model), "output", canonical=True)
     for key, stat in (("mean", mean), ("var", variance)):
         model.expose(op(model, "stop_gradient", op(model, "reshape", stat, shape=(-1,))), key)
@@ -202,13 +209,7 @@ class BatchNorm2d(_Norm):
                     self.set_buffer_update(key, running[key] * (1.0 - momentum) + stat * momentum)
         else:
             stats = {key: op(self, "reshape", value, shape=_PER_CHANNEL) for key, value in running.items()}
-            # the per-channel factor first: one pass over the activations for the scale, not two
-            factor = op(self, "rsqrt", stats["running_var"] + eps)
-            if scale:
-                factor = factor * op(self, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
-            out = (x - stats["running_mean"]) * factor
-            if shift:
-                out = out + op(self, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
+            out = _scale_and_shift(self, x - stats["running_mean"], stats["running_var"], eps, scale, shift)
         self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"]} if scale else {}), **({"bias": ["C"]} if shift else {}))
         self._finish(out)
 
@@ -245,6 +246,4 @@ class BatchNorm2D(BatchNorm2d):
         for flag, value in (("use_scale", use_scale), ("use_bias", use_bias), ("inference", inference)):
             validation.boolean(where, flag, value)
         self._build(num_features, eps, momentum, use_scale, use_bias, True, not inference)
-        given = {key: value for key, value in (("input", input), ("weight", weight), ("bias", bias)) if value is not TBD}
-        if given:
-            self.set_values(**given)
+        set_given(self, input=input, weight=weight, bias=bias)

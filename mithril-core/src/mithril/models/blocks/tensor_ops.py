@@ -21,7 +21,7 @@ from ... import validation
 from ...errors import ArgumentError, ShapeError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
-from ._util import op
+from ._util import op, set_given
 
 __all__ = [
     "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
@@ -106,10 +106,11 @@ class TransposedDiagonal(_Block):
         self._finish(op(self, "sum", op(self, "where", mask, IOKey("input"), 0.0), axis=1, keepdim=True))
 
 
-def _cartesian_difference(model: Model) -> Any:
-    left = op(model, "unsqueeze", IOKey("left", shape=["N", "d"]), axis=1)
-    right = op(model, "unsqueeze", IOKey("right", shape=["M", "d"]), axis=0)
-    return op(model, "subtract", left, right)
+def _cartesian_difference(model: Model, left: str = "left", right: str = "right") -> Any:
+    """``left[i] - right[j]`` for every pair of rows of the keys ``left`` ``[N, d]`` and ``right`` ``[M, d]``."""
+    rows = op(model, "unsqueeze", IOKey(left, shape=["N", "d"]), axis=1)
+    columns = op(model, "unsqueeze", IOKey(right, shape=["M", "d"]), axis=0)
+    return op(model, "subtract", rows, columns)
 
 
 class CartesianDifference(_Block):
@@ -288,16 +289,13 @@ class EncoderDistanceMatrix(_Block):
         self._declare_keys("input1", "input2", "norm")
         order = NormModifier()
         self |= order(input=IOKey("norm"))  # one number (Mithril passes it as [p] too)
-        left = op(self, "unsqueeze", IOKey("input1", shape=["N", "d"]), axis=1)
-        right = op(self, "unsqueeze", IOKey("input2", shape=["M", "d"]), axis=0)
-        total = op(self, "sum", op(self, "power", op(self, "abs", op(self, "subtract", left, right)), order.output), axis=-1)
+        differences = _cartesian_difference(self, "input1", "input2")
+        total = op(self, "sum", op(self, "power", op(self, "abs", differences), order.output), axis=-1)
         if get_final_distance:
             root = op(self, "divide", 1.0, order.output)
             total = robust_power(self, total, root) if robust else op(self, "power", total, root)
         self._finish(total)
-        given = {key: value for key, value in (("input1", input1), ("input2", input2)) if value is not TBD}
-        if given:
-            self.set_values(**given)
+        set_given(self, input1=input1, input2=input2)
         self._cin = self._keys["input1"]
 
 

@@ -8,28 +8,18 @@ from typing import Any
 
 from ...shapes import Dim, Shape, Variadic, unify
 from ..rules import float_result, kind_of
-from ..spec import REQUIRED, PrimitiveSpec
+from ..spec import REQUIRED, PrimitiveSpec, ShapeRule
 from .nn import _CONV_ATTRS, _POOL_ATTRS, _mask_fits
 
 
-def _like(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    unify(io["output"], io["like"])
-    return True
+def _output_like(key: str) -> ShapeRule:
+    """Shape rule: ``output`` is shaped like input ``key``."""
 
+    def rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+        unify(io["output"], io[key])
+        return True
 
-def _like_input(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    unify(io["output"], io["input"])
-    return True
-
-
-def _like_left(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    unify(io["output"], io["left"])
-    return True
-
-
-def _like_right(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    unify(io["output"], io["right"])
-    return True
+    return rule
 
 
 def _linear_grad_weight(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -56,8 +46,9 @@ def _attention_weights(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> boo
     return _mask_fits(io)
 
 
-def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=_like, type_rule=None, differentiable=(), **kw) -> PrimitiveSpec:
-    return PrimitiveSpec(name, inputs, rule, type_rule or kind_of(inputs[0]), differentiable=differentiable, doc=doc, **kw)
+def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=None, type_rule=None, differentiable=(), **kw) -> PrimitiveSpec:
+    """A gradient helper's spec; by default its output is shaped like ``like`` and of its first input's kind."""
+    return PrimitiveSpec(name, inputs, rule or _output_like("like"), type_rule or kind_of(inputs[0]), differentiable=differentiable, doc=doc, **kw)
 
 
 def _conv_helper(name: str, operand: str, doc: str) -> PrimitiveSpec:
@@ -82,7 +73,7 @@ SPECS = (
         ("output_grad", "left", "right"),
         "d matmul(left, right) / d left times output_grad (NumPy's 1-D promotion, batch axes summed back), "
         "shaped like left",
-        rule=_like_left,
+        rule=_output_like("left"),
         type_rule=float_result,
     ),
     _helper(
@@ -90,7 +81,7 @@ SPECS = (
         ("output_grad", "left", "right"),
         "d matmul(left, right) / d right times output_grad (NumPy's 1-D promotion, batch axes summed back), "
         "shaped like right",
-        rule=_like_right,
+        rule=_output_like("right"),
         type_rule=float_result,
     ),
     _conv_helper("conv1d_grad_input", "weight", "gradient of conv1d with respect to its input (shaped like `like`)"),
@@ -101,14 +92,14 @@ SPECS = (
         "max_pool2d_grad",
         ("output_grad", "input"),
         "routes output_grad to the arg-max of each window (ties: first), shaped like input",
-        rule=_like_input,
+        rule=_output_like("input"),
         attributes=_POOL_ATTRS,
     ),
     _helper(
         "avg_pool2d_grad",
         ("output_grad", "input"),
         "spreads output_grad evenly over each window, shaped like input",
-        rule=_like_input,
+        rule=_output_like("input"),
         attributes={**_POOL_ATTRS, "count_include_pad": True},
     ),
     _helper(
@@ -128,7 +119,7 @@ SPECS = (
         ("output_grad", "input"),
         "gradient of cholesky at input (symmetric): sym(L^-T Phi(L^T tril(output_grad)) L^-1), Phi = tril with "
         "halved diagonal",
-        rule=_like_input,
+        rule=_output_like("input"),
         type_rule=float_result,
     ),
     _helper(

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ArgumentError
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
 from ..geometry import conv_geometry, conv_output_size, spatial
 from ..rules import (
     fixed,
     float_result,
+    float_results,
     int_result,
     kind_of,
     promote,
@@ -121,12 +121,6 @@ def _batch_norm_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _check_batch_norm(attrs: Mapping[str, Any]) -> None:
-    eps = attrs["eps"]
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0.0:
-        raise ArgumentError(f"batch_norm2d: eps must be a number >= 0, got {eps!r}")
-
-
 _CONV_ATTRS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 _POOL_ATTRS = {"kernel_size": REQUIRED, "stride": None, "padding": 0, "dilation": 1}
 SPECS = (
@@ -153,13 +147,12 @@ SPECS = (
         "batch_norm2d",
         ("input", "weight", "bias"),
         _batch_norm_rule,
-        lambda kinds, attrs: dict.fromkeys(("output", "mean", "var"), "float"),
+        float_results("output", "mean", "var"),
         attributes={"eps": 1e-5},
         outputs=("output", "mean", "var"),
         optional_inputs=frozenset({"weight", "bias"}),
         differentiable=("input", "weight", "bias"),
         outputs_without_gradient=frozenset({"mean", "var"}),
-        check_attributes=_check_batch_norm,
         doc="training-mode batch normalisation (torch.nn.functional.batch_norm with training=True): input "
         "[N, C, H, W] normalised with its per-channel mean and biased variance over (N, H, W), then * weight "
         "+ bias ([C] or None); mean and var [C] are the batch statistics, returned without gradient (what "

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...errors import ArgumentError
 from ...shapes import Shape, unify
+from ..rules import float_results
 from ..spec import PrimitiveSpec
 
 __all__ = ["SPECS", "ADAM_INPUTS", "ADAM_OUTPUTS"]
@@ -38,10 +39,6 @@ def _adam_shapes(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _floats(kinds: Mapping[str, Any], attrs: Mapping[str, Any]) -> Mapping[str, Any]:
-    return dict.fromkeys(ADAM_OUTPUTS, "float")
-
-
 def _check_adam(attrs: Mapping[str, Any]) -> None:
     for name in ("beta1", "beta2"):
         if not 0.0 <= float(attrs[name]) < 1.0:
@@ -57,7 +54,7 @@ SPECS = (
         "adam_update",
         ADAM_INPUTS,
         _adam_shapes,
-        _floats,
+        float_results(*ADAM_OUTPUTS),
         attributes={"beta1": 0.9, "beta2": 0.999, "l2": 0.0, "in_place": False},
         outputs=ADAM_OUTPUTS,
         optional_inputs=frozenset({"shrink"}),

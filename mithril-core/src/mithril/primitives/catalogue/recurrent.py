@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, ShapeMismatch, unify
-from ..spec import PrimitiveSpec, TypeRule
+from ..rules import float_results
+from ..spec import PrimitiveSpec
 
 __all__ = ["SPECS", "LSTM_INPUTS", "LSTM_LAYER_INPUTS", "LSTM_OUTPUTS"]
 
@@ -73,21 +74,12 @@ def _lstm_grad_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _floats(*keys: str) -> TypeRule:
-    """Type rule: every key of ``keys`` is float."""
-
-    def rule(kinds: Mapping[str, Any], attrs: Mapping[str, Any]) -> Mapping[str, Any]:
-        return dict.fromkeys(keys, "float")
-
-    return rule
-
-
 SPECS = (
     PrimitiveSpec(
         "lstm_layer",
         LSTM_LAYER_INPUTS,
         _lstm_layer_rule,
-        _floats(*LSTM_OUTPUTS),
+        float_results(*LSTM_OUTPUTS),
         outputs=LSTM_OUTPUTS,
         doc="one LSTM layer, torch.nn.LSTM(batch_first=True) with its weights as inputs: input [B, T, D], "
         "weight_ih [4H, D], weight_hh [4H, H], bias_ih/bias_hh [4H] (gate order i, f, g, o); output [B, T, H] "
@@ -98,7 +90,7 @@ SPECS = (
         "lstm_recurrence",
         LSTM_INPUTS,
         _lstm_rule,
-        _floats(*LSTM_OUTPUTS),
+        float_results(*LSTM_OUTPUTS),
         outputs=LSTM_OUTPUTS,
         doc="an LSTM layer's time loop (PyTorch gate order i, f, g, o): input [B, T, 4H] holds x_t @ W_ih^T + "
         "b_ih + b_hh; per step gates = input[:, t] + h @ weight_hh^T, c = sig(f) c + sig(i) tanh(g), "
@@ -109,7 +101,7 @@ SPECS = (
         "lstm_recurrence_grad",
         _GRAD_INPUTS,
         _lstm_grad_rule,
-        _floats(*(f"{k}_grad" for k in LSTM_INPUTS)),
+        float_results(*(f"{k}_grad" for k in LSTM_INPUTS)),
         outputs=tuple(f"{k}_grad" for k in LSTM_INPUTS),
         differentiable=(),
         doc="backpropagation through time of lstm_recurrence: the cotangents of output, hidden and cell pulled "
