@@ -318,10 +318,13 @@ def test_connection_shape_is_symbolic_and_compares_as_a_list():
     model = Model()
     model |= Linear(8).connect(IOKey("input", shape=[2, 3, 4]), output="h")
     assert model.h.shape == [2, 3, 8] and model.h.shape[1].value == 3 and len(model.h.shape[:2]) == 2
-    with pytest.raises(ml.errors.ShapeError, match="not known"):
-        other = Model()
-        other |= Relu().connect("x", output="y")
-        other |= Relu().connect(other.y.reshape(other.y.shape[1], other.y.shape[0]))
+    # dims neither known nor at their own position are read when the model runs (reshape_to)
+    other = Model()
+    other |= Relu().connect("x", output="y")
+    other |= Relu().connect(other.y.reshape(other.y.shape[1], other.y.shape[0]), output=IOKey("swapped"))
+    pm = ml.compile(other, ml.NumpyBackend(dtype=ml.float64), shapes={"x": [None, None]})
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(pm.evaluate({}, {"x": x})["swapped"], x.reshape(3, 2))
 
 
 def test_size_and_arange_follow_the_sequence_length():

@@ -15,14 +15,15 @@ __all__ = ["UNSUPPORTED", "capability_table"]
 
 UNSUPPORTED: frozenset[str] = frozenset({
     "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "unique", "item", "to_list", "to_tuple",
-    "lstm_recurrence_grad", "matmul_grad_left", "matmul_grad_right",
+    "lstm_recurrence_grad", "matmul_grad_left", "matmul_grad_right", "cast_like",
 })  # fmt: skip
 """Core primitives the backend lacks: the LAPACK-style factorisations (no ggml op and no C kernel),
 ``unique`` (a length known only at run time) and the Python-value results ``item``,
 ``to_list``, ``to_tuple`` (a ggml graph computes tensors). Use a Python backend for models that need them.
 ``lstm_recurrence`` compiles to its decomposition (unrolled cells), so its backward helper is never needed; nor
 are ``matmul_grad_left`` / ``matmul_grad_right``, emitted only for matmul operands of unknown rank (shapes here
-are static)."""
+are static). ``cast_like`` casts to a dtype known only when a model runs. The run-time-shape variants
+(``reshape_to``, ``randn_of``, ``arange_between``) compile as their base primitive once static shapes fold."""
 
 
 def capability_table() -> dict[str, str]:
@@ -37,8 +38,11 @@ def capability_table() -> dict[str, str]:
     from .ops import BUILDERS, NATIVE
 
     def how(name: str) -> str:
+        spec = registry().primitive(name)
+        if spec.variant_of is not None:
+            return "variant of " + spec.variant_of
         if name not in BUILDERS:
-            return "decomposition" if registry().primitive(name).decomposition is not None else "unsupported"
+            return "decomposition" if spec.decomposition is not None else "unsupported"
         if name in NATIVE:
             return "native"
         if name in c_emitters():

@@ -99,6 +99,11 @@ def cast(backend: Any, input: Tensor, *, dtype: Any) -> Tensor:
     return _as_tensor(input).to(backend.native_dtype(dtype))
 
 
+def cast_like(input: Tensor, like: Tensor) -> Tensor:
+    """``input.to(like.dtype)``: the dtype of another tensor."""
+    return _as_tensor(input).to(like.dtype)
+
+
 # -- binary (NumPy broadcasting) -------------------------------------------------------------------
 def add(left: Tensor, right: Tensor) -> Tensor:
     """``left + right``"""

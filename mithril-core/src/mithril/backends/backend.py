@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import validation
 from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrimitiveError
+from ..primitives.host import host_implementation, with_run_time_attributes
 from ..primitives.rules import creation_kind
 from ..types import KINDS, Dtype, Kind
 from ..types import DataType as ArrayT  # another name here: ``Backend.DataType`` is the property below
@@ -656,7 +657,11 @@ class Backend(ABC, Generic[ArrayT]):
 
         fn = self._impls.get(primitive)
         if fn is None and self.codegen == "python":
-            fn = registry().impls("*").get(primitive)
+            fn = registry().impls("*").get(primitive) or host_implementation(primitive)
+            spec = registry().primitives.get(primitive)
+            if fn is None and spec is not None and spec.variant_of is not None:
+                base = registry().primitive(spec.variant_of)
+                return with_run_time_attributes(spec, base, self.implementation(spec.variant_of))
         if fn is None:
             fn = registry().impl(self.backend_type, primitive)
         if getattr(fn, "_mithril_uses_backend", False):
@@ -666,7 +671,14 @@ class Backend(ABC, Generic[ArrayT]):
     def has_implementation(self, primitive: str) -> bool:
         from ..plugins import registry
 
-        return primitive in self._impls or (self.codegen == "python" and primitive in registry().impls("*"))
+        if primitive in self._impls or (self.codegen == "python" and primitive in registry().impls("*")):
+            return True
+        spec = registry().primitives.get(primitive)
+        if self.codegen != "python":
+            return False
+        if host_implementation(primitive) is not None:
+            return True
+        return spec is not None and spec.variant_of is not None and self.has_implementation(spec.variant_of)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

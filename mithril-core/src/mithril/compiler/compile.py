@@ -40,6 +40,8 @@ from .passes import (
     eliminate_common_subexpressions,
     fold_constants,
     insert_stop_gradients,
+    place_on_host,
+    positions_from_shapes,
     promote_integer_inputs,
     prune,
 )
@@ -187,6 +189,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     outputs = {k: v for k, v in flat.outputs.items() if k not in set(discard_keys)}
     buffer_updates = {buffer: out for buffer, out in state_outputs.items() if out in outputs and buffer in flat.inputs}
     promote_integer_inputs(graph)
+    positions_from_shapes(graph)
 
     if passes["constant_folding"]:
         fold_constants(graph, backend.evaluate_constant)
@@ -229,6 +232,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     graph.solve()
     loss_shape = check_loss_shape(train[0], outputs) if train is not None else ()
     log.stage("shapes", "solved")
+    place_on_host(graph)
     _check_implementations(graph, backend)
     plan = None
     if parallelism is not None:

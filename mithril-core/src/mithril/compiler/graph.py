@@ -240,6 +240,13 @@ class Graph:
     def _where(self, node: Node) -> str:
         return f"{node.path or '<root>'} ({node.spec.name})"
 
+    def reinfer(self, node: Node) -> None:
+        """Run ``node``'s rules again after a pass changed its primitive or attributes (they refine the
+        shapes and kinds known, never undo them)."""
+        node.shape_done = node.type_done = False
+        node.kinds_seen = None
+        self._infer(node)
+
     def _infer(self, node: Node) -> None:
         """Run ``node``'s pending rules (a type rule only when its input kinds changed since it last ran)."""
         seen = None if node.type_done else tuple(v.find().kind for v in node.inputs.values() if v is not None)

@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArgumentError, ConnectionError_
+from ..errors import ArgumentError, ConnectionError_, ShapeError
 from ..models.primitive import Primitive
 from .keys import Connection, DimRef, DtypeOf, Expr, IOKey, known_rank, register_expression_builder
-from .symbolic import reshape_target
+from .symbolic import dim_value, is_dim, reshape_target
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["apply", "build", "has_tensor_key", "materialize", "resolve_reshape", "tensor_index"]
+__all__ = ["apply", "build", "has_tensor_key", "materialize", "resolve_reshape", "tensor_index", "unify_run_time_shape"]
 
 
 def _owner(conn: Connection) -> Model:
@@ -60,6 +60,8 @@ def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
             return Expr(op, tuple(args), attrs)
         return tensor_index(_common_owner(op, found), args[0], attrs["key"])
     if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
+        if not isinstance(args[0], Connection):  # an expression of IOKeys: reshaped where it is built
+            return Expr(op, tuple(args), attrs)
         return resolve_reshape(args[0], attrs["shape"])
     attrs = {k: (v.resolve() if isinstance(v, DtypeOf) else v) for k, v in attrs.items()}
     connections = _connections(args)
@@ -88,6 +90,8 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
     """Add primitive ``op`` to ``root`` with ``args`` filling its input keys in order."""
     if op == "index" and has_tensor_key(attrs.get("key")):
         return tensor_index(root, args[0], attrs["key"])
+    if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
+        return resolve_reshape(materialize(args[0], root), attrs["shape"])
     child = Primitive(op, **attrs)
     keys = child.input_keys
     targets = [materialize(arg, root) for arg in args]
@@ -97,10 +101,30 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
 
 def materialize(target: Any, model: Model) -> Any:
     """Build an :class:`Expr` into ``model`` (IOKeys in it become keys of ``model``) and return the connection
-    to its result; anything else is returned as it is."""
+    to its result; a symbolic dim (``x.shape[1]``, ``B * L``) is its int when known now, else the connection
+    to the value computed from the shapes when the model runs; anything else is returned as it is."""
+    if is_dim(target):
+        known = dim_value(target)
+        if known is not None:
+            return known
+        if isinstance(target, DimRef):
+            return _dim_connection(target, model)
     if not isinstance(target, Expr):
         return target
     return build(model, target.op, target.args, target.attrs)
+
+
+def _dim_connection(ref: DimRef, model: Model) -> Connection:
+    """``index(shape(source), i)`` built into ``model``: the dim read when the model runs. An IOKey source not
+    yet a key of any model becomes a key of ``model`` (``.connect(length=IOKey("input").shape[1])``)."""
+    source: Any = ref.source
+    try:
+        source = ref.bound(model).source
+    except ShapeError:
+        if not isinstance(source, IOKey):
+            raise
+    shape = build(model, "shape", [source], {})
+    return build(model, "index", [shape], {"key": ref.index})
 
 
 def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
@@ -109,8 +133,11 @@ def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
         raise ArgumentError(f"reshape with symbolic dims {list(target)!r} needs a connection of a model, got {x!r}")
     root = _owner(x)
     target = [entry.bound(x.model) if isinstance(entry, DimRef) else entry for entry in target]
-    resolved, aligned = reshape_target(target)
     where = f"{root._path()}.reshape{tuple(map(repr, target))}"
+    try:
+        resolved, aligned = reshape_target(target, x)
+    except ShapeError:  # dims neither known nor at their own position: the shape is computed when it runs
+        return _reshape_at_run_time(root, x, target, where)
     with root._transaction():
         out = build(root, "reshape", [x], {"shape": tuple(resolved)})
         # the result's dim j *is* the referenced dim (and so is x's dim j where it is read at run time)
@@ -126,6 +153,44 @@ def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
             kept = [f"_d{j}" if any(j == a for a, _ in aligned) else None for j in range(width)]
             root._unify_template(x.value, [*kept, ("_rx", ...)], symbols, where)
         return out
+
+
+def _reshape_at_run_time(root: Model, x: Connection, target: Sequence[Any], where: str) -> Connection:
+    """``reshape_to(x, (d0, d1, ...))`` with the entries computed from the shapes when the model runs (host
+    ints, also under a JIT); the result's dims are those entries where they are single dims or ints."""
+    entries = [DimRef(x, j) if entry is None else entry for j, entry in enumerate(target)]
+    with root._transaction():
+        shape = build(root, "to_tuple", entries, {"n": len(entries)})
+        out = build(root, "reshape_to", [x, shape], {"inferred": _minus_one(entries)})
+        unify_run_time_shape(root, out.value, entries, where)
+        return out
+
+
+def _minus_one(entries: Sequence[Any]) -> int | None:
+    return next((j for j, e in enumerate(entries) if isinstance(e, int) and e == -1), None)
+
+
+def unify_run_time_shape(model: Model, value: Any, entries: Sequence[Any], where: str) -> None:
+    """Give ``value`` (the result of a shape computed when the model runs: ``reshape_to``, ``randn_of``) the
+    dims known now: an int entry is that dim, a single dim ``x.shape[i]`` of a connection *is* that dim of
+    ``x``; other entries (``B * L``, ``-1``) stay unknown."""
+    symbols: dict[str, object] = {}
+    template: list[Any] = []
+    refs = []
+    for j, entry in enumerate(entries):
+        known = dim_value(entry)
+        if known is not None and known >= 0:
+            template.append(known)
+        elif isinstance(entry, DimRef) and isinstance(entry.source, Connection):
+            template.append(f"_d{j}")
+            refs.append((j, entry))
+        else:
+            template.append(None)
+    model._unify_template(value, template, symbols, where)
+    for k, (j, ref) in enumerate(refs):
+        i = ref.index
+        side = [None] * i + [f"_d{j}", (f"_r{k}", ...)] if i >= 0 else [(f"_r{k}", ...), f"_d{j}", *[None] * (-i - 1)]
+        model._unify_template(ref.source.value, side, symbols, where)
 
 
 # -- indexing with connections ------------------------------------------------------------

@@ -229,7 +229,11 @@ class Operators:
         return _emit("relu", self)
 
     def cast(self, dtype: Any) -> Any:
-        return _emit("cast", self, dtype=dtype.resolve() if isinstance(dtype, DtypeOf) else dtype)
+        if isinstance(dtype, DtypeOf):
+            if dtype.known() is None:  # x.cast(y.dtype()) with y's type known only when the model runs
+                return _emit("cast_like", self, dtype.source)
+            dtype = dtype.known()
+        return _emit("cast", self, dtype=dtype)
 
     def abs(self) -> Any:
         return _emit("abs", self)
@@ -372,8 +376,12 @@ class DtypeOf:
     def __init__(self, source: Any) -> None:
         self.source = source
 
+    def known(self) -> Any:
+        """The kind when it is known now, else ``None`` (then ``cast_like`` casts when the model runs)."""
+        return self.source.value.kind if isinstance(self.source, Connection) else None
+
     def resolve(self) -> Any:
-        kind = self.source.value.kind if isinstance(self.source, Connection) else None
+        kind = self.known()
         if kind is None:
             raise DtypeError(f"{self.source!r}.dtype(): the element type is not known yet; set it with IOKey(type=...) or set_types")
         return kind
@@ -422,9 +430,10 @@ def known_rank(conn: Connection) -> int | None:
     return None if var is not None else len(prefix) + len(suffix)
 
 
-class DimRef:
+class DimRef(Operators):
     """Dim ``index`` of ``source``'s shape (``shp[0]``): a connection, or an ``IOKey`` resolved by its name in
-    the model where it is used; ``value`` is its int when known."""
+    the model where it is used; ``value`` is its int when known. Arithmetic on dims (``B * L``, ``n // 2 + 1``)
+    gives an :class:`Expr` of them: a run-time int where it is used (see :mod:`mithril.framework.symbolic`)."""
 
     __slots__ = ("source", "index")
 

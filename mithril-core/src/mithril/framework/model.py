@@ -33,7 +33,7 @@ from ..gc_pause import paused_gc
 from ..journal import touch, transaction
 from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Kind, kind_of_python_value
-from .keys import TBD, Connection, Expr, IOKey, materialize_expression
+from .keys import TBD, Connection, DimRef, Expr, IOKey, materialize_expression
 from .tensor_types import Tensor, _TensorOf, describe_shape, parse_kind, tensor_kind
 
 __all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
@@ -319,7 +319,7 @@ class Model(Displayable):
             merge_values(target.value, value, where, self._graph)
         elif isinstance(target, Value):  # a value of this model's graph (blocks rewiring a connection)
             merge_values(target, value, where, self._graph)
-        elif isinstance(target, Expr):  # IOKey("x") * 1.702: built into this model now
+        elif isinstance(target, (Expr, DimRef)):  # IOKey("x") * 1.702, x.shape[1]: built into this model now
             self._connect(value, materialize_expression(target, self), where)
         elif isinstance(target, Model):
             raise ArgumentError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")

@@ -6,7 +6,9 @@ slice). They are resolved when a reshape is built: a dim known now becomes its i
 ``-1``, the last unknown one becomes ``-1`` (it follows from the element count); any other unknown dim used
 at its own position becomes ``None`` ("keep the input's dim there", read at run time, so the model compiled
 once runs for any batch and sequence length) and the reshaped tensor's dim there is unified with it.
-Anything else is an error asking for static shapes.
+Other symbolic entries (a dim at another position, ``B * L``, ``n // 2 + 1``) are read at run time: the reshape
+becomes ``reshape_to`` with a shape tuple computed in Python from the tensors' shapes
+(:mod:`mithril.primitives.host`), so it also runs under ``jax.jit``.
 
 Example:
     >>> from mithril.models import IOKey, Linear, Model
@@ -22,36 +24,67 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ArgumentError, ShapeError
-from .keys import DimRef, KeyShape, ShapeRef
+from ..primitives.host import HOST_OPERATIONS
+from .keys import DimRef, Expr, KeyShape, ShapeRef
 
-__all__ = ["ShapeRef", "KeyShape", "DimRef", "reshape_target", "static_shape", "has_dim_refs"]
+__all__ = ["ShapeRef", "KeyShape", "DimRef", "reshape_target", "static_shape", "has_dim_refs", "is_dim", "dim_value"]
+
+
+def is_dim(entry: Any) -> bool:
+    """Whether ``entry`` is a symbolic dim: ``x.shape[i]``, or arithmetic on such dims and ints (``B * L``)."""
+    if isinstance(entry, DimRef):
+        return True
+    return (
+        isinstance(entry, Expr)
+        and entry.op in HOST_OPERATIONS
+        and any(is_dim(a) for a in entry.args)
+        and all(is_dim(a) or (isinstance(a, int) and not isinstance(a, bool)) for a in entry.args)
+    )
+
+
+def dim_value(entry: Any) -> int | None:
+    """The int a symbolic dim has when every dim in it is known now (an int stays itself), else ``None``.
+
+    >>> dim_value(7)
+    7
+    """
+    if isinstance(entry, int) and not isinstance(entry, bool):
+        return entry
+    if isinstance(entry, DimRef):
+        return entry.value
+    if is_dim(entry):
+        values = [dim_value(a) for a in entry.args]
+        return None if None in values else HOST_OPERATIONS[entry.op](*values, **entry.attrs)
+    return None
 
 
 def has_dim_refs(values: Any) -> bool:
-    """Whether a shape given by the user holds symbolic dims (``x.shape[0]``)."""
-    return isinstance(values, (tuple, list)) and any(isinstance(v, DimRef) for v in values)
+    """Whether a shape given by the user holds symbolic dims (``x.shape[0]``, ``B * L``)."""
+    return isinstance(values, (tuple, list)) and any(is_dim(v) for v in values)
 
 
-def reshape_target(target: Sequence[Any]) -> tuple[tuple[Any, ...], list[tuple[int, DimRef]]]:
+def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any, ...], list[tuple[int, DimRef]]]:  # noqa: A002
     """The static ``reshape`` shape for ``target`` (ints, ``None`` = the input's dim there at run time, one
-    ``-1``) and the ``(position, dim)`` pairs read from the input (see the module doc)."""
+    ``-1``) and the ``(position, dim)`` pairs read from the input (see the module doc). ``input`` is the
+    connection reshaped: only its own dims can be read at their position (``None`` when it is not known:
+    then no dim is)."""
     resolved: list[Any] = []
     for entry in target:
-        if isinstance(entry, DimRef):
-            value = entry.value
+        if is_dim(entry):
+            value = dim_value(entry)
             resolved.append(value if value is not None else entry)
         elif entry is None or isinstance(entry, int):
             resolved.append(entry)
         else:
-            raise ArgumentError(f"reshape: entries are ints, -1, None or shape values (x.shape[i]), got {entry!r}")
-    unknown = [j for j, entry in enumerate(resolved) if isinstance(entry, DimRef)]
+            raise ArgumentError(f"reshape: entries are ints, -1, None or shape values (x.shape[i], B * L), got {entry!r}")
+    unknown = [j for j, entry in enumerate(resolved) if is_dim(entry)]
     if unknown and -1 not in resolved:  # the last unknown dim follows from the element count
         resolved[unknown.pop()] = -1
     aligned: list[tuple[int, DimRef]] = []
     pending: list[int] = []
     for j in unknown:
         ref = resolved[j]
-        if ref.index == j:  # the input's dim at the same position, read at run time
+        if isinstance(ref, DimRef) and ref.index == j and _same_tensor(ref.source, input):  # read at run time
             aligned.append((j, ref))
             resolved[j] = None
         else:
@@ -64,12 +97,18 @@ def reshape_target(target: Sequence[Any]) -> tuple[tuple[Any, ...], list[tuple[i
     return tuple(resolved), aligned
 
 
+def _same_tensor(source: Any, input: Any) -> bool:  # noqa: A002
+    from .keys import Connection
+
+    return isinstance(source, Connection) and isinstance(input, Connection) and source.value is input.value
+
+
 def static_shape(owner: str, target: Sequence[Any]) -> tuple[int, ...]:
     """``target`` with every symbolic dim replaced by its int; a dim not known yet is an error (creation ops
     such as ``Randn(shape=...)`` need static shapes)."""
     result = []
     for entry in target:
-        value = entry.value if isinstance(entry, DimRef) else entry
+        value = dim_value(entry) if is_dim(entry) else entry
         if value is None:
             raise ShapeError(f"{owner}(shape={list(target)!r}): {entry!r} is not known yet; {owner} needs static shapes (give them to the model or use ints)")
         result.append(value)

@@ -31,7 +31,7 @@ from .blocks._util import op
 from .blocks.tensor_ops import TINY, robust_power
 from .primitive import Primitive
 
-__all__ = ["Reshape", "Randn", "Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
+__all__ = ["Reshape", "Randn", "Cast", "Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
 
 
 class ScaledDotProduct(Primitive):
@@ -300,6 +300,8 @@ class Arange(Model):
             stop = TBD
         self.attributes = {"start": start, "stop": stop, "step": step, "dtype": dtype}
         self._canonical_attribute = "stop" if stop is TBD else None
+        self._source: Any = None
+        self._run_time: dict[str, Any] = {}
         if stop is TBD:  # a placeholder input until stop is connected (which rebuilds this model)
             self.apply_iokey(self._graph.new_value(), IOKey("stop"), "Arange.stop")
             self._cin = self._keys["stop"]
@@ -316,6 +318,14 @@ class Arange(Model):
             return
         self._source = None
         attrs = {"start": start, "stop": stop, "step": step}
+        self._run_time = {k: v for k, v in attrs.items() if _is_run_time_value(v)}
+        if self._run_time:  # bounds known only when the model runs (int keys, x.shape[1] + 1): host ints
+            keys = {k: IOKey(k) if k in self._run_time else IOKey(k, value=v) for k, v in attrs.items()}
+            self |= Primitive("arange_between")(**keys, output=IOKey("output" if dtype is None else "_arange"))
+            if dtype is not None:
+                self |= Primitive("cast", dtype=dtype)(input="_arange", output=IOKey("output"))
+            self._cin = self._keys["stop"]
+            return
         if dtype is not None:
             self |= Primitive("arange", **attrs)(output="_arange")
             self |= Primitive("cast", dtype=dtype)(input="_arange", output=IOKey("output"))
@@ -330,7 +340,18 @@ class Arange(Model):
             Arange.__init__(self, **{**self.attributes, **given}, name=self.name)
         if self._source is not None:
             connections["_axis_of"] = self._source
+        for key, value in self._run_time.items():
+            if value is not TBD:
+                connections.setdefault(key, value)
         return connections
+
+
+def _is_run_time_value(value: Any) -> bool:
+    """Whether an attribute given as a value is known only when the model runs: a key still to be given
+    (``TBD``, an ``IOKey``), a connection, or a symbolic dim (``x.shape[1] + 1``)."""
+    from ..framework.keys import Connection, DimRef, Expr
+
+    return value is TBD or isinstance(value, (IOKey, Connection, DimRef, Expr))
 
 
 class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
@@ -340,18 +361,26 @@ class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
     """
 
     def __init__(self, shape: Any = None, *, name: str | None = None, **kwargs: Any) -> None:
-        from ..framework.symbolic import has_dim_refs, reshape_target
+        from ..framework.symbolic import has_dim_refs
 
         self._shape_pending = shape is None
-        if has_dim_refs(shape):
-            shape = reshape_target(shape)[0]
+        self._symbolic_shape = shape if has_dim_refs(shape) else None  # resolved once the input is known
+        if self._symbolic_shape is not None:
+            shape, self._shape_pending = None, True
         super().__init__(shape=(-1,) if shape is None else shape, name=name, **kwargs)
 
     def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        from ..errors import ShapeError
         from ..framework.symbolic import has_dim_refs, reshape_target
 
+        if self._symbolic_shape is not None and "shape" not in connections:
+            connections["shape"] = self._symbolic_shape
         if has_dim_refs(connections.get("shape")):
-            connections["shape"] = reshape_target(connections["shape"])[0]
+            try:
+                connections["shape"] = reshape_target(connections["shape"], connections.get("input"))[0]
+            except ShapeError:  # dims known only when it runs: reshape_to with the shape computed then
+                _run_time_shape(self, "reshape_to", connections)
+                return connections
         if self._shape_pending and "shape" not in connections:
             raise ArgumentError("Reshape: give shape=, at construction or in .connect(...)")
         pending, self._shape_pending = self._shape_pending, False
@@ -362,15 +391,83 @@ class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
             raise
 
 
+def _run_time_shape(model: Primitive, primitive: str, connections: dict[str, Any]) -> None:
+    """Rebuild ``model`` as ``primitive`` (``reshape_to``, ``randn_of``), whose ``shape`` key takes the
+    symbolic dims given in ``connections`` as one tuple computed when the model runs."""
+    from ..framework.keys import Expr
+
+    if model._parent is not None:
+        raise ArgumentError(f"{type(model).__name__}: attributes cannot change once the model is added")
+    from ..framework.arithmetic import unify_run_time_shape
+    from ..framework.keys import Connection, DimRef
+
+    entries = tuple(connections["shape"])
+    if primitive == "reshape_to":  # None keeps the input's dim at that position
+        source = connections.get("input")
+        if None in entries and not isinstance(source, Connection):
+            raise ArgumentError(f"{type(model).__name__}: a None entry in shape={entries!r} needs the input given as a connection")
+        entries = tuple(DimRef(source, j) if e is None else e for j, e in enumerate(entries))
+    attrs = {"inferred": next((j for j, e in enumerate(entries) if isinstance(e, int) and e == -1), None)} if primitive == "reshape_to" else {}
+    Primitive.__init__(model, primitive, name=model.name, **attrs)
+    unify_run_time_shape(model, model._keys["output"], entries, f"{type(model).__name__}(shape={entries!r})")
+    connections["shape"] = Expr("to_tuple", entries, {"n": len(entries)})
+
+
+class Cast(_base.Cast):  # type: ignore[name-defined,misc]
+    """``input.astype(dtype)``. ``dtype=x.dtype()`` of a key whose type is known only once the model is
+    compiled casts to that tensor's dtype when the model runs (``cast_like``), as Mithril's CLIP example casts
+    its layer norm back to the input's dtype.
+
+    >>> from mithril.models import IOKey
+    >>> Cast().connect(input="input", dtype=IOKey("input").dtype()).model.input_keys
+    ['input', 'like']
+    """
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        from ..framework.keys import DtypeOf
+
+        dtype = connections.get("dtype")
+        if isinstance(dtype, DtypeOf):
+            if dtype.known() is not None:
+                connections["dtype"] = dtype.known()
+            else:
+                if self._parent is not None:
+                    raise ArgumentError("Cast: attributes cannot change once the model is added")
+                del connections["dtype"]
+                Primitive.__init__(self, "cast_like", name=self.name)
+                connections["like"] = dtype.source
+                return connections
+        return super()._connect_attributes(connections)
+
+
 class Randn(_base.Randn):  # type: ignore[name-defined,misc]
-    """Standard normal samples of ``shape``; symbolic dims (``x.shape[0]``) are taken by their value, which
-    must be known (the samples' shape is static)."""
+    """Standard normal samples of ``shape``. Symbolic dims (``x.shape[0]``) known now are taken by their
+    value; given at connect time, others are read when the model runs (``Randn().connect(shape=(B, 1, d))``,
+    as Mithril's CLIP example draws its class-token noise)."""
+
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
+        from ..errors import ShapeError
+        from ..framework.symbolic import has_dim_refs, static_shape
+
+        if self._shape_pending and "shape" not in connections:
+            raise ArgumentError("Randn: give shape=, at construction or in .connect(...)")
+        self._shape_pending = False
+        if has_dim_refs(connections.get("shape")):
+            try:
+                connections["shape"] = static_shape("Randn", connections["shape"])
+            except ShapeError:
+                _run_time_shape(self, "randn_of", connections)
+                return connections
+        return super()._connect_attributes(connections)
 
     def __init__(self, *args: Any, shape: Any = None, name: str | None = None, **kwargs: Any) -> None:
         from ..framework.symbolic import has_dim_refs, static_shape
 
+        self._shape_pending = shape is None and not args
         if has_dim_refs(shape):
             shape = static_shape("Randn", shape)
         if shape is not None:
             kwargs["shape"] = shape
+        elif self._shape_pending:
+            kwargs["shape"] = ()  # a placeholder until .connect(shape=...) rebuilds the model
         super().__init__(*args, name=name, **kwargs)

@@ -42,6 +42,7 @@ __all__ = [
     "kind_of",
     "creation_kind",
     "fixed",
+    "rank_from_host_shape",
 ]
 
 
@@ -88,10 +89,11 @@ def scalar_output(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def broadcast_dims(dims: Sequence[Sequence[Dim]]) -> list[Dim] | None:
-    """NumPy broadcasting over known-rank dim lists; ``None`` when a symbolic pair is ambiguous."""
+def broadcast_dims(dims: Sequence[Sequence[Dim]], *, partial: bool = False) -> list[Dim] | None:
+    """NumPy broadcasting over known-rank dim lists; ``None`` when a symbolic pair is ambiguous (with
+    ``partial``, that column is ``None`` and the others are still given)."""
     rank = max(len(d) for d in dims)
-    result: list[Dim] = []
+    result: list[Any] = []
     for i in range(rank, 0, -1):
         column = [d[-i] for d in dims if len(d) >= i]
         chosen: Dim | None = None
@@ -108,8 +110,10 @@ def broadcast_dims(dims: Sequence[Sequence[Dim]]) -> list[Dim] | None:
                 shown = [[x.value for x in d] for d in dims]
                 raise ShapeMismatch(f"shapes {shown} do not broadcast: {a} vs {b}")
             elif a is None and b is None:
-                return None
-        assert chosen is not None
+                chosen = None
+                break
+        if chosen is None and not partial:
+            return None
         result.append(chosen)
     return result
 
@@ -142,13 +146,10 @@ def broadcast(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
             unify(io["output"], inputs[0])
             return True
         return False
-    dims = broadcast_dims(all_dims)  # type: ignore[arg-type]
-    if dims is None:
-        rank = max(len(d) for d in all_dims)  # type: ignore[arg-type]
-        unify(io["output"], Shape([Dim() for _ in range(rank)]))
-        return False
-    unify(io["output"], Shape(dims))
-    return True
+    dims = broadcast_dims(all_dims, partial=True)  # type: ignore[arg-type]
+    # an ambiguous column (two unknown sizes, either may be 1) stays unknown until one is known
+    unify(io["output"], Shape([Dim() if d is None else d for d in dims]))  # type: ignore[union-attr]
+    return None not in dims  # type: ignore[operator]
 
 
 def reduction(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -237,6 +238,21 @@ def bool_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> M
 
 def int_result(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> Mapping[str, Kind]:
     return {"output": "int"}
+
+
+def rank_from_host_shape(key: str, result: str = "output") -> ShapeRule:
+    """Shape rule of a primitive whose output shape is the run-time tuple ``key`` (``reshape_to``,
+    ``randn_of``): its length is the output's rank; the dims themselves are known only when it runs (the
+    model that builds the call unifies those it knows, e.g. ``x.shape[0]`` with ``x``'s dim)."""
+
+    def rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+        dims = io[key].dims()
+        if dims is None or len(dims) != 1 or dims[0].value is None:
+            return False
+        unify(io[result], Shape([Dim() for _ in range(dims[0].value)]))
+        return True
+
+    return rule
 
 
 def template(**templates: Sequence[object]) -> ShapeRule:

@@ -87,6 +87,12 @@ class PrimitiveSpec:
             imported on first use so core never imports the layer that defines it). ``shapes`` maps each
             input key to its dims (``None`` where unknown); the model has the primitive's input and output
             keys. ``ml.compile`` splices it in place of the call (:mod:`mithril.compiler.passes.decompose`).
+        host_inputs: inputs read on the host as Python values (ints and tuples computed from ``x.shape``),
+            never as arrays: under a JIT they stay static (:mod:`mithril.compiler.passes.host_values`).
+        variant_of: the primitive this one *is*, with its ``host_inputs`` passed as that primitive's
+            attributes at run time (``reshape_to`` is ``reshape`` with a shape computed from other tensors'
+            shapes). Backends implement only the base; when the host inputs fold to constants ``ml.compile``
+            calls the base primitive itself.
     """
 
     name: str
@@ -103,6 +109,8 @@ class PrimitiveSpec:
     doc: str = ""
     check_attributes: Callable[[Mapping[str, Any]], None] | None = None
     decomposition: str | Callable[..., Any] | None = None
+    host_inputs: frozenset[str] = frozenset()
+    variant_of: str | None = None
 
     def input_keys(self, attrs: Mapping[str, Any]) -> tuple[str, ...]:
         return self.inputs(attrs) if callable(self.inputs) else self.inputs

@@ -92,7 +92,8 @@ def required_primitives(backend: Any) -> frozenset[str]:
     """The registered primitives a backend package must implement itself: all of them for a
     manual-gradient backend; for an autograd backend, all but the gradient helpers, which core derives
     from its ``vjp`` (:mod:`mithril.backends.array_api.derived`). Primitives with a decomposition
-    (``lstm_recurrence``) are optional: a backend without them compiles the decomposition.
+    (``lstm_recurrence``) are optional: a backend without them compiles the decomposition; so are variants
+    (``reshape_to``), which run the base primitive's implementation.
 
         >>> import mithril as ml
         >>> "conv2d_grad_input" in required_primitives(ml.NumpyBackend())
@@ -101,11 +102,16 @@ def required_primitives(backend: Any) -> frozenset[str]:
     from ..backends.array_api import GRADIENT_HELPERS
     from ..plugins import registry
 
-    registered = frozenset(p for p, spec in registry().primitives.items() if spec.decomposition is None)
+    registered = frozenset(p for p, spec in registry().primitives.items() if spec.decomposition is None and spec.variant_of is None)
     return registered - GRADIENT_HELPERS if backend.supports_autograd else registered
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def _host_inputs(case: Case) -> set[str]:
+    """The case's inputs a model computes on the host (given to the compiled model as constants)."""
+    return set(spec_for(case.primitive).host_inputs)
+
+
 def _round_to(array: np.ndarray, dtype: Dtype) -> np.ndarray:
     """Float ``array`` rounded to ``dtype`` (bfloat16: float32 holding bfloat16-representable values)."""
     if array.dtype.kind != "f" or dtype is Dtype.float64:
@@ -249,18 +255,22 @@ class BackendConformanceTests:
         """Compile ``case`` as a one-primitive model: ``trainable`` inputs are parameters, the rest data.
 
         Inputs are declared with the kinds of their arrays (free inputs would otherwise default to float).
+        Host inputs (``reshape_to``'s shape) are constants: a model computes them from shapes, and folded they
+        make the call its base primitive (``reshape``), which is what backends implement.
         """
         import mithril as ml
         from mithril.models import Primitive
 
         model = Primitive(case.primitive, **case.attrs)
         model.set_types({key: _kind(array) for key, array in arrays.items()})
+        host = _host_inputs(case)
         return ml.compile(
             model,
             backend,
             shapes={key: list(array.shape) for key, array in arrays.items()},
-            data_keys=set(arrays) - set(trainable),
+            data_keys=set(arrays) - set(trainable) - host,
             trainable_keys=set(trainable),
+            constant_keys={key: arrays[key] for key in host if key in arrays},
             jit=self.jit,
         )
 
@@ -274,9 +284,10 @@ class BackendConformanceTests:
         return arrays, case.differentiable_inputs(arrays) if case.checks_gradient() else []
 
     @staticmethod
-    def _split_inputs(backend: Any, arrays: Mapping[str, np.ndarray], trainable: Sequence[str]) -> tuple[dict, dict]:
+    def _split_inputs(backend: Any, arrays: Mapping[str, np.ndarray], trainable: Sequence[str], case: Case | None = None) -> tuple[dict, dict]:
+        host = _host_inputs(case) if case is not None else set()
         params = {k: backend.array(v) for k, v in arrays.items() if k in trainable}
-        data = {k: backend.array(v) for k, v in arrays.items() if k not in trainable}
+        data = {k: backend.array(v) for k, v in arrays.items() if k not in trainable and k not in host}
         return params, data
 
     # -- tests -------------------------------------------------------------------------------------
@@ -287,7 +298,7 @@ class BackendConformanceTests:
         arrays, trainable = self._prepare(case, dtype)
         compiled = self.compile_case(backend, case, arrays, trainable)
         expected = run_reference(case, arrays, self._references(), dtype=dtype)  # first: in_place may write the inputs
-        outputs = compiled.evaluate(*self._split_inputs(backend, arrays, trainable))
+        outputs = compiled.evaluate(*self._split_inputs(backend, arrays, trainable, case))
         explicit = case.attrs.get("dtype")
         for key, ref in expected.items():
             what = f"{case.id} [{dtype.value}], output {key!r}"
@@ -329,7 +340,7 @@ class BackendConformanceTests:
 
         backend = self.make_backend(dtype)
         compiled = self.compile_case(backend, case, arrays, trainable)
-        params, data = self._split_inputs(backend, arrays, trainable)
+        params, data = self._split_inputs(backend, arrays, trainable, case)
         output_gradients = {k: backend.array(_round_to(c, dtype)) for k, c in cotangents.items()}
         _, grads = compiled.evaluate(params, data, output_gradients=output_gradients)
         for key in trainable:

@@ -526,6 +526,26 @@ def _creation_dtype(dtype: Any, default: str) -> np.dtype:
 
 
 @reference
+def reshape_to(input, shape):
+    return reshape(input, shape=tuple(int(s) for s in np.asarray(shape).reshape(-1)))
+
+
+@reference
+def arange_between(start, stop, step):
+    return arange(start=np.asarray(start).item(), stop=np.asarray(stop).item(), step=np.asarray(step).item())
+
+
+@reference
+def randn_of(shape):
+    return randn(shape=tuple(int(s) for s in np.asarray(shape).reshape(-1)))
+
+
+@reference
+def cast_like(input, like):
+    return np.asarray(input).astype(np.asarray(like).dtype)
+
+
+@reference
 def arange(*, start, stop, step):
     values = (start, stop, step)
     kind = "float" if any(isinstance(v, float) for v in values) else "int"

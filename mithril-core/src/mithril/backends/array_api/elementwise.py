@@ -110,6 +110,10 @@ def build(b: Binding) -> dict[str, Impl]:
             return input.astype(backend.native_dtype(dtype))
         return backend.array(input, dtype)
 
+    def cast_like(input: Any, like: Any) -> Any:
+        """``input.astype(like.dtype)``"""
+        return input.astype(like.dtype)
+
     @uses_backend
     def divide(backend: Any, left: Any, right: Any) -> Any:
         """``left / right`` (true division); ints divide into the backend's float dtype."""
@@ -118,7 +122,7 @@ def build(b: Binding) -> dict[str, Impl]:
         return backend.array(left, "float") / backend.array(right, "float")
 
     table.update(rsqrt=rsqrt, sigmoid=getattr(xp, "sigmoid", sigmoid), relu=relu, leaky_relu=leaky_relu)
-    table.update(softplus=softplus, cast=cast, divide=divide)
+    table.update(softplus=softplus, cast=cast, cast_like=cast_like, divide=divide)
     table.setdefault("stop_gradient", stop_gradient)
     if erf is not None:
         table.update(erf=erf, gelu=gelu)

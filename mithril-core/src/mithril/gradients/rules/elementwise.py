@@ -119,6 +119,12 @@ def cast(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.cast(ctx.cotangent, dtype="float")}
 
 
+def cast_like(ctx: GradContext) -> Cotangents:
+    if ctx["input"].kind != "float" or ctx.output.kind != "float":
+        return {"input": None}
+    return {"input": ctx.ops.cast_like(ctx.cotangent, ctx["input"])}
+
+
 # -- binary (broadcasting: each cotangent is summed back to its input's shape) ---------------------
 def add(ctx: GradContext) -> Cotangents:
     g = ctx.cotangent
@@ -179,6 +185,6 @@ RULES = {
     rule.__name__: rule
     for rule in (
         neg, abs, exp, log, log1p, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, softplus,
-        erf, nan_to_num, cast, add, subtract, multiply, divide, power, minimum, maximum, where,
+        erf, nan_to_num, cast, cast_like, add, subtract, multiply, divide, power, minimum, maximum, where,
     )
 }

@@ -11,7 +11,7 @@ def _reshape_back(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.reshape_like(ctx.cotangent, ctx["input"])}
 
 
-reshape = flatten = squeeze = unsqueeze = reshape_like = at_least_1d = _reshape_back
+reshape = reshape_to = flatten = squeeze = unsqueeze = reshape_like = at_least_1d = _reshape_back
 
 
 def sum_to_like(ctx: GradContext) -> Cotangents:
@@ -90,6 +90,7 @@ def gather(ctx: GradContext) -> Cotangents:
 
 RULES = {
     "reshape": reshape,
+    "reshape_to": reshape_to,
     "flatten": flatten,
     "squeeze": squeeze,
     "unsqueeze": unsqueeze,

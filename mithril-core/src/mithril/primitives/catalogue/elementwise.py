@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...shapes import unify
 from ..rules import bool_result, broadcast, float_result, kind_of, promote, same_kind, same_shape
 from ..spec import PrimitiveSpec
 
@@ -21,6 +22,11 @@ def _cast_kind(kinds, attrs):
     dtype = attrs["dtype"]
     kind = dtype if dtype in ("bool", "int", "float") else getattr(dtype, "kind", None)
     return {"output": kind} if kind else None
+
+
+def _shape_of_input(io, attrs):
+    unify(io["output"], io["input"])
+    return True
 
 
 _NO_GRAD = ()
@@ -62,6 +68,14 @@ SPECS = (
         "input.astype(dtype): dtype is a kind ('bool', 'int', 'float' -> the backend's dtype) or an ml.Dtype",
         _cast_kind,
         attributes={"dtype": "float"},
+    ),
+    PrimitiveSpec(
+        "cast_like",
+        ("input", "like"),
+        _shape_of_input,
+        kind_of("like"),
+        differentiable=("input",),
+        doc="input.astype(like.dtype): the dtype of another tensor, known when the model runs",
     ),
     _binary("add", "left + right"),
     _binary("subtract", "left - right"),

@@ -14,6 +14,7 @@ from ..rules import (
     int_result,
     kind_of,
     promote,
+    rank_from_host_shape,
     same_kind,
     same_shape,
 )
@@ -214,6 +215,18 @@ SPECS = (
         attributes={"shape": REQUIRED},
         random=True,
         doc="standard normal samples of the given shape",
+    ),
+    PrimitiveSpec(
+        "randn_of",
+        ("shape",),
+        rank_from_host_shape("shape"),
+        float_result,
+        differentiable=(),
+        input_kinds={"shape": ("int",)},
+        random=True,
+        host_inputs=frozenset({"shape"}),
+        variant_of="randn",
+        doc="standard normal samples of a shape computed at run time (from other tensors' shapes)",
     ),
     PrimitiveSpec(
         "randint",

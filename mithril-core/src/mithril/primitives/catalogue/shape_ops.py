@@ -8,7 +8,7 @@ from typing import Any
 
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
 from ...types import kind_of_python_value
-from ..rules import fixed, int_result, kind_of, normalize_axes, normalize_axis, promote, same_kind
+from ..rules import fixed, int_result, kind_of, normalize_axes, normalize_axis, promote, rank_from_host_shape, same_kind
 from ..spec import REQUIRED, PrimitiveSpec
 
 
@@ -53,6 +53,31 @@ def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     if None not in outs and math.prod(outs) != total:  # type: ignore[arg-type]
         raise ShapeMismatch(f"cannot reshape {tuple(sizes)} ({total} elements) into {tuple(outs)}")
     return None not in outs
+
+
+def _reshape_to(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """The output's rank is the shape tuple's length; ``inferred`` names the ``-1`` entry (given when the call is
+    built), sized from the element count as ``reshape`` does once the other dims are known or shared."""
+    if not rank_from_host_shape("shape")(io, attrs):
+        return False
+    j = attrs["inferred"]
+    src, out = io["input"].dims(), io["output"].dims()
+    if j is None or out is None or out[j].value is not None:
+        return True
+    if src is None:
+        return False
+    sizes = [d.value for d in src]
+    if None in sizes:
+        _infer_with_shared_dims(src, out, j)
+        return out[j].value is not None
+    others = [d.value for k, d in enumerate(out) if k != j]
+    if None in others:
+        return False
+    known, total = math.prod(others), math.prod(sizes)  # type: ignore[arg-type]
+    if known == 0 or total % known:
+        raise ShapeMismatch(f"cannot reshape {tuple(sizes)} into {tuple(others[:j]) + (-1,) + tuple(others[j:])}")
+    out[j].set(total // known)
+    return True
 
 
 def _infer_with_shared_dims(src_dims: Sequence[Dim], out_dims: Sequence[Dim], inferred: int) -> None:
@@ -311,6 +336,19 @@ def _arange_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _arange_between_shape(io, attrs):
+    for key in ("start", "stop", "step"):
+        unify(io[key], Shape())
+    unify(io["output"], Shape([Dim()]))
+    return True
+
+
+def _arange_between_kind(kinds, attrs):
+    if any(kinds.get(k) is None for k in ("start", "stop", "step")):
+        return None
+    return {"output": "float" if "float" in (kinds["start"], kinds["stop"], kinds["step"]) else "int"}
+
+
 def _attr_kind(*names: str):
     def rule(kinds, attrs):
         values = [attrs[n] for n in names if attrs.get(n) is not None]
@@ -406,6 +444,19 @@ _SHAPE_ATTR = {"shape": REQUIRED}
 _CREATE = {"shape": REQUIRED, "dtype": None}
 SPECS = (
     PrimitiveSpec("reshape", ("input",), _reshape, same_kind, attributes=_SHAPE_ATTR, doc="input.reshape(shape); None keeps the input dim at that position"),
+    PrimitiveSpec(
+        "reshape_to",
+        ("input", "shape"),
+        _reshape_to,
+        kind_of("input"),
+        attributes={"inferred": None},
+        differentiable=("input",),
+        input_kinds={"shape": ("int",)},
+        host_inputs=frozenset({"shape"}),
+        variant_of="reshape",
+        doc="input.reshape(shape) with shape a tuple of ints computed at run time (from other tensors' shapes); "
+        "inferred: the position of its -1 entry, if any",
+    ),
     PrimitiveSpec("flatten", ("input",), _flatten, same_kind, attributes={"start_dim": 1, "end_dim": -1}, doc="merge axes start_dim..end_dim (torch.flatten)"),
     PrimitiveSpec("transpose", ("input",), _transpose, same_kind, attributes={"axes": None}, doc="np.transpose(input, axes)"),
     PrimitiveSpec("swapaxes", ("input",), _swapaxes, same_kind, attributes={"axis1": -2, "axis2": -1}, doc="np.swapaxes(input, axis1, axis2)"),
@@ -449,6 +500,16 @@ SPECS = (
         doc="np.take_along_axis(input, index, axis)",
     ),
     PrimitiveSpec("arange", (), _arange_shape, _attr_kind("start", "stop", "step"), attributes={"start": 0, "stop": None, "step": 1}, doc="np.arange(start, stop, step)"),
+    PrimitiveSpec(
+        "arange_between",
+        ("start", "stop", "step"),
+        _arange_between_shape,
+        _arange_between_kind,
+        differentiable=(),
+        host_inputs=frozenset({"start", "stop", "step"}),
+        variant_of="arange",
+        doc="np.arange(start, stop, step) with bounds computed at run time (e.g. a sequence length)",
+    ),
     PrimitiveSpec("ones", (), _creation_shape, _full_kind, attributes=_CREATE, doc="np.ones(shape)"),
     PrimitiveSpec("zeros", (), _creation_shape, _full_kind, attributes=_CREATE, doc="np.zeros(shape)"),
     PrimitiveSpec("full", (), _creation_shape, _full_kind, attributes={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None}, doc="np.full(shape, fill_value)"),

@@ -73,6 +73,13 @@ NOT_GENERATED: dict[str, str] = {
     "differences do not model yet; checked by the conformance cases and BatchNorm2d's cross-backend and training tests",
     "unique": "its output shape depends on the values: not a static-shape model (C, GGML) nor a gradient check",
     **dict.fromkeys(
+        ("reshape_to", "randn_of", "arange_between"),
+        "a variant taking a shape or bound computed from other tensors' shapes: in a static-shape model it folds to "
+        "its base primitive, which is generated; run-time shapes are checked by tests/test_run_time_shapes.py",
+    ),
+    "cast_like": "casts to another tensor's dtype: in a generated model every float shares the backend's dtype, so it "
+    "is cast, which is generated; checked by the conformance cases",
+    **dict.fromkeys(
         ("cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad"),
         "needs a symmetric (positive-definite) input, and its gradient is the symmetric one, which finite "
         "differences of a random input (only the lower triangle is read) do not give; checked by the conformance cases",
