@@ -296,6 +296,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
         train=None if train is None else (train[0], loss_shape),
         precision=(str(precision), compute) if compute is not None else None,
         discarded_keys=discarded,
+        input_groups=_input_groups(model, set(inputs)),
     )
     jitted = will_jit and backend.supports_autograd
     log.stage("jit", f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in jit_options.items())}) wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
@@ -574,6 +575,14 @@ def _bias_fan_in(graph: Graph) -> dict[str, int]:
         if bias is not None and bias.name and shape is not None and len(shape) >= 2:
             result[bias.name] = initializers.fan_in_of(shape)
     return result
+
+
+def _input_groups(model: Any, inputs: set[str]) -> dict[str, list[str]]:
+    """The model's list-valued keys whose members are all inputs of the compiled model (``Concat``'s
+    ``input``): evaluate takes a list for each."""
+    groups = getattr(model, "__dict__", {}).get("_key_groups", {})
+    found = {name: [conn.key for conn in members] for name, members in groups.items()}
+    return {name: keys for name, keys in found.items() if keys and all(k in inputs for k in keys)}
 
 
 def _check_implementations(graph: Graph, backend: Backend[Any]) -> None:

@@ -13,7 +13,7 @@ import os
 import time
 import warnings
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,10 @@ class PhysicalModel(Displayable):
         train: tuple[Any, tuple[int, ...]] | None = None,
         precision: tuple[str, Any] | None = None,
         discarded_keys: set[str] | None = None,
+        input_groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.backend = backend
+        self._input_groups = {name: tuple(members) for name, members in (input_groups or {}).items()}
         self.plan = plan  # mithril.parallel.ShardingPlan of ml.compile(parallelism=...), or None
         self.program = program
         self._param_values = dict(params)
@@ -445,6 +447,37 @@ class PhysicalModel(Displayable):
         >>> outputs = pm.evaluate(params, {"input": x})                                  # doctest: +SKIP
         >>> outputs, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": g})  # doctest: +SKIP
         """
+        if self._input_groups:  # list-valued keys (Concat's input): one value per member
+            params, data = self._expand_groups(params, data)
+            if output_gradients is not None:
+                outputs, gradients = self._evaluate_ungrouped(params, data, output_gradients)
+                return outputs, self._grouped(gradients)
+        return self._evaluate_ungrouped(params, data, output_gradients)
+
+    def _expand_groups(self, params: Mapping[str, Any] | None, data: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A list given for a list-valued key becomes its members, each where it belongs (a trainable
+        member in ``params``, the others in ``data``), whichever of the two held the list."""
+        params, data = dict(params or {}), dict(data or {})
+        for name, members in self._input_groups.items():
+            for source in (params, data):
+                if name not in source:
+                    continue
+                values = source.pop(name)
+                if not isinstance(values, (list, tuple)) or len(values) != len(members):
+                    raise ArgumentError(f"evaluate: {name!r} is a list of {len(members)} arrays ({', '.join(members)}), got {values!r}")
+                for member, value in zip(members, values):
+                    (params if member in self._state_keys else data)[member] = value
+        return params, data
+
+    def _grouped(self, gradients: Mapping[str, Any]) -> dict[str, Any]:
+        """Gradients of a list-valued key's members as one list under the key's name."""
+        grouped = dict(gradients)
+        for name, members in self._input_groups.items():
+            if all(m in grouped for m in members):
+                grouped[name] = [grouped.pop(m) for m in members]
+        return grouped
+
+    def _evaluate_ungrouped(self, params: Mapping[str, Any] | None, data: Mapping[str, Any] | None, output_gradients: Any) -> Any:
         direct = self._direct_forward
         if direct is not None and output_gradients is None and type(params) is dict and type(data) is dict:
             if len(params) == self._direct_sizes[0] and len(data) == self._direct_sizes[1]:

@@ -665,11 +665,27 @@ class Model(Displayable):
         return self
 
     def set_values(self, mapping: Mapping[str | Connection, Any] | None = None, **values: Any) -> Model:
-        """Give inputs constant values (folded at compile time)."""
+        """Give inputs constant values (folded at compile time). A list-valued key (``Concat``'s ``input``)
+        takes a list, one value per member (``ml.Tensor[float](differentiable=True)`` declares a member
+        trainable); a model that sizes the list from it (``Concat``) takes as many members as given."""
         with self._transaction():
             for key, value in self._items(mapping, values):
-                self._set_constant(self._resolve(key, "set_values"), value, f"{self._path()}.set_values({key!r})")
+                where = f"{self._path()}.set_values({key!r})"
+                members = self.__dict__.get("_key_groups", {}).get(key) if isinstance(key, str) else None
+                if members is not None and isinstance(value, (list, tuple)):
+                    if len(value) != len(members):
+                        members = self._resize_key_group(key, len(value), where)
+                    for member, item in zip(members, value):
+                        self._set_constant(member.value, item, where)
+                    continue
+                self._set_constant(self._resolve(key, "set_values"), value, where)
         return self
+
+    def _resize_key_group(self, key: str, size: int, where: str) -> tuple[Connection, ...]:
+        """Hook for models whose list-valued key takes any number of members (``Concat``): rebuild with
+        ``size`` members and return them. Other models have a fixed number."""
+        members = self.__dict__["_key_groups"][key]
+        raise ArgumentError(f"{where}: {key!r} is a list of {len(members)} values, got {size}")
 
     def set_differentiability(self, mapping: Mapping[str | Connection, bool] | None = None, **flags: bool) -> Model:
         """``True`` makes an input a trainable parameter; ``False`` makes it runtime data."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import validation
 from ..errors import ArgumentError
-from ..framework.keys import TBD, IOKey
+from ..framework.keys import TBD, Connection, IOKey
 from ..framework.model import Model, _Call
 from . import primitive_models as _base
 from .blocks._util import op
@@ -111,6 +111,14 @@ class Concat(Model):
         concat = Primitive("concat", n=n, axis=0 if axis is None else axis)
         self |= concat(**{f"input_{i}": part for i, part in enumerate(parts)}, output=IOKey("output"))
         self._cin = self._keys["input_0"]
+        # Mithril's list-valued key: set_values(input=[...]) and, compiled, evaluate(data={"input": [...]})
+        self.__dict__["_key_groups"] = {"input": tuple(Connection(self, f"input_{i}") for i in range(n))}
+
+    def _resize_key_group(self, key: str, size: int, where: str) -> tuple[Connection, ...]:
+        if self._parent is not None or size < 1:
+            return super()._resize_key_group(key, size, where)
+        Concat.__init__(self, self.attributes["axis"], size, name=self.name)
+        return self.__dict__["_key_groups"][key]
 
     def __call__(self, *args: Any, **connections: Any) -> _Call:
         if args and isinstance(args[0], (list, tuple)):  # Concat().connect([a, b], output=...)
@@ -125,6 +133,9 @@ class Concat(Model):
         inputs = connections.pop("input", None)
         axis = connections.pop("axis", self.attributes["axis"])
         n = self.attributes["n"]
+        if isinstance(inputs, Connection) and inputs.value.producer is not None and inputs.value.producer.spec.name in ("to_list", "to_tuple"):
+            node = inputs.value.producer  # Concat().connect(input=ToList(n).output): the list's members
+            inputs = [node.inputs[f"input_{i}"] for i in range(node.attrs["n"])]
         if inputs is not None:
             if not isinstance(inputs, (list, tuple)) or not inputs:
                 raise ArgumentError(f"Concat: input takes a non-empty list of connections, names or constants, got {inputs!r}")

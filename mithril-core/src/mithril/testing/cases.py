@@ -404,6 +404,7 @@ def _shape_ops() -> list[Case]:
         Case("reshape", {"input": x}, {"shape": (None, None, 2, 2)}, id="reshape-none"),
         Case("reshape", {"input": x}, {"shape": (24,)}, id="reshape-flat"),
         Case("reshape_to", {"input": x, "shape": np.array([6, -1])}),
+        Case("split_at", {"input": normal(2, 6), "sections": np.array([2, 5])}, {"axis": 1, "parts": 3}),
         Case("arange_between", {"start": np.array(1), "stop": np.array(9), "step": np.array(3)}),
         Case("cast_like", {"input": x, "like": integers(0, 3, 2)}, id="cast_like-int", grad=False),
         Case("cast_like", {"input": x, "like": normal(2)}, id="cast_like-float"),

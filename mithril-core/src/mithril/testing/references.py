@@ -526,8 +526,13 @@ def _creation_dtype(dtype: Any, default: str) -> np.dtype:
 
 
 @reference
-def reshape_to(input, shape):
+def reshape_to(input, shape, *, inferred=None):
     return reshape(input, shape=tuple(int(s) for s in np.asarray(shape).reshape(-1)))
+
+
+@reference
+def split_at(input, sections, *, axis, parts):
+    return tuple(np.split(np.asarray(input), [int(s) for s in np.asarray(sections).reshape(-1)], axis=axis))
 
 
 @reference

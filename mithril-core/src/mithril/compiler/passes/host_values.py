@@ -50,11 +50,17 @@ def place_on_host(graph: Graph) -> int:
             continue
         kept.append(node)
     graph.nodes = kept
+    specialised = False
     for node in graph.nodes:
         if node.spec.variant_of is not None and all(_is_constant(node.inputs.get(k)) for k in node.spec.host_inputs):
             _specialise(graph, node)
+            specialised = True
         elif node.id in host:
             node.spec = replace(node.spec, name=HOST_PREFIX + node.spec.name)
+    if specialised:  # the base primitives know their output dims now: so do the calls after them
+        for node in graph.nodes:
+            graph.reinfer(node)
+        graph.solve()
     return sum(node.spec.name.startswith(HOST_PREFIX) for node in graph.nodes)
 
 
@@ -141,7 +147,6 @@ def _specialise(graph: Graph, node: Node) -> None:
     node.spec = base
     node.attrs = base.resolve_attributes(attrs, node.path or spec.name)
     node.inputs = {k: v for k, v in node.inputs.items() if k not in spec.host_inputs}
-    graph.reinfer(node)  # the output's dims, now that the attributes are known
 
 
 def _product(sizes: list[Any]) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ...errors import UnsupportedPrimitiveError
 from ..context import Cotangents, GradContext
 from ._common import wants
 
@@ -41,24 +40,27 @@ def broadcast_to(ctx: GradContext) -> Cotangents:
 
 
 def concat(ctx: GradContext) -> Cotangents:
-    """Split the cotangent at the inputs' (static) sizes along the concatenation axis."""
+    """Split the cotangent at the inputs' sizes along the concatenation axis: static sizes as ``split``'s
+    attribute; sizes known only when the model runs as ``split_at``'s, summed from the inputs' shapes."""
     n = ctx.attrs["n"]
-    first = ctx["input_0"]
-    axis = ctx.axis(first, ctx.attrs["axis"])
-    sizes = []
-    for i in range(n):
-        dims = ctx[f"input_{i}"].shape.ints()
-        size = None if dims is None else dims[axis]
-        if size is None:
-            raise UnsupportedPrimitiveError(
-                f"{ctx.node.path or '<root>'}: the gradient of 'concat' needs the size of input_{i} along axis "
-                f"{axis}, which is not known at compile time; give its shape to ml.compile(shapes=...)"
-            )
-        sizes.append(size)
-    bounds = [0]
-    for size in sizes[:-1]:
-        bounds.append(bounds[-1] + size)
-    parts = ctx.ops.split(ctx.cotangent, sections=bounds[1:], axis=axis)
+    if n == 1:
+        return {"input_0": ctx.cotangent if wants(ctx, "input_0") else None}
+    inputs = [ctx[f"input_{i}"] for i in range(n)]
+    dims = [x.shape.ints() for x in inputs]
+    static = all(d is not None for d in dims)
+    if static:
+        axis = ctx.axis(inputs[0], ctx.attrs["axis"])
+        sizes = [d[axis] for d in dims]  # type: ignore[index]
+        static = None not in sizes
+    if not static:  # rank or a size not known now: split where the sizes add up when it runs
+        axis = ctx.attrs["axis"]
+        bounds = [ctx.ops.index(ctx.ops.shape(inputs[0]), key=axis)]
+        for x in inputs[1:-1]:
+            bounds.append(bounds[-1] + ctx.ops.index(ctx.ops.shape(x), key=axis))
+        parts = ctx.ops.split_at(ctx.cotangent, ctx.ops.to_tuple(*bounds, n=len(bounds)), axis=axis, parts=n)
+    else:
+        bounds = [sum(sizes[: i + 1]) for i in range(n - 1)]
+        parts = ctx.ops.split(ctx.cotangent, sections=bounds, axis=axis)
     return {f"input_{i}": part if wants(ctx, f"input_{i}") else None for i, part in enumerate(parts)}
 
 
@@ -91,6 +93,7 @@ def gather(ctx: GradContext) -> Cotangents:
 RULES = {
     "reshape": reshape,
     "reshape_to": reshape_to,
+    "split_at": split,
     "flatten": flatten,
     "squeeze": squeeze,
     "unsqueeze": unsqueeze,

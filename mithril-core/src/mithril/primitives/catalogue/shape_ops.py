@@ -250,6 +250,21 @@ def _split(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _split_at_outputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(f"output_{i}" for i in range(attrs["parts"]))
+
+
+def _split_at(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """Each part has the input's dims but along ``axis``, where its size is known only when it runs."""
+    dims = io["input"].dims()
+    if dims is None:
+        return False
+    axis = normalize_axis(attrs["axis"], len(dims))
+    for key in _split_at_outputs(attrs):
+        unify(io[key], Shape([Dim() if j == axis else d for j, d in enumerate(dims)]))
+    return True
+
+
 def _pad(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     dims = io["input"].dims()
     widths = [tuple(p) for p in attrs["pad_width"]]
@@ -421,9 +436,8 @@ def _sequence_inputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _sequence(io, attrs):
-    """``n`` scalars -> a Python sequence of length ``n`` (its shape as an array)."""
-    for key in _sequence_inputs(attrs):
-        unify(io[key], Shape())
+    """``n`` values -> a Python sequence of length ``n`` (its shape as an array, for scalars). The members may
+    be tensors too (Mithril's ``ToList`` of tensors, read by ``Concat``)."""
     unify(io["output"], fixed([attrs["n"]]))
     return True
 
@@ -479,6 +493,18 @@ SPECS = (
         attributes={"sections": REQUIRED, "axis": 0},
         outputs=_split_outputs,
         doc="np.split(input, sections, axis): sections is a count of equal parts or a list of split indices",
+    ),
+    PrimitiveSpec(
+        "split_at",
+        ("input", "sections"),
+        _split_at,
+        lambda kinds, attrs: None if kinds.get("input") is None else {k: kinds["input"] for k in _split_at_outputs(attrs)},
+        attributes={"axis": 0, "parts": REQUIRED},
+        outputs=_split_at_outputs,
+        input_kinds={"sections": ("int",)},
+        host_inputs=frozenset({"sections"}),
+        variant_of="split",
+        doc="np.split(input, sections, axis) with the split indices computed at run time; parts = len(sections) + 1",
     ),
     PrimitiveSpec(
         "pad",

@@ -73,7 +73,7 @@ NOT_GENERATED: dict[str, str] = {
     "differences do not model yet; checked by the conformance cases and BatchNorm2d's cross-backend and training tests",
     "unique": "its output shape depends on the values: not a static-shape model (C, GGML) nor a gradient check",
     **dict.fromkeys(
-        ("reshape_to", "randn_of", "arange_between"),
+        ("reshape_to", "randn_of", "arange_between", "split_at"),
         "a variant taking a shape or bound computed from other tensors' shapes: in a static-shape model it folds to "
         "its base primitive, which is generated; run-time shapes are checked by tests/test_run_time_shapes.py",
     ),
