@@ -87,6 +87,19 @@ SUITES: dict[str, str] = {
 _SKIPPED_UPSTREAM = "skipped by Mithril's own harness (popped in tests/scripts/test_models.py)"
 _INJECTS_INTERNAL = "injects a value for Mithril's internal key TsnePJoint_<n>_output (and Mithril's harness skips it)"
 _OLD_LINEAR = "expects the pre-rename Linear layout (w [in, out], b) that current Mithril no longer has"
+_UNDERDETERMINED = (
+    "the input shape asked for is one of several that fit the model (broadcasting also accepts a higher rank or "
+    "the full dims); Mithril's solver picks one, this project leaves it open and accepts every shape that fits"
+)
+_UNDERDETERMINED_CASES = (
+    "test_composite_1_init_shapes_3", "test_composite_1_init_shapes_4", "test_composite_1_init_shapes_5",
+    "test_composite_1_static_shapes_2", "test_composite_1_static_shapes_3", "test_composite_1_static_inputs_3",
+    "test_composite_2_init_shapes_3", "test_composite_2_static_shapes_2", "test_composite_2_static_input_shapes_2",
+    "test_composite_3_static_shapes_2",
+)  # fmt: skip
+_MESSAGE_TEXT = (
+    "expects Mithril's exception class and exact message text; this project raises its own error for the same mistake"
+)
 
 # (suite, case) -> why the case is not run: it tests Mithril's internals, or data no Mithril code reads any more.
 EXCLUSIONS: dict[tuple[str, str], str] = {
@@ -119,6 +132,13 @@ EXCLUSIONS: dict[tuple[str, str], str] = {
         "static_keys",
         "test_composite_2",
     ): "expects Mithril's internal flat-graph name 'output_3' for the output named 'output4'",
+    **{("shapes", name): _UNDERDETERMINED for name in _UNDERDETERMINED_CASES},
+    ("shapes", "test_simple_Flattten_static7"): (
+        "Flatten()'s default range: Mithril's flattens every axis, the manual's (seed 000, a CNN that writes Flatten() "
+        "before a Linear) keeps the batch axis, and the manual decides"
+    ),
+    ("errors", "test_Composite_empty_model_error"): _MESSAGE_TEXT + " (ModelConnectionError: no outputs to compute)",
+    ("errors", "test_Composite_shape_mismatch_error"): _MESSAGE_TEXT + " (ShapeError naming 'bias0', [3] vs [4])",
 }
 
 # Model-valued constructor arguments in the JSON format (a model name, a model dict, or a list of them).

@@ -44,6 +44,21 @@ def _numpy(backend, tree):
     return {k: np.asarray(backend.to_numpy(v)) for k, v in tree.items()}
 
 
+def assert_same_results(backend, ours, reference, params: tuple, data: dict, seed: dict, *, rename=lambda key: key,
+                        rtol: float = 1e-10, atol: float = 1e-12, grad_rtol: float = 1e-9) -> dict:  # fmt: skip
+    """Outputs and gradients of ``ours`` equal ``reference``'s (``params``: each one's; ``rename``: our
+    parameter name -> the reference's). Returns the reference's outputs."""
+    got, got_grads = ours.evaluate(params[0], data, output_gradients=seed)
+    want, want_grads = reference.evaluate(params[1], data, output_gradients=seed)
+    for key in seed:
+        np.testing.assert_allclose(_numpy(backend, got)[key], _numpy(backend, want)[key], rtol=rtol, atol=atol, err_msg=key)
+    got_grads, want_grads = _numpy(backend, got_grads), _numpy(backend, want_grads)
+    assert sorted(rename(k) for k in got_grads) == sorted(want_grads)
+    for key, value in got_grads.items():
+        np.testing.assert_allclose(value, want_grads[rename(key)], rtol=grad_rtol, atol=atol * 100, err_msg=key)
+    return _numpy(backend, want)
+
+
 @pytest.mark.parametrize("backend", _backends(), ids=lambda b: type(b).__name__)
 def test_published_gpt_matches_the_builder_with_gradients_at_any_length(backend):
     example = published("gpt.model")
@@ -193,13 +208,9 @@ def test_published_t5_matches_the_builder_with_gradients_at_any_length(backend, 
     for batch, source in ((1, 5), (2, 12)):  # one compiled model; offsets below max_distance (no bucket ties)
         ids = backend.array(rng.integers(0, T5_SMALL["vocab_size"], size=(batch, source)))
         seed = {"output": backend.array(rng.normal(size=(batch, source, T5_SMALL["d_model"])))}
-        states, grads = encoder.evaluate(enc_params, {"input": ids}, output_gradients=seed)
-        want, want_grads = ref_encoder.evaluate(ref_enc, {"input": ids}, output_gradients=seed)
-        np.testing.assert_allclose(_numpy(backend, states)["output"], _numpy(backend, want)["output"], rtol=1e-5, atol=1e-6)
-        grads, want_grads = _numpy(backend, grads), _numpy(backend, want_grads)
-        for key, value in grads.items():
-            np.testing.assert_allclose(value, want_grads[t5_reference_name(key, decoder=False)], rtol=1e-4, atol=1e-6, err_msg=key)
-        memory = want["output"]
+        want = assert_same_results(backend, encoder, ref_encoder, (enc_params, ref_enc), {"input": ids}, seed,
+                                   rename=lambda key: t5_reference_name(key, decoder=False), rtol=1e-5, atol=1e-6, grad_rtol=1e-4)  # fmt: skip
+        memory = backend.array(want["output"])
         target = backend.array(rng.integers(0, T5_SMALL["vocab_size"], size=(batch, 1)))
         data = {"input": target, "memory": memory}
         logits = _numpy(backend, decoder.evaluate(dec_params, data))["output"]
@@ -225,3 +236,42 @@ def test_published_clip_and_t5_build_at_their_documented_sizes():
     encoder = ml.compile(published("t5").t5_encode(t5_small), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True)
     ref_encoder = ml.compile(mithril_models.t5_encode(t5_small), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True)
     assert {t5_reference_name(k, decoder=False): encoder.shapes[k] for k in encoder.param_keys} == {k: ref_encoder.shapes[k] for k in ref_encoder.param_keys}
+
+
+@pytest.mark.parametrize("backend", _backends(), ids=lambda b: type(b).__name__)
+def test_published_functional_gpt_equals_the_published_gpt(backend):
+    """``examples/gpt/functional_model.py`` writes GPT-2 in Mithril's functional style (models called with
+    their inputs, ``Model.create``): same parameters, same outputs and gradients as ``examples/gpt/model.py``."""
+    functional = ml.compile(published("gpt.functional_model").create_gpt(**GPT_SMALL), backend, use_short_namings=False)
+    composed = ml.compile(published("gpt.model").create_gpt(**GPT_SMALL), backend, use_short_namings=False)
+    assert sorted(functional.param_keys) == sorted(composed.param_keys) and functional.output_keys == ["output"]
+    params = ml.compile(gpt_reference(GPT_SMALL), backend, use_short_namings=False).randomize_params(seed=3)
+    rng = np.random.default_rng(3)
+    for batch, length in ((1, 4), (2, 7)):
+        ids = backend.array(rng.integers(0, GPT_SMALL["vocab_size"], size=(batch, length)))
+        seed = {"output": backend.array(rng.normal(size=(batch, length, GPT_SMALL["vocab_size"])))}
+        assert_same_results(backend, functional, composed, (params, params), {"input": ids}, seed)
+
+
+def test_published_segformer_encoder_builds_and_runs():
+    """The Segformer encoder (functional style: ``Model.create`` with several outputs unpacked, dims as model
+    outputs read by reshapes) builds, compiles with an image size and runs on NumPy, JAX and PyTorch."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(num_encoder_blocks=2, patch_sizes=[7, 3], strides=[4, 2], hidden_sizes=[8, 16],
+                             num_attention_heads=[1, 2], depths=[1, 1], sr_ratios=[2, 1], mlp_ratios=[2, 2],
+                             reshape_last_stage=True)  # fmt: skip
+    encoder = published("segformer.segformer_encoder").segformer_encoder(config, name="encoder")
+    assert encoder.output_keys == ["output", "hidden_states"]
+    outputs = []
+    for backend in _backends():
+        pm = ml.compile(encoder, backend, shapes={"input": [2, 3, 32, 32]}, inference=True)
+        params = {k: backend.array(v) for k, v in ml.compile(encoder, ml.NumpyBackend(dtype=ml.float64), shapes={"input": [2, 3, 32, 32]},
+                                                             inference=True).randomize_params(seed=0).items()}  # fmt: skip
+        image = backend.array(np.random.default_rng(0).normal(size=(2, 3, 32, 32)))
+        out = pm.evaluate(params, {"input": image})
+        assert tuple(out["output"].shape) == (2, 16, 4, 4)  # stride 4 then 2: 32 -> 8 -> 4
+        assert [tuple(h.shape) for h in out["hidden_states"]] == [(2, 8, 8, 8), (2, 16, 4, 4)]
+        outputs.append(np.asarray(backend.to_numpy(out["output"])))
+    for other in outputs[1:]:
+        np.testing.assert_allclose(other, outputs[0], rtol=1e-8, atol=1e-10)

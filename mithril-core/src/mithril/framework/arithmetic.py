@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, ConnectionError_, ShapeError
 from ..models.primitive import Primitive
-from .keys import Connection, DimRef, DtypeOf, Expr, IOKey, known_rank, register_expression_builder
+from .keys import Connection, Deferred, DimRef, DtypeOf, Expr, IOKey, known_rank, register_expression_builder
 from .symbolic import dim_value, is_dim, reshape_target
 
 if TYPE_CHECKING:
@@ -91,12 +91,26 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
     if op == "index" and has_tensor_key(attrs.get("key")):
         return tensor_index(root, args[0], attrs["key"])
     if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
-        return resolve_reshape(materialize(args[0], root), attrs["shape"])
+        return resolve_reshape(_key_connection(materialize(args[0], root), root), attrs["shape"])
+    if op == "call_output":  # one output of a called model (a, b = block(input=x))
+        args[0].add_to(root)
+        return Connection(args[0].model, attrs["key"])
+    targets = [materialize(arg, root) for arg in args]
+    if op == "index" and isinstance(targets[0], tuple):  # a list-valued output (Split's): parts[0]
+        return targets[0][attrs["key"]]
     child = Primitive(op, **attrs)
     keys = child.input_keys
-    targets = [materialize(arg, root) for arg in args]
     root._add(child, dict(zip(keys, targets)), extend=False, canonical_update=False)
     return Connection(child, "output")
+
+
+def _key_connection(target: Any, model: Model) -> Any:
+    """An IOKey as the connection to that key of ``model`` (made a key of it when it is not one yet)."""
+    if not isinstance(target, IOKey) or target.name is None:
+        return target
+    if target.name not in model._interface():
+        model.apply_iokey(model._graph.new_value(), target, f"{model._path()}.{target.name}")
+    return Connection(model, target.name)
 
 
 def materialize(target: Any, model: Model) -> Any:
@@ -109,6 +123,8 @@ def materialize(target: Any, model: Model) -> Any:
             return known
         if isinstance(target, DimRef):
             return _dim_connection(target, model)
+    if isinstance(target, Deferred) and not isinstance(target, Expr):  # a called model: Linear(4)(input=x)
+        return target.build_into(model)  # type: ignore[attr-defined]
     if not isinstance(target, Expr):
         return target
     return build(model, target.op, target.args, target.attrs)
@@ -159,6 +175,8 @@ def _reshape_at_run_time(root: Model, x: Connection, target: Sequence[Any], wher
     """``reshape_to(x, (d0, d1, ...))`` with the entries computed from the shapes when the model runs (host
     ints, also under a JIT); the result's dims are those entries where they are single dims or ints."""
     entries = [DimRef(x, j) if entry is None else entry for j, entry in enumerate(target)]
+    # a key giving a dim (Segformer's height, width) holds an int
+    entries = [IOKey(e.name, type=int) if isinstance(e, IOKey) and e.type is None and e.name else e for e in entries]
     with root._transaction():
         shape = build(root, "to_tuple", entries, {"n": len(entries)})
         out = build(root, "reshape_to", [x, shape], {"inferred": _minus_one(entries)})

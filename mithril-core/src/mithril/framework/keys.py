@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .model import Model
 
 __all__ = [
-    "TBD", "IOKey", "Connection", "Expr", "DtypeOf", "Operators", "INITIALISERS", "KeyShape", "DimRef", "ShapeRef",
+    "TBD", "IOKey", "Connection", "Deferred", "Expr", "DtypeOf", "Operators", "INITIALISERS", "KeyShape", "DimRef", "ShapeRef",
     "known_rank", "materialize_expression", "register_expression_builder",
 ]  # fmt: skip
 
@@ -177,11 +177,18 @@ class Operators:
     def T(self) -> Any:  # noqa: N802 - NumPy's name
         return _emit("transpose", self, axes=None)
 
-    def transpose(self, *axes: int) -> Any:
-        return _emit("transpose", self, axes=_sequence(axes) or None)
+    def transpose(self, *axes: int, **given: Any) -> Any:
+        """``x.transpose((1, 0))``, ``x.transpose(1, 0)`` or Mithril's ``x.transpose(axes=(1, 0))``."""
+        if "axes" in given:
+            value = given.pop("axes")
+            axes = () if value is None else (value,)
+        return _emit("transpose", self, axes=_sequence(axes) or None, **given)
 
-    def reshape(self, *shape: Any) -> Any:
-        return _emit("reshape", self, shape=_sequence(shape))
+    def reshape(self, *shape: Any, **given: Any) -> Any:
+        """``x.reshape((2, -1))``, ``x.reshape(2, -1)`` or Mithril's ``x.reshape(shape=(2, -1))``."""
+        if "shape" in given:
+            shape = (given.pop("shape"),)
+        return _emit("reshape", self, shape=_sequence(shape), **given)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
         return _emit("flatten", self, start_dim=start_dim, end_dim=end_dim)
@@ -221,6 +228,12 @@ class Operators:
 
     def tanh(self) -> Any:
         return _emit("tanh", self)
+
+    def sin(self) -> Any:
+        return _emit("sin", self)
+
+    def cos(self) -> Any:
+        return _emit("cos", self)
 
     def sigmoid(self) -> Any:
         return _emit("sigmoid", self)
@@ -346,7 +359,19 @@ class Connection(Operators):
         raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")
 
 
-class Expr(Operators):
+class Deferred(Operators):
+    """Something built into a model only when it is used there: an :class:`Expr` (``IOKey("x") * 2``) or a
+    model called with its inputs (``Linear(4)(input=x)``, Mithril's functional style). ``x.shape`` of one is
+    symbolic (``x.shape[0]``), read from the model it is built into."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self) -> Any:
+        return KeyShape(self)
+
+
+class Expr(Deferred):
     """A deferred expression over IOKeys and constants (``IOKey("x") ** 2``): nothing is built until it is
     connected to a key of a model (``Relu().connect(expr)``) or combined with a connection, then each
     operation becomes a primitive in that model and IOKeys become its keys.
@@ -401,7 +426,7 @@ class KeyShape:
     def __getitem__(self, item: int | slice) -> Any:
         if isinstance(item, slice):
             if item.stop is None or any(v is not None and v < 0 for v in (item.start, item.stop)):
-                raise ShapeError(f"IOKey({self.key.name!r}).shape[{item.start}:{item.stop}]: the rank is not known; use explicit indices (shp[:3])")
+                raise ShapeError(f"{self.key!r}.shape[{item.start}:{item.stop}]: the rank is not known; use explicit indices (shp[:3])")
             return tuple(DimRef(self.key, i) for i in range(*item.indices(item.stop)))
         if not isinstance(item, int):
             raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")
@@ -447,6 +472,13 @@ class DimRef(Operators):
         not the ``input`` of the ``Linear`` child that produced ``linear.output``."""
         if isinstance(self.source, Connection):
             return self
+        if isinstance(self.source, Deferred):  # a called model or an expression: built into the tree's root
+            while model._parent is not None:
+                model = model._parent
+            built = materialize_expression(self.source, model)
+            if not isinstance(built, Connection):
+                raise ShapeError(f"{self!r}: {self.source!r} is not one tensor, so it has no shape")
+            return DimRef(built, self.index)
         name, start = self.source.name, model
         scope = self.source.__dict__.get("_scope")
         scope = scope() if scope is not None else None
@@ -478,7 +510,8 @@ class DimRef(Operators):
             return None
 
     def __repr__(self) -> str:
-        name = self.source.key if isinstance(self.source, Connection) else self.source.name
+        source = self.source
+        name = source.key if isinstance(source, Connection) else source.name if isinstance(source, IOKey) else repr(source)
         return f"{name}.shape[{self.index}]"
 
 

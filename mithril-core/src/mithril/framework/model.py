@@ -33,7 +33,7 @@ from ..gc_pause import paused_gc
 from ..journal import touch, transaction
 from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Kind, kind_of_python_value
-from .keys import TBD, Connection, DimRef, Expr, IOKey, materialize_expression
+from .keys import TBD, Connection, Deferred, DimRef, Expr, IOKey, materialize_expression
 from .tensor_types import Tensor, _TensorOf, describe_shape, parse_kind, tensor_kind
 
 __all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
@@ -90,14 +90,58 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
-class _Call:
-    """``child(key=target, ...)``: a model together with the connections to make when it is added."""
+class _Call(Deferred):
+    """``child(key=target, ...)``: a model together with the connections to make when it is added
+    (``parent |= child(...)``).
 
-    __slots__ = ("model", "kwargs")
+    Used as a value instead, it is Mithril's functional style: the call stands for the model's output
+    (``Gelu()(input=Linear(8)(input=x))``, ``y.shape``, ``y.reshape(...)``; a model with several outputs
+    unpacks into them: ``h, height, width = block(input=x)``) and the model is added, once, to the model the
+    expression is built into (:meth:`Model.create` or a connection of a model).
+    """
+
+    __slots__ = ("model", "kwargs", "_built")
 
     def __init__(self, model: Model, kwargs: dict[str, Any]) -> None:
         self.model = model
         self.kwargs = kwargs
+        self._built: Any = None
+
+    def __repr__(self) -> str:
+        return f"{type(self.model).__name__}(...)({', '.join(self.kwargs)})"
+
+    def __iter__(self) -> Iterator[Expr]:
+        """One value per output of the model, in its output order (``a, b = block(input=x)``)."""
+        return iter([Expr("call_output", (self,), {"key": key}) for key in self._outputs()])
+
+    def _outputs(self) -> list[str]:
+        keys = self.model.output_keys
+        if not keys and self.model._cout is not None:
+            keys = [self.model.cout.key]
+        return keys
+
+    def add_to(self, model: Model) -> None:
+        """Add the called model to ``model``, once (later uses in the same tree reuse it)."""
+        if self._built is None:
+            if self.model._parent is not None:
+                raise ConnectionError_(f"{self!r} is already part of {self.model._parent._path()}; call a new model instance")
+            model._add(self.model, self.kwargs, extend=False)
+            self._built = model
+        elif not model._owns(self.model):
+            raise ConnectionError_(f"{self!r} is part of {self._built._path()}, not of {model._path()}")
+
+    def build_into(self, model: Model) -> Any:
+        """Add the called model to ``model`` (once) and return its output connection (a tuple of them for a
+        list-valued output, e.g. ``Split``'s)."""
+        self.add_to(model)
+        groups = self.model.__dict__.get("_key_groups", {})
+        outputs = self._outputs()
+        if len(outputs) == 1:
+            return Connection(self.model, outputs[0])
+        listed = [name for name, members in groups.items() if all(m.key in outputs for m in members)]
+        if len(listed) == 1 and not set(outputs) - {m.key for m in groups[listed[0]]}:
+            return tuple(Connection(self.model, m.key) for m in groups[listed[0]])
+        raise ConnectionError_(f"{self!r} has {len(outputs)} outputs {outputs}; unpack them (a, b = model(...))")
 
 
 def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, tuple[Connection, ...]]]:
@@ -319,7 +363,7 @@ class Model(Displayable):
             merge_values(target.value, value, where, self._graph)
         elif isinstance(target, Value):  # a value of this model's graph (blocks rewiring a connection)
             merge_values(target, value, where, self._graph)
-        elif isinstance(target, (Expr, DimRef)):  # IOKey("x") * 1.702, x.shape[1]: built into this model now
+        elif isinstance(target, (Deferred, DimRef)):  # IOKey("x") * 1.702, x.shape[1], Relu()(input=x): built here now
             self._connect(value, materialize_expression(target, self), where)
         elif isinstance(target, Model):
             raise ArgumentError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
@@ -534,6 +578,40 @@ class Model(Displayable):
         IOKeys keeps every named output."""
         hidden = self._hidden
         return [k for k, v in self._interface().items() if self._is_output(k, v) and k not in hidden]
+
+    @classmethod
+    def create(cls, *args: Any, name: str | None = None, **outputs: Any) -> Model:
+        """A model from values written in Mithril's functional style: models called with their inputs
+        (``Linear(8)(input=IOKey("input"))``), connection arithmetic and symbolic dims. Each keyword names an
+        output (``Model.create(embeddings=h, height=shape[2])``); a positional value is the output
+        ``"output"`` (``"output_0"``, ``"output_1"``... for several). IOKeys in the values become the model's
+        inputs. The first output is the canonical one; the model is frozen, as Mithril's is.
+
+        >>> from mithril.models import IOKey, Linear, Model, Relu
+        >>> hidden = Relu()(input=Linear(8)(input=IOKey("input")))
+        >>> block = Model.create(hidden, name="mlp")
+        >>> block.input_keys[:1], block.output_keys
+        (['input'], ['output'])
+        """
+        if len(args) == 1:
+            outputs = {"output": args[0], **outputs}
+        else:
+            outputs = {**{f"output_{i}": value for i, value in enumerate(args)}, **outputs}
+        if not outputs:
+            raise ArgumentError(f"{cls.__name__}.create: give at least one output value")
+        model = cls(name=name)
+        where = f"{cls.__name__}.create"
+        with model._transaction():
+            for key, value in outputs.items():
+                built = materialize_expression(value, model)
+                if isinstance(built, IOKey):  # an input passed straight through
+                    built = materialize_expression(Expr("index", (built,), {"key": Ellipsis}), model)
+                if not isinstance(built, Connection):
+                    raise ArgumentError(f"{where}: output {key!r} must be a tensor value of the model, got {value!r}")
+                model._bind_name(key, built.value, f"{where}({key}=...)")
+            model.expose_keys(*outputs)
+            model.set_cout(next(iter(outputs)))
+        return model.freeze()
 
     def expose_keys(self, *keys: str | Connection, **named: str | Connection) -> Model:
         """Make keys outputs of this model (Mithril's exposure rule, see :attr:`output_keys`):

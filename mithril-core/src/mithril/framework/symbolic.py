@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ArgumentError, ShapeError
 from ..primitives.host import HOST_OPERATIONS
-from .keys import DimRef, Expr, KeyShape, ShapeRef
+from .keys import Connection, Deferred, DimRef, Expr, IOKey, KeyShape, ShapeRef
 
 __all__ = ["ShapeRef", "KeyShape", "DimRef", "reshape_target", "static_shape", "has_dim_refs", "is_dim", "dim_value"]
 
@@ -75,9 +75,11 @@ def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any,
             resolved.append(value if value is not None else entry)
         elif entry is None or isinstance(entry, int):
             resolved.append(entry)
+        elif isinstance(entry, (Connection, Deferred, IOKey)):  # an int value of the model: read when it runs
+            resolved.append(entry)
         else:
             raise ArgumentError(f"reshape: entries are ints, -1, None or shape values (x.shape[i], B * L), got {entry!r}")
-    unknown = [j for j, entry in enumerate(resolved) if is_dim(entry)]
+    unknown = [j for j, entry in enumerate(resolved) if is_dim(entry) or isinstance(entry, (Connection, Deferred, IOKey))]
     if unknown and -1 not in resolved:  # the last unknown dim follows from the element count
         resolved[unknown.pop()] = -1
     aligned: list[tuple[int, DimRef]] = []

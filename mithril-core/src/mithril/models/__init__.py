@@ -29,8 +29,6 @@ from .train_model import L1, L2, TrainModel
 # table's classes of the same names: set explicitly, so import order cannot undo it.
 globals().update({name: getattr(_compat, name) for name in _compat.__all__})
 
-Convolution2D = Conv2d  # noqa: F405 - upstream spellings
-Convolution1D = Conv1d  # noqa: F405
 MaxPool2D = MaxPool2d  # noqa: F405
 AvgPool2D = AvgPool2d  # noqa: F405
 Operator = Primitive
@@ -43,7 +41,7 @@ def _physical_model() -> type:
     return PhysicalModel
 
 __all__ = [
-    "TBD", "Connection", "IOKey", "Tensor", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "Convolution2D", "Convolution1D", "MaxPool2D", "AvgPool2D",  # noqa: F405 - PhysicalModel resolves in __getattr__
+    "TBD", "Connection", "IOKey", "Tensor", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "MaxPool2D", "AvgPool2D",  # noqa: F405 - PhysicalModel resolves in __getattr__
     *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 

@@ -360,9 +360,9 @@ class Arange(Model):
 def _is_run_time_value(value: Any) -> bool:
     """Whether an attribute given as a value is known only when the model runs: a key still to be given
     (``TBD``, an ``IOKey``), a connection, or a symbolic dim (``x.shape[1] + 1``)."""
-    from ..framework.keys import Connection, DimRef, Expr
+    from ..framework.keys import Connection, Deferred, DimRef
 
-    return value is TBD or isinstance(value, (IOKey, Connection, DimRef, Expr))
+    return value is TBD or isinstance(value, (IOKey, Connection, DimRef, Deferred))
 
 
 class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]

@@ -43,7 +43,7 @@ def _size(input: Any) -> Any:  # noqa: A002
 
 
 def _index(input: Any, *, key: Any) -> Any:  # noqa: A002
-    return input[key]
+    return input if key is Ellipsis else input[key]  # x[...] of an int (a Buffer of a dim) is the int
 
 
 def _sequence(kind: type) -> Callable[..., Any]:

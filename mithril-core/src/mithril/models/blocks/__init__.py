@@ -2,7 +2,7 @@
 
 from .attention import MultiHeadAttention
 from .classic import KernelizedSVM, LinearSVM, LogisticRegression, PolynomialKernel, PolynomialRegression, RBFKernel
-from .conv import AvgPool2d, Conv1d, Conv2d, Flatten, MaxPool2d
+from .conv import AvgPool2d, Conv1d, Conv2d, Convolution1D, Convolution2D, Flatten, MaxPool2d
 from .embedding import Embedding
 from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .lambda_ import Lambda
@@ -19,7 +19,7 @@ from .tensor_ops import *  # noqa: F403
 from .tensor_ops import __all__ as _tensor_ops_all
 
 __all__ = [
-    "AbsoluteError", "AvgPool2d", "BatchNorm2D", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "CrossEntropy", "Dropout",
+    "AbsoluteError", "AvgPool2d", "BatchNorm2D", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "Convolution1D", "Convolution2D", "CrossEntropy", "Dropout",
     "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "Layer", "ElementWiseAffine", "MaxPool2d", "MLP", "MultiHeadAttention",
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",

@@ -84,6 +84,36 @@ class Conv1d(_ConvNd):
     _rank = 1
 
 
+class Convolution2D(Conv2d):
+    """Mithril's ``Convolution2D``: :class:`Conv2d` with Mithril's argument order, the kernel size first
+    (``Convolution2D(3, 16, 2, 1)`` is ``Conv2d(16, kernel_size=3, stride=2, padding=1)``).
+
+    >>> Convolution2D(3, 16).input_keys[:1]
+    ['input']
+    """
+
+    def __init__(self, kernel_size: Any = None, out_channels: int | None = None, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, use_bias: bool = True, *, name: str | None = None, **kwargs: Any) -> None:  # fmt: skip
+        if kernel_size is None:
+            raise ArgumentError(f"{type(self).__name__}: give kernel_size (its first argument)")
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, use_bias, name=name, **kwargs)
+
+
+class Convolution1D(Conv1d):
+    """Mithril's ``Convolution1D``: :class:`Conv1d` with Mithril's argument order (kernel size, out channels,
+    stride, padding, dilation, use_bias).
+
+    >>> Convolution1D(3, 8).input_keys[:1]
+    ['input']
+    """
+
+    def __init__(self, kernel_size: Any = None, out_channels: int | None = None, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, use_bias: bool = True, *, name: str | None = None, **kwargs: Any) -> None:  # fmt: skip
+        if kernel_size is None:
+            raise ArgumentError(f"{type(self).__name__}: give kernel_size (its first argument)")
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, use_bias=use_bias, name=name, **kwargs)
+
+
 class _Pool(Model):
     _primitive = ""
 
