@@ -97,7 +97,8 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
         return Connection(args[0].model, attrs["key"])
     targets = [materialize(arg, root) for arg in args]
     if op == "index" and isinstance(targets[0], tuple):  # a list-valued output (Split's): parts[0]
-        return targets[0][attrs["key"]]
+        part: Connection = targets[0][attrs["key"]]
+        return part
     child = Primitive(op, **attrs)
     keys = child.input_keys
     root._add(child, dict(zip(keys, targets)), extend=False, canonical_update=False)
