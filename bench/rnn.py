@@ -1,5 +1,5 @@
 """One LSTM layer (input 256, hidden 256, sequence 64, batch 32, float32): Mithril's
-``ManyToMany(LSTMCell)`` against ``torch.nn.LSTM`` on PyTorch (target <= 1.5) and against a hand-written
+``ManyToMany(TorchLSTMCell)`` against ``torch.nn.LSTM`` on PyTorch (target <= 1.5) and against a hand-written
 ``jax.lax.scan`` LSTM on JAX (target <= 1.1), forward and forward+backward (gradients of every parameter
 and of the input for a given output cotangent), measured in this process (warm-up, interleaved medians).
 The layer compiles to one ``lstm_layer`` primitive: on PyTorch ``torch.lstm``, the kernel behind ``nn.LSTM``
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import mithril as ml  # noqa: E402
 from _timing import interleaved, report  # noqa: E402
-from mithril.models import IOKey, LSTMCell, ManyToMany, Model  # noqa: E402
+from mithril.models import IOKey, ManyToMany, Model, TorchLSTMCell  # noqa: E402
 
 BATCH, LENGTH, FEATURES, HIDDEN = 32, 64, 256, 256
 TITLE = f"LSTM input {FEATURES}, hidden {HIDDEN}, sequence {LENGTH}, batch {BATCH}"
@@ -34,7 +34,7 @@ PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 def lstm_model() -> Model:
     """Mithril's LSTM layer: every step's hidden state ``output`` ``[B, T, H]`` from zero initial state."""
     model = Model()
-    model |= ManyToMany(LSTMCell, hidden_size=HIDDEN, length=LENGTH)(
+    model |= ManyToMany(TorchLSTMCell, hidden_size=HIDDEN, length=LENGTH)(
         input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
     return model

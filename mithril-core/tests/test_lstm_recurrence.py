@@ -11,7 +11,7 @@ import mithril as ml
 import numpy as np
 import pytest
 from mithril.errors import UnsupportedPrimitiveError
-from mithril.models import IOKey, LSTMCell, ManyToMany, ManyToOne, Model, Primitive
+from mithril.models import IOKey, ManyToMany, Model, Primitive, TorchLSTMCell, TorchManyToOne
 from mithril.models.blocks.sequence import lstm_layer_decomposition, lstm_recurrence_decomposition
 from mithril.plugins.lookup import backend_class
 from mithril.testing.blocks import backends, tolerance
@@ -141,13 +141,13 @@ def test_the_decomposition_needs_the_sequence_length() -> None:
 
 def test_lstm_blocks_run_one_recurrence_and_rnn_or_variable_length_stay_unrolled() -> None:
     shapes = {"input": [2, 6, 3]}
-    source = ml.compile(ManyToMany(LSTMCell, hidden_size=4, length=6), ml.NumpyBackend(), shapes=shapes).source
+    source = ml.compile(ManyToMany(TorchLSTMCell, hidden_size=4, length=6), ml.NumpyBackend(), shapes=shapes).source
     calls = source.count("lstm_recurrence("), source.count("lstm_recurrence_grad(")
     assert calls == (2, 1), source  # forward (in evaluate and evaluate_gradients), backward
     assert "sigmoid" not in source, source
     # one primitive, the same keys in the same order as the unrolled variable-length model
-    fixed = ManyToMany(LSTMCell, hidden_size=4, length=6).input_keys
-    assert fixed == [k for k in ManyToMany(LSTMCell, hidden_size=4, length=6, variable_length=True).input_keys if k != "lengths"]
-    variable = ManyToOne(LSTMCell, hidden_size=4, length=6, variable_length=True)
+    fixed = ManyToMany(TorchLSTMCell, hidden_size=4, length=6).input_keys
+    assert fixed == [k for k in ManyToMany(TorchLSTMCell, hidden_size=4, length=6, variable_length=True).input_keys if k != "lengths"]
+    variable = TorchManyToOne(TorchLSTMCell, hidden_size=4, length=6, variable_length=True)
     source = ml.compile(variable, ml.NumpyBackend(), shapes=shapes, inference=True).source
     assert "lstm_recurrence" not in source and source.count("sigmoid(") == 3 * 6, source

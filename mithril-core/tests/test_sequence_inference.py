@@ -1,13 +1,22 @@
 """Issue 16: the sequence models' variable-length and generation variants against PyTorch. Padded batches
 with per-sample ``lengths`` equal ``nn.LSTM``/``nn.RNN`` on ``pack_padded_sequence`` (outputs, final states,
-gradients; what lies past a sample's length is ignored); OneToMany and EncoderDecoderInference generate by
+gradients; what lies past a sample's length is ignored); TorchOneToMany and TorchEncoderDecoderInference generate by
 feeding their predictions back, like a hand-written torch loop. Every installed backend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from mithril.models import EncoderDecoderInference, IOKey, LSTMCell, ManyToMany, ManyToOne, Model, OneToMany, RNNCell
+from mithril.models import (
+    IOKey,
+    ManyToMany,
+    Model,
+    TorchEncoderDecoderInference,
+    TorchLSTMCell,
+    TorchManyToOne,
+    TorchOneToMany,
+    TorchRNNCell,
+)
 from mithril.testing.blocks import backends, evaluate_model, tolerance
 
 torch = pytest.importorskip("torch", reason="the sequence models are checked against PyTorch")
@@ -52,7 +61,7 @@ def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -
     out, _ = unpack(packed_out, batch_first=True, total_length=T)
     out.backward(torch.tensor(data["cot"]))
     model = Model()
-    model |= ManyToMany(LSTMCell, hidden_size=H, length=T, variable_length=True)(
+    model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T, variable_length=True)(
         input="input", lengths="lengths", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), hidden=IOKey("hidden"), cell=IOKey("cell")
     )
     feed = {"lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
@@ -72,9 +81,9 @@ def test_many_to_one_gives_each_samples_last_state(backend: str, data: dict) -> 
     rnn = nn.RNN(D, H, batch_first=True).double()
     _, hn = rnn(pack(torch.tensor(data["x"]), torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False), torch.tensor(data["h0"])[None])
     model = Model()
-    model |= ManyToOne(RNNCell, hidden_size=H, length=T, variable_length=True)(input="input", lengths="lengths", initial_hidden="h0", output=IOKey("output"))
+    model |= TorchManyToOne(TorchRNNCell, hidden_size=H, length=T, variable_length=True)(input="input", lengths="lengths", initial_hidden="h0", output=IOKey("output"))
     outs, grads = evaluate_model(backend, model, _params(rnn), {"input": data["x"], "lengths": LENGTHS, "h0": data["h0"]}, cotangent=data["cot"][:, 0])
-    _close(outs["output"], hn[0], "float32", f"ManyToOne(lengths) on {backend}")
+    _close(outs["output"], hn[0], "float32", f"TorchManyToOne(lengths) on {backend}")
     for b, n in enumerate(LENGTHS):  # each sample alone, unpadded: the same state
         _, alone = rnn(torch.tensor(data["x"][b : b + 1, :n]), torch.tensor(data["h0"][b : b + 1])[None])
         _close(outs["output"][b], alone[0, 0], "float32", f"sample {b} on {backend}")
@@ -101,14 +110,14 @@ def test_one_to_many_generates_per_sample_lengths(backend: str, data: dict) -> N
     cot = data["cot"][..., :D]
     expected.backward(torch.tensor(cot))
     model = Model()
-    model |= OneToMany(LSTMCell, hidden_size=H, length=T, variable_length=True)(
+    model |= TorchOneToMany(TorchLSTMCell, hidden_size=H, length=T, variable_length=True)(
         input="input", lengths="lengths", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
     feed = {"input": data["x"][:, 0], "lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
     outs, grads = evaluate_model(backend, model, {**_params(cell), **_params(head)}, feed, cotangent=cot)
-    _close(outs["output"], expected, "float32", f"OneToMany(lengths) on {backend}")
+    _close(outs["output"], expected, "float32", f"TorchOneToMany(lengths) on {backend}")
     for key, value in {**_grads(cell), **_grads(head)}.items():
-        _close(grads[key], value, "float32", f"OneToMany(lengths) on {backend}: d/d{key}", scale=10)
+        _close(grads[key], value, "float32", f"TorchOneToMany(lengths) on {backend}: d/d{key}", scale=10)
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -123,16 +132,16 @@ def test_encoder_decoder_inference(backend: str, data: dict) -> None:
     cot = np.random.default_rng(5).normal(size=(B, 6, 2))
     expected.backward(torch.tensor(cot))
     model = Model()
-    model |= EncoderDecoderInference(LSTMCell, hidden_size=H, length=T, decoder_length=6)(
+    model |= TorchEncoderDecoderInference(TorchLSTMCell, hidden_size=H, length=T, decoder_length=6)(
         input="input", decoder_input="decoder_input", lengths="lengths", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
     params = {**_params(encoder, "encoder_"), **_params(decoder, "decoder_"), **_params(head)}
     feed = {"input": data["x"], "decoder_input": start, "lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
     outs, grads = evaluate_model(backend, model, params, feed, cotangent=cot)
-    _close(outs["output"], expected, "float32", f"EncoderDecoderInference on {backend}")
+    _close(outs["output"], expected, "float32", f"TorchEncoderDecoderInference on {backend}")
     expected_grads = {**_grads(encoder, "encoder_"), **_grads(decoder, "decoder_"), **_grads(head)}
     for key, value in expected_grads.items():
-        _close(grads[key], value, "float32", f"EncoderDecoderInference on {backend}: d/d{key}", scale=10)
+        _close(grads[key], value, "float32", f"TorchEncoderDecoderInference on {backend}: d/d{key}", scale=10)
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -144,7 +153,7 @@ def test_fixed_length_models_unchanged_by_full_lengths(backend: str, data: dict)
     for variable in (False, True):
         model = Model()
         extra = {"lengths": "lengths"} if variable else {}
-        model |= ManyToOne(LSTMCell, hidden_size=H, length=T, variable_length=variable)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), **extra)
+        model |= TorchManyToOne(TorchLSTMCell, hidden_size=H, length=T, variable_length=variable)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), **extra)
         feed = {"input": data["x"], "h0": data["h0"], "c0": data["c0"], **({"lengths": np.full(B, T)} if variable else {})}
         outs[variable], _ = evaluate_model(backend, model, params, feed, cotangent=data["cot"][:, 0])
     np.testing.assert_allclose(outs[True]["output"], outs[False]["output"], rtol=1e-6, atol=1e-6)

@@ -1,6 +1,6 @@
-"""Issue 16 sequence models against PyTorch: RNNCell/LSTMCell with ``nn.RNNCell``/``nn.LSTM`` weights loaded
-as they are, the unrolled ManyToOne/ManyToMany/OneToMany/EncoderDecoder against loops of torch cells, on
-every installed backend (outputs and gradients), and a character-level LSTM trained step by step."""
+"""Issue 16 sequence models against PyTorch: TorchRNNCell/TorchLSTMCell with ``nn.RNNCell``/``nn.LSTM`` weights
+loaded as they are, the unrolled TorchManyToOne/ManyToMany/TorchOneToMany/TorchEncoderDecoder against loops of torch
+cells, on every installed backend (outputs and gradients), and a character-level LSTM trained step by step."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from mithril.models import (
     CrossEntropy,
-    EncoderDecoder,
     IOKey,
     Linear,
-    LSTMCell,
     ManyToMany,
-    ManyToOne,
     Model,
-    OneToMany,
-    RNNCell,
     SwapAxes,
+    TorchEncoderDecoder,
+    TorchLSTMCell,
+    TorchManyToOne,
+    TorchOneToMany,
+    TorchRNNCell,
     TrainModel,
 )
 from mithril.testing.blocks import backends, evaluate_model, tolerance
@@ -52,14 +52,14 @@ def data() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("backend", backends())
 def test_lstm_layer_loads_nn_lstm_weights(backend: str, dtype: str, data: dict) -> None:
-    """ManyToMany(LSTMCell) = nn.LSTM(batch_first=True) with its own weight_ih_l0..., outputs and gradients."""
+    """ManyToMany(TorchLSTMCell) = nn.LSTM(batch_first=True) with its own weight_ih_l0..., outputs and gradients."""
     torch.manual_seed(0)
     lstm = nn.LSTM(D, H, batch_first=True).double()
     x = torch.tensor(data["x"], requires_grad=True)
     out, (hn, cn) = lstm(x, (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
     out.backward(torch.tensor(data["cot"]))
     model = Model()
-    model |= ManyToMany(LSTMCell, hidden_size=H, length=T)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), cell=IOKey("cell"))
+    model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), cell=IOKey("cell"))
     params = {**_params(lstm, suffix="_l0"), "input": data["x"]}
     outs, grads = evaluate_model(backend, model, params, {"h0": data["h0"], "c0": data["c0"]}, dtype=dtype, cotangent=data["cot"])
     _check(outs["output"], grads, out, {**_grads(lstm, suffix="_l0"), "input": x.grad.numpy()}, dtype, f"LSTM on {backend}")
@@ -76,9 +76,9 @@ def test_rnn_cell_and_many_to_one(backend: str, data: dict) -> None:
     cot = data["cot"][:, 0]
     h.backward(torch.tensor(cot))
     model = Model()
-    model |= ManyToOne(RNNCell(H), hidden_size=H, length=T)(input="input", initial_hidden="h0", output=IOKey("output"))
+    model |= TorchManyToOne(TorchRNNCell(H), hidden_size=H, length=T)(input="input", initial_hidden="h0", output=IOKey("output"))
     outs, grads = evaluate_model(backend, model, _params(cell), {"input": data["x"], "h0": data["h0"]}, cotangent=cot)
-    _check(outs["output"], grads, h, _grads(cell), "float32", f"ManyToOne(RNNCell) on {backend}")
+    _check(outs["output"], grads, h, _grads(cell), "float32", f"TorchManyToOne(TorchRNNCell) on {backend}")
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -94,11 +94,11 @@ def test_one_to_many(backend: str, data: dict) -> None:
     cot = data["cot"][..., :D]
     expected.backward(torch.tensor(cot))
     model = Model()
-    model |= OneToMany(LSTMCell, hidden_size=H, length=T)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"))
+    model |= TorchOneToMany(TorchLSTMCell, hidden_size=H, length=T)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"))
     params = {**_params(cell), "weight_out": head.weight.detach().numpy(), "bias_out": head.bias.detach().numpy()}
     expected_grads = {**_grads(cell), "weight_out": head.weight.grad.numpy(), "bias_out": head.bias.grad.numpy()}
     outs, grads = evaluate_model(backend, model, params, {"input": data["x"][:, 0], "h0": data["h0"], "c0": data["c0"]}, cotangent=cot)
-    _check(outs["output"], grads, expected, expected_grads, "float32", f"OneToMany on {backend}")
+    _check(outs["output"], grads, expected, expected_grads, "float32", f"TorchOneToMany on {backend}")
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -112,14 +112,14 @@ def test_encoder_decoder(backend: str, data: dict) -> None:
     cot = np.random.default_rng(5).normal(size=(B, 2, 3))
     expected.backward(torch.tensor(cot))
     model = Model()
-    model |= EncoderDecoder(LSTMCell, hidden_size=H, length=T, decoder_length=2)(
+    model |= TorchEncoderDecoder(TorchLSTMCell, hidden_size=H, length=T, decoder_length=2)(
         input="input", decoder_input="decoder_input", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
     params = {**_params(encoder, "encoder_", "_l0"), **_params(decoder, "decoder_", "_l0"), "weight_out": head.weight.detach().numpy(), "bias_out": head.bias.detach().numpy()}
     expected_grads = {**_grads(encoder, "encoder_", "_l0"), **_grads(decoder, "decoder_", "_l0"), "weight_out": head.weight.grad.numpy()}
     feed = {"input": data["x"], "decoder_input": dec_in, "h0": data["h0"], "c0": data["c0"]}
     outs, grads = evaluate_model(backend, model, params, feed, cotangent=cot)
-    _check(outs["output"], grads, expected, expected_grads, "float32", f"EncoderDecoder on {backend}")
+    _check(outs["output"], grads, expected, expected_grads, "float32", f"TorchEncoderDecoder on {backend}")
 
 
 TEXT = "hello mithril, hello lstm"
@@ -128,7 +128,7 @@ TEXT = "hello mithril, hello lstm"
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", [b for b in ("numpy", "torch", "jax") if b in backends()])
 def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
-    """Next-character prediction: ManyToMany(LSTMCell) + Linear + CrossEntropy, 8 steps of SGD from
+    """Next-character prediction: ManyToMany(TorchLSTMCell) + Linear + CrossEntropy, 8 steps of SGD from
     nn.LSTM's initial weights; the loss of every step and the final weights match torch's."""
     import mithril as ml
     from mithril.plugins.lookup import backend_class
@@ -152,7 +152,7 @@ def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
         torch_losses.append(float(loss))
 
     model = Model()
-    model |= ManyToMany(LSTMCell, hidden_size=hidden, length=length)(input="input", initial_hidden="h0", initial_cell="c0", output="states")
+    model |= ManyToMany(TorchLSTMCell, hidden_size=hidden, length=length)(input="input", initial_hidden="h0", initial_cell="c0", output="states")
     model |= Linear(len(vocab))(input="states", weight="weight", bias="bias", output="logits")
     model |= SwapAxes(1, 2)(input="logits", output=IOKey("class_logits"))  # classes on axis 1: [1, V, L]
     train = TrainModel(model)

@@ -5,8 +5,8 @@ and code generation see only primitives the backend has. C and GGML run ``lstm_r
 
 Example:
     >>> import mithril as ml
-    >>> from mithril.models import LSTMCell, ManyToMany
-    >>> model = ManyToMany(LSTMCell, hidden_size=4, length=3)
+    >>> from mithril.models import ManyToMany, TorchLSTMCell
+    >>> model = ManyToMany(TorchLSTMCell, hidden_size=4, length=3)
     >>> shapes = {"input": [2, 3, 5]}
     >>> ml.compile(model, ml.NumpyBackend(), shapes=shapes).primitive_count < \\
     ...     ml.compile(model, ml.CBackend(), shapes=shapes).primitive_count      # doctest: +SKIP

@@ -12,9 +12,27 @@ from .manifold import MDS, TSNE, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2D, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+from .recurrent import (
+    Cell,
+    EncoderDecoder,
+    EncoderDecoderInference,
+    LSTMCell,
+    ManyToOne,
+    OneToMany,
+    OneToManyInference,
+    RNNCell,
+)
 from .regularization import Dropout
 from .regularizers import QuadraticFormRegularizer
-from .sequence import EncoderDecoder, EncoderDecoderInference, LSTMCell, ManyToMany, ManyToOne, OneToMany, RNNCell
+from .sequence import (
+    ManyToMany,
+    TorchEncoderDecoder,
+    TorchEncoderDecoderInference,
+    TorchLSTMCell,
+    TorchManyToOne,
+    TorchOneToMany,
+    TorchRNNCell,
+)
 from .tensor_ops import *  # noqa: F403
 from .tensor_ops import __all__ as _tensor_ops_all
 
@@ -24,7 +42,9 @@ __all__ = [
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
     *_tensor_ops_all,
-    "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference",
+    "Cell", "RNNCell", "LSTMCell", "ManyToOne", "OneToMany", "OneToManyInference", "EncoderDecoder", "EncoderDecoderInference",
+    "TorchRNNCell", "TorchLSTMCell", "TorchManyToOne", "ManyToMany", "TorchOneToMany", "TorchEncoderDecoder",
+    "TorchEncoderDecoderInference",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
     "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "tsne_joint_probabilities", "GaussProcessRegressionCore", "GPRLoss",
 ]

@@ -1,42 +1,49 @@
-"""Recurrent cells with PyTorch's parameter layout (``nn.RNNCell``/``nn.LSTMCell``/``nn.LSTM`` weights load
-as they are) and the sequence models built from them by unrolling a fixed number of steps: ``ManyToOne``,
-``ManyToMany``, ``OneToMany`` and ``EncoderDecoder``. Every step shares one set of parameters
-(``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``); sequences are ``[batch, time, features]``.
+"""Recurrent models with PyTorch's parameter layout (``nn.RNNCell``/``nn.LSTMCell``/``nn.LSTM`` weights load
+as they are) and the sequence models built from them by unrolling a fixed number of steps: ``TorchManyToOne``,
+``ManyToMany``, ``TorchOneToMany``, ``TorchEncoderDecoder`` and ``TorchEncoderDecoderInference``. Every step
+shares one set of parameters (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``); sequences are
+``[batch, time, features]``. They run on every backend ("Torch" names the layout, not the backend).
 
-With ``LSTMCell`` a fixed-length sequence runs as one ``lstm_layer`` primitive: ``torch.lstm`` (``nn.LSTM``'s
-kernel) on PyTorch; elsewhere its decomposition, :func:`lstm_layer_decomposition`: one input projection (the
-recurrent bias ``bias_hh`` added to ``bias_ih`` once) and one ``lstm_recurrence`` (the whole time loop:
-``jax.lax.scan`` on JAX; its gradient is one backpropagation-through-time call). Backends without that
-primitive (C, GGML) run its decomposition in turn, :func:`lstm_recurrence_decomposition`: the cells unrolled.
-RNN cells, variable-length sequences and generation (``OneToMany``, the decoders of
-``EncoderDecoderInference``, whose every input is the previous step's prediction) stay unrolled.
+Mithril's own recurrent family (``RNNCell()``, ``LSTMCell()``, ``ManyToOne(cell, max_sequence_length)``... with
+one input per time slot) is :mod:`mithril.models.blocks.recurrent`. These models had those names here before;
+the old calls (``RNNCell(hidden_size)``, ``ManyToOne(cell, hidden_size=, length=)``...) still build the models
+of this module, with a ``DeprecationWarning`` naming the ``Torch*`` name.
+
+With ``TorchLSTMCell`` a fixed-length sequence runs as one ``lstm_layer`` primitive: ``torch.lstm``
+(``nn.LSTM``'s kernel) on PyTorch; elsewhere its decomposition, :func:`lstm_layer_decomposition`: one input
+projection (the recurrent bias ``bias_hh`` added to ``bias_ih`` once) and one ``lstm_recurrence`` (the whole
+time loop: ``jax.lax.scan`` on JAX; its gradient is one backpropagation-through-time call). Backends without
+that primitive (C, GGML) run its decomposition in turn, :func:`lstm_recurrence_decomposition`: the cells
+unrolled. RNN cells, variable-length sequences and generation (``TorchOneToMany``, the decoders of
+``TorchEncoderDecoderInference``, whose every input is the previous step's prediction) stay unrolled.
 
 Variable-length batches (``variable_length=True``): an int input ``lengths`` ``[B]`` gives each sample's
 number of valid steps; past it the state stops changing (what ``torch.nn.utils.rnn.pack_padded_sequence``
 computes), so the final state is each sample's state at its own last step, and per-step outputs past it
-are 0 (``pad_packed_sequence``'s padding). ``EncoderDecoderInference`` generates: its decoder feeds each
+are 0 (``pad_packed_sequence``'s padding). ``TorchEncoderDecoderInference`` generates: its decoder feeds each
 step's prediction back as the next step's input.
 
 Example:
-    >>> from mithril.models import LSTMCell, ManyToOne
-    >>> ManyToOne(LSTMCell, hidden_size=8, length=5).input_keys[:3]
+    >>> from mithril.models import TorchLSTMCell, TorchManyToOne
+    >>> TorchManyToOne(TorchLSTMCell, hidden_size=8, length=5).input_keys[:3]
     ['input', 'initial_hidden', 'initial_cell']
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import validation
+from ...deprecation import warn_deprecated
 from ...errors import ArgumentError, UnsupportedPrimitiveError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ._util import op, param
 
 __all__ = [
-    "RNNCell", "LSTMCell", "ManyToOne", "ManyToMany", "OneToMany", "EncoderDecoder", "EncoderDecoderInference",
-    "lstm_layer_decomposition", "lstm_recurrence_decomposition",
+    "TorchRNNCell", "TorchLSTMCell", "TorchManyToOne", "ManyToMany", "TorchOneToMany", "TorchEncoderDecoder",
+    "TorchEncoderDecoderInference", "lstm_update", "lstm_layer_decomposition", "lstm_recurrence_decomposition",
 ]  # fmt: skip
 
 PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -56,6 +63,25 @@ def _input_projection(model: Model, x: Any, gates: int, h: int, prefix: str = ""
     """``x @ weight_ih.T + bias_ih`` (``[..., D]`` to ``[..., gates * H]``)."""
     weight, bias = param(prefix + "weight_ih", shape=[gates * h, "D"]), param(prefix + "bias_ih", shape=[gates * h])
     return op(model, "linear", x, weight, bias)
+
+
+def lstm_update(model: Model, gates: Sequence[Any], prev_cell: Any) -> tuple[Any, Any]:
+    """The LSTM state update built into ``model`` from the pre-activations of the gates ``(input, forget,
+    cell, output)``: ``cell = sigmoid(f) * prev_cell + sigmoid(i) * tanh(g)``, ``hidden = sigmoid(o) *
+    tanh(cell)``; returns ``(hidden, cell)``. Every LSTM cell of the library (this module's and Mithril's
+    ``LSTMCell``) updates its state with it.
+
+    >>> from mithril.models import IOKey, Model
+    >>> model = Model()
+    >>> hidden, cell = lstm_update(model, [IOKey(k) for k in "ifgo"], IOKey("c"))
+    >>> model.input_keys
+    ['f', 'c', 'i', 'g', 'o']
+    """
+    i, f, g, o = gates
+    forget = op(model, "multiply", op(model, "sigmoid", f), prev_cell)
+    cell = op(model, "add", forget, op(model, "multiply", op(model, "sigmoid", i), op(model, "tanh", g)))
+    hidden = op(model, "multiply", op(model, "sigmoid", o), op(model, "tanh", cell))
+    return hidden, cell
 
 
 class _Cell(Model):
@@ -91,11 +117,12 @@ class _Cell(Model):
         raise NotImplementedError
 
 
-class RNNCell(_Cell):
+class TorchRNNCell(_Cell):
     """Elman cell (``torch.nn.RNNCell`` with tanh): ``hidden = tanh(input @ weight_ih.T + bias_ih +
-    prev_hidden @ weight_hh.T + bias_hh)``; ``weight_ih`` is ``[H, D]``, ``weight_hh`` ``[H, H]``.
+    prev_hidden @ weight_hh.T + bias_hh)``; ``weight_ih`` is ``[H, D]``, ``weight_hh`` ``[H, H]``. This
+    project's ``RNNCell(hidden_size)`` before ``RNNCell`` became Mithril's cell.
 
-    >>> RNNCell(4).output_keys
+    >>> TorchRNNCell(4).output_keys
     ['hidden']
     """
 
@@ -103,12 +130,13 @@ class RNNCell(_Cell):
         return {"hidden": op(self, "tanh", pre)}
 
 
-class LSTMCell(_Cell):
+class TorchLSTMCell(_Cell):
     """LSTM cell with PyTorch's gate order (input, forget, cell, output) and layout: ``weight_ih``
     ``[4H, D]``, ``weight_hh`` ``[4H, H]``, ``bias_ih``/``bias_hh`` ``[4H]``, so ``nn.LSTMCell`` (and layer
-    0 of ``nn.LSTM``: ``weight_ih_l0``...) weights load unchanged.
+    0 of ``nn.LSTM``: ``weight_ih_l0``...) weights load unchanged. This project's ``LSTMCell(hidden_size)``
+    before ``LSTMCell`` became Mithril's cell.
 
-    >>> LSTMCell(4).input_keys
+    >>> TorchLSTMCell(4).input_keys
     ['input', 'prev_hidden', 'prev_cell', 'weight_ih', 'bias_ih', 'weight_hh', 'bias_hh']
     """
 
@@ -116,19 +144,26 @@ class LSTMCell(_Cell):
     state_keys = ("hidden", "cell")
 
     def _step(self, pre: Any, h: int) -> dict[str, Any]:
-        i, f, g, o = _split(self, pre, 4, axis=-1)
-        prev_cell = IOKey("prev_cell", shape=["B", h])
-        cell = op(self, "add", op(self, "multiply", op(self, "sigmoid", f), prev_cell), op(self, "multiply", op(self, "sigmoid", i), op(self, "tanh", g)))
-        hidden = op(self, "multiply", op(self, "sigmoid", o), op(self, "tanh", cell))
+        hidden, cell = lstm_update(self, _split(self, pre, 4, axis=-1), IOKey("prev_cell", shape=["B", h]))
         return {"hidden": hidden, "cell": cell}
 
 
 def _cell_class(owner: str, cell_type: Any) -> type[_Cell]:
+    """The PyTorch-layout cell class ``cell_type`` names: ``TorchRNNCell``/``TorchLSTMCell`` (the class or an
+    instance); Mithril's ``RNNCell``/``LSTMCell``, what these models took before those names became Mithril's
+    cells, are taken for them with a ``DeprecationWarning``."""
     if isinstance(cell_type, _Cell):
         return type(cell_type)
     if isinstance(cell_type, type) and issubclass(cell_type, _Cell):
         return cell_type
-    raise ArgumentError(f"{owner}: cell_type must be RNNCell or LSTMCell (the class or an instance), got {cell_type!r}")
+    # Mithril's cells (mithril.models.blocks.recurrent, which builds on this module) name their twin here
+    mithril_cell = cell_type if isinstance(cell_type, type) else type(cell_type)
+    torch_cell = {"TorchRNNCell": TorchRNNCell, "TorchLSTMCell": TorchLSTMCell}.get(getattr(mithril_cell, "_twin", ""))
+    if torch_cell is not None:
+        name, twin = mithril_cell.__name__, torch_cell.__name__
+        warn_deprecated(f"{owner}(cell_type={name})", f"cell_type={twin}; {name} is now Mithril's cell", stacklevel=5)
+        return torch_cell
+    raise ArgumentError(f"{owner}: cell_type must be TorchRNNCell or TorchLSTMCell (the class or an instance), got {cell_type!r}")
 
 
 class _Unrolled(Model):
@@ -197,7 +232,7 @@ class _Unrolled(Model):
         """Run the cell over the sequence ``key`` ``[B, length, D]`` from ``state``: every step's hidden
         (a list of ``[B, H]``, or one ``[B, length, H]`` where an LSTM reads a fixed-length sequence with
         one ``lstm_recurrence``) and the final state."""
-        if self.cell_class is not LSTMCell or lengths is not None:
+        if self.cell_class is not TorchLSTMCell or lengths is not None:
             return self._run(self._steps(key, prefix), state, prefix, lengths, projected=True)
         from ..primitive import Primitive
 
@@ -230,15 +265,17 @@ class _Unrolled(Model):
         return rows[0] if len(rows) == 1 else op(self, "concat", *rows, axis=1, n=len(rows))
 
 
-class ManyToOne(_Unrolled):
+class TorchManyToOne(_Unrolled):
     """Read a sequence ``input`` ``[B, length, D]`` from ``initial_hidden`` (and ``initial_cell``);
     ``output`` is the last hidden state ``[B, H]`` (and ``cell`` the last cell state of an LSTM). With
     ``variable_length=True``, ``lengths`` ``[B]`` (1..length) picks each sample's last step: a padded batch
     gives each sequence's own final state.
 
-    >>> ManyToOne(RNNCell, hidden_size=4, length=3).output_keys
+    This project's ``ManyToOne(cell_type, hidden_size, length)`` before ``ManyToOne`` became Mithril's model.
+
+    >>> TorchManyToOne(TorchRNNCell, hidden_size=4, length=3).output_keys
     ['output']
-    >>> ManyToOne(RNNCell, hidden_size=4, length=3, variable_length=True).input_keys[:3]
+    >>> TorchManyToOne(TorchRNNCell, hidden_size=4, length=3, variable_length=True).input_keys[:3]
     ['input', 'lengths', 'initial_hidden']
     """
 
@@ -258,7 +295,7 @@ class ManyToMany(_Unrolled):
     ``pack_padded_sequence(input, lengths)``: ``output`` is 0 past each sample's length and
     ``hidden``/``cell`` are each sample's state at its last step.
 
-    >>> ManyToMany(LSTMCell, hidden_size=4, length=3).output_keys
+    >>> ManyToMany(TorchLSTMCell, hidden_size=4, length=3).output_keys
     ['hidden', 'cell', 'output']
     """
 
@@ -272,14 +309,16 @@ class ManyToMany(_Unrolled):
         self._cin = self._keys["input"]
 
 
-class OneToMany(_Unrolled):
+class TorchOneToMany(_Unrolled):
     """Generate ``length`` steps from one ``input`` ``[B, D]``: each step's prediction
     ``hidden @ weight_out.T + bias_out`` (``[B, D]``) is the next step's input; ``output`` ``[B, length, D]``
     holds the predictions. Its parameters do not depend on ``length``: a model trained on short sequences
     generates longer ones with the same weights. ``variable_length=True``: sample ``b`` generates
     ``lengths[b]`` steps (``output`` is 0 after them).
 
-    >>> OneToMany(RNNCell, hidden_size=4, length=3).output_keys
+    This project's ``OneToMany(cell_type, hidden_size, length)`` before ``OneToMany`` became Mithril's model.
+
+    >>> TorchOneToMany(TorchRNNCell, hidden_size=4, length=3).output_keys
     ['output']
     """
 
@@ -291,20 +330,23 @@ class OneToMany(_Unrolled):
         self._cin = self._keys["input"]
 
 
-class EncoderDecoder(_Unrolled):
+class TorchEncoderDecoder(_Unrolled):
     """Sequence to sequence with teacher forcing: an encoder (parameters ``encoder_*``) reads ``input``
     ``[B, length, D]``; its final state starts a decoder (``decoder_*``) that reads ``decoder_input``
     ``[B, decoder_length, E]``; ``output`` ``[B, decoder_length, O]`` projects each decoder step with
     ``weight_out`` ``[O, H]`` and ``bias_out``. ``variable_length=True``: the encoder reads ``lengths[b]``
     steps of sample ``b`` (its state at its last step starts the decoder).
 
-    >>> EncoderDecoder(LSTMCell, hidden_size=4, length=3, decoder_length=2).input_keys[:2]
+    This project's ``EncoderDecoder(cell_type, hidden_size, length, decoder_length)`` before
+    ``EncoderDecoder`` became Mithril's model.
+
+    >>> TorchEncoderDecoder(TorchLSTMCell, hidden_size=4, length=3, decoder_length=2).input_keys[:2]
     ['input', 'decoder_input']
     """
 
     def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
-        decoder_length = validation.positive_int("EncoderDecoder", "decoder_length", decoder_length)
+        decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
         _, state = self._read("input", self._initial_state(), "encoder_", self._lengths())
         self.__dict__["length"] = decoder_length
@@ -317,21 +359,23 @@ class EncoderDecoder(_Unrolled):
         self._cin = self._keys["input"]
 
 
-class EncoderDecoderInference(_Unrolled):
-    """``EncoderDecoder``'s generation: the encoder (``encoder_*``) reads ``input`` ``[B, length, D]``
+class TorchEncoderDecoderInference(_Unrolled):
+    """``TorchEncoderDecoder``'s generation: the encoder (``encoder_*``) reads ``input`` ``[B, length, D]``
     (``lengths[b]`` steps of sample ``b`` with ``variable_length=True``, the default); the decoder
     (``decoder_*``) starts from its final state with ``decoder_input`` ``[B, O]`` (a start token) and feeds
     each prediction ``hidden @ weight_out.T + bias_out`` back as its next input, ``decoder_length`` times:
-    ``output`` ``[B, decoder_length, O]``. The parameters are ``EncoderDecoder``'s (with ``E == O``), so a
-    model trained with teacher forcing generates with the same weights.
+    ``output`` ``[B, decoder_length, O]``. The parameters are ``TorchEncoderDecoder``'s (with ``E == O``), so a
+    model trained with teacher forcing generates with the same weights. This project's
+    ``EncoderDecoderInference(cell_type, hidden_size, length, decoder_length)`` before the name became
+    Mithril's model.
 
-    >>> EncoderDecoderInference(LSTMCell, hidden_size=4, length=3, decoder_length=5).input_keys[:3]
+    >>> TorchEncoderDecoderInference(TorchLSTMCell, hidden_size=4, length=3, decoder_length=5).input_keys[:3]
     ['input', 'decoder_input', 'lengths']
     """
 
     def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, variable_length: bool = True, name: str | None = None) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
-        decoder_length = validation.positive_int("EncoderDecoderInference", "decoder_length", decoder_length)
+        decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
         _, state = self._read("input", self._initial_state(), "encoder_", self._lengths())
         predictions = self._generate(IOKey("decoder_input", shape=["B", "O"]), state, decoder_length, prefix="decoder_")
@@ -344,7 +388,7 @@ class _LSTMRecurrence(_Unrolled):
     primitive compile (the sequence models' graph before the primitive existed)."""
 
     def __init__(self, hidden_size: int, length: int) -> None:
-        super().__init__(LSTMCell, hidden_size, length)
+        super().__init__(TorchLSTMCell, hidden_size, length)
         self._declare("input", "weight_hh")
         steps = self._split_steps(IOKey("input", shape=["B", length, 4 * hidden_size]))
         hiddens, state = self._run(steps, self._initial_state(), projected=True, recurrent_bias=False)
