@@ -21,6 +21,8 @@ import warnings
 __all__ = ["warn_deprecated"]
 
 
-def warn_deprecated(old: str, canonical: str, *, stacklevel: int = 3) -> None:
-    """Warn that ``old`` is a deprecated alias of ``canonical``."""
-    warnings.warn(f"{old} is deprecated; use {canonical} (Mithril's name)", DeprecationWarning, stacklevel=stacklevel)
+def warn_deprecated(old: str, canonical: str, *, stacklevel: int = 3, mithrils: bool = True) -> None:
+    """Warn that ``old`` is a deprecated alias of ``canonical``; ``mithrils=False`` when the name to use is this
+    project's (Mithril took the old name for another model: ``RNNCell(hidden_size)`` -> ``TorchRNNCell``)."""
+    suffix = " (Mithril's name)" if mithrils else ""
+    warnings.warn(f"{old} is deprecated; use {canonical}{suffix}", DeprecationWarning, stacklevel=stacklevel)

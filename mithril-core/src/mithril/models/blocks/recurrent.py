@@ -99,6 +99,7 @@ class _Renamed(Model):
             warn_deprecated(
                 f"{cls.__name__}{cls._twin_call} (the PyTorch-layout model)",
                 f"{twin}{cls._twin_call}; {cls.__name__} is now Mithril's model",
+                mithrils=False,
             )
             return getattr(sequence, twin)(*args, **kwargs)
         instance = super().__new__(cls)

@@ -161,7 +161,7 @@ def _cell_class(owner: str, cell_type: Any) -> type[_Cell]:
     torch_cell = {"TorchRNNCell": TorchRNNCell, "TorchLSTMCell": TorchLSTMCell}.get(getattr(mithril_cell, "_twin", ""))
     if torch_cell is not None:
         name, twin = mithril_cell.__name__, torch_cell.__name__
-        warn_deprecated(f"{owner}(cell_type={name})", f"cell_type={twin}; {name} is now Mithril's cell", stacklevel=5)
+        warn_deprecated(f"{owner}(cell_type={name})", f"cell_type={twin}; {name} is now Mithril's cell", stacklevel=5, mithrils=False)
         return torch_cell
     raise ArgumentError(f"{owner}: cell_type must be TorchRNNCell or TorchLSTMCell (the class or an instance), got {cell_type!r}")
 
