@@ -101,6 +101,13 @@ _FLATTEN_DEFAULT = (
     "Flatten()'s default range: Mithril's flattens every axis; the manual's (seeds 000 and 003: CNNs that write "
     "Flatten() before a Linear) keeps the batch axis, and the manual decides"
 )
+_UNCHECKED_SHAPES = (
+    "passes upstream only because Mithril does not check the shapes given at run time; this project refuses them"
+)
+_OPEN_NORM = (
+    "draws a trainable 'norm' that Mithril declares [] while its other cases feed the same key [3.0] (unchecked "
+    "upstream); this project leaves the shape open so both kinds of case run, so a random 'norm' has no shape"
+)
 _MESSAGE_TEXT = (
     "expects Mithril's exception class and exact message text; this project raises its own error for the same mistake"
 )
@@ -140,6 +147,11 @@ EXCLUSIONS: dict[tuple[str, str], str] = {
     ("shapes", "test_simple_Flattten_static7"): _FLATTEN_DEFAULT,
     ("models", "test_flatten"): _FLATTEN_DEFAULT,
     ("models", "test_flatten2"): _FLATTEN_DEFAULT,
+    ("models", "test_polynomial_2D_Degree_2_multilabel"): (
+        _UNCHECKED_SHAPES + ": PolynomialRegression(dimension=1) fed a [2, 5] weight"
+    ),
+    ("randomized", "test_distance_matrix_1"): _OPEN_NORM,
+    ("randomized", "test_distance_matrix_2"): _OPEN_NORM,
     ("errors", "test_Composite_empty_model_error"): _MESSAGE_TEXT + " (ModelConnectionError: no outputs to compute)",
     ("errors", "test_Composite_shape_mismatch_error"): _MESSAGE_TEXT + " (ShapeError naming 'bias0', [3] vs [4])",
 }

@@ -120,18 +120,20 @@ def test_regularisation_scaling_counts_only_mean_min_max_and_dependent_losses() 
 
 def test_add_regularization_takes_other_keys_and_reg_key() -> None:
     model = Model()
-    model |= Linear(3)(input="input", weight="weight", bias="bias", output="output")
+    model |= Linear(1)(input="input", weight="weight", bias="bias", output="output")
     train = TrainModel(model)
-    train.add_loss(SquaredError(), input="output", target="target")  # no steps: Mean over 2 x 3
-    train.add_regularization(QuadraticFormRegularizer(), 0.5, "input", "qf", input="bias", kernel="kernel")
-    pm = ml.compile(train, _numpy(), shapes={"input": [2, 4]}, jit=False)
+    train.add_loss(SquaredError(), input="output", target="target")  # no steps: Mean over 3 x 1
+    # Mithril's QuadraticFormRegularizer takes a row [1, N]: the weight of a one-output Linear
+    train.add_regularization(QuadraticFormRegularizer(), 0.5, "input", "qf", input="weight", kernel="kernel")
+    pm = ml.compile(train, _numpy(), shapes={"input": [3, 4]}, jit=False)
     rng = np.random.default_rng(1)
-    x, t, k = rng.normal(size=(2, 4)), rng.normal(size=(2, 3)), np.eye(3) * 2.0
-    w, b = rng.normal(size=(3, 4)), rng.normal(size=3)
+    x, t, k = rng.normal(size=(3, 4)), rng.normal(size=(3, 1)), np.eye(4) * 2.0 + 0.5
+    w, b = rng.normal(size=(1, 4)), rng.normal(size=1)
     out = pm.evaluate({"weight": w, "bias": b}, {"input": x, "target": t, "kernel": k})
     o = x @ w.T + b
-    np.testing.assert_allclose(out["qf"], 0.5 * b @ k @ b, rtol=1e-12)
-    np.testing.assert_allclose(out["final_cost"], ((o - t) ** 2).mean() + 0.5 * (0.5 * b @ k @ b) / 6, rtol=1e-12)
+    np.testing.assert_allclose(out["qf"], 0.5 * w @ k @ w.T, rtol=1e-12)  # [1, 1], as in Mithril
+    assert np.shape(out["final_cost"]) == ()  # the [1, 1] term is summed into the scalar cost
+    np.testing.assert_allclose(out["final_cost"], ((o - t) ** 2).mean() + 0.5 * (0.5 * w @ k @ w.T).item() / 3, rtol=1e-12)
 
 
 def test_train_model_api_names_and_finalize() -> None:

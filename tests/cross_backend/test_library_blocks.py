@@ -59,12 +59,13 @@ CASES: dict[str, tuple[Callable[[], Model], dict, dict, Callable[..., torch.Tens
         lambda: _wrap(CartesianDifference(), "left", "right"), {"left": rng.normal(size=(3, 2)), "right": rng.normal(size=(4, 2))}, {},
         lambda a, b: a[:, None, :] - b[None, :, :],
     ),
-    "distance_matrix": (
-        lambda: _wrap(DistanceMatrix(), "left", "right"), {"left": rng.normal(size=(3, 2)), "right": rng.normal(size=(4, 2))}, {},
-        torch.cdist,
+    "distance_matrix": (  # Mithril's: sum |left_i - right_j| ** norm, norm a differentiable key
+        lambda: _wrap(DistanceMatrix(), "left", "right", "norm"),
+        {"left": rng.normal(size=(3, 2)), "right": rng.normal(size=(4, 2)), "norm": np.array(3.0)}, {},
+        lambda a, b, p: (a[:, None, :] - b[None, :, :]).abs().pow(p).sum(dim=-1),
     ),
     "distance_matrix_squared": (
-        lambda: _wrap(DistanceMatrix(squared=True), "left", "right"), {"left": rng.normal(size=(3, 2)), "right": rng.normal(size=(4, 2))}, {},
+        lambda: _wrap(DistanceMatrix(norm=2.0), "left", "right"), {"left": rng.normal(size=(3, 2)), "right": rng.normal(size=(4, 2))}, {},
         lambda a, b: torch.cdist(a, b) ** 2,
     ),
     "polynomial_features": (lambda: _wrap(PolynomialFeatures(3, in_features=2), "input"), {"input": rng.normal(size=(5, 2))}, {}, _poly_reference),

@@ -107,15 +107,15 @@ def test_losses_are_elementwise_and_reducible() -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_quadratic_form_regularizer(backend: str, dtype: str) -> None:
-    w = rng.normal(size=4)
+    w = rng.normal(size=(1, 4))  # Mithril's row [1, N]
     a = rng.normal(size=(4, 4))
     kernel = a @ a.T
     model = Model()
     model |= QuadraticFormRegularizer()(input="input", kernel="kernel", output=IOKey("output"))
-    out, grads = evaluate_model(backend, model, {"input": w}, {"kernel": kernel}, dtype=dtype)
+    out, grads = evaluate_model(backend, model, {"input": w}, {"kernel": kernel}, dtype=dtype, cotangent=np.ones((1, 1)))
     rtol = tolerance(dtype)
-    np.testing.assert_allclose(out["output"], 0.5 * w @ kernel @ w, rtol=rtol)
-    np.testing.assert_allclose(grads["input"], kernel @ w, rtol=rtol, atol=rtol)  # symmetric kernel: K w
+    np.testing.assert_allclose(out["output"], 0.5 * w @ kernel @ w.T, rtol=rtol)  # [1, 1]
+    np.testing.assert_allclose(grads["input"], w @ kernel, rtol=rtol, atol=rtol)  # symmetric kernel: w K
 
 
 @pytest.mark.parametrize("backend", backends())

@@ -345,6 +345,8 @@ class TrainModel(Model):
             if total is not None and self._combiner == "mean" and len(terms) > 1:
                 total = total / float(len(terms))
             for reg, coef, param in self._regularizers:
+                if reg.value.find().shape.static() != ():  # QuadraticFormRegularizer's [1, 1]: summed, as Mithril does
+                    reg = build(self, "sum", [reg], {})
                 counts = [self._count(counted) for loss, _, counted in self._losses if _depends(loss.value, param)]
                 counts = [c for c in counts if c is not None] + [1.0] * sum(1 for c in counts if c is None)
                 if any(not isinstance(c, float) for c in counts):

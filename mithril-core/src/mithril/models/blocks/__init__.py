@@ -8,7 +8,7 @@ from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .lambda_ import Lambda
 from .linear import MLP, ElementWiseAffine, Layer, Linear
 from .losses import AbsoluteError, BinaryCrossEntropy, CrossEntropy, SquaredError
-from .manifold import MDS, TSNE, tsne_joint_probabilities
+from .manifold import MDS, TSNE, DistanceEncoder, MDSCore, TSNECore, tsne_joint_probabilities
 from .margin_losses import HingeLoss, KLDivergence, QuadHingeLoss, QuantileLoss
 from .metrics import AUC, F1, Accuracy, Precision, Recall
 from .norm import BatchNorm2D, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
@@ -46,5 +46,5 @@ __all__ = [
     "TorchRNNCell", "TorchLSTMCell", "TorchManyToOne", "ManyToMany", "TorchOneToMany", "TorchEncoderDecoder",
     "TorchEncoderDecoderInference",
     "LogisticRegression", "PolynomialRegression", "LinearSVM", "KernelizedSVM", "RBFKernel", "PolynomialKernel",
-    "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "tsne_joint_probabilities", "GaussProcessRegressionCore", "GPRLoss",
+    "Accuracy", "Precision", "Recall", "F1", "AUC", "MDS", "TSNE", "MDSCore", "TSNECore", "DistanceEncoder", "tsne_joint_probabilities", "GaussProcessRegressionCore", "GPRLoss",
 ]

@@ -48,17 +48,23 @@ class LogisticRegression(Model):
 
 class PolynomialRegression(Model):
     """Linear regression on ``PolynomialFeatures(degree)`` of ``input`` ``[N, in_features]``:
-    ``output`` ``[N, dimension]``.
+    ``output = features @ weight.T + bias`` ``[N, dimension]``, ``weight`` ``[dimension, K]``. As in Mithril,
+    ``dimension=None`` (the default) infers the output width from ``weight``/``bias`` or what ``output`` is
+    connected to (a target ``[N, 2]``, say); ``in_features`` fixes the input width at construction.
 
     >>> PolynomialRegression(degree=2, dimension=1, in_features=1).input_keys
     ['input', 'weight', 'bias']
     """
 
-    def __init__(self, degree: int, dimension: int = 1, in_features: int | None = None, *, name: str | None = None) -> None:
+    def __init__(
+        self, degree: int, dimension: int | None = None, input: Any = TBD, weight: Any = TBD, bias: Any = TBD,  # noqa: A002 - Mithril's key
+        *, in_features: int | None = None, name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         features = PolynomialFeatures(degree, in_features)
         self |= features(input=IOKey("input"))
         self |= Linear(dimension)(input=features.output, weight="weight", bias="bias", output=IOKey("output"))
+        set_given(self, input=input, weight=weight, bias=bias)
         self._cin = self._keys["input"]
 
 
@@ -124,7 +130,7 @@ class RBFKernel(_Kernel):
     ) -> None:
         super().__init__(name=name)
         left, right = self._pair()
-        distances = DistanceMatrix(squared=True)
+        distances = DistanceMatrix(norm=2.0)  # squared Euclidean distances
         self |= distances(left=left, right=right)
         if gamma is not None:
             gamma = validation.number("RBFKernel", "gamma", gamma, low=0.0)
@@ -143,8 +149,8 @@ class RBFKernel(_Kernel):
 
 class PolynomialKernel(_Kernel):
     """Mithril's polynomial kernel ``(input1 @ input2.T + poly_coef) ** degree``: keys ``input1`` ``[N, d]``,
-    ``input2`` ``[M, d]``, ``poly_coef``, ``degree`` (inputs unless given a value here) and ``output``
-    ``[N, M]``. ``robust=True`` (Mithril's default) takes the power as ``Power(robust=True)`` does.
+    ``input2`` ``[M, d]``, ``poly_coef`` and ``degree`` (one number each, ``[]``, or ``[1]`` as Mithril's tests
+    give them; inputs unless given a value here) and ``output`` ``[N, M]``. ``robust=True`` (Mithril's default) takes the power as ``Power(robust=True)`` does.
 
     ``gamma=`` scales the dot products first (scikit-learn's ``polynomial_kernel(degree, gamma, coef0)``; with it
     the power is exact unless ``robust=True`` is given). ``coef0=`` is a deprecated alias of ``poly_coef``, and
@@ -152,8 +158,8 @@ class PolynomialKernel(_Kernel):
 
     >>> PolynomialKernel().input_keys
     ['input1', 'input2', 'poly_coef', 'degree']
-    >>> PolynomialKernel(degree=2, poly_coef=1.0, gamma=0.5).input_keys
-    ['input1', 'input2']
+    >>> PolynomialKernel(degree=2, poly_coef=1.0, gamma=0.5).input_keys  # given values: constant keys
+    ['input1', 'input2', 'poly_coef', 'degree']
     """
 
     def __init__(
@@ -188,31 +194,41 @@ class PolynomialKernel(_Kernel):
         base = op(self, "add", dots, _input_or_constant("poly_coef", poly_coef, type="float"))
         exponent = _input_or_constant("degree", degree, type="float")
         self._done(robust_power(self, base, exponent) if robust else op(self, "power", base, exponent))
+        self.set_shapes(input1=["N", "d"], input2=["M", "d"], output=["N", "M"])
         set_given(self, input1=input1, input2=input2)
 
 
 class KernelizedSVM(Model):
-    """A kernel machine: ``output = kernel(input1, input2) @ weight.T + bias`` (``[N, 1]``, the decision
-    function) for samples ``input1`` ``[N, d]`` and support vectors ``input2`` ``[M, d]`` (Mithril's key names;
-    ``input``/``support_vectors`` are deprecated aliases). ``weight`` ``[1, M]`` is scikit-learn's
-    ``SVC.dual_coef_``, ``input2`` its ``support_vectors_`` and ``bias`` its ``intercept_``; the kernel's
-    other inputs (``l_scale``, ``sigma``, ``poly_coef``, ``degree``) are keys of the machine.
+    """A kernel machine: ``output = kernel @ weight.T + bias`` (``[N, 1]``, the decision function) with
+    ``kernel = kernel_model(input1, input2)`` ``[N, M]`` (an output too, as in Mithril: a regulariser such as
+    ``QuadraticFormRegularizer`` reads it, ``discard_keys=["kernel"]`` drops it) for samples ``input1``
+    ``[N, d]`` and support vectors ``input2`` ``[M, d]`` (Mithril's key names; ``input``/``support_vectors``
+    are deprecated aliases). ``weight`` ``[1, M]`` is scikit-learn's ``SVC.dual_coef_``, ``input2`` its
+    ``support_vectors_`` and ``bias`` ``[1]`` its ``intercept_``; the kernel's other inputs (``l_scale``,
+    ``sigma``, ``poly_coef``, ``degree``) are keys of the machine, and any key may be given a value here
+    (``KernelizedSVM(RBFKernel(), sigma=[0.5])``).
 
     >>> KernelizedSVM(PolynomialKernel(degree=2, poly_coef=1.0)).output_keys
-    ['output']
+    ['kernel', 'output']
     >>> KernelizedSVM(RBFKernel(gamma=0.5)).input_keys
     ['input1', 'input2', 'weight', 'bias']
     """
 
     _deprecated_aliases = {"input": "input1", "support_vectors": "input2"}
 
-    def __init__(self, kernel: Model, *, name: str | None = None) -> None:
+    def __init__(self, kernel: Model, weight: Any = TBD, bias: Any = TBD, *, name: str | None = None, **values: Any) -> None:
         super().__init__(name=name)
         if not isinstance(kernel, _Kernel):
             raise ArgumentError(f"KernelizedSVM: kernel must be RBFKernel(...) or PolynomialKernel(...), got {kernel!r}")
+        unknown = sorted(set(values) - set(kernel.input_keys))
+        if unknown:
+            raise ArgumentError(f"KernelizedSVM: {unknown} are not keys of the kernel; its keys are {kernel.input_keys}")
         self._declare_keys("input1", "input2")
         extra = {key: IOKey(key) for key in kernel.input_keys if key not in ("input1", "input2")}  # l_scale, sigma...
         self |= kernel(input1=IOKey("input1"), input2=IOKey("input2"), **extra)
-        weight, bias = param("weight", shape=[1, "S"]), param("bias", shape=[1])
-        self |= Linear(1)(input=kernel.output, weight=weight, bias=bias, output=IOKey("output"))
+        self.expose(kernel.output, "kernel", canonical=False)
+        weight_key, bias_key = param("weight", shape=[1, "S"]), param("bias", shape=[1])
+        self |= Linear(1)(input=kernel.output, weight=weight_key, bias=bias_key, output=IOKey("output"))
+        self.set_shapes(input1=["N", "d"], input2=["S", "d"], weight=[1, "S"], kernel=["N", "S"], output=["N", 1])
+        set_given(self, weight=weight, bias=bias, **values)
         self._cin = self._keys["input1"]

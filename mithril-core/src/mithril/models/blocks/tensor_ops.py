@@ -128,20 +128,42 @@ class CartesianDifference(_Block):
 
 
 class DistanceMatrix(_Block):
-    """Pairwise Euclidean distances of rows, ``[N, d]`` x ``[M, d]`` -> ``[N, M]``
-    (``scipy.spatial.distance.cdist``); ``squared=True`` gives the squared distances (smooth at 0, what
-    ``MDS``, ``TSNE`` and the RBF kernel use).
+    """Mithril's ``DistanceMatrix``: ``output[i, j] = sum_k |left[i, k] - right[j, k]| ** norm`` for the rows of
+    ``left`` ``[N, d]`` and ``right`` ``[M, d]``, ``[N, M]``: the ``norm``-th power of the Minkowski distance,
+    ``scipy.spatial.distance.cdist(left, right, "minkowski", p=norm) ** norm`` (``norm=2``: squared Euclidean
+    distances, smooth at 0). ``norm`` (one number) is a key unless given a value here; ``left``/``right``
+    may be given values too.
 
-    >>> DistanceMatrix(squared=True).input_keys
+    ``squared=`` is this project's earlier form and is deprecated: ``squared=True`` is ``norm=2``,
+    ``squared=False`` (Euclidean distances) the square root of that.
+
+    >>> DistanceMatrix().input_keys
+    ['left', 'right', 'norm']
+    >>> DistanceMatrix(norm=2.0).input_keys
     ['left', 'right']
     """
 
-    def __init__(self, squared: bool = False, *, name: str | None = None) -> None:
+    def __init__(
+        self, left: Any = TBD, right: Any = TBD, norm: Any = TBD, *, squared: bool | None = None, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
-        squared = validation.boolean("DistanceMatrix", "squared", squared)
-        self._declare_keys("left", "right")
-        total = op(self, "sum", op(self, "square", _cartesian_difference(self)), axis=-1)
-        self._finish(total if squared else op(self, "sqrt", total))
+        if squared is not None:
+            from ...deprecation import warn_deprecated
+
+            squared = validation.boolean("DistanceMatrix", "squared", squared)
+            warn_deprecated(f"DistanceMatrix(squared={squared})", "DistanceMatrix(norm=2.0)" + ("" if squared else " and a square root"))
+            if norm is not TBD:
+                raise ArgumentError("DistanceMatrix: squared= is deprecated; give norm= alone")
+            norm = 2.0
+        self._declare_keys("left", "right", *(("norm",) if norm is TBD else ()))
+        if isinstance(norm, (int, float)) and not isinstance(norm, bool):
+            norm = float(norm)
+        order = IOKey("norm") if norm is TBD else IOKey(value=norm)
+        total = op(self, "sum", op(self, "power", op(self, "abs", _cartesian_difference(self)), order), axis=-1)
+        self._finish(total if squared is not False else op(self, "sqrt", total))
+        self.set_shapes(left=["N", "d"], right=["M", "d"], output=["N", "M"])
+        set_given(self, left=left, right=right)
+        self._cin = self._keys["left"]
 
 
 def polynomial_terms(in_features: int, degree: int) -> list[list[tuple[int, ...]]]:
@@ -240,7 +262,7 @@ def polynomial_features_decomposition(attrs: Mapping[str, Any], shapes: Mapping[
 
 class NormModifier(_Block):
     """Mithril's ``NormModifier``: maps any real ``input`` into ``[1, 5]`` with a triangle wave of period 8,
-    ``4 * (1 - 2 * |((input - 1) mod 8) / 8 - 0.5|) + 1`` (5 at 1 + 8k, 1 at 5 + 8k; slope 1 in between).
+    ``4 * (1 - 2 * |((input - 1) mod 8) / 8 - 0.5|) + 1`` (1 at 1 + 8k, 5 at 5 + 8k: the identity on ``[1, 5]``, slope -1 from 5 to 9).
 
     >>> NormModifier().input_keys
     ['input']
@@ -288,9 +310,10 @@ class EncoderDistanceMatrix(_Block):
         robust = validation.boolean("EncoderDistanceMatrix", "robust", robust)
         self._declare_keys("input1", "input2", "norm")
         order = NormModifier()
-        self |= order(input=IOKey("norm"))  # one number (Mithril passes it as [p] too)
-        differences = _cartesian_difference(self, "input1", "input2")
-        total = op(self, "sum", op(self, "power", op(self, "abs", differences), order.output), axis=-1)
+        self |= order(input=IOKey("norm"))  # one number (Mithril's tests also give it as [p])
+        powered = DistanceMatrix()
+        self |= powered(left=IOKey("input1"), right=IOKey("input2"), norm=order.output)
+        total: Any = powered.output
         if get_final_distance:
             root = op(self, "divide", 1.0, order.output)
             total = robust_power(self, total, root) if robust else op(self, "power", total, root)
