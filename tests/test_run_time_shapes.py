@@ -168,3 +168,16 @@ def test_broadcast_keeps_the_dims_it_can_tell():
     model |= Buffer()(input=model.s + model.b, output=IOKey("output"))
     assert model.shapes["output"][:2] == ["B", 3] or model.shapes["output"][1] == 3
     assert model.shapes["output"][0] == model.shapes["scores"][0]
+
+
+@BACKENDS
+def test_slice_bounded_by_a_dim_known_when_it_runs(backend):
+    """Mithril's CLIP attention pooling: ``in_proj_bias[0:embed_dim]`` with ``embed_dim = query.shape[2]``."""
+    model = Model.create(cut=IOKey("table")[0 : IOKey("input").shape[1]], name="pool")
+    pm = ml.compile(model, backend, shapes={"input": [None, None], "table": [10, 2]})
+    table = np.arange(20.0).reshape(10, 2)
+    for width in (3, 7):
+        got = pm.evaluate({}, {"input": backend.ones(2, width), "table": backend.array(table)})["cut"]
+        np.testing.assert_array_equal(backend.to_numpy(got), table[:width])
+    with pytest.raises(ml.errors.ArgumentError, match="slice bounded by a symbolic dim"):
+        Model.create(bad=IOKey("table")[0 : IOKey("input").shape[1] : 2])

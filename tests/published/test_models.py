@@ -275,3 +275,23 @@ def test_published_segformer_encoder_builds_and_runs():
         outputs.append(np.asarray(backend.to_numpy(out["output"])))
     for other in outputs[1:]:
         np.testing.assert_allclose(other, outputs[0], rtol=1e-8, atol=1e-10)
+
+
+def test_published_clip_modified_resnet_runs_alike_on_every_backend():
+    """The example's ModifiedResNet image tower (attention pooling slices ``in_proj_bias[0:embed_dim]`` by a
+    symbolic dim) runs at any batch on NumPy, JAX and PyTorch with the same numbers. The builder has no
+    ModifiedResNet, so the backends are compared with each other."""
+    sizes = {**CLIP_SMALL, "image_resolution": 64, "vision_layers": (2, 2, 2, 2), "vision_width": 64}
+    model = published("clip.model").clip(**sizes)
+    rng = np.random.default_rng(0)
+    images, texts = rng.normal(size=(2, 3, 64, 64)), _texts(rng, 3)
+    params, results = None, []
+    for backend in _backends():
+        pm = ml.compile(model, backend, shapes={"image": [None, 3, 64, 64]}, use_short_namings=False)
+        if params is None:
+            params = {k: np.asarray(backend.to_numpy(v)) for k, v in pm.randomize_params(seed=0).items()}
+        out = pm.evaluate({k: backend.array(v) for k, v in params.items()}, {"image": backend.array(images), "text": backend.array(texts)})
+        results.append(np.asarray(backend.to_numpy(out["logits_per_image"])))
+        assert results[-1].shape == (2, 3)
+    for other in results[1:]:
+        np.testing.assert_allclose(other, results[0], rtol=1e-6, atol=1e-8)

@@ -54,6 +54,11 @@ def _connections(args: Sequence[Any]) -> list[Connection]:
 def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
     """Add primitive ``op`` with ``args`` (connections, IOKeys, expressions or constants) to the common root
     model of the connections among them; without any connection, return the deferred :class:`Expr`."""
+    if op == "index" and _has_dim_bound(attrs.get("key")):
+        key = _known_bounds(attrs["key"])
+        if _has_dim_bound(key):  # x[0:n] with n = y.shape[2] not known now: split where it runs
+            return build(_owner(args[0]), op, args, {"key": key}) if isinstance(args[0], Connection) else Expr(op, tuple(args), {"key": key})
+        attrs = {**attrs, "key": key}
     if op == "index" and has_tensor_key(attrs.get("key")):
         found = _connections([args[0], attrs["key"]])
         if not found:  # IOKeys only: built where connected
@@ -90,6 +95,8 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
     """Add primitive ``op`` to ``root`` with ``args`` filling its input keys in order."""
     if op == "index" and has_tensor_key(attrs.get("key")):
         return tensor_index(root, args[0], attrs["key"])
+    if op == "index" and _has_dim_bound(attrs.get("key")):
+        return _slice_at_run_time(root, _key_connection(materialize(args[0], root), root), attrs["key"])
     if op == "reshape" and any(not isinstance(d, int) and d is not None for d in attrs["shape"]):
         return resolve_reshape(_key_connection(materialize(args[0], root), root), attrs["shape"])
     if op == "call_output":  # one output of a called model (a, b = block(input=x))
@@ -103,6 +110,42 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
     keys = child.input_keys
     root._add(child, dict(zip(keys, targets)), extend=False, canonical_update=False)
     return Connection(child, "output")
+
+
+def _has_dim_bound(key: Any) -> bool:
+    """Whether an index key holds a slice bounded by a symbolic dim (``x[0:y.shape[2]]``)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(p, slice) and (is_dim(p.start) or is_dim(p.stop)) for p in parts)
+
+
+def _known_bounds(key: Any) -> Any:
+    """``key`` with the slice bounds whose dims are known now as ints."""
+
+    def known(part: Any) -> Any:
+        if not isinstance(part, slice):
+            return part
+        start, stop = (dim_value(b) if is_dim(b) and dim_value(b) is not None else b for b in (part.start, part.stop))
+        return slice(start, stop, part.step)
+
+    return tuple(known(p) for p in key) if isinstance(key, tuple) else known(key)
+
+
+def _slice_at_run_time(root: Model, x: Any, key: Any) -> Connection:
+    """``x[..., start:stop, ...]`` with a bound known only when the model runs: the middle part of
+    ``split_at(x, (start, stop), axis)``. One such slice, with the axes before it whole (``slice(None)``)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    axis = next(j for j, p in enumerate(parts) if isinstance(p, slice) and (is_dim(p.start) or is_dim(p.stop)))
+    part = parts[axis]
+    if part.step not in (None, 1) or part.stop is None or any(p != slice(None) for j, p in enumerate(parts) if j != axis):
+        raise ArgumentError(
+            f"x[{key!r}]: a slice bounded by a symbolic dim takes a stop, step 1, and whole slices (:) on the other "
+            "axes; give the shapes to ml.compile to make the bound a number"
+        )
+    with root._transaction():
+        sections = build(root, "to_tuple", [0 if part.start is None else part.start, part.stop], {"n": 2})
+        split = Primitive("split_at", axis=axis, parts=3)
+        root._add(split, {"input": x, "sections": sections}, extend=False, canonical_update=False)
+        return Connection(split, "output_1")
 
 
 def _key_connection(target: Any, model: Model) -> Any:
