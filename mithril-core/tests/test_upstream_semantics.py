@@ -212,3 +212,20 @@ def test_tensor_in_a_concat_list_and_set_types() -> None:
     model.set_types(joined=ml.Tensor)  # a tensor of any kind: no constraint
     pm = ml.compile(model, _numpy(), shapes={"x": [1]}, jit=False)
     np.testing.assert_allclose(pm.evaluate({}, {"x": np.array([1.0])})["joined"], [1.0, 10.0, 20.0])
+
+
+@pytest.mark.parametrize("name", ["NumpyBackend", "TorchBackend", "JaxBackend"])
+def test_hinge_loss_gradient_at_the_hinge_is_half(name):
+    """Mithril's HingeLoss at margin exactly 1: half of each side's gradient (``torch.maximum``'s rule)."""
+    from mithril.models import HingeLoss
+
+    try:
+        backend = getattr(ml, name)(dtype=ml.float64)
+    except Exception:
+        pytest.skip(f"{name} is not installed")
+    pm = ml.compile(HingeLoss(), backend, shapes={"input": [3, 1], "target": [3, 1]}, trainable_keys={"input"})
+    params = {"input": backend.array(np.array([[1.0], [-1.0], [0.25]]))}
+    data = {"target": backend.array(np.array([[1.0], [-1.0], [1.0]]))}
+    out, grads = pm.evaluate(params, data, output_gradients={"output": backend.ones(3, 1)})
+    np.testing.assert_allclose(backend.to_numpy(out["output"]), [[0.0], [0.0], [0.75]])
+    np.testing.assert_allclose(backend.to_numpy(grads["input"]), [[-0.5], [0.5], [-1.0]])

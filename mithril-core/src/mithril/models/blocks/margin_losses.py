@@ -33,8 +33,9 @@ class _ComposedLoss(_Loss):
 
 
 def _margin(model: _ComposedLoss, input: IOKey, target: IOKey) -> Any:  # noqa: A002
-    """``max(0, 1 - input * target)``"""
-    return op(model, "relu", op(model, "subtract", 1.0, op(model, "multiply", input, target)))
+    """``max(0, 1 - input * target)``, as ``maximum``: at the hinge (margin exactly 1) the gradient is half of
+    each side's, as Mithril's (and ``torch.maximum``'s, ``jnp.maximum``'s) is; ``relu`` would give 0 there."""
+    return op(model, "maximum", 0.0, op(model, "subtract", 1.0, op(model, "multiply", input, target)))
 
 
 class HingeLoss(_ComposedLoss):
