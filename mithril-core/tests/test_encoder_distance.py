@@ -34,8 +34,9 @@ def test_robust_power_is_linear_below_the_threshold() -> None:
     model = Model()
     model |= Power(robust=True)(base="x", exponent="e", output=IOKey("output"))
     pm = ml.compile(model, ml.NumpyBackend(dtype=ml.float64), shapes={"x": [4], "e": [4]}, trainable_keys={"x", "e"})
-    x, e = np.array([0.0, -8.0, 1e-40, 1e-40]), np.array([1 / 3, 1 / 3, 0.01, 3.0])  # 1e-40 ** 0.01 is steeper than the line
+    # the threshold is the dtype's smallest normal number (float64 here); 1e-310 ** 0.001 is steeper than the line
+    x, e = np.array([0.0, -8.0, 1e-310, 1e-310]), np.array([1 / 3, 1 / 3, 0.001, 3.0])
     out, grads = pm.evaluate({"x": x, "e": e}, output_gradients={"output": np.ones(4)})
-    tiny = float(np.finfo(np.float32).tiny)
-    np.testing.assert_allclose(out["output"], [0.0, 2.0, 1e-40 / tiny, 1e-120], rtol=1e-12)
+    tiny = float(np.finfo(np.float64).tiny)
+    np.testing.assert_allclose(out["output"], [0.0, 2.0, 1e-310 / tiny, 0.0], rtol=1e-12)
     assert np.all(np.isfinite(grads["x"])) and np.all(np.isfinite(grads["e"]))

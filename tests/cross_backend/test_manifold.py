@@ -70,16 +70,10 @@ def test_tsne_joint_probabilities_match_scikit_learn() -> None:
     assert ours.sum() == pytest.approx(1.0) and np.all(np.diag(ours) == 0) and np.allclose(ours, ours.T)
 
 
-# Power(robust=True) on MLX: NaN gradients where the base is 0 (MLX differentiates the log inside the robust
-# condition; a robust_power matter); the other backends give 0 there, as Mithril does
-_MDS_BACKENDS = [
-    pytest.param(b, marks=pytest.mark.xfail(strict=True, reason="robust power: NaN gradient at a 0 base on MLX")) if b == "mlx" else b
-    for b in backends()
-]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("backend", _MDS_BACKENDS)
+@pytest.mark.parametrize("backend", backends())
 def test_mds_loss_is_scikit_learn_normalized_stress(backend: str, dtype: str, sk_mds: SkMDS) -> None:
     rtol = tolerance(dtype) * 10
     for input_type, data in (("points", X), ("distances", pairwise_distances(X))):

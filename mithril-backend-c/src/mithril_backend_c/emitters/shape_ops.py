@@ -9,14 +9,15 @@ import math
 
 import numpy as np
 from mithril.compiler.graph import Node
+from mithril.numerics import dtype_constant as dtype_constant_value
 from mithril.primitives.rules import normalize_axis
 
 from ..context import Ctx, contiguous_strides, literal, view_layout
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
-    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "positions", "shape",
-    "size", "at_least_1d",
+    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "dtype_constant",
+    "positions", "shape", "size", "at_least_1d",
 ]  # fmt: skip
 
 
@@ -145,6 +146,12 @@ def _const_fill(value):
 ones = ones_like = _const_fill(1)
 zeros = zeros_like = _const_fill(0)
 full = _const_fill(None)
+
+
+def dtype_constant(ctx: Ctx, node: Node) -> list[str]:
+    """Mithril's per-dtype constant (:func:`mithril.numerics.dtype_constant`) of the output's float dtype, a literal."""
+    dt = ctx.np_dtype(node.output)
+    return ctx.fill(node.output, literal(dtype_constant_value(node.attrs["constant"], dt), dt))
 
 
 def positions(ctx: Ctx, node: Node) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from mithril.errors import ShapeError
+from mithril.numerics import dtype_constant as dtype_constant_value
 from mithril.primitives import uses_backend
 from mithril.primitives.rules import broadcast_sum_axes, creation_kind
 
@@ -183,6 +184,17 @@ def zeros_like(input: Tensor) -> Tensor:
 def ones_like(input: Tensor) -> Tensor:
     """``np.ones_like(input)``"""
     return torch.ones_like(input)
+
+
+@uses_backend
+def dtype_constant(backend: Any, input: Any, *, constant: str) -> Tensor:
+    """Mithril's per-dtype ``constant`` (:func:`mithril.numerics.dtype_constant`) as a 0-d tensor of ``input``'s
+    float dtype on its device (the backend's float dtype and device for int, bool or Python input)."""
+    if isinstance(input, Tensor) and input.is_floating_point():
+        dtype, device = input.dtype, input.device
+    else:
+        dtype, device = backend.native_dtype(), getattr(input, "device", backend.torch_device)
+    return torch.full((), dtype_constant_value(constant, dtype), dtype=dtype, device=device)
 
 
 def positions(input: Tensor, *, axis: int) -> Tensor:

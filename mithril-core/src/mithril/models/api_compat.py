@@ -20,15 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .. import validation
 from ..errors import ArgumentError
 from ..framework.keys import TBD, Connection, IOKey
 from ..framework.model import Model, _Call
 from . import primitive_models as _base
 from .blocks._util import op
-from .blocks.tensor_ops import TINY, robust_power
+from .blocks.robust import robust_log, robust_power, robust_sqrt
 from .primitive import Primitive
 
 __all__ = ["Reshape", "Randn", "Cast", "Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
@@ -184,39 +182,56 @@ Silu = SiLU
 class RobustSqrt(Model):
     """``sqrt(|input|)``, and ``|input| / sqrt(threshold)`` below ``threshold`` (Mithril's robust square root):
     ``Sqrt(robust=True, threshold=...)``, finite for every input and with a finite gradient at 0.
-    ``threshold`` defaults to float32's smallest normal number.
+    ``threshold`` defaults to the smallest normal number of the dtype computed in (:mod:`mithril.numerics`).
 
     >>> Sqrt(robust=True, threshold=1e-20).input_keys
     ['input']
     """
 
-    def __init__(self, threshold: float = TINY, *, name: str | None = None) -> None:
+    def __init__(self, threshold: float | None = None, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        threshold = validation.number("Sqrt", "threshold", threshold, low=0.0)
-        if threshold <= 0.0:
-            raise ArgumentError(f"Sqrt(robust=True): threshold must be positive, got {threshold!r}")
+        threshold = _positive_threshold("Sqrt", threshold)
         self.attributes = {"threshold": threshold}
-        magnitude = op(self, "abs", IOKey("input"))
-        small = op(self, "multiply", magnitude, float(1.0 / np.sqrt(threshold)))
-        large = op(self, "sqrt", op(self, "maximum", magnitude, threshold))
-        self.expose(op(self, "where", op(self, "less", magnitude, threshold), small, large), "output")
+        self.expose(robust_sqrt(self, IOKey("input"), threshold), "output")
         self._cin = self._keys["input"]
         self.set_shapes(input=[("S", ...)], output=[("S", ...)])
 
 
-RobustLog = _unary(
-    "RobustLog",
-    "``log(max(|input|, tiny))``: ``Log(robust=True)``, never NaN or -inf (about -87.3 at 0).",
-    lambda m, x: op(m, "log", op(m, "maximum", op(m, "abs", x), TINY)),
-)
+class RobustLog(Model):
+    """Mithril's robust log, ``Log(robust=True, threshold=...)``: ``log|input|``, and below ``threshold`` the
+    tangent line ``log(threshold) + |input| / threshold - 1``: never NaN or ``-inf`` (at 0 about -709.4 in
+    float64, -88.3 in float32), gradient ``1 / threshold`` there. ``threshold`` defaults to the smallest normal
+    number of the dtype computed in (:mod:`mithril.numerics`).
+
+    >>> Log(robust=True).input_keys
+    ['input']
+    """
+
+    def __init__(self, threshold: float | None = None, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        threshold = _positive_threshold("Log", threshold)
+        self.attributes = {"threshold": threshold}
+        self.expose(robust_log(self, IOKey("input"), threshold), "output")
+        self._cin = self._keys["input"]
+        self.set_shapes(input=[("S", ...)], output=[("S", ...)])
+
+
+def _positive_threshold(owner: str, threshold: float | None) -> float | None:
+    """A given ``threshold`` checked positive; ``None`` (the dtype's constant) as it is."""
+    if threshold is None:
+        return None
+    threshold = validation.number(owner, "threshold", threshold, low=0.0)
+    if threshold <= 0.0:
+        raise ArgumentError(f"{owner}(robust=True): threshold must be positive, got {threshold!r}")
+    return threshold
 
 
 class RobustPower(Model):
     """``Power(robust=True)`` with Mithril's formula: ``|base| ** exponent``, except below the threshold
-    ``t`` (float32's smallest normal) where the power would be steeper than the line ``|base| / t``
-    (``|base| < t`` and ``exponent < 1 - log(t) / log|base|``): there ``|base| / t``, so ``0 ** (1/3)`` is 0
-    with a finite gradient. Never NaN (negative bases with fractional exponents). Keys ``base``,
-    ``exponent`` (Mithril's names; ``left``/``right`` are deprecated aliases), ``output``.
+    ``t`` (the smallest normal number of the dtype computed in) where the power would be steeper than the line
+    ``|base| / t`` (``|base| < t`` and ``exponent < 1 - log(t) / log|base|``): there ``|base| / t``, so
+    ``0 ** (1/3)`` is 0 with a finite gradient. Never NaN (negative bases with fractional exponents). Keys
+    ``base``, ``exponent`` (Mithril's names; ``left``/``right`` are deprecated aliases), ``output``.
 
     >>> Power(robust=True).input_keys
     ['base', 'exponent']
@@ -233,7 +248,7 @@ class RobustPower(Model):
 def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Primitive]:
     def __new__(cls: type, *args: Any, robust: bool = False, **kwargs: Any) -> Any:
         if validation.boolean(base.__name__, "robust", robust):
-            allowed = {"name", *(("threshold",) if robust_cls is RobustSqrt else ())}
+            allowed = {"name", *(("threshold",) if robust_cls in (RobustSqrt, RobustLog) else ())}
             if args or set(kwargs) - allowed:
                 raise ArgumentError(f"{base.__name__}(robust=True) takes only {sorted(allowed)}, got {args!r} {sorted(kwargs)}")
             return robust_cls(**kwargs)

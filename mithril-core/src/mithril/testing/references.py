@@ -585,6 +585,23 @@ def ones_like(input):
 
 
 @reference
+def dtype_constant(input, *, constant, float_dtype=None):
+    """Mithril's constant for the dtype computed in (``float_dtype``, else the input's float dtype, else float64),
+    from ``np.finfo``: the smallest normal number, and ``StableReciprocal``'s threshold, its square root (float64:
+    Mithril's ``1.4916681462400413e-153``, ten times that)."""
+    x = np.asarray(input)
+    dtype = Dtype.parse(float_dtype) if float_dtype is not None else Dtype.parse(x.dtype) if x.dtype.kind == "f" else Dtype.float64
+    tiny = float(np.finfo(np.float32 if dtype is Dtype.bfloat16 else dtype.value).tiny)
+    if constant == "min_positive_normal":
+        value = tiny
+    elif constant == "stable_reciprocal_threshold":
+        value = 1.4916681462400413e-153 if dtype is Dtype.float64 else math.sqrt(tiny)
+    else:
+        raise ValueError(f"dtype_constant: unknown constant {constant!r}")
+    return np.asarray(value, dtype=np.float32 if dtype is Dtype.bfloat16 else dtype.value)
+
+
+@reference
 def positions(input, *, axis):
     return np.arange(np.shape(input)[axis], dtype=_INT)
 

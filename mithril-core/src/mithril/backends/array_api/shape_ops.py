@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...numerics import dtype_constant as dtype_constant_value
 from ...primitives import uses_backend
 from ...primitives.rules import broadcast_sum_axes, creation_kind
 from ._binding import Binding, Impl
@@ -105,6 +106,13 @@ def build(b: Binding) -> dict[str, Impl]:
         return full_(seq(shape), fill_value, dtype=backend.native_dtype(creation_kind(dtype, fill_value)))
 
     @uses_backend
+    def dtype_constant(backend: Any, input: Any, *, constant: str) -> Any:
+        """Mithril's per-dtype ``constant`` (:func:`mithril.numerics.dtype_constant`) as a 0-d array of
+        ``input``'s float dtype, or the backend's float dtype for int and bool input."""
+        dtype = input.dtype if b.is_float(input) else backend.native_dtype()
+        return full_((), dtype_constant_value(constant, dtype), dtype=dtype)
+
+    @uses_backend
     def positions(backend: Any, input: Any, *, axis: int) -> Any:
         """``arange(input.shape[axis])`` in the backend's int dtype (static under a JIT)."""
         return arange_(input.shape[axis], dtype=backend.native_dtype("int"))
@@ -139,6 +147,7 @@ def build(b: Binding) -> dict[str, Impl]:
 
     functions = (
         reshape, flatten, transpose, swapaxes, squeeze, unsqueeze, broadcast_to, concat, split, pad, index,
-        gather, arange, ones, zeros, full, positions, shape, size, sum_to_like, reshape_like, broadcast_to_like,
+        gather, arange, ones, zeros, full, dtype_constant, positions, shape, size, sum_to_like, reshape_like,
+        broadcast_to_like,
     )  # fmt: skip
     return {f.__name__: f for f in functions} | {"zeros_like": xp.zeros_like, "ones_like": xp.ones_like}

@@ -20,6 +20,7 @@ from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
 from ._util import op
+from .robust import probability_log
 
 __all__ = ["CrossEntropy", "BinaryCrossEntropy", "SquaredError", "AbsoluteError"]
 
@@ -58,12 +59,18 @@ class _Loss(Model):
         return loss
 
 
-def _eps(owner: str, robust: bool | None) -> dict[str, float]:
-    """``robust=`` (Mithril's name): ``True`` clamps probabilities at 1e-12 before the log (our default),
-    ``False`` takes the exact log (``-inf`` at 0, as Mithril's non-robust loss)."""
-    if robust is None:
-        return {}
-    return {"eps": 1e-12 if validation.boolean(owner, "robust", robust) else 0.0}
+def _robust(owner: str, robust: bool | None, threshold: float | None) -> dict[str, Any]:
+    """``robust=`` (Mithril's name) and ``threshold=`` checked: ``True`` is Mithril's robust log, ``False`` the
+    exact log, ``None`` (our default) the log clamped at the threshold (see
+    :func:`~mithril.models.blocks.robust.probability_log`); a ``threshold`` left ``None`` is the dtype's
+    smallest normal number."""
+    if robust is not None:
+        robust = validation.boolean(owner, "robust", robust)
+    if threshold is not None:
+        threshold = validation.number(owner, "threshold", threshold, low=0.0)
+        if threshold <= 0.0:
+            raise validation.fail(owner, "threshold", "a number > 0", threshold)
+    return {"robust": robust, "threshold": threshold}
 
 
 class CrossEntropy(_Loss):
@@ -71,8 +78,13 @@ class CrossEntropy(_Loss):
     ``[N, d1, ...]``, as PyTorch's ``reduction="none"``). ``CrossEntropy(input_type="logits", categorical=True)``.
 
     ``input_type``: ``"logits"``, ``"probs"`` or ``"log_probs"``; ``categorical=True`` takes integer class
-    targets ``[N, ...]``, ``False`` takes probability targets shaped like the input. ``robust=False`` takes
-    the exact log of probabilities (default: clamped at 1e-12, ``robust=True``).
+    targets ``[N, ...]``, ``False`` takes probability targets shaped like the input. ``weights`` scales each
+    class (a list of ``C`` numbers, or ``True`` for an input key ``weights``). Probabilities are logged as
+    Mithril's ``robust=`` says: ``True`` Mithril's robust log (finite at 0: ``-log`` of the dtype's smallest normal
+    number plus 1, about 709.4 in float64), ``False`` the exact log (``inf`` at 0), and by default (``None``) the
+    exact log clamped below at ``threshold`` (default: the dtype's smallest normal number, so ``-log p`` is at
+    most about 708.4 in float64, 87.3 in float32, with gradient 0 where it is clamped). ``threshold`` is also
+    the point where ``robust=True``'s log turns into its tangent line.
     """
 
     _primitive = "cross_entropy"
@@ -85,32 +97,45 @@ class CrossEntropy(_Loss):
         *,
         weights: Any = None,
         robust: bool | None = None,
+        threshold: float | None = None,
         name: str | None = None,
     ) -> None:
         validation.choice("CrossEntropy", "input_type", input_type, ("logits", "probs", "log_probs"))
         validation.boolean("CrossEntropy", "categorical", categorical)
-        weighting = {} if weights is None or weights is False else {"weights": weights}
-        super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, categorical=categorical, **_eps("CrossEntropy", robust))
+        weighting = {} if weights is None or weights is False or (isinstance(weights, str) and weights == "") else {"weights": weights}
+        super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, categorical=categorical, **_robust("CrossEntropy", robust, threshold))
 
     def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+        """Probabilities become log-probabilities first (:func:`probability_log`), so the primitive always
+        takes logits or log-probabilities; class weights scale the loss by ``weights[target]`` (class targets)
+        or the targets along the class axis 1 (probability targets, any rank)."""
+        input_type, categorical = attrs["input_type"], attrs["categorical"]
+        x: Any = input
+        if input_type == "probs":
+            x, input_type = probability_log(self, input, attrs["robust"], attrs["threshold"]), "log_probs"
         weights = self._weighting.get("weights")
-        if weights is None:
-            return super()._elementwise_loss(input, target, attrs)
-        key = IOKey("weights") if weights is True else IOKey("weights", value=np.asarray(weights, dtype=float))
-        if attrs["categorical"]:  # the class weight of each element's target: weights[target]
-            loss = super()._elementwise_loss(input, target, attrs)
-            column = op(self, "reshape", key, shape=(-1, 1))
-            picked = op(self, "squeeze", op(self, "embedding", self._keys["target"], column), axis=-1)
-            return op(self, "multiply", loss, picked)
-        # probability targets: -sum_c w_c t_c log p_c, the class axis last ([N, C])
-        loss = Primitive(self._primitive, **attrs)
-        self |= loss(input=IOKey("input", shape=["N", "C"]))  # keys in the order input, target, weights
-        self._connect(loss._keys["target"], op(self, "multiply", target, key), f"{self._path()}.target")
-        return loss.output
+        key = None
+        if weights is not None:
+            key = IOKey("weights") if weights is True else IOKey("weights", value=np.asarray(weights, dtype=float))
+        if key is not None and not categorical:  # -sum_c w_c t_c log p_c: the targets scaled along axis 1
+            target = op(self, "swapaxes", op(self, "multiply", op(self, "swapaxes", target, axis1=1, axis2=-1), key), axis1=1, axis2=-1)
+        loss = Primitive(self._primitive, input_type=input_type, categorical=categorical)
+        self |= loss(input=x, target=target)
+        if key is None or not categorical:
+            return loss.output
+        # class targets: the class weight of each element's target, weights[target]
+        column = op(self, "reshape", key, shape=(-1, 1))
+        picked = op(self, "squeeze", op(self, "embedding", self._keys["target"], column), axis=-1)
+        return op(self, "multiply", loss.output, picked)
 
 
 class BinaryCrossEntropy(_Loss):
-    """Binary cross entropy; ``input_type`` ``"logits"`` (stable, default) or ``"probs"``."""
+    """Binary cross entropy per element, input and target of one shape; ``input_type`` ``"logits"`` (stable,
+    default) or ``"probs"``. ``pos_weight`` scales the positive term (PyTorch's ``BCEWithLogitsLoss(pos_weight=)``):
+    a number, ``True`` for an input key ``pos_weight``, or ``"auto"`` (Mithril's), computed from the targets as
+    ``(1 - m) / m`` with ``m`` the mean of the targets (for logits, of ``sigmoid(target)``, as Mithril computes
+    it). Probabilities are logged as ``CrossEntropy``'s are (``robust``, ``threshold``); logits need no
+    threshold (``robust`` changes nothing there, as in Mithril)."""
 
     _primitive = "binary_cross_entropy"
 
@@ -121,31 +146,49 @@ class BinaryCrossEntropy(_Loss):
         *,
         pos_weight: Any = None,
         robust: bool | None = None,
+        threshold: float | None = None,
         name: str | None = None,
     ) -> None:
         validation.choice("BinaryCrossEntropy", "input_type", input_type, ("logits", "probs"))
+        if isinstance(pos_weight, str) and pos_weight != "auto":
+            raise validation.fail("BinaryCrossEntropy", "pos_weight", "a number, True (an input key) or 'auto'", pos_weight)
         weighting = {} if pos_weight is None or pos_weight is False else {"pos_weight": pos_weight}
-        super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, **_eps("BinaryCrossEntropy", robust))
+        super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, **_robust("BinaryCrossEntropy", robust, threshold))
 
     def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
-        """With ``pos_weight`` (PyTorch's ``BCEWithLogitsLoss(pos_weight=)``): the positive term is
-        scaled, ``-(w t log p + (1 - t) log(1 - p))``; for logits in the stable form
-        ``(1 - t) x + (1 + (w - 1) t) softplus(-x)``."""
-        weight = self._weighting.get("pos_weight")
-        if weight is None:
-            return super()._elementwise_loss(input, target, attrs)
-        w = IOKey("pos_weight") if weight is True else IOKey("pos_weight", value=np.asarray(weight, dtype=float))
-        x, t = IOKey("input"), IOKey("target")
+        """Logits without ``pos_weight``: the primitive. With ``pos_weight`` ``w``: the stable form
+        ``(1 - t) x + (1 + (w - 1) t) softplus(-x)``. Probabilities: ``-(w t log p + (1 - t) log(1 - p))``
+        with the logs of :func:`probability_log`."""
+        self.set_shapes(input=[("S", ...)], target=[("S", ...)])
+        weight = self._pos_weight(target, attrs["input_type"])
+        x, t = input, target
         if attrs["input_type"] == "logits":
-            scale = op(self, "add", op(self, "multiply", op(self, "subtract", w, 1.0), t), 1.0)
+            if weight is None:
+                loss = Primitive(self._primitive, input_type="logits")
+                self |= loss(input=x, target=t)
+                return loss.output
+            scale = op(self, "add", op(self, "multiply", op(self, "subtract", weight, 1.0), t), 1.0)
             neg_softplus = op(self, "softplus", op(self, "neg", x))
             return op(self, "add", op(self, "multiply", op(self, "subtract", 1.0, t), x), op(self, "multiply", scale, neg_softplus))
-        eps = attrs.get("eps", 1e-12)
-        log_p = op(self, "log", op(self, "maximum", x, eps))
-        log_q = op(self, "log", op(self, "maximum", op(self, "subtract", 1.0, x), eps))
-        positive = op(self, "multiply", op(self, "multiply", w, t), log_p)
+        robust, threshold = attrs["robust"], attrs["threshold"]
+        log_p = probability_log(self, x, robust, threshold)
+        log_q = probability_log(self, op(self, "subtract", 1.0, x), robust, threshold)
+        positive = op(self, "multiply", t if weight is None else op(self, "multiply", weight, t), log_p)
         negative = op(self, "multiply", op(self, "subtract", 1.0, t), log_q)
         return op(self, "neg", op(self, "add", positive, negative))
+
+    def _pos_weight(self, target: IOKey, input_type: str) -> Any:
+        """The ``pos_weight`` value: ``None`` (none), a constant, the input key, or Mithril's ``"auto"``."""
+        weight = self._weighting.get("pos_weight")
+        if weight is None:
+            return None
+        if weight is True:
+            return IOKey("pos_weight")
+        if isinstance(weight, str):  # "auto": (1 - mean) / mean of the targets (of their sigmoid for logits)
+            labels = op(self, "stop_gradient", target)
+            mean = op(self, "mean", op(self, "sigmoid", labels) if input_type == "logits" else labels)
+            return op(self, "divide", op(self, "subtract", 1.0, mean), mean)
+        return IOKey("pos_weight", value=np.asarray(weight, dtype=float))
 
 
 class SquaredError(_Loss):

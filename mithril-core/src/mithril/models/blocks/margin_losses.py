@@ -14,9 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from ... import validation
+from ...deprecation import warn_deprecated
 from ...framework.keys import IOKey
 from ._util import op
 from .losses import _Loss
+from .robust import robust_log
 
 __all__ = ["HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence"]
 
@@ -88,20 +90,28 @@ class QuantileLoss(_ComposedLoss):
 
 class KLDivergence(_ComposedLoss):
     """Kullback-Leibler divergence per element, ``target * (log target - log input)``, of predicted
-    probabilities ``input`` from true probabilities ``target`` (0 where ``target`` is 0; both clamped at
-    ``eps`` before the log). ``reduction="sum"`` over a distribution's axis is ``KL(target || input)``;
-    PyTorch's ``kl_div(log(input), target, reduction="none")`` is the same per element.
+    probabilities ``input`` from true probabilities ``target``, both logged with Mithril's robust log (finite at
+    0; below ``threshold``, by default the dtype's smallest normal number, the log's tangent line: see
+    :func:`~mithril.models.blocks.robust.robust_log`), so it is 0 where ``target`` is 0. ``reduction="sum"``
+    over a distribution's axis is ``KL(target || input)``; PyTorch's ``kl_div(log(input), target,
+    reduction="none")`` is the same per element. ``eps=`` is the deprecated spelling of ``threshold=``.
 
     >>> KLDivergence(reduction="none").reduction
     'none'
     """
 
-    def __init__(self, reduction: str = "none", *, eps: float = 1e-12, name: str | None = None) -> None:
-        eps = validation.number("KLDivergence", "eps", eps, low=0.0)
-        super().__init__(reduction, name=name, eps=eps)
+    def __init__(self, reduction: str = "none", *, threshold: float | None = None, eps: float | None = None, name: str | None = None) -> None:
+        if eps is not None:
+            warn_deprecated("KLDivergence(eps=)", "threshold=")
+            threshold = eps if threshold is None else threshold
+        if threshold is not None:
+            threshold = validation.number("KLDivergence", "threshold", threshold, low=0.0)
+            if threshold <= 0.0:
+                raise validation.fail("KLDivergence", "threshold", "a number > 0", threshold)
+        super().__init__(reduction, name=name, threshold=threshold)
 
     def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
-        eps = attrs["eps"]
-        log_t = op(self, "log", op(self, "maximum", target, eps))
-        log_p = op(self, "log", op(self, "maximum", input, eps))
+        threshold = attrs["threshold"]
+        log_t = robust_log(self, target, threshold)
+        log_p = robust_log(self, input, threshold)
         return op(self, "multiply", target, op(self, "subtract", log_t, log_p))

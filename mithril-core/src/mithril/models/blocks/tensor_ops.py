@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from ... import validation
+from ...deprecation import warn_deprecated
 from ...errors import ArgumentError, ShapeError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
 from ._util import op, set_given
+from .robust import robust_power, stable_reciprocal
 
 __all__ = [
     "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
@@ -277,22 +279,6 @@ class NormModifier(_Block):
         self._finish(op(self, "add", scaled, 1.0))
 
 
-TINY = float(np.finfo(np.float32).tiny)
-"""The robust primitives' threshold: float32's smallest normal number."""
-
-
-def robust_power(model: Model, base: Any, exponent: Any) -> Any:
-    """Mithril's robust power in ``model``: ``|base| ** exponent``, except where that is steeper than the
-    line ``|base| / t`` below ``t`` = :data:`TINY` (``|base| < t`` and ``exponent < 1 - log(t) /
-    log|base|``), where it is the line: 0 at 0, never NaN, finite gradients."""
-    size = op(model, "abs", base)
-    steep = op(model, "less", exponent, op(model, "subtract", 1.0, op(model, "divide", float(np.log(TINY)), op(model, "log", size))))
-    linear = op(model, "logical_and", op(model, "less", size, TINY), steep)
-    # the power of 1 where the line is taken: its gradient stays finite (0 * inf would be NaN)
-    powered = op(model, "power", op(model, "where", linear, 1.0, size), exponent)
-    return op(model, "where", linear, op(model, "divide", size, TINY), powered)
-
-
 class EncoderDistanceMatrix(_Block):
     """Mithril's ``EncoderDistanceMatrix``: Minkowski distances between the rows of ``input1`` ``[N, d]`` and
     ``input2`` ``[M, d]`` whose order comes from the input ``norm`` mapped into ``[1, 5]`` by
@@ -415,7 +401,8 @@ class ShiftRight(_Block):
 
 
 class PermuteTensor(_Block):
-    """The rows of ``input`` in the order of ``indices``: ``input[indices]`` (first axis).
+    """The rows of ``input`` in the order of ``indices``: ``input[indices]`` along the first axis, for an
+    ``input`` of any rank ``[N, ...]`` with ``N`` indices (Mithril's ``PermuteTensor``).
 
     >>> PermuteTensor().input_keys
     ['input', 'indices']
@@ -424,28 +411,30 @@ class PermuteTensor(_Block):
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
         self._declare_keys("input", "indices")
-        self._finish(op(self, "embedding", IOKey("indices", type="int"), IOKey("input")))
+        x = IOKey("input", shape=["N", ("Rest", ...)])
+        rows = op(self, "reshape", x, shape=(None, -1))  # [N, prod(rest)]: embedding picks whole rows
+        picked = op(self, "embedding", IOKey("indices", type="int", shape=["N"]), rows)
+        self._finish(op(self, "reshape_like", picked, self._keys["input"]))
 
 
 class StableReciprocal(_Block):
-    """``1 / input`` where ``|input| >= eps``; inside ``(-eps, eps)`` the tangent line at ``±eps``,
-    ``±(2 / eps - |input| / eps**2)``, so values and gradients stay finite (bounded by ``2 / eps`` and
-    ``1 / eps**2``) and continuous at ``±eps``.
+    """Mithril's ``StableReciprocal``: ``1 / input`` where ``|input| >= threshold``; inside ``(-threshold,
+    threshold)`` the tangent line at ``±threshold``, ``±2 / threshold - input / threshold**2`` (``+`` at 0), so
+    values and gradients stay finite (bounded by ``2 / threshold`` and ``1 / threshold**2``) and continuous.
+    ``threshold`` defaults to Mithril's constant for the dtype computed in (:mod:`mithril.numerics`: about
+    1.5e-153 in float64, 1.1e-19 in float32); ``eps=`` is its deprecated spelling.
 
-    >>> StableReciprocal(eps=1e-3).input_keys
+    >>> StableReciprocal(threshold=1e-3).input_keys
     ['input']
     """
 
-    def __init__(self, eps: float = 1e-6, *, name: str | None = None) -> None:
+    def __init__(self, threshold: float | None = None, *, eps: float | None = None, name: str | None = None) -> None:
         super().__init__(name=name)
-        eps = validation.number("StableReciprocal", "eps", eps, low=0.0)
-        if eps == 0:
-            raise validation.fail("StableReciprocal", "eps", "a number > 0", eps)
-        x = IOKey("input")
-        magnitude = op(self, "abs", x)
-        small = op(self, "less", magnitude, eps)
-        sign = op(self, "where", op(self, "less", x, 0.0), -1.0, 1.0)
-        tangent = op(self, "multiply", sign, op(self, "subtract", 2.0 / eps, op(self, "multiply", magnitude, 1.0 / eps**2)))
-        safe = op(self, "where", small, eps, x)  # no division by (nearly) 0 on the branch not taken
-        # safe ** -1 rather than 1.0 / safe: the shared divide cannot take a Python number on the left on MLX
-        self._finish(op(self, "where", small, tangent, op(self, "power", safe, -1.0)))
+        if eps is not None:
+            warn_deprecated("StableReciprocal(eps=)", "threshold=")
+            threshold = eps if threshold is None else threshold
+        if threshold is not None:
+            threshold = validation.number("StableReciprocal", "threshold", threshold, low=0.0)
+            if threshold == 0:
+                raise validation.fail("StableReciprocal", "threshold", "a number > 0", threshold)
+        self._finish(stable_reciprocal(self, IOKey("input"), threshold))

@@ -6,9 +6,22 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...errors import ArgumentError
+from ...numerics import DTYPE_CONSTANTS
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
 from ...types import kind_of_python_value
-from ..rules import fixed, int_result, kind_of, normalize_axes, normalize_axis, promote, rank_from_host_shape, same_kind
+from ..rules import (
+    fixed,
+    float_result,
+    int_result,
+    kind_of,
+    normalize_axes,
+    normalize_axis,
+    promote,
+    rank_from_host_shape,
+    same_kind,
+    scalar_output,
+)
 from ..spec import REQUIRED, PrimitiveSpec
 
 
@@ -338,6 +351,11 @@ def _gather(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _check_dtype_constant(attrs: Mapping[str, Any]) -> None:
+    if attrs["constant"] not in DTYPE_CONSTANTS:
+        raise ArgumentError(f"dtype_constant: constant must be one of {list(DTYPE_CONSTANTS)}, got {attrs['constant']!r}")
+
+
 def _creation_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     unify(io["output"], fixed([int(s) for s in attrs["shape"]]))
     return True
@@ -541,6 +559,17 @@ SPECS = (
     PrimitiveSpec("full", (), _creation_shape, _full_kind, attributes={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None}, doc="np.full(shape, fill_value)"),
     PrimitiveSpec("zeros_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.zeros_like(input)"),
     PrimitiveSpec("ones_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.ones_like(input)"),
+    PrimitiveSpec(
+        "dtype_constant",
+        ("input",),
+        scalar_output,
+        float_result,
+        attributes={"constant": "min_positive_normal"},
+        differentiable=(),
+        check_attributes=_check_dtype_constant,
+        doc="mithril.numerics.dtype_constant(constant, input.dtype) as a 0-d tensor of input's float dtype (the "
+        "backend's float dtype for int or bool input): a robust function's threshold, e.g. np.finfo(dtype).tiny",
+    ),
     PrimitiveSpec(
         "positions",
         ("input",),

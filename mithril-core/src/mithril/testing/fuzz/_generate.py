@@ -77,6 +77,9 @@ NOT_GENERATED: dict[str, str] = {
         "a variant taking a shape or bound computed from other tensors' shapes: in a static-shape model it folds to "
         "its base primitive, which is generated; run-time shapes are checked by tests/test_run_time_shapes.py",
     ),
+    "dtype_constant": "a constant of the dtype computed in (the robust functions' thresholds), whatever the input's "
+    "values: nothing to differentiate, and its tiny values meet the limits on generated values; checked by the "
+    "conformance cases and mithril-core/tests/test_robust_numerics.py on every backend",
     "cast_like": "casts to another tensor's dtype: in a generated model every float shares the backend's dtype, so it "
     "is cast, which is generated; checked by the conformance cases",
     **dict.fromkeys(
