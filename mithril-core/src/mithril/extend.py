@@ -18,6 +18,23 @@ gradient rule, a backend or a model family, without importing Mithril's internal
   never half a file) and :func:`check_output_directory` (the checks of a folder an export writes into).
 - Arguments: :mod:`validation` (``validation.positive_int``, ``validation.number``, ``validation.fail``, ...),
   so a package's functions accept and refuse arguments as core does, with the same wording.
+- Compiled graphs (for backends that generate code): :class:`Graph`, :class:`Node`, :class:`Value`,
+  :func:`live_nodes` (the nodes the wanted values need, in order) and :class:`FunctionSpec` (a generated
+  function's signature).
+- Geometry of windowed primitives: :class:`WindowGeometry`, :func:`window_attributes`, :func:`spatial`,
+  :func:`check_groups`, :func:`check_pool2d_input`.
+- Escaping for generated code (the one function per target): :mod:`escape` (``c_identifier``,
+  ``c_string_literal``, ``c_comment``, ``python_identifier``, ``python_literal``, ``python_comment``,
+  ``safe_file_name``).
+- Shared implementations for Python backends: :mod:`array_api` with its modules (``array_api.nn``,
+  ``array_api.linalg``, ``array_api.recurrent``, ``array_api.elementwise``, ``array_api.conversions``),
+  :func:`uses_backend`, :func:`dtype_table`, :func:`within`, :func:`refuse_wrapping_ints`, :class:`Kind`,
+  :func:`dtype_constant` (the robust functions' per-dtype thresholds), :func:`mesh_axis_names`.
+- Model families: :func:`op` (add a primitive to a model, return its output) and :func:`param` (a trainable
+  key with an initialiser hint), :mod:`initializers`, :class:`SafetensorsFile`, :func:`save_safetensors`,
+  :func:`read_safetensors_index`, :func:`task` (progress output for long work), :class:`DemoFailed` and
+  :func:`deviation_failure` for a package's ``demo`` command.
+- The plugin registry and backends: :func:`plugin_registry`, :func:`available_backends`, :func:`backend_class`.
 - Testing: ``BackendConformanceTests`` (imported on first use; it needs pytest), to subclass in a backend
   package's tests for the full op x dtype x forward/gradient suite.
 
@@ -33,29 +50,48 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import validation
+from . import initializers, validation
+from .backends import array_api
 from .backends.array_api import Binding, Impl, op_table
-from .backends.backend import Backend
+from .backends.backend import Backend, dtype_table, refuse_wrapping_ints, within
 from .backends.direct import InputsNeedChecking
 from .backends.plugin import BackendPlugin, backend_plugin, lazy_exports
+from .compiler.codegen import escape
+from .compiler.codegen.python import FunctionSpec
+from .compiler.graph import Graph, Node, Value
+from .compiler.passes.pruning import live_nodes
+from .demo import DemoFailed, deviation_failure
 from .extension import register_gradient, register_implementation, register_primitive
 from .gradients.context import GradContext, Ops
+from .models.blocks._util import op, param
+from .numerics import dtype_constant
+from .parallel.plan import mesh_axis_names
 from .plugins import hookimpl
-from .primitives import rules
+from .plugins import registry as plugin_registry
+from .plugins.lookup import available_backends, backend_class
+from .primitives import rules, uses_backend
+from .primitives.geometry import WindowGeometry, check_groups, check_pool2d_input, spatial, window_attributes
 from .primitives.registry import module_implementations
 from .primitives.spec import REQUIRED, PrimitiveSpec, ShapeIO
+from .progress import task
 from .serialization.files import check_output_directory, write_file_atomically
+from .serialization.safetensors import SafetensorsFile, read_safetensors_index, save_safetensors
 from .shapes import Dim, Shape, ShapeMismatch, unify
-from .types import Dtype
+from .types import Dtype, Kind
 
 if TYPE_CHECKING:
     from .testing.conformance import BackendConformanceTests
 
 __all__ = [
-    "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "Dim", "Dtype", "GradContext", "Impl", "InputsNeedChecking", "Ops",
-    "PrimitiveSpec", "REQUIRED", "Shape", "ShapeIO", "ShapeMismatch", "backend_plugin", "check_output_directory",
-    "hookimpl", "lazy_exports", "module_implementations", "op_table", "register_gradient", "register_implementation",
-    "register_primitive", "rules", "unify", "validation", "write_file_atomically",
+    "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "DemoFailed", "Dim", "Dtype", "FunctionSpec",
+    "GradContext", "Graph", "Impl", "InputsNeedChecking", "Kind", "Node", "Ops", "PrimitiveSpec", "REQUIRED",
+    "SafetensorsFile", "Shape", "ShapeIO", "ShapeMismatch", "Value", "WindowGeometry", "array_api",
+    "available_backends", "backend_class", "backend_plugin", "check_groups", "check_output_directory",
+    "check_pool2d_input", "deviation_failure", "dtype_constant", "dtype_table", "escape", "hookimpl", "initializers",
+    "lazy_exports", "live_nodes", "mesh_axis_names", "module_implementations", "op", "op_table", "param",
+    "plugin_registry", "read_safetensors_index", "refuse_wrapping_ints", "register_gradient",
+    "register_implementation", "register_primitive", "rules", "save_safetensors", "spatial", "task", "unify",
+    "uses_backend", "validation", "window_attributes", "within", "write_file_atomically",
 ]  # fmt: skip
 
 

@@ -6,6 +6,8 @@ error naming the package to install.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any
 
 from .backend import Backend
@@ -18,6 +20,8 @@ def __getattr__(name: str) -> Any:
         from ..errors import AttributeError_
 
         raise AttributeError_(f"module 'mithril.backends' has no attribute {name!r}")
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule not imported yet, not a backend
+        return importlib.import_module(f"{__name__}.{name}")
     from ..plugins.lookup import backend_class
 
     return backend_class(name)

@@ -17,8 +17,12 @@ Example:
 
 from __future__ import annotations
 
+from . import conversions, elementwise, linalg, nn, recurrent
 from ._binding import Binding, Impl
 from ._table import op_table
 from .derived import GRADIENT_HELPERS, derived_gradient_helpers
 
-__all__ = ["Binding", "GRADIENT_HELPERS", "Impl", "derived_gradient_helpers", "op_table"]
+__all__ = [
+    "Binding", "GRADIENT_HELPERS", "Impl", "conversions", "derived_gradient_helpers", "elementwise", "linalg", "nn",
+    "op_table", "recurrent",
+]  # fmt: skip
