@@ -1,7 +1,10 @@
-"""mithril-models: ResNet, GPT-2, CLIP and T5 for Mithril, with checkpoint loading and text generation.
+"""mithril-models: ResNet, GPT-2, Llama/Mistral, CLIP and T5 for Mithril, with checkpoint loading,
+tokenizers and text generation.
 
 Every builder returns a logical model you compile for any backend; :func:`load_hf` fills it from a
-Hugging Face (or torchvision/timm, or OpenAI CLIP) checkpoint; :func:`generate` samples text from a GPT.
+Hugging Face (or torchvision/timm, or OpenAI CLIP) checkpoint; :func:`generate` continues a prompt with a
+GPT-2 or a Llama; :func:`from_pretrained` opens a Hugging Face checkpoint folder (weights, configuration,
+tokenizer) compiled for a backend in one call; :func:`load_tokenizer` reads a ``tokenizer.json``.
 The builders are also reachable as ``from mithril.models import resnet18`` through the plugin registry.
 
 Example:
@@ -27,8 +30,11 @@ if TYPE_CHECKING:
     from .generation import clear_decode_cache, generate
     from .gpt import create_gpt
     from .hf import from_hf_config
+    from .llama import create_llama
+    from .pretrained import Pretrained, from_pretrained
     from .resnet import resnet18, resnet34, resnet50, resnet101, resnet152
     from .t5 import t5_decode, t5_encode
+    from .tokenizer import Tokenizer, load_tokenizer
 
 _EXPORTS: dict[str, str] = {
     **{f"resnet{depth}": "resnet" for depth in (18, 34, 50, 101, 152)},
@@ -47,12 +53,18 @@ _EXPORTS: dict[str, str] = {
     "clear_decode_cache": "generation",
     "FamilyModel": "family",
     "export_program": "export",
+    "create_llama": "llama",
+    "from_pretrained": "pretrained",
+    "Pretrained": "pretrained",
+    "load_tokenizer": "tokenizer",
+    "Tokenizer": "tokenizer",
 }
 
 __all__ = [
-    "CheckpointError", "FamilyModel", "LoadReport", "clear_decode_cache", "clip", "create_gpt", "encode_image",
-    "encode_text", "export_program", "from_hf_config", "generate", "load_hf", "resnet18", "resnet34", "resnet50",
-    "resnet101", "resnet152", "save_safetensors", "t5_decode", "t5_encode",
+    "CheckpointError", "FamilyModel", "LoadReport", "Pretrained", "Tokenizer", "clear_decode_cache", "clip",
+    "create_gpt", "create_llama", "encode_image", "encode_text", "export_program", "from_hf_config", "from_pretrained",
+    "generate", "load_hf", "load_tokenizer", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "save_safetensors", "t5_decode", "t5_encode",
 ]  # fmt: skip
 assert sorted(__all__) == sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -1,11 +1,12 @@
-"""Text generation with a compiled GPT: :func:`generate` (greedy or seeded top-k sampling).
+"""Text generation with a compiled GPT-2 or Llama-style decoder: :func:`generate` (greedy or seeded top-k
+sampling).
 
-For a model built by :func:`~mithril_models.gpt.create_gpt` (or ``from_hf_config``), generation runs
-KV-cache decode steps (a prompt step, then a one-token step; :class:`~mithril_models.gpt.decode.KVDecoder`)
-compiled once on the model's backend and kept per ``(compiled model, batch, cache length)`` until the
-compiled model is garbage collected or :func:`clear_decode_cache` is called. Tokens are chosen on the
-host from the logits of the last position with NumPy's generator, so a seed gives the same tokens on
-every backend.
+For a model built by :func:`~mithril_models.gpt.create_gpt`, :func:`~mithril_models.llama.create_llama`
+(or ``from_hf_config``), generation runs KV-cache decode steps (a prompt step, then a one-token step;
+:class:`~mithril_models.gpt.decode.KVDecoder`) compiled once on the model's backend and kept per
+``(compiled model, batch, cache length)`` until the compiled model is garbage collected or
+:func:`clear_decode_cache` is called. Tokens are chosen on the host from the logits of the last position
+with NumPy's generator, so a seed gives the same tokens on every backend.
 
 Every argument is checked before anything runs: a bad one is an :class:`~mithril.errors.ArgumentError`
 naming it, what is accepted and what was given, and a token id outside the vocabulary an
@@ -120,17 +121,18 @@ def generate(
     """Continue ``prompt_ids`` by ``max_new_tokens`` tokens; returns only the new ids (``[B, max_new_tokens]``).
 
     Args:
-        pm: a compiled model. For a GPT built by ``create_gpt``/``from_hf_config`` (on any backend, any
-            shapes it was compiled with), KV-cache decode steps are compiled on ``pm.backend`` once per
-            ``(pm, batch, cache length)`` (static-shape backends: the prompt step once per prompt length)
-            and reused: the prompt is processed in one call, then one token per call. Any other model
-            with ``input`` (token ids ``[B, T]``) -> ``output`` (logits ``[B, T, vocab]``) is run on the
-            whole growing sequence instead (slower: no cache); when it was compiled with a static
-            sequence length, the sequence is left-aligned in that window (fine for causal models, whose
-            logits at a position ignore what follows).
+        pm: a compiled model. For a GPT or Llama built by ``create_gpt``/``create_llama``/``from_hf_config``
+            (on any backend, any shapes it was compiled with), KV-cache decode steps are compiled on
+            ``pm.backend`` once per ``(pm, batch, cache length)`` (static-shape backends: the prompt step
+            once per prompt length) and reused: the prompt is processed in one call, then one token per
+            call. Any other model with ``input`` (token ids ``[B, T]``) -> ``output`` (logits
+            ``[B, T, vocab]``) is run on the whole growing sequence instead (slower: no cache); when it was
+            compiled with a static sequence length, the sequence is left-aligned in that window (fine for
+            causal models, whose logits at a position ignore what follows).
         params: ``pm``'s parameters (``pm.randomize_params()``, ``load_hf(pm, ...)``).
         prompt_ids: token ids: a list (one prompt), a list of equal-length lists or an int array ``[B, P]``.
-        max_new_tokens: how many tokens to add; ``P + max_new_tokens - 1`` may not exceed ``block_size``.
+        max_new_tokens: how many tokens to add; ``P + max_new_tokens - 1`` may not exceed ``block_size``
+            (a Llama's ``max_position_embeddings``).
         temperature: logits are divided by it before sampling (> 0).
         top_k: sample among the ``top_k`` most likely tokens; ``1`` is greedy (argmax), ``None`` the full
             distribution.
@@ -147,16 +149,35 @@ def generate(
     >>> generate(pm, params, [[464, 3290], [40, 1101]], 8, top_k=40, seed=0).shape     # doctest: +SKIP
     (2, 8)
     """
-    from .gpt.model import GPT
-
     _check_options(pm, params, max_new_tokens, temperature, top_k, seed)
     prompt = _prompt_array(prompt_ids)
     max_new_tokens = int(max_new_tokens)
     choose = _chooser(float(temperature), None if top_k is None else int(top_k), None if seed is None else int(seed))
-    model = getattr(pm, "model", None)
-    if isinstance(model, GPT):
-        return _generate_cached(pm, model.config, params, prompt, max_new_tokens, choose)
+    cached = _cached_decoding(getattr(pm, "model", None))
+    if cached is not None:
+        return _generate_cached(pm, cached, params, prompt, max_new_tokens, choose)
     return _generate_full(pm, params, prompt, max_new_tokens, choose)
+
+
+def _cached_decoding(model: Any) -> tuple[Callable[[Any, int, int], Any], int, int] | None:
+    """``(make_decoder(backend, batch, cache_len), block_size, vocab_size)`` for a decoder with KV-cache steps
+    (GPT-2: :class:`~mithril_models.gpt.decode.KVDecoder`; Llama-style: the same protocol with
+    ``max_position_embeddings`` as its block size), ``None`` for any other model."""
+    from .gpt.decode import KVDecoder
+    from .gpt.model import GPT
+
+    if isinstance(model, GPT):
+        gpt = model.config
+        return (lambda backend, batch, length: KVDecoder(gpt, backend, batch, length)), gpt.block_size, gpt.vocab_size
+    if getattr(model, "family", None) == "llama":
+        from .llama.decode import LlamaKVDecoder
+        from .llama.model import Llama
+
+        if isinstance(model, Llama):
+            llama = model.config
+            make = lambda backend, batch, length: LlamaKVDecoder(llama, backend, batch, length)  # noqa: E731
+            return make, llama.max_position_embeddings, llama.vocab_size
+    return None
 
 
 def _check_prompt(prompt: np.ndarray, max_new_tokens: int, block_size: int | None, vocab_size: int | None) -> None:
@@ -183,32 +204,34 @@ def _check_prompt(prompt: np.ndarray, max_new_tokens: int, block_size: int | Non
 
 
 def _generate_cached(
-    pm: Any, config: Any, params: Mapping[str, Any], prompt: np.ndarray, max_new_tokens: int, choose: Any
+    pm: Any,
+    cached: tuple[Any, int, int],
+    params: Mapping[str, Any],
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    choose: Any,
 ) -> np.ndarray:
-    from .gpt.decode import KVDecoder
-
-    _check_prompt(prompt, max_new_tokens, config.block_size, config.vocab_size)
+    make_decoder, block_size, vocab_size = cached
+    _check_prompt(prompt, max_new_tokens, block_size, vocab_size)
     batch, length = prompt.shape
     if max_new_tokens == 0:
         return np.zeros((batch, 0), dtype=np.int64)
-    cache_len = min(config.block_size, length + max_new_tokens)
+    cache_len = min(block_size, length + max_new_tokens)
     decoders = _DECODERS.setdefault(pm, {})
     decoder = decoders.get((batch, cache_len))
     if decoder is None:
-        decoder = decoders[(batch, cache_len)] = KVDecoder(config, pm.backend, batch, cache_len)
+        decoder = decoders[(batch, cache_len)] = make_decoder(pm.backend, batch, cache_len)
     return decoder.run(params, pm.input_paths, prompt, max_new_tokens, choose)
 
 
 def _nested_gpt_sizes(pm: Any) -> tuple[int | None, int | None]:
     """``(block_size, vocab_size)`` of the one GPT inside ``pm.model``, if there is exactly one."""
     from .family import find_family_models
-    from .gpt.model import GPT
 
     model = getattr(pm, "model", None)
     found = [m for _, m in find_family_models(model)] if model is not None else []
-    if len(found) == 1 and isinstance(found[0], GPT):
-        return found[0].config.block_size, found[0].config.vocab_size
-    return None, None
+    cached = _cached_decoding(found[0]) if len(found) == 1 else None
+    return (cached[1], cached[2]) if cached is not None else (None, None)
 
 
 def _generate_full(

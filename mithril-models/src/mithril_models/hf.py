@@ -2,8 +2,9 @@
 
 Dispatches on ``config.model_type`` to the family's own ``from_hf_config``: ``gpt2`` -> a GPT-2
 (:func:`mithril_models.gpt.from_hf_config`), ``clip`` -> a CLIP model with ViT towers, ``t5`` -> the
-pair ``(encoder, decoder)`` (:func:`t5_encode`, :func:`t5_decode`), ``resnet`` -> a ResNet. Sizes need not
-match a named preset.
+pair ``(encoder, decoder)`` (:func:`t5_encode`, :func:`t5_decode`), ``resnet`` -> a ResNet, ``llama`` and
+``mistral`` -> a Llama-style decoder (:func:`mithril_models.llama.from_hf_config`). Sizes need not match a
+named preset.
 
 Example:
     >>> from transformers import GPT2Config                                    # doctest: +SKIP
@@ -19,7 +20,9 @@ from ._config import config_value
 
 __all__ = ["from_hf_config", "FAMILIES"]
 
-FAMILIES: dict[str, str] = {"gpt2": "gpt", "clip": "clip_family", "t5": "t5", "resnet": "resnet"}
+FAMILIES: dict[str, str] = {
+    "gpt2": "gpt", "clip": "clip_family", "t5": "t5", "resnet": "resnet", "llama": "llama", "mistral": "llama",
+}  # fmt: skip
 """``config.model_type`` -> the mithril_models family module that builds it."""
 
 
