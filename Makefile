@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt
-PACKAGES := $(foreach p,mithril-core mithril-backend-numpy mithril-backend-jax mithril-backend-torch mithril-backend-mlx mithril-backend-c mithril-backend-ggml mithril-models,$(if $(wildcard $(p)/pyproject.toml),-e $(p)))
+PACKAGES := $(foreach p,mithril-core mithril-testing mithril-backend-numpy mithril-backend-jax mithril-backend-torch mithril-backend-mlx mithril-backend-c mithril-backend-ggml mithril-models,$(if $(wildcard $(p)/pyproject.toml),-e $(p)))
 
 .PHONY: demo test docs lint install clean
 
@@ -26,6 +26,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

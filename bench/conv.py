@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import mithril as ml  # noqa: E402
 from _timing import interleaved, report  # noqa: E402
-from mithril.models import BatchNorm2d, Conv2d, MaxPool2d, Model, Relu  # noqa: E402
+from mithril.models import BatchNorm2d, Conv2d, MaxPool2D, Model, Relu  # noqa: E402
 
 STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
 
@@ -43,7 +43,7 @@ def mithril_stack() -> Model:
         model += BatchNorm2d(cout)
         model += Relu()
         if i == 0:
-            model += MaxPool2d(kernel_size=3, stride=2, padding=1)
+            model += MaxPool2D(kernel_size=3, stride=2, padding=1)
     return model
 
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
     "mithril": ROOT / "mithril-core/src",
     "mithril_models": ROOT / "mithril-models/src",
+    "mithril_testing": ROOT / "mithril-testing/src",
     **{f"mithril_backend_{b}": ROOT / f"mithril-backend-{b}/src" for b in ("numpy", "jax", "torch", "mlx", "c", "ggml")},
 }
 

@@ -14,7 +14,7 @@ import mithril as ml
 import numpy as np
 import pytest
 from mithril.errors import ArgumentError
-from mithril.models import Linear, Model, Operator, Relu
+from mithril.models import Linear, Model, Primitive, Relu
 
 jax = pytest.importorskip("jax")
 torch = pytest.importorskip("torch")
@@ -242,7 +242,7 @@ def test_register_op_is_used_by_name_in_a_model(name):
         return x * x * x + 1
 
     model = Model()
-    model |= Operator(op)(input="input", output="output")
+    model |= Primitive(op)(input="input", output="output")
     pm = ml.compile(model, backend, shapes={"input": [3]}, inference=True)
     out = pm.evaluate({}, {"input": backend.array(np.array([0.0, 1.0, 2.0]))})["output"]
     np.testing.assert_allclose(backend.to_numpy(out), [1.0, 2.0, 9.0])
@@ -277,7 +277,7 @@ def test_register_primitive_decorator_with_grad_companion_on_every_backend():
 
     model = Model()
     model |= Linear(dimension=5)(input="input", output="h")
-    model += Operator("manual_sin_times_x")(input="h", output="output")
+    model += Primitive("manual_sin_times_x")(input="h", output="output")
     x = np.linspace(-1, 1, 8).reshape(2, 4)
     results = {}
     for name in ["numpy", *AUTOGRAD]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.models import MLP, Add, Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+from mithril.models import MLP, Add, Conv2d, Flatten, Linear, MaxPool2D, Model, Relu
 
 from mithril_backend_c import toolchain
 
@@ -33,7 +33,7 @@ def _cnn() -> Model:
     model = Model()
     model |= Conv2d(4, 3, padding=1)(input="input")
     model += Relu()
-    model += MaxPool2d(kernel_size=2)
+    model += MaxPool2D(kernel_size=2)
     model += Flatten()
     model += Linear(3)
     return model

@@ -147,7 +147,7 @@ def test_a_damaged_part_is_rebuilt(cache, damage) -> None:
 
 
 def test_a_compiler_error_names_the_part(cache) -> None:
-    from mithril_backend_c.codegen import TranslationUnit
+    from mithril_backend_c.csource import TranslationUnit
 
     good = TranslationUnit("kernels 1/2", "int mithril_good(void) { return 1; }\n")
     bad = TranslationUnit("kernels 2/2", "int mithril_bad( { return 1; }\n")

@@ -2,7 +2,7 @@
 gradients (float64), compared with plain-NumPy references (no other backend needed)."""
 
 import mithril as ml
-from mithril.testing import BackendConformanceTests
+from mithril_testing import BackendConformanceTests
 
 UNSUPPORTED = frozenset({
     "lambda", "cholesky", "cholesky_grad", "eigvalsh", "eigvalsh_grad", "unique", "item", "to_list",

@@ -18,7 +18,7 @@ from mithril.models import (
     Greater,
     IOKey,
     Linear,
-    MaxPool2d,
+    MaxPool2D,
     Model,
     Multiply,
     Relu,
@@ -27,7 +27,7 @@ from mithril.models import (
     Tanh,
     Where,
 )
-from mithril.testing.references import REFERENCES as R
+from mithril_testing.references import REFERENCES as R
 
 # id: (batch, in channels, height, width, out channels, kernel, stride, padding, dilation, groups, bias)
 CONV_CASES = {
@@ -193,7 +193,7 @@ def test_training_graph_with_fusion_matches_numpy() -> None:
     model |= Conv2d(16, 3, padding=1, in_channels=16)(input="r", output="c")
     model |= Add()(left="c", right="r", output="res")
     model |= Relu()(input="res", output="r2")
-    model |= MaxPool2d(kernel_size=3, stride=2, padding=1)(input="r2", output="p")
+    model |= MaxPool2D(kernel_size=3, stride=2, padding=1)(input="r2", output="p")
     model |= Sum(axis=(2, 3))(input="p", output="f")
     model |= Linear(3)(input="f", output=IOKey("output"))
     shapes = {"input": [2, 4, 12, 12]}
@@ -215,7 +215,7 @@ def test_max_pool_interior_and_borders_with_nans() -> None:
     x[0, 1, 4, 5] = np.nan
     x[1, 2, 0, 0] = np.nan
     model = Model()
-    model |= MaxPool2d(kernel_size=3, stride=2, padding=1)(input="input", output=IOKey("output"))
+    model |= MaxPool2D(kernel_size=3, stride=2, padding=1)(input="input", output=IOKey("output"))
     pm = ml.compile(model, ml.CBackend(dtype=ml.float64, threads=2), shapes={"input": list(x.shape)})
     expected = R["max_pool2d"](x, kernel_size=3, stride=2, padding=1, dilation=1)
     np.testing.assert_array_equal(pm.evaluate({}, {"input": x})["output"], expected)

@@ -1,7 +1,7 @@
 """The shared conformance suite on the GGML backend: every primitive, forward and gradients, float32."""
 
 import mithril as ml
-from mithril.testing import BackendConformanceTests
+from mithril_testing import BackendConformanceTests
 
 from mithril_backend_ggml.capabilities import UNSUPPORTED
 

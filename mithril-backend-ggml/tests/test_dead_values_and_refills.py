@@ -24,8 +24,8 @@ from typing import Any
 import mithril as ml
 import numpy as np
 import pytest
+from mithril.extend import available_backends, backend_class
 from mithril.models import Embedding, Linear, Model, Multiply, Subtract, Tanh
-from mithril.plugins.lookup import available_backends, backend_class
 
 from mithril_backend_ggml._ckernels import _slot_ffi
 from mithril_backend_ggml._lib import load_ggml
@@ -219,10 +219,8 @@ def test_a_group_its_own_plan_splits_is_never_one_split_kernel():
     """The C code generator refuses a split kernel of several loops (``NotPartitionable``; the builder
     then keeps the group unfused), and the GGML program fuses such a group as the groups its kernel plan
     makes: here the 14-node gradient group of the issue model, whose kernel planned three loops."""
-    from mithril.compiler.passes.pruning import live_nodes
-    from mithril.types import Dtype
-    from mithril_backend_c.codegen import Ctx, value_dtypes
-    from mithril_backend_c.fusion import plan
+    from mithril.extend import live_nodes
+    from mithril_backend_c.kernels import plan_fusion
 
     from mithril_backend_ggml._ckernels import CKernels, c_emitters
 
@@ -231,9 +229,9 @@ def test_a_group_its_own_plan_splits_is_never_one_split_kernel():
     graph, functions = backend.compiled
     targets = [v for group in functions[-1].returns for v in group.values()]  # evaluate_gradients
     nodes = live_nodes(graph.nodes, targets)
-    ctx = Ctx(Dtype.float32, value_dtypes(nodes, [], Dtype.float32), {})
-    groups = [u for u in plan(nodes, {v.id for v in targets}, ctx, c_emitters(), single_output=True) if u.fused]
-    split = [u for u in groups if len(plan(u.nodes, {v.id for v in u.stored}, ctx, c_emitters())) > 1]
+    planned = plan_fusion(nodes, {v.id for v in targets}, emitters=c_emitters(), single_output=True)
+    groups = [u for u in planned if u.fused]
+    split = [u for u in groups if len(plan_fusion(u.nodes, {v.id for v in u.stored}, emitters=c_emitters())) > 1]
     assert [len(u.nodes) for u in split] == [14]
     sources = [v for v in split[0].inputs if not (v.is_constant and v.producer is None)]
     assert CKernels(THREADS).partitioned(split[0].nodes, sources, split[0].stored[0]) is None

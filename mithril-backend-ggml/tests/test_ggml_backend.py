@@ -6,7 +6,7 @@ import pytest
 from mithril.demo import build_cnn
 from mithril.errors import ShapeError
 from mithril.models import Flatten, Linear, Model, Relu
-from mithril.testing.references import REFERENCES as R
+from mithril_testing.references import REFERENCES as R
 
 
 def _mlp(sizes):
@@ -148,10 +148,10 @@ def test_mlp_backward_graph_copies_only_the_transposes_mul_mat_needs():
 
 def test_matmul_gradient_reads_the_untransposed_operand():
     """``dA = g @ swapaxes(B)``: mul_mat wants B^T transposed, i.e. B itself, so no copy is made of it."""
-    from mithril.models import Matmul
+    from mithril.models import MatrixMultiply
 
     model = Model()
-    model |= Matmul()(left="a", right="b", output="y")
+    model |= MatrixMultiply()(left="a", right="b", output="y")
     shapes = {"a": [6, 5], "b": [5, 7]}
     compiled = ml.compile(model, ml.GGMLBackend(threads=2), shapes=shapes, trainable_keys={"a", "b"})
     params = compiled.randomize_params(seed=0)
@@ -243,4 +243,4 @@ def test_package_does_not_import_the_testing_module():
 
     root = pathlib.Path(mithril_backend_ggml.__file__).parent
     for path in root.glob("*.py"):
-        assert "mithril.testing" not in path.read_text(), path
+        assert "mithril_testing" not in path.read_text(), path

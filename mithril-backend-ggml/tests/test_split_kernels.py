@@ -11,14 +11,14 @@ from mithril.models import (
     Conv2d,
     Exponential,
     IOKey,
-    MaxPool2d,
+    MaxPool2D,
     Model,
     Multiply,
     Relu,
     Subtract,
     Tanh,
 )
-from mithril.testing.references import REFERENCES as R
+from mithril_testing.references import REFERENCES as R
 
 # name: (batch, in channels, size, out channels, kernel, stride, padding)
 CASES = {
@@ -35,7 +35,7 @@ def _model() -> Model:
         model |= Conv2d(o, k, stride=s, padding=p, in_channels=c, name=f"{name}_conv")(input=f"{name}_x")
         model += BatchNorm2d(o, use_batch_stats=False, name=f"{name}_bn")
         model += Relu()(output=IOKey(f"{name}_y"))
-    model |= MaxPool2d(kernel_size=3, stride=2, padding=1)(input="winograd_y", output=IOKey("pooled"))
+    model |= MaxPool2D(kernel_size=3, stride=2, padding=1)(input="winograd_y", output=IOKey("pooled"))
     return model
 
 

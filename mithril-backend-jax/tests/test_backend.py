@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.models import AvgPool2d, Conv2d, Dropout, Flatten, Linear, MaxPool2d, Model, Relu
+from mithril.models import AvgPool2D, Conv2d, Dropout, Flatten, Linear, MaxPool2D, Model, Relu
 
 from mithril_backend_jax import JaxBackend
 
@@ -27,10 +27,10 @@ def cnn() -> Model:
     model = Model()
     model |= Conv2d(in_channels=3, out_channels=4, kernel_size=3, padding="same")
     model += Relu()
-    model += MaxPool2d(kernel_size=2, stride=2)
+    model += MaxPool2D(kernel_size=2, stride=2)
     model += Conv2d(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1, groups=2)
     model += Relu()
-    model += AvgPool2d(kernel_size=3, stride=1, padding=1, count_include_pad=False)
+    model += AvgPool2D(kernel_size=3, stride=1, padding=1, count_include_pad=False)
     model += Flatten()
     model += Linear(dimension=5)
     return model
@@ -51,7 +51,7 @@ def test_backend_resolves_through_the_registry() -> None:
 
 def test_every_registered_primitive_is_implemented() -> None:
     from mithril.plugins import registry
-    from mithril.testing.conformance import required_primitives
+    from mithril_testing.conformance import required_primitives
 
     from mithril_backend_jax import ops
 

@@ -9,7 +9,7 @@ is checked to trace; gradients under jit are covered by the whole-model tests in
 from __future__ import annotations
 
 import mithril as ml
-from mithril.testing import BackendConformanceTests
+from mithril_testing import BackendConformanceTests
 
 
 class TestJaxConformance(BackendConformanceTests):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from mithril.testing.devices import run_with_jax_devices
+from mithril_testing.devices import run_with_jax_devices
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 
@@ -249,7 +249,7 @@ def test_two_processes_train_data_parallel_on_one_global_mesh(tmp_path) -> None:
     import mithril as ml
     import numpy as np
     from mithril.models import MLP
-    from mithril.testing.devices import simulated_devices_env
+    from mithril_testing.devices import simulated_devices_env
 
     worker, port, out = Path(__file__).with_name("_multiprocess_worker.py"), _free_port(), tmp_path / "found.json"
     env = simulated_devices_env(2)

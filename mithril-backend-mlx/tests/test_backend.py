@@ -22,7 +22,7 @@ def test_registered_under_name_and_aliases():
 
 
 def test_every_primitive_is_implemented():
-    from mithril.testing.conformance import required_primitives
+    from mithril_testing.conformance import required_primitives
 
     reg = registry()
     required = required_primitives(ml.MlxBackend())  # all but those with a decomposition (lstm_layer)
@@ -214,7 +214,7 @@ def test_log_softmax_of_large_values_matches_the_reference(row):
     """``x - logsumexp(x)`` lost ``log(3)`` to rounding for rows of large values (``[1e10] * 3`` gave 0, not
     -1.0986) and gave ``-inf`` where the reference gives NaN; a compiled model checks the whole path."""
     from mithril.models import LogSoftmax
-    from mithril.testing.references import log_softmax
+    from mithril_testing.references import log_softmax
 
     data = np.array([row] * 40, dtype=np.float32)  # long enough for vectorised loops
     pm = ml.compile(LogSoftmax(axis=1), ml.MlxBackend(), shapes={"input": list(data.shape)}, jit=False)

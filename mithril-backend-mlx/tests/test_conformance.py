@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 import mithril as ml
-from mithril.testing import BackendConformanceTests
+from mithril_testing import BackendConformanceTests
 
 
 class TestMlxConformance(BackendConformanceTests):

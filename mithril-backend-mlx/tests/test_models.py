@@ -20,7 +20,7 @@ from mithril.models import (
     IOKey,
     LayerNorm,
     Linear,
-    MaxPool2d,
+    MaxPool2D,
     Model,
     Relu,
     Softmax,
@@ -48,7 +48,7 @@ def cnn() -> tuple[Model, dict, dict]:
     model = Model()
     model |= Conv2d(filters=4, kernel_size=3, padding="same")(input="input", output="conv1")
     model += Relu()(output="act1")
-    model += MaxPool2d(kernel_size=2)(output="pool1")
+    model += MaxPool2D(kernel_size=2)(output="pool1")
     model += Conv2d(out_channels=6, kernel_size=3, stride=2, padding=1, groups=2)(output="conv2")
     model += Relu()(output="act2")
     model += Flatten()(output="flat")

@@ -5,7 +5,7 @@ reads."""
 import mithril as ml
 import numpy as np
 from mithril.models import Add, BatchNorm2d, Conv2d, IOKey, Model, Multiply, Relu, Reshape, Subtract
-from mithril.testing.references import REFERENCES as R
+from mithril_testing.references import REFERENCES as R
 
 
 def _conv_bn_relu() -> Model:

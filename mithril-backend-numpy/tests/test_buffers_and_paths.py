@@ -6,7 +6,7 @@ from __future__ import annotations
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.errors import ConnectionError_, KeyError_, ShapeError
+from mithril.errors import ModelConnectionError, ModelKeyError, ShapeError
 from mithril.models import Add, BatchNorm2d, Embedding, IOKey, Linear, Model, Positions, Relu
 
 
@@ -42,7 +42,7 @@ def test_state_update_names_the_output_and_update_buffers_applies_it():
         params = pm.update_buffers(params, pm.evaluate(params, x))
     out = pm.evaluate(params, x)["output"]
     np.testing.assert_allclose(params["count"], 3 * out)
-    with pytest.raises(KeyError_, match="next"):
+    with pytest.raises(ModelKeyError, match="next"):
         pm.update_buffers(params, {"output": out})
 
 
@@ -73,7 +73,7 @@ def test_missing_buffer_is_named_in_the_error():
     pm = ml.compile(_counter(), ml.NumpyBackend(), shapes={"input": [1, 3]})
     params = pm.randomize_params(seed=0)
     del params["count"]
-    with pytest.raises(KeyError_, match=r"missing \['count'\]"):
+    with pytest.raises(ModelKeyError, match=r"missing \['count'\]"):
         pm.evaluate(params, {"input": np.ones((1, 3))})
 
 
@@ -89,9 +89,9 @@ def test_buffers_are_saved_and_loaded_with_the_parameters(tmp_path):
 def test_set_buffer_update_rejects_non_buffers_and_inputs():
     model = Model()
     model |= Add()(left="a", right=IOKey("b", buffer=True, shape=[2]), output="c")
-    with pytest.raises(ConnectionError_, match="not a buffer"):
+    with pytest.raises(ModelConnectionError, match="not a buffer"):
         model.set_buffer_update("a", "c")
-    with pytest.raises(ConnectionError_, match="computed by the model"):
+    with pytest.raises(ModelConnectionError, match="computed by the model"):
         model.set_buffer_update("b", "a")
     mismatch = Model()
     mismatch |= Add()(left=IOKey("s", buffer=True, shape=[2]), right=IOKey("x", shape=[3, 2]), output="y")

@@ -5,7 +5,14 @@ from __future__ import annotations
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.errors import ConnectionError_, DtypeError, KeyError_, MithrilError, ShapeError, UnsupportedPrimitiveError
+from mithril.errors import (
+    DtypeError,
+    MithrilError,
+    ModelConnectionError,
+    ModelKeyError,
+    ShapeError,
+    UnsupportedPrimitiveError,
+)
 from mithril.models import MLP, Add, Embedding, IOKey, Lambda, Linear, Model, Multiply, Relu, Sum
 
 
@@ -58,12 +65,12 @@ def test_parallelism_needs_a_backend_with_a_device_mesh(backend):
 
 
 def test_overlapping_key_sets_are_rejected(backend):
-    with pytest.raises(KeyError_, match="both data_keys and trainable_keys"):
+    with pytest.raises(ModelKeyError, match="both data_keys and trainable_keys"):
         compiled(backend, data_keys={"weight"}, trainable_keys={"weight"})
 
 
 def test_constant_for_a_non_input_key(backend):
-    with pytest.raises(KeyError_, match=r"constant_keys.*\['output'\] are not inputs"):
+    with pytest.raises(ModelKeyError, match=r"constant_keys.*\['output'\] are not inputs"):
         compiled(backend, constant_keys={"output": np.zeros((4, 3))})
 
 
@@ -110,13 +117,13 @@ def test_discarding_every_output_gives_an_empty_model(backend):
 def test_evaluate_reports_missing_and_unknown_keys(backend):
     pm = compiled(backend)
     params = pm.randomize_params()
-    with pytest.raises(KeyError_, match=r"missing \['input'\]"):
+    with pytest.raises(ModelKeyError, match=r"missing \['input'\]"):
         pm.evaluate(params, {})
-    with pytest.raises(KeyError_, match=r"unknown \['inputs'\]"):
+    with pytest.raises(ModelKeyError, match=r"unknown \['inputs'\]"):
         pm.evaluate(params, {"input": np.zeros((4, 5)), "inputs": 1})
     partial = dict(params)
     del partial["bias_1"]
-    with pytest.raises(KeyError_, match=r"params=.*missing \['bias_1'\]"):
+    with pytest.raises(ModelKeyError, match=r"params=.*missing \['bias_1'\]"):
         pm.evaluate(partial, {"input": np.zeros((4, 5))})
 
 
@@ -165,7 +172,7 @@ def test_compiling_a_child_is_rejected(backend):
     inner = Linear(3)
     outer = Model()
     outer |= inner
-    with pytest.raises(ConnectionError_, match="compile its root"):
+    with pytest.raises(ModelConnectionError, match="compile its root"):
         ml.compile(inner, backend)
 
 
@@ -183,7 +190,7 @@ def test_output_gradients_true_for_a_scalar_loss(backend):
 
 def test_output_gradients_true_needs_a_scalar(backend):
     pm = compiled(backend)
-    with pytest.raises(KeyError_, match="exactly one scalar output"):
+    with pytest.raises(ModelKeyError, match="exactly one scalar output"):
         pm.evaluate(pm.randomize_params(), {"input": np.ones((4, 5))}, output_gradients=True)
 
 

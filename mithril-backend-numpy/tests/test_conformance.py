@@ -1,7 +1,7 @@
 """The shared conformance suite on the NumPy backend: every primitive, forward and gradients."""
 
 import mithril as ml
-from mithril.testing import BackendConformanceTests
+from mithril_testing import BackendConformanceTests
 
 
 class TestNumpyConformance(BackendConformanceTests):

@@ -1,6 +1,6 @@
 """Direct checks of the tricky NumPy ops against naive references and finite differences.
 
-The full op x dtype conformance suite lives in ``mithril.testing``; these tests pin down convolution,
+The full op x dtype conformance suite lives in ``mithril_testing``; these tests pin down convolution,
 pooling and attention semantics (PyTorch conventions) independently of it.
 """
 
@@ -256,7 +256,7 @@ def test_backend_dtypes():
 
 def test_every_primitive_is_implemented():
     from mithril.plugins import registry
-    from mithril.testing.conformance import required_primitives
+    from mithril_testing.conformance import required_primitives
 
     reg = registry()
     backend = NumpyBackend()

@@ -6,7 +6,7 @@ Gradients come from ``torch.autograd`` and are checked against finite difference
 from __future__ import annotations
 
 import mithril as ml
-from mithril.testing import BackendConformanceTests
+from mithril_testing import BackendConformanceTests
 
 from mithril_backend_torch import TorchBackend
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 from mithril.models import Linear, Model, Primitive, Relu
-from mithril.testing.cases import FLOAT_UNARY, Case
-from mithril.testing.conformance import run_reference
 from mithril.types import Dtype
+from mithril_testing.cases import FLOAT_UNARY, Case
+from mithril_testing.conformance import run_reference
 
 from mithril_backend_torch import TorchBackend
 

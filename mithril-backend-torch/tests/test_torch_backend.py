@@ -15,7 +15,7 @@ from mithril.models import (
     Flatten,
     IOKey,
     Linear,
-    MaxPool2d,
+    MaxPool2D,
     Model,
     Relu,
     SquaredError,
@@ -30,7 +30,7 @@ def _cnn() -> Model:
     model = Model()
     model |= Conv2d(in_channels=2, out_channels=4, kernel_size=3, padding=1)
     model += Relu()
-    model += MaxPool2d(kernel_size=2)
+    model += MaxPool2D(kernel_size=2)
     model += Conv2d(in_channels=4, out_channels=3, kernel_size=3, stride=2, padding="valid", groups=1)
     model += Flatten()
     model += Linear(dimension=5)

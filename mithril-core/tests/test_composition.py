@@ -1,7 +1,7 @@
 """Composition: |=, +=, naming, canonical keys, IOKey constraints, connection arithmetic, connect-time errors."""
 
 import pytest
-from mithril.errors import ConnectionError_, DtypeError, KeyError_, ShapeError
+from mithril.errors import DtypeError, ModelConnectionError, ModelKeyError, ShapeError
 from mithril.models import (
     MLP,
     Add,
@@ -59,7 +59,7 @@ def test_connect_time_shape_error_names_path_keys_and_shapes():
 
 
 def test_unknown_key_lists_the_valid_keys():
-    with pytest.raises(KeyError_, match="in_size") as info:  # (input_size= is the manual's spelling of in_features)
+    with pytest.raises(ModelKeyError, match="in_size") as info:  # (input_size= is the manual's spelling of in_features)
         Model().__ior__(Linear(10)(in_size=32))
     assert "weight" in str(info.value)
 
@@ -68,21 +68,21 @@ def test_a_model_can_be_added_only_once():
     relu = Relu()
     model = Model()
     model |= relu
-    with pytest.raises(ConnectionError_, match="already part of"):
+    with pytest.raises(ModelConnectionError, match="already part of"):
         Model().__ior__(relu)
 
 
 def test_two_producers_for_one_key_is_an_error():
     model = Model()
     model |= Relu()(input="x", output="y")
-    with pytest.raises(ConnectionError_, match="one producer"):
+    with pytest.raises(ModelConnectionError, match="one producer"):
         model |= Relu()(input="z", output="y")
 
 
 def test_constant_on_an_output_is_rejected():
     model = Model()
     model |= Relu()(input="x", output="y")
-    with pytest.raises(ConnectionError_, match="output"):
+    with pytest.raises(ModelConnectionError, match="output"):
         model.set_values(y=1.0)
 
 
@@ -115,13 +115,13 @@ def test_connection_from_another_tree_is_rejected():
     outside = Model()
     outside |= Relu()(input="a", output="b")
     model = Model()
-    with pytest.raises(ConnectionError_, match="outside"):
+    with pytest.raises(ModelConnectionError, match="outside"):
         model |= Relu()(input=outside.b)
 
 
 def test_frozen_model_refuses_children():
     model = Model().freeze()
-    with pytest.raises(ConnectionError_, match="frozen"):
+    with pytest.raises(ModelConnectionError, match="frozen"):
         model |= Relu()
 
 
@@ -131,7 +131,7 @@ def test_child_names_and_paths():
     model += Linear(4)
     names = [n for n, _ in model._children]
     assert names == ["c_proj", "linear_0"]
-    with pytest.raises(ConnectionError_, match="already exists"):
+    with pytest.raises(ModelConnectionError, match="already exists"):
         model |= Linear(4, name="c_proj")
 
 
@@ -201,9 +201,9 @@ def test_errors_found_before_any_change_leave_the_model_usable():
     model |= Linear(4)(input="x", output="h")
     outside = Model()
     outside |= Relu()(input="a", output="b")
-    with pytest.raises(ConnectionError_, match="outside"):
+    with pytest.raises(ModelConnectionError, match="outside"):
         model |= Relu()(input=outside.b)
-    with pytest.raises(KeyError_):
+    with pytest.raises(ModelKeyError):
         model |= Relu()(wrong_key="h")
     model |= Relu()(input="h", output="r")  # still fine
     assert "r" in model.output_keys
@@ -220,5 +220,5 @@ def test_dropout_training_cannot_change_after_it_is_added():
     drop = Dropout(0.5)
     model = Model()
     model |= drop(input="x", training=False, output="y")
-    with pytest.raises(ConnectionError_, match="before the Dropout is added"):
+    with pytest.raises(ModelConnectionError, match="before the Dropout is added"):
         drop(training=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.errors import ConnectionError_
+from mithril.errors import ModelConnectionError
 from mithril.models import Buffer, Conv2d, Convolution1D, Convolution2D, IOKey, Linear, Model, Relu, Split
 
 RNG = np.random.default_rng(0)
@@ -51,7 +51,7 @@ def test_a_call_used_twice_is_built_once_and_belongs_to_one_model():
     call = Linear(4)(input=IOKey("input"))
     model = Model.create(a=call.exp(), b=call * 2.0)
     assert len(_numpy(model).param_keys) == 2  # one Linear: weight and bias
-    with pytest.raises(ConnectionError_, match="part of"):
+    with pytest.raises(ModelConnectionError, match="part of"):
         Model.create(c=call + 1.0)
 
 

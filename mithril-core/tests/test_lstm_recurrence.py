@@ -14,7 +14,7 @@ from mithril.errors import UnsupportedPrimitiveError
 from mithril.models import IOKey, ManyToMany, Model, Primitive, TorchLSTMCell, TorchManyToOne
 from mithril.models.blocks.sequence import lstm_layer_decomposition, lstm_recurrence_decomposition
 from mithril.plugins.lookup import backend_class
-from mithril.testing.blocks import backends, tolerance
+from mithril_testing.blocks import backends, tolerance
 
 B, T, H = 3, 5, 4
 INPUTS = ("input", "weight_hh", "initial_hidden", "initial_cell")

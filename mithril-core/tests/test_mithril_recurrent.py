@@ -37,7 +37,7 @@ from mithril.models import (
     TrainModel,
 )
 from mithril.plugins.lookup import backend_class
-from mithril.testing.blocks import backends
+from mithril_testing.blocks import backends
 
 torch = pytest.importorskip("torch", reason="the references are torch programs (autograd gives their gradients)")
 BACKENDS = [name for name in ("numpy", "torch", "jax", "mlx") if name in backends()]

@@ -9,7 +9,7 @@ import math
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.errors import ArgumentError, ConnectionError_
+from mithril.errors import ArgumentError, ModelConnectionError
 from mithril.models import (
     Add,
     Buffer,
@@ -71,7 +71,7 @@ def test_scaled_dot_product_options_is_causal_scale_and_attn_mask():
     mask = RNG.normal(size=(3, 3))
     _, out = _run(model, {"q": q, "k": k, "v": v, "m": mask})
     np.testing.assert_allclose(out["output"], _attention(q, k, v, causal=False, mask=mask, scale=0.5), rtol=1e-10)
-    with pytest.raises(ml.errors.KeyError_, match="attn_mask"):
+    with pytest.raises(ml.errors.ModelKeyError, match="attn_mask"):
         Model().__ior__(ScaledDotProduct().connect(attn_mask="m"))
 
 
@@ -184,7 +184,7 @@ def test_expose_keys_and_canonical_keys():
     model.set_cout("act")
     assert model.cout.key == "act" and model.cin.key == "input"
     model.set_cin("input")
-    with pytest.raises(ConnectionError_, match="only outputs are exposed"):
+    with pytest.raises(ModelConnectionError, match="only outputs are exposed"):
         model.expose_keys("input")
     pm, out = _run(model, {"input": RNG.normal(size=(2, 3))}, shapes={"input": [2, 3]})
     assert pm.output_keys == ["logits"] and out["logits"].shape == (2, 2)
@@ -198,7 +198,7 @@ def test_iokey_expose_true_hides_string_named_outputs():
 
 
 def test_buffer_tensor_types_and_physical_model_in_models():
-    from mithril.models import Buffer, LogicalModel, PhysicalModel
+    from mithril.models import Buffer, Model, PhysicalModel
 
     model = Model()
     model |= Buffer().connect(IOKey("x", type=ml.Tensor[float]), output=IOKey("same"))
@@ -206,16 +206,16 @@ def test_buffer_tensor_types_and_physical_model_in_models():
     x = np.array([-1.0, 2.0])
     pm, out = _run(model, {"x": x})
     np.testing.assert_array_equal(out["same"], x)
-    assert isinstance(pm, PhysicalModel) and LogicalModel is Model
+    assert isinstance(pm, PhysicalModel) and Model is Model
     assert IOKey("i", type=ml.Tensor[int]).type == "int" and IOKey("u", type=ml.Tensor[int | float]).type is None
     params: dict[str, ml.DataType] = {}  # usable in annotations, as Mithril's examples use it
     assert params == {}
 
 
 def test_backends_api_aliases_compile_call_and_layer_names():
-    from mithril.models import LogicalModel
+    from mithril.models import Model
 
-    model = LogicalModel()
+    model = Model()
     model |= Linear(dimension=4)(input_size=3)  # the manual's most common line
     model += Relu()
     model += Linear(dimension=2)
@@ -556,7 +556,7 @@ def test_extend_needs_a_canonical_input_instead_of_connecting_nothing():
     gate |= Buffer().connect(IOKey("input") * gate.s, output=IOKey("output"))
     model = Model()
     model |= Linear(4).connect(IOKey("x", shape=[2, 3]), output="h")
-    with pytest.raises(ConnectionError_, match="no canonical input"):
+    with pytest.raises(ModelConnectionError, match="no canonical input"):
         model += gate
     gate2 = Model()
     gate2 |= ml.models.Sigmoid().connect(IOKey("input") * 1.702, output="s")
@@ -577,7 +577,7 @@ def test_reshape_infers_minus_one_when_symbolic_dims_cancel():
 
 
 def test_merge_connections_makes_one_value_and_checks_its_arguments():
-    from mithril.errors import ConnectionError_, KeyError_
+    from mithril.errors import ModelConnectionError, ModelKeyError
     from mithril.models import Add, Multiply
 
     model = Model()
@@ -589,7 +589,7 @@ def test_merge_connections_makes_one_value_and_checks_its_arguments():
     out, grads = pm.evaluate({"x": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])}, output_gradients={"out": np.ones(2)})
     np.testing.assert_allclose(out["out"], [12.0, 24.0])
     np.testing.assert_allclose(grads["x"], [6.0, 8.0])
-    with pytest.raises(KeyError_, match="no key 'nope'"):
+    with pytest.raises(ModelKeyError, match="no key 'nope'"):
         model.merge_connections("nope", "b")
-    with pytest.raises(ConnectionError_, match="outside"):
+    with pytest.raises(ModelConnectionError, match="outside"):
         model.merge_connections(Multiply().left, "b")

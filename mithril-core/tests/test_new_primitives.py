@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from mithril.errors import UnsupportedPrimitiveError
 from mithril.models import Cholesky, Eigvalsh, IOKey, Model
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 
 LINALG_GAPS = {"c", "ggml"}  # declared in their capability tables
 

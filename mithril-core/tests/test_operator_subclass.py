@@ -1,4 +1,4 @@
-"""An ``Operator`` subclass with ``compute`` (Mithril's published way to write a custom operator) becomes
+"""An ``Primitive`` subclass with ``compute`` (Mithril's published way to write a custom operator) becomes
 a primitive on every Python backend; ``compute_grad`` gives the symbolic backends its gradient."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import mithril as ml
 import numpy as np
 import pytest
 from mithril.errors import ArgumentError
-from mithril.models import Linear, Model, Operator
+from mithril.models import Linear, Model, Primitive
 from mithril.plugins.manager import reset
 
 
@@ -18,7 +18,7 @@ def _forget_in_process_primitives():
 
 
 def _cube_class(backend):
-    class CubePlusX(Operator):
+    class CubePlusX(Primitive):
         def compute(self, inputs):
             x = inputs["input"]
             return {"output": x * x * x + x}
@@ -54,7 +54,7 @@ def test_a_second_class_with_the_same_name_is_refused() -> None:
 
 
 def test_an_operator_without_a_name_or_compute_says_what_it_needs() -> None:
-    class Nothing(Operator):
+    class Nothing(Primitive):
         pass
 
     with pytest.raises(ArgumentError, match=r"Nothing\(\) needs a primitive name.*compute\(self, inputs\)"):

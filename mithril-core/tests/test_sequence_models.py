@@ -20,7 +20,7 @@ from mithril.models import (
     TorchRNNCell,
     TrainModel,
 )
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 
 torch = pytest.importorskip("torch", reason="the sequence models are checked against PyTorch")
 nn = torch.nn

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import mithril as ml
 import numpy as np
 import pytest
 import torch
+from mithril.errors import BackendNotAvailableError
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from mithril_models import export_program, from_hf_config, generate, load_hf, save_safetensors
@@ -350,6 +352,15 @@ def random_state(pm: Any, seed: int) -> dict[str, np.ndarray]:
         else:
             state[path] = np.asarray(value, np.float32)
     return state
+
+
+def test_without_the_c_backend_the_error_names_the_edge_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "mithril_backend_c", None)  # as if mithril-backend-c were not installed
+    with pytest.raises(BackendNotAvailableError, match=r'pip install "mithril-models\[edge\]"'):
+        export_program({"family": "resnet18"}, {}, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_resnet18_classify_matches_numpy(tools: dict[str, str], tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mithril.models import AUC, BinaryCrossEntropy, IOKey, LogisticRegression, Model, TrainModel
-from mithril.testing.blocks import backends, evaluate_model
+from mithril_testing.blocks import backends, evaluate_model
 from sklearn.metrics import roc_auc_score
 
 rng = np.random.default_rng(11)

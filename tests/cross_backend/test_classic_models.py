@@ -23,7 +23,7 @@ from mithril.models import (
     TrainModel,
 )
 from mithril.plugins.lookup import backend_class
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LinearRegression
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression

@@ -12,7 +12,7 @@ import pytest
 import torch
 from mithril.models import GaussProcessRegressionCore, GPRLoss, IOKey, Model, RBFKernel
 from mithril.plugins.lookup import backend_class
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.metrics.pairwise import rbf_kernel

@@ -26,7 +26,7 @@ from mithril.models import (
     TransposedDiagonal,
     Trapezoid,
 )
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 from sklearn.preprocessing import PolynomialFeatures as SkPolynomialFeatures
 
 DTYPES = ("float64", "float32")

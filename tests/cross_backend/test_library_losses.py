@@ -22,7 +22,7 @@ from mithril.models import (
     SquaredError,
     TrainModel,
 )
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 from sklearn.metrics import hinge_loss, mean_pinball_loss
 
 DTYPES = ("float64", "float32")

@@ -12,7 +12,7 @@ import pytest
 import torch
 from mithril.models import MDS, TSNE, IOKey, Model, tsne_joint_probabilities
 from mithril.plugins.lookup import backend_class
-from mithril.testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import backends, evaluate_model, tolerance
 from sklearn.datasets import make_blobs
 from sklearn.manifold import MDS as SkMDS
 from sklearn.manifold import TSNE as SkTSNE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mithril.models import F1, Accuracy, IOKey, Linear, Model, Precision, Recall, SquaredError, TrainModel
-from mithril.testing.blocks import backends, evaluate_model
+from mithril_testing.blocks import backends, evaluate_model
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
 
 rng = np.random.default_rng(5)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mithril.testing.fuzz import Disagreement
+from mithril_testing.fuzz import Disagreement
 
 AUTOGRAD_BACKENDS = frozenset({"jax", "torch", "mlx"})
 

@@ -1,5 +1,5 @@
 """Differential fuzzing, quick profile: random models on every installed backend against the NumPy
-references (``mithril.testing.fuzz``). Run with ``pytest -m fuzz``; it is part of the default run too.
+references (``mithril_testing.fuzz``). Run with ``pytest -m fuzz``; it is part of the default run too.
 
 Per backend seeded Hypothesis runs draw ``QUICK_EXAMPLES[backend]`` models (times
 ``$MITHRIL_FUZZ_SCALE``, default 1; split into ``SHARDS[backend]`` tests with their own seeds, so that
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from known_bugs import KNOWN_BUGS, known_bug
 from mithril.plugins.lookup import available_backends
-from mithril.testing.fuzz import (
+from mithril_testing.fuzz import (
     BATCH,
     GENERATED_PRIMITIVES,
     LIFECYCLE_STEPS,
@@ -199,7 +199,7 @@ def test_passes_disabled_changes_the_compiled_graph(disabled: tuple[str, ...], m
 
 def test_checker_reports_a_wrong_answer() -> None:
     """The oracle is sensitive: the same model with a perturbed expected value is a disagreement."""
-    from mithril.testing.fuzz import Oracle
+    from mithril_testing.fuzz import Oracle
 
     recipe = _twins()
     assert check_recipe(recipe, "numpy") is None
@@ -226,7 +226,7 @@ def test_checker_reports_a_wrong_answer() -> None:
 def test_finite_differences_ignore_outputs_that_do_not_depend_on_the_input() -> None:
     """A large unrelated output must not add rounding to a small input's finite difference (a campaign
     saw neg's exact gradient -c reported as off by 6e-6 next to outputs of size 1e4)."""
-    from mithril.testing.fuzz import Oracle
+    from mithril_testing.fuzz import Oracle
 
     r = Recipe()
     (a,) = r.add_op("neg", {"input": r.add_input(np.array(0.1257302165031433), role="param")})
@@ -238,7 +238,7 @@ def test_finite_differences_ignore_outputs_that_do_not_depend_on_the_input() -> 
 
 
 def test_combined_models_are_checked_together_and_blamed_alone() -> None:
-    from mithril.testing.fuzz import combine
+    from mithril_testing.fuzz import combine
 
     good, bad = _twins(), _twins()
     (s,) = bad.add_op("sin", {"input": "x0"})
@@ -286,7 +286,7 @@ def _reproductions(path: Path) -> list:
 
 
 def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
-    from mithril.testing.fuzz import Oracle
+    from mithril_testing.fuzz import Oracle
 
     recipe = _twins()
     found = Disagreement(recipe, "numpy", __import__("mithril").float64, "no-cse", "forward", variants=("default", "no-cse"))
@@ -306,7 +306,7 @@ def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
 
 
 def test_reproduction_values_round_trip() -> None:
-    from mithril.testing.fuzz import compact_literal
+    from mithril_testing.fuzz import compact_literal
 
     for value in (np.array(0.1 + 0.2), np.array([[1, -2]]), np.array([True, False]), np.array([1e-300, -np.inf, 2.0]), np.zeros((0,), np.int64), np.zeros((2, 0))):
         back = np.asarray(eval(compact_literal(value), {"np": np}))  # noqa: S307 - our own text
@@ -333,7 +333,7 @@ def test_cli_prints_the_summary(tmp_path: Path) -> None:
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "mithril.testing.fuzz", "--backend", "numpy", "--examples", "5", "--seed", "3", "--out", str(tmp_path), "--quiet", "--exclude", "split"],
+        [sys.executable, "-m", "mithril_testing.fuzz", "--backend", "numpy", "--examples", "5", "--seed", "3", "--out", str(tmp_path), "--quiet", "--exclude", "split"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -368,7 +368,7 @@ def test_isolated_checker_tells_a_busy_or_stuck_worker_from_a_starved_one(busy: 
     import sys
     import time
 
-    from mithril.testing.fuzz._isolation import STALL_FACTOR
+    from mithril_testing.fuzz._isolation import STALL_FACTOR
 
     code = "while True: pass" if busy else "import time; time.sleep(60)"
     worker = subprocess.Popen([sys.executable, "-c", code])
@@ -397,7 +397,7 @@ def test_isolated_checker_says_why_its_worker_cannot_start() -> None:
 
     script = (
         "import numpy as np\n"
-        "from mithril.testing.fuzz import IsolatedChecker, Recipe\n"
+        "from mithril_testing.fuzz import IsolatedChecker, Recipe\n"
         "r = Recipe()\n"
         "x = r.add_input(np.array([1.0]), role='param')\n"
         "(y,) = r.add_op('exp', {'input': x})\n"
@@ -477,7 +477,7 @@ def test_lifecycle_steps_make_their_calls_and_agree_on_a_correct_backend() -> No
     into the same arrays; ``interleave`` alternates A and B and reads every result again; 4 threads make the
     first calls of a new compilation, 2 each."""
     import mithril as ml
-    from mithril.testing.fuzz import Feed, Lifecycle, Oracle, refilled
+    from mithril_testing.fuzz import Feed, Lifecycle, Oracle, refilled
 
     recipe = _exp_model()
     second = refilled(recipe)
@@ -570,19 +570,19 @@ def test_isolated_checker_runs_lifecycle_steps_and_names_the_one_that_crashed() 
 )
 def test_cli_refuses_wrong_arguments_in_one_line(arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     from mithril.plugins.lookup import available_backends
-    from mithril.testing.fuzz.__main__ import main
+    from mithril_testing.fuzz.__main__ import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(arguments)
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1, err
-    assert err.startswith(f"python -m mithril.testing.fuzz: error: {message}"), err
+    assert err.startswith(f"python -m mithril_testing.fuzz: error: {message}"), err
     if "--backend" in message:
         assert ", ".join(b for b in available_backends()) in err
 
 
 def test_cli_lifecycle_profile(capsys: pytest.CaptureFixture[str]) -> None:
-    from mithril.testing.fuzz.__main__ import main
+    from mithril_testing.fuzz.__main__ import main
 
     assert main(["--backend", "numpy", "--examples", "3", "--seed", "0", "--out", "", "--quiet", "--profile", "lifecycle"]) == 0
     assert capsys.readouterr().out == "numpy: 3 models, 0 disagreements\n"
@@ -592,7 +592,7 @@ def test_campaign_progress_never_passes_its_total() -> None:
     """10 models in batches of 8 are a batch of 8 and one of 2 (it was two of 8: ``[16/10]``)."""
     import re
 
-    from mithril.testing.fuzz import run_campaign
+    from mithril_testing.fuzz import run_campaign
 
     lines: list[str] = []
     result = run_campaign("numpy", 10, None, seed=0, batch=8, progress=lines.append)
@@ -604,10 +604,10 @@ def test_missing_test_packages_name_the_testing_extra() -> None:
     import subprocess
     import sys
 
-    script = "import sys\nsys.modules['pytest'] = None\nimport mithril.testing.fuzz\n"
+    script = "import sys\nsys.modules['pytest'] = None\nimport mithril_testing.fuzz\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    assert 'ImportError: mithril.testing.fuzz needs pytest, which the testing extra installs: pip install "mithril-core[testing]"' in done.stderr, done.stderr
+    assert "ImportError: mithril_testing.fuzz needs pytest, which the mithril-testing package declares: pip install mithril-testing" in done.stderr, done.stderr
 
 
 def test_threads_step_keeps_its_threads_for_the_process() -> None:

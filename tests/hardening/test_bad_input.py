@@ -16,11 +16,11 @@ from mithril.errors import (
     CheckpointError,
     DtypeError,
     IndexRangeError,
-    KeyError_,
     MithrilError,
+    ModelKeyError,
     ShapeError,
 )
-from mithril.models import Add, Conv2d, CrossEntropy, Embedding, IOKey, Linear, MaxPool2d, Model, Positions, Relu
+from mithril.models import Add, Conv2d, CrossEntropy, Embedding, IOKey, Linear, MaxPool2D, Model, Positions, Relu
 from mithril.plugins.lookup import available_backends, backend_class
 from mithril.shapes import ShapeMismatch
 
@@ -96,7 +96,7 @@ def test_positions_longer_than_the_table_are_an_error():
 def test_empty_output_gradients_is_an_error_not_zero_gradients(name):
     backend = _backend(name)
     pm = ml.compile(Linear(3), backend, shapes={"input": [2, 4]})
-    with pytest.raises(KeyError_, match=r"output_gradients is empty.*\['output'\]"):
+    with pytest.raises(ModelKeyError, match=r"output_gradients is empty.*\['output'\]"):
         pm.evaluate(pm.randomize_params(seed=0), {"input": np.ones((2, 4))}, output_gradients={})
 
 
@@ -147,7 +147,7 @@ def test_load_params_errors_name_the_file(tmp_path, content, suffix):
         (lambda: Conv2d(4, kernel_size=2.5), "kernel_size"),
         (lambda: Conv2d(4, 3, groups=0, in_channels=4), "groups"),
         (lambda: Linear(dimension="4"), "dimension"),
-        (lambda: MaxPool2d(2, stride=0), "stride"),
+        (lambda: MaxPool2D(2, stride=0), "stride"),
         (lambda: Embedding(0, 3), "num_embeddings"),
     ],
 )
@@ -220,7 +220,7 @@ def test_names_are_stable_when_blocks_are_added_and_old_files_still_load(tmp_pat
     after = ml.compile(_mlp(1), ml.NumpyBackend(), shapes={"input": [2, 4]})
     assert after.param_keys == ["weight", "bias", "weight_1", "bias_1", "weight_2", "bias_2"]
     assert all(after.input_paths[k] == before.input_paths[k] for k in before.param_keys)  # the same blocks
-    with pytest.raises(KeyError_, match=r"missing \['bias_2', 'weight_2'\]"):
+    with pytest.raises(ModelKeyError, match=r"missing \['bias_2', 'weight_2'\]"):
         after.load_params(tmp_path / "v1.safetensors")
     with pytest.warns(UserWarning, match="kept current values"):
         loaded = after.load_params(tmp_path / "v1.safetensors", strict=False)

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mithril.errors import ArgumentError, CheckpointError, KeyError_, MithrilError, ShapeError
+from mithril.errors import ArgumentError, CheckpointError, MithrilError, ModelKeyError, ShapeError
 from mithril.models import Linear
 from mithril.plugins.lookup import available_backends
 from mithril.serialization import SafetensorsFile, save_safetensors
@@ -530,7 +530,7 @@ def test_to_checkpoint_checks_shapes_and_names_a_missing_parameter():
     message = str(info.value)
     assert f"to_checkpoint: {name!r} ({path}) has shape [2, 2], the model's is {expected}" in message, message
     missing = {k: v for k, v in params.items() if k != name}
-    with pytest.raises(KeyError_) as info:
+    with pytest.raises(ModelKeyError) as info:
         to_checkpoint(pm, missing)
     assert f"to_checkpoint: params lacks [{name!r}]" in str(info.value) and path in str(info.value), str(info.value)
 

@@ -19,7 +19,7 @@ import pytest
 from mithril.errors import ArgumentError, DtypeError, IndexRangeError
 from mithril.models import CrossEntropy, Embedding, Primitive
 from mithril.plugins.lookup import available_backends, backend_class
-from mithril.testing.devices import run_with_jax_devices
+from mithril_testing.devices import run_with_jax_devices
 
 BAD_INDICES = [2**40, 2**32 + 3, -1, 2**31]
 """Beyond int32 (wrapping to 0 and 3), negative, and int32's overflow (wrapping to -2**31)."""

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from mithril.errors import (
     ArgumentError,
-    AttributeError_,
     CheckpointError,
     DtypeError,
-    KeyError_,
+    MissingAttributeError,
+    ModelKeyError,
     ShapeError,
 )
 from mithril.models import (
     ArgMax,
-    AvgPool2d,
+    AvgPool2D,
     BatchNorm2d,
     Conv1d,
     Conv2d,
@@ -35,7 +35,7 @@ from mithril.models import (
     IOKey,
     LayerNorm,
     Linear,
-    MaxPool2d,
+    MaxPool2D,
     Model,
     MultiHeadAttention,
     Primitive,
@@ -44,9 +44,9 @@ from mithril.models import (
     Sum,
 )
 from mithril.plugins.lookup import available_backends, backend_class
-from mithril.testing.cases import CASES
-from mithril.testing.conformance import run_reference
 from mithril.types import Dtype
+from mithril_testing.cases import CASES
+from mithril_testing.conformance import run_reference
 
 BACKENDS = sorted(b for b in available_backends() if b != "*")
 PYTHON_BACKENDS = [b for b in BACKENDS if backend_class(b).codegen == "python"]
@@ -74,7 +74,7 @@ def test_special_value_expectations_are_in_the_tested_dtype():
 
 
 def Case_(primitive: str, **inputs):  # noqa: N802 - a small factory for one-off cases
-    from mithril.testing.cases import Case
+    from mithril_testing.cases import Case
 
     return Case(primitive, {k: np.array(v) for k, v in inputs.items()}, grad=False)
 
@@ -104,9 +104,9 @@ def test_special_values_match_numpy_on_every_python_backend(name, case_id):
         (lambda: Conv2d(4, 3, padding=((1, -1), (0, 0))), "Conv2d: padding must be"),
         (lambda: Conv2d(4, 3, use_bias="no"), "use_bias must be True or False, got 'no'"),
         (lambda: Conv1d(4, 3, dilation=0), "Conv1d: dilation must be"),
-        (lambda: MaxPool2d(2, padding=-1), "MaxPool2d: padding must be"),
-        (lambda: MaxPool2d(2.5), r"MaxPool2d: kernel_size must be .*got 2.5"),
-        (lambda: AvgPool2d(0), "AvgPool2d: kernel_size must be"),
+        (lambda: MaxPool2D(2, padding=-1), "MaxPool2D: padding must be"),
+        (lambda: MaxPool2D(2.5), r"MaxPool2D: kernel_size must be .*got 2.5"),
+        (lambda: AvgPool2D(0), "AvgPool2D: kernel_size must be"),
         (lambda: Linear(3, use_bias="yes"), "Linear: use_bias must be True or False"),
         (lambda: Linear(3, in_features=0), "Linear: in_features must be a positive int"),
         (lambda: Dropout(1.5), r"Dropout: p must be a number in \[0.0, 1.0\), got 1.5"),
@@ -207,12 +207,12 @@ def test_compile_and_backend_misuse_gets_clear_errors(tmp_path):
 
 
 def test_lookups_raise_mithril_errors_that_keep_their_builtin_class():
-    with pytest.raises(AttributeError_, match="has no attribute or key 'nonexistent'"):
+    with pytest.raises(MissingAttributeError, match="has no attribute or key 'nonexistent'"):
         Linear(3).nonexistent  # noqa: B018
     assert not hasattr(Linear(3), "nonexistent")
-    with pytest.raises(AttributeError_, match="no backend named 'FooBackend'"):
+    with pytest.raises(MissingAttributeError, match="no backend named 'FooBackend'"):
         ml.FooBackend  # noqa: B018
-    with pytest.raises(KeyError_, match="unknown primitive 'nope'"):
+    with pytest.raises(ModelKeyError, match="unknown primitive 'nope'"):
         Primitive("nope")
     with pytest.raises(ArgumentError, match="only models can be added to a Model, got 3"):
         Model().__ior__(3)
@@ -274,9 +274,9 @@ def test_evaluate_errors_name_key_expected_and_given_on_every_python_backend(nam
         pm.evaluate(params, {"tokens": np.ones((2, 5), np.float32)})
     with pytest.raises(DtypeError, match=r"evaluate\(data\): 'tokens' \(list\) is not an array of numbers"):
         pm.evaluate(params, {"tokens": [[1, 2], [3]]})
-    with pytest.raises(KeyError_, match=r"evaluate\(params=\.\.\.\): missing \['bias'\]"):
+    with pytest.raises(ModelKeyError, match=r"evaluate\(params=\.\.\.\): missing \['bias'\]"):
         pm.evaluate({k: v for k, v in params.items() if k != "bias"}, {"tokens": tokens})
-    with pytest.raises(KeyError_, match=r"unknown \['extra'\]"):
+    with pytest.raises(ModelKeyError, match=r"unknown \['extra'\]"):
         pm.evaluate({**params, "extra": params["bias"]}, {"tokens": tokens})
     with pytest.raises(ShapeError, match=r"evaluate\(params\): 'bias' has shape \(4,\), expected \(3,\)"):
         pm.evaluate({**params, "bias": backend.ones(4)}, {"tokens": tokens})
@@ -327,13 +327,13 @@ def test_output_gradients_naming_a_non_output_is_an_error(name):
     pm, params = _embedding_linear(backend)
     tokens = np.ones((2, 5), np.int64)
     good = {"output": np.ones((2, 5, 3))}
-    with pytest.raises(KeyError_, match=r"'weight' is an input, not an output.*differentiable outputs are \['hidden', 'output'\]"):
+    with pytest.raises(ModelKeyError, match=r"'weight' is an input, not an output.*differentiable outputs are \['hidden', 'output'\]"):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={**good, "weight": np.ones((3, 4))})
-    with pytest.raises(KeyError_, match=r"'label' is an output of kind int, which has no gradient"):
+    with pytest.raises(ModelKeyError, match=r"'label' is an output of kind int, which has no gradient"):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={**good, "label": np.ones((2, 5))})
-    with pytest.raises(KeyError_, match=r"'nope' is not a key of the model"):
+    with pytest.raises(ModelKeyError, match=r"'nope' is not a key of the model"):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={**good, "nope": np.ones(1)})
-    with pytest.raises(KeyError_, match=r"output_gradients is empty.*\['hidden', 'output'\]"):
+    with pytest.raises(ModelKeyError, match=r"output_gradients is empty.*\['hidden', 'output'\]"):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={})
 
 
@@ -345,7 +345,7 @@ def test_parameter_file_errors_name_the_file(tmp_path):
         target = tmp_path / "missing" / f"p{suffix}"
         with pytest.raises(CheckpointError, match=rf"save_params\({target}\): the directory {target.parent} does not exist"):
             pm.save_params(target, params)
-        with pytest.raises(KeyError_, match=rf"^save_params\(.*p{suffix}\)\(params=\.\.\.\): missing \['bias'\]"):
+        with pytest.raises(ModelKeyError, match=rf"^save_params\(.*p{suffix}\)\(params=\.\.\.\): missing \['bias'\]"):
             pm.save_params(tmp_path / f"p{suffix}", {"weight": params["weight"]})
         directory = tmp_path / f"dir{suffix}"
         directory.mkdir()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, to_np
 from mithril.models import Conv2d, Dropout, Flatten, Linear, MaxPool2d, Model, Relu
-from mithril.testing.devices import run_with_jax_devices
+from mithril_testing.devices import run_with_jax_devices
 
 
 def create_mlp(layer_sizes):
@@ -346,7 +346,7 @@ def test_000_jax_migration_block12_xla_options(backend_class_or_numpy):
             cls(precision="float64", xla_flags=["--xla_gpu_autotune_level=4"])
         assert_option_rejected(exc, "precision", "xla_flags")
         return
-    from mithril.testing.devices import run_with_jax_devices
+    from mithril_testing.devices import run_with_jax_devices
 
     found = run_with_jax_devices(_BLOCK12, devices=1)
     assert found["dtype"] == "float64" and "--xla_gpu_autotune_level=4" in found["flags"] and found["hlo"], found

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _seed_helpers import assert_option_rejected, check_against_numpy, construct_or_clear_error, forget_primitive, to_np
 from mithril.models import Linear, Model
-from mithril.testing.devices import run_with_jax_devices
+from mithril_testing.devices import run_with_jax_devices
 
 
 def _linear_model(backend):

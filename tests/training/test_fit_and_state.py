@@ -8,7 +8,7 @@ import mithril as ml
 import numpy as np
 import pytest
 from mithril import optim
-from mithril.errors import ArgumentError, CheckpointError, KeyError_, MithrilError
+from mithril.errors import ArgumentError, CheckpointError, MithrilError, ModelKeyError
 from mithril.models import AbsoluteError, Linear, Mean, Model, SquaredError, TrainModel
 from mithril.training import Callback, EarlyStopping, LambdaCallback
 
@@ -158,7 +158,7 @@ def test_train_step_checks_like_evaluate() -> None:
     pm = compiled(backend)
     state = pm.init_state()
     batch = batches(1)[0]
-    with pytest.raises(KeyError_, match="missing \\['target'\\]"):
+    with pytest.raises(ModelKeyError, match="missing \\['target'\\]"):
         pm.train_step(state, {"input": batch["input"]})
     with pytest.raises(ml.ShapeError, match="'input' has shape \\(16, 4\\)"):
         pm.train_step(state, {**batch, "input": np.zeros((16, 4))})
@@ -181,7 +181,7 @@ def test_compile_options_are_checked() -> None:
         ml.compile(model, backend, shapes={"input": [4, 3]}, optimizer=optim.SGD())
     with pytest.raises(ArgumentError, match="the loss must be a scalar, got shape \\[4, 2\\]"):
         ml.compile(model, backend, shapes={"input": [4, 3]}, optimizer=optim.SGD(), loss="output")
-    with pytest.raises(KeyError_, match="not an output"):
+    with pytest.raises(ModelKeyError, match="not an output"):
         ml.compile(model, backend, shapes={"input": [4, 3]}, optimizer=optim.SGD(), loss="nope")
     with pytest.raises(ArgumentError, match="takes a mithril.optim optimizer"):
         ml.compile(train_model(), backend, shapes=SHAPES, optimizer="adam")

@@ -17,8 +17,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.backends.backend import Backend
+from mithril.extend import Backend
 from mithril.types import Dtype, Kind
+
+from .codegen import generate_source
+from .options import SourceOptions
+from .program import CProgram
 
 __all__ = ["CBackend"]
 
@@ -80,20 +84,13 @@ class CBackend(Backend):
         """``np.ndarray`` (also ``backend.DataType``)."""
         return np.ndarray
 
-    def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
+    def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> CProgram:
         """C source for every function plus a loader (see :class:`~mithril_backend_c.program.CProgram`)."""
-        from .codegen import generate_source
-        from .program import CProgram
-
-        source, entry_points = generate_source(
-            graph,
-            functions,
-            param_names=param_names,
-            header=header,
-            dtype=self.dtype,
+        options = SourceOptions(
+            dtype=self.dtype, param_names=frozenset(param_names), header=header, max_parts=self.threads,
             emitters=self._impls,
-            max_parts=self.threads,
-        )
+        )  # fmt: skip
+        source, entry_points = generate_source(graph.nodes, functions, options)
         return CProgram(source, entry_points, self)
 
     def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from mithril.compiler.graph import Node, Value
+from mithril.extend import Node, Value
 from mithril.types import Dtype
 
 __all__ = [
@@ -66,6 +66,7 @@ ALIAS_PRIMITIVES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "res
 PAR_THRESHOLD = 1 << 16
 """Loops over at least this many elements get an OpenMP ``parallel for``."""
 ALIGN = 64
+"""Every block of the workspace (and of a kernel's scratch space) starts at a multiple of this many bytes."""
 
 
 @dataclass(frozen=True)
@@ -148,43 +149,6 @@ def view_layout(
     return offset, tuple(result.strides), tuple(result.shape)
 
 
-class _Arena:
-    """First-fit allocator over the workspace (offsets known at compile time)."""
-
-    def __init__(self) -> None:
-        self.free: list[tuple[int, int]] = []  # (offset, size), sorted
-        self.top = 0
-
-    def alloc(self, nbytes: int) -> int:
-        nbytes = max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
-        for i, (offset, size) in enumerate(self.free):
-            if size >= nbytes:
-                if size == nbytes:
-                    del self.free[i]
-                else:
-                    self.free[i] = (offset + nbytes, size - nbytes)
-                return offset
-        if self.free and self.free[-1][0] + self.free[-1][1] == self.top:  # grow the last free block
-            offset, _ = self.free.pop()
-            self.top = offset + nbytes
-            return offset
-        offset, self.top = self.top, self.top + nbytes
-        return offset
-
-    def release(self, offset: int, nbytes: int) -> None:
-        nbytes = max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
-        self.free.append((offset, nbytes))
-        self.free.sort()
-        merged: list[tuple[int, int]] = []
-        for off, size in self.free:
-            if merged and merged[-1][0] + merged[-1][1] == off:
-                merged[-1] = (merged[-1][0], merged[-1][1] + size)
-            else:
-                merged.append((off, size))
-        self.free = merged
-
-
-
 @dataclass
 class KernelFrame:
     """What emitting one kernel used: its pointer parameters (value id -> ``p<i>``, and the caller's
@@ -205,7 +169,6 @@ class Ctx:
         self,
         dtype: Dtype,
         value_dtypes: Mapping[int, np.dtype],
-        constants: Mapping[int, str],
         *,
         max_parts: int = 1,
         partitioned: bool = False,
@@ -217,11 +180,8 @@ class Ctx:
         self.real = C_TYPES[dtype.value]
         self.sfx = "f32" if dtype is Dtype.float32 else "f64"
         self._value_dtypes = value_dtypes
-        self._constants = constants
-        self.names: dict[int, str] = {}
+        self.names: dict[int, str] = {}  # value id -> the C pointer holding it (set once it is computed)
         self._counter = 0
-        self.arena = _Arena()
-        self._scratch: list[tuple[int, int]] = []
         self.node: Node | None = None
         self.salt = 0  # per-node stream of random primitives
         self.checks: list[IndexSite] = []  # index checks emitted so far (site = position in this list)
@@ -278,23 +238,16 @@ class Ctx:
         return f"{prefix}{self._counter}"
 
     def scratch(self, count: int, ctype: str | None = None) -> str:
-        """A temporary array of ``count`` elements alive while the current node runs (a workspace slice;
-        inside a kernel, a slice of its ``mt_scr`` parameter)."""
+        """A temporary array of ``count`` elements alive while the current unit runs: a slice of the
+        kernel's ``mt_scr`` parameter (the workspace space the allocator gives the kernel)."""
         ctype = ctype or self.real
         nbytes = count * {"float": 4, "double": 8}.get(ctype, 8)
         frame = self.kernel
-        if frame is not None:
-            offset = frame.scratch
-            frame.scratch += max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
-            return f"(({ctype} *)(mt_scr + {offset}))"
-        offset = self.arena.alloc(nbytes)
-        self._scratch.append((offset, nbytes))
-        return f"(({ctype} *)(ws + {offset}))"
-
-    def end_node(self) -> None:
-        for offset, nbytes in self._scratch:
-            self.arena.release(offset, nbytes)
-        self._scratch = []
+        if frame is None:
+            raise RuntimeError("Ctx.scratch: scratch space belongs to a kernel; call begin_unit first")
+        offset = frame.scratch
+        frame.scratch += max(ALIGN, (nbytes + ALIGN - 1) // ALIGN * ALIGN)
+        return f"(({ctype} *)(mt_scr + {offset}))"
 
     def random_stream(self) -> tuple[str, str]:
         """C expressions ``(seed, stream)`` that the current node's random draws use (``mt_uniform``)."""
@@ -305,6 +258,14 @@ class Ctx:
         return "a->seed", f"{self.salt}ULL"
 
     # -- kernels -----------------------------------------------------------------------------------
+    def begin_unit(self, node: Node) -> None:
+        """Emit the next unit as a kernel (see :meth:`begin_kernel`); ``node`` is its last node (the one
+        index checks name, and whose id is the unit's random stream)."""
+        self.node = node
+        self.salt = node.id
+        self.regions = []
+        self.begin_kernel()
+
     def begin_kernel(self) -> None:
         """Emit the next unit as a kernel: pointers become parameters, scratch space a slice of
         ``mt_scr``, check sites and local names count from 0 (see :class:`KernelFrame`)."""
@@ -312,6 +273,7 @@ class Ctx:
         self._counter = 0
 
     def end_kernel(self) -> KernelFrame:
+        """The frame of the kernel emitted since :meth:`begin_kernel` (pointers are names again)."""
         frame, self.kernel = self.kernel, None
         assert frame is not None
         return frame

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from mithril.compiler.graph import Node, Value
+from mithril.extend import Node, Value
 
 from .context import Ctx
 from .emitters import elementwise, nn
@@ -79,11 +79,19 @@ def plan(
 
     ``single_output``: cut groups so that each one's last member is its only stored value (ggml builds a
     group as one custom op, which has one result)."""
-    consumers: dict[int, list[int]] = {}
-    for i, node in enumerate(nodes):
-        for value in node.inputs.values():
-            if value is not None:
-                consumers.setdefault(value.id, []).append(i)
+    stored = _stored_values(nodes, returned)
+    units: list[Unit] = []
+    for entry in _grouped(nodes, ctx, emitters):
+        if isinstance(entry, Unit):
+            units.append(entry)
+        else:
+            units += _group_units(entry.unit, stored, single_output)
+    return units
+
+
+def _grouped(nodes: Sequence[Node], ctx: Ctx, emitters: Mapping[str, Callable]) -> list[Unit | _Group]:
+    """The nodes in emission order: lone nodes as units, fusable chains as groups (each where its last
+    member was: a node reading an open group's value either joins it or closes it first)."""
     order: list[Unit | _Group] = []
     open_groups: list[_Group] = []
 
@@ -91,30 +99,13 @@ def plan(
         open_groups.remove(group)
         order.append(group)
 
-    def accepts(group: _Group, node: Node) -> bool:
-        if ctx.shape(node.output) != group.shape:
-            return False
-        if group.unit.anchor is None:
-            return True
-        if ctx.ct(node.output) != ctx.real:
-            return False
-        inside = group.unit.produced
-        return all(
-            ctx.lit(v) is not None or pixel_strides(ctx.shape(v), group.shape) is not None
-            for v in node.inputs.values()
-            if v is not None and v.id not in inside
-        )
-
     for node in nodes:
         reads = {v.id for v in node.inputs.values() if v is not None}
         touching = [g for g in open_groups if reads & g.unit.produced]
         elementwise = _elementwise(ctx, node, emitters)
         target = None
         if elementwise:
-            for group in reversed(touching):
-                if accepts(group, node):
-                    target = group
-                    break
+            target = next((g for g in reversed(touching) if _accepts(ctx, g, node)), None)
         for group in touching:
             if group is not target:
                 close(group)
@@ -127,7 +118,34 @@ def plan(
             order.append(Unit([node]))
     for group in list(open_groups):
         close(group)
+    return order
 
+
+def _accepts(ctx: Ctx, group: _Group, node: Node) -> bool:
+    """Whether elementwise ``node`` can join ``group``: the same output shape and, after a convolution,
+    a float result and operands the epilogue can read per output pixel."""
+    if ctx.shape(node.output) != group.shape:
+        return False
+    if group.unit.anchor is None:
+        return True
+    if ctx.ct(node.output) != ctx.real:
+        return False
+    inside = group.unit.produced
+    return all(
+        ctx.lit(v) is not None or pixel_strides(ctx.shape(v), group.shape) is not None
+        for v in node.inputs.values()
+        if v is not None and v.id not in inside
+    )
+
+
+def _stored_values(nodes: Sequence[Node], returned: set[int]) -> Callable[[list[Node]], list[Value]]:
+    """A function giving the values of a group's ``members`` that must be written to memory: those the
+    caller or a node outside the group reads."""
+    consumers: dict[int, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for value in node.inputs.values():
+            if value is not None:
+                consumers.setdefault(value.id, []).append(i)
     position = {node.id: i for i, node in enumerate(nodes)}
 
     def stored(members: list[Node]) -> list[Value]:
@@ -139,27 +157,28 @@ def plan(
             if value.id in returned or any(c not in inside for c in consumers.get(value.id, []))
         ]
 
-    units: list[Unit] = []
-    for entry in order:
-        if isinstance(entry, Unit):
-            units.append(entry)
-            continue
-        group = entry.unit
-        pieces = [group.nodes]
-        if single_output:  # cut after every member read outside: each piece has its last result only
-            cuts = {v.id for v in stored(group.nodes)}
-            pieces, current = [], []
-            for node in group.nodes:
-                current.append(node)
-                if node.output.id in cuts:
-                    pieces.append(current)
-                    current = []
-            pieces += [current] if current else []
-        for piece in pieces:
-            results = stored(piece)
-            if len(piece) == 1 or (single_output and [v.id for v in results] != [piece[-1].output.id]):
-                units += [Unit([node]) for node in piece]  # a lone node: its own emitter
-            else:
-                anchor = piece[0] if piece[0] is group.anchor else None
-                units.append(Unit(piece, anchor=anchor, stored=results))
+    return stored
+
+
+def _group_units(group: Unit, stored: Callable[[list[Node]], list[Value]], single_output: bool) -> list[Unit]:
+    """The units a group becomes: itself, or (``single_output``) the pieces ending at each value read
+    outside it; a piece of one node (or, cut, with another result than its last) is node by node."""
+    pieces = [group.nodes]
+    if single_output:  # cut after every member read outside: each piece has its last result only
+        cuts = {v.id for v in stored(group.nodes)}
+        pieces, current = [], []
+        for node in group.nodes:
+            current.append(node)
+            if node.output.id in cuts:
+                pieces.append(current)
+                current = []
+        pieces += [current] if current else []
+    units = []
+    for piece in pieces:
+        results = stored(piece)
+        if len(piece) == 1 or (single_output and [v.id for v in results] != [piece[-1].output.id]):
+            units += [Unit([node]) for node in piece]  # a lone node: its own emitter
+        else:
+            anchor = piece[0] if piece[0] is group.anchor else None
+            units.append(Unit(piece, anchor=anchor, stored=results))
     return units

@@ -11,21 +11,22 @@ from __future__ import annotations
 import keyword
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mithril.compiler.codegen.escape import python_literal
 from mithril.errors import IndexRangeError, MithrilError, ShapeError
-from mithril.extend import InputsNeedChecking
+from mithril.extend import InputsNeedChecking, escape
 
 from . import toolchain
-from .codegen import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource, entry_declarations
+from ._export import ExportResult, export_program
+from .context import IndexSite
+from .csource import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource, entry_declarations
 from .errors import NativeError, NativeMemoryError
 
-__all__ = ["CProgram", "load_functions", "native_error"]
+__all__ = ["CProgram", "load_functions", "native_error", "status_error"]
 
 
 @dataclass
@@ -71,18 +72,21 @@ class CProgram:
         *,
         overwrite: bool = False,
         params_source: str = "given",
-    ) -> Any:
+    ) -> ExportResult:
         """Write the standalone program (see :func:`~mithril_backend_c.export`); returns its
         :class:`~mithril_backend_c.ExportResult`."""
-        from ._export import export_program
-
         return export_program(self, Path(directory), params, overwrite=overwrite, params_source=params_source, pm=pm)
 
 
 def load_functions(path: Path, functions: list[CFunction], backend: Any) -> dict[str, Callable[..., Any]]:
     """Load the library at ``path`` through ``cffi``, declared with the entry points' own header text
-    (:func:`~mithril_backend_c.codegen.entry_declarations`), and bind each to a Python caller."""
-    cdef = "\n".join(entry_declarations(fn, fn.prefix) for fn in functions)
+    (:func:`~mithril_backend_c.csource.entry_declarations`), and bind each to a Python caller.
+
+    >>> calls = load_functions(build_library(text), layouts, ml.CBackend())   # doctest: +SKIP
+    >>> calls["evaluate"]({}, {"left": left, "right": right})                  # doctest: +SKIP
+    {'output': array([2., 2., 2., 2.], dtype=float32)}
+    """
+    cdef = "\n".join(entry_declarations(fn) for fn in functions)
     native = toolchain.load_library(path, cdef)
     return {fn.name: _bind(native, fn, backend) for fn in functions}
 
@@ -185,7 +189,7 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str:
     """Python source of the caller of entry point ``fn`` (``call``, or ``strict`` when ``strict``), its
     inputs and outputs written out: no loops or lookups per call beyond the ones it needs. Keys reach
-    the source only through :func:`~mithril.compiler.codegen.escape.python_literal`; shapes, strides and
+    the source only through :func:`~mithril.extend.escape.python_literal`; shapes, strides and
     dtypes are constants put in ``namespace``; struct fields are C identifiers made by ``field_name``.
 
     An input takes the fast path (no ``attach``) only when it is the array held since the last check and
@@ -214,7 +218,7 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
         namespace[f"shape_x{i}"], namespace[f"dtype_x{i}"] = shape, dtype
         namespace[f"strides_x{i}"] = c_strides(shape, dtype.itemsize)
         lines += [
-            f"    x = {dicts[f.role]}[{python_literal(f.key)}]",
+            f"    x = {dicts[f.role]}[{escape.python_literal(f.key)}]",
             f"    if x is not held[{i}] or x.shape != shape_x{i} or x.dtype is not dtype_x{i} "
             f"or x.strides != strides_x{i} or from_buffer(x) != buffers[{i}]:",
             f"        attach({i}, x, {strict})",
@@ -228,7 +232,7 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
             y = f"y{g}_{o}"
             namespace[f"shape_{y}"], namespace[f"dtype_{y}"] = tuple(f.shape), np.dtype(f.dtype)
             lines += [f"    {y} = empty(shape_{y}, dtype_{y})", f"    args.{f.name} = from_buffer({y})"]
-            items.append(f"{python_literal(f.key)}: {y}")
+            items.append(f"{escape.python_literal(f.key)}: {y}")
         results.append("{" + ", ".join(items) + "}")
     if fn.random:
         lines.append("    args.seed = int(backend.rng.integers(0, 1 << 63))")
@@ -244,28 +248,41 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
 
 def native_error(fn: CFunction, status: int, error: Any) -> MithrilError:
     """The Mithril error for a nonzero return ``status`` of generated function ``fn`` (``error``: the
-    ``int64[3]`` it filled: check site, bad value, flat position). An index error names the primitive and
-    its path, the value, its position (in the input key when the indices are one) and the valid range.
+    ``int64[3]`` it filled: check site, bad value, flat position); see :func:`status_error`.
 
     >>> native_error(fn, MT_ERR_ALLOC, np.zeros(3, np.int64))  # doctest: +SKIP
     NativeMemoryError('evaluate: the generated C could not allocate its 4096-byte workspace')
     """
+    return status_error(fn.name, status, error, fn.checks, fn.workspace)
+
+
+def status_error(
+    where: str, status: int, error: Sequence[int], checks: Sequence[IndexSite] = (), workspace: int = 0
+) -> MithrilError:
+    """The Mithril error for a nonzero return ``status`` of generated code (``where``: the function's
+    name; ``error``: check site, bad value, flat position; ``checks``: the sites its check numbers refer
+    to; ``workspace``: the bytes it failed to allocate). An index error names the primitive and its path,
+    the value, its position (in the input key when the indices are one) and the valid range.
+
+    >>> status_error("evaluate", MT_ERR_INDEX, [0, 7, 1])
+    IndexRangeError('evaluate: the generated C met index 7 at position 1 out of range')
+    """
     if status == MT_ERR_ALLOC:
         return NativeMemoryError(
-            f"{fn.name}: the generated C could not allocate its {fn.workspace}-byte workspace (malloc failed)"
+            f"{where}: the generated C could not allocate its {workspace}-byte workspace (malloc failed)"
         )
     if status == MT_ERR_INDEX:
         site, value, position = (int(v) for v in error[:3])
-        if 0 <= site < len(fn.checks):
-            check = fn.checks[site]
-            where = f"at flat position {position}"
+        if 0 <= site < len(checks):
+            check = checks[site]
+            at = f"at flat position {position}"
             if check.shape and 0 <= position < math.prod(check.shape):
-                where = f"at position {tuple(int(i) for i in np.unravel_index(position, check.shape))}"
+                at = f"at position {tuple(int(i) for i in np.unravel_index(position, check.shape))}"
             source = f"{check.key!r}" if check.key is not None else f"the computed {check.operand!r} (not a data key)"
             return IndexRangeError(
-                f"{fn.name}: {source} holds index {value} {where}, out of range for {check.primitive} at "
+                f"{where}: {source} holds index {value} {at}, out of range for {check.primitive} at "
                 f"{check.path or '<root>'} (valid: 0 <= index < {check.bound}); the generated C stopped "
                 "before reading or writing out of bounds"
             )
-        return IndexRangeError(f"{fn.name}: the generated C met index {value} at position {position} out of range")
-    return NativeError(f"{fn.name}: the generated C returned the unknown error code {status} (expected 0)")
+        return IndexRangeError(f"{where}: the generated C met index {value} at position {position} out of range")
+    return NativeError(f"{where}: the generated C returned the unknown error code {status} (expected 0)")

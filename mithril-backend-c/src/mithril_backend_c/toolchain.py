@@ -37,6 +37,7 @@ import hashlib
 import itertools
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -50,13 +51,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import cffi
 from mithril.errors import MithrilError
-from mithril.extend import write_file_atomically
+from mithril.extend import task, write_file_atomically
 
 from .errors import CacheError
 
 if TYPE_CHECKING:
-    from .codegen import TranslationUnit
+    from .csource import TranslationUnit
 
 __all__ = [
     "BLAS_CHOICES",
@@ -152,8 +154,6 @@ def _cpu_model() -> str:
                 return line
     except OSError:
         pass
-    import platform
-
     return platform.processor() or platform.machine()
 
 
@@ -272,7 +272,7 @@ def _blas(
 
 def _scipy_openblas() -> dict[str, Any] | None:
     """The scipy-openblas32 wheel (a recent OpenBLAS, no root needed), or ``None`` if not installed."""
-    try:
+    try:  # optional: the wheel is one of the BLAS choices, absent when not installed
         import scipy_openblas32 as wheel
     except ImportError:
         return None
@@ -675,22 +675,20 @@ def build_units(
     *,
     verbose: bool | None = None,
 ) -> Path:
-    """The shared library made of ``units`` (:meth:`~mithril_backend_c.codegen.CSource.units`): each unit
+    """The shared library made of ``units`` (:meth:`~mithril_backend_c.csource.CSource.units`): each unit
     is compiled to its own cached object (``part-<key>.o``, keyed by its text and the flags, verified
     like every entry), the missing ones in parallel (:func:`jobs` at a time, longest first), then linked
     with the runtime into ``model-<key>.so``. A library in the cache is returned without looking at its
     parts; a damaged part is rebuilt; models sharing a unit (the same kernels at another depth) share its
-    object. The compile runs as a :func:`mithril.progress.task` named ``description`` and the number of
+    object. The compile runs as a :func:`mithril.extend.task` named ``description`` and the number of
     parts to compile (shown on a terminal after 2 s with the steps done, the link being the last, and the
     elapsed time; ``verbose``: ``True`` shows it at once, ``False``
     never, ``None`` follows the terminal and ``$MITHRIL_PROGRESS``).
 
-    >>> from mithril_backend_c.codegen import TranslationUnit
+    >>> from mithril_backend_c.csource import TranslationUnit
     >>> build_units([TranslationUnit("f", "int f(void) { return 1; }\\n")]).suffix   # doctest: +SKIP
     '.so'
     """
-    from mithril.progress import task
-
     header, _ = runtime_source()
     directory = cache_dir()
 
@@ -776,9 +774,12 @@ def load_library(path: Path, cdef: str = "") -> NativeLibrary:
     ``$OMP_WAIT_POLICY`` overrides it if set before the first OpenMP runtime is loaded.
 
     Only a cache entry that matches its recorded size and hash is loaded (a damaged one would crash
-    the process in ``dlopen``); anything else raises :class:`CacheError` saying how to clear the cache."""
-    import cffi
+    the process in ``dlopen``); anything else raises :class:`CacheError` saying how to clear the cache.
 
+    >>> path = build_library("int twice(int x) { return 2 * x; }\\n")   # doctest: +SKIP
+    >>> load_library(path, "int twice(int x);").lib.twice(21)          # doctest: +SKIP
+    42
+    """
     path = Path(path)
     if path.parent.resolve() == cache_dir().resolve() and not verify_entry(path):
         raise CacheError(

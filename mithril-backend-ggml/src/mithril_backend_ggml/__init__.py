@@ -12,15 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mithril.extend import lazy_exports
+
 if TYPE_CHECKING:
     from .backend import GGMLBackend
 
 __all__ = ["GGMLBackend"]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "GGMLBackend":
-        from .backend import GGMLBackend
-
-        return GGMLBackend
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__: Any = lazy_exports(__name__, {"GGMLBackend": "mithril_backend_ggml.backend:GGMLBackend"})

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from mithril.errors import ShapeError
-from mithril_backend_c.context import ALIAS_PRIMITIVES, IndexSite
+from mithril_backend_c.kernels import ALIAS_PRIMITIVES, IndexSite
 
 from ._ckernels import CKernels, slot_address, trampoline
 from ._lib import load_ggml

@@ -2,8 +2,8 @@
 
 A primitive call that no native builder can express becomes a ggml custom op (``ggml_custom_4d``) whose
 callback is a *C function*: the C backend's emitter for that primitive generates the kernel (a one-node
-function run through :func:`mithril_backend_c.codegen.generate_c` with the node's static shapes and
-attributes), and a small generated wrapper with ggml's custom-op signature
+kernel from :func:`mithril_backend_c.kernels.kernel_source` with the node's static shapes and attributes),
+and a small generated wrapper with ggml's custom-op signature
 
     typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
@@ -20,7 +20,7 @@ raises the matching Mithril error after the compute (:meth:`CKernels.error`). Na
 kernel that checks them, reports the first bad one and passes a valid index (0) on in its place.
 
 All kernels of one compiled program go into one C source, compiled once by
-:func:`mithril_backend_c.toolchain.build_library` (content-hash disk cache, file lock, atomic write).
+:func:`mithril_backend_c.kernels.build_library` (content-hash disk cache, file lock, atomic write).
 Since the graph is built before the library exists, the op's callback is a fixed trampoline
 (``mithril_ggml_call``, in its own tiny cached library) and its ``userdata`` a :class:`Slot` whose ``fn``
 is filled with the kernel's address once the program's library is loaded. Random kernels read a fresh
@@ -32,7 +32,7 @@ shipped with ggml-python; it calls no libggml function, so nothing links a secon
 Most kernels run on thread ``ith == 0`` only, with one OpenMP thread, while the other ggml threads wait
 at the node's barrier. *Partitioned* kernels (:meth:`CKernels.partitioned`: convolutions with their fused
 elementwise epilogue, fused elementwise chains, pooling) run on every ggml thread, each computing its own
-part (``generate_c(partitioned=True)``); their scratch space lives in the custom op's own result tensor,
+part (``kernel_source(partitioned=True)``); their scratch space lives in the custom op's own result tensor,
 after the output, so ggml's allocator provides it and no thread allocates memory.
 """
 
@@ -43,11 +43,15 @@ import hashlib
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import cffi
 import numpy as np
-from mithril_backend_c.codegen import INCLUDES  # the C backend's translation units' includes
+from mithril_backend_c import kernels
+
+from ._lib import load_ggml
 
 __all__ = ["CKernels", "Slot", "c_emitters", "ggml_include_dir", "new_slot", "slot_address"]
 
@@ -63,8 +67,6 @@ _SLOT_C = "typedef struct { void *fn; uint64_t seed; int64_t status; int64_t err
 @functools.cache
 def _slot_ffi() -> Any:
     """The ``cffi`` interface of the slots (the same declaration the generated C includes)."""
-    import cffi
-
     ffi = cffi.FFI()
     ffi.cdef(_SLOT_C)
     return ffi
@@ -107,8 +109,7 @@ void mithril_ggml_call(struct ggml_tensor *dst, int ith, int nth, void *userdata
 
 def ggml_include_dir() -> Path:
     """The headers installed with ggml-python (``site-packages/include``), holding ``ggml.h``."""
-    import ggml
-
+    ggml = load_ggml()
     candidates = [Path(ggml.__file__).parent / "include", Path(ggml.__file__).parent.parent / "include"]
     candidates += [Path(p) / "include" for p in sys.path if p]
     for path in candidates:
@@ -128,9 +129,7 @@ def _header_line() -> str:
 @functools.cache
 def trampoline() -> int:
     """The address of ``mithril_ggml_call`` (its library is built once and cached on disk)."""
-    from mithril_backend_c import toolchain
-
-    native = toolchain.load_library(toolchain.build_library(_TRAMPOLINE), _kernel_declaration("mithril_ggml_call"))
+    native = kernels.load_library(kernels.build_library(_TRAMPOLINE), _kernel_declaration("mithril_ggml_call"))
     _LIBRARIES.append(native)
     return native.address("mithril_ggml_call")
 
@@ -141,17 +140,7 @@ _LIBRARIES: list[Any] = []  # loaded kernel libraries stay loaded for the life o
 @functools.cache
 def c_emitters() -> Mapping[str, Any]:
     """The C backend's emitter table (``lambda``, a Python callable, has none)."""
-    from mithril.plugins import registry
-
-    try:
-        table = registry().impls.get("c")
-    except AttributeError:  # pragma: no cover - older registries
-        table = None
-    if table is None:
-        from mithril_backend_c.emitters import TABLE
-
-        table = TABLE
-    return table
+    return kernels.emitter_table()
 
 
 def _ggml_ctype(kind: str) -> str:
@@ -185,26 +174,20 @@ class CKernels:
 
     def partitioned(self, nodes: Sequence[Any], inputs: Sequence[Any], output: Any) -> Partitioned | None:
         """A kernel computing ``output`` from ``inputs`` (float values, in the custom op's source order)
-        through ``nodes`` (one node, or a fused group: see :mod:`mithril_backend_c.fusion`), split over
-        ggml's threads; ``None`` when the C code cannot be split that way."""
-        from mithril.compiler.codegen.python import FunctionSpec
-        from mithril.types import Dtype
-        from mithril_backend_c.codegen import NotPartitionable, generate_c
-
+        through ``nodes`` (one node, or a fused group: see :func:`mithril_backend_c.kernels.plan_fusion`),
+        split over ggml's threads; ``None`` when the C code cannot be split that way."""
         prefix = self._new_prefix()
-        spec = FunctionSpec(
-            name="kernel", inputs={f"x{i}": v for i, v in enumerate(inputs)}, cotangents={}, returns=[{"y0": output}]
-        )
         head = nodes[0]
-        label = f"{head.spec.name}{' @ ' + head.path if head.path else ''}"  # escaped by generate_c
+        label = f"{head.spec.name}{' @ ' + head.path if head.path else ''}"  # escaped by kernel_source
         try:
-            source, (layout,) = generate_c(
-                _OneNode(*nodes), [spec], param_names=set(), header=label, dtype=Dtype.float32,
-                emitters=c_emitters(), prefix=prefix, max_parts=self.threads, partitioned=True,
+            kernel = kernels.kernel_source(
+                nodes, inputs, [output], prefix=prefix, header=label, max_parts=self.threads, partitioned=True,
+                emitters=c_emitters(),
             )  # fmt: skip
-        except NotPartitionable:
+        except kernels.NotPartitionable:
             return None
-        self.sources.append("\n".join(line for line in source.splitlines() if not line.startswith("#include")))
+        layout = kernel.function
+        self.sources.append(kernel.text)
         out_bytes = math.prod(layout.returns[0][0].shape) * 4
         offset = (out_bytes + 63) // 64 * 64 if layout.workspace else out_bytes
         symbol = f"{prefix}_part"
@@ -250,7 +233,7 @@ class CKernels:
     def guard(self, count: int, bound: int, site: Any) -> Slot:
         """The slot of a kernel copying ``count`` I32 indices (its one source) to its I32 result, each
         checked against ``[0, bound)``: the first bad one is reported (``MT_ERR_INDEX``, described by
-        the :class:`~mithril_backend_c.context.IndexSite` ``site``) and replaced by 0, so the native op
+        the :class:`~mithril_backend_c.kernels.IndexSite` ``site``) and replaced by 0, so the native op
         reading the result (``ggml_get_rows``) never sees it. ``bound`` must be at least 1."""
         symbol = f"mg_guard{len(self.slots)}"
         self.sources.append(
@@ -286,17 +269,11 @@ class CKernels:
         """The Mithril error for the first of ``slots`` whose kernel reported one in the last compute
         (``where``: the function's name; ``names``: value id -> key of the function's inputs), or
         ``None``. Index errors name the primitive and its path, the value, its position, the input key
-        when the indices are one, and the valid range (:func:`mithril_backend_c.program.native_error`)."""
-        from dataclasses import replace
-
-        from mithril_backend_c.codegen import CFunction
-        from mithril_backend_c.program import native_error
-
+        when the indices are one, and the valid range (:func:`mithril_backend_c.kernels.status_error`)."""
         for slot in slots:
             if slot.status:
                 sites = [replace(site, key=names.get(site.value_id)) for site in self.checks.get(id(slot), [])]
-                fn = CFunction(where, where, [], [], 0, False, sites)
-                return native_error(fn, int(slot.status), list(slot.error))
+                return kernels.status_error(where, int(slot.status), list(slot.error), sites)
         return None
 
     # -- code generation -------------------------------------------------------------------------
@@ -305,29 +282,18 @@ class CKernels:
         return f"mg{self._prefixes - 1}"
 
     def _emit(self, node: Any, inputs: Sequence[tuple[Any, str]], index: int) -> tuple[str, list[Any]]:
-        from mithril.compiler.codegen.python import FunctionSpec
-        from mithril.types import Dtype
-        from mithril_backend_c.codegen import generate_c
-
         prefix = self._kernels.get(node.id)
         fresh = prefix is None
-        if fresh:
+        if prefix is None:
             prefix = self._new_prefix()
-        spec = FunctionSpec(
-            name="kernel",
-            inputs={f"x{i}": value for i, (value, _) in enumerate(inputs)},
-            cotangents={},
-            returns=[{f"y{j}": value for j, value in enumerate(node.outputs.values())}],
-        )
-        graph = _OneNode(node)
-        source, (layout,) = generate_c(
-            graph, [spec], param_names=set(), header=f"{node.spec.name}{' @ ' + node.path if node.path else ''}",
-            dtype=Dtype.float32, emitters=c_emitters(), prefix=prefix,
+        kernel = kernels.kernel_source(
+            [node], [value for value, _ in inputs], list(node.outputs.values()), prefix=prefix,
+            header=f"{node.spec.name}{' @ ' + node.path if node.path else ''}", emitters=c_emitters(),
         )  # fmt: skip
+        layout = kernel.function
         if fresh:
             self._kernels[node.id] = prefix
-            # drop the per-kernel #includes of the runtime (the program's source has them once)
-            self.sources.append("\n".join(line for line in source.splitlines() if not line.startswith("#include")))
+            self.sources.append(kernel.text)  # no #include lines: the program's source has them once
         out_value = list(node.outputs.values())[index]
         symbol = f"{prefix}_out{index}"
         self.sources.append(self._wrapper(symbol, prefix, layout, inputs, index, out_value))
@@ -404,7 +370,7 @@ class CKernels:
     def source(self) -> str:
         head = [
             "/* mithril-backend-ggml: C kernels of ggml custom ops (generated by mithril-backend-c's emitters) */",
-            *INCLUDES,
+            *kernels.INCLUDES,
             _header_line(),
             _SLOT_C,
             "",
@@ -415,11 +381,9 @@ class CKernels:
         """Compile (or fetch from the cache) the program's kernels and point every slot at its kernel."""
         if not self.slots:
             return
-        from mithril_backend_c import toolchain
-
         symbols = sorted({symbol for _, symbol in self.slots})
         cdef = "\n".join(["void mt_blas_serial(void);", *map(_kernel_declaration, symbols)])
-        self.library = toolchain.load_library(toolchain.build_library(self.source()), cdef)
+        self.library = kernels.load_library(kernels.build_library(self.source()), cdef)
         _LIBRARIES.append(self.library)
         self.library.lib.mt_blas_serial()  # before ggml's threads run kernels: BLAS stays on the calling thread
         ffi = _slot_ffi()
@@ -435,10 +399,3 @@ class CKernels:
         """Fresh seeds for the random kernels (called before every compute)."""
         for slot in self.random_slots:
             slot.seed = int(rng.integers(0, 1 << 63))
-
-
-class _OneNode:
-    """The graph ``generate_c`` sees: the node (or the nodes of one fused group)."""
-
-    def __init__(self, *nodes: Any) -> None:
-        self.nodes = list(nodes)

@@ -26,7 +26,7 @@ REQUIRED_GGML_PYTHON = "0.0.45"
 @functools.cache
 def load_ggml() -> ModuleType:
     """Import the ``ggml`` bindings (loading libggml once) and check the library version."""
-    try:
+    try:  # on first use: loading libggml takes time, and a missing or wrong ggml-python gets the fix named
         import ggml
     except ImportError as exc:
         raise ImportError(

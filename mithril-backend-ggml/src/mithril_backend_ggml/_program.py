@@ -1,6 +1,6 @@
 """Turning the optimised flat graph into ggml compute graphs, and running them.
 
-For every :class:`~mithril.compiler.codegen.FunctionSpec` (``evaluate``; ``evaluate_gradients`` holds the
+For every :class:`~mithril.extend.FunctionSpec` (``evaluate``; ``evaluate_gradients`` holds the
 forward *and* the symbolic backward nodes) a :class:`_GraphFunction` owns:
 
 - a metadata-only ggml context (``no_alloc``) holding the tensor headers and the graph, sized from the
@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from mithril.compiler.codegen.escape import python_comment, python_identifier
-from mithril.compiler.passes.pruning import live_nodes
 from mithril.errors import ShapeError, UnsupportedPrimitiveError
+from mithril.extend import escape, live_nodes
+from mithril_backend_c import kernels
 
 from ._builder import Builder, T
 from ._ckernels import CKernels, c_emitters
@@ -56,6 +56,28 @@ def _static_shape(value: Any, where: str) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
+class _Values:
+    """The built tensor of every value of a graph function; a folded constant is built on first use."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.built: dict[int, T] = {}
+
+    def __setitem__(self, value_id: int, t: T) -> None:
+        self.built[value_id] = t
+
+    def __call__(self, value: Any) -> T:
+        values = self.built
+        value = value.find() if value.id not in values else value
+        if value.id in values:
+            return values[value.id]
+        if value.is_constant and value.producer is None:
+            kind = value.kind or ("float" if isinstance(value.const, float) else "int")
+            const = values[value.id] = self.b.const(value.const, kind)
+            return const
+        raise KeyError(f"GGMLBackend: value {value!r} is used before it is computed")
+
+
 class _GraphFunction:
     """One ggml graph (with its memory) computing one FunctionSpec."""
 
@@ -67,14 +89,7 @@ class _GraphFunction:
         self.returns_tuple = len(fn.returns) > 1
         targets = [v for group in fn.returns for v in group.values()]
         nodes = live_nodes(graph.nodes, targets)
-        n_tensors = _TENSORS_PER_NODE * (len(nodes) + len(fn.inputs) + len(fn.cotangents)) + 64
-        graph_size = max(64, 2 * n_tensors)
-        mem = n_tensors * ggml.ggml_tensor_overhead() + ggml.ggml_graph_overhead_custom(graph_size, False)
-        self.ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=True))
-        n_consts = sum(1 for n in nodes for v in n.inputs.values() if v is not None and v.is_constant) + len(targets)
-        self.const_ctx = ggml.ggml_init(
-            ggml.ggml_init_params(mem_size=(n_consts + 1) * ggml.ggml_tensor_overhead(), mem_buffer=None, no_alloc=True)
-        )
+        graph_size = self._init_contexts(fn, nodes, targets)
         self.backend = ggml.ggml_backend_cpu_init()
         self.const_buffer = None
         self.galloc = None
@@ -87,11 +102,36 @@ class _GraphFunction:
         self.ckernels = program.ckernels
         self.custom_ops = b.custom_kinds
         self.random_slots = program.ckernels
-        values: dict[int, T] = {}
         self.lines: list[str] = [f"def {fn.name}({'params, data, cotangents' if fn.cotangents else 'params, data'}):"]
+        values = _Values(b)
+        self.inputs = self._declare_inputs(b, fn, param_names, values)
+        self._build_nodes(b, nodes, targets, values)
+        self.gf = self._declare_outputs(fn, values, graph_size)
+        self.n_graph_nodes = ggml.ggml_graph_n_nodes(self.gf)
+        self._allocate(b, fn)
+        self.errors = b.errors
+        self.lock = threading.Lock()
 
-        # inputs
-        self.inputs: list[tuple[str, str, Any, tuple[int, ...], np.dtype]] = []
+    def _init_contexts(self, fn: Any, nodes: Sequence[Any], targets: Sequence[Any]) -> int:
+        """The metadata-only ggml contexts (tensor headers and graph; the constants' headers), sized from
+        the number of primitive calls; returns the graph size."""
+        ggml = self.ggml
+        n_tensors = _TENSORS_PER_NODE * (len(nodes) + len(fn.inputs) + len(fn.cotangents)) + 64
+        graph_size = max(64, 2 * n_tensors)
+        mem = n_tensors * ggml.ggml_tensor_overhead() + ggml.ggml_graph_overhead_custom(graph_size, False)
+        self.ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=True))
+        n_consts = sum(1 for n in nodes for v in n.inputs.values() if v is not None and v.is_constant) + len(targets)
+        self.const_ctx = ggml.ggml_init(
+            ggml.ggml_init_params(mem_size=(n_consts + 1) * ggml.ggml_tensor_overhead(), mem_buffer=None, no_alloc=True)
+        )
+        return graph_size
+
+    def _declare_inputs(
+        self, b: Builder, fn: Any, param_names: set[str], values: _Values
+    ) -> list[tuple[str, str, Any, tuple[int, ...], np.dtype]]:
+        """An input tensor per input and cotangent: ``(params|data|cotangents, key, tensor, shape, dtype)``."""
+        ggml = self.ggml
+        inputs = []
         for source, group in (("input", fn.inputs), ("cotangent", fn.cotangents)):
             for name, value in group.items():
                 kind = value.kind or "float"
@@ -101,27 +141,19 @@ class _GraphFunction:
                 ggml.ggml_set_name(tensor, name.encode("utf-8", "replace").replace(b"\0", b"?")[:63])
                 values[value.id] = T(tensor, shape, kind)
                 label = "cotangents" if source == "cotangent" else ("params" if name in param_names else "data")
-                self.inputs.append((label, name, tensor, shape, np.dtype(np.int32 if kind == "int" else np.float32)))
+                inputs.append((label, name, tensor, shape, np.dtype(np.int32 if kind == "int" else np.float32)))
                 self.lines.append(f"    {_label(value)} = {label}[{name!r}]  # {list(shape)} {kind}")
+        return inputs
 
-        def lookup(value: Any) -> T:
-            value = value.find() if value.id not in values else value
-            if value.id in values:
-                return values[value.id]
-            if value.is_constant and value.producer is None:
-                kind = value.kind or ("float" if isinstance(value.const, float) else "int")
-                const = b.const(value.const, kind)
-                values[value.id] = const
-                return const
-            raise KeyError(f"GGMLBackend: value {value!r} is used before it is computed")
-
+    def _build_nodes(self, b: Builder, nodes: Sequence[Any], targets: Sequence[Any], values: _Values) -> None:
+        """The ggml ops of every node, fused groups as one split C kernel where they can be."""
         for node in nodes:
             if node.spec.name != "lambda":  # a lambda's result shape is probed when it is built
                 for value in node.outputs.values():
                     _static_shape(value, f"output of {node.path or node.spec.name}")
 
         def build_one(node: Any) -> None:
-            args = {k: (None if v is None else lookup(v)) for k, v in node.inputs.items()}
+            args = {k: (None if v is None else values(v)) for k, v in node.inputs.items()}
             outs, how = build_node(b, node, args)
             for key, value in node.outputs.items():
                 values[value.id] = outs[key]
@@ -132,7 +164,7 @@ class _GraphFunction:
                 build_one(unit.nodes[0])
                 continue
             output = unit.stored[0]
-            built = build_fused(b, unit.nodes, unit.inputs, output, lookup)
+            built = build_fused(b, unit.nodes, unit.inputs, output, values)
             if built is None:  # not expressible as one split C kernel: node by node
                 for node in unit.nodes:
                     build_one(node)
@@ -142,7 +174,10 @@ class _GraphFunction:
             how = f"custom op (C kernel, fused, on {backend_threads(b)} threads)"
             self._describe(f"fused[{names}]", dict(enumerate(unit.inputs)), [output], how, unit.nodes[0].path)
 
-        # outputs: fresh tensors (never an input or a view), flagged so the allocator keeps them
+    def _declare_outputs(self, fn: Any, values: _Values, graph_size: int) -> Any:
+        """The graph computing every return: fresh tensors (never an input or a view), flagged so the
+        allocator keeps them; constant returns are held on the host."""
+        ggml = self.ggml
         self.outputs: list[list[tuple[str, Any, tuple[int, ...], str, np.ndarray | None]]] = []
         gf = ggml.ggml_new_graph_custom(self.ctx, graph_size, False)
         for group in fn.returns:
@@ -153,20 +188,21 @@ class _GraphFunction:
                     const = np.asarray(value.const)
                     entries.append((key, None, const.shape, kind, _host(const, kind)))
                     continue
-                t = lookup(value)
-                shape = t.shape
+                t = values(value)
                 tensor = _materialised(ggml, t.tensor)
                 if tensor is None:
                     tensor = ggml.ggml_cont(self.ctx, t.tensor)
                 ggml.ggml_set_output(tensor)
                 ggml.ggml_build_forward_expand(gf, tensor)
-                entries.append((key, tensor, shape, kind, None))
-                self.lines.append(f"    return[{key!r}] = {_label(value)}  # {list(shape)} {kind}")
+                entries.append((key, tensor, t.shape, kind, None))
+                self.lines.append(f"    return[{key!r}] = {_label(value)}  # {list(t.shape)} {kind}")
             self.outputs.append(entries)
-        self.gf = gf
-        self.n_graph_nodes = ggml.ggml_graph_n_nodes(gf)
+        return gf
 
-        # memory: constants (exact size), then the compute buffer sized by ggml's allocator
+    def _allocate(self, b: Builder, fn: Any) -> None:
+        """Memory: the constants (exact size, filled now), then the compute buffer sized by ggml's
+        allocator; inputs the graph never reads have none and are skipped when copying in."""
+        ggml = self.ggml
         if b.constants:
             self.const_buffer = ggml.ggml_backend_alloc_ctx_tensors(self.const_ctx, self.backend)
             for tensor, array in b.constants:
@@ -174,15 +210,10 @@ class _GraphFunction:
         # (the bindings declare ggml_backend_cpu_buffer_type's result as int, truncating the pointer:
         # ask the backend for its buffer type instead)
         self.galloc = ggml.ggml_gallocr_new(ggml.ggml_backend_get_default_buffer_type(self.backend))
-        if not ggml.ggml_gallocr_alloc_graph(self.galloc, gf):
-            from mithril_backend_c.errors import NativeMemoryError
-
-            raise NativeMemoryError(f"GGMLBackend: could not allocate the compute buffer of {fn.name}")
+        if not ggml.ggml_gallocr_alloc_graph(self.galloc, self.gf):
+            raise kernels.NativeMemoryError(f"GGMLBackend: could not allocate the compute buffer of {fn.name}")
         self.buffer_bytes = ggml.ggml_gallocr_get_buffer_size(self.galloc, 0)
-        # inputs the graph never reads have no memory: skip them when copying in
         self.inputs = [entry for entry in self.inputs if entry[2].contents.data]
-        self.errors = b.errors
-        self.lock = threading.Lock()
 
     def _describe(self, name: str, inputs: Mapping[Any, Any], outputs: Any, how: str, path: str) -> None:
         """One line of the readable listing (``pm.source``): ``results = primitive(inputs)  # ggml: how``."""
@@ -190,9 +221,8 @@ class _GraphFunction:
             ("" if isinstance(k, int) else f"{k}=") + ("None" if v is None else _label(v)) for k, v in inputs.items()
         )
         results = ", ".join(_label(v) for v in outputs)
-        self.lines.append(
-            f"    {results} = {name}({shown})  # {python_comment(f'ggml: {how}' + ('  @ ' + path if path else ''))}"
-        )
+        comment = escape.python_comment(f"ggml: {how}" + ("  @ " + path if path else ""))
+        self.lines.append(f"    {results} = {name}({shown})  # {comment}")
 
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         ggml = self.ggml
@@ -219,9 +249,7 @@ class _GraphFunction:
                 if error is not None:
                     raise error
             if status != 0:
-                from mithril_backend_c.errors import NativeError
-
-                raise NativeError(
+                raise kernels.NativeError(
                     f"GGMLBackend: ggml_backend_graph_compute returned status {status} (expected 0) in {self.name}"
                 )
             results = []
@@ -239,34 +267,31 @@ class _GraphFunction:
 
 
 def _units(nodes: Sequence[Any], targets: Sequence[Any]) -> list[Any]:
-    """The nodes grouped for fusion as the C backend groups them (:func:`mithril_backend_c.fusion.plan`),
+    """The nodes grouped for fusion as the C backend groups them (:func:`mithril_backend_c.kernels.plan_fusion`),
     keeping only groups with one result (a ggml custom op has one) whose values are all floats (ggml
     stores bools as floats 0/1, C kernels as bytes), each one group when planned on its own.
 
-    A group's split kernel plans the group's nodes again, alone (``generate_c(partitioned=True)``), and
+    A group's split kernel plans the group's nodes again, alone (``kernel_source(partitioned=True)``), and
     must find one group: the kernel is one loop whose parts never wait for each other. The plan is greedy
     in node order, so without the graph's other nodes it can group differently (a node reading two open
     groups joins one and closes the other); such a group is replaced by the groups its own plan makes."""
-    from mithril.types import Dtype
-    from mithril_backend_c.codegen import Ctx, value_dtypes
-    from mithril_backend_c.fusion import Unit, plan
-
-    ctx = Ctx(Dtype.float32, value_dtypes(nodes, [], Dtype.float32), {})
     emitters = c_emitters()
 
-    def kernels(unit: Unit) -> list[Unit]:
+    def plan(members: Sequence[Any], returned: set[int]) -> list[kernels.FusionUnit]:
+        return kernels.plan_fusion(members, returned, emitters=emitters, single_output=True)
+
+    def split(unit: kernels.FusionUnit) -> list[kernels.FusionUnit]:
         if not unit.fused:
             return [unit]
         values = [*unit.inputs, *(v for n in unit.nodes for v in n.outputs.values())]
         if not all((v.kind or "float") == "float" for v in values):
-            return [Unit([node]) for node in unit.nodes]
-        alone = plan(unit.nodes, {v.id for v in unit.stored}, ctx, emitters, single_output=True)
+            return [kernels.FusionUnit([node]) for node in unit.nodes]
+        alone = plan(unit.nodes, {v.id for v in unit.stored})
         if len(alone) == 1:
             return [unit]
-        return [kernel for part in alone for kernel in kernels(part)]  # each part has fewer nodes: ends
+        return [kernel for part in alone for kernel in split(part)]  # each part has fewer nodes: ends
 
-    planned = plan(nodes, {v.id for v in targets}, ctx, emitters, single_output=True)
-    return [kernel for unit in planned for kernel in kernels(unit)]
+    return [kernel for unit in plan(nodes, {v.id for v in targets}) for kernel in split(unit)]
 
 
 def _materialised(ggml: Any, tensor: Any) -> Any:
@@ -285,7 +310,7 @@ def _label(value: Any) -> str:
     """A value's name in the readable listing (``pm.source``): an inert identifier or literal."""
     if value.is_constant and value.producer is None and np.ndim(value.const) == 0:
         return repr(value.const.item() if isinstance(value.const, np.ndarray) else value.const)
-    return python_identifier(value.name) if value.name else f"t{value.id}"
+    return escape.python_identifier(value.name) if value.name else f"t{value.id}"
 
 
 def _host(array: np.ndarray, kind: str) -> np.ndarray:
@@ -315,11 +340,6 @@ class _ViaC:
     convention and boundary dtypes as a ggml graph (ints come back as int32)."""
 
     def __init__(self, program: GGMLProgram, graph: Any, fn: Any, param_names: set[str]) -> None:
-        from mithril.types import Dtype
-        from mithril_backend_c import toolchain
-        from mithril_backend_c.codegen import generate_c
-        from mithril_backend_c.program import load_functions
-
         self.name = fn.name
         where = _zero_size(graph, fn)
         targets = [v for group in fn.returns for v in group.values()]
@@ -330,16 +350,17 @@ class _ViaC:
                 f"graphs run as the C backend's generated code, which has no kernel for {missing}. Expected every "
                 "dimension to be at least 1"
             )
-        emitters = c_emitters()
-        source, (layout,) = generate_c(
-            graph, [fn], param_names=param_names, header=f"GGMLBackend {fn.name}, zero-size tensor {where}",
-            dtype=Dtype.float32, emitters=emitters, max_parts=int(getattr(program.backend, "threads", 1)),
+        options = kernels.SourceOptions(
+            param_names=frozenset(param_names), header=f"GGMLBackend {fn.name}, zero-size tensor {where}",
+            max_parts=int(getattr(program.backend, "threads", 1)), emitters=c_emitters(),
         )  # fmt: skip
-        self._call = load_functions(toolchain.build_library(source), [layout], program.backend)[layout.name]
+        source, (layout,) = kernels.generate_c(graph.nodes, [fn], options)
+        self._call = kernels.load_functions(kernels.build_library(source), [layout], program.backend)[layout.name]
         self.n_graph_nodes = 0
         self.buffer_bytes = 0
         self.custom_ops: list[tuple[str, str]] = []
-        self.lines = [f"# {fn.name}: the C backend's generated code (the graph holds {python_comment(str(where))})"]
+        held = escape.python_comment(str(where))
+        self.lines = [f"# {fn.name}: the C backend's generated code (the graph holds {held})"]
 
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         result = self._call(*groups)
@@ -377,7 +398,7 @@ class GGMLProgram:
             maker = _GraphFunction if empty is None else _ViaC
             self.functions[fn.name] = maker(self, graph, fn, param_names)
         self.ckernels.link()
-        lines = [f"# {python_comment(line)}" for line in header.splitlines()]
+        lines = [f"# {escape.python_comment(line)}" for line in header.splitlines()]
         for f in self.functions.values():
             if isinstance(f, _ViaC):
                 lines.append(

@@ -18,8 +18,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.backends.backend import Backend, refuse_wrapping_ints
+from mithril.extend import Backend, refuse_wrapping_ints
 from mithril.types import Dtype, Kind
+
+from ._lib import load_ggml
+from ._program import GGMLProgram
+from .ops import fold
 
 __all__ = ["GGMLBackend"]
 
@@ -52,8 +56,6 @@ class GGMLBackend(Backend):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"GGMLBackend(threads=...) must be a positive int, got {threads!r}")
         self.threads = threads
-        from ._lib import load_ggml
-
         load_ggml()  # fail early (missing package, wrong libggml version), not at the first compile
 
     def __repr__(self) -> str:
@@ -107,14 +109,12 @@ class GGMLBackend(Backend):
         return np.ndarray
 
     # -- code generation -------------------------------------------------------------------------
-    def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> Any:
+    def generate_program(
+        self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str
+    ) -> GGMLProgram:
         """One ggml context and graph per function (``evaluate``, ``evaluate_gradients``)."""
-        from ._program import GGMLProgram
-
         return GGMLProgram(self, graph, functions, param_names=param_names, header=header)
 
     def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Constant folding with NumPy kernels (the same ones the custom ops use), in float32."""
-        from .ops import fold
-
         return fold(self, primitive, inputs, attrs)

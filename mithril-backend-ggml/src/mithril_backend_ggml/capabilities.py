@@ -11,6 +11,12 @@ Example:
 
 from __future__ import annotations
 
+from mithril.extend import plugin_registry
+
+from ._ckernels import c_emitters
+from ._pykernels import PYTHON_KERNELS
+from .ops import BUILDERS, NATIVE
+
 __all__ = ["UNSUPPORTED", "capability_table"]
 
 UNSUPPORTED: frozenset[str] = frozenset({
@@ -31,11 +37,7 @@ def capability_table() -> dict[str, str]:
     fallback for the cases listed in the README), ``"c custom op"`` (a C kernel inside the graph, no
     GIL), ``"python custom op"`` (a Python callback holding the GIL: ``lambda``), ``"decomposition"`` (compiled
     as other primitives: ``lstm_recurrence``) or ``"unsupported"``."""
-    from mithril.plugins import registry
-
-    from ._ckernels import c_emitters
-    from ._pykernels import PYTHON_KERNELS
-    from .ops import BUILDERS, NATIVE
+    registry = plugin_registry
 
     def how(name: str) -> str:
         spec = registry().primitive(name)

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 from mithril.errors import UnsupportedPrimitiveError
-from mithril.primitives.geometry import WindowGeometry
+from mithril.extend import WindowGeometry, plugin_registry
+from mithril_backend_c.kernels import ELEMENTWISE_PRIMITIVES
 
 from ._builder import Builder, T
 from ._ckernels import c_emitters, slot_address, trampoline
@@ -121,7 +122,7 @@ SPLIT_FIRST = frozenset({"conv1d", "conv2d"})
 ggml thread) in preference to ggml's own ops (``ggml_conv_2d``'s F32 ``mul_mat`` is several times slower)."""
 SPLIT_FALLBACK = frozenset({"max_pool2d", "avg_pool2d"})
 """Primitives whose C fallback (cases ggml cannot do, e.g. padded pooling) is split over ggml's threads
-(as is every elementwise primitive's: :data:`mithril_backend_c.emitters.elementwise.EXPRESSIONS`)."""
+(as is every elementwise primitive's: :data:`mithril_backend_c.kernels.ELEMENTWISE_PRIMITIVES`)."""
 NAN_PRESERVING = frozenset({"relu", "sign", "leaky_relu"})
 """Elementwise primitives computed by a split C kernel although ggml has an op: ``ggml_relu``,
 ``ggml_sgn`` and ``ggml_leaky_relu`` map NaN to 0, where NumPy (and every other backend) keeps NaN."""
@@ -604,18 +605,12 @@ def build_node(b: Builder, node: Any, args: Mapping[str, T | None]) -> tuple[Bui
             return builder(b, node, args), "native"
         except Fallback:
             pass
-    if (name in SPLIT_FALLBACK or name in _elementwise_names()) and len(node.outputs) == 1:
+    if (name in SPLIT_FALLBACK or name in ELEMENTWISE_PRIMITIVES) and len(node.outputs) == 1:
         built = _split(b, node, args)
         if built is not None:
             return {"output": built}, split
     outs = custom(b, node, args)
     return outs, f"custom op ({'C kernel' if b.custom_kinds[-1][1] == 'c' else 'Python callback'})"
-
-
-def _elementwise_names() -> frozenset[str]:
-    from mithril_backend_c.emitters.elementwise import EXPRESSIONS
-
-    return frozenset(EXPRESSIONS)
 
 
 def _split(b: Builder, node: Any, args: Mapping[str, T | None]) -> T | None:
@@ -625,10 +620,8 @@ def _split(b: Builder, node: Any, args: Mapping[str, T | None]) -> T | None:
 
 
 def _table() -> dict[str, Callable[..., Any]]:
-    from mithril.plugins import registry
-
     names = set(NATIVE) | set(c_emitters()) | {"lambda"}
-    return {name: build_node for name in sorted(names & set(registry().primitives))}
+    return {name: build_node for name in sorted(names & set(plugin_registry().primitives))}
 
 
 class _Builders(Mapping[str, Callable[..., Any]]):

@@ -30,10 +30,8 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mithril import validation
-from mithril.backends.backend import Backend, within
 from mithril.errors import ArgumentError, DtypeError
-from mithril.parallel.plan import mesh_axis_names
+from mithril.extend import Backend, mesh_axis_names, validation, within
 from mithril.types import Dtype, Kind
 
 from . import options as _options

@@ -24,9 +24,8 @@ from typing import Any, ClassVar
 
 import mlx.core as mx
 import numpy as np
-from mithril import validation
-from mithril.backends.backend import Backend, dtype_table
 from mithril.errors import ArgumentError, DtypeError, MithrilError
+from mithril.extend import Backend, dtype_table, validation
 from mithril.types import Dtype, Kind
 
 __all__ = ["MlxBackend"]

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from mithril.compiler.passes.pruning import live_nodes
+from mithril.extend import live_nodes
 
 __all__ = ["FRESH", "IN_PLACE", "into", "reuse_plan", "reusing_graph"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.backends.backend import Backend, dtype_table
+from mithril.extend import Backend, dtype_table
 from mithril.types import Dtype, Kind
 
 from . import _program

@@ -17,9 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from mithril import validation
-from mithril.backends.backend import Backend, dtype_table, within
 from mithril.errors import ArgumentError
+from mithril.extend import Backend, dtype_table, validation, within
 from mithril.types import Dtype, Kind
 
 from . import distributed

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from mithril.errors import ArgumentError
-from mithril.parallel.plan import mesh_axis_names
+from mithril.extend import mesh_axis_names
 
 __all__ = ["build_mesh", "full_tensor", "is_distributed", "like", "place", "replicated_like", "replication"]
 

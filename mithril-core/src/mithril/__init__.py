@@ -25,8 +25,8 @@ from .display import to_dot
 from .errors import DtypeError, ShapeError
 from .extension import register_gradient, register_implementation, register_primitive
 from .framework.tensor_types import Tensor
-from .models import *  # noqa: F403 - blocks are part of the top-level API (ml.Linear, ml.Conv2d, ...)
-from .models import __all__ as _models_all
+from .models import *  # noqa: F403 - the manual writes blocks at the top level (ml.Linear, ml.Conv2d, ...)
+from .models import TBD, Connection, IOKey, Model, TrainModel
 from .optim.state import TrainState
 from .training import fit, load_state, save_state
 from .types import DataType, Dtype
@@ -37,10 +37,13 @@ float16, bfloat16, float32, float64 = Dtype.float16, Dtype.bfloat16, Dtype.float
 
 __version__ = "0.1.0"
 __all__ = [
-    "Backend", "compile", "PhysicalModel", "Tensor", "DataType", "to_dot", "Dtype", "ShapeError", "DtypeError", "errors", "register_primitive", "register_implementation",
-    "register_gradient", "optim", "TrainState", "fit", "save_state", "load_state", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
-    *_models_all,
-]
+    "Backend", "compile", "PhysicalModel", "Model", "TrainModel", "IOKey", "TBD", "Connection", "Tensor", "DataType",
+    "Dtype", "to_dot", "errors", "ShapeError", "DtypeError", "register_primitive", "register_implementation",
+    "register_gradient", "optim", "TrainState", "fit", "save_state", "load_state", "bool_", "uint8", "int8", "int16",
+    "int32", "int64", "float16", "bfloat16", "float32", "float64",
+]  # fmt: skip
+"""The core API. The model blocks are reached here too (``ml.Linear``, as the manual writes them) but published by
+:mod:`mithril.models`, so ``from mithril import *`` brings the core only."""
 
 
 def __getattr__(name: str) -> Any:
@@ -58,6 +61,10 @@ def __getattr__(name: str) -> Any:
             return backend_class(name)
         except BackendNotAvailableError as exc:
             raise BackendAttributeError(str(exc)) from exc
-    from .errors import AttributeError_
+    from .deprecation import deprecated_attribute
+    from .errors import MissingAttributeError
 
-    raise AttributeError_(f"module 'mithril' has no attribute {name!r}")
+    deprecated = deprecated_attribute("mithril.models", name)  # ml.Abs, ml.MaxPool2d...: mithril.deprecation's
+    if deprecated is None:
+        raise MissingAttributeError(f"module 'mithril' has no attribute {name!r}")
+    return deprecated

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import validation
 from .errors import ArgumentError, BackendNotAvailableError
+from .plugins.lookup import model_builder
 
 __all__ = ["main"]
 
@@ -151,9 +152,9 @@ def _graph(args: argparse.Namespace) -> int:
 def _export_model(args: argparse.Namespace) -> int:
     import json
 
-    try:
-        from mithril_models import export_program
-    except ImportError:
+    try:  # mithril-models registers it as a builder: core never imports a plugin package
+        export_program = model_builder("export_program")
+    except (ImportError, AttributeError):
         raise BackendNotAvailableError('mithril export-model needs mithril-models: pip install "mithril-core[models]"') from None
     try:
         with open(args.config, encoding="utf-8") as handle:

@@ -65,13 +65,13 @@ def build_cnn(image_size: int | None = None, channels: tuple[int, int] = (16, 32
     >>> build_cnn(image_size=32).input_keys[:1]
     ['input']
     """
-    from .models import Conv2d, Flatten, Linear, MaxPool2d, Model, Relu
+    from .models import Conv2d, Flatten, Linear, MaxPool2D, Model, Relu
 
     model = Model()
     for c_in, c_out in zip((3, channels[0]), channels):
         model += Conv2d(in_channels=c_in, out_channels=c_out, kernel_size=3, padding="same")
         model += Relu()
-        model += MaxPool2d(kernel_size=2, stride=2)
+        model += MaxPool2D(kernel_size=2, stride=2)
     model += Flatten()
     model += Linear(dimension=classes, in_features=None if image_size is None else channels[1] * (image_size // 4) ** 2)
     return model

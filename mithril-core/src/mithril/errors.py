@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .deprecation import deprecated_attribute
+
 __all__ = [
     "MithrilError",
     "ShapeError",
@@ -9,8 +11,6 @@ __all__ = [
     "ModelKeyError",
     "ModelConnectionError",
     "MissingAttributeError",
-    "KeyError_",
-    "ConnectionError_",
     "BackendNotAvailableError",
     "BackendAttributeError",
     "UnsupportedPrimitiveError",
@@ -18,7 +18,6 @@ __all__ = [
     "ArgumentError",
     "CheckpointError",
     "IndexRangeError",
-    "AttributeError_",
 ]
 
 
@@ -85,7 +84,9 @@ class PluginError(MithrilError, RuntimeError):
     """A plugin registered something invalid (duplicate name, bad signature)."""
 
 
-# The earlier names, kept so that code written against them keeps working.
-KeyError_ = ModelKeyError
-ConnectionError_ = ModelConnectionError
-AttributeError_ = MissingAttributeError
+def __getattr__(name: str) -> type[MithrilError]:
+    """The deprecated names ``KeyError_``, ``ConnectionError_``, ``AttributeError_`` (``mithril.deprecation``)."""
+    found = deprecated_attribute(__name__, name)
+    if found is None:
+        raise MissingAttributeError(f"module 'mithril.errors' has no attribute {name!r}")
+    return found  # type: ignore[no-any-return]

@@ -35,8 +35,9 @@ gradient rule, a backend or a model family, without importing Mithril's internal
   :func:`read_safetensors_index`, :func:`task` (progress output for long work), :class:`DemoFailed` and
   :func:`deviation_failure` for a package's ``demo`` command.
 - The plugin registry and backends: :func:`plugin_registry`, :func:`available_backends`, :func:`backend_class`.
-- Testing: ``BackendConformanceTests`` (imported on first use; it needs pytest), to subclass in a backend
-  package's tests for the full op x dtype x forward/gradient suite.
+- Testing: ``BackendConformanceTests`` (imported on first use from the ``mithril-testing`` package:
+  ``pip install mithril-testing``), to subclass in a backend package's tests for the full op x dtype x
+  forward/gradient suite.
 
 Example (a third-party primitive and its NumPy implementation, the pieces a plugin module registers):
     >>> from mithril.extend import PrimitiveSpec, rules
@@ -48,7 +49,8 @@ Example (a third-party primitive and its NumPy implementation, the pieces a plug
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 from . import initializers, validation
 from .backends import array_api
@@ -79,8 +81,7 @@ from .serialization.safetensors import SafetensorsFile, read_safetensors_index, 
 from .shapes import Dim, Shape, ShapeMismatch, unify
 from .types import Dtype, Kind
 
-if TYPE_CHECKING:
-    from .testing.conformance import BackendConformanceTests
+BackendConformanceTests: type  # the test kit's base class, from mithril_testing on first use (see __getattr__)
 
 __all__ = [
     "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "DemoFailed", "Dim", "Dtype", "FunctionSpec",
@@ -96,10 +97,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "BackendConformanceTests":  # imports pytest: only when a test suite asks for it
-        from .testing.conformance import BackendConformanceTests
+    from .errors import BackendNotAvailableError, MissingAttributeError
 
-        return BackendConformanceTests
-    from .errors import MissingAttributeError
+    if name == "BackendConformanceTests":  # from the test kit's own package, found at run time (core never imports it)
+        try:
+            kit = importlib.import_module("mithril_testing")
+        except ImportError as exc:
+            raise BackendNotAvailableError(
+                "mithril.extend.BackendConformanceTests comes from the test kit, which is not installed "
+                f"({exc}): pip install mithril-testing"
+            ) from exc
+        return kit.BackendConformanceTests
 
     raise MissingAttributeError(f"module 'mithril.extend' has no attribute {name!r}; available: {', '.join(__all__)}")

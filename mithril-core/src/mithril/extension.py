@@ -38,7 +38,7 @@ def register_primitive(
     backend (NumPy, JAX, PyTorch, MLX). Autograd backends differentiate through ``fn``; a companion
     ``@ml.register_primitive("sin_times_x_grad")`` over ``grad_fn(backend, x, grad)`` (d/dx times the
     output cotangent) is the gradient rule the symbolic backends (NumPy) use. Use it in a model as
-    ``ml.Operator("sin_times_x")()`` (keys ``input``/``output``).
+    ``ml.Primitive("sin_times_x")()`` (keys ``input``/``output``).
 
     >>> @ml.register_primitive("sin_times_x")                                    # doctest: +SKIP
     ... def sin_times_x(backend, x):

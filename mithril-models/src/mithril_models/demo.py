@@ -93,8 +93,7 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
     """Run the section on every installed backend, print its table; raise ``DemoFailed`` if a backend
     fails or disagrees with NumPy on the greedy tokens, the predicted class or the ResNet's logits."""
     import mithril as ml
-    from mithril.demo import DemoFailed, deviation_failure
-    from mithril.plugins.lookup import available_backends, backend_class
+    from mithril.extend import DemoFailed, available_backends, backend_class, deviation_failure
 
     print_fn(
         "mithril-models: a small GPT-2 and ResNet written as .safetensors (HF / torchvision names), "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mithril.plugins import hookimpl
+from mithril.extend import hookimpl
 
 __all__ = ["BUILDERS", "mithril_register_demos", "mithril_register_models"]
 
@@ -25,6 +25,8 @@ BUILDERS: dict[str, str] = {
     "encode_text": "mithril_models.clip_family:encode_text",
     "t5_encode": "mithril_models.t5:t5_encode",
     "t5_decode": "mithril_models.t5:t5_decode",
+    "export_program": "mithril_models.export:export_program",
+    "create_llama": "mithril_models.llama:create_llama",
 }
 """Registered builder name -> where it lives."""
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import mithril as ml
 import numpy as np
-from mithril.plugins.lookup import available_backends, backend_class
+from mithril.extend import available_backends, backend_class
 
 FLOAT32_TOLERANCE = 1e-4
 """Max relative error of float32 backends against the float32 reference (``max|got-ref| / max|ref|``)."""

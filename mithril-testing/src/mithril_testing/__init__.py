@@ -1,21 +1,29 @@
-"""Reusable backend conformance suite: plain-NumPy references, test cases and a pytest base class.
+"""Mithril's test kit: the backend conformance suite, plain-NumPy references and test cases.
 
-    >>> from mithril.testing import CASES, REFERENCES
+    >>> from mithril_testing import CASES, REFERENCES
     >>> all(case.primitive in REFERENCES for case in CASES)
     True
 
-``BackendConformanceTests`` needs pytest and is imported on first use, so ``CASES``, ``REFERENCES`` and
-``TOLERANCES`` are usable without it.
+A backend package's tests subclass :class:`BackendConformanceTests` (``mithril_testing.conformance``) to run
+every primitive x dtype, forward and gradient, against the references; ``mithril_testing.fuzz`` is the
+differential fuzzer, ``mithril_testing.blocks`` runs a model on every installed backend and
+``mithril_testing.devices`` runs code with several simulated JAX devices.
+
+``BackendConformanceTests`` and ``TOLERANCES`` import pytest and are imported on first use, so ``CASES`` and
+``REFERENCES`` are usable without it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cases import CASES, Case
 from .references import REFERENCES
 
-__all__ = ["BackendConformanceTests", "CASES", "Case", "REFERENCES", "TOLERANCES"]
+if TYPE_CHECKING:
+    from .conformance import TOLERANCES, BackendConformanceTests
+
+__all__ = ["CASES", "REFERENCES", "TOLERANCES", "BackendConformanceTests", "Case"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +31,4 @@ def __getattr__(name: str) -> Any:
         from . import conformance
 
         return getattr(conformance, name)
-    raise AttributeError(f"module 'mithril.testing' has no attribute {name!r}")
+    raise AttributeError(f"module 'mithril_testing' has no attribute {name!r}")

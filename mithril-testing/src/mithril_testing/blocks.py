@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-
-from ..types import Dtype
+import pytest
+from mithril import compile as ml_compile
+from mithril.extend import available_backends, backend_class
+from mithril.types import Dtype
 
 __all__ = ["backends", "evaluate_model", "tolerance"]
 
@@ -27,8 +29,6 @@ _TOLERANCE = {"float64": 1e-7, "float32": 2e-4}
 
 def backends() -> list[str]:
     """The installed backends' names (sorted; NumPy first)."""
-    from ..plugins.lookup import available_backends
-
     names = sorted(b for b in available_backends() if b != "*")
     return sorted(names, key=lambda n: n != "numpy")
 
@@ -63,13 +63,7 @@ def evaluate_model(
     ``data``), evaluate it, and differentiate ``output`` against ``cotangent`` (``None``: a scalar
     ``output`` seeded with 1; no gradients when ``params`` is empty). Returns ``(outputs, gradients)`` as
     float64/int NumPy arrays. Raises ``pytest.skip`` when the backend has no such dtype."""
-    import pytest
-
-    from .. import compile as ml_compile
-    from ..plugins.lookup import backend_class
-    from ..types import Dtype as _Dtype
-
-    dtype = dtype if isinstance(dtype, _Dtype) else _Dtype(dtype)
+    dtype = dtype if isinstance(dtype, Dtype) else Dtype(dtype)
     try:
         backend = backend_class(backend_name)(dtype=dtype)
     except TypeError as exc:  # MLX and GGML have no float64
@@ -88,4 +82,6 @@ def evaluate_model(
         seed = True if cotangent is None else {output: backend.array(np.asarray(cotangent, dtype=np.float64))}
         outputs, grads = pm.evaluate(arrays, feed, output_gradients=seed)
     as_numpy = backend.to_numpy
-    return {k: np.asarray(as_numpy(v)) for k, v in outputs.items()}, {k: np.asarray(as_numpy(v)) for k, v in grads.items()}
+    return {k: np.asarray(as_numpy(v)) for k, v in outputs.items()}, {
+        k: np.asarray(as_numpy(v)) for k, v in grads.items()
+    }

@@ -7,7 +7,7 @@ finite differences are meaningful: ``log``/``sqrt`` see positive values, ``relu`
 
 Example (what a third-party primitive package adds for its own primitive):
     >>> import numpy as np
-    >>> from mithril.testing.cases import Case, normal
+    >>> from mithril_testing.cases import Case, normal
     >>> case = Case("add", {"left": normal(2, 3), "right": np.ones(3)}, id="add-example")
     >>> sorted(case.make_inputs(np.random.default_rng(0)))
     ['left', 'right']
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from ..types import Dtype
+from mithril.extend import plugin_registry
+from mithril.types import Dtype
 
 __all__ = [
     "Case",
@@ -44,9 +44,7 @@ InputFn = Callable[[np.random.Generator], np.ndarray]
 
 def spec_for(name: str):
     """The :class:`~mithril.primitives.PrimitiveSpec` of ``name`` (plugins' primitives included)."""
-    from ..plugins import registry
-
-    return registry().primitive(name)
+    return plugin_registry().primitive(name)
 
 
 @dataclass
@@ -218,9 +216,16 @@ def _special_cases() -> list[Case]:
     left = np.repeat(SPECIAL_VALUES, SPECIAL_VALUES.size)
     right = np.tile(SPECIAL_VALUES, SPECIAL_VALUES.size)
     cases = [Case(name, {"input": SPECIAL_VALUES.copy()}, id=f"{name}-special", grad=False) for name in FLOAT_UNARY]
-    cases.append(Case("gelu", {"input": SPECIAL_VALUES.copy()}, {"approximate": True}, id="gelu-tanh-special", grad=False))
-    cases.append(Case("leaky_relu", {"input": SPECIAL_VALUES.copy()}, {"slope": 0.2}, id="leaky_relu-slope-special", grad=False))
-    cases += [Case(name, {"left": left.copy(), "right": right.copy()}, id=f"{name}-special", grad=False) for name in FLOAT_BINARY]
+    cases.append(
+        Case("gelu", {"input": SPECIAL_VALUES.copy()}, {"approximate": True}, id="gelu-tanh-special", grad=False)
+    )
+    cases.append(
+        Case("leaky_relu", {"input": SPECIAL_VALUES.copy()}, {"slope": 0.2}, id="leaky_relu-slope-special", grad=False)
+    )
+    cases += [
+        Case(name, {"left": left.copy(), "right": right.copy()}, id=f"{name}-special", grad=False)
+        for name in FLOAT_BINARY
+    ]
     return cases
 
 
@@ -236,8 +241,9 @@ def _bool_mask_rows(lq: int, lk: int) -> InputFn:
 
 
 # -- the cases -----------------------------------------------------------------------------------
-def _elementwise() -> list[Case]:
-    cases = [
+def _unary_cases() -> list[Case]:
+    """Elementwise functions of one input, casts included."""
+    return [
         Case("neg", {"input": normal(3, 4)}),
         Case("abs", {"input": away_from_zero(3, 4)}),
         Case("sign", {"input": away_from_zero(3, 4)}),
@@ -278,7 +284,12 @@ def _elementwise() -> list[Case]:
         Case("cast", {"input": integers(-1, 2, 3, 4)}, {"dtype": "bool"}, id="cast-int-to-bool"),
         Case("cast", {"input": booleans(3, 4)}, {"dtype": "int"}, id="cast-bool-to-int"),
         Case("cast", {"input": _frac(3, 4)}, {"dtype": Dtype.int32}, id="cast-float-to-int32", grad=False),
-        # binary, with broadcasting
+    ]
+
+
+def _binary_cases() -> list[Case]:
+    """Arithmetic of two inputs and ``where``, with NumPy broadcasting."""
+    return [
         Case("add", {"left": normal(3, 4), "right": normal(3, 4)}),
         Case("add", {"left": normal(2, 3, 4), "right": normal(4)}, id="add-broadcast"),
         Case("add", {"left": normal(3, 1), "right": normal(1, 4)}, id="add-broadcast-both"),
@@ -316,6 +327,11 @@ def _elementwise() -> list[Case]:
             id="where-broadcast",
         ),
     ]
+
+
+def _comparison_cases() -> list[Case]:
+    """Comparisons (on integer-valued floats, so equal values occur exactly) and logical operators."""
+    cases: list[Case] = []
     for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
         cases += [
             Case(name, {"left": integer_valued(0, 3, 3, 4), "right": integer_valued(0, 3, 3, 4)}),
@@ -395,7 +411,8 @@ def _linalg() -> list[Case]:
     ]
 
 
-def _shape_ops() -> list[Case]:
+def _reshape_cases() -> list[Case]:
+    """Primitives that rearrange one array: reshapes, transposes, (un)squeezes, broadcasts."""
     x = normal(2, 3, 4)
     return [
         Case("reshape", {"input": x}, {"shape": (6, 4)}),
@@ -424,6 +441,12 @@ def _shape_ops() -> list[Case]:
         Case("unsqueeze", {"input": normal(2, 3)}, {"axis": (0, 2)}, id="unsqueeze-axes"),
         Case("broadcast_to", {"input": normal(3, 1)}, {"shape": (2, 3, 4)}),
         Case("broadcast_to", {"input": normal(4)}, {"shape": (3, 4)}, id="broadcast_to-prepend"),
+    ]
+
+
+def _join_and_index_cases() -> list[Case]:
+    """Concatenation, splits, padding, static indexing and gathers."""
+    return [
         Case("concat", {"input_0": normal(2, 3), "input_1": normal(4, 3)}),
         Case(
             "concat",
@@ -453,6 +476,12 @@ def _shape_ops() -> list[Case]:
         Case("gather", {"input": normal(3, 5), "index": integers(0, 5, 3, 4)}),
         Case("gather", {"input": normal(3, 5), "index": integers(0, 3, 2, 5)}, {"axis": 0}, id="gather-axis0"),
         Case("gather", {"input": normal(2, 3, 4), "index": integers(0, 3, 2, 5, 4)}, {"axis": 1}, id="gather-3d"),
+    ]
+
+
+def _creation_cases() -> list[Case]:
+    """Arrays made from attributes or from another array's shape, and conversions to Python values."""
+    return [
         Case("arange", {}, {"start": 5}, id="arange-stop"),
         Case("arange", {}, {"start": 2, "stop": 11, "step": 3}, id="arange-int-step"),
         Case("arange", {}, {"start": 0.5, "stop": 3.0, "step": 0.5}, id="arange-float"),
@@ -467,7 +496,12 @@ def _shape_ops() -> list[Case]:
         Case("ones_like", {"input": normal(2, 3)}),
         Case("dtype_constant", {"input": normal(2, 3)}),
         Case("dtype_constant", {"input": integers(0, 4, 2, 3)}, id="dtype_constant-int"),
-        Case("dtype_constant", {"input": normal(3)}, {"constant": "stable_reciprocal_threshold"}, id="dtype_constant-reciprocal"),
+        Case(
+            "dtype_constant",
+            {"input": normal(3)},
+            {"constant": "stable_reciprocal_threshold"},
+            id="dtype_constant-reciprocal",
+        ),
         Case("positions", {"input": normal(2, 5)}),
         Case("positions", {"input": integers(0, 4, 3, 4, 2)}, {"axis": 1}, id="positions-axis1"),
         Case("shape", {"input": normal(2, 3, 4)}),
@@ -650,8 +684,8 @@ def _nn_cases() -> list[Case]:
 
 
 def _lstm_cases() -> list[Case]:
-    """``lstm_recurrence`` (B 2, T 3, H 2), ``lstm_layer`` (D 5) and the loop's helper, whose ``output`` input is the forward's output
-    at the case's other inputs (the helper recomputes the gates from it)."""
+    """``lstm_recurrence`` (B 2, T 3, H 2), ``lstm_layer`` (D 5) and the loop's helper, whose ``output`` input
+    is the forward's output at the case's other inputs (the helper recomputes the gates from it)."""
     from .references import lstm_recurrence
 
     drawn: dict[str, np.ndarray] = {}
@@ -663,19 +697,35 @@ def _lstm_cases() -> list[Case]:
 
         return draw
 
-    forward = {"input": normal(2, 3, 8), "weight_hh": normal(8, 2, scale=0.5), "initial_hidden": normal(2, 2), "initial_cell": normal(2, 2)}
+    forward = {
+        "input": normal(2, 3, 8),
+        "weight_hh": normal(8, 2, scale=0.5),
+        "initial_hidden": normal(2, 2),
+        "initial_cell": normal(2, 2),
+    }
     keys = ("input", "weight_hh", "initial_hidden", "initial_cell")
     backward = {"output_grad": normal(2, 3, 2), "hidden_grad": normal(2, 2), "cell_grad": normal(2, 2)}
-    backward |= {k: kept(k, *shape, scale=0.5 if k == "weight_hh" else 1.0) for k, shape in zip(keys, ((2, 3, 8), (8, 2), (2, 2), (2, 2)))}
+    backward |= {
+        k: kept(k, *shape, scale=0.5 if k == "weight_hh" else 1.0)
+        for k, shape in zip(keys, ((2, 3, 8), (8, 2), (2, 2), (2, 2)))
+    }
     backward["output"] = lambda rng: lstm_recurrence(*(drawn[k] for k in keys))[0]
     return [
         Case("lstm_recurrence", forward),
         Case("lstm_recurrence", {**forward, "input": normal(2, 1, 8)}, id="lstm_recurrence-one-step"),
         Case("lstm_recurrence_grad", backward),
-        Case("lstm_layer", {
-            "input": normal(2, 3, 5), "weight_ih": normal(8, 5, scale=0.5), "weight_hh": normal(8, 2, scale=0.5),
-            "bias_ih": normal(8), "bias_hh": normal(8), "initial_hidden": normal(2, 2), "initial_cell": normal(2, 2),
-        }),  # fmt: skip
+        Case(
+            "lstm_layer",
+            {
+                "input": normal(2, 3, 5),
+                "weight_ih": normal(8, 5, scale=0.5),
+                "weight_hh": normal(8, 2, scale=0.5),
+                "bias_ih": normal(8),
+                "bias_hh": normal(8),
+                "initial_hidden": normal(2, 2),
+                "initial_cell": normal(2, 2),
+            },
+        ),
     ]
 
 
@@ -739,10 +789,11 @@ def _loss_cases() -> list[Case]:
 
 def _gradient_helper_cases() -> list[Case]:
     """Forward-only: these are what gradient rules emit (never differentiated themselves)."""
-    conv = {"stride": 2, "padding": 1, "dilation": 1, "groups": 2}
-    # conv2d input [2, 4, 7, 6], weight [6, 2, 3, 3], stride 2, padding 1 -> output [2, 6, 4, 3]
-    # conv1d input [2, 4, 9], weight [6, 2, 3], stride 2, padding 1 -> output [2, 6, 5]
-    pool = {"kernel_size": 3, "stride": 2, "padding": 1}
+    return [*_shape_grad_cases(), *_window_grad_cases(), *_nn_grad_cases(), *_matmul_grad_cases()]
+
+
+def _shape_grad_cases() -> list[Case]:
+    """Helpers that undo broadcasting, reshapes, indexing and gathers, and ``linear``'s weight gradient."""
     return [
         Case("sum_to_like", {"input": normal(2, 3, 4), "like": normal(3, 1)}),
         Case("sum_to_like", {"input": normal(3, 4), "like": normal(3, 4)}, id="sum_to_like-same"),
@@ -755,6 +806,41 @@ def _gradient_helper_cases() -> list[Case]:
             {"output_grad": normal(2, 5, 4), "input": normal(2, 5, 3)},
             id="linear_grad_weight-batched",
         ),
+        Case(
+            "embedding_grad",
+            {"output_grad": normal(2, 3, 4), "input": np.array([[0, 2, 2], [5, 0, 2]]), "like": normal(6, 4)},
+        ),
+        Case("index_grad", {"output_grad": normal(2), "like": normal(4, 5)}, {"key": (slice(1, 3), -1)}),
+        Case(
+            "index_grad",
+            {"output_grad": normal(1, 4), "like": normal(4, 5)},
+            {"key": (None, slice(None), 2)},
+            id="index_grad-none",
+        ),
+        Case(
+            "gather_grad",
+            {
+                "output_grad": normal(3, 4),
+                "index": np.array([[0, 0, 4, 1], [2, 3, 3, 3], [1, 0, 1, 0]]),
+                "like": normal(3, 5),
+            },
+        ),
+        Case(
+            "gather_grad",
+            {"output_grad": normal(2, 5), "index": integers(0, 3, 2, 5), "like": normal(3, 5)},
+            {"axis": 0},
+            id="gather_grad-axis0",
+        ),
+    ]
+
+
+def _window_grad_cases() -> list[Case]:
+    """Gradients of convolutions and pooling (grouped, strided, padded, dilated)."""
+    conv = {"stride": 2, "padding": 1, "dilation": 1, "groups": 2}
+    # conv2d input [2, 4, 7, 6], weight [6, 2, 3, 3], stride 2, padding 1 -> output [2, 6, 4, 3]
+    # conv1d input [2, 4, 9], weight [6, 2, 3], stride 2, padding 1 -> output [2, 6, 5]
+    pool = {"kernel_size": 3, "stride": 2, "padding": 1}
+    return [
         Case(
             "conv1d_grad_input",
             {"output_grad": normal(2, 6, 5), "weight": normal(6, 2, 3), "like": normal(2, 4, 9)},
@@ -796,31 +882,12 @@ def _gradient_helper_cases() -> list[Case]:
             {**pool, "count_include_pad": False},
             id="avg_pool2d_grad-exclude-pad",
         ),
-        Case(
-            "embedding_grad",
-            {"output_grad": normal(2, 3, 4), "input": np.array([[0, 2, 2], [5, 0, 2]]), "like": normal(6, 4)},
-        ),
-        Case("index_grad", {"output_grad": normal(2), "like": normal(4, 5)}, {"key": (slice(1, 3), -1)}),
-        Case(
-            "index_grad",
-            {"output_grad": normal(1, 4), "like": normal(4, 5)},
-            {"key": (None, slice(None), 2)},
-            id="index_grad-none",
-        ),
-        Case(
-            "gather_grad",
-            {
-                "output_grad": normal(3, 4),
-                "index": np.array([[0, 0, 4, 1], [2, 3, 3, 3], [1, 0, 1, 0]]),
-                "like": normal(3, 5),
-            },
-        ),
-        Case(
-            "gather_grad",
-            {"output_grad": normal(2, 5), "index": integers(0, 3, 2, 5), "like": normal(3, 5)},
-            {"axis": 0},
-            id="gather_grad-axis0",
-        ),
+    ]
+
+
+def _nn_grad_cases() -> list[Case]:
+    """Attention weights and the gradients of the linear-algebra and loss primitives."""
+    return [
         Case("attention_weights", {"query": normal(2, 3, 4), "key": normal(2, 5, 4)}),
         Case(
             "attention_weights",
@@ -849,7 +916,6 @@ def _gradient_helper_cases() -> list[Case]:
             {"categorical": False},
             id="cross_entropy_grad-soft-spatial",
         ),
-        *_matmul_grad_cases(),
     ]
 
 
@@ -901,16 +967,25 @@ def _optim_cases() -> list[Case]:
         Case("adam_update", inputs),
         Case("adam_update", {**inputs, "shrink": lambda rng: np.array(0.999)}, {"beta1": 0.8}, id="adam_update-shrink"),
         Case("adam_update", inputs, {"l2": 0.1}, id="adam_update-l2"),
-        Case("adam_update", {**inputs, "shrink": lambda rng: np.array(0.99)}, {"in_place": True}, id="adam_update-in-place"),
+        Case(
+            "adam_update",
+            {**inputs, "shrink": lambda rng: np.array(0.99)},
+            {"in_place": True},
+            id="adam_update-in-place",
+        ),
     ]
 
 
 CASES: list[Case] = [
-    *_elementwise(),
+    *_unary_cases(),
+    *_binary_cases(),
+    *_comparison_cases(),
     *_special_cases(),
     *_reductions(),
     *_linalg(),
-    *_shape_ops(),
+    *_reshape_cases(),
+    *_join_and_index_cases(),
+    *_creation_cases(),
     *_nn_cases(),
     *_lstm_cases(),
     *_optim_cases(),

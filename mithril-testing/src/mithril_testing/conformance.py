@@ -3,7 +3,7 @@
 A backend package subclasses it in a few lines (langchain-tests style); pytest does the rest:
 
     import mithril as ml
-    from mithril.testing import BackendConformanceTests
+    from mithril_testing import BackendConformanceTests
 
     class TestNumpy(BackendConformanceTests):
         backend_factory = staticmethod(lambda dtype: ml.NumpyBackend(dtype=dtype))
@@ -13,7 +13,7 @@ A backend package subclasses it in a few lines (langchain-tests style); pytest d
 
 Tests generated for the subclass:
 
-- ``test_forward[<case>-<dtype>]``: every case in :data:`~mithril.testing.cases.CASES` compiled as a
+- ``test_forward[<case>-<dtype>]``: every case in :data:`~mithril_testing.cases.CASES` compiled as a
   one-primitive model and compared with the plain-NumPy reference (:data:`REFERENCES`) within
   :data:`TOLERANCES`; output kinds (bool/int/float) and float dtypes are checked too.
 - ``test_gradient[<case>-<dtype>]``: central finite differences (float64, ``eps = 1e-6``) of
@@ -44,9 +44,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pytest
+from mithril.errors import UnsupportedPrimitiveError
+from mithril.extend import array_api, plugin_registry
+from mithril.types import Dtype
 
-from ..errors import UnsupportedPrimitiveError
-from ..types import Dtype
 from .cases import CASES, Case, spec_for
 from .references import REFERENCES
 
@@ -99,11 +100,10 @@ def required_primitives(backend: Any) -> frozenset[str]:
         >>> "conv2d_grad_input" in required_primitives(ml.NumpyBackend())
         True
     """
-    from ..backends.array_api import GRADIENT_HELPERS
-    from ..plugins import registry
-
-    registered = frozenset(p for p, spec in registry().primitives.items() if spec.decomposition is None and spec.variant_of is None)
-    return registered - GRADIENT_HELPERS if backend.supports_autograd else registered
+    registered = frozenset(
+        p for p, spec in plugin_registry().primitives.items() if spec.decomposition is None and spec.variant_of is None
+    )
+    return registered - array_api.GRADIENT_HELPERS if backend.supports_autograd else registered
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def run_reference(
     rounded to it (so ``power(1e-30, -2)`` overflows to ``inf`` in float32 as it does on the backend).
     An explicit ``dtype`` attribute of the case decides its result's dtype instead.
 
-        >>> from mithril.testing.cases import Case
+        >>> from mithril_testing.cases import Case
         >>> case = Case("nan_to_num", {"input": np.array([np.inf])})
         >>> float(run_reference(case, case.make_inputs(), dtype=Dtype.float32)["output"][0])
         3.4028234663852886e+38
@@ -284,7 +284,9 @@ class BackendConformanceTests:
         return arrays, case.differentiable_inputs(arrays) if case.checks_gradient() else []
 
     @staticmethod
-    def _split_inputs(backend: Any, arrays: Mapping[str, np.ndarray], trainable: Sequence[str], case: Case | None = None) -> tuple[dict, dict]:
+    def _split_inputs(
+        backend: Any, arrays: Mapping[str, np.ndarray], trainable: Sequence[str], case: Case | None = None
+    ) -> tuple[dict, dict]:
         host = _host_inputs(case) if case is not None else set()
         params = {k: backend.array(v) for k, v in arrays.items() if k in trainable}
         data = {k: backend.array(v) for k, v in arrays.items() if k not in trainable and k not in host}
@@ -435,9 +437,7 @@ class BackendConformanceTests:
         )
 
     def test_every_primitive_has_a_case_or_is_declared_unsupported(self) -> None:
-        from ..plugins import registry
-
-        registered = set(registry().primitives)
+        registered = set(plugin_registry().primitives)
         covered = {c.primitive for c in self._cases()}
         unknown = sorted(set(self.unsupported) - registered)
         assert not unknown, f"{type(self).__name__}.unsupported names unregistered primitive(s): {unknown}"
@@ -461,20 +461,22 @@ class BackendConformanceTests:
 
     def test_required_primitives_are_implemented(self) -> None:
         backend = self.make_backend(Dtype.parse(self.dtypes[0]))
-        missing = sorted(p for p in required_primitives(backend) - set(self.unsupported) if not backend.has_implementation(p))
+        missing = sorted(
+            p for p in required_primitives(backend) - set(self.unsupported) if not backend.has_implementation(p)
+        )
         assert not missing, (
             f"{type(backend).__name__} implements no {missing}; implement them or declare them in "
             f"{type(self).__name__}.unsupported (its capability table)"
         )
 
     def test_autograd_backends_derive_gradient_helpers(self) -> None:
-        from ..backends.array_api import GRADIENT_HELPERS
-        from ..backends.array_api.derived import is_derived
-        from ..plugins import registry
-
         backend = self.make_backend(Dtype.parse(self.dtypes[0]))
         if not backend.supports_autograd:
             pytest.skip(f"{type(backend).__name__} computes gradients by hand: it implements the helpers itself")
-        table = registry().impls(backend.backend_type)
-        written = sorted(p for p in GRADIENT_HELPERS if p in table and not is_derived(table[p]))
-        assert not written, f"autograd backend {type(backend).__name__} hand-writes gradient helpers {written}; core derives them from its vjp"
+        table = plugin_registry().impls(backend.backend_type)
+        derived = array_api.derived.is_derived
+        written = sorted(p for p in array_api.GRADIENT_HELPERS if p in table and not derived(table[p]))
+        assert not written, (
+            f"autograd backend {type(backend).__name__} hand-writes gradient helpers {written}; "
+            "core derives them from its vjp"
+        )

@@ -15,7 +15,7 @@ import sys
 import textwrap
 from typing import Any
 
-from ..errors import MithrilError
+from mithril.errors import MithrilError
 
 __all__ = ["run_with_jax_devices", "simulated_devices_env"]
 
@@ -41,9 +41,16 @@ def run_with_jax_devices(code: str, devices: int, timeout: float = 300) -> Any:
     :class:`~mithril.errors.MithrilError` with the child's output."""
     source = _PRELUDE + textwrap.dedent(code)
     done = subprocess.run(
-        [sys.executable, "-c", source], env=simulated_devices_env(devices), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", source],
+        env=simulated_devices_env(devices),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     results = [line[len("@@result ") :] for line in done.stdout.splitlines() if line.startswith("@@result ")]
     if done.returncode != 0 or not results:
-        raise MithrilError(f"run_with_jax_devices: the child exited with {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise MithrilError(
+            f"run_with_jax_devices: the child exited with {done.returncode}\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return json.loads(results[-1])

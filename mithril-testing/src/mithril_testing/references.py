@@ -4,7 +4,7 @@ Each function follows the calling convention of backend implementations: inputs 
 primitive's input-key order (``None`` for an absent optional input), attributes keyword-only:
 
     >>> import numpy as np
-    >>> from mithril.testing.references import REFERENCES
+    >>> from mithril_testing.references import REFERENCES
     >>> REFERENCES["add"](np.ones(3), np.ones(3)).tolist()
     [2.0, 2.0, 2.0]
 
@@ -12,7 +12,7 @@ They are written from the primitive specs' docs (NumPy / PyTorch semantics), ind
 backend, and favour clarity over speed: convolutions and pooling are loops over kernel offsets. Floats
 are computed in whatever precision the inputs have; the conformance suite feeds float64.
 
-The only shared code is :func:`mithril.primitives.geometry.conv_padding` (normalising a padding spec).
+The only shared code is :func:`mithril.extend.window_attributes` (normalising a padding spec).
 Random primitives (``randn``, ``randint``, ``dropout_mask``) have references that draw from a private
 NumPy generator: only their shapes, kinds and distributions are comparable, never their values.
 """
@@ -25,9 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from ..primitives.geometry import conv_padding
-from ..types import Dtype
+from mithril.extend import window_attributes
+from mithril.types import Dtype
 
 __all__ = ["REFERENCES", "reference", "numpy_dtype", "finite_max"]
 
@@ -466,7 +465,7 @@ def flatten(input, *, start_dim, end_dim):
     if not (-rank <= start_dim < rank and -rank <= end_dim < rank):
         raise ValueError(f"flatten: start_dim={start_dim}, end_dim={end_dim} out of range for rank {x.ndim}")
     start, end = start_dim % rank, end_dim % rank
-    return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1 :]).copy()
+    return x.reshape((*x.shape[:start], -1, *x.shape[end + 1 :])).copy()
 
 
 @reference
@@ -590,7 +589,13 @@ def dtype_constant(input, *, constant, float_dtype=None):
     from ``np.finfo``: the smallest normal number, and ``StableReciprocal``'s threshold, its square root (float64:
     Mithril's ``1.4916681462400413e-153``, ten times that)."""
     x = np.asarray(input)
-    dtype = Dtype.parse(float_dtype) if float_dtype is not None else Dtype.parse(x.dtype) if x.dtype.kind == "f" else Dtype.float64
+    dtype = (
+        Dtype.parse(float_dtype)
+        if float_dtype is not None
+        else Dtype.parse(x.dtype)
+        if x.dtype.kind == "f"
+        else Dtype.float64
+    )
     tiny = float(np.finfo(np.float32 if dtype is Dtype.bfloat16 else dtype.value).tiny)
     if constant == "min_positive_normal":
         value = tiny
@@ -620,7 +625,8 @@ def size(input):
 def _conv_geometry(kernel, stride, padding, dilation):
     n = len(kernel)
     stride, dilation = _spatial(stride, n), _spatial(dilation, n)
-    return stride, conv_padding(padding, tuple(kernel), dilation, stride), dilation
+    _, pads, _ = window_attributes(tuple(kernel), stride=stride, padding=padding, dilation=dilation)
+    return stride, list(pads), dilation
 
 
 def _out_sizes(padded, kernel, stride, dilation):
@@ -743,7 +749,7 @@ def _pool_setup(shape, kernel_size, stride, padding, dilation):
     kernel = _spatial(kernel_size, 2)
     stride = kernel if stride is None else _spatial(stride, 2)
     dilation = _spatial(dilation, 2)
-    pads = conv_padding(padding, kernel, dilation, stride)
+    _, pads, _ = window_attributes(kernel, stride=stride, padding=padding, dilation=dilation)
     padded = [shape[-2] + sum(pads[0]), shape[-1] + sum(pads[1])]
     return kernel, stride, dilation, pads, _out_sizes(padded, kernel, stride, dilation)
 

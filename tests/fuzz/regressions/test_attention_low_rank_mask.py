@@ -7,7 +7,7 @@ other operand everywhere else. Checked with a scalar and a rank-1 float mask.
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

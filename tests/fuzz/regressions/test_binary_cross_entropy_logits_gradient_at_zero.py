@@ -9,7 +9,7 @@ everywhere (as PyTorch's implementation and NumPy's gradient rule).
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -13,7 +13,7 @@ into a local before the expression, as the single-primitive loops already did. T
 
 import numpy as np
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 NUMERATOR = np.array([[[[0.16, 0.5]]], [[[-0.39, 2.5]]], [[[0.99, 1.8]]]], dtype=np.float64)
 

@@ -11,7 +11,7 @@ every generated elementwise loop now does) gives the right answer. The other bac
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -12,7 +12,7 @@ every operand loaded into a local first: 5 of 18 entries wrong in a standalone C
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

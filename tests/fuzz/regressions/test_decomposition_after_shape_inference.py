@@ -10,7 +10,7 @@ inference had not run yet when ``ml.compile`` spliced in the decomposition (C an
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -5,7 +5,7 @@ GGML constants went through np.ascontiguousarray, which makes 0-d arrays 1-d.
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -14,7 +14,7 @@ broadcast ``divide``). Shrunk by Hypothesis; checked on GGML, where it failed.
 
 import numpy as np
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -5,7 +5,7 @@ input's dtype with np.ascontiguousarray made it 1-d.
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -6,7 +6,7 @@ returns (a copy) as the view's offset. Run in a subprocess so a crash fails this
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

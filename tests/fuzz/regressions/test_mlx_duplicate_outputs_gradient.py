@@ -5,7 +5,7 @@ one cotangent only: mx.vjp keyed the cotangents by graph node; each output now g
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

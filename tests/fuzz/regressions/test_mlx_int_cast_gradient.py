@@ -8,7 +8,7 @@ gave ``int(x) + int(x * cotangent)``.
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -22,7 +22,7 @@ thread 1 of 4, call 2 of 2 (no cotangents): output 'v9': 2 of 2 entries off
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

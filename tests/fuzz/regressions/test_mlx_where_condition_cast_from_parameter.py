@@ -5,7 +5,7 @@ with output_gradients: ValueError: [astype] Type of cotangents does not match pr
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -7,7 +7,7 @@ non-differentiable inputs).
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -6,7 +6,7 @@ Generated code now only inlines exact bool/int/float/str literals (mithril.compi
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -6,7 +6,7 @@ generation and folding now ask the spec (PrimitiveSpec.returns_tuple).
 """
 
 from mithril.models import IOKey, Model, Primitive
-from mithril.testing.fuzz.replay import reproduction_test
+from mithril_testing.fuzz.replay import reproduction_test
 
 
 def build_model():

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mithril.primitives.geometry import WindowGeometry
+from mithril.extend import WindowGeometry
 
 
 def geometry2d(attrs: Mapping[str, Any], kernel: Sequence[int], size: Sequence[int]) -> dict[str, int]:
-    """The runtime's 2-d window arguments from core's :class:`~mithril.primitives.geometry.WindowGeometry`
+    """The runtime's 2-d window arguments from core's :class:`~mithril.extend.WindowGeometry`
     (a 1-d window is lifted to height 1)."""
     stride, padding, dilation = attrs.get("stride"), attrs.get("padding", 0), attrs.get("dilation", 1)
     g = WindowGeometry.of(kernel, stride=stride, padding=padding, dilation=dilation, size=size)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mithril.compiler.graph import Node, Value
+from mithril.extend import Node, Value
 
 from ..context import Ctx, float_literal
 

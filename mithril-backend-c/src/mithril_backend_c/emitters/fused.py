@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mithril.compiler.graph import Node, Value
+from mithril.extend import Node, Value
 
 from ..context import Ctx, broadcast_strides, contiguous_strides
 from .elementwise import EXPRESSIONS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from mithril.compiler.graph import Node
+from mithril.extend import Node, rules
 
 from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, view_layout
 from . import nn
@@ -88,9 +88,7 @@ def index_grad(ctx: Ctx, node: Node) -> list[str]:
 def gather_grad(ctx: Ctx, node: Node) -> list[str]:
     gy, idx, out = node.inputs["output_grad"], node.inputs["index"], node.output
     shape, ishape = ctx.shape(out), ctx.shape(idx)
-    from mithril.primitives.rules import normalize_axis
-
-    axis = normalize_axis(node.attrs["axis"], len(shape))
+    axis = rules.normalize_axis(node.attrs["axis"], len(shape))
     strides = contiguous_strides(shape)
     write = [0 if i == axis or shape[i] == 1 else s for i, s in enumerate(strides)]
     operands = [(0, contiguous_strides(ishape)), (0, write)]

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from mithril.compiler.graph import Node, Value
+from mithril.extend import Node, Value
 
 from ..context import Ctx, broadcast_strides, contiguous_strides
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mithril.compiler.graph import Node
+from mithril.extend import Node
 
 from ..context import Ctx, float_literal
 

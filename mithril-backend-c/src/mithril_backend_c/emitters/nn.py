@@ -17,8 +17,10 @@ Example (the blocks of a convolution whose BatchNorm and ReLU were fused)::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
-from mithril.compiler.graph import Node
+import numpy as np
+from mithril.extend import Node, Value
 
 from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, omp
 from ._util import geometry2d, geometry_args
@@ -57,6 +59,9 @@ def conv_parts(ctx: Ctx, node: Node, x_shape, w_shape) -> dict:
         pointwise=pointwise,
     )
 
+
+Epilogue = Callable[[str, bool], list[str]]
+"""The lines finishing one output of a convolution from its sum (``value``, ``in_memory``)."""
 
 CONV_BLOCK = 256
 """Output pixels per im2col block and GEMM (images with at most twice as many pixels are one block): the
@@ -122,22 +127,38 @@ def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
     x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(w))
     plan = _conv_plan(ctx, d)
-    og, k, pixels, groups = d["Og"], d["Kc"], d["P"], d["G"]
-    X, W, real = ctx.p(x), ctx.p(w), ctx.real
+    X, W = ctx.p(x), ctx.p(w)
     out_shape = ctx.shape(out)
     stored = {v.id for v in unit.stored} if unit is not None and unit.fused else {out.id}
     acc_value = out if out.id in stored else unit.nodes[-1].output  # where the GEMM of im2col writes
+    at = _pixel_index(pixel_strides(out_shape, out_shape))
+    epilogue = _epilogue(ctx, unit, b, out, stored, at)
+    src = f"{X} + n * {d['C'] * d['HW']} + gi * {d['Cg'] * d['HW']}"
+    body = _part_range(ctx, d, plan)
+    if plan["winograd"]:
+        head, inner = _winograd_block(ctx, d, plan, W, src, epilogue)
+        body += head
+    else:
+        inner = _im2col_block(ctx, d, plan, W, src, acc_value, at, epilogue)
+    body += _block_loop(d, plan, inner)
+    if plan["winograd"]:
+        body.append("}")  # the row turns
+    return ctx.parallel(body, plan["total"] * d["O"] * d["Kc"])
 
-    def index(strides: tuple[int, int, int]) -> str:
-        terms = (f"n * {strides[0]}" if strides[0] else "", f"o * {strides[1]}" if strides[1] else "")
-        pixel = ("p" if strides[2] == 1 else f"p * {strides[2]}") if strides[2] else ""
-        return " + ".join(t for t in (*terms, pixel) if t) or "0"
 
-    at = index(pixel_strides(out_shape, out_shape))
+def _pixel_index(strides: tuple[int, int, int]) -> str:
+    """The index of output pixel ``p`` of channel ``o`` of image ``n`` in an operand of ``strides``."""
+    terms = (f"n * {strides[0]}" if strides[0] else "", f"o * {strides[1]}" if strides[1] else "")
+    pixel = ("p" if strides[2] == 1 else f"p * {strides[2]}") if strides[2] else ""
+    return " + ".join(t for t in (*terms, pixel) if t) or "0"
+
+
+def _epilogue(ctx: Ctx, unit: Unit | None, b: Value | None, out: Value, stored: set[int], at: str) -> Epilogue:
+    """The lines finishing output (n, o, p) whose convolution sum is ``value`` (already at ``acc[at]``
+    when ``in_memory``): bias, stores, the fused chain."""
+    out_shape, real = ctx.shape(out), ctx.real
 
     def epilogue(value: str, in_memory: bool) -> list[str]:
-        """Lines finishing output (n, o, p) whose convolution sum is ``value`` (already at ``acc[at]``
-        when ``in_memory``): bias, stores, the fused chain."""
         if b is not None:
             value = f"({real})({value} + {ctx.p(b)}[o])"
         if unit is None or not unit.fused:
@@ -146,106 +167,31 @@ def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
         lines = [f"{real} {cv} = {value};"]
         if out.id in stored and not (in_memory and b is None):
             lines.append(f"{ctx.p(out)}[{at}] = {cv};")
-        strides = lambda v: index(pixel_strides(ctx.shape(v), out_shape))  # noqa: E731
+        strides = lambda v: _pixel_index(pixel_strides(ctx.shape(v), out_shape))  # noqa: E731
         return lines + chain_lines(ctx, unit, strides, {out.id: cv})
 
-    image = "const long n = ng, gi = 0;" if groups == 1 else f"const long n = ng / {groups}, gi = ng % {groups};"
-    src = f"{X} + n * {d['C'] * d['HW']} + gi * {d['Cg'] * d['HW']}"
-    units, block = plan["units"], plan["block"]
+    return epilogue
+
+
+def _part_range(ctx: Ctx, d: dict, plan: dict) -> list[str]:
+    """The first lines of a part: its scratch, and its output channels (``m0``..``m1``) or its range of
+    blocks (``lo``..``hi``)."""
     per_part = plan["scratch"]
     scratch = ctx.scratch(ctx.max_parts * per_part) if per_part else None
-    body = [f"{real} *scr = {scratch} + part * {per_part};"] if scratch else []
-    body += [f"long m0 = 0, m1 = {og}, lo = 0, hi = {plan['total']};"]
+    body = [f"{ctx.real} *scr = {scratch} + part * {per_part};"] if scratch else []
+    body += [f"long m0 = 0, m1 = {d['Og']}, lo = 0, hi = {plan['total']};"]
     if plan["by_rows"]:
-        body.append(f"mt_part_range({og}, part, nparts, 1, &m0, &m1);")
+        body.append(f"mt_part_range({d['Og']}, part, nparts, 1, &m0, &m1);")
     else:
         body.append(f"mt_part_range({plan['total']}, part, nparts, 16, &lo, &hi);")
+    return body
 
-    if plan["winograd"]:
-        g, tw = d["geo"], plan["TW"]
-        cg, rows = d["Cg"], plan["rows"]
-        body += [
-            f"{real} *U = scr, *V = U + {16 * rows * cg}, *M = V + {16 * cg * block}, *buf = M + {16 * rows * block};",
-            # a thread with more channels than its scratch holds (fewer threads than planned) does them in turns
-            f"for (long r0 = m0; r0 < m1; r0 += {rows}) {{",
-            f"const long r1 = r0 + {rows} < m1 ? r0 + {rows} : m1;",
-        ]
-        filt = f"mt_wino_filter_{ctx.sfx}({W} + (gi * {og} + r0) * {cg * 9}, U, r1 - r0, {cg});"
-        if groups == 1:
-            body += ["{", "    const long gi = 0;", f"    {filt}", "}"]
-        inner = [] if groups == 1 else [filt]
-        inner += [
-            f"mt_wino_input_{ctx.sfx}({src}, V, {cg}, {g['H']}, {g['W']}, {g['ph']}, {g['pw']}, {tw}, u0, u1, buf);",
-            "const long tb = u1 - u0;",
-            "for (int xi = 0; xi < 16; xi++)",
-            "    " + gemm(ctx, 0, 0, "r1 - r0", "tb", cg, f"U + xi * {cg}", 16 * cg, "V + xi * tb", "16 * tb",
-                          "M + xi * tb", "16 * tb", nt="1"),
-        ]  # fmt: skip
-        oh_, ow_ = g["OH"], g["OW"]
-        y = [  # A^T m A for the tile at mm[tw], m(i, j) = mm[(4 i + j) * tb + tw]
-            f"const {real} *m_ = mm + tw;",
-            f"{real} s0[4], s1[4];",
-            "for (int j = 0; j < 4; j++) {",
-            "    s0[j] = m_[j * tb] + m_[(4 + j) * tb] + m_[(8 + j) * tb];",
-            "    s1[j] = m_[(4 + j) * tb] - m_[(8 + j) * tb] - m_[(12 + j) * tb];",
-            "}",
-            f"const {real} y00 = s0[0] + s0[1] + s0[2], y01 = s0[1] - s0[2] - s0[3];",
-            f"const {real} y10 = s1[0] + s1[1] + s1[2], y11 = s1[1] - s1[2] - s1[3];",
-        ]
-        fast = []
-        for a_, b_ in ((0, 0), (0, 1), (1, 0), (1, 1)):
-            fast += ["{", f"    const long p = (oh + {a_}) * {ow_} + 2 * tw + {b_};"]
-            fast += ["    " + line for line in epilogue(f"y{a_}{b_}", False)]
-            fast.append("}")
-        edge = [
-            f"const {real} ys[4] = {{y00, y01, y10, y11}};",
-            "for (int a2 = 0; a2 < 2; a2++) for (int b2 = 0; b2 < 2; b2++) {",
-            f"    if (oh + a2 >= {oh_} || 2 * tw + b2 >= {ow_}) continue;",
-            f"    const long p = (oh + a2) * {ow_} + 2 * tw + b2;",
-        ]
-        edge += ["    " + line for line in epilogue("ys[a2 * 2 + b2]", False)] + ["}"]
-        inner += [
-            f"for (long o = gi * {og} + r0; o < gi * {og} + r1; o++) {{",
-            f"    const {real} *mo = M + (o - gi * {og} - r0) * 16 * tb - u0;",
-            "    for (long t = u0; t < u1;) {",
-            f"        const long th = t / {tw}, tw0 = t - th * {tw};",
-            f"        const long tw1 = tw0 + (u1 - t) < {tw} ? tw0 + (u1 - t) : {tw};",
-            f"        const long oh = 2 * th, full = oh + 1 < {oh_} ? (tw1 < {ow_ // 2} ? tw1 : {ow_ // 2}) : tw0;",
-            f"        const {real} *mm = mo + (t - tw0);",
-            "        " + omp("simd"),
-            "        for (long tw = tw0; tw < full; tw++) {",
-            *["            " + line for line in y + fast],
-            "        }",
-            "        for (long tw = full > tw0 ? full : tw0; tw < tw1; tw++) {",
-            *["            " + line for line in y + edge],
-            "        }",
-            "        t += tw1 - tw0;",
-            "    }",
-            "}",
-        ]
-    else:
-        if d["pointwise"]:
-            b_ptr, ldb = f"{src} + u0", str(d["HW"])
-            inner = []
-        else:
-            geo = geometry_args(d["geo"])
-            inner = [f"mt_im2col_range_{ctx.sfx}({src}, scr, {d['Cg']}, {geo}, u0, u1);"]
-            b_ptr, ldb = "scr", "u1 - u0"
-        a_ptr = f"{W} + (gi * {og} + m0) * {k}"
-        c_ptr = f"{ctx.p(acc_value)} + n * {d['O'] * pixels} + (gi * {og} + m0) * {pixels} + u0"
-        inner.append(gemm(ctx, 0, 0, "m1 - m0", "u1 - u0", k, a_ptr, k, b_ptr, ldb, c_ptr, pixels, nt="1"))
-        acc_at = f"{ctx.p(acc_value)}[{at}]"
-        lines = epilogue(acc_at, True)
-        if lines:
-            inner += [
-                f"for (long o = gi * {og} + m0; o < gi * {og} + m1; o++) {{",
-                omp("simd"),
-                "    for (long p = u0; p < u1; p++) {",
-                *["        " + line for line in lines],
-                "    }",
-                "}",
-            ]
-    body += [
+
+def _block_loop(d: dict, plan: dict, inner: list[str]) -> list[str]:
+    """The loop over the part's blocks of ``block`` units (pixels or tiles) of each image and group."""
+    units, block, groups = plan["units"], plan["block"], d["G"]
+    image = "const long n = ng, gi = 0;" if groups == 1 else f"const long n = ng / {groups}, gi = ng % {groups};"
+    return [
         "if (m0 < m1) for (long q = lo; q < hi;) {",
         f"    const long ng = q / {units}, u0 = q - ng * {units};",
         f"    long u1 = u0 + {block} < {units} ? u0 + {block} : {units};",
@@ -255,9 +201,107 @@ def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
         f"    q = ng * {units} + u1;",
         "}",
     ]
-    if plan["winograd"]:
-        body.append("}")  # the row turns
-    return ctx.parallel(body, plan["total"] * d["O"] * k)
+
+
+def _im2col_block(
+    ctx: Ctx, d: dict, plan: dict, W: str, src: str, acc_value: Value, at: str, epilogue: Epilogue
+) -> list[str]:
+    """One block by im2col (none for a pointwise convolution) and a GEMM into ``acc_value``, then the
+    epilogue over the block."""
+    og, k, pixels = d["Og"], d["Kc"], d["P"]
+    if d["pointwise"]:
+        b_ptr, ldb = f"{src} + u0", str(d["HW"])
+        inner = []
+    else:
+        inner = [f"mt_im2col_range_{ctx.sfx}({src}, scr, {d['Cg']}, {geometry_args(d['geo'])}, u0, u1);"]
+        b_ptr, ldb = "scr", "u1 - u0"
+    a_ptr = f"{W} + (gi * {og} + m0) * {k}"
+    c_ptr = f"{ctx.p(acc_value)} + n * {d['O'] * pixels} + (gi * {og} + m0) * {pixels} + u0"
+    inner.append(gemm(ctx, 0, 0, "m1 - m0", "u1 - u0", k, a_ptr, k, b_ptr, ldb, c_ptr, pixels, nt="1"))
+    lines = epilogue(f"{ctx.p(acc_value)}[{at}]", True)
+    if lines:
+        inner += [
+            f"for (long o = gi * {og} + m0; o < gi * {og} + m1; o++) {{",
+            omp("simd"),
+            "    for (long p = u0; p < u1; p++) {",
+            *["        " + line for line in lines],
+            "    }",
+            "}",
+        ]
+    return inner
+
+
+def _winograd_block(ctx: Ctx, d: dict, plan: dict, W: str, src: str, epilogue: Epilogue) -> tuple[list[str], list[str]]:
+    """Winograd F(2x2, 3x3): the lines opening the part's turns over its output channels (transformed
+    filters, once per turn when there is one group), and one block: input tiles transformed, 16 GEMMs,
+    each tile's 2x2 outputs transformed back and finished by the epilogue."""
+    g, tw, og = d["geo"], plan["TW"], d["Og"]
+    cg, rows, block, real = d["Cg"], plan["rows"], plan["block"], ctx.real
+    head = [
+        f"{real} *U = scr, *V = U + {16 * rows * cg}, *M = V + {16 * cg * block}, *buf = M + {16 * rows * block};",
+        # a thread with more channels than its scratch holds (fewer threads than planned) does them in turns
+        f"for (long r0 = m0; r0 < m1; r0 += {rows}) {{",
+        f"const long r1 = r0 + {rows} < m1 ? r0 + {rows} : m1;",
+    ]
+    filt = f"mt_wino_filter_{ctx.sfx}({W} + (gi * {og} + r0) * {cg * 9}, U, r1 - r0, {cg});"
+    if d["G"] == 1:
+        head += ["{", "    const long gi = 0;", f"    {filt}", "}"]
+    inner = [] if d["G"] == 1 else [filt]
+    inner += [
+        f"mt_wino_input_{ctx.sfx}({src}, V, {cg}, {g['H']}, {g['W']}, {g['ph']}, {g['pw']}, {tw}, u0, u1, buf);",
+        "const long tb = u1 - u0;",
+        "for (int xi = 0; xi < 16; xi++)",
+        "    " + gemm(ctx, 0, 0, "r1 - r0", "tb", cg, f"U + xi * {cg}", 16 * cg, "V + xi * tb", "16 * tb",
+                      "M + xi * tb", "16 * tb", nt="1"),
+    ]  # fmt: skip
+    return head, inner + _winograd_outputs(ctx, g, og, tw, epilogue)
+
+
+def _winograd_outputs(ctx: Ctx, g: dict, og: int, tw: int, epilogue: Epilogue) -> list[str]:
+    """The loop over a block's output channels and tiles: ``A^T m A`` for each tile, its 2x2 outputs
+    finished by the epilogue (tiles on the bottom or right edge finish only the outputs inside)."""
+    real, oh_, ow_ = ctx.real, g["OH"], g["OW"]
+    y = [  # A^T m A for the tile at mm[tw], m(i, j) = mm[(4 i + j) * tb + tw]
+        f"const {real} *m_ = mm + tw;",
+        f"{real} s0[4], s1[4];",
+        "for (int j = 0; j < 4; j++) {",
+        "    s0[j] = m_[j * tb] + m_[(4 + j) * tb] + m_[(8 + j) * tb];",
+        "    s1[j] = m_[(4 + j) * tb] - m_[(8 + j) * tb] - m_[(12 + j) * tb];",
+        "}",
+        f"const {real} y00 = s0[0] + s0[1] + s0[2], y01 = s0[1] - s0[2] - s0[3];",
+        f"const {real} y10 = s1[0] + s1[1] + s1[2], y11 = s1[1] - s1[2] - s1[3];",
+    ]
+    fast = []
+    for a_, b_ in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        fast += ["{", f"    const long p = (oh + {a_}) * {ow_} + 2 * tw + {b_};"]
+        fast += ["    " + line for line in epilogue(f"y{a_}{b_}", False)]
+        fast.append("}")
+    edge = [
+        f"const {real} ys[4] = {{y00, y01, y10, y11}};",
+        "for (int a2 = 0; a2 < 2; a2++) for (int b2 = 0; b2 < 2; b2++) {",
+        f"    if (oh + a2 >= {oh_} || 2 * tw + b2 >= {ow_}) continue;",
+        f"    const long p = (oh + a2) * {ow_} + 2 * tw + b2;",
+    ]
+    edge += ["    " + line for line in epilogue("ys[a2 * 2 + b2]", False)] + ["}"]
+    return [
+        f"for (long o = gi * {og} + r0; o < gi * {og} + r1; o++) {{",
+        f"    const {real} *mo = M + (o - gi * {og} - r0) * 16 * tb - u0;",
+        "    for (long t = u0; t < u1;) {",
+        f"        const long th = t / {tw}, tw0 = t - th * {tw};",
+        f"        const long tw1 = tw0 + (u1 - t) < {tw} ? tw0 + (u1 - t) : {tw};",
+        f"        const long oh = 2 * th, full = oh + 1 < {oh_} ? (tw1 < {ow_ // 2} ? tw1 : {ow_ // 2}) : tw0;",
+        f"        const {real} *mm = mo + (t - tw0);",
+        "        " + omp("simd"),
+        "        for (long tw = tw0; tw < full; tw++) {",
+        *["            " + line for line in y + fast],
+        "        }",
+        "        for (long tw = full > tw0 ? full : tw0; tw < tw1; tw++) {",
+        *["            " + line for line in y + edge],
+        "        }",
+        "        t += tw1 - tw0;",
+        "    }",
+        "}",
+    ]
 
 
 conv1d = conv2d = conv_forward
@@ -406,8 +450,6 @@ def attention_probs(ctx: Ctx, node: Node, probs: str) -> list[str]:
 def scaled_dot_product_attention(ctx: Ctx, node: Node) -> list[str]:
     q, k, v, out = node.inputs["query"], node.inputs["key"], node.inputs["value"], node.output
     qs, ks, vs = ctx.shape(q), ctx.shape(k), ctx.shape(v)
-    import numpy as np
-
     batch = tuple(np.broadcast_shapes(qs[:-2], ks[:-2]))
     pshape = (*batch, qs[-2], ks[-2])
     probs = ctx.scratch(math.prod(pshape))

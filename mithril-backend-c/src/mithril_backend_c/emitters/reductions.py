@@ -10,8 +10,7 @@ import builtins
 import math
 from collections.abc import Callable, Sequence
 
-from mithril.compiler.graph import Node, Value
-from mithril.primitives.rules import normalize_axes, normalize_axis
+from mithril.extend import Node, Value, rules
 
 from ..context import Ctx, contiguous_strides, float_literal
 
@@ -73,7 +72,7 @@ def reduce_loops(
 
 
 def _axes(node: Node, x: Value, ctx: Ctx) -> tuple[int, ...]:
-    return normalize_axes(node.attrs["axis"], len(ctx.shape(x)))
+    return rules.normalize_axes(node.attrs["axis"], len(ctx.shape(x)))
 
 
 def _acc_type(ctx: Ctx, x: Value) -> str:
@@ -110,7 +109,7 @@ def _arg(better: str):
         x, out = node.inputs["input"], node.output
         axis = node.attrs["axis"]
         rank = len(ctx.shape(x))
-        axes = tuple(range(rank)) if axis is None else (normalize_axis(axis, rank),)
+        axes = tuple(range(rank)) if axis is None else (rules.normalize_axis(axis, rank),)
         acc_t = _acc_type(ctx, x)
         start = lambda: [f"{acc_t} best = 0; long arg = -1;"]  # noqa: E731
         step = lambda i, k: [  # noqa: E731
@@ -147,7 +146,7 @@ def _softmax(log: bool):
     def emit(ctx: Ctx, node: Node) -> list[str]:
         x, out = node.inputs["input"], node.output
         shape = ctx.shape(x)
-        axis = normalize_axis(node.attrs["axis"], len(shape))
+        axis = rules.normalize_axis(node.attrs["axis"], len(shape))
         outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
         X, Y, ct = ctx.p(x), ctx.p(out), ctx.ct(out)
         lines = []

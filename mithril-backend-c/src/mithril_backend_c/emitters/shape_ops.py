@@ -8,9 +8,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from mithril.compiler.graph import Node
-from mithril.numerics import dtype_constant as dtype_constant_value
-from mithril.primitives.rules import normalize_axis
+from mithril.extend import Node, rules
+from mithril.extend import dtype_constant as dtype_constant_value
 
 from ..context import Ctx, contiguous_strides, literal, view_layout
 
@@ -63,7 +62,7 @@ def _slices(rank: int, axis: int, start: int, stop: int) -> tuple[slice, ...]:
 def concat(ctx: Ctx, node: Node) -> list[str]:
     out = node.output
     shape = ctx.shape(out)
-    axis = normalize_axis(node.attrs["axis"], len(shape))
+    axis = rules.normalize_axis(node.attrs["axis"], len(shape))
     lines, start = [], 0
     for i in range(node.attrs["n"]):
         x = node.inputs[f"input_{i}"]
@@ -79,7 +78,7 @@ def concat(ctx: Ctx, node: Node) -> list[str]:
 def split(ctx: Ctx, node: Node) -> list[str]:
     x = node.inputs["input"]
     shape = ctx.shape(x)
-    axis = normalize_axis(node.attrs["axis"], len(shape))
+    axis = rules.normalize_axis(node.attrs["axis"], len(shape))
     lines, start = [], 0
     for out in node.outputs.values():
         os_ = ctx.shape(out)
@@ -104,7 +103,7 @@ def gather(ctx: Ctx, node: Node) -> list[str]:
     """``np.take_along_axis``: the output walks the index's shape; the input axis comes from the index."""
     x, idx, out = node.inputs["input"], node.inputs["index"], node.output
     xs, ishape = ctx.shape(x), ctx.shape(idx)
-    axis = normalize_axis(node.attrs["axis"], len(xs))
+    axis = rules.normalize_axis(node.attrs["axis"], len(xs))
     xstrides = list(contiguous_strides(xs))
     read = [0 if i == axis or xs[i] == 1 else s for i, s in enumerate(xstrides)]
     operands = [(0, contiguous_strides(ishape)), (0, contiguous_strides(ishape)), (0, read)]
@@ -149,7 +148,7 @@ full = _const_fill(None)
 
 
 def dtype_constant(ctx: Ctx, node: Node) -> list[str]:
-    """Mithril's per-dtype constant (:func:`mithril.numerics.dtype_constant`) of the output's float dtype, a literal."""
+    """Mithril's per-dtype constant (:func:`mithril.extend.dtype_constant`) of the output's float dtype, a literal."""
     dt = ctx.np_dtype(node.output)
     return ctx.fill(node.output, literal(dtype_constant_value(node.attrs["constant"], dt), dt))
 

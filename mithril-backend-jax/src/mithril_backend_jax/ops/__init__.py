@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mithril.backends.array_api import Impl, op_table
+from mithril.extend import Impl, op_table
 
 from . import overrides
 

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mithril.primitives.geometry import WindowGeometry, check_groups
+from mithril.extend import WindowGeometry, check_groups
 
 __all__ = [
     "conv_forward", "max_pool", "max_pool_route", "avg_pool", "pool_geometry", "lowest",

@@ -18,9 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from mithril.backends.array_api.conversions import eager_only, item
-from mithril.backends.array_api.nn import dropout_mask_drawing
-from mithril.primitives import uses_backend
+from mithril.extend import array_api, uses_backend
 
 from . import _windows
 
@@ -126,11 +124,13 @@ TABLE: dict[str, Callable[..., Any]] = {
     "relu": relu, "linear": linear, "divide": divide, "index": index, "avg_pool2d": avg_pool2d,
     "conv1d": _windows.conv_forward, "conv2d": _windows.conv_forward, "max_pool2d": _windows.max_pool,
     "softmax": jax.nn.softmax, "log_softmax": jax.nn.log_softmax,
-    "dropout_mask": dropout_mask_drawing(jnp, lambda b, shape: jax.random.uniform(b.next_key(), shape, jnp.float32)),
+    "dropout_mask": array_api.nn.dropout_mask_drawing(
+        jnp, lambda b, shape: jax.random.uniform(b.next_key(), shape, jnp.float32)
+    ),
     "randn": randn, "randint": randint, "stop_gradient": jax.lax.stop_gradient,
     **{
-        name: eager_only(name, fn, "JaxBackend", (jax.errors.ConcretizationTypeError,))
-        for name, fn in (("unique", jnp.unique), ("item", item))
+        name: array_api.conversions.eager_only(name, fn, "JaxBackend", (jax.errors.ConcretizationTypeError,))
+        for name, fn in (("unique", jnp.unique), ("item", array_api.conversions.item))
     },
 }  # fmt: skip
 """JAX's overrides of the shared op table."""

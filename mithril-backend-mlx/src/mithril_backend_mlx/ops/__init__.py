@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import mlx.core as mx
-from mithril.backends.array_api import Impl, op_table
+from mithril.extend import Impl, op_table
 
 from . import overrides
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mithril.primitives.geometry import WindowGeometry, check_groups
+from mithril.extend import WindowGeometry, check_groups
 
 __all__ = ["conv_forward"]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
-from mithril.primitives.geometry import WindowGeometry
+from mithril.extend import WindowGeometry
 
 __all__ = ["max_pool", "avg_pool"]
 

@@ -20,12 +20,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mithril.backends.array_api import Binding
-from mithril.backends.array_api import linalg as _linalg
-from mithril.backends.array_api.conversions import eager_only, item
-from mithril.backends.array_api.elementwise import sign_keeping_nan
-from mithril.primitives import uses_backend
-from mithril.primitives.rules import creation_kind
+from mithril.extend import Binding, array_api, rules, uses_backend
 
 from . import _conv, _pool
 
@@ -105,7 +100,7 @@ def log_softmax(input: Array, *, axis: int) -> Array:
 @uses_backend
 def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Array:
     """``arange(start, stop, step)``: backend float dtype if any bound is a float, else int64."""
-    dtype = backend.native_dtype(creation_kind(None, start, stop, step, counting=True))
+    dtype = backend.native_dtype(rules.creation_kind(None, start, stop, step, counting=True))
     work = mx.float32 if dtype in (mx.float16, mx.bfloat16) else dtype  # count in float32, then round
     values = mx.arange(start, stop, step, dtype=work) if stop is not None else mx.arange(start, dtype=work)
     return values.astype(dtype)
@@ -174,7 +169,7 @@ def unique(input: Array) -> Array:
     return mx.array(np.unique(np.array(values))).astype(input.dtype)
 
 
-_SHARED_LINALG = _linalg.build(Binding(mx, {}, sequence=list, floats=FLOATS))
+_SHARED_LINALG = array_api.linalg.build(Binding(mx, {}, sequence=list, floats=FLOATS))
 _LINALG = {
     name: _on_cpu_with_vjp(_SHARED_LINALG[name], _SHARED_LINALG[f"{name}_grad"])
     for name in ("cholesky", "eigvalsh")
@@ -182,14 +177,14 @@ _LINALG = {
 }
 
 TABLE: dict[str, Callable[..., Any]] = {
-    "sign": sign_keeping_nan(Binding(mx, {}, floats=FLOATS)), "floor_divide": floor_divide,
+    "sign": array_api.elementwise.sign_keeping_nan(Binding(mx, {}, floats=FLOATS)), "floor_divide": floor_divide,
     "sum": sum, "prod": prod, "argmax": argmax, "argmin": argmin, "softmax": softmax, "log_softmax": log_softmax,
     "arange": arange, "linear": linear, "conv1d": _conv.conv_forward, "conv2d": _conv.conv_forward,
     "max_pool2d": _pool.max_pool, "avg_pool2d": _pool.avg_pool,
     "dropout_mask": dropout_mask, "randn": randn, "randint": randint, **_LINALG,
     **{
-        name: eager_only(name, fn, "MlxBackend", (ValueError,), "[eval]")
-        for name, fn in (("unique", unique), ("item", item))
+        name: array_api.conversions.eager_only(name, fn, "MlxBackend", (ValueError,), "[eval]")
+        for name, fn in (("unique", unique), ("item", array_api.conversions.item))
     },
 }  # fmt: skip
 """MLX's overrides of the shared op table."""

@@ -12,8 +12,7 @@ Example:
 from __future__ import annotations
 
 import numpy as np
-from mithril.backends.array_api import Impl, op_table
-from mithril.extend import module_implementations
+from mithril.extend import Impl, module_implementations, op_table
 
 from . import _conv, _pool, gradient_helpers, overrides
 

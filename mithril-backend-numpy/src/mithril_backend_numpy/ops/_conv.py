@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from mithril.errors import ShapeError
-from mithril.primitives.geometry import WindowGeometry, check_groups
+from mithril.extend import WindowGeometry, check_groups
 
 from ._windows import crop_spatial, pad_spatial, prod, window_view
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mithril.primitives.geometry import WindowGeometry
+from mithril.extend import WindowGeometry
 
 from ._windows import crop_spatial, pad_spatial
 

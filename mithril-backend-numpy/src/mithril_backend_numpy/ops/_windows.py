@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from mithril.primitives.geometry import WindowGeometry
+from mithril.extend import WindowGeometry
 
 __all__ = ["pad_spatial", "crop_spatial", "window_view", "prod"]
 

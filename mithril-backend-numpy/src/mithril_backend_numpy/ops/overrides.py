@@ -13,8 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-from mithril.backends.array_api.nn import dropout_mask_drawing
-from mithril.primitives import uses_backend
+from mithril.extend import array_api, uses_backend
 
 Array = np.ndarray
 
@@ -104,4 +103,4 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
     return backend.rng.integers(low, high, tuple(shape), dtype=np.int64)
 
 
-dropout_mask = dropout_mask_drawing(np, lambda backend, shape: backend.rng.random(shape, dtype=np.float32))
+dropout_mask = array_api.nn.dropout_mask_drawing(np, lambda backend, shape: backend.rng.random(shape, dtype=np.float32))

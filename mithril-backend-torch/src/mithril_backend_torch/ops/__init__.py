@@ -12,9 +12,7 @@ Example:
 from __future__ import annotations
 
 import torch
-from mithril.backends.array_api import Binding, Impl, op_table
-from mithril.backends.array_api.elementwise import sign_keeping_nan
-from mithril.extend import module_implementations
+from mithril.extend import Binding, Impl, array_api, module_implementations, op_table
 
 from . import elementwise, linalg, losses, nn, optim, reductions, shape_ops
 
@@ -28,7 +26,7 @@ TABLE: dict[str, Impl] = op_table(
     {
         **{name: fn for module in _MODULES for name, fn in module_implementations(module).items()},
         **elementwise.PAIRED,
-        "sign": sign_keeping_nan(Binding(torch, {}, floats=_FLOATS)),
+        "sign": array_api.elementwise.sign_keeping_nan(Binding(torch, {}, floats=_FLOATS)),
     },
     floats=_FLOATS,
     autograd=True,

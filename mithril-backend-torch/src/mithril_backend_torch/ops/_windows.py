@@ -19,8 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from mithril.primitives.catalogue.nn import spatial
-from mithril.primitives.geometry import window_attributes
+from mithril.extend import spatial, window_attributes
 
 __all__ = ["torch_padding", "pad_spatial", "pool_geometry"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from mithril.primitives import uses_backend
+from mithril.extend import uses_backend
 
 Tensor = torch.Tensor
 

@@ -17,9 +17,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from mithril.backends.array_api import Binding, recurrent
-from mithril.primitives import uses_backend
-from mithril.primitives.geometry import check_pool2d_input, window_attributes
+from mithril.extend import Binding, array_api, check_pool2d_input, uses_backend, window_attributes
 
 from .. import distributed
 from ._windows import pad_spatial, pool_geometry, torch_padding
@@ -210,7 +208,7 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
 
 
 _BINDING = Binding(torch, {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "addmm": torch.addmm})
-_FORWARD, _BACKPROP = recurrent.forward(_BINDING), recurrent.backprop(_BINDING)
+_FORWARD, _BACKPROP = array_api.recurrent.forward(_BINDING), array_api.recurrent.backprop(_BINDING)
 """Core's shared LSTM loop and backpropagation through time, bound to ``torch``."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from mithril.primitives import uses_backend
+from mithril.extend import uses_backend
 
 Tensor = torch.Tensor
 Axis = Any  # None, an int, or a sequence of ints

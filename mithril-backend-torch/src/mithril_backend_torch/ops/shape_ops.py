@@ -17,9 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from mithril.errors import ShapeError
-from mithril.numerics import dtype_constant as dtype_constant_value
-from mithril.primitives import uses_backend
-from mithril.primitives.rules import broadcast_sum_axes, creation_kind
+from mithril.extend import dtype_constant as dtype_constant_value
+from mithril.extend import rules, uses_backend
 
 Tensor = torch.Tensor
 
@@ -151,7 +150,7 @@ def gather(input: Tensor, index: Tensor, *, axis: int) -> Tensor:
 @uses_backend
 def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Tensor:
     """``np.arange(start, stop, step)``: backend float dtype if any bound is a float, else int64."""
-    dtype = backend.native_dtype(creation_kind(None, start, stop, step, counting=True))
+    dtype = backend.native_dtype(rules.creation_kind(None, start, stop, step, counting=True))
     if stop is None:
         start, stop = 0, start
     return torch.arange(start, stop, step, dtype=dtype, device=backend.torch_device)
@@ -160,19 +159,20 @@ def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Te
 @uses_backend
 def ones(backend: Any, *, shape: Sequence[int], dtype: Any) -> Tensor:
     """``np.ones(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return torch.ones(tuple(shape), dtype=backend.native_dtype(creation_kind(dtype)), device=backend.torch_device)
+    return torch.ones(tuple(shape), dtype=backend.native_dtype(rules.creation_kind(dtype)), device=backend.torch_device)
 
 
 @uses_backend
 def zeros(backend: Any, *, shape: Sequence[int], dtype: Any) -> Tensor:
     """``np.zeros(shape)`` in ``dtype`` (default: the backend float dtype)."""
-    return torch.zeros(tuple(shape), dtype=backend.native_dtype(creation_kind(dtype)), device=backend.torch_device)
+    dtype = backend.native_dtype(rules.creation_kind(dtype))
+    return torch.zeros(tuple(shape), dtype=dtype, device=backend.torch_device)
 
 
 @uses_backend
 def full(backend: Any, *, shape: Sequence[int], fill_value: Any, dtype: Any) -> Tensor:
     """``np.full(shape, fill_value)``; without ``dtype`` the kind of ``fill_value`` decides."""
-    target = backend.native_dtype(creation_kind(dtype, fill_value))
+    target = backend.native_dtype(rules.creation_kind(dtype, fill_value))
     return torch.full(tuple(shape), fill_value, dtype=target, device=backend.torch_device)
 
 
@@ -217,7 +217,7 @@ def sum_to_like(input: Tensor, like: Tensor) -> Tensor:
     shape = tuple(like.shape)
     if tuple(input.shape) == shape:
         return input
-    summed = broadcast_sum_axes(input.shape, shape)
+    summed = rules.broadcast_sum_axes(input.shape, shape)
     if summed is None:  # input broadcasts up to like
         return torch.broadcast_to(input, shape)
     return torch.sum(input, dim=summed, keepdim=True).reshape(shape) if summed else input.reshape(shape)

@@ -17,9 +17,9 @@ __all__ = ["Backend"]
 
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
-        from ..errors import AttributeError_
+        from ..errors import MissingAttributeError
 
-        raise AttributeError_(f"module 'mithril.backends' has no attribute {name!r}")
+        raise MissingAttributeError(f"module 'mithril.backends' has no attribute {name!r}")
     if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule not imported yet, not a backend
         return importlib.import_module(f"{__name__}.{name}")
     from ..plugins.lookup import backend_class

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic
 import numpy as np
 
 from .. import validation
-from ..errors import ArgumentError, AttributeError_, DtypeError, UnsupportedPrimitiveError
+from ..errors import ArgumentError, DtypeError, MissingAttributeError, UnsupportedPrimitiveError
 from ..primitives.host import host_implementation, with_run_time_attributes
 from ..primitives.rules import creation_kind
 from ..types import KINDS, Dtype, Kind
@@ -583,13 +583,13 @@ class Backend(ABC, Generic[ArrayT]):
         """Decorator: ``fn(*inputs)`` (written in the framework's own ops, e.g. ``jnp``) implements the
         primitive ``name`` on this backend instance. A new name is registered as a primitive with
         ``inputs`` (default one ``input``), the shape of its first input (``shape_rule``) and a float
-        result (``type_rule``); use it in a model as ``ml.Operator(name)(input=..., output=...)``.
+        result (``type_rule``); use it in a model as ``ml.Primitive(name)(input=..., output=...)``.
         Autograd backends differentiate through ``fn``; other backends need ``ml.register_gradient``.
 
         >>> @backend.register_op("gelu_tanh")                                # doctest: +SKIP
         ... def gelu_tanh(x):
         ...     return 0.5 * x * (1 + jnp.tanh(0.79788456 * (x + 0.044715 * x**3)))
-        >>> model += ml.Operator("gelu_tanh")(input="hidden", output="act")   # doctest: +SKIP
+        >>> model += ml.Primitive("gelu_tanh")(input="hidden", output="act")   # doctest: +SKIP
         """
         from ..extension import register_primitive
         from ..plugins import registry
@@ -682,12 +682,12 @@ class Backend(ABC, Generic[ArrayT]):
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
-            raise AttributeError_(f"{type(self).__name__} has no attribute {name!r}")
+            raise MissingAttributeError(f"{type(self).__name__} has no attribute {name!r}")
         from ..plugins import registry
 
         reg = registry()
         if name not in reg.primitives:
-            raise AttributeError_(f"{type(self).__name__} has no attribute or primitive {name!r}")
+            raise MissingAttributeError(f"{type(self).__name__} has no attribute or primitive {name!r}")
         spec = reg.primitives[name]
         impl = self.implementation(name)
         attr_names = list(spec.attributes)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ..errors import AttributeError_
+from ..errors import MissingAttributeError
 from ..plugins.hookspecs import hookimpl
 from ..primitives.registry import resolve_target
 
@@ -70,6 +70,6 @@ def lazy_exports(module: str, exports: Mapping[str, str]) -> Callable[[str], Any
     def __getattr__(name: str) -> Any:
         if name in exports:
             return resolve_target(exports[name])
-        raise AttributeError_(f"module {module!r} has no attribute {name!r}")
+        raise MissingAttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__

@@ -14,9 +14,9 @@ Example:
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,23 @@ import numpy as np
 
 from .. import initializers, validation
 from ..backends.backend import Backend
-from ..errors import ArgumentError, ConnectionError_, DtypeError, KeyError_, ShapeError, UnsupportedPrimitiveError
+from ..errors import (
+    ArgumentError,
+    DtypeError,
+    ModelKeyError,
+    ShapeError,
+    UnsupportedPrimitiveError,
+)
 from ..gc_pause import with_paused_gc
 from ..parallel import make_plan
 from ..serialization.files import write_file_atomically
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
-from ..types import Dtype
 from .backward import build_backward
 from .codegen.python import FunctionSpec
-from .flatten import FlatModel, flatten, is_logical_model
+from .flatten import FlatModel, flatten
 from .graph import Graph, Value, as_constant, constant_kind
 from .index_checks import find_index_checks
+from .options import ACCEPTED_OPTIONS, CompileOptions, compile_options
 from .passes import (
     decompose,
     eliminate_common_subexpressions,
@@ -51,18 +57,6 @@ from .train_step import TrainLayout, build_train_step, check_loss_shape, check_o
 from .verbose import log_verbose
 
 __all__ = ["compile"]
-
-ACCEPTED_OPTIONS = (
-    "shapes", "data_keys", "constant_keys", "trainable_keys", "discard_keys", "inference", "jit", "file_path",
-    "safe_names", "use_short_namings", "parallelism", "verbose", "jit_options", "static_shapes", "optimizations",
-    "optimizer", "loss", "precision",
-)
-
-"""``ml.compile(verbose=True)`` logs each stage here (INFO); shown on stderr when nothing else handles it."""
-
-_PASSES = {"constant_folding": "constant_folding", "cse": "cse", "common_subexpression_elimination": "cse"}
-_JIT_OPTIMIZATIONS = {"fusion": "operator fusion", "buffer_reuse": "buffer reuse", "layout_optimization": "layout assignment"}
-
 
 @with_paused_gc
 def compile(  # noqa: A001 - the public name is ml.compile
@@ -139,169 +133,213 @@ def compile(  # noqa: A001 - the public name is ml.compile
         >>> pm = ml.compile(Linear(4), ml.JaxBackend(), shapes={"input": [2, 3]}, verbose=True,
         ...                 jit_options={"donate_argnums": (1,)})                          # doctest: +SKIP
     """
-    if unknown:
-        raise ArgumentError(f"ml.compile got unknown option(s) {sorted(unknown)}; accepted: {', '.join(ACCEPTED_OPTIONS)}")
-    if not is_logical_model(model):
-        raise ArgumentError(f"ml.compile needs a logical model (mithril.models.Model) as its first argument, got {type(model).__name__}")
-    if not isinstance(backend, Backend):
-        hint = f"; create one: {backend.__name__}()" if isinstance(backend, type) and issubclass(backend, Backend) else ""
-        raise ArgumentError(f"ml.compile needs a backend instance such as ml.NumpyBackend() as its second argument, got {backend!r}{hint}")
-    shapes = validation.mapping("ml.compile", "shapes", shapes, what="a dict of key -> shape template")
-    constant_keys = validation.mapping("ml.compile", "constant_keys", constant_keys, what="a dict of key -> value")
-    data_keys = validation.key_names("ml.compile", "data_keys", data_keys)
-    trainable_keys = validation.key_names("ml.compile", "trainable_keys", trainable_keys)
-    discard_keys = validation.key_names("ml.compile", "discard_keys", discard_keys)
-    for flag, value in (("inference", inference), ("safe_names", safe_names), ("use_short_namings", use_short_namings)):
-        validation.boolean("ml.compile", flag, value)
-    if jit is not None:
-        validation.boolean("ml.compile", "jit", jit)
-    if not safe_names and backend.codegen == "python":
-        raise ArgumentError("ml.compile: safe_names=False is not available for Python code generation: variable names must be identifiers")
-    if getattr(model, "_parent", None) is not None:
-        raise ConnectionError_(f"{model._path()} is part of another model; compile its root model instead")
-    validation.boolean("ml.compile", "verbose", verbose)
-    compute = _mixed_precision(backend, precision)
-    will_jit = backend.jit_by_default if jit is None else jit
-    jit_options = _jit_options(backend, will_jit, jit_options, static_shapes)
-    passes = _optimizations(backend, will_jit, optimizations)
+    arguments = locals()
+    options = compile_options(model, backend, {**{k: arguments[k] for k in ACCEPTED_OPTIONS}, **unknown})
     started = time.perf_counter()
-    log = _StageLog(verbose, f"ml.compile({type(model).__name__}, {type(backend).__name__})")
-    from ..plugins import registry
+    log = _StageLog(options.verbose, f"ml.compile({type(model).__name__}, {type(backend).__name__})")
+    stage = _flatten_and_classify(model, backend, options)
+    log.stage("flatten", f"{len(stage.graph.nodes)} primitive calls; parameters {stage.params}, data {stage.data}")
+    _optimise(stage, backend, options)
+    backward = _differentiate(stage, backend, options)
+    enabled = [name for name, on in options.passes.items() if on]
+    symbolic = ", symbolic backward" if backward.gradients else ""
+    log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{symbolic}; {len(stage.graph.nodes)} primitive calls")
+    stage.graph.solve()
+    loss_shape = check_loss_shape(backward.train[0], stage.outputs) if backward.train is not None else ()
+    log.stage("shapes", "solved")
+    place_on_host(stage.graph)
+    _check_implementations(stage.graph, backend)
+    plan = _parallel_plan(stage, backend, options)
+    program, functions = _generate(model, stage, backward, backend)
+    log.stage("codegen", f"{len(program.source.splitlines())} lines of {backend.codegen} for {functions}")
+    if options.file_path is not None:
+        where = f"ml.compile(file_path={str(options.file_path)!r})"
+        write_file_atomically(options.file_path, program.source, where=where, error=ArgumentError)
+    physical = _physical_model(model, backend, options, stage, backward, program, plan, loss_shape, started)
+    jitted = options.will_jit and backend.supports_autograd
+    jit_call = f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in options.jit_options.items())})"
+    log.stage("jit", f"{jit_call} wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
+    log.shapes(physical.shapes)
+    return physical
 
-    flat = flatten(model, registry(), short_names=use_short_namings)
-    data_set, trainable_set = set(data_keys), set(trainable_keys)
-    constants = dict(constant_keys or {})
-    mentioned = set(shapes or {}) | data_set | trainable_set | set(constants)
+
+@dataclass
+class _Stage:
+    """The flattened model as the passes leave it: the graph, the inputs by role, the outputs kept."""
+
+    flat: FlatModel
+    params: list[str]
+    buffers: list[str]
+    data: list[str]
+    outputs: dict[str, Value]
+    state_outputs: dict[str, str]
+    buffer_updates: dict[str, str]
+    discarded: set[str]
+
+    @property
+    def graph(self) -> Graph:
+        return self.flat.graph
+
+    def inputs(self, *groups: list[str]) -> dict[str, Value]:
+        return {name: self.flat.inputs[name] for group in groups for name in group}
+
+
+@dataclass
+class _Backward:
+    """The symbolic gradients (manual-gradient backends), their cotangent inputs, and the training step."""
+
+    gradients: dict[str, Value] = field(default_factory=dict)
+    cotangents: dict[str, Value] = field(default_factory=dict)
+    train: tuple[TrainLayout, dict[str, Value], dict[str, Value]] | None = None
+
+
+def _flatten_and_classify(model: Any, backend: Backend[Any], options: CompileOptions) -> _Stage:
+    """Copy the model into a graph, apply the given names, shapes and constants, and sort its inputs."""
+    from ..plugins import registry  # the plugin registry loads backends' entry points: on first compile only
+
+    flat = flatten(model, registry(), short_names=options.use_short_namings)
+    mentioned = set(options.shapes) | options.data_keys | options.trainable_keys | set(options.constant_keys)
     _drop_unused_optional_inputs(flat, mentioned)
     state_outputs = _expose_buffer_updates(flat)
-    _check_names(flat, shapes or {}, data_set, trainable_set, constants, set(discard_keys))
-    discarded = _infer_discarded(flat, discard_keys)
-    _apply_shapes(flat, shapes or {})
-    _apply_constants(flat, constants)
+    _check_names(flat, options.shapes, set(options.data_keys), set(options.trainable_keys), options.constant_keys, set(options.discard_keys))
+    discarded = _infer_discarded(flat, options.discard_keys)
+    _apply_shapes(flat, options.shapes)
+    _apply_constants(flat, options.constant_keys)
     decompose(flat.graph, backend.has_implementation)  # primitives the backend lacks, as other primitives
-    params, buffers, data = _classify(flat, data_set, trainable_set)
-    graph = flat.graph
-    log.stage("flatten", f"{len(graph.nodes)} primitive calls; parameters {params}, data {data}")
-    graph.default_kinds(flat.inputs.values())
+    params, buffers, data = _classify(flat, set(options.data_keys), set(options.trainable_keys))
+    flat.graph.default_kinds(flat.inputs.values())
     for name in params:
         if flat.inputs[name].kind != "float":
             raise DtypeError(f"parameter {name!r} is {flat.inputs[name].kind}; only float inputs can be trained")
-    outputs = {k: v for k, v in flat.outputs.items() if k not in set(discard_keys)}
+    outputs = {k: v for k, v in flat.outputs.items() if k not in options.discard_keys}
     buffer_updates = {buffer: out for buffer, out in state_outputs.items() if out in outputs and buffer in flat.inputs}
+    return _Stage(flat, params, buffers, data, outputs, state_outputs, buffer_updates, discarded)
+
+
+def _optimise(stage: _Stage, backend: Backend[Any], options: CompileOptions) -> None:
+    """The forward graph's passes; inputs that only fed discarded outputs leave the model, as in Mithril."""
+    graph = stage.graph
     promote_integer_inputs(graph)
     positions_from_shapes(graph)
-
-    if passes["constant_folding"]:
+    if options.passes["constant_folding"]:
         fold_constants(graph, backend.evaluate_constant)
-    if passes["cse"]:
-        eliminate_common_subexpressions(graph, outputs)
-    prune(graph, outputs.values())
-    if discarded:  # inputs that only fed discarded outputs leave the compiled model, as in Mithril
-        live = live_nodes(graph.nodes, outputs.values())  # whether or not the pruning pass ran
-        used = {v.find().id for node in live for v in node.inputs.values() if v is not None}
-        used |= {v.find().id for v in outputs.values()}
-        dropped = {name for name in discarded if name in flat.inputs and flat.inputs[name].find().id not in used}
-        params, buffers, data = ([n for n in group if n not in dropped] for group in (params, buffers, data))
-        discarded = {name for name in discarded if name not in flat.inputs or name in dropped}
-    gradients: dict[str, Value] = {}
-    cotangents: dict[str, Value] = {}
-    wrt = {name: flat.inputs[name] for name in params}
-    if not inference and wrt and not backend.supports_autograd:
-        differentiable_outputs = {k: v for k, v in outputs.items() if v.kind == "float" and k not in state_outputs.values()}
-        cotangents = {k: graph.new_value(v.shape, "float", name=f"{k}_grad") for k, v in differentiable_outputs.items()}
-        gradients = build_backward(graph, wrt, {k: (v, cotangents[k]) for k, v in differentiable_outputs.items()}, backend.backend_type)
-        _reoptimise(graph, backend, passes, outputs, gradients)
-    if not inference and wrt and backend.supports_autograd:
-        insert_stop_gradients(graph, wrt.values())
-    train: tuple[TrainLayout, dict[str, Value], dict[str, Value]] | None = None
-    if optimizer is not None or loss is not None:
-        loss_key, adapter = check_optimizer(optimizer, loss, outputs, wrt, inference, backend)
-        if adapter is not None:  # a framework's optimizer: the backend's autograd and its update
-            train = (TrainLayout.for_external(loss_key, adapter), {}, {})
-        else:
-            train = build_train_step(
-                graph, optimizer, loss_key, outputs, wrt, flat.paths, autograd=backend.supports_autograd,
-                backend_type=backend.backend_type, taken={*flat.inputs, *flat.outputs},
-                # eager only: under a JIT the framework already reuses buffers; sharded states stay functional
-                in_place=backend.updates_in_place and not will_jit and parallelism is None,
-            )
-            decompose(graph, backend.has_implementation)  # the update's primitives the backend lacks (adam_update)
-            _reoptimise(graph, backend, passes, outputs, gradients, train[2])
-    enabled = [name for name, on in passes.items() if on]
-    log.stage("passes", f"{', '.join(enabled) or 'no optional passes'}, pruning{', symbolic backward' if gradients else ''}; {len(graph.nodes)} primitive calls")
-    graph.solve()
-    loss_shape = check_loss_shape(train[0], outputs) if train is not None else ()
-    log.stage("shapes", "solved")
-    place_on_host(graph)
-    _check_implementations(graph, backend)
-    plan = None
-    if parallelism is not None:
-        if backend.device_mesh is None:
-            raise ArgumentError(
-                f"ml.compile(parallelism={parallelism!r}) needs a backend with a device mesh, e.g. "
-                f"ml.JaxBackend(device_mesh=(2,)) or ml.TorchBackend(device_mesh=(2,)); got {backend!r}"
-            )
-        plan = make_plan(
-            parallelism,
-            mesh_shape=backend.device_mesh,
-            graph=graph,
-            params={name: flat.inputs[name] for name in [*params, *buffers]},
-            data={name: flat.inputs[name] for name in data},
-        )
+    if options.passes["cse"]:
+        eliminate_common_subexpressions(graph, stage.outputs)
+    prune(graph, stage.outputs.values())
+    if not stage.discarded:
+        return
+    live = live_nodes(graph.nodes, stage.outputs.values())  # whether or not the pruning pass ran
+    used = {v.find().id for node in live for v in node.inputs.values() if v is not None}
+    used |= {v.find().id for v in stage.outputs.values()}
+    inputs = stage.flat.inputs
+    dropped = {name for name in stage.discarded if name in inputs and inputs[name].find().id not in used}
+    stage.params, stage.buffers, stage.data = ([n for n in group if n not in dropped] for group in (stage.params, stage.buffers, stage.data))
+    stage.discarded = {name for name in stage.discarded if name not in inputs or name in dropped}
 
-    inputs = {name: flat.inputs[name] for name in [*params, *buffers, *data]}
+
+def _differentiate(stage: _Stage, backend: Backend[Any], options: CompileOptions) -> _Backward:
+    """The symbolic backward pass (backends without autograd) and the training step (``optimizer=``)."""
+    graph, outputs, backward = stage.graph, stage.outputs, _Backward()
+    wrt = stage.inputs(stage.params)
+    if not options.inference and wrt and not backend.supports_autograd:
+        differentiable = {k: v for k, v in outputs.items() if v.kind == "float" and k not in stage.state_outputs.values()}
+        backward.cotangents = {k: graph.new_value(v.shape, "float", name=f"{k}_grad") for k, v in differentiable.items()}
+        pairs = {k: (v, backward.cotangents[k]) for k, v in differentiable.items()}
+        backward.gradients = build_backward(graph, wrt, pairs, backend.backend_type)
+        _reoptimise(graph, backend, options.passes, outputs, backward.gradients)
+    if not options.inference and wrt and backend.supports_autograd:
+        insert_stop_gradients(graph, wrt.values())
+    if options.optimizer is None and options.loss is None:
+        return backward
+    loss_key, adapter = check_optimizer(options.optimizer, options.loss, outputs, wrt, options.inference, backend)
+    if adapter is not None:  # a framework's optimizer: the backend's autograd and its update
+        backward.train = (TrainLayout.for_external(loss_key, adapter), {}, {})
+        return backward
+    backward.train = build_train_step(
+        graph, options.optimizer, loss_key, outputs, wrt, stage.flat.paths, autograd=backend.supports_autograd,
+        backend_type=backend.backend_type, taken={*stage.flat.inputs, *stage.flat.outputs},
+        # eager only: under a JIT the framework already reuses buffers; sharded states stay functional
+        in_place=backend.updates_in_place and not options.will_jit and options.parallelism is None,
+    )  # fmt: skip
+    decompose(graph, backend.has_implementation)  # the update's primitives the backend lacks (adam_update)
+    _reoptimise(graph, backend, options.passes, outputs, backward.gradients, backward.train[2])
+    return backward
+
+
+def _parallel_plan(stage: _Stage, backend: Backend[Any], options: CompileOptions) -> Any:
+    """How inputs are placed over the backend's device mesh (``parallelism=``), or ``None``."""
+    if options.parallelism is None:
+        return None
+    if backend.device_mesh is None:
+        raise ArgumentError(
+            f"ml.compile(parallelism={options.parallelism!r}) needs a backend with a device mesh, e.g. "
+            f"ml.JaxBackend(device_mesh=(2,)) or ml.TorchBackend(device_mesh=(2,)); got {backend!r}"
+        )
+    return make_plan(
+        options.parallelism,
+        mesh_shape=backend.device_mesh,
+        graph=stage.graph,
+        params=stage.inputs(stage.params, stage.buffers),
+        data=stage.inputs(stage.data),
+    )
+
+
+def _generate(model: Any, stage: _Stage, backward: _Backward, backend: Backend[Any]) -> tuple[Any, list[str]]:
+    """The backend's program (``evaluate``, ``evaluate_gradients``, the training step) and its function names."""
+    inputs = stage.inputs(stage.params, stage.buffers, stage.data)
+    outputs, train = stage.outputs, backward.train
     functions = [FunctionSpec("evaluate", inputs, {}, [outputs])]
-    if gradients:
-        functions.append(FunctionSpec("evaluate_gradients", inputs, cotangents, [outputs, gradients]))
+    if backward.gradients:
+        functions.append(FunctionSpec("evaluate_gradients", inputs, backward.cotangents, [outputs, backward.gradients]))
     if train is not None and train[0].external is None:
         layout, train_inputs, train_returns = train
         if backend.supports_autograd:  # the backend's autograd gives the gradients; the update is ours
-            update_inputs = {**{name: flat.inputs[name] for name in params}, **train_inputs}
+            update_inputs = {**stage.inputs(stage.params), **train_inputs}
             functions.append(FunctionSpec(layout.function, update_inputs, {}, [train_returns]))
         else:
             functions.append(FunctionSpec(layout.function, {**inputs, **train_inputs}, {}, [{**outputs, **train_returns}]))
     header = (
         f"Generated by Mithril for {type(model).__name__} on {type(backend).__name__} ({backend.dtype.value}).\n"
-        f"{len(graph.nodes)} primitive calls; parameters: {', '.join(params) or 'none'}."
+        f"{len(stage.graph.nodes)} primitive calls; parameters: {', '.join(stage.params) or 'none'}."
     )
-    state_names = set(params) | (set(train[1]) if train is not None else set())
-    program = backend.generate_program(graph, functions, param_names=state_names, header=header)
-    log.stage("codegen", f"{len(program.source.splitlines())} lines of {backend.codegen} for {[f.name for f in functions]}")
-    if file_path is not None:
-        if not isinstance(file_path, (str, os.PathLike)):
-            raise ArgumentError(f"ml.compile: file_path must be a path (str or os.PathLike), got {type(file_path).__name__}")
-        write_file_atomically(file_path, program.source, where=f"ml.compile(file_path={str(file_path)!r})", error=ArgumentError)
-    index_checks = find_index_checks(graph, {**flat.inputs}, set(data) | set(buffers))
-    physical = PhysicalModel(
+    state_names = set(stage.params) | (set(train[1]) if train is not None else set())
+    program = backend.generate_program(stage.graph, functions, param_names=state_names, header=header)
+    return program, [f.name for f in functions]
+
+
+def _physical_model(
+    model: Any, backend: Backend[Any], options: CompileOptions, stage: _Stage, backward: _Backward, program: Any,
+    plan: Any, loss_shape: Any, started: float,
+) -> PhysicalModel:  # fmt: skip
+    """The compiled model: the program with its inputs, outputs and the checks its calls run."""
+    graph, outputs, inputs = stage.graph, stage.outputs, stage.inputs(stage.params, stage.buffers, stage.data)
+    differentiable = [k for k, v in outputs.items() if v.kind == "float" and k not in stage.state_outputs.values()]
+    return PhysicalModel(
         backend=backend,
-        index_checks=index_checks,
+        index_checks=find_index_checks(graph, {**stage.flat.inputs}, set(stage.data) | set(stage.buffers)),
         program=program,
-        params={name: flat.inputs[name] for name in params},
-        buffers={name: flat.inputs[name] for name in buffers},
-        data={name: flat.inputs[name] for name in data},
+        params=stage.inputs(stage.params),
+        buffers=stage.inputs(stage.buffers),
+        data=stage.inputs(stage.data),
         outputs=outputs,
-        buffer_updates=buffer_updates,
-        paths={name: flat.paths.get(name, name) for name in inputs},
-        differentiable_outputs=list(cotangents) if gradients else [k for k, v in outputs.items() if v.kind == "float" and k not in state_outputs.values()],
-        jit=backend.jit_by_default if jit is None else jit,
-        inference=inference,
-        fan_in={name: fan for name, fan in _bias_fan_in(graph).items() if name in params},
+        buffer_updates=stage.buffer_updates,
+        paths={name: stage.flat.paths.get(name, name) for name in inputs},
+        differentiable_outputs=list(backward.cotangents) if backward.gradients else differentiable,
+        jit=options.will_jit,
+        inference=options.inference,
+        fan_in={name: fan for name, fan in _bias_fan_in(graph).items() if name in stage.params},
         model=model,
         primitive_count=len(graph.nodes),
         compile_seconds=time.perf_counter() - started,
-        file_path=str(file_path) if file_path is not None else None,
+        file_path=str(options.file_path) if options.file_path is not None else None,
         plan=plan,
-        jit_options=jit_options,
-        verbose=verbose,
-        train=None if train is None else (train[0], loss_shape),
-        precision=(str(precision), compute) if compute is not None else None,
-        discarded_keys=discarded,
+        jit_options=dict(options.jit_options),
+        verbose=options.verbose,
+        train=None if backward.train is None else (backward.train[0], loss_shape),
+        precision=(str(options.precision), options.compute) if options.compute is not None else None,
+        discarded_keys=stage.discarded,
         input_groups=_input_groups(model, set(inputs)),
     )
-    jitted = will_jit and backend.supports_autograd
-    log.stage("jit", f"{type(backend).__name__}.jit({', '.join(f'{k}={v!r}' for k, v in jit_options.items())}) wrapped; traced and compiled on the first evaluate" if jitted else "none (the generated code runs as is)")
-    log.shapes(physical.shapes)
-    return physical
 
 
 def _reoptimise(graph: Graph, backend: Backend[Any], passes: Mapping[str, bool], *groups: dict[str, Value]) -> None:
@@ -316,27 +354,6 @@ def _reoptimise(graph: Graph, backend: Backend[Any], passes: Mapping[str, bool],
     for i, group in enumerate(groups):
         group.update({k: every[f"{i}\0{k}"] for k in group})
     prune(graph, every.values())
-
-
-_PRECISIONS = {"float32": None, "32": None, "bf16-mixed": Dtype.bfloat16, "fp16-mixed": Dtype.float16}
-
-
-def _mixed_precision(backend: Backend[Any], precision: Any) -> Dtype | None:
-    """The compute dtype ``precision=`` asks for (``None``: the backend dtype), after checking it fits."""
-    if precision is None:
-        return None
-    if not isinstance(precision, str) or precision not in _PRECISIONS:
-        raise ArgumentError(f"ml.compile(precision={precision!r}): accepted are {', '.join(map(repr, _PRECISIONS))} or None")
-    compute = _PRECISIONS[precision]
-    if compute is None:
-        return None
-    name = type(backend).__name__
-    if backend.dtype is not Dtype.float32:
-        raise ArgumentError(f"ml.compile(precision={precision!r}) keeps float32 parameters; {name} computes in {backend.dtype.value}: create it with dtype=ml.float32")
-    if compute is Dtype.float16 and backend.backend_type != "torch":
-        raise ArgumentError(f"ml.compile(precision='fp16-mixed') (float16 with dynamic loss scaling) runs on TorchBackend, not {name}; use 'bf16-mixed'")
-    backend.mixed_precision(lambda params, data: {}, compute)  # the backends without it refuse here
-    return compute
 
 
 class _StageLog:
@@ -359,57 +376,6 @@ class _StageLog:
         self._emit(f"{self.title}: total    {time.perf_counter() - self.started:8.4f} s")
         for key, shape in shapes.items():
             self._emit(f"{self.title}: shape {key}: {shape}")
-
-
-def _jit_options(backend: Backend[Any], will_jit: bool, options: Mapping[str, Any] | None, static_shapes: bool | None) -> dict[str, Any]:
-    """``jit_options`` checked against the backend's JIT, with what ``static_shapes`` means for it."""
-    options = dict(validation.mapping("ml.compile", "jit_options", options, what="a dict of JIT keyword arguments") or {})
-    name = type(backend).__name__
-    if static_shapes is not None:
-        validation.boolean("ml.compile", "static_shapes", static_shapes)
-        options.update(backend.shape_jit_options(static_shapes))
-    if not options:
-        return options
-    accepted = backend.jit_option_names()
-    if not accepted:
-        raise ArgumentError(f"ml.compile(jit_options={options!r}): {name} has no JIT compiler (it runs the generated code directly); use a JAX, PyTorch or MLX backend")
-    if not will_jit:
-        raise ArgumentError(f"ml.compile(jit_options={options!r}) with jit=False: the options configure {name}'s JIT; pass jit=True")
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ArgumentError(f"ml.compile(jit_options=...): {unknown} are not options of {name}'s JIT; accepted: {', '.join(accepted)}")
-    return options
-
-
-def _optimizations(backend: Backend[Any], will_jit: bool, optimizations: Mapping[str, bool] | None) -> dict[str, bool]:
-    """Which of Mithril's optional passes run; the JIT compiler's optimisations are checked, not toggled."""
-    given = validation.mapping("ml.compile", "optimizations", optimizations, what="a dict of optimisation -> bool") or {}
-    passes = {"constant_folding": True, "cse": True}
-    jitted = will_jit and bool(backend.jit_option_names())
-    for key, value in given.items():
-        validation.boolean("ml.compile", f"optimizations[{key!r}]", value)
-        if key in _PASSES:
-            passes[_PASSES[key]] = value
-        elif key in _JIT_OPTIMIZATIONS:
-            what = _JIT_OPTIMIZATIONS[key]
-            if key == "buffer_reuse" and backend.backend_type == "numpy" and value:
-                continue  # NumPy's generated code writes into dead intermediates itself
-            if not jitted:
-                raise ArgumentError(
-                    f"ml.compile(optimizations={{{key!r}: {value}}}): {what} is done by a JIT compiler (XLA, Inductor, "
-                    f"MLX); {type(backend).__name__} runs {'without JIT' if not will_jit else 'no JIT compiler'} here"
-                )
-            if not value:
-                raise ArgumentError(
-                    f"ml.compile(optimizations={{{key!r}: False}}): {type(backend).__name__}'s JIT compiler always does "
-                    f"{what}; Mithril cannot switch it off (compile with jit=False to run without the JIT)"
-                )
-        else:
-            raise ArgumentError(
-                f"ml.compile(optimizations=...): unknown optimisation {key!r}; Mithril's passes: constant_folding, cse; "
-                f"the JIT compiler's: {', '.join(_JIT_OPTIMIZATIONS)}"
-            )
-    return passes
 
 
 def _drop_unused_optional_inputs(flat: FlatModel, mentioned: set[str]) -> None:
@@ -488,7 +454,7 @@ def _check_names(flat: FlatModel, shapes: Mapping[str, Any], data: set[str], tra
         unknown = names - allowed
         if unknown:
             kind = "outputs" if label == "discard_keys" else "inputs"
-            raise KeyError_(
+            raise ModelKeyError(
                 f"ml.compile({label}=...): {sorted(unknown)} are not {kind} of the model; "
                 f"its inputs are {sorted(inputs)}, its outputs {sorted(outputs)}"
             )
@@ -499,7 +465,7 @@ def _check_names(flat: FlatModel, shapes: Mapping[str, Any], data: set[str], tra
     ):
         overlap = a & b
         if overlap:
-            raise KeyError_(f"ml.compile: {sorted(overlap)} are in both {first} and {second}; the sets must be disjoint")
+            raise ModelKeyError(f"ml.compile: {sorted(overlap)} are in both {first} and {second}; the sets must be disjoint")
 
 
 def _apply_constants(flat: FlatModel, constants: Mapping[str, Any]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConnectionError_
+from ..errors import ModelConnectionError
 from ..shapes import Dim, Shape, Variadic
 from .graph import Graph, Node, Value
 
@@ -75,7 +75,7 @@ def _topological(nodes: list[Node]) -> list[Node]:
                 ready.append(user)
     if len(order) != len(nodes):
         stuck = [n.path or n.spec.name for n in nodes if deps[id(n)]][:5]
-        raise ConnectionError_(f"the model has a cycle through {stuck}; a value cannot depend on itself")
+        raise ModelConnectionError(f"the model has a cycle through {stuck}; a value cannot depend on itself")
     return order
 
 
@@ -131,7 +131,7 @@ def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel
     interface = model._interface()
     top_outputs = {k: v.find() for k, v in interface.items() if v.find().producer is not None and k not in model._hidden}
     if not top_outputs:
-        raise ConnectionError_(f"{model._path()} has no outputs to compute; name one with IOKey or a string")
+        raise ModelConnectionError(f"{model._path()} has no outputs to compute; name one with IOKey or a string")
     for node in _topological(list(model._graph.nodes)):
         inputs = {k: (copy(v) if v is not None and v.find().const is not None else None) for k, v in node.inputs.items()}
         outputs = {k: copy(v) for k, v in node.outputs.items()}

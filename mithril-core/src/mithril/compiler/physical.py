@@ -22,7 +22,7 @@ import numpy as np
 from .. import initializers, validation
 from ..backends.direct import InputsNeedChecking
 from ..display.mixin import Displayable
-from ..errors import ArgumentError, CheckpointError, DtypeError, KeyError_, MithrilError, ShapeError
+from ..errors import ArgumentError, CheckpointError, DtypeError, MithrilError, ModelKeyError, ShapeError
 from ..optim.state import TrainState
 from ..progress import task
 from ..serialization.files import check_output_directory, write_file_atomically
@@ -114,14 +114,27 @@ class PhysicalModel(Displayable):
             if self._backward is not None:
                 self._backward = self._announce_first_call("_backward", "forward+backward")
         self._fan_in = dict(fan_in or {})
+        self._params: dict[str, Any] | None = None
+        self._prepare_input_checks(params, data, outputs, functions["evaluate"], direct=precision is None and plan is None)
+        self._unchecked_outputs = frozenset(
+            key
+            for key in differentiable_outputs
+            if (pattern := outputs[key].shape.ints()) is None
+            or any(size is None and (key, axis) not in self._output_dims for axis, size in enumerate(pattern))
+        )
+
+    def _prepare_input_checks(
+        self, params: Mapping[str, Value], data: Mapping[str, Value], outputs: Mapping[str, Value], evaluate: Any, *, direct: bool
+    ) -> None:
+        """What each call checks: every input's static shape, dims shared between inputs, the output axes that
+        follow an input axis, and whether the entry point can take the calls directly."""
         # per input: (name, is_state, static shape or None, shape pattern, native dtype, kind); state
         # (parameters and buffers) comes in ``params``, runtime data in ``data``
         self._checks = [
-            (name, label == "params", v.shape.static(), v.shape.ints(), backend.native_dtype(v.kind or "float"), v.kind or "float")
+            (name, label == "params", v.shape.static(), v.shape.ints(), self.backend.native_dtype(v.kind or "float"), v.kind or "float")
             for label, group in (("params", params), ("params", self._buffer_values), ("data", data))
             for name, v in group.items()
         ]
-        self._params: dict[str, Any] | None = None
         # symbolic dims shared by several inputs (``N`` of data and labels) are checked for agreement
         inputs = {**params, **self._buffer_values, **data}
         self._shared_dims = _shared_symbolic_dims(inputs)
@@ -129,18 +142,10 @@ class PhysicalModel(Displayable):
         self._output_dims = _output_symbolic_dims(inputs, outputs)
         # an entry point that checks its own inputs takes evaluate's calls directly where its checks are all
         # there is to check (mithril.backends.direct); anything unexpected falls back to the checks below
-        strict = getattr(functions["evaluate"], "strict", None) if precision is None else None  # the wrapper is the entry
-        direct = plan is None and not self._index_checks and not self._buffer_keys and not self._shared_dims
+        strict = getattr(evaluate, "strict", None) if direct else None  # under mixed precision the wrapper is the entry
+        direct = direct and not self._index_checks and not self._buffer_keys and not self._shared_dims
         self._direct_forward = strict if direct and all(check[2] is not None for check in self._checks) else None
         self._direct_sizes = (len(self._state_keys), len(self._data_keys))
-        # differentiable outputs with an axis whose run-time size follows no input axis (``reshape(-1)`` of a
-        # dynamic input): their cotangents are checked against the outputs the gradient pass computes
-        self._unchecked_outputs = frozenset(
-            key
-            for key in differentiable_outputs
-            if (pattern := outputs[key].shape.ints()) is None
-            or any(size is None and (key, axis) not in self._output_dims for axis, size in enumerate(pattern))
-        )
 
     def _announce_first_call(self, attribute: str, what: str) -> Callable[..., Any]:
         """Wrap ``self.<attribute>`` so its first call (where JAX/PyTorch/MLX trace and compile) runs as a
@@ -226,7 +231,7 @@ class PhysicalModel(Displayable):
         """
         missing = [out for out in self._buffer_updates.values() if out not in outputs]
         if missing:
-            raise KeyError_(f"update_buffers: outputs {missing} are missing; pass the dict evaluate returned")
+            raise ModelKeyError(f"update_buffers: outputs {missing} are missing; pass the dict evaluate returned")
         return {**params, **{buffer: outputs[out] for buffer, out in self._buffer_updates.items()}}
 
     @property
@@ -335,7 +340,7 @@ class PhysicalModel(Displayable):
             missing, unknown = sorted(self._state_keys - set(params)), sorted(set(params) - self._state_keys)
             if missing or unknown:
                 parts = ([f"missing {missing}"] if missing else []) + ([f"unknown {unknown}"] if unknown else [])
-                raise KeyError_(
+                raise ModelKeyError(
                     f"{where}: params {'; '.join(parts)}; expected exactly the parameters and buffers "
                     f"{sorted(self._state_keys)}"
                 )
@@ -630,7 +635,7 @@ class PhysicalModel(Displayable):
             if "final_cost" in scalar:  # a TrainModel: its cost, not its scalar metrics
                 scalar = ["final_cost"]
             if len(scalar) != 1:
-                raise KeyError_(
+                raise ModelKeyError(
                     f"output_gradients=True needs exactly one scalar output; the float outputs are {outputs} with "
                     f"shapes {[self._output_values[k].shape for k in outputs]}. Pass a dict of cotangents instead."
                 )
@@ -638,7 +643,7 @@ class PhysicalModel(Displayable):
         elif isinstance(output_gradients, Mapping):
             given = dict(output_gradients)
             if not given:
-                raise KeyError_(
+                raise ModelKeyError(
                     f"output_gradients is empty, which would give all-zero gradients; give cotangents for the "
                     f"differentiable outputs {outputs} (or True for a single scalar output)"
                 )
@@ -649,7 +654,7 @@ class PhysicalModel(Displayable):
             )
         unknown = [k for k in given if k not in self._output_values or k not in outputs]
         if unknown:
-            raise KeyError_(f"evaluate(output_gradients): {'; '.join(self._describe_non_output(k) for k in unknown)}; the differentiable outputs are {outputs}")
+            raise ModelKeyError(f"evaluate(output_gradients): {'; '.join(self._describe_non_output(k) for k in unknown)}; the differentiable outputs are {outputs}")
         keys = list(given)
         float_dtype = self.backend.native_dtype("float")
         forward: dict[str, Any] | None = None
@@ -701,7 +706,7 @@ class PhysicalModel(Displayable):
             hint = [k for k in unknown if k in other]
             parts.append(f"unknown {unknown}" + (f" ({hint} belong in {'data' if label == 'params' else 'params'})" if hint else ""))
         if parts:
-            raise KeyError_(f"{where}({label}=...): {'; '.join(parts)}; expected exactly {sorted(expected)}")
+            raise ModelKeyError(f"{where}({label}=...): {'; '.join(parts)}; expected exactly {sorted(expected)}")
 
     def _check_shape(self, name: str, label: str, expected: tuple[int | None, ...] | None, value: Any, where: str = "evaluate") -> None:
         if expected is None:

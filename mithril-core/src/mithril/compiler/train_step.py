@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ArgumentError, KeyError_
+from ..errors import ArgumentError, ModelKeyError
 from ..optim import Optimizer, ParamInfo
 from ..optim._math import GraphMath
 from ..optim.external import external_optimizer
@@ -103,7 +103,7 @@ def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], par
             )
         loss = "final_cost"
     if not isinstance(loss, str) or loss not in outputs:
-        raise KeyError_(f"ml.compile(loss={loss!r}): not an output of the model; its outputs are {sorted(outputs)}")
+        raise ModelKeyError(f"ml.compile(loss={loss!r}): not an output of the model; its outputs are {sorted(outputs)}")
     if outputs[loss].kind not in (None, "float"):
         raise ArgumentError(f"ml.compile(loss={loss!r}): the loss must be a float output, got {outputs[loss].kind}")
     return loss, adapter

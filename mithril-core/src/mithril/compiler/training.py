@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, KeyError_, MithrilError
+from ..errors import ArgumentError, MithrilError, ModelKeyError
 from ..optim.state import TrainState
 from .train_step import TrainLayout
 
@@ -139,10 +139,10 @@ class TrainingProgram:
                 f"{type(self.layout.optimizer).__name__}, whose state maps slots {list(self.slots)} to parameter arrays"
             )
         if set(state.opt_state) != set(self.slots):
-            raise KeyError_(f"train_step(state): the optimizer state has slots {sorted(state.opt_state)}, {type(self.layout.optimizer).__name__} keeps {list(self.slots)}")
+            raise ModelKeyError(f"train_step(state): the optimizer state has slots {sorted(state.opt_state)}, {type(self.layout.optimizer).__name__} keeps {list(self.slots)}")
         for slot, values in state.opt_state.items():
             if set(values) != set(self.param_keys):
-                raise KeyError_(f"train_step(state): optimizer slot {slot!r} holds {sorted(values)}, expected the parameters {self.param_keys}")
+                raise ModelKeyError(f"train_step(state): optimizer slot {slot!r} holds {sorted(values)}, expected the parameters {self.param_keys}")
             for key, value in values.items():
                 param = state.params[key]
                 if not pm.backend.is_array(value) or tuple(value.shape) != tuple(param.shape) or value.dtype != param.dtype:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArgumentError, ConnectionError_, ShapeError
+from ..errors import ArgumentError, ModelConnectionError, ShapeError
 from ..models.primitive import Primitive
 from .keys import Connection, Deferred, DimRef, DtypeOf, Expr, IOKey, known_rank, register_expression_builder
 from .symbolic import dim_value, is_dim, reshape_target
@@ -78,7 +78,7 @@ def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
 def _common_owner(op: str, connections: list[Connection]) -> Model:
     owners = {id(_owner(a)): _owner(a) for a in connections}
     if len(owners) != 1:
-        raise ConnectionError_(
+        raise ModelConnectionError(
             f"{op}: the connections belong to {len(owners)} different model trees; add the models to one "
             "parent first"
         )

@@ -28,7 +28,7 @@ import numpy as np
 from ..compiler.compile import compile as compile_model
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
 from ..display.mixin import Displayable
-from ..errors import ArgumentError, AttributeError_, ConnectionError_, DtypeError, KeyError_, ShapeError
+from ..errors import ArgumentError, DtypeError, MissingAttributeError, ModelConnectionError, ModelKeyError, ShapeError
 from ..gc_pause import paused_gc
 from ..journal import touch, transaction
 from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
@@ -52,7 +52,7 @@ def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> 
     touch(a)
     touch(b)
     if a.producer is not None and b.producer is not None:
-        raise ConnectionError_(f"{where}: both sides are outputs of other models; a key can have one producer")
+        raise ModelConnectionError(f"{where}: both sides are outputs of other models; a key can have one producer")
     try:
         unify(a.shape, b.shape)
     except ShapeUndetermined:
@@ -65,7 +65,7 @@ def merge_values(a: Value, b: Value, where: str, graph: Graph | None = None) -> 
     if a.kind is not None and b.kind is not None and a.kind != b.kind:
         raise DtypeError(f"{where}: a {a.kind} value is connected to a {b.kind} key")
     if a.const is not NOTHING and b.const is not NOTHING and not _same_constant(a.const, b.const):
-        raise ConnectionError_(f"{where}: conflicting constant values {a.const!r} and {b.const!r}")
+        raise ModelConnectionError(f"{where}: conflicting constant values {a.const!r} and {b.const!r}")
     b._parent = a
     note_change(b)  # rules reading ``b`` now read ``a``
     if a.kind is None and b.kind is not None:
@@ -86,8 +86,14 @@ def _same_constant(x: Any, y: Any) -> bool:
         return x is y
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+def snake_case(name: str) -> str:
+    """A class name as a default block or primitive name: ``MaxPool2D`` -> ``max_pool2d``, ``SinTimeX`` ->
+    ``sin_time_x`` (a dimension suffix such as ``2D`` stays with its number).
+
+    >>> snake_case("BatchNorm2D"), snake_case("LayerNorm")
+    ('batch_norm2d', 'layer_norm')
+    """
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[0-9])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class _Call(Deferred):
@@ -124,11 +130,11 @@ class _Call(Deferred):
         """Add the called model to ``model``, once (later uses in the same tree reuse it)."""
         if self._built is None:
             if self.model._parent is not None:
-                raise ConnectionError_(f"{self!r} is already part of {self.model._parent._path()}; call a new model instance")
+                raise ModelConnectionError(f"{self!r} is already part of {self.model._parent._path()}; call a new model instance")
             model._add(self.model, self.kwargs, extend=False)
             self._built = model
         elif not model._owns(self.model):
-            raise ConnectionError_(f"{self!r} is part of {self._built._path()}, not of {model._path()}")
+            raise ModelConnectionError(f"{self!r} is part of {self._built._path()}, not of {model._path()}")
 
     def build_into(self, model: Model) -> Any:
         """Add the called model to ``model`` (once) and return its output connection (a tuple of them for a
@@ -141,7 +147,7 @@ class _Call(Deferred):
         listed = [name for name, members in groups.items() if all(m.key in outputs for m in members)]
         if len(listed) == 1 and not set(outputs) - {m.key for m in groups[listed[0]]}:
             return tuple(Connection(self.model, m.key) for m in groups[listed[0]])
-        raise ConnectionError_(f"{self!r} has {len(outputs)} outputs {outputs}; unpack them (a, b = model(...))")
+        raise ModelConnectionError(f"{self!r} has {len(outputs)} outputs {outputs}; unpack them (a, b = model(...))")
 
 
 def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, tuple[Connection, ...]]]:
@@ -158,12 +164,12 @@ def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple
         target = expanded.pop(key)
         if isinstance(target, (list, tuple)):
             if len(target) != len(connections):
-                raise ConnectionError_(f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets")
+                raise ModelConnectionError(f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets")
             expanded.update({conn.key: t for conn, t in zip(connections, target)})
         elif isinstance(target, str) or (isinstance(target, IOKey) and target.name):
             groups[target if isinstance(target, str) else str(target.name)] = tuple(connections)
         else:
-            raise ConnectionError_(f"{where}: {type(child).__name__}.{key} is a list of {len(connections)} values; connect it to a name or a list, got {target!r}")
+            raise ModelConnectionError(f"{where}: {type(child).__name__}.{key} is a list of {len(connections)} values; connect it to a name or a list, got {target!r}")
     return expanded, groups
 
 
@@ -283,9 +289,9 @@ class Model(Displayable):
     def _child_name(self, child: Model) -> str:
         if child.name is not None:
             if any(n == child.name for n, _ in self._children):
-                raise ConnectionError_(f"{self._path()}: a child named {child.name!r} already exists")
+                raise ModelConnectionError(f"{self._path()}: a child named {child.name!r} already exists")
             return child.name
-        base: str = _snake(type(child).__name__) if type(child).__name__ != "Primitive" else child.__dict__["primitive_name"]
+        base: str = snake_case(type(child).__name__) if type(child).__name__ != "Primitive" else child.__dict__["primitive_name"]
         index = self._child_names.get(base, 0)
         self._child_names[base] = index + 1
         return f"{base}_{index}"
@@ -302,19 +308,19 @@ class Model(Displayable):
         if not isinstance(child, Model):
             raise ArgumentError(f"{self._path()}: only models can be added to a Model, got {child!r} ({type(child).__name__})")
         if child is self:
-            raise ConnectionError_(f"{self._path()}: a model cannot be added to itself")
+            raise ModelConnectionError(f"{self._path()}: a model cannot be added to itself")
         if child._parent is not None:
-            raise ConnectionError_(
+            raise ModelConnectionError(
                 f"{type(child).__name__} {child._path()} is already part of {child._parent._path()}; "
                 "create a new instance to use it again"
             )
         if self._frozen:
-            raise ConnectionError_(f"{self._path()} is frozen; models cannot be added to it any more")
+            raise ModelConnectionError(f"{self._path()} is frozen; models cannot be added to it any more")
         kwargs, groups = _expand_groups(child, kwargs, self._path())
         iface = child._interface()
         unknown = set(kwargs) - set(iface)
         if unknown:
-            raise KeyError_(
+            raise ModelKeyError(
                 f"{type(child).__name__} has no key(s) {sorted(unknown)}; its keys are {sorted(iface)}"
             )
         name = self._child_name(child)
@@ -322,7 +328,7 @@ class Model(Displayable):
         child._role_snapshot = {k: v.find().producer is not None for k, v in iface.items()}
         if extend and self._children and (self._cout is None or child._cin is None):
             missing = f"{self._path()} has no canonical output" if self._cout is None else f"{type(child).__name__} {name!r} has no canonical input"
-            raise ConnectionError_(
+            raise ModelConnectionError(
                 f"{where}: += connects the canonical output to the new model's canonical input, but {missing}; "
                 "connect the keys with |= and .connect(...), or name them with set_cin/set_cout"
             )
@@ -356,7 +362,7 @@ class Model(Displayable):
             self.apply_iokey(value, target, where)
         elif isinstance(target, Connection):
             if not self._owns(target.model):
-                raise ConnectionError_(
+                raise ModelConnectionError(
                     f"{where}: connection {target!r} belongs to a model outside {self._path()}; add that model "
                     "to this one first"
                 )
@@ -369,7 +375,7 @@ class Model(Displayable):
             raise ArgumentError(f"{where}: connect to a key of the model (e.g. model.output), not the model itself")
         elif target is None:
             if value.producer is not None:
-                raise ConnectionError_(f"{where}: an output cannot be set to None")
+                raise ModelConnectionError(f"{where}: an output cannot be set to None")
             touch(value)
             value.const = None
         else:
@@ -418,12 +424,12 @@ class Model(Displayable):
         for connection in connections:
             if isinstance(connection, str):
                 if connection not in self._keys:
-                    raise KeyError_(f"{where}: {self._path()} has no key {connection!r}; its keys are {sorted(self._keys)}")
+                    raise ModelKeyError(f"{where}: {self._path()} has no key {connection!r}; its keys are {sorted(self._keys)}")
                 connection = Connection(self, connection)
             if not isinstance(connection, Connection):
                 raise ArgumentError(f"{where}: expected connections (model.key) or key names, got {connection!r} ({type(connection).__name__})")
             if not self._owns(connection.model):
-                raise ConnectionError_(f"{where}: connection {connection!r} belongs to a model outside {self._path()}; add that model first")
+                raise ModelConnectionError(f"{where}: connection {connection!r} belongs to a model outside {self._path()}; add that model first")
             values.append(connection.value)
         merged = values[0]
         for value in values[1:]:
@@ -508,7 +514,7 @@ class Model(Displayable):
             return
         root = value.find()
         if root.producer is not None:
-            raise ConnectionError_(f"{where}: is an output of a primitive; a constant can only be given to an input")
+            raise ModelConnectionError(f"{where}: is an output of a primitive; a constant can only be given to an input")
         kind = kind_of_python_value(constant)
         if kind is None:
             raise DtypeError(f"{where}: constant {constant!r} is not a number, bool or array")
@@ -518,7 +524,7 @@ class Model(Displayable):
         except ShapeMismatch as exc:
             raise ShapeError(f"{where}: constant of shape {describe_shape(shape)} does not fit {root.shape!r} ({exc})") from None
         if root.const is not NOTHING and not _same_constant(root.const, array):
-            raise ConnectionError_(f"{where}: already has constant {root.const!r}")
+            raise ModelConnectionError(f"{where}: already has constant {root.const!r}")
         touch(root)
         root.const = array
         if root.kind is None:
@@ -538,7 +544,7 @@ class Model(Displayable):
 
     def __getattr__(self, name: str) -> Connection:
         if name.startswith("_"):
-            raise AttributeError_(f"{type(self).__name__} has no attribute {name!r}")
+            raise MissingAttributeError(f"{type(self).__name__} has no attribute {name!r}")
         iface = self._interface()
         name = name if name in iface else self._alias(name)
         if name in iface:
@@ -546,7 +552,7 @@ class Model(Displayable):
         group = self.__dict__.get("_key_groups", {}).get(name)
         if group is not None:  # a list-valued key (Split's output): model.split_out[0]
             return tuple(group)  # type: ignore[return-value]
-        raise AttributeError_(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
+        raise MissingAttributeError(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
 
     def _is_output(self, key: str, value: Value) -> bool:
         if self._role_snapshot is not None and key in self._role_snapshot:
@@ -640,7 +646,7 @@ class Model(Displayable):
             for name in exposed:
                 value = self._interface()[name].find()
                 if value.producer is None:
-                    raise ConnectionError_(f"{self._path()}.expose_keys({name!r}): an input is always a key of the model; only outputs are exposed")
+                    raise ModelConnectionError(f"{self._path()}.expose_keys({name!r}): an input is always a key of the model; only outputs are exposed")
             self._hidden_keys -= exposed
             self._exposed = exposed
         return self
@@ -670,7 +676,7 @@ class Model(Displayable):
         with self._transaction():
             value = self._resolve(key, "set_cin")
             if value.find().producer is not None:
-                raise ConnectionError_(f"{self._path()}.set_cin({key!r}): the canonical input must be an input of the model")
+                raise ModelConnectionError(f"{self._path()}.set_cin({key!r}): the canonical input must be an input of the model")
             self._cin = value
         return self
 
@@ -690,22 +696,22 @@ class Model(Displayable):
 
     def _canonical(self, value: Value | None, kind: str) -> Connection:
         if value is None:
-            raise KeyError_(f"{self._path()} has no canonical {kind}")
+            raise ModelKeyError(f"{self._path()} has no canonical {kind}")
         for key, v in self._interface().items():
             if v.find() is value.find():
                 return Connection(self, key)
-        raise KeyError_(f"{self._path()}: its canonical {kind} has no name")
+        raise ModelKeyError(f"{self._path()}: its canonical {kind} has no name")
 
     # -- constraints -----------------------------------------------------------------------------
     def _resolve(self, key: str | Connection, where: str) -> Value:
         if isinstance(key, Connection):
             if not self._owns(key.model):
-                raise ConnectionError_(f"{where}: {key!r} is not part of {self._path()}")
+                raise ModelConnectionError(f"{where}: {key!r} is not part of {self._path()}")
             return key.value
         iface = self._interface()
         key = key if key in iface else self._alias(key)
         if key not in iface:
-            raise KeyError_(f"{where}: {self._path()} has no key {key!r}; its keys are {sorted(iface)}")
+            raise ModelKeyError(f"{where}: {self._path()} has no key {key!r}; its keys are {sorted(iface)}")
         return iface[key]
 
     def _items(self, mapping: Mapping[Any, Any] | None, kwargs: Mapping[str, Any]) -> Iterable[tuple[Any, Any]]:
@@ -771,7 +777,7 @@ class Model(Displayable):
             for key, flag in self._items(mapping, flags):
                 value = self._resolve(key, "set_differentiability").find()
                 if value.producer is not None:
-                    raise ConnectionError_(f"{self._path()}.set_differentiability({key!r}): only inputs can be set")
+                    raise ModelConnectionError(f"{self._path()}.set_differentiability({key!r}): only inputs can be set")
                 touch(value)
                 value.differentiable = bool(flag)
         return self
@@ -791,10 +797,10 @@ class Model(Displayable):
         with self._transaction():
             target = self._resolve(buffer, "set_buffer_update").find()
             if not target.buffer or target.producer is not None:
-                raise ConnectionError_(f"{self._path()}.set_buffer_update({buffer!r}): not a buffer input (declare it with IOKey(buffer=True))")
+                raise ModelConnectionError(f"{self._path()}.set_buffer_update({buffer!r}): not a buffer input (declare it with IOKey(buffer=True))")
             value = self._resolve(new_value, "set_buffer_update").find()
             if value.producer is None:
-                raise ConnectionError_(f"{self._path()}.set_buffer_update({new_value!r}): the new value must be computed by the model")
+                raise ModelConnectionError(f"{self._path()}.set_buffer_update({new_value!r}): the new value must be computed by the model")
             touch(value)
             value.updates = target
             try:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..compiler.graph import Graph, Node, Value
-from ..errors import AttributeError_, KeyError_, UnsupportedPrimitiveError
+from ..errors import MissingAttributeError, ModelKeyError, UnsupportedPrimitiveError
 from ..primitives.rules import normalize_axes, normalize_axis
 
 __all__ = ["Cotangents", "GradContext", "Ops", "VjpRule"]
@@ -35,7 +35,7 @@ class Ops:
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
-            raise AttributeError_(f"ops has no attribute {name!r}")
+            raise MissingAttributeError(f"ops has no attribute {name!r}")
         graph, path = self._graph, self._path
 
         def emit(*args: Any, **kwargs: Any) -> Value | tuple[Value, ...]:
@@ -68,7 +68,7 @@ class GradContext:
     def __getitem__(self, key: str) -> Value:
         value = self.inputs[key]
         if value is None:
-            raise KeyError_(f"optional input {key!r} of {self.node.spec.name} at {self.node.path or '<root>'} is absent")
+            raise ModelKeyError(f"optional input {key!r} of {self.node.spec.name} at {self.node.path or '<root>'} is absent")
         return value
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..deprecation import deprecated_attribute
 from ..framework import arithmetic as _arithmetic  # noqa: F401 - registers connection arithmetic
 from ..framework.keys import TBD, Connection, IOKey
 from ..framework.model import Model
@@ -29,10 +30,6 @@ from .train_model import L1, L2, TrainModel
 # table's classes of the same names: set explicitly, so import order cannot undo it.
 globals().update({name: getattr(_compat, name) for name in _compat.__all__})
 
-MaxPool2D = MaxPool2d  # noqa: F405
-AvgPool2D = AvgPool2d  # noqa: F405
-Operator = Primitive
-LogicalModel = Model  # the Backends API page's name
 
 
 def _physical_model() -> type:
@@ -41,7 +38,7 @@ def _physical_model() -> type:
     return PhysicalModel
 
 __all__ = [
-    "TBD", "Connection", "IOKey", "Tensor", "Model", "LogicalModel", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive", "Operator", "MaxPool2D", "AvgPool2D",  # noqa: F405 - PhysicalModel resolves in __getattr__
+    "TBD", "Connection", "IOKey", "Tensor", "Model", "PhysicalModel", "TrainModel", "L1", "L2", "Primitive",  # noqa: F405 - PhysicalModel resolves in __getattr__
     *_blocks_all, *sorted(set(_pm.__all__) | set(_compat.__all__)),
 ]
 
@@ -49,6 +46,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "PhysicalModel":  # what ml.compile returns, for annotations: from mithril.models import PhysicalModel
         return _physical_model()
+    deprecated = deprecated_attribute(__name__, name)  # Abs, MaxPool2d, Operator...: mithril.deprecation's table
+    if deprecated is not None:
+        return deprecated
     from ..plugins.lookup import model_builder
 
     return model_builder(name)

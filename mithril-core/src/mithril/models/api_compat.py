@@ -29,7 +29,7 @@ from .blocks._util import op
 from .blocks.robust import robust_log, robust_power, robust_sqrt
 from .primitive import Primitive
 
-__all__ = ["Reshape", "Randn", "Cast", "Arange", "Size", "Buffer", "ScaledDotProduct", "ScaledDotProductAttention", "Concat", "Split", "SiLU", "Silu", "Power", "Sqrt", "Log"]
+__all__ = ["Reshape", "Randn", "Cast", "Arange", "Size", "Buffer", "ScaledDotProduct", "Concat", "Split", "SiLU", "Power", "Sqrt", "Log"]
 
 
 class ScaledDotProduct(Primitive):
@@ -86,7 +86,6 @@ class ScaledDotProduct(Primitive):
         return super()._connect_attributes(connections)
 
 
-ScaledDotProductAttention = ScaledDotProduct
 
 
 class Concat(Model):
@@ -176,7 +175,6 @@ Buffer = _unary(
     lambda m, x: op(m, "index", x, key=Ellipsis),
 )
 SiLU = _unary("SiLU", "``input * sigmoid(input)`` (Swish).", lambda m, x: op(m, "multiply", x, op(m, "sigmoid", x)))
-Silu = SiLU
 
 
 class RobustSqrt(Model):

@@ -8,12 +8,11 @@ Example:
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError
 from ..framework.keys import Connection, IOKey
-from ..framework.model import Model
+from ..framework.model import Model, snake_case
 
 if TYPE_CHECKING:
     from ..primitives.spec import PrimitiveSpec
@@ -80,7 +79,7 @@ class Primitive(Model):
         from ..extension import register_primitive, registered_function
         from ..plugins import registry
 
-        name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
+        name = snake_case(cls.__name__)
         if name in registry().primitives:
             owner = getattr(registered_function(name), "operator_class", None)
             if owner is cls:

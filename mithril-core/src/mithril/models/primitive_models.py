@@ -51,12 +51,6 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("DropoutMask", "dropout_mask"),
 )
 
-ALIASES: dict[str, str] = {
-    "Exp": "Exponential", "Neg": "Negate", "Abs": "Absolute", "Sin": "Sine", "Cos": "Cosine", "Matmul": "MatrixMultiply",
-    "Var": "Variance", "Index": "Indexer", "ScaledDotProductAttention": "ScaledDotProduct",
-}
-
-
 # Mithril's key names where they differ from the primitive's: these are the models' keys (and the compiled
 # model's); the primitive's names stay accepted as deprecated aliases (``Power(left=)`` warns, means ``base``).
 KEY_NAMES: dict[str, dict[str, str]] = {
@@ -171,7 +165,6 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
 
 
 _CLASSES = {class_name: _make(class_name, primitive) for class_name, primitive in _TABLE}
-_CLASSES.update({alias: _CLASSES[target] for alias, target in ALIASES.items()})
 globals().update(_CLASSES)
 
 __all__ = sorted(_CLASSES)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..compiler.graph import Value
 from ..deprecation import warn_deprecated
-from ..errors import ArgumentError, KeyError_
+from ..errors import ArgumentError, ModelKeyError
 from ..framework.arithmetic import build
 from ..framework.keys import Connection, IOKey
 from ..framework.model import Model
@@ -217,12 +217,12 @@ class TrainModel(Model):
             raise ArgumentError(f"{where}: give the regulariser's keys (input=...); its keys are {model.input_keys}")
         unknown = sorted(set(connections) - set(model.input_keys) - set(model._keys))
         if unknown:
-            raise KeyError_(f"{where}: {type(model).__name__} has no key(s) {unknown}; its input keys are {model.input_keys}")
+            raise ModelKeyError(f"{where}: {type(model).__name__} has no key(s) {unknown}; its input keys are {model.input_keys}")
         reg_name = reg_key.key if isinstance(reg_key, Connection) else reg_key
         if reg_name is None:
             reg_name = "input" if "input" in connections or len(connections) != 1 else next(iter(connections))
         if reg_name not in connections:
-            raise KeyError_(f"{where}: reg_key {reg_name!r} is not among the given keys {sorted(connections)}")
+            raise ModelKeyError(f"{where}: reg_key {reg_name!r} is not among the given keys {sorted(connections)}")
         patterns = [k for k, v in connections.items() if isinstance(v, re.Pattern)]
         if patterns and len(connections) > 1:
             raise ArgumentError(f"{where}: a pattern ({patterns[0]}=re.compile(...)) is only for a regulariser given one key, got {sorted(connections)}")
@@ -252,7 +252,7 @@ class TrainModel(Model):
         if isinstance(value, str):
             try:
                 return self._regularized(value)[0][1]
-            except KeyError_:
+            except ModelKeyError:
                 return value
         return value
 
@@ -291,7 +291,7 @@ class TrainModel(Model):
         if self._finalized:
             return
         if not self._losses:
-            raise KeyError_("TrainModel.finalize: requires at least one loss (add_loss); none was added")
+            raise ModelKeyError("TrainModel.finalize: requires at least one loss (add_loss); none was added")
         self._update_cost()
         self.__dict__["_finalized"] = True
 
@@ -322,7 +322,7 @@ class TrainModel(Model):
             found = [(k, v) for k, v in params.items() if target.search(k)]
         unique = list({id(v.find()): (k.rsplit(".", 1)[-1], v.find()) for k, v in reversed(found)}.values())[::-1]
         if not unique:
-            raise KeyError_(f"add_regularization: no trainable parameter matches {target!r}; candidates: {sorted(params)}")
+            raise ModelKeyError(f"add_regularization: no trainable parameter matches {target!r}; candidates: {sorted(params)}")
         return unique
 
     def _count(self, counted: list[tuple[Connection, Connection]]) -> Any:

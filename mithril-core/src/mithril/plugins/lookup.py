@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import AttributeError_, BackendAttributeError, BackendNotAvailableError
+from ..errors import BackendAttributeError, BackendNotAvailableError, MissingAttributeError
 from .manager import manager
 
 __all__ = ["KNOWN_BACKENDS", "KNOWN_MODELS", "backend_class", "model_builder", "available_backends"]
@@ -77,4 +77,4 @@ def model_builder(name: str) -> Any:
     )
     if name in KNOWN_MODELS:
         raise BackendNotAvailableError(message)
-    raise AttributeError_(message)
+    raise MissingAttributeError(message)

@@ -86,9 +86,9 @@ class PluginManager:
         """Remove a plugin registered in-process, and rebuild the registry without it."""
         plugin = self._pm.get_plugin(name)
         if plugin is None:
-            from ..errors import KeyError_
+            from ..errors import ModelKeyError
 
-            raise KeyError_(f"unregister_plugin: no plugin named {name!r}; loaded: {[p.name for p in self.loaded]}")
+            raise ModelKeyError(f"unregister_plugin: no plugin named {name!r}; loaded: {[p.name for p in self.loaded]}")
         self._pm.unregister(plugin)
         self.loaded = [p for p in self.loaded if p.name != name]
         self._rebuild_registry()

@@ -176,9 +176,9 @@ class Registry:
         try:
             return self.primitives[name]
         except KeyError:
-            from ..errors import KeyError_
+            from ..errors import ModelKeyError
 
-            raise KeyError_(f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}") from None
+            raise ModelKeyError(f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}") from None
 
     def backend_name(self, name: str) -> str | None:
         return self._backend_alias.get(name)

@@ -7,7 +7,7 @@ Example:
     'mine'
 """
 
-from mithril.serialization.safetensors import SafetensorsFile, save_safetensors
+from mithril.extend import SafetensorsFile, save_safetensors
 
 from .errors import CheckpointError
 from .export import to_checkpoint

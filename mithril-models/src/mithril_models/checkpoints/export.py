@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from mithril.errors import KeyError_, ShapeError
+from mithril.errors import ModelKeyError, ShapeError
 
 from .errors import CheckpointError
 from .layout import Layout, Target, transpose
@@ -47,7 +47,7 @@ def _checked_arrays(pm: Any, params: Mapping[str, Any], names: list[str]) -> dic
     missing = [name for name in needed if name not in params]
     if missing:
         paths = ", ".join(pm.input_paths.get(name, name) for name in missing)
-        raise KeyError_(
+        raise ModelKeyError(
             f"to_checkpoint: params lacks {missing} ({paths}); pass every parameter and buffer of the model "
             "(e.g. pm.get_parameters())"
         )

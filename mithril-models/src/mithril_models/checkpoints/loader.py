@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from mithril.progress import task
+from mithril.extend import task
 
 from .errors import CheckpointError
 from .layout import Layout, Target

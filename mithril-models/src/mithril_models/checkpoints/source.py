@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from mithril.errors import ArgumentError
-from mithril.serialization.safetensors import SafetensorsFile, read_safetensors_index
+from mithril.extend import SafetensorsFile, read_safetensors_index
 
 from .errors import CheckpointError
 

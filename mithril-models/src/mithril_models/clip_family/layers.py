@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mithril import initializers
-from mithril.framework.keys import Connection, IOKey
-from mithril.models import LayerNorm, Linear, Model
-from mithril.models.blocks._util import op, param
+from mithril.extend import initializers, op, param
+from mithril.models import Connection, IOKey, LayerNorm, Linear, Model
 
 __all__ = ["Attention", "EncoderLayer", "LearnedTable", "activation", "attend"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mithril.framework.keys import Connection, IOKey
-from mithril.models.blocks._util import op, param
+from mithril.extend import op, param
+from mithril.models import Connection, IOKey
 
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel

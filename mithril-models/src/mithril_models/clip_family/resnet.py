@@ -18,9 +18,8 @@ Example:
 
 from __future__ import annotations
 
-from mithril.framework.keys import Connection, IOKey
-from mithril.models import AvgPool2d, BatchNorm2d, Conv2d, Model
-from mithril.models.blocks._util import op, param
+from mithril.extend import op, param
+from mithril.models import AvgPool2d, BatchNorm2d, Connection, Conv2d, IOKey, Model
 
 from .config import VisionConfig
 from .layers import attend

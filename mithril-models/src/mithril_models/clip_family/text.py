@@ -12,10 +12,8 @@ Example:
 
 from __future__ import annotations
 
-from mithril import initializers
-from mithril.framework.keys import Connection, IOKey
-from mithril.models import Embedding, LayerNorm, Linear
-from mithril.models.blocks._util import op
+from mithril.extend import initializers, op
+from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear
 
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel

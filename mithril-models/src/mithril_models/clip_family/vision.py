@@ -17,10 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from mithril import initializers
-from mithril.framework.keys import Connection, IOKey
-from mithril.models import Conv2d, LayerNorm, Linear, Model
-from mithril.models.blocks._util import op, param
+from mithril.extend import initializers, op, param
+from mithril.models import Connection, Conv2d, IOKey, LayerNorm, Linear, Model
 
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel

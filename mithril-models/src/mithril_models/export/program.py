@@ -1,9 +1,11 @@
 """``export_program``: a GPT-2 or ResNet as a standalone C program (``generate`` / ``classify``).
 
-The model is compiled with the C backend (GPT-2: the one-token KV-cache decode step,
+The model is compiled with the C backend (``mithril-backend-c``, the ``edge`` extra:
+``pip install "mithril-models[edge]"``; GPT-2: the one-token KV-cache decode step,
 :class:`~mithril_models.gpt.decode.GPTDecodeStep`; ResNet: inference on one ``[1, C, H, W]`` image) and
 exported with ``pm.export``; of that export the folder keeps the generated model code (``model.c``,
-``model.h``) and adds:
+``model.h``; a GPT-2 program's decode steps share one ``model.c``, made through the C backend's kernel API,
+:mod:`mithril_backend_c.kernels`) and adds:
 
 - ``weights.bin``: the parameters and buffers in the mmap-able format of :mod:`.weights` (header with
   every tensor's dtype and shape, a checksum), plus the shapes of the program's data inputs;
@@ -21,22 +23,29 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import mithril as ml
 import numpy as np
-from mithril.compiler.codegen.escape import c_string_literal
-from mithril.errors import ArgumentError
-from mithril.extend import check_output_directory, write_file_atomically
+from mithril.errors import ArgumentError, BackendNotAvailableError
+from mithril.extend import check_output_directory, escape, write_file_atomically
 
-from .weights import INPUT, NAME, Tensor, write_weights
+from ..checkpoints import load_hf
+from ..gpt.config import GPTConfig, config_from_hf
+from ..gpt.decode import KVDecoder
+from ..gpt.layers import cache_names
+from ..gpt.model import create_gpt
+from ..hf import from_hf_config
+from ..resnet import ResNet, resnet
+from ..resnet import model as resnet_models
+from .weights import DTYPES, INPUT, NAME, Tensor, write_weights
 
 __all__ = ["ExportedProgram", "export_program", "resolve_model"]
 
@@ -92,14 +101,25 @@ class ExportedProgram:
         return self.binary
 
 
+def _c_kernels() -> ModuleType:
+    """The C backend's kernel API (:mod:`mithril_backend_c.kernels`), which the programs are made with; a
+    ``BackendNotAvailableError`` naming the extra that installs it when it is missing.
+
+    >>> _c_kernels().__name__                                  # doctest: +SKIP
+    'mithril_backend_c.kernels'
+    """
+    try:  # optional dependency (the "edge" extra): only exports need it
+        from mithril_backend_c import kernels
+    except ImportError as exc:
+        raise BackendNotAvailableError(
+            f"export_program needs the C backend (mithril-backend-c), which is not installed ({exc}); "
+            'install it with: pip install "mithril-models[edge]"'
+        ) from exc
+    return kernels
+
+
 def _family_config(config: Any) -> tuple[str, Any]:
     """``("gpt", GPTConfig)`` or ``("resnet", ResNet model)`` from any accepted ``config``."""
-    from ..gpt.config import GPTConfig, config_from_hf
-    from ..gpt.model import create_gpt
-    from ..hf import from_hf_config
-    from ..resnet import ResNet, resnet
-    from ..resnet import model as resnet_models
-
     if isinstance(config, GPTConfig):
         return "gpt", config
     if isinstance(config, Mapping) and "family" in config:
@@ -138,11 +158,10 @@ def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int 
     >>> family, pm.shapes["output"]
     ('resnet', [1, 3])
     """
+    _c_kernels()
     family, spec = _family_config(config)
     backend = ml.CBackend(dtype=ml.float32, threads=1)
     if family == "gpt":
-        from ..gpt.decode import KVDecoder
-
         length = spec.block_size if cache_len is None else cache_len
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= spec.block_size:
             raise ValueError(
@@ -157,15 +176,9 @@ def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int 
     return family, ml.compile(spec, backend, shapes={"input": shape}, inference=True)
 
 
-_FIELD = re.compile(r"^\s*(?:const )?void \*(\w+);\s*/\* (\w+) '(.*)': (\w+)\[([\d, ]*)\] \*/\s*$")
-
-
-def _struct_fields(model_h: str, struct: str = "mithril_evaluate_args") -> dict[str, str]:
-    """Key -> field name of the argument struct ``struct`` in ``model_h`` (parsed from its documented fields)."""
-    match = re.search(r"typedef struct \{\n(.*?)\n\} " + re.escape(struct) + ";", model_h, re.S)
-    if match is None:
-        raise RuntimeError(f"export_program: model.h has no {struct} struct (C backend export changed?)")
-    return {m[3]: m[1] for m in map(_FIELD.match, match[1].splitlines()) if m}
+def _struct_fields(function: Any) -> dict[str, str]:
+    """Key -> field name in the argument struct of entry point ``function`` (a C backend ``CFunction``)."""
+    return {f.key: f.name for f in function.fields}
 
 
 def _entry_name(path: str) -> str:
@@ -198,15 +211,23 @@ class _Step:
 
 def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], steps: list[_Step]) -> str:
     """``program.h``: the tensor table, the binding of weights and step inputs/outputs, the sizes."""
-    codes = {1: "MTW_F32", 2: "MTW_F64", 3: "MTW_I64"}
-    from .weights import DTYPES
+    shapes = {key: spec["shape"] for group in ("inputs", "outputs") for key, spec in manifest[group].items()}
+    if family == "gpt":
+        bindings = _decode_bindings(shapes, steps)
+    else:
+        bindings = _classify_bindings(shapes, tensors, steps)
+    return "\n".join([*_tensor_table(tensors), *bindings, "#endif", ""])
 
+
+def _tensor_table(tensors: list[Tensor]) -> list[str]:
+    """The head of ``program.h``: what the program expects of each tensor of ``weights.bin``, in order."""
+    codes = {1: "MTW_F32", 2: "MTW_F64", 3: "MTW_I64"}
     rows = [
-        f"    {{{c_string_literal(t.name)}, {'MTW_INPUT' if t.role == INPUT else 'MTW_WEIGHT'}, "
+        f"    {{{escape.c_string_literal(t.name)}, {'MTW_INPUT' if t.role == INPUT else 'MTW_WEIGHT'}, "
         f"{codes[DTYPES[np.dtype(t.dtype)]]}, {len(t.shape)}, {{{', '.join(map(str, t.shape)) or '0'}}}}},"
         for t in tensors
     ]
-    lines = [
+    return [
         "/* Generated by mithril_models.export_program: the tensors of weights.bin (in order) and how they bind",
         " * to the entry points of model.h. */",
         "#ifndef MITHRIL_EXPORT_PROGRAM_H",
@@ -217,59 +238,36 @@ def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], 
         "};",
         "",
     ]
-    shapes = {key: spec["shape"] for group in ("inputs", "outputs") for key, spec in manifest[group].items()}
-    if family != "gpt":
-        (step,) = steps
-        index = next(i for i, t in enumerate(tensors) if t.role == INPUT and t.name == "input")
-        lines += [
-            "static void mtp_bind_weights(mithril_evaluate_args *a, const void *const *t) {",
-            *step.bind_weights(),
-            "}",
-            f"#define MTP_INPUT_INDEX {index}",
-            f"#define MTP_INPUT_ELEMS {int(np.prod(shapes['input']))}",
-            f"#define MTP_CLASSES {int(np.prod(shapes['output']))}",
-            "static void mtp_bind_io(mithril_evaluate_args *a, const float *image, float *logits) {",
-            f"    a->{step.field('input')} = image;",
-            f"    a->{step.field('output')} = logits;",
-            "}",
-        ]
-        return "\n".join([*lines, "#endif", ""])
-    from ..gpt.layers import cache_names
 
+
+def _classify_bindings(shapes: Mapping[str, Any], tensors: list[Tensor], steps: list[_Step]) -> list[str]:
+    """``classify``'s bindings: the weights, the image and the logits of its one entry point."""
+    (step,) = steps
+    index = next(i for i, t in enumerate(tensors) if t.role == INPUT and t.name == "input")
+    return [
+        "static void mtp_bind_weights(mithril_evaluate_args *a, const void *const *t) {",
+        *step.bind_weights(),
+        "}",
+        f"#define MTP_INPUT_INDEX {index}",
+        f"#define MTP_INPUT_ELEMS {int(np.prod(shapes['input']))}",
+        f"#define MTP_CLASSES {int(np.prod(shapes['output']))}",
+        "static void mtp_bind_io(mithril_evaluate_args *a, const float *image, float *logits) {",
+        f"    a->{step.field('input')} = image;",
+        f"    a->{step.field('output')} = logits;",
+        "}",
+    ]
+
+
+def _decode_bindings(shapes: Mapping[str, Any], steps: list[_Step]) -> list[str]:
+    """``generate``'s sizes, the dispatch to its decode steps and the binding of a step's arguments."""
     caches = cache_names(len([k for k in shapes if k.startswith("past_key_")]))
     _, heads, length, head_dim = shapes[caches[0][0]]
-    last = len(steps) - 1
-    lines += [
+    lines = [
         f"#define MTP_VOCAB {shapes['output'][-1]}",
         f"#define MTP_CACHE_LEN {length} /* the cache slots of the largest step */",
         f"#define MTP_CACHES {len(caches)}",
         f"#define MTP_SLOT_ELEMS {heads * head_dim} /* floats of one slot of one cache */",
-        "/* The decode steps, by cache slots: the program runs the smallest that holds the prompt and the new",
-        " * tokens (the work of a step grows with its slots: every slot is attended and rewritten). */",
-        f"#define MTP_STEPS {len(steps)}",
-        f"static const long mtp_step_slots[MTP_STEPS] = {{{', '.join(str(step.slots) for step in steps)}}};",
-        "typedef union {",
-        *(f"    {step.symbol}_args s{i};" for i, step in enumerate(steps)),
-        "} mtp_args;",
-        "",
-        "static size_t mtp_workspace_size(int step) {",
-        "    (void)step; /* unused when there is one step */",
-        *(f"    if (step == {i}) return {step.symbol}_workspace_size();" for i, step in enumerate(steps[:-1])),
-        f"    return {steps[-1].symbol}_workspace_size();",
-        "}",
-        "",
-        "static int mtp_evaluate(const mtp_args *u, int step, int threads) {",
-        "    (void)step; /* unused when there is one step */",
-        *(f"    if (step == {i}) return {step.symbol}(&u->s{i}, threads);" for i, step in enumerate(steps[:-1])),
-        f"    return {steps[-1].symbol}(&u->s{last}, threads);",
-        "}",
-        "",
-        "static const char *mtp_check_site(int step, long site) {",
-        "    (void)step; /* unused when there is one step */",
-        *(f"    if (step == {i}) return {step.symbol}_check_site(site);" for i, step in enumerate(steps[:-1])),
-        f"    return {steps[-1].symbol}_check_site(site);",
-        "}",
-        "",
+        *_step_dispatch(steps),
         "/* The caches are read and written in place: each present_* output aliases its past_* input (the",
         " * step writes them with an elementwise where, which reads each element before writing it). */",
         "static void mtp_bind_step(mtp_args *u, int step, const void *const *t, const int64_t *token,",
@@ -292,7 +290,37 @@ def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], 
             "        a->error = error;",
             "    }",
         ]
-    return "\n".join([*lines, "}", "#endif", ""])
+    return [*lines, "}"]
+
+
+def _step_dispatch(steps: list[_Step]) -> list[str]:
+    """The decode steps by cache slots, their argument structs in one union, and the functions that pick a
+    step's workspace size, entry point and check-site description."""
+    last = len(steps) - 1
+    lines = [
+        "/* The decode steps, by cache slots: the program runs the smallest that holds the prompt and the new",
+        " * tokens (the work of a step grows with its slots: every slot is attended and rewritten). */",
+        f"#define MTP_STEPS {len(steps)}",
+        f"static const long mtp_step_slots[MTP_STEPS] = {{{', '.join(str(step.slots) for step in steps)}}};",
+        "typedef union {",
+        *(f"    {step.symbol}_args s{i};" for i, step in enumerate(steps)),
+        "} mtp_args;",
+        "",
+    ]
+    for result, name, params, call in (
+        ("size_t", "mtp_workspace_size", "int step", "{symbol}_workspace_size()"),
+        ("int", "mtp_evaluate", "const mtp_args *u, int step, int threads", "{symbol}(&u->s{i}, threads)"),
+        ("const char *", "mtp_check_site", "int step, long site", "{symbol}_check_site(site)"),
+    ):
+        lines += [
+            f"static {result}{'' if result.endswith('*') else ' '}{name}({params}) {{",
+            "    (void)step; /* unused when there is one step */",
+            *(f"    if (step == {i}) return {call.format(symbol=s.symbol, i=i)};" for i, s in enumerate(steps[:-1])),
+            f"    return {call.format(symbol=steps[-1].symbol, i=last)};",
+            "}",
+            "",
+        ]
+    return lines
 
 
 def _cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
@@ -314,43 +342,51 @@ def _cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
     return [*sorted(set(sizes)), cache_len]
 
 
-def _merge_steps(
-    model_c: str, model_h: str, steps: list[tuple[int, Any]], weights: list[str]
-) -> tuple[str, str, list[_Step]]:
-    """``model.c`` and ``model.h`` of a C-backend export of the last decode step in ``steps`` ((slots,
-    compiled step), ascending) rewritten to hold every step: the runtime once, each distinct kernel and
-    constant once (they are named by the hash of their text, so steps share the kernels that do not
-    depend on the cache length: all the weight products), and one entry point per step,
-    ``mithril_slots<N>_evaluate``. ``weights``: the logical paths of the tensors of ``weights.bin``."""
-    from mithril_backend_c.codegen import CSource, entry_declarations
-
-    main = steps[-1][1].program
-    body = main.source.replace('#include "runtime.h"', "")
-    declaration = entry_declarations(main.functions[0], "mithril")
-    if not model_c.endswith(body) or declaration not in model_h or len(main.functions) != 1:
-        raise RuntimeError(
-            "export_program: the C backend's export is not its runtime followed by one entry point's code "
-            "(mithril_backend_c.export changed?)"
-        )
-    merged = CSource(header=list(main.code.header))
-    declarations, result = [], []
+def _merge_steps(steps: list[tuple[int, Any]], weights: list[str]) -> tuple[str, str, list[_Step]]:
+    """``model.c`` and ``model.h`` holding every decode step of ``steps`` ((slots, compiled step),
+    ascending): the runtime once, each distinct kernel and constant once (they are named by the hash of
+    their text, so steps share the kernels that do not depend on the cache length: all the weight
+    products), and one entry point per step, ``mithril_slots<N>_evaluate``. ``weights``: the logical
+    paths of the tensors of ``weights.bin``."""
+    kernels = _c_kernels()
+    sources, result = [], []
     for slots, step in steps:
-        program, symbol = step.program, f"mithril_slots{slots}_evaluate"
-        (function,) = program.functions
-        merged.constants.update(program.code.constants)
-        for name, kernel in program.code.kernels.items():
-            merged.kernels.setdefault(name, kernel)
-        rename = re.compile(r"\bmithril_evaluate")
-        merged.entries += [
-            replace(e, symbol=rename.sub(symbol, e.symbol), text=rename.sub(symbol, e.text))
-            for e in program.code.entries
-        ]
-        text = entry_declarations(function, "mithril")
-        declarations.append(rename.sub(symbol, text))
+        code, functions = kernels.compiled_source(step)
+        if len(functions) != 1:
+            raise RuntimeError(
+                f"export_program: a decode step compiles to one entry point, got {[f.name for f in functions]}"
+            )
+        renamed = code.renamed({functions[0].name: f"slots{slots}_evaluate"})
+        sources.append(renamed)
+        (function,) = [entry.function for entry in renamed.entries]
         by_path = {path: key for key, path in step.input_paths.items()}
-        result.append(_Step(slots, symbol, _struct_fields(text), [by_path.get(path, path) for path in weights]))
-    code = model_c[: len(model_c) - len(body)] + merged.text().replace('#include "runtime.h"', "")
-    return code, model_h.replace(declaration, "\n\n".join(declarations)), result
+        fields = _struct_fields(function)
+        result.append(_Step(slots, function.symbol, fields, [by_path.get(path, path) for path in weights]))
+    merged = kernels.merge_sources(sources, header=sources[-1].header)
+    functions = [entry.function for entry in merged.entries]
+    return kernels.standalone_source(merged), kernels.model_header(functions), result
+
+
+def _model_files(pm: Any, source: Any) -> tuple[dict[str, Any], list[Tensor], dict[str, str]]:
+    """The C backend's export of ``pm`` with the weights of ``source``: its manifest, the tensors of
+    ``weights.bin`` (the weights, by logical path, then the data inputs' shapes) and the text of its model
+    code (``model.c``, ``model.h``)."""
+    params = {key: np.asarray(value) for key, value in load_hf(pm, source).items()}
+    with tempfile.TemporaryDirectory(prefix="mithril-export-") as scratch:
+        exported = pm.export(Path(scratch) / "c", params)
+        manifest = json.loads((exported.directory / "manifest.json").read_text())
+        paths = [pm.input_paths.get(w["key"], w["key"]) for w in manifest["weights"]]
+        tensors = [
+            Tensor(_entry_name(path), np.asarray(params[w["key"]], np.float32))
+            for path, w in zip(paths, manifest["weights"])
+        ]
+        tensors += [
+            Tensor(key, shape=tuple(spec["shape"]), role=INPUT, dtype=np.dtype(spec["dtype"]))
+            for key, spec in manifest["inputs"].items()
+        ]
+        sources = [f for f in exported.files if f.endswith((".c", ".h")) and f != "main.c"]
+        texts = {name: (exported.directory / name).read_text() for name in sources}
+    return manifest, tensors, texts
 
 
 def _template(name: str) -> str:
@@ -397,36 +433,20 @@ def export_program(
     >>> exported = export_program(GPT2Config(n_layer=2), "model.safetensors", "out")      # doctest: +SKIP
     >>> subprocess.run([exported.build(), "--tokens", "464 3290", "--max-new-tokens", "5"])  # doctest: +SKIP
     """
-    from ..checkpoints import load_hf
-
     directory = Path(out_dir)
     check_output_directory(directory, overwrite, "export_program")
     family, pm = resolve_model(config, cache_len=cache_len, image_size=image_size)
     slots = _cache_steps(pm.shapes["past_key_0"][2], smaller_caches) if family == "gpt" else []
-    params = {key: np.asarray(value) for key, value in load_hf(pm, source).items()}
-    with tempfile.TemporaryDirectory(prefix="mithril-export-") as scratch:
-        exported = pm.export(Path(scratch) / "c", params)
-        manifest = json.loads((exported.directory / "manifest.json").read_text())
-        paths = [pm.input_paths.get(w["key"], w["key"]) for w in manifest["weights"]]
-        tensors = [
-            Tensor(_entry_name(path), np.asarray(params[w["key"]], np.float32))
-            for path, w in zip(paths, manifest["weights"])
-        ]
-        tensors += [
-            Tensor(key, shape=tuple(spec["shape"]), role=INPUT, dtype=np.dtype(spec["dtype"]))
-            for key, spec in manifest["inputs"].items()
-        ]
-        del params
-        sources = [f for f in exported.files if f.endswith((".c", ".h")) and f != "main.c"]
-        texts = {name: (exported.directory / name).read_text() for name in sources}
+    manifest, tensors, texts = _model_files(pm, source)
+    paths = [pm.input_paths.get(w["key"], w["key"]) for w in manifest["weights"]]
     if family == "gpt":
         variants = [(n, resolve_model(config, cache_len=n)[1]) for n in slots[:-1]] + [(slots[-1], pm)]
-        texts["model.c"], texts["model.h"], steps = _merge_steps(texts["model.c"], texts["model.h"], variants, paths)
+        texts["model.c"], texts["model.h"], steps = _merge_steps(variants, paths)
     else:
-        fields = _struct_fields(texts["model.h"])
-        steps = [_Step(0, "mithril_evaluate", fields, [w["key"] for w in manifest["weights"]])]
+        evaluate = next(f for f in _c_kernels().compiled_source(pm)[1] if f.name == "evaluate")
+        steps = [_Step(0, evaluate.symbol, _struct_fields(evaluate), [w["key"] for w in manifest["weights"]])]
     program = PROGRAMS[family]
-    model_sources = " ".join(f for f in sources if f.endswith(".c"))
+    model_sources = " ".join(name for name in texts if name.endswith(".c"))
     texts["program.h"] = _program_h(family, manifest, tensors, steps)
     templates = {"main.c": f"{program}.c", **{name: name for name in ("weights.h", "cli.h", "build.sh", "Makefile")}}
     for name, template in templates.items():

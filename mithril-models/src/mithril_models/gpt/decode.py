@@ -27,7 +27,7 @@ from typing import Any
 
 import mithril as ml
 import numpy as np
-from mithril.errors import ArgumentError, KeyError_
+from mithril.errors import ArgumentError, ModelKeyError
 from mithril.extend import validation
 
 from ..checkpoints.layout import Layout
@@ -126,7 +126,7 @@ class KVDecoder:
             path = compiled.input_paths[name]
             source = by_path.get(path)
             if source is None or source not in params:
-                raise KeyError_(
+                raise ModelKeyError(
                     f"generate: params has no value for {path!r} (expected the parameters of the compiled GPT)"
                 )
             result[name] = params[source]

@@ -29,9 +29,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mithril import initializers
+from mithril.extend import initializers, op
 from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear, Model, Primitive
-from mithril.models.blocks._util import op
 
 from .config import GPTConfig
 

@@ -16,10 +16,8 @@ Example:
 
 from __future__ import annotations
 
-from mithril import initializers
-from mithril.framework.keys import Connection
-from mithril.models import IOKey, Linear, Model, Primitive, RMSNorm
-from mithril.models.blocks._util import op
+from mithril.extend import initializers, op
+from mithril.models import Connection, IOKey, Linear, Model, Primitive, RMSNorm
 
 from .config import T5Settings
 from .position_bias import RelativePositionBias

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from mithril import initializers
-from mithril.framework.keys import Connection
-from mithril.models import Embedding, IOKey, Linear, RMSNorm
+from mithril.extend import initializers
+from mithril.models import Connection, Embedding, IOKey, Linear, RMSNorm
 
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel

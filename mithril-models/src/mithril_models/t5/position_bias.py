@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from mithril.extend import op
 from mithril.models import IOKey, Model
-from mithril.models.blocks._util import op
 
 __all__ = ["MASKED", "RelativePositionBias", "relative_position_bucket", "relative_position_buckets"]
 

@@ -11,14 +11,14 @@ and gradients are compared with the :class:`Oracle` (references in float64, fini
 Entry points:
 
 - ``pytest -m fuzz`` (``tests/fuzz``): the quick, derandomised profile on every installed backend;
-- ``python -m mithril.testing.fuzz --backend c --examples 10000 --out fuzz-failures``: a campaign that
+- ``python -m mithril_testing.fuzz --backend c --examples 10000 --out fuzz-failures``: a campaign that
   writes each new disagreement's minimal reproduction as a standalone pytest file;
   ``--profile lifecycle`` also checks each model the way programs use it (:class:`Lifecycle`: compiled
   again, arrays refilled in place, two compiled models interleaved, threads).
 
 Example:
     >>> from hypothesis import given, settings
-    >>> from mithril.testing.fuzz import FuzzProfile, check_recipe, recipes
+    >>> from mithril_testing.fuzz import FuzzProfile, check_recipe, recipes
     >>> @settings(max_examples=5, database=None, derandomize=True, deadline=None)
     ... @given(recipes(FuzzProfile(max_ops=4)))
     ... def test_numpy(recipe):
@@ -26,18 +26,19 @@ Example:
     ...     assert found is None, found.report()
     >>> test_numpy()
 
-Requires ``hypothesis`` and ``pytest`` (the reproductions are pytest files): ``pip install "mithril-core[testing]"``.
+Requires ``hypothesis`` and ``pytest`` (the reproductions are pytest files), which ``pip install mithril-testing``
+installs.
 """
 
 from __future__ import annotations
 
 try:
     import hypothesis  # noqa: F401
-    import pytest  # noqa: F401 - the reproductions are pytest files (mithril.testing.conformance imports it too)
+    import pytest  # noqa: F401 - the reproductions are pytest files (mithril_testing.conformance imports it too)
 except ImportError as exc:
     raise ImportError(
-        f"mithril.testing.fuzz needs {exc.name or 'hypothesis and pytest'}, which the testing extra installs: "
-        'pip install "mithril-core[testing]"'
+        f"mithril_testing.fuzz needs {exc.name or 'hypothesis and pytest'}, which the mithril-testing package "
+        "declares: pip install mithril-testing"
     ) from exc
 
 from ._campaign import (

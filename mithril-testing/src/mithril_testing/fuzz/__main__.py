@@ -1,9 +1,10 @@
-"""``python -m mithril.testing.fuzz --backend c --examples 10000 [--out fuzz-failures] [--seed N] [--profile lifecycle]``
+"""``python -m mithril_testing.fuzz --backend c --examples 10000 [--out fuzz-failures] [--seed N]
+[--profile lifecycle]``
 
-Runs a fuzz campaign (:func:`mithril.testing.fuzz.run_campaign`) on each ``--backend`` given and prints
+Runs a fuzz campaign (:func:`mithril_testing.fuzz.run_campaign`) on each ``--backend`` given and prints
 ``N models, M disagreements`` per backend; each new disagreement's minimal reproduction is written as a
 standalone pytest file into ``--out``. ``--profile lifecycle`` also runs the lifecycle steps on every
-model (:data:`mithril.testing.fuzz.LIFECYCLE_STEPS`). Exit status 1 when a disagreement was found, 2 for
+model (:data:`mithril_testing.fuzz.LIFECYCLE_STEPS`). Exit status 1 when a disagreement was found, 2 for
 a wrong argument (one line on stderr: what was given and what is accepted).
 """
 
@@ -14,6 +15,9 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
+
+from mithril.errors import MithrilError
+from mithril.extend import backend_class
 
 PROFILES = ("standard", "lifecycle")
 """``--profile`` values: the ordinary checks, or those plus the lifecycle steps."""
@@ -43,24 +47,55 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m mithril.testing.fuzz", description="Differential fuzzing of Mithril backends against the NumPy references.")
-    parser.add_argument("--backend", action="append", required=True, help="an installed backend (numpy, jax, torch, mlx, c, ggml); repeat for several")
-    parser.add_argument("--examples", type=_positive(int), default=1000, help="models to try per backend (default 1000)")
-    parser.add_argument("--out", default="fuzz-failures", help="directory for reproduction files (default fuzz-failures/; '' to write none)")
+    parser = _Parser(
+        prog="python -m mithril_testing.fuzz",
+        description="Differential fuzzing of Mithril backends against the NumPy references.",
+    )
+    parser.add_argument(
+        "--backend",
+        action="append",
+        required=True,
+        help="an installed backend (numpy, jax, torch, mlx, c, ggml); repeat for several",
+    )
+    parser.add_argument(
+        "--examples", type=_positive(int), default=1000, help="models to try per backend (default 1000)"
+    )
+    parser.add_argument(
+        "--out",
+        default="fuzz-failures",
+        help="directory for reproduction files (default fuzz-failures/; '' to write none)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="base seed (default: random)")
-    parser.add_argument("--max-ops", type=_positive(int), default=40, help="most primitive calls per model (default 40)")
-    parser.add_argument("--all-variants", action=argparse.BooleanOptionalAction, default=None, help="check every pass-disabled variant per model (default: on numpy; elsewhere the default compilation plus one drawn variant)")
-    parser.add_argument("--time-limit", type=_positive(float), default=None, help="stop starting new rounds after this many seconds per backend")
+    parser.add_argument(
+        "--max-ops", type=_positive(int), default=40, help="most primitive calls per model (default 40)"
+    )
+    parser.add_argument(
+        "--all-variants",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="check every pass-disabled variant per model (default: on numpy; elsewhere the default compilation "
+        "plus one drawn variant)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=_positive(float),
+        default=None,
+        help="stop starting new rounds after this many seconds per backend",
+    )
     parser.add_argument("--exclude", default="", help="comma-separated primitives never to generate")
-    parser.add_argument("--profile", choices=PROFILES, default="standard", help="'lifecycle': also compile each model again, refill its arrays in place, interleave two compiled models and call from threads (default: standard)")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="standard",
+        help="'lifecycle': also compile each model again, refill its arrays in place, interleave two compiled models "
+        "and call from threads (default: standard)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the summary lines")
     return parser
 
 
 def _check_names(parser: argparse.ArgumentParser, backends: Sequence[str], exclude: frozenset[str]) -> None:
     """Refuse (exit status 2) a backend that is not installed and a primitive the generator never draws."""
-    from ...errors import MithrilError
-    from ...plugins.lookup import backend_class
     from ._generate import GENERATED_PRIMITIVES
 
     for backend in backends:
@@ -70,7 +105,10 @@ def _check_names(parser: argparse.ArgumentParser, backends: Sequence[str], exclu
             parser.error(f"argument --backend: {exc}")
     unknown = sorted(exclude - GENERATED_PRIMITIVES)
     if unknown:
-        parser.error(f"argument --exclude: {', '.join(map(repr, unknown))} is not a generated primitive; expected some of {', '.join(sorted(GENERATED_PRIMITIVES))}")
+        parser.error(
+            f"argument --exclude: {', '.join(map(repr, unknown))} is not a generated primitive; "
+            f"expected some of {', '.join(sorted(GENERATED_PRIMITIVES))}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

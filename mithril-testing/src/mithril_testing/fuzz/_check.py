@@ -1,10 +1,10 @@
-"""Compile a :class:`~mithril.testing.fuzz.Recipe` on a backend and compare it with the :class:`Oracle`.
+"""Compile a :class:`~mithril_testing.fuzz.Recipe` on a backend and compare it with the :class:`Oracle`.
 
 :func:`check_recipe` compiles the recipe once per compilation variant (all passes, or some disabled:
-:data:`~mithril.testing.fuzz.VARIANTS`), evaluates outputs, then outputs and gradients with random
+:data:`~mithril_testing.fuzz.VARIANTS`), evaluates outputs, then outputs and gradients with random
 cotangents, and returns the :class:`Disagreement` found (``None`` when all agree).
 
-Tolerances start from :data:`mithril.testing.TOLERANCES` for the backend's dtype and are loosened with
+Tolerances start from :data:`mithril_testing.TOLERANCES` for the backend's dtype and are loosened with
 
 - graph depth: ``1 + depth / 4`` times the per-dtype tolerance (rounding accumulates along a path);
 - the model's own conditioning: ``NOISE_FACTOR`` times the gap between float32 and float64 references
@@ -13,7 +13,7 @@ Tolerances start from :data:`mithril.testing.TOLERANCES` for the backend's dtype
 
 Example:
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> r.exposed += r.add_op("exp", {"input": r.add_input(np.array([1.0, 2.0]), role="param")})
     >>> check_recipe(r, "numpy") is None
@@ -30,15 +30,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mithril import compile as ml_compile
+from mithril.extend import backend_class
+from mithril.types import Dtype
 
-from ...types import Dtype
 from ..conformance import TOLERANCES
 from ._lifecycle import Call, Feed, Lifecycle, backend_array, numpy_results, refilled
 from ._oracle import Oracle
 from ._passes import PASSES, VARIANTS, passes_disabled, passes_recorded
-from ._recipe import Recipe, kind_of_array
+from ._recipe import Recipe, combine, kind_of_array
 
-__all__ = ["Disagreement", "Mismatch", "check_recipe", "check_batch", "BatchCheck", "make_backend", "backend_dtype", "NOISE_FACTOR", "tolerance_for"]
+__all__ = [
+    "Disagreement",
+    "Mismatch",
+    "check_recipe",
+    "check_batch",
+    "BatchCheck",
+    "make_backend",
+    "backend_dtype",
+    "NOISE_FACTOR",
+    "tolerance_for",
+]
 
 NOISE_FACTOR = 16.0
 """How many times the float32-vs-float64 reference gap (per output) a backend may be off, on top of the
@@ -55,8 +67,6 @@ def make_backend(name: str, dtype: Dtype | None = None) -> Any:
     """
     key = (name, dtype)
     if key not in _BACKENDS:
-        from ...plugins.lookup import backend_class
-
         cls = backend_class(name)
         if dtype is not None:
             _BACKENDS[key] = cls(dtype=dtype)
@@ -92,11 +102,13 @@ class Mismatch:
             if diff.size:
                 worst = int(np.nanargmax(np.where(np.isnan(diff), np.inf, diff)))
                 text += (
-                    f"\n    worst at flat index {worst}: got {self.got.flat[worst]!r}, expected {self.expected.flat[worst]!r}"
-                    f" (|diff| {diff.flat[worst]:.3g}; allowed atol {self.atol:.3g} + rtol {self.rtol:.3g} * |expected|)"
+                    f"\n    worst at flat index {worst}: got {self.got.flat[worst]!r}, "
+                    f"expected {self.expected.flat[worst]!r} (|diff| {diff.flat[worst]:.3g}; "
+                    f"allowed atol {self.atol:.3g} + rtol {self.rtol:.3g} * |expected|)"
                 )
             if self.got.size <= 12:
-                text += f"\n    got      {np.array2string(self.got, precision=10)}\n    expected {np.array2string(self.expected, precision=10)}"
+                got, expected = (np.array2string(a, precision=10) for a in (self.got, self.expected))
+                text += f"\n    got      {got}\n    expected {expected}"
         return text
 
 
@@ -112,7 +124,7 @@ class Disagreement:
             with the lifecycle step (``"refill:forward"``) when the ordinary check agrees and a
             lifecycle step does not.
         mismatches: the arrays that are off; ``error``: the exception text for errors.
-        step: the lifecycle step that disagrees (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`; ``""``:
+        step: the lifecycle step that disagrees (:data:`~mithril_testing.fuzz.LIFECYCLE_STEPS`; ``""``:
             none); checking the model again means running that step (:meth:`check_again`).
     """
 
@@ -127,7 +139,9 @@ class Disagreement:
     variants: tuple[str, ...] = ("default",)
     step: str = ""
 
-    def check_again(self, check: Callable[..., Disagreement | None], recipe: Recipe, backend: str | None = None) -> Disagreement | None:
+    def check_again(
+        self, check: Callable[..., Disagreement | None], recipe: Recipe, backend: str | None = None
+    ) -> Disagreement | None:
         """``check`` (:func:`check_recipe` or an isolated checker's) of ``recipe`` the way this disagreement
         was found: the same variants, or the same lifecycle step (after the default compilation's check)."""
         if self.step:
@@ -153,7 +167,8 @@ class Disagreement:
 
     def report(self) -> str:
         lines = [
-            f"{self.backend} ({self.dtype.value}), variant {self.variant!r} ({', '.join(VARIANTS[self.variant]) or 'all passes on'}"
+            f"{self.backend} ({self.dtype.value}), variant {self.variant!r} "
+            f"({', '.join(VARIANTS[self.variant]) or 'all passes on'}"
             f"{' disabled' if VARIANTS[self.variant] else ''}): {self.category}",
         ]
         if self.error:
@@ -164,13 +179,17 @@ class Disagreement:
         return "\n".join(lines)
 
 
-def tolerance_for(dtype: Dtype, depth: int, noise: float, *, gradient: bool = False, amplification: float = 1.0) -> tuple[float, float, float]:
+def tolerance_for(
+    dtype: Dtype, depth: int, noise: float, *, gradient: bool = False, amplification: float = 1.0
+) -> tuple[float, float, float]:
     """``(rtol, atol, noise_atol)`` for an output of ``depth`` primitive calls whose float32 references
     differ from float64 by ``noise`` (see the module doc). ``atol`` multiplies ``max(1, max |expected|)``;
     ``noise_atol`` is absolute."""
     tol = TOLERANCES[dtype]
     factor = 1.0 + depth / 4.0
-    eps_ratio = float(np.finfo(np.dtype(dtype.value) if dtype is not Dtype.bfloat16 else np.float32).eps) / float(np.finfo(np.float32).eps)
+    eps_ratio = float(np.finfo(np.dtype(dtype.value) if dtype is not Dtype.bfloat16 else np.float32).eps) / float(
+        np.finfo(np.float32).eps
+    )
     if gradient:
         boost = factor * max(1.0, amplification * eps_ratio / 8.0)
         return tol.grad_rtol * boost, tol.grad_atol * boost, 0.0
@@ -182,7 +201,17 @@ def _scale(a: np.ndarray) -> float:
     return max(1.0, float(finite.max())) if finite.size else 1.0
 
 
-def _compare(what: str, got: Any, expected: np.ndarray, *, rtol: float, atol: float, extra: float, float_dtype: Dtype, unstable: np.ndarray | None = None) -> Mismatch | None:
+def _compare(
+    what: str,
+    got: Any,
+    expected: np.ndarray,
+    *,
+    rtol: float,
+    atol: float,
+    extra: float,
+    float_dtype: Dtype,
+    unstable: np.ndarray | None = None,
+) -> Mismatch | None:
     got = np.asarray(got)
     if got.shape != expected.shape:
         return Mismatch(what, got, expected, note=f"shape {got.shape}, expected {expected.shape}")
@@ -204,7 +233,9 @@ def _compare(what: str, got: Any, expected: np.ndarray, *, rtol: float, atol: fl
         bad = ~(diff <= allowed_abs + rtol * np.abs(expected))
     bad &= ~(np.isnan(got) & np.isnan(expected))
     if np.any(bad):
-        return Mismatch(what, got, expected, atol=allowed_abs, rtol=rtol, note=f"{int(np.sum(bad))} of {expected.size} entries off")
+        return Mismatch(
+            what, got, expected, atol=allowed_abs, rtol=rtol, note=f"{int(np.sum(bad))} of {expected.size} entries off"
+        )
     return None
 
 
@@ -214,10 +245,10 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def _run_variant(recipe: Recipe, oracle: Oracle, name: str, variant: str, changed: dict[str, int] | None = None) -> Disagreement | None:
+def _run_variant(
+    recipe: Recipe, oracle: Oracle, name: str, variant: str, changed: dict[str, int] | None = None
+) -> Disagreement | None:
     """Compile and check one variant; ``changed`` (when given) receives what each pass changed."""
-    from ... import compile as ml_compile
-
     backend = make_backend(name)
     dtype = Dtype.parse(backend.dtype)
 
@@ -232,14 +263,14 @@ def _run_variant(recipe: Recipe, oracle: Oracle, name: str, variant: str, change
             finally:
                 if changed is not None:
                     changed.update(counts)
-    except Exception as exc:  # noqa: BLE001 - any failure to compile a valid model is a finding
+    except Exception as exc:
         return fail("compile-error", error=_error_text(exc), exception_type=type(exc).__name__)
     params, data = recipe.feeds()
     params_b = {k: backend_array(backend, v) for k, v in params.items()}
     data_b = {k: backend_array(backend, v) for k, v in data.items()}
     try:
         outputs = pm.evaluate(params_b, data_b)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return fail("evaluate-error", error=_error_text(exc), exception_type=type(exc).__name__)
     mismatches = _check_outputs(oracle, dtype, numpy_results(backend, outputs), "output")
     if mismatches:
@@ -249,8 +280,10 @@ def _run_variant(recipe: Recipe, oracle: Oracle, name: str, variant: str, change
     cotangents = {k: backend.array(c) for k, c in oracle.cotangents.items()}
     try:
         outputs, grads = pm.evaluate(params_b, data_b, output_gradients=cotangents)
-    except Exception as exc:  # noqa: BLE001
-        return fail("evaluate-error", error="with output_gradients: " + _error_text(exc), exception_type=type(exc).__name__)
+    except Exception as exc:
+        return fail(
+            "evaluate-error", error="with output_gradients: " + _error_text(exc), exception_type=type(exc).__name__
+        )
     mismatches = _check_outputs(oracle, dtype, numpy_results(backend, outputs), "output (gradient call)")
     if mismatches:
         return fail("forward", mismatches=mismatches)
@@ -267,13 +300,24 @@ def _check_outputs(oracle: Oracle, dtype: Dtype, outputs: dict[str, np.ndarray],
     for name, expected in oracle.outputs.items():
         rtol, atol, extra = tolerance_for(dtype, oracle.depth[name], oracle.noise.get(name, 0.0))
         got = outputs[name]
-        m = _compare(f"{label} {name!r}", got, expected, rtol=rtol, atol=atol, extra=extra, float_dtype=dtype, unstable=oracle.unstable.get(name))
+        m = _compare(
+            f"{label} {name!r}",
+            got,
+            expected,
+            rtol=rtol,
+            atol=atol,
+            extra=extra,
+            float_dtype=dtype,
+            unstable=oracle.unstable.get(name),
+        )
         if m is not None:
             found.append(m)
     return found
 
 
-def _check_gradients(oracle: Oracle, dtype: Dtype, grads: dict[str, np.ndarray], label: str = "gradient") -> list[Mismatch]:
+def _check_gradients(
+    oracle: Oracle, dtype: Dtype, grads: dict[str, np.ndarray], label: str = "gradient"
+) -> list[Mismatch]:
     if set(grads) != set(oracle.gradients):
         return [Mismatch(f"{label} keys", None, None, note=f"got {sorted(grads)}, expected {sorted(oracle.gradients)}")]
     depth = max(oracle.depth.values(), default=0)
@@ -296,16 +340,31 @@ def _check_gradients(oracle: Oracle, dtype: Dtype, grads: dict[str, np.ndarray],
                 diff = np.abs(got64 - g.full)
                 bad = ~(diff <= atol * scale + rtol * np.abs(g.full))
             for flat in np.flatnonzero(bad):  # an entry is only wrong if the differences are reliable there
-                if diff.flat[flat] <= atol * scale + rtol * abs(g.full.flat[flat]) + 4 * oracle.fd_error(name, int(flat)):
+                if diff.flat[flat] <= atol * scale + rtol * abs(g.full.flat[flat]) + 4 * oracle.fd_error(
+                    name, int(flat)
+                ):
                     bad.flat[flat] = False
             if np.any(bad):
-                found.append(Mismatch(what, got, g.full, atol=atol * scale, rtol=rtol, note=f"{int(np.sum(bad))} of {got.size} entries off (finite differences)"))
+                found.append(
+                    Mismatch(
+                        what,
+                        got,
+                        g.full,
+                        atol=atol * scale,
+                        rtol=rtol,
+                        note=f"{int(np.sum(bad))} of {got.size} entries off (finite differences)",
+                    )
+                )
         else:
             scale = _scale(got64) if np.all(np.isfinite(got64)) else math.inf
             for i, (u, value) in enumerate(zip(g.directions, g.directional)):
                 projected = float(np.sum(got64 * u))
                 norm = float(np.sqrt(np.sum(u * u)))
-                allowed = norm * (atol * scale + rtol * float(np.max(np.abs(got64)))) + 4 * oracle.fd_error(name, i) if math.isfinite(scale) else -1.0
+                allowed = (
+                    norm * (atol * scale + rtol * float(np.max(np.abs(got64)))) + 4 * oracle.fd_error(name, i)
+                    if math.isfinite(scale)
+                    else -1.0
+                )
                 if not abs(projected - value) <= allowed:
                     found.append(
                         Mismatch(
@@ -335,7 +394,7 @@ def check_recipe(
     the reverse), the category is prefixed with ``"pass:"``: a pass changed the result. ``on_variant`` is
     called with each variant's name before it is compiled.
 
-    ``lifecycle``: lifecycle steps (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`) run after the variants
+    ``lifecycle``: lifecycle steps (:data:`~mithril_testing.fuzz.LIFECYCLE_STEPS`) run after the variants
     agree, in the default compilation, in the order given; the first call that disagrees is reported with
     the step as category prefix (``"threads:forward"``). ``on_step`` is called with each step's name first.
 
@@ -358,11 +417,11 @@ def _feed(recipe: Recipe, oracle: Oracle) -> Feed:
     return Feed(params, data, oracle.cotangents if oracle.params else {})
 
 
-def _check_lifecycle(recipe: Recipe, name: str, steps: Sequence[str], on_step: Callable[[str], Any] | None) -> Disagreement | None:
-    """Run the lifecycle ``steps`` (:class:`~mithril.testing.fuzz.Lifecycle`) and judge every call with the
-    oracle of the values it was given: the recipe's own, or :func:`~mithril.testing.fuzz.refilled` ones."""
-    from ... import compile as ml_compile
-
+def _check_lifecycle(
+    recipe: Recipe, name: str, steps: Sequence[str], on_step: Callable[[str], Any] | None
+) -> Disagreement | None:
+    """Run the lifecycle ``steps`` (:class:`~mithril_testing.fuzz.Lifecycle`) and judge every call with the
+    oracle of the values it was given: the recipe's own, or :func:`~mithril_testing.fuzz.refilled` ones."""
     backend = make_backend(name)
     dtype = Dtype.parse(backend.dtype)
     oracles = [Oracle.of(recipe), Oracle.of(refilled(recipe))]
@@ -375,7 +434,9 @@ def _check_lifecycle(recipe: Recipe, name: str, steps: Sequence[str], on_step: C
         for call in session.run(step):
             found = _judge(call, oracles[call.feed], dtype)
             if found is not None:
-                return Disagreement(recipe, name, dtype, "default", f"{call.step}:{found[0]}", step=call.step, **found[1])
+                return Disagreement(
+                    recipe, name, dtype, "default", f"{call.step}:{found[0]}", step=call.step, **found[1]
+                )
     return None
 
 
@@ -383,7 +444,10 @@ def _judge(call: Call, oracle: Oracle, dtype: Dtype) -> tuple[str, dict[str, Any
     """``(category, Disagreement fields)`` when ``call`` disagrees with ``oracle``."""
     if call.error is not None:
         category = "compile-error" if call.compiling else "evaluate-error"
-        return category, {"error": f"{call.label}: {_error_text(call.error)}", "exception_type": type(call.error).__name__}
+        return category, {
+            "error": f"{call.label}: {_error_text(call.error)}",
+            "exception_type": type(call.error).__name__,
+        }
     assert call.outputs is not None
     mismatches = _check_outputs(oracle, dtype, call.outputs, f"{call.label}: output")
     if mismatches:
@@ -402,20 +466,18 @@ def check_batch(
     *,
     check: Callable[..., Disagreement | None] = check_recipe,
 ) -> Disagreement | None:
-    """Check several random models compiled as one (:func:`~mithril.testing.fuzz.combine`): one program
+    """Check several random models compiled as one (:func:`~mithril_testing.fuzz.combine`): one program
     build for all of them. When the combination disagrees, each part is checked alone and the first one
     that disagrees is returned (the combination's own disagreement when none does: the parts interfere).
 
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> (y,) = r.add_op("exp", {"input": r.add_input(np.array([1.0, 2.0]), role="param")})
     >>> r.exposed.append(y)
     >>> check_batch([r, r, r], "numpy") is None
     True
     """
-    from ._recipe import combine
-
     if len(parts) == 1:
         return check(parts[0], backend, variants)
     found = check(combine(parts), backend, variants)
@@ -433,7 +495,7 @@ class BatchCheck:
     only the part that disagreed is checked (one compilation per shrink step, not the whole batch).
 
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> r.exposed += r.add_op("sin", {"input": r.add_input(np.array([0.5]), role="param")})
     >>> checker = BatchCheck("numpy")
@@ -456,7 +518,9 @@ class BatchCheck:
         self.part = next((i for i, part in enumerate(parts) if part is found.recipe), None)
 
 
-def _check_variants(recipe: Recipe, backend: str, variants: Sequence[str], on_variant: Callable[[str], Any] | None) -> Disagreement | None:
+def _check_variants(
+    recipe: Recipe, backend: str, variants: Sequence[str], on_variant: Callable[[str], Any] | None
+) -> Disagreement | None:
     oracle = Oracle.of(recipe)
     results: dict[str, Disagreement | None] = {}
     ordered = ["default", *[v for v in variants if v != "default"]] if "default" in variants else list(variants)
@@ -476,7 +540,9 @@ def _check_variants(recipe: Recipe, backend: str, variants: Sequence[str], on_va
         agreeing = [v for v in ordered if v != "default" and results[v] is None]
         if agreeing:  # a pass that is on by default changes the result
             default.category = f"pass:{default.category}"
-            default.error = (default.error + "\n" if default.error else "") + f"(variants {agreeing} agree with the oracle)"
+            default.error = (
+                default.error + "\n" if default.error else ""
+            ) + f"(variants {agreeing} agree with the oracle)"
         return default
     for variant in ordered:
         found = results[variant]

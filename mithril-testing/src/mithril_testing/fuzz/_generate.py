@@ -1,6 +1,6 @@
 """Hypothesis strategy of random models (:func:`recipes`), valid by construction.
 
-The generator builds a :class:`~mithril.testing.fuzz.Recipe` one primitive call at a time while running
+The generator builds a :class:`~mithril_testing.fuzz.Recipe` one primitive call at a time while running
 each primitive's plain-NumPy reference on concrete float64 arrays, so every value's shape, kind and
 contents are known when the next call is chosen:
 
@@ -41,7 +41,15 @@ from ..cases import spec_for
 from ..references import REFERENCES
 from ._recipe import Const, Recipe, kind_of_array
 
-__all__ = ["FuzzProfile", "recipes", "FAMILIES", "GENERATED_PRIMITIVES", "NOT_GENERATED", "checked_call", "valid_recipe"]
+__all__ = [
+    "FuzzProfile",
+    "recipes",
+    "FAMILIES",
+    "GENERATED_PRIMITIVES",
+    "NOT_GENERATED",
+    "checked_call",
+    "valid_recipe",
+]
 
 LIMIT = 1e4
 """Calls producing values larger than this (in magnitude) are dropped."""
@@ -60,10 +68,10 @@ NOT_GENERATED: dict[str, str] = {
         ("item", "to_list", "to_tuple"),
         "gives a Python number, list or tuple, not an array: no output to compare, and nothing may consume it",
     ),
-    "adam_update": "an optimizer step (no gradient, three outputs) emitted by ml.compile(optimizer=...); checked by the "
-    "conformance cases and the training tests against torch.optim",
-    "polynomial_features": "a fused form of existing primitives (its decomposition is what most backends run); checked by "
-    "the conformance cases",
+    "adam_update": "an optimizer step (no gradient, three outputs) emitted by ml.compile(optimizer=...); checked by "
+    "the conformance cases and the training tests against torch.optim",
+    "polynomial_features": "a fused form of existing primitives (its decomposition is what most backends run); "
+    "checked by the conformance cases",
     **dict.fromkeys(
         ("matmul_grad_left", "matmul_grad_right"),
         "emitted only by matmul's VJP for operands of unknown rank, which generated (static-shape) models never have; "
@@ -150,7 +158,16 @@ class _Gen:
     def kind(self, name: str) -> str:
         return kind_of_array(self.values[name])
 
-    def new_input(self, shape: Sequence[int], kind: str = "float", *, dist: str | None = None, low: int = 0, high: int = 4, roles: Sequence[str] | None = None) -> str:
+    def new_input(
+        self,
+        shape: Sequence[int],
+        kind: str = "float",
+        *,
+        dist: str | None = None,
+        low: int = 0,
+        high: int = 4,
+        roles: Sequence[str] | None = None,
+    ) -> str:
         shape = tuple(int(s) for s in shape)
         if math.prod(shape) > self.profile.max_elements:
             raise _Skip("input too large")
@@ -173,7 +190,16 @@ class _Gen:
                 array = (rng.permutation(count) - count // 2) * 0.37 + rng.uniform(-0.05, 0.05, count)
                 array = array.reshape(shape)
             array = np.asarray(array, dtype=np.float64).astype(np.float32).astype(np.float64)  # exact in float32
-            roles = roles or ("param", "param", "param", "data", "data_default", "constant_key", "iokey_value", "set_values")
+            roles = roles or (
+                "param",
+                "param",
+                "param",
+                "data",
+                "data_default",
+                "constant_key",
+                "iokey_value",
+                "set_values",
+            )
         elif kind == "int":
             array = rng.integers(low, high, shape).astype(np.int64)
             roles = roles or ("data", "data_default", "constant_key", "iokey_value")
@@ -181,7 +207,9 @@ class _Gen:
             array = rng.random(shape) < 0.5
             roles = roles or ("data", "data_default", "constant_key")
         role = self.choice(roles)
-        shape_via = "iokey" if role not in ("constant_key", "iokey_value", "set_values") and self.chance(3) else "compile"
+        shape_via = (
+            "iokey" if role not in ("constant_key", "iokey_value", "set_values") and self.chance(3) else "compile"
+        )
         name = self.recipe.add_input(array, role=role, shape_via=shape_via)
         self.values[name] = array
         self.order.append(name)
@@ -197,7 +225,9 @@ class _Gen:
 
     def candidates(self, kind: str = "float", predicate: Callable[[np.ndarray], bool] | None = None) -> list[str]:
         """Existing values of ``kind`` satisfying ``predicate``, newest first."""
-        return [n for n in reversed(self.order) if self.kind(n) == kind and (predicate is None or predicate(self.values[n]))]
+        return [
+            n for n in reversed(self.order) if self.kind(n) == kind and (predicate is None or predicate(self.values[n]))
+        ]
 
     def operand(
         self,
@@ -221,7 +251,9 @@ class _Gen:
         return self.operand(kind, lambda a: a.shape == shape, lambda: self.new_input(shape, kind, **new_kw))
 
     # -- emitting ------------------------------------------------------------------------------------
-    def emit(self, primitive: str, inputs: dict[str, str | Const | None], attrs: dict[str, Any] | None = None) -> list[str]:
+    def emit(
+        self, primitive: str, inputs: dict[str, str | Const | None], attrs: dict[str, Any] | None = None
+    ) -> list[str]:
         """Record a call if its reference runs, stays finite and bounded and keeps its margins."""
         if primitive in self.profile.exclude:
             raise _Skip(f"{primitive} excluded")
@@ -267,7 +299,9 @@ class _Gen:
             pass
 
 
-def checked_call(primitive: str, args: dict[str, Any], attrs: dict[str, Any], max_elements: int = 10**6) -> list[np.ndarray]:
+def checked_call(
+    primitive: str, args: dict[str, Any], attrs: dict[str, Any], max_elements: int = 10**6
+) -> list[np.ndarray]:
     """Run ``primitive``'s reference on ``args`` (input key -> array, Python constant or ``None``) and return
     its outputs, or raise ``_Skip`` when the call is not a good test: invalid, empty, too large,
     non-finite or huge, or too close to a kink or tie (:data:`MARGIN_CHECKS`)."""
@@ -312,7 +346,10 @@ def valid_recipe(recipe: Recipe) -> bool:
     """
     values: dict[str, Any] = recipe.input_arrays()
     for op in recipe.ops:
-        args = {k: None if ref is None else ref.value if isinstance(ref, Const) else values[ref] for k, ref in op.inputs.items()}
+        args = {
+            k: None if ref is None else ref.value if isinstance(ref, Const) else values[ref]
+            for k, ref in op.inputs.items()
+        }
         try:
             results = checked_call(op.primitive, args, op.attrs)
         except _Skip:
@@ -324,7 +361,16 @@ def valid_recipe(recipe: Recipe) -> bool:
 
 # -- margins -------------------------------------------------------------------------------------------
 def _scale(*arrays: Any) -> float:
-    return max([1.0, *(float(np.max(np.abs(a))) for a in arrays if a is not None and np.size(a) and np.asarray(a).dtype.kind == "f")])
+    return max(
+        [
+            1.0,
+            *(
+                float(np.max(np.abs(a)))
+                for a in arrays
+                if a is not None and np.size(a) and np.asarray(a).dtype.kind == "f"
+            ),
+        ]
+    )
 
 
 def _away_from_zero(x: Any, scale: float | None = None) -> bool:
@@ -358,7 +404,9 @@ def _pool_windows_ok(x: np.ndarray, attrs: dict[str, Any]) -> bool:
     from ..references import _pool_setup, _windows  # the reference's own window enumeration
 
     x = np.asarray(x, dtype=np.float64)
-    kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, attrs["kernel_size"], attrs["stride"], attrs["padding"], attrs["dilation"])
+    kernel, stride, dilation, pads, out_sizes = _pool_setup(
+        x.shape, attrs["kernel_size"], attrs["stride"], attrs["padding"], attrs["dilation"]
+    )
     windows = _windows(x, kernel, stride, dilation, pads, out_sizes, -np.inf)
     if windows.shape[-1] < 2:
         return True
@@ -372,7 +420,9 @@ def _pair_gap(a: Any, b: Any) -> bool:
     if np.asarray(a).dtype.kind not in "f" and np.asarray(b).dtype.kind not in "f":
         return True
     diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    return bool(np.min(np.abs(diff)) >= MARGIN * _scale(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)))
+    return bool(
+        np.min(np.abs(diff)) >= MARGIN * _scale(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    )
 
 
 def _floor_divide_ok(named: dict[str, Any], attrs: dict[str, Any], outs: list[np.ndarray]) -> bool:
@@ -416,12 +466,20 @@ MARGIN_CHECKS: dict[str, Callable[[dict[str, Any], dict[str, Any], list[np.ndarr
     "minimum": lambda n, a, o: _pair_gap(n["left"], n["right"]),
     "maximum": lambda n, a, o: _pair_gap(n["left"], n["right"]),
     "floor_divide": _floor_divide_ok,
-    **{name: (lambda n, a, o: _pair_gap(n["left"], n["right"])) for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")},
-    **{name: (lambda n, a, o: np.asarray(n["input"]).dtype.kind != "f" or _top_gap(n["input"], a["axis"])) for name in ("max", "min", "argmax", "argmin")},
+    **{
+        name: (lambda n, a, o: _pair_gap(n["left"], n["right"]))
+        for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+    },
+    **{
+        name: (lambda n, a, o: np.asarray(n["input"]).dtype.kind != "f" or _top_gap(n["input"], a["axis"]))
+        for name in ("max", "min", "argmax", "argmin")
+    },
     "max_pool2d": lambda n, a, o: _pool_windows_ok(n["input"], a),
     "max_pool2d_grad": lambda n, a, o: _pool_windows_ok(n["input"], a),
     "absolute_error": lambda n, a, o: _pair_gap(n["input"], n["target"]),
-    "binary_cross_entropy": lambda n, a, o: a["input_type"] == "logits" or bool(np.all((n["input"] > 0.02) & (n["input"] < 0.98))),
+    "binary_cross_entropy": lambda n, a, o: (
+        a["input_type"] == "logits" or bool(np.all((n["input"] > 0.02) & (n["input"] < 0.98)))
+    ),
     "cross_entropy": lambda n, a, o: a["input_type"] != "probs" or float(np.min(n["input"])) > 0.01,
     "cross_entropy_grad": lambda n, a, o: a["input_type"] != "probs" or float(np.min(n["input"])) > 0.01,
     # the VJP rule (g * out / x, mithril.gradients.rules.reductions) assumes no zero in the input
@@ -505,9 +563,9 @@ def _probability(g: _Gen, name: str) -> str:
 
 # -- families ---------------------------------------------------------------------------------------------
 UNARY_FLOAT = (
-    "neg", "exp", "tanh", "sigmoid", "sin", "cos", "square", "relu", "abs", "log", "log1p", "sqrt", "rsqrt", "leaky_relu",
-    "gelu", "softplus", "erf", "sign", "floor", "isnan", "nan_to_num", "cast", "dropout_mask", "zeros_like", "ones_like",
-    "stop_gradient",
+    "neg", "exp", "tanh", "sigmoid", "sin", "cos", "square", "relu", "abs", "log", "log1p", "sqrt", "rsqrt",
+    "leaky_relu", "gelu", "softplus", "erf", "sign", "floor", "isnan", "nan_to_num", "cast", "dropout_mask",
+    "zeros_like", "ones_like", "stop_gradient",
 )  # fmt: skip
 BINARY_ARITH = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide")
 COMPARISONS = ("less", "greater", "less_equal", "greater_equal", "equal", "not_equal")
@@ -538,7 +596,22 @@ def fam_int_ops(g: _Gen) -> None:
     """Integer and bool values: casts, int arithmetic, logical ops, where."""
     what = g.integer(0, 3)
     if what == 0:  # int arithmetic
-        prim = g.choice(("add", "multiply", "subtract", "maximum", "minimum", "floor_divide", "neg", "abs", "square", "sum", "max", "cast"))
+        prim = g.choice(
+            (
+                "add",
+                "multiply",
+                "subtract",
+                "maximum",
+                "minimum",
+                "floor_divide",
+                "neg",
+                "abs",
+                "square",
+                "sum",
+                "max",
+                "cast",
+            )
+        )
         x = g.operand("int")
         if prim in ("neg", "abs", "square"):
             g.emit(prim, {"input": x})
@@ -551,10 +624,14 @@ def fam_int_ops(g: _Gen) -> None:
             if prim == "floor_divide":
                 y = g.new_input(shape, "int", low=1, high=4)
             else:
-                y = g.operand("int", lambda a: _broadcastable(a.shape, g.values[x].shape), lambda: g.new_input(shape, "int", high=5))
+                y = g.operand(
+                    "int",
+                    lambda a: _broadcastable(a.shape, g.values[x].shape),
+                    lambda: g.new_input(shape, "int", high=5),
+                )
             g.emit(prim, {"left": x, "right": y})
     elif what == 1:  # bool logic
-        prim = g.choice(LOGICAL + ("cast", "sum", "where"))
+        prim = g.choice((*LOGICAL, "cast", "sum", "where"))
         b = g.operand("bool")
         if prim == "logical_not":
             g.emit(prim, {"input": b})
@@ -566,12 +643,18 @@ def fam_int_ops(g: _Gen) -> None:
             fam_where(g, b)
         else:
             shape = _broadcast_partner(g, g.values[b].shape)
-            c = g.operand("bool", lambda a: _broadcastable(a.shape, g.values[b].shape), lambda: g.new_input(shape, "bool"))
+            c = g.operand(
+                "bool", lambda a: _broadcastable(a.shape, g.values[b].shape), lambda: g.new_input(shape, "bool")
+            )
             g.emit(prim, {"left": b, "right": c})
     elif what == 2:  # mixed int/float arithmetic (promotion)
         x = g.operand("float")
         shape = _broadcast_partner(g, g.values[x].shape)
-        n = g.operand("int", lambda a: _broadcastable(a.shape, g.values[x].shape), lambda: g.new_input(shape, "int", low=-3, high=4))
+        n = g.operand(
+            "int",
+            lambda a: _broadcastable(a.shape, g.values[x].shape),
+            lambda: g.new_input(shape, "int", low=-3, high=4),
+        )
         prim = g.choice(("multiply", "add", "subtract"))
         left, right = (x, n) if g.flag() else (n, x)
         g.emit(prim, {"left": left, "right": right})
@@ -588,12 +671,16 @@ def fam_where(g: _Gen, cond: str | None = None) -> None:
     if cond is None:
         cond = g.operand("bool")
     shape = g.values[cond].shape
-    left = g.operand("float", lambda a: _broadcastable(a.shape, shape), lambda: g.new_input(_broadcast_partner(g, shape)))
+    left = g.operand(
+        "float", lambda a: _broadcastable(a.shape, shape), lambda: g.new_input(_broadcast_partner(g, shape))
+    )
     out_shape = np.broadcast_shapes(shape, g.values[left].shape)
     if g.chance(3):
         right: str | Const = Const(g.choice(NICE))
     else:
-        right = g.operand("float", lambda a: _broadcastable(a.shape, out_shape), lambda: g.new_input(_broadcast_partner(g, out_shape)))
+        right = g.operand(
+            "float", lambda a: _broadcastable(a.shape, out_shape), lambda: g.new_input(_broadcast_partner(g, out_shape))
+        )
     g.emit("where", {"condition": cond, "left": left, "right": right})
 
 
@@ -601,7 +688,11 @@ def _second_operand(g: _Gen, x: str, prim: str) -> str | Const:
     shape = g.values[x].shape
     how = g.integer(0, 4)
     if how == 0:
-        return g.operand("float", lambda a: _broadcastable(a.shape, shape) and a is not g.values[x], lambda: g.new_input(_broadcast_partner(g, shape)))
+        return g.operand(
+            "float",
+            lambda a: _broadcastable(a.shape, shape) and a is not g.values[x],
+            lambda: g.new_input(_broadcast_partner(g, shape)),
+        )
     if how == 1:
         return g.new_input(_broadcast_partner(g, shape))
     if how == 2:
@@ -630,12 +721,12 @@ def fam_binary(g: _Gen) -> None:
         y = _positive(g, y) if g.flag() else y
     if prim == "divide" and isinstance(y, Const) and np.min(np.abs(y.value)) < 0.1:
         raise _Skip("divide by ~0")
-    left, right = (x, y) if g.flag() or isinstance(y, Const) and g.chance(2) else (y, x)
+    left, right = (x, y) if g.flag() or (isinstance(y, Const) and g.chance(2)) else (y, x)
     g.emit(prim, {"left": left, "right": right})
 
 
 def fam_reduce(g: _Gen) -> None:
-    prim = g.choice(REDUCTIONS + ("softmax", "log_softmax"))
+    prim = g.choice((*REDUCTIONS, "softmax", "log_softmax"))
     x = g.operand("float", lambda a: a.ndim >= (1 if prim in ("softmax", "log_softmax") else 0))
     rank = g.values[x].ndim
     if prim in ("softmax", "log_softmax"):
@@ -664,7 +755,20 @@ def _factorise(g: _Gen, size: int) -> list[int]:
 
 
 def fam_shape(g: _Gen) -> None:
-    prim = g.choice(("reshape", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten", "broadcast_to", "index", "pad", "at_least_1d"))
+    prim = g.choice(
+        (
+            "reshape",
+            "transpose",
+            "swapaxes",
+            "squeeze",
+            "unsqueeze",
+            "flatten",
+            "broadcast_to",
+            "index",
+            "pad",
+            "at_least_1d",
+        )
+    )
     kind = "float" if not g.chance(5) else g.choice(("int", "bool"))
     x = g.operand(kind, lambda a: a.ndim >= (2 if prim == "swapaxes" else 1 if prim in ("transpose", "flatten") else 0))
     a = g.values[x]
@@ -715,7 +819,10 @@ def fam_shape(g: _Gen) -> None:
     elif prim == "at_least_1d":
         attrs = {}
     else:  # pad
-        attrs = {"pad_width": tuple((g.integer(0, 2), g.integer(0, 2)) for _ in range(rank)), "value": g.choice((0.0, 1.5, -1.0))}
+        attrs = {
+            "pad_width": tuple((g.integer(0, 2), g.integer(0, 2)) for _ in range(rank)),
+            "value": g.choice((0.0, 1.5, -1.0)),
+        }
         if kind != "float":
             attrs["value"] = 0 if kind == "int" else False
             if kind == "bool":
@@ -743,7 +850,7 @@ def _index_key(g: _Gen, shape: tuple[int, ...]) -> Any:
             items.append(slice(None))
     if items and g.chance(4):
         cut = g.integer(0, len(items) - 1)
-        items = items[:cut] + [Ellipsis]
+        items = [*items[:cut], Ellipsis]
     if len(items) == 1 and g.flag():
         return items[0]
     return tuple(items)
@@ -757,6 +864,7 @@ def fam_concat_split(g: _Gen) -> None:
         n = g.integer(2, 4)
         names: list[str] = [x]
         for _ in range(n - 1):
+
             def fits(b: np.ndarray) -> bool:
                 return b.ndim == a.ndim and all(i == axis % a.ndim or b.shape[i] == a.shape[i] for i in range(a.ndim))
 
@@ -875,7 +983,10 @@ def fam_pool(g: _Gen) -> None:
     x = g.operand(
         "float",
         lambda a: a.ndim >= 2 and min(a.shape[-2:]) >= 2,
-        lambda: g.new_input((*(g.integer(1, 2) for _ in range(g.integer(0, 2))), g.integer(2, 6), g.integer(2, 6)), dist=g.choice(("grid", "normal"))),
+        lambda: g.new_input(
+            (*(g.integer(1, 2) for _ in range(g.integer(0, 2))), g.integer(2, 6), g.integer(2, 6)),
+            dist=g.choice(("grid", "normal")),
+        ),
     )
     kernel = (g.integer(1, 3), g.integer(1, 3))
     attrs: dict[str, Any] = {"kernel_size": kernel[0] if kernel[0] == kernel[1] and g.flag() else kernel}
@@ -914,7 +1025,9 @@ def fam_gather_embedding(g: _Gen) -> None:
             return
         g.emit("gather", {"input": x, "index": index}, {"axis": axis})
     elif what == 1:
-        w = g.operand("float", lambda a: a.ndim == 2 and a.shape[0] >= 2, lambda: g.new_input((g.integer(2, 6), g.integer(1, 4))))
+        w = g.operand(
+            "float", lambda a: a.ndim == 2 and a.shape[0] >= 2, lambda: g.new_input((g.integer(2, 6), g.integer(1, 4)))
+        )
         vocab = g.values[w].shape[0]
         ids = g.operand(
             "int",
@@ -1015,7 +1128,11 @@ def fam_loss(g: _Gen) -> None:
     prim = g.choice(("squared_error", "absolute_error", "cross_entropy", "binary_cross_entropy", "cross_entropy_grad"))
     if prim in ("squared_error", "absolute_error"):
         x = g.operand("float")
-        y = g.operand("float", lambda a: _broadcastable(a.shape, g.values[x].shape), lambda: g.new_input(_broadcast_partner(g, g.values[x].shape)))
+        y = g.operand(
+            "float",
+            lambda a: _broadcastable(a.shape, g.values[x].shape),
+            lambda: g.new_input(_broadcast_partner(g, g.values[x].shape)),
+        )
         g.emit(prim, {"input": x, "target": y})
         return
     if prim == "binary_cross_entropy":
@@ -1025,9 +1142,18 @@ def fam_loss(g: _Gen) -> None:
             x = _probability(g, x)
         if g.chance(4):  # a target computed from the model's own values (knowledge-distillation style)
             shape = g.values[x].shape
-            t = _probability(g, g.operand("float", lambda a: _broadcastable(a.shape, shape) and np.broadcast_shapes(a.shape, shape) == shape))
+            t = _probability(
+                g,
+                g.operand(
+                    "float", lambda a: _broadcastable(a.shape, shape) and np.broadcast_shapes(a.shape, shape) == shape
+                ),
+            )
         else:
-            t = g.new_input(_broadcast_partner(g, g.values[x].shape), dist="probability", roles=("data", "data_default", "constant_key"))
+            t = g.new_input(
+                _broadcast_partner(g, g.values[x].shape),
+                dist="probability",
+                roles=("data", "data_default", "constant_key"),
+            )
         g.emit(prim, {"input": x, "target": t}, {"input_type": input_type})
         return
     x = g.operand("float", lambda a: 2 <= a.ndim <= 4)
@@ -1068,7 +1194,9 @@ def fam_like_helpers(g: _Gen) -> None:
         like = g.new_input(_factorise(g, a.size), roles=("data", "param"))
     elif prim == "broadcast_to_like":
         extra = tuple(g.integer(1, 3) for _ in range(g.integer(0, 2)))
-        like = g.new_input(extra + tuple(g.integer(1, 3) if d == 1 and g.flag() else d for d in a.shape), roles=("data", "param"))
+        like = g.new_input(
+            extra + tuple(g.integer(1, 3) if d == 1 and g.flag() else d for d in a.shape), roles=("data", "param")
+        )
     else:
         if a.ndim < 1:
             raise _Skip("linear_grad_weight of a scalar")
@@ -1113,7 +1241,7 @@ def fam_twin(g: _Gen) -> None:
         raise _Skip("excluded")
     outs = g.emit(op.primitive, dict(op.inputs), dict(op.attrs))
     if g.flag():  # use both copies together
-        (a, b) = (list(op.outputs.values())[0], outs[0])
+        (a, b) = (next(iter(op.outputs.values())), outs[0])
         if g.kind(a) == "float":
             g.emit("add", {"left": a, "right": b})
 
@@ -1207,7 +1335,8 @@ def _choose_outputs(g: _Gen) -> None:
         exposed.append(produced[-1])
     recipe.exposed = exposed
     if len(exposed) >= 2 and g.chance(3):
-        recipe.discard = sorted({exposed[g.integer(0, len(exposed) - 1)] for _ in range(g.integer(1, len(exposed) - 1))})
+        recipe.discard = sorted(
+            {exposed[g.integer(0, len(exposed) - 1)] for _ in range(g.integer(1, len(exposed) - 1))}
+        )
         if len(recipe.discard) >= len(exposed):
             recipe.discard = recipe.discard[:-1]
-

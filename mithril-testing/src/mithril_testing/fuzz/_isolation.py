@@ -1,5 +1,5 @@
 """Run checks in a child process, so a backend that crashes the interpreter (a segfault in native code) or
-hangs becomes a :class:`~mithril.testing.fuzz.Disagreement` instead of ending the fuzzer.
+hangs becomes a :class:`~mithril_testing.fuzz.Disagreement` instead of ending the fuzzer.
 
 :class:`IsolatedChecker` keeps one worker process (``multiprocessing`` *spawn*: no state inherited from
 threaded parents) and restarts it after a crash. A script using it needs the ``if __name__ == "__main__":``
@@ -8,7 +8,7 @@ runs it, so a crash is attributed to the variant or step that was running.
 
 Example:
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> x = r.add_input(np.array([1.0]), role="param")
     >>> (y,) = r.add_op("exp", {"input": x})
@@ -27,7 +27,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...types import Dtype
+from mithril.types import Dtype
+
 from ._check import Disagreement, backend_dtype, check_recipe
 from ._recipe import Recipe
 
@@ -77,14 +78,14 @@ def _worker(conn: Any) -> None:
                 on_variant=lambda v: conn.send(("variant", v)),
                 on_step=lambda s: conn.send(("step", s)),
             )
-        except BaseException as exc:  # noqa: BLE001 - a fuzzer bug: report it to the parent as an error
+        except BaseException as exc:
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
             continue
         conn.send(("done", result))
 
 
 class IsolatedChecker:
-    """``check(recipe, backend, variants, lifecycle=...)`` like :func:`~mithril.testing.fuzz.check_recipe`, in
+    """``check(recipe, backend, variants, lifecycle=...)`` like :func:`~mithril_testing.fuzz.check_recipe`, in
     a child process; a crash gives category ``"crash"`` (exception type: the signal name), a model that uses
     more than ``timeout`` CPU seconds (or gets no answer for :data:`STALL_FACTOR` times as many wall seconds)
     ``"hang"`` (prefixed ``"pass:"`` in a variant with passes disabled, or with the lifecycle step that was
@@ -142,7 +143,9 @@ class IsolatedChecker:
         self._process = None
         self._conn = None
 
-    def check(self, recipe: Recipe, backend: str, variants: Sequence[str] = ("default",), *, lifecycle: Sequence[str] = ()) -> Disagreement | None:
+    def check(
+        self, recipe: Recipe, backend: str, variants: Sequence[str] = ("default",), *, lifecycle: Sequence[str] = ()
+    ) -> Disagreement | None:
         if self._process is None or not self._process.is_alive():
             self._start()
         self._conn.send((recipe, backend, tuple(variants), tuple(lifecycle)))
@@ -161,7 +164,15 @@ class IsolatedChecker:
                 code = self._process.exitcode
                 self._process = None
                 name = signal.Signals(-code).name if code is not None and code < 0 else f"exit{code}"
-                return self._failure(recipe, backend, variants, (variant, step), "crash", name, f"the process died ({name}) while compiling or evaluating")
+                return self._failure(
+                    recipe,
+                    backend,
+                    variants,
+                    (variant, step),
+                    "crash",
+                    name,
+                    f"the process died ({name}) while compiling or evaluating",
+                )
             if kind == "variant":
                 variant = payload
             elif kind == "step":
@@ -183,16 +194,29 @@ class IsolatedChecker:
             elif cpu - start_cpu >= self.timeout:
                 return f"no answer after {cpu - start_cpu:.0f} s of CPU time ({wall:.0f} s wall)"
             if wall >= STALL_FACTOR * self.timeout:
-                return f"no answer within {wall:.0f} s (having used {0 if cpu is None else cpu - start_cpu:.0f} s of CPU)"
+                return (
+                    f"no answer within {wall:.0f} s (having used {0 if cpu is None else cpu - start_cpu:.0f} s of CPU)"
+                )
         return None
 
-    def _failure(self, recipe: Recipe, backend: str, variants: Sequence[str], running: tuple[str, str], category: str, kind: str, text: str) -> Disagreement:
+    def _failure(
+        self,
+        recipe: Recipe,
+        backend: str,
+        variants: Sequence[str],
+        running: tuple[str, str],
+        category: str,
+        kind: str,
+        text: str,
+    ) -> Disagreement:
         """The disagreement for a crash or hang while ``running`` (the variant, the lifecycle step or ``""``)."""
         if backend not in self._dtypes:
             self._dtypes[backend] = backend_dtype(backend)
         variant, step = running
         variant = "default" if step else variant  # lifecycle steps run in the default compilation
-        found = Disagreement(recipe, backend, self._dtypes[backend], variant, category, error=text, exception_type=kind, step=step)
+        found = Disagreement(
+            recipe, backend, self._dtypes[backend], variant, category, error=text, exception_type=kind, step=step
+        )
         found.variants = tuple(variants)
         if step:
             found.category = f"{step}:{category}"

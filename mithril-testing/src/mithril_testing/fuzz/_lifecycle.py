@@ -38,7 +38,8 @@ Example:
     ...     return model
     >>> backend = ml.NumpyBackend(dtype=ml.float64)
     >>> feeds = [Feed({"x": np.array([0.0])}, {}, {}), Feed({"x": np.array([1.0])}, {}, {})]
-    >>> run = Lifecycle(build, lambda m: ml.compile(m, backend, shapes={"x": [1]}, trainable_keys=["x"]), backend, feeds)
+    >>> compile_ = lambda m: ml.compile(m, backend, shapes={"x": [1]}, trainable_keys=["x"])
+    >>> run = Lifecycle(build, compile_, backend, feeds)
     >>> [(c.step, c.feed, c.outputs["y"].round(3).tolist()) for c in run.run("refill")]
     [('recompile', 0, [1.0]), ('refill', 1, [2.718]), ('refill', 0, [1.0])]
 """
@@ -58,7 +59,17 @@ import numpy as np
 from ._generate import valid_recipe
 from ._recipe import Recipe, kind_of_array
 
-__all__ = ["LIFECYCLE_STEPS", "THREADS", "CALLS_PER_THREAD", "Call", "Feed", "Lifecycle", "backend_array", "numpy_results", "refilled"]
+__all__ = [
+    "LIFECYCLE_STEPS",
+    "THREADS",
+    "CALLS_PER_THREAD",
+    "Call",
+    "Feed",
+    "Lifecycle",
+    "backend_array",
+    "numpy_results",
+    "refilled",
+]
 
 LIFECYCLE_STEPS: tuple[str, ...] = ("recompile", "refill", "interleave", "threads")
 """The lifecycle steps, in the order a full lifecycle check runs them (see the module doc)."""
@@ -155,7 +166,9 @@ class _Arrays:
     def __init__(self, backend: Any, feed: Feed) -> None:
         self.backend = backend
         self.writable = _writable(backend)
-        self.held = [{k: self._hold(v) for k, v in values.items()} for values in (feed.params, feed.data, feed.cotangents)]
+        self.held = [
+            {k: self._hold(v) for k, v in values.items()} for values in (feed.params, feed.data, feed.cotangents)
+        ]
 
     def _hold(self, value: np.ndarray) -> Any:
         made = backend_array(self.backend, np.array(value, copy=True))  # never the caller's own memory
@@ -225,7 +238,9 @@ class Lifecycle:
         feeds: the values: ``feeds[0]`` for the first calls, ``feeds[1]`` the new values of the other steps.
     """
 
-    def __init__(self, build_model: Callable[[], Any], compile_model: Callable[[Any], Any], backend: Any, feeds: Sequence[Feed]) -> None:
+    def __init__(
+        self, build_model: Callable[[], Any], compile_model: Callable[[Any], Any], backend: Any, feeds: Sequence[Feed]
+    ) -> None:
         self.build_model = build_model
         self.compile_model = compile_model
         self.backend = backend
@@ -258,7 +273,7 @@ class Lifecycle:
             else:
                 outputs, grads = self._programs[index].evaluate(params, data), None
             copied = numpy_results(self.backend, outputs), None if grads is None else numpy_results(self.backend, grads)
-        except Exception as exc:  # noqa: BLE001 - the caller judges it
+        except Exception as exc:
             return Call(step, label, feed, error=exc)
         return Call(step, label, feed, copied[0], copied[1], live=(outputs, grads))
 
@@ -271,7 +286,7 @@ class Lifecycle:
                     if needed != 2 and self._model is None:
                         self._model = self.build_model()
                     self._programs[needed] = self.compile_model(self.build_model() if needed == 2 else self._model)
-                except Exception as exc:  # noqa: BLE001 - the caller judges it
+                except Exception as exc:
                     return [Call("recompile", f"compiling {PROGRAMS[needed]}", 0, error=exc, compiling=True)]
         return []
 
@@ -304,9 +319,22 @@ class Lifecycle:
             return calls
         arrays = self._first[0]
         arrays.refill(self.feeds[1])
-        calls.append(self._call("refill", f"{PROGRAMS[0]}, its arrays refilled in place with new values", 0, arrays, 1, gradients=True))
+        calls.append(
+            self._call(
+                "refill", f"{PROGRAMS[0]}, its arrays refilled in place with new values", 0, arrays, 1, gradients=True
+            )
+        )
         arrays.refill(self.feeds[0])
-        calls.append(self._call("refill", f"{PROGRAMS[0]}, its arrays refilled in place again, without cotangents", 0, arrays, 0, gradients=False))
+        calls.append(
+            self._call(
+                "refill",
+                f"{PROGRAMS[0]}, its arrays refilled in place again, without cotangents",
+                0,
+                arrays,
+                0,
+                gradients=False,
+            )
+        )
         return calls
 
     def _interleave(self) -> list[Call]:
@@ -316,8 +344,13 @@ class Lifecycle:
         order = [(0, 1, True), (2, 0, True), (0, 0, False), (2, 1, False)]  # (model, feed, with cotangents)
         made = []
         for number, (index, feed, gradients) in enumerate(order, 1):
-            label = f"{'A' if index == 0 else 'B'} in A, B, A, B: call {number} of {len(order)}{'' if gradients else ' (no cotangents)'}"
-            made.append(self._call("interleave", label, index, _Arrays(self.backend, self.feeds[feed]), feed, gradients=gradients))
+            plain = "" if gradients else " (no cotangents)"
+            label = f"{'A' if index == 0 else 'B'} in A, B, A, B: call {number} of {len(order)}{plain}"
+            made.append(
+                self._call(
+                    "interleave", label, index, _Arrays(self.backend, self.feeds[feed]), feed, gradients=gradients
+                )
+            )
         return calls + made + [call.read_again(self.backend) for call in made if call.live is not None]
 
     def _threads(self) -> list[Call]:
@@ -334,7 +367,8 @@ class Lifecycle:
             except threading.BrokenBarrierError:
                 pass
             for k in range(CALLS_PER_THREAD):
-                label = f"thread {t + 1} of {THREADS}, call {k + 1} of {CALLS_PER_THREAD}{'' if k == 0 else ' (no cotangents)'}"
+                plain = "" if k == 0 else " (no cotangents)"
+                label = f"thread {t + 1} of {THREADS}, call {k + 1} of {CALLS_PER_THREAD}{plain}"
                 made[t].append(self._call("threads", label, _FOR_THREADS, arrays[t], t % 2, gradients=k == 0))
 
         unfinished = _Workers.shared().run([lambda t=t: work(t) for t in range(THREADS)], THREAD_TIMEOUT)
@@ -350,7 +384,7 @@ def refilled(recipe: Recipe, tries: int = 8) -> Recipe:
     and new cotangents: the values a lifecycle refills in place. Deterministic for a recipe.
 
     The new values are the old ones shuffled and scaled by up to 10% (then, if the generator's checks fail,
-    :func:`~mithril.testing.fuzz.valid_recipe`, only scaled, by less each try), exact in float32; ints and
+    :func:`~mithril_testing.fuzz.valid_recipe`, only scaled, by less each try), exact in float32; ints and
     bools are shuffled. When no try keeps the model valid, only the cotangents change.
 
     >>> r = Recipe()

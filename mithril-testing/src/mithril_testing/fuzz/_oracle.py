@@ -1,6 +1,6 @@
-"""The oracle: what every backend must answer for a :class:`~mithril.testing.fuzz.Recipe`.
+"""The oracle: what every backend must answer for a :class:`~mithril_testing.fuzz.Recipe`.
 
-- Outputs: the plain-NumPy references run in float64 (:func:`~mithril.testing.fuzz.evaluate_reference`).
+- Outputs: the plain-NumPy references run in float64 (:func:`~mithril_testing.fuzz.evaluate_reference`).
 - A numerical-noise estimate per output: the same references run in float32, compared with float64. It
   measures how much the graph amplifies rounding (cancellation, ill-conditioned chains), so tolerances
   follow the model instead of being one number for every graph.
@@ -12,7 +12,7 @@
 
 Example:
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> r.exposed += r.add_op("square", {"input": r.add_input(np.array([0.5, 1.0]), role="param")})
     >>> oracle = Oracle.of(r)
@@ -27,6 +27,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class Oracle:
 
     Build with :meth:`Oracle.of` (cached by the recipe's fingerprint)."""
 
-    _cache: OrderedDict[str, Oracle] = OrderedDict()
+    _cache: ClassVar[OrderedDict[str, Oracle]] = OrderedDict()
     CACHE_SIZE = 256
 
     def __init__(self, recipe: Recipe) -> None:

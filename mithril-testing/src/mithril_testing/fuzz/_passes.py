@@ -73,7 +73,9 @@ def passes_disabled(*names: str) -> Iterator[None]:
     for name in names:
         attr = PASSES[name]
         if not hasattr(module, attr):
-            raise RuntimeError(f"mithril.compiler.compile has no pass function {attr!r}; update mithril.testing.fuzz.PASSES")
+            raise RuntimeError(
+                f"mithril.compiler.compile has no pass function {attr!r}; update mithril_testing.fuzz.PASSES"
+            )
         saved[attr] = getattr(module, attr)
     try:
         for attr in saved:

@@ -7,7 +7,7 @@ a concrete array and a role: trainable parameter, runtime data, compile-time con
 - the Mithril code that builds the logical model (:meth:`Recipe.model_source`; :meth:`Recipe.build_model`
   executes exactly that text, so a reproduction file is the code that was tested),
 - the keyword arguments of ``ml.compile`` (:meth:`Recipe.compile_kwargs`),
-- the oracle: every primitive's plain-NumPy reference (:data:`mithril.testing.REFERENCES`) run in order
+- the oracle: every primitive's plain-NumPy reference (:data:`mithril_testing.REFERENCES`) run in order
   (:func:`evaluate_reference`), in float64 or float32.
 
 Example:
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mithril.models import IOKey, Model, Primitive
 
 from ..cases import spec_for
 from ..references import REFERENCES
@@ -143,7 +144,9 @@ class Recipe:
         self.inputs[name] = Input(name, np.asarray(array), role, shape_via)
         return name
 
-    def add_op(self, primitive: str, inputs: Mapping[str, str | Const | None], attrs: Mapping[str, Any] | None = None) -> list[str]:
+    def add_op(
+        self, primitive: str, inputs: Mapping[str, str | Const | None], attrs: Mapping[str, Any] | None = None
+    ) -> list[str]:
         """Append a primitive call; returns the names of its outputs (``v<n>``), in the spec's order."""
         spec = spec_for(primitive)
         resolved = spec.resolve_attributes(dict(attrs or {}))
@@ -223,7 +226,9 @@ class Recipe:
         digest.update(repr(sorted(self.compile_kwargs_source().items())).encode())
         digest.update(str(self.cotangent_seed).encode())
         for name, inp in self.inputs.items():
-            digest.update(name.encode() + inp.role.encode() + str(inp.array.dtype).encode() + repr(inp.array.shape).encode())
+            digest.update(
+                name.encode() + inp.role.encode() + str(inp.array.dtype).encode() + repr(inp.array.shape).encode()
+            )
             digest.update(np.ascontiguousarray(inp.array).tobytes())
         return digest.hexdigest()[:16]
 
@@ -273,16 +278,18 @@ class Recipe:
 
     def build_model(self) -> Any:
         """Execute :meth:`model_source` and return the new logical model."""
-        from ...models import IOKey, Model, Primitive
-
         namespace: dict[str, Any] = {"Model": Model, "Primitive": Primitive, "IOKey": IOKey, "np": np}
-        exec(compile(self.model_source(), "<fuzz recipe>", "exec"), namespace)  # noqa: S102 - our own text
+        exec(compile(self.model_source(), "<fuzz recipe>", "exec"), namespace)
         return namespace["build_model"]()
 
     def compile_kwargs_source(self) -> dict[str, str]:
         """``ml.compile`` keyword arguments as source text (for reproduction files)."""
         used = self.used_inputs()
-        shapes = {n: list(i.array.shape) for n, i in self.inputs.items() if n in used and i.shape_via == "compile" and not i.is_constant}
+        shapes = {
+            n: list(i.array.shape)
+            for n, i in self.inputs.items()
+            if n in used and i.shape_via == "compile" and not i.is_constant
+        }
         kwargs: dict[str, str] = {}
         if shapes:
             kwargs["shapes"] = repr(shapes)
@@ -294,7 +301,9 @@ class Recipe:
         if data:
             kwargs["data_keys"] = repr(data)
         if constants:
-            kwargs["constant_keys"] = "{" + ", ".join(f'"{n}": {array_literal(i.array)}' for n, i in constants.items()) + "}"
+            kwargs["constant_keys"] = (
+                "{" + ", ".join(f'"{n}": {array_literal(i.array)}' for n, i in constants.items()) + "}"
+            )
         if self.discard:
             kwargs["discard_keys"] = repr(list(self.discard))
         if self.jit is not None:
@@ -304,7 +313,7 @@ class Recipe:
     def compile_kwargs(self) -> dict[str, Any]:
         """``ml.compile`` keyword arguments (the values of :meth:`compile_kwargs_source`)."""
         namespace = {"np": np}
-        return {k: eval(v, namespace) for k, v in self.compile_kwargs_source().items()}  # noqa: S307 - our own text
+        return {k: eval(v, namespace) for k, v in self.compile_kwargs_source().items()}
 
     def feeds(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """``(params, data)`` arrays to pass to ``evaluate`` (inputs the model uses)."""
@@ -461,7 +470,11 @@ def evaluate_reference(
     for step in plan(recipe) if steps is None else steps:
         op = step.op
         outs = list(op.outputs.values())
-        if dirty is not None and frozen is not None and not any(isinstance(r, str) and r in dirty for r in op.inputs.values()):
+        if (
+            dirty is not None
+            and frozen is not None
+            and not any(isinstance(r, str) and r in dirty for r in op.inputs.values())
+        ):
             values.update((name, frozen[name]) for name in outs)
             continue
         args: list[Any] = []

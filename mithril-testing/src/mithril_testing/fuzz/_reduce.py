@@ -2,7 +2,7 @@
 
 Hypothesis shrinks the *choices* that generated a model; a few model-level edits it cannot express make a
 reproduction much smaller. :func:`reduce_disagreement` tries them greedily and keeps every edit after
-which the model is still valid for the generator (:func:`~mithril.testing.fuzz.valid_recipe`) and still
+which the model is still valid for the generator (:func:`~mithril_testing.fuzz.valid_recipe`) and still
 fails with the same signature:
 
 - drop an exposed output (and then the calls nothing needs any more);
@@ -15,7 +15,7 @@ Finally names are renumbered in order (``x0, x1, ...``, ``v0, v1, ...``).
 
 Example:
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> (a,) = r.add_op("neg", {"input": r.add_input(np.array([1.0, 2.0]), role="param")})
     >>> r.exposed += r.add_op("exp", {"input": a})
@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Callable
 
@@ -99,101 +100,110 @@ def renumber(recipe: Recipe) -> Recipe:
     return r
 
 
-def _edits(recipe: Recipe) -> list[Callable[[], Recipe | None]]:
+Edit = Callable[[], "Recipe | None"]
+"""A candidate edit of a model: the smaller model, or ``None`` where the edit does not apply."""
+
+
+def _edits(recipe: Recipe) -> list[Edit]:
     """Candidate edits, cheapest and most reducing first."""
-    edits: list[Callable[[], Recipe | None]] = []
-
-    def drop_output(name: str) -> Callable[[], Recipe | None]:
-        def edit() -> Recipe | None:
-            if len(recipe.exposed) <= 1:
-                return None
-            r = copy.deepcopy(recipe)
-            r.exposed = [n for n in r.exposed if n != name]
-            r.discard = [n for n in r.discard if n != name]
-            if not r.outputs:
-                return None
-            return prune(r)
-
-        return edit
-
-    def cut(op_index: int, key: str) -> Callable[[], Recipe | None]:
-        def edit() -> Recipe | None:
-            r = copy.deepcopy(recipe)
-            ref = r.ops[op_index].inputs[key]
-            assert isinstance(ref, str)
-            value = _values(r)[ref]
-            if kind_of_array(value) == "float":
-                value = value.astype(np.float32).astype(np.float64)
-            name = _fresh_input_name(r)
-            r.inputs[name] = Input(name, np.asarray(value), "param" if kind_of_array(value) == "float" else "data")
-            r.ops[op_index].inputs[key] = name
-            return prune(r)
-
-        return edit
-
-    def expose_operand(name: str, operand: str) -> Callable[[], Recipe | None]:
-        def edit() -> Recipe | None:  # the output's last call goes; one of its operands is the output
-            r = copy.deepcopy(recipe)
-            r.exposed = [operand if n == name else n for n in r.exposed if n != operand]
-            r.discard = [n for n in r.discard if n != name]
-            return prune(r) if r.outputs else None
-
-        return edit
-
-    def simplify_roles() -> Recipe | None:
-        r = copy.deepcopy(recipe)
-        changed = False
-        for inp in r.inputs.values():
-            if inp.role in ("data_default", "iokey_value", "set_values", "constant_key") or inp.shape_via != "compile":
-                inp.role = "data" if inp.role != "param" else "param"
-                inp.shape_via = "compile"
-                changed = True
-        return r if changed else None
-
-    def drop_discard() -> Recipe | None:
-        if not recipe.discard:
-            return None
-        r = copy.deepcopy(recipe)
-        r.discard = []
-        return r
-
-    def plain_constants() -> Recipe | None:
-        r = copy.deepcopy(recipe)
-        changed = False
-        for op in r.ops:
-            for key, ref in op.inputs.items():
-                if isinstance(ref, Const) and isinstance(ref.value, np.ndarray):
-                    name = _fresh_input_name(r)
-                    r.inputs[name] = Input(name, np.asarray(ref.value), "data")
-                    op.inputs[key] = name
-                    changed = True
-        return r if changed else None
-
-    def pruned() -> Recipe | None:
-        r = prune(recipe)
-        return r if len(r.ops) < len(recipe.ops) or len(r.inputs) < len(recipe.inputs) else None
-
-    edits.append(pruned)
-    edits.extend(drop_output(n) for n in recipe.exposed)
+    edits: list[Edit] = [functools.partial(_pruned, recipe)]
+    edits.extend(functools.partial(_drop_output, recipe, n) for n in recipe.exposed)
     producers = {out: op for op in recipe.ops for out in op.outputs.values()}
     for name in recipe.exposed:
         if name in producers:
-            operands = dict.fromkeys(v for v in producers[name].inputs.values() if isinstance(v, str) and v in producers)
-            edits.extend(expose_operand(name, v) for v in operands)
+            operands = dict.fromkeys(
+                v for v in producers[name].inputs.values() if isinstance(v, str) and v in producers
+            )
+            edits.extend(functools.partial(_expose_operand, recipe, name, v) for v in operands)
     for i, op in enumerate(recipe.ops):
         for key, ref in op.inputs.items():
             if isinstance(ref, str) and ref not in recipe.inputs:
-                edits.append(cut(i, key))
-    edits.extend([drop_discard, simplify_roles, plain_constants])
+                edits.append(functools.partial(_cut, recipe, i, key))
+    edits.extend(functools.partial(edit, recipe) for edit in (_drop_discard, _simplify_roles, _plain_constants))
     return edits
+
+
+def _pruned(recipe: Recipe) -> Recipe | None:
+    """The model without what its outputs do not need (``None`` when that is everything)."""
+    r = prune(recipe)
+    return r if len(r.ops) < len(recipe.ops) or len(r.inputs) < len(recipe.inputs) else None
+
+
+def _drop_output(recipe: Recipe, name: str) -> Recipe | None:
+    """The model without output ``name`` (never its last output)."""
+    if len(recipe.exposed) <= 1:
+        return None
+    r = copy.deepcopy(recipe)
+    r.exposed = [n for n in r.exposed if n != name]
+    r.discard = [n for n in r.discard if n != name]
+    if not r.outputs:
+        return None
+    return prune(r)
+
+
+def _cut(recipe: Recipe, op_index: int, key: str) -> Recipe | None:
+    """Operand ``key`` of op ``op_index`` replaced by a new input holding its value (float32-exact floats)."""
+    r = copy.deepcopy(recipe)
+    ref = r.ops[op_index].inputs[key]
+    assert isinstance(ref, str)
+    value = _values(r)[ref]
+    if kind_of_array(value) == "float":
+        value = value.astype(np.float32).astype(np.float64)
+    name = _fresh_input_name(r)
+    r.inputs[name] = Input(name, np.asarray(value), "param" if kind_of_array(value) == "float" else "data")
+    r.ops[op_index].inputs[key] = name
+    return prune(r)
+
+
+def _expose_operand(recipe: Recipe, name: str, operand: str) -> Recipe | None:
+    """Output ``name``'s last call goes; its ``operand`` is the output instead."""
+    r = copy.deepcopy(recipe)
+    r.exposed = [operand if n == name else n for n in r.exposed if n != operand]
+    r.discard = [n for n in r.discard if n != name]
+    return prune(r) if r.outputs else None
+
+
+def _simplify_roles(recipe: Recipe) -> Recipe | None:
+    """Every input a plain parameter or data key, its shape given to ``ml.compile``."""
+    r = copy.deepcopy(recipe)
+    changed = False
+    for inp in r.inputs.values():
+        if inp.role in ("data_default", "iokey_value", "set_values", "constant_key") or inp.shape_via != "compile":
+            inp.role = "data" if inp.role != "param" else "param"
+            inp.shape_via = "compile"
+            changed = True
+    return r if changed else None
+
+
+def _drop_discard(recipe: Recipe) -> Recipe | None:
+    """The model with no ``discard_keys``."""
+    if not recipe.discard:
+        return None
+    r = copy.deepcopy(recipe)
+    r.discard = []
+    return r
+
+
+def _plain_constants(recipe: Recipe) -> Recipe | None:
+    """Array constants turned into data inputs."""
+    r = copy.deepcopy(recipe)
+    changed = False
+    for op in r.ops:
+        for key, ref in op.inputs.items():
+            if isinstance(ref, Const) and isinstance(ref.value, np.ndarray):
+                name = _fresh_input_name(r)
+                r.inputs[name] = Input(name, np.asarray(ref.value), "data")
+                op.inputs[key] = name
+                changed = True
+    return r if changed else None
 
 
 def reduce_disagreement(found: Disagreement, *, max_checks: int = 120, check: Checker = check_recipe) -> Disagreement:
     """A disagreement with the same signature on a smaller model (``found`` itself if nothing helps).
 
     At most ``max_checks`` candidate models are compiled and checked, with ``check`` (``check_recipe`` or
-    an :class:`~mithril.testing.fuzz.IsolatedChecker`'s ``check``), the way ``found`` was found
-    (:meth:`~mithril.testing.fuzz.Disagreement.check_again`): a lifecycle disagreement is checked by
+    an :class:`~mithril_testing.fuzz.IsolatedChecker`'s ``check``), the way ``found`` was found
+    (:meth:`~mithril_testing.fuzz.Disagreement.check_again`): a lifecycle disagreement is checked by
     running the lifecycle step that failed, alone.
     """
     best = found

@@ -1,14 +1,14 @@
-r"""Standalone pytest reproductions of a :class:`~mithril.testing.fuzz.Disagreement`.
+r"""Standalone pytest reproductions of a :class:`~mithril_testing.fuzz.Disagreement`.
 
 The file holds only what is specific to the disagreement: a docstring (the report), ``build_model()`` in
-plain Mithril code (``Model``, ``Primitive``, ``IOKey``) and one :func:`~mithril.testing.fuzz.replay.reproduction_test`
+plain Mithril code (``Model``, ``Primitive``, ``IOKey``) and one :func:`~mithril_testing.fuzz.replay.reproduction_test`
 call with the compile options, the input values, the expected numbers (reference outputs,
 finite-difference gradients) and the tolerances the fuzzer used, as compact literals. When the same
 minimal model disagrees on several backends, one file covers them all (one parametrized test).
 
 Example:
     >>> import numpy as np
-    >>> from mithril.testing.fuzz import Recipe
+    >>> from mithril_testing.fuzz import Recipe
     >>> r = Recipe()
     >>> r.exposed += r.add_op("exp", {"input": r.add_input(np.array([1.0]), role="param")})
     >>> print(reproduction_source(r, "numpy", test_name="test_exp").split("\n\n\n", 2)[2])
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mithril.types import Dtype
 
-from ...types import Dtype
 from ._check import Disagreement, backend_dtype, tolerance_for
 from ._lifecycle import refilled
 from ._oracle import Oracle
@@ -44,6 +44,7 @@ from ._passes import VARIANTS
 from ._recipe import Recipe, _nested, array_literal, kind_of_array
 
 __all__ = ["reproduction_source", "write_reproduction", "compact_literal", "ReproductionText"]
+
 
 def _full_gradient(oracle: Oracle, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-element finite differences of ``name`` and their error estimates (for the file)."""
@@ -136,15 +137,20 @@ class ReproductionText:
     """The lifecycle step's other values: keyword -> source text (see :func:`_numbers`)."""
 
     def _implied(self) -> set[tuple[str, str]]:
-        """Compile options equal to what :func:`~mithril.testing.fuzz.replay.reproduction_test` assumes
+        """Compile options equal to what :func:`~mithril_testing.fuzz.replay.reproduction_test` assumes
         without them (the shapes of the values given, the parameters trainable): left out of the file."""
         shapes = {k: list(np.shape(v)) for k, v in {**self.params, **self.data}.items()}
-        return {("shapes", _mapping(shapes, repr)), ("trainable_keys", "[" + ", ".join(f'"{n}"' for n in self.params) + "]")}
+        return {
+            ("shapes", _mapping(shapes, repr)),
+            ("trainable_keys", "[" + ", ".join(f'"{n}"' for n in self.params) + "]"),
+        }
 
     def source(self) -> str:
         """The file: docstring, imports, ``build_model()`` and one ``reproduction_test(...)`` call."""
         backends = list(self.dtypes)
-        keywords = [("backend", f'"{backends[0]}"' if len(backends) == 1 else "[" + ", ".join(f'"{b}"' for b in backends) + "]")]
+        keywords = [
+            ("backend", f'"{backends[0]}"' if len(backends) == 1 else "[" + ", ".join(f'"{b}"' for b in backends) + "]")
+        ]
         if self.explicit_dtype:
             keywords.append(("dtype", _mapping(self.dtypes, json.dumps)))
         if self.variant != "default":
@@ -152,18 +158,33 @@ class ReproductionText:
         if self.lifecycle:
             keywords.append(("lifecycle", json.dumps(self.lifecycle)))
         keywords.extend(self.compile_options.items())
-        keywords.extend(_number_keywords(self.params, self.data, self.cotangents, self.expected, self.expected_gradients, self.tolerance, self.gradient_tolerance))
+        keywords.extend(
+            _number_keywords(
+                self.params,
+                self.data,
+                self.cotangents,
+                self.expected,
+                self.expected_gradients,
+                self.tolerance,
+                self.gradient_tolerance,
+            )
+        )
         if self.second:
-            keywords.append(("second", "dict(\n" + "".join(f"        {k}={v},\n" for k, v in self.second.items()) + "    )"))
+            keywords.append(
+                ("second", "dict(\n" + "".join(f"        {k}={v},\n" for k, v in self.second.items()) + "    )")
+            )
         if self.xfail:
-            keywords.append(("xfail", json.dumps(self.xfail) if isinstance(self.xfail, str) else _mapping(self.xfail, json.dumps)))
+            keywords.append(
+                ("xfail", json.dumps(self.xfail) if isinstance(self.xfail, str) else _mapping(self.xfail, json.dumps))
+            )
         if self.isolated:
             keywords.append(("isolated", "True"))
         call = "".join(f"    {k}={v},\n" for k, v in keywords if (k, v) not in self._implied())
         docstring = self.docstring.strip().replace("\\", "\\\\").replace('"""', "'''")
         body = f"{self.model_source.rstrip()}\n\n\n{self.test_name} = reproduction_test(build_model,\n{call})\n"
         imports = "import numpy as np\n" if "np." in body else ""
-        imports += "from mithril.models import IOKey, Model, Primitive\nfrom mithril.testing.fuzz.replay import reproduction_test\n"
+        imports += "from mithril.models import IOKey, Model, Primitive\n"
+        imports += "from mithril_testing.fuzz.replay import reproduction_test\n"
         return f'"""{docstring}\n"""\n\n{imports}\n\n{body}'
 
 
@@ -178,7 +199,13 @@ def _number_keywords(
 ) -> list[tuple[str, str]]:
     """The keywords holding one set of values and its expected numbers, as source text."""
     keywords = []
-    for name, values in (("params", params), ("data", data), ("cotangents", cotangents), ("expected", expected), ("expected_gradients", expected_gradients)):
+    for name, values in (
+        ("params", params),
+        ("data", data),
+        ("cotangents", cotangents),
+        ("expected", expected),
+        ("expected_gradients", expected_gradients),
+    ):
         if values or name == "expected":
             keywords.append((name, _mapping(values)))
     keywords.append(("tolerance", _per_dtype(tolerance)))
@@ -210,7 +237,9 @@ def _numbers(recipe: Recipe, dtypes: Sequence[Dtype]) -> dict[str, Any]:
     return numbers
 
 
-def _gradient_tolerance(oracle: Oracle, dtype: Dtype, errors: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+def _gradient_tolerance(
+    oracle: Oracle, dtype: Dtype, errors: Mapping[str, np.ndarray]
+) -> dict[str, tuple[float, float]]:
     depth = max(oracle.depth.values(), default=0)
     rtol, atol, _ = tolerance_for(dtype, depth, 0.0, gradient=True, amplification=oracle.amplification())
     found = {}
@@ -266,16 +295,16 @@ def reproduction_source(
     lifecycle: str = "",
 ) -> str:
     """The text of a standalone pytest file checking ``recipe`` on ``backend`` (one name or several: one
-    parametrized test) against the oracle (see :mod:`mithril.testing.fuzz.replay`).
+    parametrized test) against the oracle (see :mod:`mithril_testing.fuzz.replay`).
 
     Args:
         summary: the disagreement report, written into the module docstring.
         xfail_reason: when given, the test is marked ``xfail(strict=True, reason=...)`` (a known bug: the
             test fails until the bug is fixed, then XPASS tells to remove the mark).
         isolated: the test runs the model in a child process (for crashes and hangs).
-        lifecycle: the lifecycle step that disagrees (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`): the
+        lifecycle: the lifecycle step that disagrees (:data:`~mithril_testing.fuzz.LIFECYCLE_STEPS`): the
             test runs it after the ordinary check, with the other values of
-            :func:`~mithril.testing.fuzz.refilled` as ``second=dict(...)``.
+            :func:`~mithril_testing.fuzz.refilled` as ``second=dict(...)``.
     """
     backends = [backend] if isinstance(backend, str) else list(backend)
     dtypes = {b: backend_dtype(b) for b in backends}
@@ -297,7 +326,9 @@ def reproduction_source(
     where = ", ".join(f"{b} ({d.value})" for b, d in dtypes.items())
     disabled = f", passes disabled: {', '.join(VARIANTS[variant])}" if VARIANTS[variant] else ""
     step = f", lifecycle step {lifecycle!r}" if lifecycle else ""
-    text.docstring = f"Fuzz reproduction: {where}{disabled}{step}.\n\n{summary.strip() or 'Compare with the NumPy references.'}"
+    text.docstring = (
+        f"Fuzz reproduction: {where}{disabled}{step}.\n\n{summary.strip() or 'Compare with the NumPy references.'}"
+    )
     return text.source()
 
 
@@ -309,7 +340,7 @@ def write_reproduction(
     ``also``: other backends on which the same minimal model disagrees: the one file covers them too.
 
     >>> import tempfile, numpy as np
-    >>> from mithril.testing.fuzz import Disagreement, Recipe
+    >>> from mithril_testing.fuzz import Disagreement, Recipe
     >>> r = Recipe()
     >>> (y,) = r.add_op("exp", {"input": r.add_input(np.array([1.0]), role="param")})
     >>> r.exposed.append(y)

@@ -1,6 +1,6 @@
 """What every fuzz reproduction file runs (one definition; the files hold only their model and numbers).
 
-A reproduction file (written by :func:`~mithril.testing.fuzz.write_reproduction`) is a docstring, a
+A reproduction file (written by :func:`~mithril_testing.fuzz.write_reproduction`) is a docstring, a
 ``build_model()`` function in plain Mithril code and one call::
 
     test_split_single_section = reproduction_test(build_model,
@@ -15,10 +15,10 @@ each (``ml.compile`` with the compile options given), evaluates it on ``params``
 outputs (and, with ``cotangents``, gradients) equal the expected float64 numbers within
 ``(rtol, absolute atol)`` per key (:func:`check_reproduction`). Values are plain nested lists (Python
 floats, ints and bools give float64, int64 and bool arrays). A crash reproduction (``isolated=True``) runs
-the model in a child process: ``python -m mithril.testing.fuzz.replay FILE BACKEND``.
+the model in a child process: ``python -m mithril_testing.fuzz.replay FILE BACKEND``.
 
-A lifecycle reproduction (``lifecycle="refill"``, one of :data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`)
-then runs that step (:class:`~mithril.testing.fuzz.Lifecycle`: compiled again, arrays refilled in place,
+A lifecycle reproduction (``lifecycle="refill"``, one of :data:`~mithril_testing.fuzz.LIFECYCLE_STEPS`)
+then runs that step (:class:`~mithril_testing.fuzz.Lifecycle`: compiled again, arrays refilled in place,
 two compiled models interleaved, or threads) and checks every call; ``second=dict(params=..., data=...,
 cotangents=..., expected=..., expected_gradients=..., tolerance=..., gradient_tolerance=...)`` holds the
 new values the step passes and what the model must answer for them.
@@ -43,14 +43,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mithril as ml
 import numpy as np
+import pytest
+from mithril.types import Dtype
 
 __all__ = ["Reproduction", "Values", "check_reproduction", "reproduction_test"]
 
 Tolerances = Mapping[str, tuple[float, float]]
 
 
-def _check(results: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerances, what: str) -> None:
+def _check(
+    results: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerances, what: str
+) -> None:
     """Assert NumPy ``results`` equal ``expected`` within ``tolerance`` (exactly where not float)."""
     assert sorted(results) == sorted(expected), f"{what} keys {sorted(results)}, expected {sorted(expected)}"
     for key, want in expected.items():
@@ -131,9 +136,13 @@ class Values:
         known = {"params", "data", "expected", "tolerance", "cotangents", "expected_gradients", "gradient_tolerance"}
         unknown = sorted(set(given) - known)
         if unknown:
-            raise KeyError(f"reproduction: second=dict(...) has unknown keys {unknown}; expected some of {sorted(known)}")
+            raise KeyError(
+                f"reproduction: second=dict(...) has unknown keys {unknown}; expected some of {sorted(known)}"
+            )
         arrays = {k: _arrays(given.get(k)) for k in ("params", "data", "expected", "cotangents", "expected_gradients")}
-        return cls(tolerance=given.get("tolerance") or {}, gradient_tolerance=given.get("gradient_tolerance") or {}, **arrays)
+        return cls(
+            tolerance=given.get("tolerance") or {}, gradient_tolerance=given.get("gradient_tolerance") or {}, **arrays
+        )
 
 
 @dataclass
@@ -144,7 +153,7 @@ class Reproduction:
     also per dtype); ``dtype`` is a dtype name or ``{backend: dtype}``; ``tolerance``/``gradient_tolerance`` are
     ``{key: (rtol, atol)}`` or ``{dtype: {key: (rtol, atol)}}``; ``xfail`` is a reason (every backend) or
     ``{backend: reason}``; ``variant`` names the passes disabled
-    (:data:`~mithril.testing.fuzz.VARIANTS`); ``lifecycle`` the lifecycle step run after the ordinary
+    (:data:`~mithril_testing.fuzz.VARIANTS`); ``lifecycle`` the lifecycle step run after the ordinary
     check, with ``second`` the other values it passes.
     """
 
@@ -161,7 +170,6 @@ class Reproduction:
 
     def backend_instance(self, name: str) -> Any:
         """The backend ``name`` in this reproduction's dtype for it (default: float64 where it has it)."""
-        from ...types import Dtype
         from ._check import make_backend
 
         dtype = _per_backend(self.dtype, name, "dtype")
@@ -174,9 +182,6 @@ class Reproduction:
 
     def run(self, backend: str) -> None:
         """Compile on ``backend`` and assert the expected numbers (in this process)."""
-        import mithril as ml
-
-        from ...types import Dtype
         from ._passes import VARIANTS, passes_disabled
 
         instance = self.backend_instance(backend)
@@ -220,15 +225,24 @@ class Reproduction:
             assert call.outputs is not None
             _check(call.outputs, values.expected, _per_dtype(values.tolerance, dtype), f"{call.label}: output")
             if call.gradients is not None:
-                _check(call.gradients, values.expected_gradients, _per_dtype(values.gradient_tolerance, dtype), f"{call.label}: gradient")
+                _check(
+                    call.gradients,
+                    values.expected_gradients,
+                    _per_dtype(values.gradient_tolerance, dtype),
+                    f"{call.label}: gradient",
+                )
 
     def run_isolated(self, backend: str) -> None:
         """Run :meth:`run` in a child process (a crash there fails the assertion, not the caller)."""
         import subprocess
 
         path = self.build_model.__code__.co_filename
-        result = subprocess.run([sys.executable, "-m", __name__, path, backend], capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, f"{path} on {backend}: exit status {result.returncode}\n{result.stdout}{result.stderr}"
+        result = subprocess.run(
+            [sys.executable, "-m", __name__, path, backend], capture_output=True, text=True, timeout=600
+        )
+        assert result.returncode == 0, (
+            f"{path} on {backend}: exit status {result.returncode}\n{result.stdout}{result.stderr}"
+        )
 
 
 def reproduction_test(
@@ -260,11 +274,11 @@ def reproduction_test(
         params, data: the values passed to ``evaluate``.
         cotangents, expected_gradients, gradient_tolerance: the gradient check (skipped without cotangents).
         variant: the compilation variant (passes disabled), a key of
-            :data:`~mithril.testing.fuzz.VARIANTS`.
+            :data:`~mithril_testing.fuzz.VARIANTS`.
         xfail: a known bug: a reason (every backend) or ``{backend: reason}``; the test is marked
             ``xfail(strict=True)`` there.
         isolated: run the model in a child process (the bug crashes or hangs the interpreter).
-        lifecycle: a lifecycle step (:data:`~mithril.testing.fuzz.LIFECYCLE_STEPS`) to run after the
+        lifecycle: a lifecycle step (:data:`~mithril_testing.fuzz.LIFECYCLE_STEPS`) to run after the
             ordinary check; ``second``: the other values it passes and their expected numbers, as
             ``dict(params=..., data=..., cotangents=..., expected=..., expected_gradients=..., tolerance=...,
             gradient_tolerance=...)``.
@@ -278,36 +292,38 @@ def reproduction_test(
     >>> test.reproduction.backends
     ('numpy',)
     """
-    import pytest
+    backends = (backend,) if isinstance(backend, str) else tuple(backend)
+    _check_choices(variant, lifecycle)
+    values = Values(
+        _arrays(params),
+        _arrays(data),
+        _arrays(expected),
+        tolerance,
+        _arrays(cotangents),
+        _arrays(expected_gradients),
+        gradient_tolerance or {},
+    )
+    second_values = None if second is None else Values.of(second)
+    reproduction = Reproduction(
+        build_model, backends, dtype, dict(compile_options), values, variant, xfail, isolated, lifecycle, second_values
+    )
+    return _parametrized_test(reproduction, getattr(build_model, "__module__", None))
 
+
+def _check_choices(variant: str, lifecycle: str) -> None:
+    """Refuse a compilation variant or a lifecycle step that does not exist."""
     from ._lifecycle import LIFECYCLE_STEPS
     from ._passes import VARIANTS
 
-    backends = (backend,) if isinstance(backend, str) else tuple(backend)
     if variant not in VARIANTS:
         raise ValueError(f"reproduction: variant must be one of {sorted(VARIANTS)}, got {variant!r}")
     if lifecycle and lifecycle not in LIFECYCLE_STEPS:
         raise ValueError(f"reproduction: lifecycle must be one of {LIFECYCLE_STEPS}, got {lifecycle!r}")
-    reproduction = Reproduction(
-        build_model,
-        backends,
-        dtype,
-        dict(compile_options),
-        Values(
-            _arrays(params),
-            _arrays(data),
-            _arrays(expected),
-            tolerance,
-            _arrays(cotangents),
-            _arrays(expected_gradients),
-            gradient_tolerance or {},
-        ),
-        variant,
-        xfail,
-        isolated,
-        lifecycle,
-        None if second is None else Values.of(second),
-    )
+
+
+def _parametrized_test(reproduction: Reproduction, module: str | None) -> Callable[[str], None]:
+    """The pytest test of ``reproduction`` (in ``module``): one case per backend, skipped where that backend is
+    not installed, ``xfail(strict=True)`` where the reproduction names a known bug of it."""
 
     def test(backend: str) -> None:
         pytest.importorskip(f"mithril_backend_{backend}", reason=f"the {backend} backend is not installed")
@@ -317,24 +333,24 @@ def reproduction_test(
             reproduction.run(backend)
 
     cases = []
-    for name in backends:
+    for name in reproduction.backends:
         reason = reproduction.xfail_reason(name)
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         cases.append(pytest.param(name, marks=marks, id=name))
-    test = pytest.mark.fuzz(pytest.mark.parametrize("backend", cases)(test))
-    test.reproduction = reproduction  # type: ignore[attr-defined]
-    test.__module__ = getattr(build_model, "__module__", test.__module__)
-    return test
+    marked = pytest.mark.fuzz(pytest.mark.parametrize("backend", cases)(test))
+    marked.reproduction = reproduction  # type: ignore[attr-defined]
+    marked.__module__ = module or marked.__module__
+    return marked
 
 
 def _main(argv: Sequence[str]) -> int:
-    """``python -m mithril.testing.fuzz.replay FILE [BACKEND]``: run a reproduction file's checks here."""
+    """``python -m mithril_testing.fuzz.replay FILE [BACKEND]``: run a reproduction file's checks here."""
     import runpy
 
-    from mithril.testing.fuzz.replay import Reproduction  # the class the file's import sees (not __main__'s)
+    from mithril_testing.fuzz.replay import Reproduction  # the class the file's import sees (not __main__'s)
 
     if not argv or len(argv) > 2:
-        print("usage: python -m mithril.testing.fuzz.replay FILE [BACKEND]", file=sys.stderr)
+        print("usage: python -m mithril_testing.fuzz.replay FILE [BACKEND]", file=sys.stderr)
         return 2
     namespace = runpy.run_path(str(Path(argv[0])))
     found = [v.reproduction for v in namespace.values() if isinstance(getattr(v, "reproduction", None), Reproduction)]

@@ -23,11 +23,15 @@ __all__ = ["build"]
 
 def build(b: Binding) -> dict[str, Impl]:
     """The shape and creation implementations bound to ``b.xp``."""
+    return _layout(b) | _creation(b) | _like(b)
+
+
+def _layout(b: Binding) -> dict[str, Impl]:
+    """Reshaping, reordering, joining, splitting and indexing."""
     xp, seq, axes = b.xp, b.sequence, b.axes
     reshape_, transpose_, squeeze_, expand_dims = xp.reshape, xp.transpose, xp.squeeze, xp.expand_dims
     broadcast_to_, concatenate, split_, pad_ = xp.broadcast_to, xp.concatenate, xp.split, xp.pad
-    take_along_axis, arange_, array = xp.take_along_axis, xp.arange, xp.array
-    ones_, zeros_, full_, sum_ = xp.ones, xp.zeros, xp.full, xp.sum
+    take_along_axis = xp.take_along_axis
 
     def reshape(input: Any, *, shape: Sequence[int | None]) -> Any:
         """``input.reshape(shape)``; a ``None`` entry keeps the input dim at that position."""
@@ -84,6 +88,15 @@ def build(b: Binding) -> dict[str, Impl]:
         """``take_along_axis(input, index, axis)``"""
         return take_along_axis(input, index, axis=axis)
 
+    functions = (reshape, flatten, transpose, swapaxes, squeeze, unsqueeze, broadcast_to, concat, split, pad, index, gather)
+    return {f.__name__: f for f in functions}
+
+
+def _creation(b: Binding) -> dict[str, Impl]:
+    """New arrays: ranges, constants, and arrays of another array's shape or dtype."""
+    xp, seq = b.xp, b.sequence
+    arange_, array, ones_, zeros_, full_ = xp.arange, xp.array, xp.ones, xp.zeros, xp.full
+
     @uses_backend
     def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Any:
         """``arange(start, stop, step)``: backend float dtype if any bound is a float, else its int dtype."""
@@ -127,6 +140,15 @@ def build(b: Binding) -> dict[str, Impl]:
         """``input.size`` as a 0-d array of the backend's int dtype."""
         return array(input.size, dtype=backend.native_dtype("int"))
 
+    functions = (arange, ones, zeros, full, dtype_constant, positions, shape, size)
+    return {f.__name__: f for f in functions} | {"zeros_like": xp.zeros_like, "ones_like": xp.ones_like}
+
+
+def _like(b: Binding) -> dict[str, Impl]:
+    """Summing, reshaping or broadcasting to another array's shape (gradient helpers)."""
+    xp, seq, axes = b.xp, b.sequence, b.axes
+    reshape_, broadcast_to_, sum_ = xp.reshape, xp.broadcast_to, xp.sum
+
     def sum_to_like(input: Any, like: Any) -> Any:
         """Sum ``input`` over its broadcast axes (extra leading ones, and those where ``like`` has size 1)."""
         shape, given = tuple(like.shape), tuple(getattr(input, "shape", ()))
@@ -145,9 +167,4 @@ def build(b: Binding) -> dict[str, Impl]:
         """``broadcast_to(input, like.shape)``"""
         return broadcast_to_(input, seq(like.shape))
 
-    functions = (
-        reshape, flatten, transpose, swapaxes, squeeze, unsqueeze, broadcast_to, concat, split, pad, index,
-        gather, arange, ones, zeros, full, dtype_constant, positions, shape, size, sum_to_like, reshape_like,
-        broadcast_to_like,
-    )  # fmt: skip
-    return {f.__name__: f for f in functions} | {"zeros_like": xp.zeros_like, "ones_like": xp.ones_like}
+    return {f.__name__: f for f in (sum_to_like, reshape_like, broadcast_to_like)}

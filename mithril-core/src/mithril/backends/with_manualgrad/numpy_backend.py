@@ -8,6 +8,6 @@ def __getattr__(name: str) -> Any:
         from ...plugins.lookup import backend_class
 
         return backend_class("NumpyBackend")
-    from ...errors import AttributeError_
+    from ...errors import MissingAttributeError
 
-    raise AttributeError_(f"module {__name__!r} has no attribute {name!r}")
+    raise MissingAttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 from .attention import MultiHeadAttention
 from .classic import KernelizedSVM, LinearSVM, LogisticRegression, PolynomialKernel, PolynomialRegression, RBFKernel
-from .conv import AvgPool2d, Conv1d, Conv2d, Convolution1D, Convolution2D, Flatten, MaxPool2d
+from .conv import AvgPool2D, Conv1d, Conv2d, Convolution1D, Convolution2D, Flatten, MaxPool2D
 from .embedding import Embedding
 from .gaussian_process import GaussProcessRegressionCore, GPRLoss
 from .lambda_ import Lambda
@@ -37,8 +37,8 @@ from .tensor_ops import *  # noqa: F403
 from .tensor_ops import __all__ as _tensor_ops_all
 
 __all__ = [
-    "AbsoluteError", "AvgPool2d", "BatchNorm2D", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "Convolution1D", "Convolution2D", "CrossEntropy", "Dropout",
-    "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "Layer", "ElementWiseAffine", "MaxPool2d", "MLP", "MultiHeadAttention",
+    "AbsoluteError", "AvgPool2D", "BatchNorm2D", "BatchNorm2d", "BinaryCrossEntropy", "Conv1d", "Conv2d", "Convolution1D", "Convolution2D", "CrossEntropy", "Dropout",
+    "Embedding", "Flatten", "GroupNorm", "Lambda", "LayerNorm", "Linear", "Layer", "ElementWiseAffine", "MaxPool2D", "MLP", "MultiHeadAttention",
     "RMSNorm", "SquaredError",
     "HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence", "QuadraticFormRegularizer",
     *_tensor_ops_all,

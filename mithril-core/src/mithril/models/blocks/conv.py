@@ -11,7 +11,7 @@ from ...framework.model import Model
 from ..primitive import Primitive
 from ._util import param
 
-__all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten"]
+__all__ = ["Conv1d", "Conv2d", "MaxPool2D", "AvgPool2D", "Flatten"]
 
 
 class _ConvNd(Model):
@@ -129,13 +129,13 @@ class _Pool(Model):
         )
 
 
-class MaxPool2d(_Pool):
+class MaxPool2D(_Pool):
     """Max pooling over the last two axes; ``stride`` defaults to ``kernel_size`` (PyTorch)."""
 
     _primitive = "max_pool2d"
 
 
-class AvgPool2d(_Pool):
+class AvgPool2D(_Pool):
     """Average pooling over the last two axes; padding counts as zeros (``count_include_pad=True``)."""
 
     _primitive = "avg_pool2d"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import validation
-from ...errors import ConnectionError_
+from ...errors import ModelConnectionError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
@@ -34,6 +34,6 @@ class Dropout(Model):
             training = connections.pop("training")
             training = validation.boolean(f"{self._path()}", "training (a constant)", training)
             if self._parent is not None:
-                raise ConnectionError_(f"{self._path()}: training can only be set before the Dropout is added to a model")
+                raise ModelConnectionError(f"{self._path()}: training can only be set before the Dropout is added to a model")
             self._mask_node.attrs["training"] = training
         return super().__call__(**connections)
