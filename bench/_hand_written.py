@@ -86,7 +86,9 @@ def torch_models(num_layers: int, heads: int) -> dict[str, Any]:
             h = f"h_{i}"
             y = F.layer_norm(x, (d,), params[f"{h}.ln_1.weight"], params[f"{h}.ln_1.bias"])
             q, k, v = (
-                F.linear(y, params[f"{h}.attn.{n}_proj.weight"], params[f"{h}.attn.{n}_proj.bias"]).view(b, t, heads, hd).transpose(1, 2)
+                F.linear(y, params[f"{h}.attn.{n}_proj.weight"], params[f"{h}.attn.{n}_proj.bias"])
+                .view(b, t, heads, hd)
+                .transpose(1, 2)
                 for n in ("q", "k", "v")
             )
             attn = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mithril as ml  # noqa: E402
-from gpt_blocks import gpt  # noqa: E402
+import mithril as ml
+from gpt_blocks import gpt
 
 UPSTREAM_BUILD_S, UPSTREAM_COMPILE_S = 5.1, 2.0
 
@@ -40,7 +40,10 @@ def main() -> None:
     print(f"  logical build : {build:.3f} s")
     print(f"  ml.compile    : {compile_s:.3f} s  ({prims} primitive calls forward+backward, {params} parameters)")
     print(f"  total         : {total:.3f} s  target <= 0.5 s -> {'OK' if total <= 0.5 else 'MISSED'}")
-    print(f"  vs upstream   : build {UPSTREAM_BUILD_S / build:.1f}x faster, compile {UPSTREAM_COMPILE_S / compile_s:.1f}x faster")
+    print(
+        f"  vs upstream   : build {UPSTREAM_BUILD_S / build:.1f}x faster, compile "
+        f"{UPSTREAM_COMPILE_S / compile_s:.1f}x faster"
+    )
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mithril as ml  # noqa: E402
-from _timing import interleaved, report  # noqa: E402
-from mithril.models import BatchNorm2d, Conv2d, MaxPool2D, Model, Relu  # noqa: E402
+import mithril as ml
+from _timing import interleaved, report
+from mithril.models import BatchNorm2d, Conv2d, MaxPool2D, Model, Relu
 
 STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
 
@@ -84,10 +84,15 @@ def compare_with_torch(backend: object, label: str, target: float) -> None:
         net(tx).backward(torch.from_numpy(g))
 
     print(f"torch threads: {torch.get_num_threads()}; max |{label} - torch| forward: {deviation:.2e}")
-    fwd = interleaved({"PyTorch eager": torch_forward, label: lambda: pm.evaluate(params, {"input": x})}, rounds=5, repeats=3)
+    fwd = interleaved(
+        {"PyTorch eager": torch_forward, label: lambda: pm.evaluate(params, {"input": x})}, rounds=5, repeats=3
+    )
     report("ResNet-18-shaped conv stack, 1x3x224x224, forward", fwd, "PyTorch eager", target)
     both = interleaved(
-        {"PyTorch eager": torch_backward, label: lambda: pm.evaluate(params, {"input": x}, output_gradients={"output": g})},
+        {
+            "PyTorch eager": torch_backward,
+            label: lambda: pm.evaluate(params, {"input": x}, output_gradients={"output": g}),
+        },
         rounds=5,
         repeats=3,
     )

@@ -10,6 +10,7 @@ Mithril-GGML / NumPy (reported only; ggml's f32 matmul is slower than NumPy's BL
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import time
@@ -40,13 +41,17 @@ class HandGGML:
 
     def __init__(self, batch: int, sizes: list[int], threads: int, backward: bool) -> None:
         f32 = ggml.GGML_TYPE_F32
-        self.ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=256 * ggml.ggml_tensor_overhead() + ggml.ggml_graph_overhead(), mem_buffer=None, no_alloc=True))
+        self.ctx = ggml.ggml_init(
+            ggml.ggml_init_params(
+                mem_size=256 * ggml.ggml_tensor_overhead() + ggml.ggml_graph_overhead(), mem_buffer=None, no_alloc=True
+            )
+        )
         ctx = self.ctx
         self.backend = ggml.ggml_backend_cpu_init()
         ggml.ggml_backend_cpu_set_n_threads(self.backend, threads)
         self.x = ggml.ggml_new_tensor_2d(ctx, f32, sizes[0], batch)
         self.params = []
-        for k, d in zip(sizes[:-1], sizes[1:]):
+        for k, d in itertools.pairwise(sizes):
             self.params.append((ggml.ggml_new_tensor_2d(ctx, f32, k, d), ggml.ggml_new_tensor_1d(ctx, f32, d)))
         inputs = [self.x] + [t for pair in self.params for t in pair]
         h, pre = self.x, []
@@ -141,7 +146,13 @@ def main() -> None:
 
     flops_fwd = 2 * batch * width * width * 2
     cases = (
-        ("forward", lambda: compiled.evaluate(params, {"input": x}), lambda: hand_fwd([x, *flat]), lambda: numpy_mlp(pairs, x), flops_fwd),
+        (
+            "forward",
+            lambda: compiled.evaluate(params, {"input": x}),
+            lambda: hand_fwd([x, *flat]),
+            lambda: numpy_mlp(pairs, x),
+            flops_fwd,
+        ),
         (
             "forward+backward",
             lambda: compiled.evaluate(params, {"input": x}, output_gradients={"output": g}),
@@ -154,12 +165,18 @@ def main() -> None:
     # multithreaded matmul returns, and would slow down whichever ggml graph ran next
     ggml_times = [median_times([mithril_fn, hand_fn], args.repeats) for _, mithril_fn, hand_fn, _, _ in cases]
     numpy_times = [median_times([numpy_fn], args.repeats)[0] for _, _, _, numpy_fn, _ in cases]
-    rows = [(label, t_m, t_h, t_n, flops) for (label, *_, flops), (t_m, t_h), t_n in zip(cases, ggml_times, numpy_times)]
+    rows = [
+        (label, t_m, t_h, t_n, flops) for (label, *_, flops), (t_m, t_h), t_n in zip(cases, ggml_times, numpy_times)
+    ]
     print(f"MLP {width}-{width}-{width}, batch {batch}, {args.threads} threads, libggml {ggml.ggml_version().decode()}")
-    print(f"{'':18} {'mithril-ggml':>13} {'hand ggml':>10} {'numpy':>9} {'ggml/hand':>10} {'ggml/numpy':>11} {'GFLOP/s':>8}")
+    print(
+        f"{'':18} {'mithril-ggml':>13} {'hand ggml':>10} {'numpy':>9} {'ggml/hand':>10} {'ggml/numpy':>11} "
+        f"{'GFLOP/s':>8}"
+    )
     for label, t_m, t_h, t_n, flops in rows:
         print(
-            f"{label:18} {t_m * 1e3:10.2f} ms {t_h * 1e3:7.2f} ms {t_n * 1e3:6.2f} ms {t_m / t_h:10.2f} {t_m / t_n:11.2f}"
+            f"{label:18} {t_m * 1e3:10.2f} ms {t_h * 1e3:7.2f} ms {t_n * 1e3:6.2f} ms {t_m / t_h:10.2f} "
+            f"{t_m / t_n:11.2f}"
             f" {flops / t_m / 1e9:8.1f}"
         )
 

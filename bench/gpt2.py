@@ -84,7 +84,7 @@ def forward_section(hf, names: list[str], seq: int, with_backward: bool) -> None
     for name in names:
         try:
             backend = _backend(name)
-        except Exception as exc:  # noqa: BLE001 - a backend that is not installed
+        except Exception as exc:
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue
         _forward_backend(name, backend, hf, ids_np, cot_np, reference, hf_forward, hf_forward_backward, with_backward)
@@ -114,7 +114,8 @@ def _forward_backend(
     data = {"input": backend.array(ids_np, "int")}
     out = backend.to_numpy(pm.evaluate(params, data)["output"])
     print(
-        f"Mithril {name}: compiled in {compile_s:.2f} s; max relative error vs transformers {_relative_error(out, reference):.1e}"
+        f"Mithril {name}: compiled in {compile_s:.2f} s; max relative error vs transformers "
+        f"{_relative_error(out, reference):.1e}"
     )
     label, sync = f"Mithril {name}", _sync(name)
     baseline = "transformers (PyTorch eager)"
@@ -193,7 +194,7 @@ def generate_section(hf, names: list[str]) -> None:
     for name in names:
         try:
             backend = _backend(name)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue
         _generate_backend(name, backend, hf, prompt, reference, hf_generate)
@@ -212,7 +213,8 @@ def _generate_backend(name, backend, hf, prompt, reference, hf_generate) -> None
     first = time.perf_counter() - started
     same = bool(np.array_equal(tokens, reference))
     print(
-        f"Mithril {name}: first generate (compiles the decode step) {first:.2f} s; tokens identical to transformers: {same}"
+        f"Mithril {name}: first generate (compiles the decode step) {first:.2f} s; tokens identical to transformers: "
+        f"{same}"
     )
     baseline = "transformers.generate (PyTorch)"
     times = interleaved(

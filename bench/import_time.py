@@ -7,14 +7,20 @@ import subprocess
 import sys
 
 CODE = "import time; t = time.perf_counter(); import mithril; print(time.perf_counter() - t)"
-CHECK = "import sys, mithril; bad = [m for m in ('jax', 'torch', 'mlx', 'mithril_backend_numpy') if m in sys.modules]; print(bad)"
+CHECK = (
+    "import sys, mithril; bad = [m for m in ('jax', 'torch', 'mlx', 'mithril_backend_numpy') if m in sys.modules]; "
+    "print(bad)"
+)
 
 
 def main() -> None:
     samples = [float(subprocess.check_output([sys.executable, "-c", CODE], text=True)) for _ in range(7)]
     leaked = subprocess.check_output([sys.executable, "-c", CHECK], text=True).strip()
     median = statistics.median(samples)
-    print(f"import mithril: median {median:.3f} s over {len(samples)} fresh interpreters (target <= 0.3 s -> {'OK' if median <= 0.3 else 'MISSED'})")
+    print(
+        f"import mithril: median {median:.3f} s over {len(samples)} fresh interpreters (target <= 0.3 s -> "
+        f"{'OK' if median <= 0.3 else 'MISSED'})"
+    )
     print(f"backend modules imported by `import mithril`: {leaked}")
 
 

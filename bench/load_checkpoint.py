@@ -23,7 +23,8 @@ import json, sys, time
 import mithril as ml
 from mithril_models import create_gpt, load_hf
 name, path = sys.argv[1], sys.argv[2]
-backend = getattr(ml, {"numpy": "NumpyBackend", "torch": "TorchBackend", "jax": "JaxBackend", "mlx": "MlxBackend"}[name])(dtype=ml.float32)
+BACKENDS = {"numpy": "NumpyBackend", "torch": "TorchBackend", "jax": "JaxBackend", "mlx": "MlxBackend"}
+backend = getattr(ml, BACKENDS[name])(dtype=ml.float32)
 gpt = create_gpt(bias=True, block_size=1024, dims=768, num_heads=12, num_layers=12, vocab_size=50257)
 pm = ml.compile(gpt, backend, shapes={"input": [1, 16]}, data_keys={"input"}, inference=True)
 def status(field):  # VmHWM: this process image's peak (ru_maxrss would include the forking parent's)
@@ -66,16 +67,16 @@ def main() -> None:
         for name in args.backends.split(","):
             result = subprocess.run([sys.executable, "-c", CHILD, name, str(path)], capture_output=True, text=True)
             if result.returncode != 0:
-                print(
-                    f"  {name:<6} skipped: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'failed'}"
-                )
+                reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"
+                print(f"  {name:<6} skipped: {reason}")
                 continue
             figures = json.loads(result.stdout.strip().splitlines()[-1])
             added = figures["peak"] - figures["before"]
             ratio = added / size
             progress_shown = "loading" in result.stderr
             print(
-                f"  {name:<6} load {figures['seconds']:5.2f} s; peak memory added {added / 2**20:6.0f} MiB = {ratio:.2f}x the file "
+                f"  {name:<6} load {figures['seconds']:5.2f} s; peak memory added {added / 2**20:6.0f} MiB = "
+                f"{ratio:.2f}x the file "
                 f"(target <= 1.3x: {'OK' if ratio <= 1.3 else 'MISSED'}); progress bar shown: {progress_shown}"
             )
 

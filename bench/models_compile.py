@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mithril as ml  # noqa: E402
+import mithril as ml
 
 T5_SMALL = {
     "vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": 6,
@@ -77,7 +77,7 @@ def main() -> None:
             backend = {"numpy": ml.NumpyBackend, "torch": ml.TorchBackend, "jax": ml.JaxBackend, "mlx": ml.MlxBackend}[
                 name
             ]()
-        except Exception as exc:  # noqa: BLE001 - a backend that is not installed
+        except Exception as exc:
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue
         print(f"{type(backend).__name__} (with gradients)")

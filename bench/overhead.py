@@ -83,7 +83,6 @@ def numpy_section() -> None:
     report(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, forward+backward", both, "hand-written NumPy", 1.10)
 
 
-
 def _models():
     mlp = MLP(input_size=SIZES[0], hidden_sizes=list(SIZES[1:-1]), output_size=SIZES[-1])
     return {

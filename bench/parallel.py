@@ -50,8 +50,14 @@ def training_step(model, shapes: dict, mode: str | None, mesh: tuple[int, ...] |
 
 def data_parallel() -> None:
     cases = {
-        "MLP 784-512-256-10, batch 256": (MLP(input_size=784, hidden_sizes=[512, 256], output_size=10), {"input": [256, 784]}),
-        "GPT block stack (2 x 256 dims), batch 8 x 64": (block_stack(num_layers=2, dims=256, heads=4), {"input": [8, 64, 256]}),
+        "MLP 784-512-256-10, batch 256": (
+            MLP(input_size=784, hidden_sizes=[512, 256], output_size=10),
+            {"input": [256, 784]},
+        ),
+        "GPT block stack (2 x 256 dims), batch 8 x 64": (
+            block_stack(num_layers=2, dims=256, heads=4),
+            {"input": [8, 64, 256]},
+        ),
     }
     for title, (model, shapes) in cases.items():
         single, _, _ = training_step(model, shapes, None, None)
@@ -68,9 +74,18 @@ def model_parallel() -> None:
     split = [k for k in pm.plan.specs if k in params]
     split_device = sum(params[k].addressable_shards[0].data.nbytes for k in split)
     split_total = sum(params[k].nbytes for k in split)
-    print(f"Model parallel over {DEVICES} devices, GPT block stack (2 x 256 dims): {len(split)} of {len(params)} parameters split")
-    print(f"  per-device / total parameter bytes: {per_device / total:.3f} (all parameters; norms and row-parallel biases are replicated)")
-    print(f"  per-device / total bytes of the split weights (measured on device 0): {split_device / split_total:.3f} (target 1/{DEVICES} = {1 / DEVICES:.3f})")
+    print(
+        f"Model parallel over {DEVICES} devices, GPT block stack (2 x 256 dims): {len(split)} of {len(params)} "
+        "parameters split"
+    )
+    print(
+        f"  per-device / total parameter bytes: {per_device / total:.3f} (all parameters; norms and row-parallel "
+        "biases are replicated)"
+    )
+    print(
+        f"  per-device / total bytes of the split weights (measured on device 0): {split_device / split_total:.3f} "
+        f"(target 1/{DEVICES} = {1 / DEVICES:.3f})"
+    )
 
 
 def plan_compile_time() -> None:
@@ -93,7 +108,10 @@ def plan_compile_time() -> None:
     print(f"  no plan            {base:.3f} s")
     for mode in ("data", "model"):
         added = statistics.median(runs[mode]) - base
-        print(f"  parallelism={mode!r:8} {statistics.median(runs[mode]):.3f} s   added {added * 1e3:+.1f} ms  (target <= 100 ms: {'OK' if added <= 0.1 else 'MISSED'})")
+        print(
+            f"  parallelism={mode!r:8} {statistics.median(runs[mode]):.3f} s   added {added * 1e3:+.1f} ms  (target "
+            f"<= 100 ms: {'OK' if added <= 0.1 else 'MISSED'})"
+        )
 
 
 def main() -> None:

@@ -60,7 +60,7 @@ def _backends(names: list[str]) -> dict[str, object]:
         label, make = makers[name]
         try:
             result[label] = make()
-        except Exception as exc:  # noqa: BLE001 - an optional backend that is not installed
+        except Exception as exc:
             print(f"{label}: skipped ({type(exc).__name__}: {exc})")
     return result
 

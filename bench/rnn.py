@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mithril as ml  # noqa: E402
-from _timing import interleaved, report  # noqa: E402
-from mithril.models import IOKey, ManyToMany, Model, TorchLSTMCell  # noqa: E402
+import mithril as ml
+from _timing import interleaved, report
+from mithril.models import IOKey, ManyToMany, Model, TorchLSTMCell
 
 BATCH, LENGTH, FEATURES, HIDDEN = 32, 64, 256, 256
 TITLE = f"LSTM input {FEATURES}, hidden {HIDDEN}, sequence {LENGTH}, batch {BATCH}"
@@ -44,7 +44,12 @@ def numbers() -> dict[str, np.ndarray]:
     """Parameters (PyTorch's uniform +-1/sqrt(H) initialisation), input, zero state and output cotangent."""
     rng = np.random.default_rng(0)
     bound = 1.0 / np.sqrt(HIDDEN)
-    shapes = {"weight_ih": (4 * HIDDEN, FEATURES), "weight_hh": (4 * HIDDEN, HIDDEN), "bias_ih": (4 * HIDDEN,), "bias_hh": (4 * HIDDEN,)}
+    shapes = {
+        "weight_ih": (4 * HIDDEN, FEATURES),
+        "weight_hh": (4 * HIDDEN, HIDDEN),
+        "bias_ih": (4 * HIDDEN,),
+        "bias_hh": (4 * HIDDEN,),
+    }
     values = {k: rng.uniform(-bound, bound, size=s).astype(np.float32) for k, s in shapes.items()}
     values["input"] = rng.normal(size=(BATCH, LENGTH, FEATURES)).astype(np.float32)
     values["cotangent"] = rng.normal(size=(BATCH, LENGTH, HIDDEN)).astype(np.float32)
@@ -52,11 +57,15 @@ def numbers() -> dict[str, np.ndarray]:
     return values
 
 
-def compile_mithril(backend: object, values: dict[str, np.ndarray], **options: object) -> tuple[object, dict, dict, object]:
+def compile_mithril(
+    backend: object, values: dict[str, np.ndarray], **options: object
+) -> tuple[object, dict, dict, object]:
     """The compiled model, its parameters (and input: differentiated), data and cotangent on ``backend``."""
     start = time.perf_counter()
     pm = ml.compile(
-        lstm_model(), backend, shapes={"input": [BATCH, LENGTH, FEATURES], "h0": [BATCH, HIDDEN], "c0": [BATCH, HIDDEN]},
+        lstm_model(),
+        backend,
+        shapes={"input": [BATCH, LENGTH, FEATURES], "h0": [BATCH, HIDDEN], "c0": [BATCH, HIDDEN]},
         data_keys={"h0", "c0"}, trainable_keys={*PARAMS, "input"}, **options,
     )  # fmt: skip
     print(f"Mithril compile ({type(backend).__name__}): {time.perf_counter() - start:.2f} s")
@@ -82,7 +91,10 @@ def torch_section(values: dict[str, np.ndarray], threads: int | None = None) -> 
     pm, params, data, cot = compile_mithril(ml.TorchBackend(dtype=ml.float32), values, jit=False)
     out = pm.evaluate(params, data)["output"]
     with torch.no_grad():
-        print(f"torch threads: {torch.get_num_threads()}; max |Mithril - nn.LSTM| = {float((out - lstm(x, state)[0]).abs().max()):.1e}")
+        print(
+            f"torch threads: {torch.get_num_threads()}; max |Mithril - nn.LSTM| = "
+            f"{float((out - lstm(x, state)[0]).abs().max()):.1e}"
+        )
 
     def torch_forward() -> None:
         with torch.no_grad():
@@ -148,10 +160,18 @@ def jax_section(values: dict[str, np.ndarray], threads: int | None = None) -> No
     start = time.perf_counter()
     sync(forward_backward(hand, x, h0, c0, g))
     first_hand = time.perf_counter() - start
-    deviation = float(np.abs(np.asarray(pm.evaluate(params, data)["output"]) - np.asarray(forward(hand, x, h0, c0))).max())
-    print(f"first forward+backward call (jit compile): Mithril {first_mithril:.2f} s, lax.scan {first_hand:.2f} s; max |Mithril - lax.scan| = {deviation:.1e}")
+    deviation = float(
+        np.abs(np.asarray(pm.evaluate(params, data)["output"]) - np.asarray(forward(hand, x, h0, c0))).max()
+    )
+    print(
+        f"first forward+backward call (jit compile): Mithril {first_mithril:.2f} s, lax.scan {first_hand:.2f} s; max "
+        f"|Mithril - lax.scan| = {deviation:.1e}"
+    )
     fwd = interleaved(
-        {"jax.lax.scan LSTM": lambda: sync(forward(hand, x, h0, c0)), "Mithril JAX": lambda: sync(pm.evaluate(params, data)["output"])},
+        {
+            "jax.lax.scan LSTM": lambda: sync(forward(hand, x, h0, c0)),
+            "Mithril JAX": lambda: sync(pm.evaluate(params, data)["output"]),
+        },
         rounds=5,
         repeats=5,
     )

@@ -37,7 +37,14 @@ from _timing import interleaved, report  # noqa: E402
 from mithril import optim  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = {"numpy": "NumpyBackend", "torch": "TorchBackend", "jax": "JaxBackend", "c": "CBackend", "ggml": "GGMLBackend", "mlx": "MlxBackend"}
+BACKENDS = {
+    "numpy": "NumpyBackend",
+    "torch": "TorchBackend",
+    "jax": "JaxBackend",
+    "c": "CBackend",
+    "ggml": "GGMLBackend",
+    "mlx": "MlxBackend",
+}
 FLOAT32_ONLY = {"ggml", "mlx"}
 LR, WEIGHT_DECAY = 1e-3, 0.01
 
@@ -63,15 +70,30 @@ def hf_model(vocab: int, layers: int, dims: int, heads: int, seq: int, dtype: ob
 
     torch.manual_seed(0)
     torch.set_num_threads(THREADS)
-    config = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=dims, n_layer=layers, n_head=heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=vocab,
+        n_positions=seq,
+        n_embd=dims,
+        n_layer=layers,
+        n_head=heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(config).to(dtype)
 
 
-def mithril_step(backend: ml.Backend, vocab: int, layers: int, dims: int, heads: int, batch: int, seq: int, jit: bool | None = None):
+def mithril_step(
+    backend: ml.Backend, vocab: int, layers: int, dims: int, heads: int, batch: int, seq: int, jit: bool | None = None
+):
     from mithril.models import CrossEntropy, TrainModel
     from mithril_models import create_gpt
 
-    train = TrainModel(create_gpt(bias=True, block_size=seq, dims=dims, num_heads=heads, num_layers=layers, vocab_size=vocab))
+    train = TrainModel(
+        create_gpt(bias=True, block_size=seq, dims=dims, num_heads=heads, num_layers=layers, vocab_size=vocab)
+    )
     train.add_loss(CrossEntropy(), input=train.output.transpose((0, 2, 1)), target="target", reduce_steps=[ml.Mean()])
     started = time.perf_counter()
     pm = ml.compile(
@@ -89,7 +111,9 @@ def torch_loop(hf, data: list[dict[str, np.ndarray]]) -> list[float]:
     for batch in data:
         optimizer.zero_grad()
         logits = hf(torch.from_numpy(batch["input"])).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.from_numpy(batch["target"]).reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), torch.from_numpy(batch["target"]).reshape(-1)
+        )
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
@@ -103,7 +127,10 @@ def curves(names: list[str], steps: int) -> None:
     ids, vocab = corpus()
     layers, dims, heads, batch, seq = 2, 64, 2, 4, 32
     data = batches(ids, steps, batch, seq)
-    print(f"Loss curves: 2-layer char GPT-2 (vocab {vocab}, {dims} wide), batch {batch}, seq {seq}, {steps} AdamW steps; max relative loss difference vs transformers + torch.optim.AdamW")
+    print(
+        f"Loss curves: 2-layer char GPT-2 (vocab {vocab}, {dims} wide), batch {batch}, seq {seq}, {steps} AdamW "
+        "steps; max relative loss difference vs transformers + torch.optim.AdamW"
+    )
     references = {}
     for precision, dtype in (("float64", torch.float64), ("float32", torch.float32)):
         hf = hf_model(vocab, layers, dims, heads, seq, dtype)
@@ -123,7 +150,11 @@ def curves(names: list[str], steps: int) -> None:
                 losses.append(float(np.asarray(backend.to_numpy(outputs["final_cost"]))))
             worst = max(abs(a - e) / abs(e) for a, e in zip(losses, expected))
             goal = 1e-9 if precision == "float64" else 1e-4
-            print(f"  Mithril {name:<6} {precision}: compiled in {seconds:5.2f} s; loss {losses[0]:.4f} -> {losses[-1]:.4f} (torch {expected[-1]:.4f}); max relative difference {worst:.1e} (goal {goal:.0e}: {'OK' if worst <= goal else 'MISSED'})")
+            print(
+                f"  Mithril {name:<6} {precision}: compiled in {seconds:5.2f} s; loss {losses[0]:.4f} -> "
+                f"{losses[-1]:.4f} (torch {expected[-1]:.4f}); max relative difference {worst:.1e} (goal {goal:.0e}: "
+                f"{'OK' if worst <= goal else 'MISSED'})"
+            )
 
 
 def speed(names: list[str]) -> None:
@@ -158,7 +189,15 @@ def speed(names: list[str]) -> None:
     if "jax" in names:
         gpt2 = jax_gpt2_function(layers, heads)
         tx = optax.adamw(LR, weight_decay=WEIGHT_DECAY)
-        inference = ml.compile(__import__("mithril_models").create_gpt(bias=True, block_size=seq, dims=dims, num_heads=heads, num_layers=layers, vocab_size=vocab), ml.NumpyBackend(), shapes={"input": [batch, seq]}, use_short_namings=False, inference=True)
+        inference = ml.compile(
+            __import__("mithril_models").create_gpt(
+                bias=True, block_size=seq, dims=dims, num_heads=heads, num_layers=layers, vocab_size=vocab
+            ),
+            ml.NumpyBackend(),
+            shapes={"input": [batch, seq]},
+            use_short_namings=False,
+            inference=True,
+        )
         jparams = {k: jax.numpy.asarray(v) for k, v in load_hf(inference, initial).items()}
 
         def loss_fn(p, x, y):
@@ -199,7 +238,11 @@ def speed(names: list[str]) -> None:
         fns[label] = mithril
     times = interleaved(fns, rounds=3, repeats=2)
     torch_name, jax_name = "hand-written PyTorch (transformers + AdamW)", "hand-written jax.jit + optax.adamw"
-    report(title + ", vs PyTorch (goal for Mithril torch <= 1.0; the others reported)", {k: v for k, v in times.items() if k != jax_name}, torch_name)
+    report(
+        title + ", vs PyTorch (goal for Mithril torch <= 1.0; the others reported)",
+        {k: v for k, v in times.items() if k != jax_name},
+        torch_name,
+    )
     for label in ("Mithril torch", "Mithril torch (torch.compile)"):
         if label in times:
             ratio = times[label] / times[torch_name]
@@ -217,12 +260,17 @@ def resnet(names: list[str]) -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(THREADS)
-    config = ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic", num_labels=10)
+    config = ResNetConfig(
+        embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic", num_labels=10
+    )
     reference = ResNetForImageClassification(config).train()
     initial = {k: v.detach().clone() for k, v in reference.state_dict().items()}
     rng = np.random.default_rng(0)
     batch, side = 8, 64
-    data = [{"input": rng.standard_normal((batch, 3, side, side)).astype(np.float32), "label": rng.integers(0, 10, batch)} for _ in range(3)]
+    data = [
+        {"input": rng.standard_normal((batch, 3, side, side)).astype(np.float32), "label": rng.integers(0, 10, batch)}
+        for _ in range(3)
+    ]
     optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     counter = {"i": 0}
 
@@ -230,7 +278,9 @@ def resnet(names: list[str]) -> None:
         b = data[counter["i"] % len(data)]
         counter["i"] += 1
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(reference(torch.from_numpy(b["input"])).logits, torch.from_numpy(b["label"]))
+        loss = torch.nn.functional.cross_entropy(
+            reference(torch.from_numpy(b["input"])).logits, torch.from_numpy(b["label"])
+        )
         loss.backward()
         optimizer.step()
         return float(loss.detach())
@@ -243,8 +293,11 @@ def resnet(names: list[str]) -> None:
         train = TrainModel(from_hf_config(config, training=True))
         train.add_loss(CrossEntropy(), reduce_steps=[ml.Mean()], input="output", target="label")
         started = time.perf_counter()
-        pm = ml.compile(train, backend, shapes={"input": [batch, 3, side, side], "label": [batch]}, data_keys={"input", "label"},
-                        use_short_namings=False, optimizer=optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY, decay_mask="all"))  # fmt: skip
+        optimizer = optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY, decay_mask="all")
+        shapes = {"input": [batch, 3, side, side], "label": [batch]}
+        pm = ml.compile(
+            train, backend, shapes=shapes, data_keys={"input", "label"}, use_short_namings=False, optimizer=optimizer
+        )
         print(f"  (Mithril {name}: compiled in {time.perf_counter() - started:.2f} s)")
         holder = {"state": pm.init_state(load_hf(pm, initial)), "i": 0}
         arrays = [{"input": backend.array(b["input"]), "label": backend.array(b["label"], "int")} for b in data]
@@ -256,9 +309,16 @@ def resnet(names: list[str]) -> None:
 
         fns[f"Mithril {name}"] = mithril
     first = {label: [fn() for _ in range(2)] for label, fn in fns.items()}  # same weights, same batches
-    print("ResNet-18 losses of the first two steps: " + "; ".join(f"{k}: {v[0]:.5f}, {v[1]:.5f}" for k, v in first.items()))
+    print(
+        "ResNet-18 losses of the first two steps: "
+        + "; ".join(f"{k}: {v[0]:.5f}, {v[1]:.5f}" for k, v in first.items())
+    )
     times = interleaved(fns, rounds=3, repeats=2)
-    report(f"ResNet-18 training step (batch {batch}, {side}x{side}, BatchNorm on batch statistics, AdamW)", times, "hand-written PyTorch (transformers ResNet-18 + AdamW)")
+    report(
+        f"ResNet-18 training step (batch {batch}, {side}x{side}, BatchNorm on batch statistics, AdamW)",
+        times,
+        "hand-written PyTorch (transformers ResNet-18 + AdamW)",
+    )
 
 
 def fit_overhead() -> None:
@@ -278,11 +338,19 @@ def fit_overhead() -> None:
         ml.fit(pm, pm.init_state(params), data, verbose=False)
 
     times = interleaved({"bare loop of train_step": bare, "ml.fit": fitted}, rounds=9, repeats=1)
-    report(f"ml.fit vs a bare train_step loop, 100 steps of a 2-layer GPT-2 on NumPy (overhead {100 * (times['ml.fit'] / times['bare loop of train_step'] - 1):+.1f}%, goal <= 2%)", times, "bare loop of train_step", 1.02)
+    report(
+        "ml.fit vs a bare train_step loop, 100 steps of a 2-layer GPT-2 on NumPy (overhead "
+        f"{100 * (times['ml.fit'] / times['bare loop of train_step'] - 1):+.1f}%, goal <= 2%)",
+        times,
+        "bare loop of train_step",
+        1.02,
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sections = ["curves", "speed", "resnet", "fit"]
     # no choices=: argparse (3.11) checks an empty list of a nargs="*" argument against them and refuses it
     parser.add_argument("sections", nargs="*", help=f"any of {', '.join(sections)} (default: all)")

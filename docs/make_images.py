@@ -42,7 +42,8 @@ def screenshot(url: str, png: Path, width: int, height: int) -> None:
     """Headless Chromium's screenshot of ``url`` at ``width`` x ``height`` CSS pixels."""
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--user-data-dir={profile}",
              f"--window-size={width},{height}", f"--screenshot={png}", url],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
@@ -52,7 +53,9 @@ def terminal_png(renderable: object, png: Path, *, title: str, width: int = 120)
     """Draw a rich renderable as a terminal window (rich's SVG export) and screenshot it to PNG."""
     from rich.console import Console
 
-    console = Console(record=True, width=width, file=open(os.devnull, "w"), force_terminal=True, color_system="truecolor")
+    console = Console(
+        record=True, width=width, file=open(os.devnull, "w"), force_terminal=True, color_system="truecolor"
+    )
     console.print(renderable)
     svg = console.export_svg(title=title)
     view = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg)
@@ -118,7 +121,8 @@ def c_compile_progress() -> None:
         raise SystemExit(f"make_images: the C compile showed no progress (output: {output[-500:]!r})")
     running = [f for f in frames if b"100%" not in f]  # mid-compile if the terminal caught such a frame
     line = (running or frames)[-1].decode("utf-8", "replace")
-    terminal_png(Text.from_ansi(line), IMAGES / "c-compile-progress.png", title="GPT-2 small: the C backend compiling (a terminal)", width=110)
+    title = "GPT-2 small: the C backend compiling (a terminal)"
+    terminal_png(Text.from_ansi(line), IMAGES / "c-compile-progress.png", title=title, width=110)
 
 
 def main() -> None:

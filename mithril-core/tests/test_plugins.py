@@ -11,9 +11,9 @@ import pytest
 from mithril import plugins
 from mithril.backends import Backend
 from mithril.errors import BackendNotAvailableError, PluginError, UnsupportedPrimitiveError
+from mithril.extend import PrimitiveSpec, rules
 from mithril.models import IOKey, Model, Multiply, Primitive
 from mithril.plugins import hookimpl, manager
-from mithril.primitives import PrimitiveSpec, rules
 
 manager_module = importlib.import_module("mithril.plugins.manager")  # the module (``manager`` is also a function)
 

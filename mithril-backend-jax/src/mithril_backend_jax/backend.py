@@ -25,7 +25,7 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +47,7 @@ def _available_devices() -> str:
     return ", ".join(f"{d.platform}:{d.id}" for d in jax.devices()) or "none"
 
 
-class JaxBackend(Backend):
+class JaxBackend(Backend[jax.Array]):
     """Backend computing with JAX on CPU, GPU or TPU, in float16, bfloat16, float32 (default) or float64.
 
     Args:
@@ -79,6 +79,8 @@ class JaxBackend(Backend):
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
     devices: ClassVar[tuple[str, ...]] = tuple(_PLATFORMS)
     prng_keys = True
+    _key: jax.Array
+    """The backend's PRNG key (made by :meth:`set_seed`)."""
 
     def __init__(
         self,
@@ -179,7 +181,7 @@ class JaxBackend(Backend):
             return self.jax_device
         from jax.sharding import NamedSharding, PartitionSpec
 
-        return NamedSharding(self.mesh, PartitionSpec())
+        return NamedSharding(self.mesh, PartitionSpec())  # type: ignore[no-untyped-call]  # P.__new__ unannotated
 
     def shard(self, array: Any, *spec: str | None) -> Any:
         """Place ``array`` on the mesh with ``PartitionSpec(*spec)`` (``backend.shard(x, "mesh_0")``
@@ -203,7 +205,7 @@ class JaxBackend(Backend):
         """The context every backend computation runs in: ``jax.enable_x64(self.x64)``, and the
         backend's matmul precision and NaN checking when it was created with ``precision=``/``debug=``."""
         if not self._has_settings():
-            return jax.enable_x64(self.x64)
+            return cast(contextlib.AbstractContextManager[Any], jax.enable_x64(self.x64))
         stack = contextlib.ExitStack()
         stack.enter_context(jax.enable_x64(self.x64))
         if self.matmul_precision is not None:
@@ -273,7 +275,7 @@ class JaxBackend(Backend):
         dtype('float32')
         """
         with self.scope():
-            values = data if isinstance(data, jax.Array) else np.asarray(data)
+            values: jax.Array | np.ndarray = data if isinstance(data, jax.Array) else np.asarray(data)
             kind = "f" if jnp.issubdtype(values.dtype, jnp.floating) else values.dtype.kind
             target = self.target_dtype(kind, dtype, values, data)
             if isinstance(data, jax.Array):
@@ -357,7 +359,7 @@ class JaxBackend(Backend):
         output dtype; zeros when missing), int/bool outputs take ``float0`` zeros."""
         with self.scope():
             outputs, pullback = jax.vjp(fn, primals)
-            seeds = {}
+            seeds: dict[str, jax.Array | np.ndarray] = {}
             for key, value in outputs.items():
                 value = jnp.asarray(value)
                 if jnp.issubdtype(value.dtype, jnp.inexact):
@@ -451,14 +453,16 @@ class JaxBackend(Backend):
             else:
                 with self.scope():
                     result = compiled(*arguments(args), **kwargs)
-            if record and call.lowered_text is None:
-                call.lowered_text = lower(*args, **kwargs).as_text()
+            # ``call``'s attributes are set below
+            if record and call.lowered_text is None:  # type: ignore[attr-defined]
+                call.lowered_text = lower(*args, **kwargs).as_text()  # type: ignore[attr-defined]
             return result
 
         def lower(*args: Any, **kwargs: Any) -> Any:
             with self.scope():
                 return compiled.lower(*arguments(args), **kwargs)
 
+        # attributes of the returned function (functools.wraps types it without them)
         call.lowered_text = None  # type: ignore[attr-defined]
         call.lower = lower  # type: ignore[attr-defined]
         call.jitted = compiled  # type: ignore[attr-defined]

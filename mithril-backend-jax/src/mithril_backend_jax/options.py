@@ -129,7 +129,7 @@ class _Static:
 
         self.value = value
         self._ids = tuple(id(leaf) for leaf in jax.tree_util.tree_leaves(value))
-        self._structure = jax.tree_util.tree_structure(value)
+        self._structure: object = jax.tree_util.tree_structure(value)  # a PyTreeDef (jaxlib has no stubs)
 
     def __hash__(self) -> int:
         return hash(self._ids)

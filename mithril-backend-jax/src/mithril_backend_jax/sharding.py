@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -35,17 +35,17 @@ def place(mesh: Mesh, array: Any, spec: Sequence[str | None] | None) -> jax.Arra
     An array already placed that way is returned as it is (no copy); one on this mesh is resharded,
     one on a single device is moved, and one on another mesh is refused.
     """
-    target = NamedSharding(mesh, PartitionSpec(*(spec or ())))
+    target = NamedSharding(mesh, PartitionSpec(*(spec or ())))  # type: ignore[no-untyped-call]  # P.__new__ unannotated
     current = getattr(array, "sharding", None)
     if current is not None and current.is_equivalent_to(target, np.ndim(array)):
-        return array
+        return cast(jax.Array, array)  # it has a sharding: a jax.Array
     if isinstance(current, NamedSharding) and current.mesh.shape_tuple != mesh.shape_tuple:
         raise ArgumentError(
             f"JaxBackend: an array placed on the mesh {dict(current.mesh.shape)} cannot be used with this backend's "
             f"mesh {dict(mesh.shape)}; arrays of one model live on one mesh (create them with this backend)"
         )
     if target.is_fully_addressable:
-        return jax.device_put(array, target)
+        return cast(jax.Array, jax.device_put(array, target))
     # a mesh over other processes' devices too: every process holds the global value; each builds its
     # own shards from it
     host = gather(array) if isinstance(array, jax.Array) else np.asarray(array)

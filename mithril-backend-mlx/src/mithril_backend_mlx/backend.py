@@ -91,8 +91,9 @@ def _mx_device(device: Any) -> tuple[str, mx.Device]:
 
     Raises ``ValueError`` for an unknown device or a GPU this MLX build does not have.
     """
-    if isinstance(device, mx.Device):
-        device = f"{device.type.name}:{device.index}" if device.index else device.type.name
+    if isinstance(device, mx.Device):  # MLX's Device has no ``index`` attribute; its repr is "Device(gpu, 1)"
+        index = repr(device).rstrip(")").rpartition(", ")[2]
+        device = f"{device.type.name}:{index}" if index != "0" else device.type.name
     elif isinstance(device, mx.DeviceType):
         device = device.name
     elif not isinstance(device, str):
@@ -115,7 +116,7 @@ def _differentiable(value: Any, float_dtype: Any) -> mx.array:
     return mx.stop_gradient(mx.array(value).astype(float_dtype))
 
 
-class MlxBackend(Backend):
+class MlxBackend(Backend[mx.array]):
     """Backend computing with MLX (``mlx.core``) on the CPU (Linux via ``mlx[cpu]``, macOS) or the GPU.
 
     Args:
@@ -148,7 +149,7 @@ class MlxBackend(Backend):
     native_dtypes = dtype_table(mx, supported_dtypes)
     native_dtype = Backend.dtype_from_table
     prng_keys = True
-    xp = mx
+    xp: ClassVar[Any] = mx
     devices: ClassVar[tuple[str, ...]] = ("cpu", "gpu")
     refused_options: ClassVar[Mapping[str, str]] = {  # options from the MLX guide that mean nothing here
         "use_ane": "MLX has no Apple Neural Engine backend; it computes on the CPU or the GPU (device='cpu'|'gpu')",
@@ -175,8 +176,8 @@ class MlxBackend(Backend):
         seed = self.synonym("seed", seed, "random_seed", random_seed)
         dtype = self.synonym("dtype", dtype, "default_dtype", default_dtype, Dtype.float32, key=Dtype.parse)
         name, self._mx_device = _mx_device(device)
-        if use_graph is not None:
-            self.jit_by_default = validation.boolean("MlxBackend", "use_graph", use_graph)
+        if use_graph is not None:  # per backend here: core declares it a ClassVar, the default of other backends
+            self.jit_by_default = validation.boolean("MlxBackend", "use_graph", use_graph)  # type: ignore[misc]
         super().__init__(dtype=dtype, device=name, seed=seed)
         mx.set_default_device(self._mx_device)
         self.compute_dtype = self.dtype if compute_precision is None else Dtype.parse(compute_precision)
@@ -218,6 +219,7 @@ class MlxBackend(Backend):
         >>> MlxBackend().array(3.0).dtype
         mlx.core.float32
         """
+        values: mx.array | np.ndarray
         if isinstance(data, mx.array):
             values, kind = data, "f" if data.dtype in _FLOATS else "b" if data.dtype == mx.bool_ else "i"
         else:
@@ -382,5 +384,5 @@ class MlxBackend(Backend):
                 *values, backend._key = flat(backend._key, *params.values(), *data.values())
             return dict(zip(output_keys, values))
 
-        run.__wrapped__ = fn  # type: ignore[attr-defined]
+        run.__wrapped__ = fn  # type: ignore[attr-defined]  # an attribute of the returned function
         return run

@@ -22,14 +22,14 @@ from . import _program
 __all__ = ["NumpyBackend"]
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(Backend[np.ndarray]):
     """Backend computing with plain NumPy on the CPU, in float16, float32 (default) or float64."""
 
     backend_type: ClassVar[str] = "numpy"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.float32, Dtype.float64)
     native_dtypes = dtype_table(np, supported_dtypes, np.dtype)
     native_dtype = Backend.dtype_from_table
-    xp = np
+    xp: ClassVar[Any] = np
 
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
         """An ``np.ndarray`` from data; floats get the backend dtype, ints int64, bools bool.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ def _parallel_strategy(given: dict[str, Any]) -> str:
     )
 
 
-class TorchBackend(Backend):
+class TorchBackend(Backend[torch.Tensor]):
     """Backend computing with PyTorch in float16, bfloat16, float32 (default) or float64.
 
     Args:
@@ -63,7 +63,7 @@ class TorchBackend(Backend):
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float16, Dtype.bfloat16, Dtype.float32, Dtype.float64)
     native_dtypes = dtype_table(torch, supported_dtypes)
     native_dtype = Backend.dtype_from_table
-    xp = torch
+    xp: ClassVar[Any] = torch
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda", "mps")
     refused_options = dict.fromkeys(("parallel_strategy", "devices"), _parallel_strategy)
     shape_option = "dynamic"  # static_shapes is torch.compile(dynamic=not static_shapes)
@@ -99,7 +99,8 @@ class TorchBackend(Backend):
         self.check_options(options)
         self._check_device(device)
         self.use_amp = validation.boolean("TorchBackend", "use_amp", use_amp)
-        self.jit_by_default = validation.boolean("TorchBackend", "compile", compile)
+        # per backend here (``compile=``): core declares it a ClassVar, the default of every other backend
+        self.jit_by_default = validation.boolean("TorchBackend", "compile", compile)  # type: ignore[misc]
         default_amp = torch.float16 if str(device).startswith("cuda") else torch.bfloat16
         self.amp_dtype = self.native_dtypes[Dtype.parse(amp_dtype)] if amp_dtype is not None else default_amp
         if device_mesh is not None:  # a torch.distributed DeviceMesh (see mithril_backend_torch.distributed)
@@ -152,6 +153,7 @@ class TorchBackend(Backend):
         >>> TorchBackend().array(3.0).dtype
         torch.float32
         """
+        tensor: torch.Tensor | np.ndarray
         if isinstance(data, torch.Tensor):
             tensor, kind = data, "f" if data.is_floating_point() else "c" if data.is_complex() else "i"
             kind = "b" if data.dtype == torch.bool else kind
@@ -171,7 +173,7 @@ class TorchBackend(Backend):
         array = distributed.full_tensor(array.detach())
         if array.dtype == torch.bfloat16:
             array = array.float()
-        return array.cpu().numpy()
+        return cast(np.ndarray, array.cpu().numpy())
 
     def is_array(self, value: Any) -> bool:
         """Whether ``value`` is a ``torch.Tensor``."""
@@ -200,7 +202,8 @@ class TorchBackend(Backend):
         """The backend's ``torch.Generator`` (on the backend device)."""
         return self._generator
 
-    rng = generator
+    # random draws here use the torch.Generator; core types ``Backend.rng`` as NumPy's Generator
+    rng = generator  # type: ignore[assignment]
 
     def seeded_source(self, seed: int) -> torch.Generator:
         """A fresh ``torch.Generator`` on the backend device seeded with ``seed`` (``randn(..., key=seed)``)."""
@@ -267,7 +270,7 @@ class TorchBackend(Backend):
             cotangent = cotangent.expand(output.shape)
         if distributed.is_distributed(output) and not distributed.is_distributed(cotangent):
             cotangent = distributed.like(output, cotangent)
-        return cotangent
+        return cast(torch.Tensor, cotangent)
 
     def prepare_forward(
         self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
@@ -323,7 +326,7 @@ class TorchBackend(Backend):
                 state["call"] = fn
                 return fn(*args, **kwargs)
 
-        run.compiled = compiled  # type: ignore[attr-defined]
+        run.compiled = compiled  # type: ignore[attr-defined]  # an attribute of the returned function
         return run
 
 

@@ -29,7 +29,7 @@ import contextlib
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -170,10 +170,10 @@ def place(mesh: Any, array: torch.Tensor, spec: Sequence[str | None] | None) -> 
 
 def full_tensor(array: Any) -> torch.Tensor:
     """The global value of a DTensor (gathered on every process); other tensors as they are."""
-    return array.full_tensor() if is_distributed(array) else array
+    return cast(torch.Tensor, array.full_tensor() if is_distributed(array) else array)
 
 
-def like(reference: Any, tensor: torch.Tensor) -> Any:
+def like(reference: Any, tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` (the global value, e.g. a cotangent) placed as the DTensor ``reference`` is (a pending
     reduction ``Partial`` becomes ``Replicate``)."""
     from torch.distributed.tensor import Replicate, distribute_tensor

@@ -15,19 +15,22 @@ Backends (``ml.NumpyBackend``, ``ml.JaxBackend``, ...) are plugins, resolved laz
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from . import errors, optim
 from .backends.backend import Backend
 from .compiler.compile import compile
-from .compiler.physical import PhysicalModel
+from .deprecation import deprecated_attribute
 from .display import to_dot
-from .errors import DtypeError, ShapeError
+from .errors import BackendAttributeError, BackendNotAvailableError, DtypeError, MissingAttributeError, ShapeError
 from .extension import register_gradient, register_implementation, register_primitive
 from .framework.tensor_types import Tensor
+from .lazy_plugins import backend_class
 from .models import *  # noqa: F403 - the manual writes blocks at the top level (ml.Linear, ml.Conv2d, ...)
 from .models import TBD, Connection, IOKey, Model, TrainModel
 from .optim.state import TrainState
+from .runtime import PhysicalModel
 from .training import fit, load_state, save_state
 from .types import DataType, Dtype
 
@@ -50,20 +53,12 @@ def __getattr__(name: str) -> Any:
     """``ml.NumpyBackend``, ``ml.JaxBackend``, ``ml.MLXBackend``...: backends registered by plugins;
     ``ml.plugins`` is the plugin module (imported on first use)."""
     if name == "plugins":
-        import importlib
-
         return importlib.import_module(".plugins", __name__)
     if name.endswith("Backend"):
-        from .errors import BackendAttributeError, BackendNotAvailableError
-        from .plugins.lookup import backend_class
-
         try:
             return backend_class(name)
         except BackendNotAvailableError as exc:
             raise BackendAttributeError(str(exc)) from exc
-    from .deprecation import deprecated_attribute
-    from .errors import MissingAttributeError
-
     deprecated = deprecated_attribute("mithril.models", name)  # ml.Abs, ml.MaxPool2d...: mithril.deprecation's
     if deprecated is None:
         raise MissingAttributeError(f"module 'mithril' has no attribute {name!r}")

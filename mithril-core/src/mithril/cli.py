@@ -6,21 +6,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import os
 import sys
 from typing import Any
 
 from . import validation
+from .compiler.compile import compile as compile_model
+from .demo import DemoFailed, run_demo
+from .display import plot, to_dot
 from .errors import ArgumentError, BackendNotAvailableError
-from .plugins.lookup import model_builder
+from .framework.model import Model
+from .plugins import list as list_plugins
+from .plugins.lookup import backend_class, model_builder
+from .plugins.manager import BrokenPlugin, manager
+from .types import Dtype
 
 __all__ = ["main"]
 
 
 def _plugins(_: argparse.Namespace) -> int:
-    from .plugins import list as list_plugins
-    from .plugins.manager import BrokenPlugin, manager
-
     for plugin in list_plugins():
         if isinstance(plugin, BrokenPlugin):
             print(f"BROKEN  {plugin.name:<14} {plugin.distribution} {plugin.version}: {plugin.error}")
@@ -36,8 +41,6 @@ def _plugins(_: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import DemoFailed, run_demo
-
     try:
         run_demo(steps=args.steps, lr=args.lr, plot=args.plot)
     except DemoFailed:
@@ -46,13 +49,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    import mithril as ml
-
-    from .plugins.lookup import backend_class
-
     model, shapes = _model_and_shapes(args, "export")
-    backend = backend_class(args.backend)(dtype=ml.Dtype.parse(args.dtype))
-    pm = ml.compile(model, backend, shapes=shapes, inference=True)
+    backend = backend_class(args.backend)(dtype=Dtype.parse(args.dtype))
+    pm = compile_model(model, backend, shapes=shapes, inference=True)
     if args.params:
         result = pm.export(args.output, pm.load_params(args.params), overwrite=args.overwrite)
     else:
@@ -76,8 +75,6 @@ def _load_model(target: str, command: str) -> Any:
     >>> _load_model("mithril.demo:build_cnn", "graph").input_keys[:1]
     ['input']
     """
-    from .framework.model import Model
-
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute or module_name.startswith("."):
         accepted = "'module:attribute' (a Model, or a function returning one, in module.py; an absolute module name)"
@@ -110,8 +107,6 @@ def _load_model(target: str, command: str) -> Any:
 
 def _is_builder(value: Any, module: str) -> bool:
     """A Model, or a public function defined in ``module``: what ``module:attribute`` may name."""
-    from .framework.model import Model
-
     is_function = inspect.isfunction(value) and value.__module__ == module and not value.__name__.startswith("_")
     return isinstance(value, Model) or is_function
 
@@ -137,8 +132,6 @@ def _shapes(items: list[str], command: str) -> dict[str, list[int]]:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    from .display import plot, to_dot
-
     model, shapes = _model_and_shapes(args, "graph")
     if shapes:
         model.set_shapes(shapes)
@@ -150,8 +143,6 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _export_model(args: argparse.Namespace) -> int:
-    import json
-
     try:  # mithril-models registers it as a builder: core never imports a plugin package
         export_program = model_builder("export_program")
     except (ImportError, AttributeError):

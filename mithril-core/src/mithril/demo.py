@@ -23,8 +23,13 @@ from typing import Any
 import numpy as np
 
 from . import optim, validation
+from .compiler.compile import compile as compile_model
 from .errors import ArgumentError, BackendNotAvailableError, MithrilError
+from .lazy_plugins import available_backends, backend_class, registry
+from .models import MLP, Conv2d, CrossEntropy, Flatten, IOKey, Linear, MaxPool2D, Model, Relu
+from .primitives.registry import resolve_target
 from .training import LambdaCallback, fit
+from .types import Dtype
 
 __all__ = [
     "DEVIATION_TOLERANCE", "DemoFailed", "DemoRow", "build_cnn", "build_mlp_with_loss", "classification_data",
@@ -47,8 +52,6 @@ def classification_data(n: int = 512, features: int = 20, classes: int = 3, seed
 
 def build_mlp_with_loss(features: int, classes: int) -> Any:
     """The seeds' MLP (``MLP(input_size, hidden_sizes, output_size)``) with a mean cross-entropy loss."""
-    from .models import MLP, CrossEntropy, IOKey, Model
-
     model = Model()
     model |= MLP(input_size=features, hidden_sizes=[64, 32], output_size=classes)(input="input", output=IOKey("logits"))
     model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
@@ -65,8 +68,6 @@ def build_cnn(image_size: int | None = None, channels: tuple[int, int] = (16, 32
     >>> build_cnn(image_size=32).input_keys[:1]
     ['input']
     """
-    from .models import Conv2d, Flatten, Linear, MaxPool2D, Model, Relu
-
     model = Model()
     for c_in, c_out in zip((3, channels[0]), channels):
         model += Conv2d(in_channels=c_in, out_channels=c_out, kernel_size=3, padding="same")
@@ -91,13 +92,11 @@ class DemoRow:
 
 
 def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarray], progress: Callable[[str], None]) -> tuple[DemoRow, np.ndarray, np.ndarray]:
-    import mithril as ml
-
     points, labels = data
     started = time.perf_counter()
     model = build_mlp_with_loss(points.shape[1], int(labels.max()) + 1)
-    pm = ml.compile(model, backend, shapes={"input": list(points.shape)}, data_keys={"input", "target"}, optimizer=optim.SGD(lr=lr), loss="loss")
-    cnn = ml.compile(build_cnn(), backend, shapes={"input": [4, 3, 32, 32]}, inference=True)
+    pm = compile_model(model, backend, shapes={"input": list(points.shape)}, data_keys={"input", "target"}, optimizer=optim.SGD(lr=lr), loss="loss")
+    cnn = compile_model(build_cnn(), backend, shapes={"input": [4, 3, 32, 32]}, inference=True)
     compile_ms = (time.perf_counter() - started) * 1e3
     params = pm.randomize_params(seed=0)
     batch = {"input": backend.array(points), "target": backend.array(labels, "int")}
@@ -112,10 +111,10 @@ def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarr
         warnings.simplefilter("ignore", RuntimeWarning)  # a diverged run is a row of the table, reported below
         # forward, backward and the SGD update in one compiled call per step; fit shows its progress bar
         state, history = fit(pm, pm.init_state(params), [batch] * steps, callbacks=[LambdaCallback(on_step_end=report)], log_every=max(1, steps // 100))
-    params, losses = state.params, history.loss
+    trained, losses = state.params, history.loss
     times = list(np.diff(stamps))
     loss = losses[-1] if losses else float("nan")
-    logits = backend.to_numpy(pm.evaluate(params, batch)["logits"])
+    logits = backend.to_numpy(pm.evaluate(trained, batch)["logits"])
     images = np.random.default_rng(1).normal(size=(4, 3, 32, 32))
     cnn_out = backend.to_numpy(cnn.evaluate(cnn.randomize_params(seed=0), {"input": backend.array(images)})["output"])
     row = DemoRow(type(backend).__name__, compile_ms, float(np.median(times)) * 1e3, loss, 0.0, 0.0, losses)
@@ -168,13 +167,9 @@ def run_demo(
         DemoFailed: a backend failed, training diverged, or a backend disagrees with NumPy
             (:func:`disagreements`); the table was printed first.
     """
-    import mithril as ml
-
     steps, lr = _check_options(steps, lr)
     if plot is not None:
         _pyplot("mithril demo --plot")  # refuse before training when matplotlib is missing
-
-    from .plugins.lookup import available_backends, backend_class
 
     data = classification_data()
     names = [n for n in available_backends() if n != "*"]
@@ -187,7 +182,7 @@ def run_demo(
     reference: tuple[np.ndarray, np.ndarray] | None = None
     for name in ["numpy", *names]:
         try:
-            backend = backend_class(name)(dtype=ml.float32, seed=0)
+            backend = backend_class(name)(dtype=Dtype.float32, seed=0)
         except Exception as exc:  # a backend that cannot run here is reported, not fatal
             print_fn(f"  skipping {name}: {type(exc).__name__}: {exc}")
             continue
@@ -222,7 +217,7 @@ def run_demo(
 
 
 def _pyplot(where: str) -> Any:
-    try:
+    try:  # matplotlib is optional (the viz extra): imported only when a plot is asked for
         import matplotlib
 
         matplotlib.use("Agg")  # files only: no display needed
@@ -258,9 +253,6 @@ def plot_losses(rows: Sequence[DemoRow], path: str | Path) -> Any:
 
 def _run_sections(print_fn: Callable[[str], None]) -> list[str]:
     """Run the demo sections plugins registered (``mithril_register_demos``); returns their failures."""
-    from .plugins import registry
-    from .primitives.registry import resolve_target
-
     failures: list[str] = []
     for name, target in registry().demos.items():
         print_fn("")

@@ -2,7 +2,7 @@
 gradient rule, a backend or a model family, without importing Mithril's internals.
 
 - Primitives: :class:`PrimitiveSpec`, :data:`REQUIRED`, :class:`ShapeIO`, the shape/type rule helpers in
-  :mod:`rules` (``same_shape``, ``broadcast``, ``reduction``, ``float_result``, ...), :class:`Shape` and
+  :mod:`rules` (the module :mod:`mithril.primitives.shape_rules`: ``same_shape``, ``broadcast``, ``reduction``, ``float_result``, ...), :class:`Shape` and
   :class:`Dim` with :func:`unify` and :class:`ShapeMismatch` for writing new rules.
 - Gradients: :class:`GradContext` (what a VJP rule receives) and :class:`Ops` (emitting primitives).
 - Backends: the :class:`Backend` base class and :class:`Dtype`; for a Python backend package,
@@ -21,6 +21,9 @@ gradient rule, a backend or a model family, without importing Mithril's internal
 - Compiled graphs (for backends that generate code): :class:`Graph`, :class:`Node`, :class:`Value`,
   :func:`live_nodes` (the nodes the wanted values need, in order) and :class:`FunctionSpec` (a generated
   function's signature).
+- The compiler's optimisation passes, for tests and tools: :func:`pass_hook` observes or substitutes the
+  passes ``ml.compile`` runs (:data:`PASS_NAMES`: constant folding, CSE, pruning; a :data:`PassHook` is
+  ``hook(name, run) -> count``), see :mod:`mithril.compiler.passes.hooks`.
 - Geometry of windowed primitives: :class:`WindowGeometry`, :func:`window_attributes`, :func:`spatial`,
   :func:`check_groups`, :func:`check_pool2d_input`.
 - Escaping for generated code (the one function per target): :mod:`escape` (``c_identifier``,
@@ -61,8 +64,10 @@ from .backends.plugin import BackendPlugin, backend_plugin, lazy_exports
 from .compiler.codegen import escape
 from .compiler.codegen.python import FunctionSpec
 from .compiler.graph import Graph, Node, Value
+from .compiler.passes.hooks import PASS_NAMES, PassHook, pass_hook
 from .compiler.passes.pruning import live_nodes
 from .demo import DemoFailed, deviation_failure
+from .errors import BackendNotAvailableError, MissingAttributeError
 from .extension import register_gradient, register_implementation, register_primitive
 from .gradients.context import GradContext, Ops
 from .models.blocks._util import op, param
@@ -71,7 +76,8 @@ from .parallel.plan import mesh_axis_names
 from .plugins import hookimpl
 from .plugins import registry as plugin_registry
 from .plugins.lookup import available_backends, backend_class
-from .primitives import rules, uses_backend
+from .primitives import shape_rules as rules
+from .primitives import uses_backend
 from .primitives.geometry import WindowGeometry, check_groups, check_pool2d_input, spatial, window_attributes
 from .primitives.registry import module_implementations
 from .primitives.spec import REQUIRED, PrimitiveSpec, ShapeIO
@@ -85,20 +91,18 @@ BackendConformanceTests: type  # the test kit's base class, from mithril_testing
 
 __all__ = [
     "Backend", "BackendConformanceTests", "BackendPlugin", "Binding", "DemoFailed", "Dim", "Dtype", "FunctionSpec",
-    "GradContext", "Graph", "Impl", "InputsNeedChecking", "Kind", "Node", "Ops", "PrimitiveSpec", "REQUIRED",
-    "SafetensorsFile", "Shape", "ShapeIO", "ShapeMismatch", "Value", "WindowGeometry", "array_api",
-    "available_backends", "backend_class", "backend_plugin", "check_groups", "check_output_directory",
+    "GradContext", "Graph", "Impl", "InputsNeedChecking", "Kind", "Node", "Ops", "PASS_NAMES", "PassHook",
+    "PrimitiveSpec", "REQUIRED", "SafetensorsFile", "Shape", "ShapeIO", "ShapeMismatch", "Value", "WindowGeometry",
+    "array_api", "available_backends", "backend_class", "backend_plugin", "check_groups", "check_output_directory",
     "check_pool2d_input", "deviation_failure", "dtype_constant", "dtype_table", "escape", "hookimpl", "initializers",
     "lazy_exports", "live_nodes", "mesh_axis_names", "module_implementations", "op", "op_table", "param",
-    "plugin_registry", "read_safetensors_index", "refuse_wrapping_ints", "register_gradient",
+    "pass_hook", "plugin_registry", "read_safetensors_index", "refuse_wrapping_ints", "register_gradient",
     "register_implementation", "register_primitive", "rules", "save_safetensors", "spatial", "task", "unify",
     "uses_backend", "validation", "window_attributes", "within", "write_file_atomically",
 ]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
-    from .errors import BackendNotAvailableError, MissingAttributeError
-
     if name == "BackendConformanceTests":  # from the test kit's own package, found at run time (core never imports it)
         try:
             kit = importlib.import_module("mithril_testing")

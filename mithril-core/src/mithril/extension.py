@@ -5,7 +5,7 @@ registry for notebooks and tests.
 
 Example:
     >>> import mithril as ml
-    >>> from mithril.primitives import rules
+    >>> from mithril.extend import rules
     >>> ml.register_primitive("sin_times_x", inputs=("input",), shape_rule=rules.same_shape,
     ...                       type_rule=rules.float_result)                       # doctest: +SKIP
     >>> @ml.register_implementation("numpy", "sin_times_x")                       # doctest: +SKIP
@@ -21,6 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import ArgumentError
+from .lazy_plugins import registry
+from .primitives import shape_rules
+from .primitives.registry import uses_backend
 from .primitives.spec import PrimitiveSpec
 
 __all__ = ["register_primitive", "register_implementation", "register_gradient"]
@@ -44,8 +47,6 @@ def register_primitive(
     ... def sin_times_x(backend, x):
     ...     return backend.sin(x) * x
     """
-    from .plugins import registry
-
     if inputs is None and shape_rule is None and type_rule is None and not fields:
         return lambda fn: _register_function(name, fn)
     if inputs is None or shape_rule is None or type_rule is None:
@@ -57,10 +58,6 @@ def register_primitive(
 
 def _register_function(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """The decorator form of :func:`register_primitive`."""
-    from .plugins import registry
-    from .primitives import rules
-    from .primitives.registry import uses_backend
-
     reg = registry()
     arguments = list(inspect.signature(fn).parameters)[1:]  # after ``backend``
     base = name.removesuffix("_grad")
@@ -77,8 +74,8 @@ def _register_function(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         keys: tuple[str, ...] = (*base_inputs, "output_grad")
     else:
         keys = ("input", *arguments[1:])
-    shape_rule = rules.same_shape if len(keys) == 1 or companion else rules.broadcast
-    spec = PrimitiveSpec(name, keys, shape_rule, rules.float_result, doc=(fn.__doc__ or f"{fn.__name__} (in-process)").strip())
+    shape_rule = shape_rules.same_shape if len(keys) == 1 or companion else shape_rules.broadcast
+    spec = PrimitiveSpec(name, keys, shape_rule, shape_rules.float_result, doc=(fn.__doc__ or f"{fn.__name__} (in-process)").strip())
     reg.add_primitive(spec, plugin="<in-process>")
 
     @functools.wraps(fn)
@@ -108,7 +105,6 @@ def registered_function(name: str) -> Callable[..., Any] | None:
 
 def register_implementation(backend: str, primitive: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``fn`` implements ``primitive`` on the backend named ``backend``."""
-    from .plugins import registry
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         registry().add_impl(backend, primitive, fn, plugin="<in-process>")
@@ -119,7 +115,6 @@ def register_implementation(backend: str, primitive: str) -> Callable[[Callable[
 
 def register_gradient(primitive: str, *, backend: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: a VJP rule ``rule(ctx) -> {input_key: cotangent}`` (see :mod:`mithril.gradients`)."""
-    from .plugins import registry
 
     def decorate(rule: Callable[..., Any]) -> Callable[..., Any]:
         registry().add_gradient(primitive, rule, backend=backend, plugin="<in-process>")

@@ -41,7 +41,9 @@ def normal(std: float) -> str:
     >>> normal(0.02)
     'normal(0.02)'
     """
-    return check("normal", f"normal({float(std)!r})")
+    spec = f"normal({float(std)!r})"
+    check("normal", spec)  # a std that is not a finite number is refused
+    return spec
 
 
 def _argument(pattern: re.Pattern[str], spec: str) -> float | None:

@@ -73,7 +73,7 @@ def touch(obj: Any) -> None:
     if key in trail.seen:
         return
     trail.seen.add(key)
-    cls = type(obj)
+    cls: type = type(obj)
     snapshot = getattr(cls, "_journal_snapshot", None)
     if snapshot is not None:  # large objects save only what they need to undo (see Graph)
         trail.saved.append((obj, _Custom(snapshot(obj))))
@@ -103,7 +103,8 @@ def _restore(trail: _Trail) -> None:
             obj.__dict__.clear()
             obj.__dict__.update(state)
         else:
-            for name, value in zip(_slot_names(type(obj)), state):
+            cls: type = type(obj)
+            for name, value in zip(_slot_names(cls) or (), state):
                 if value is _MISSING:
                     if hasattr(obj, name):
                         object.__delattr__(obj, name)

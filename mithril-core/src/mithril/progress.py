@@ -77,7 +77,7 @@ class _Line:
 def _display(description: str, total: int | None, unit: str, started: float) -> Any:
     """A tqdm bar (or :class:`_Line`) whose clock starts when the task did (``perf_counter`` time)."""
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # optional: a plain line without it
     except ImportError:
         return _Line(description, total, unit, started)
     scale = unit == "B"

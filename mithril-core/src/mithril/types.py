@@ -21,6 +21,8 @@ from __future__ import annotations
 import enum
 from typing import TypeVar
 
+from .errors import DtypeError
+
 __all__ = ["DataType", "Dtype", "Kind", "KINDS", "promote_kinds", "kind_of_python_value"]
 
 DataType = TypeVar("DataType")
@@ -68,8 +70,6 @@ class Dtype(enum.Enum):
             if member.value == text:
                 return member
         names = ", ".join(m.value for m in cls)
-        from .errors import DtypeError
-
         raise DtypeError(f"unknown dtype {value!r}; expected one of: {names}")
 
     def __repr__(self) -> str:

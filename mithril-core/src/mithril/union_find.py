@@ -19,4 +19,5 @@ def find_root(node: T) -> T:
         if _CURRENT:
             touch(current)
         current._parent, current = root, current._parent
-    return root
+    found: T = root
+    return found

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .common import PaddingType
 from .errors import ArgumentError
 
 __all__ = [
@@ -112,8 +113,6 @@ def padding(where: str, name: str, value: Any) -> Any:
     >>> padding("Conv2d", "padding", ((1, 0), np.int64(2)))
     ((1, 0), 2)
     """
-    from .common import PaddingType
-
     if isinstance(value, PaddingType):
         return value.name.lower()
     if value in ("same", "valid"):

@@ -35,7 +35,7 @@ def backends() -> list[str]:
 
 def tolerance(dtype: Dtype | str) -> float:
     """The relative tolerance of a comparison in ``dtype`` (``float64``: 1e-7, ``float32``: 2e-4)."""
-    return _TOLERANCE[getattr(dtype, "value", dtype)]
+    return _TOLERANCE[dtype.value if isinstance(dtype, Dtype) else dtype]
 
 
 def _to_backend(backend: Any, value: np.ndarray) -> Any:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from mithril.extend import plugin_registry
+from mithril.extend import PrimitiveSpec, plugin_registry
 from mithril.types import Dtype
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 InputFn = Callable[[np.random.Generator], np.ndarray]
 
 
-def spec_for(name: str):
+def spec_for(name: str) -> PrimitiveSpec:
     """The :class:`~mithril.primitives.PrimitiveSpec` of ``name`` (plugins' primitives included)."""
     return plugin_registry().primitive(name)
 
@@ -168,7 +168,7 @@ def probabilities(*shape: int, axis: int = 1) -> InputFn:
 
     def make(rng: np.random.Generator) -> np.ndarray:
         raw = rng.uniform(0.5, 2.0, shape)
-        return raw / raw.sum(axis=axis, keepdims=True)
+        return cast(np.ndarray, raw / raw.sum(axis=axis, keepdims=True))
 
     return make
 
@@ -349,7 +349,7 @@ def _comparison_cases() -> list[Case]:
 
 
 def _reductions() -> list[Case]:
-    axis_variants = [
+    axis_variants: list[tuple[dict[str, Any], str]] = [
         ({}, "all"),
         ({"axis": 1}, "axis1"),
         ({"axis": -1, "keepdim": True}, "axis-1-keepdim"),

@@ -210,7 +210,7 @@ class BackendConformanceTests:
     # -- parametrisation ---------------------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         name = metafunc.function.__name__
-        dtype_ids = lambda d: Dtype.parse(d).value  # noqa: E731
+        dtype_ids: Callable[[Dtype | str], str] = lambda d: Dtype.parse(d).value  # noqa: E731
         if name == "test_forward":
             params = [self._param(c, d, forward=True) for c in self._cases() for d in self.dtypes]
             metafunc.parametrize("case,dtype", params)
@@ -286,7 +286,7 @@ class BackendConformanceTests:
     @staticmethod
     def _split_inputs(
         backend: Any, arrays: Mapping[str, np.ndarray], trainable: Sequence[str], case: Case | None = None
-    ) -> tuple[dict, dict]:
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         host = _host_inputs(case) if case is not None else set()
         params = {k: backend.array(v) for k, v in arrays.items() if k in trainable}
         data = {k: backend.array(v) for k, v in arrays.items() if k not in trainable and k not in host}

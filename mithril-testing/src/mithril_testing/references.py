@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import typing
 from collections.abc import Callable, Sequence
-from typing import Any
+from types import EllipsisType
+from typing import Any, TypeVar
 
 import numpy as np
 from mithril.extend import window_attributes
@@ -30,11 +32,30 @@ from mithril.types import Dtype
 
 __all__ = ["REFERENCES", "reference", "numpy_dtype", "finite_max"]
 
+Array = np.ndarray
+"""What references take and return: NumPy arrays (NumPy scalars too, where NumPy gives one: a reduction
+over every axis). ``typing.cast(Array, ...)`` marks NumPy results its stubs type as ``Any``."""
+Scalar = bool | int | float | complex
+Axis = int | Sequence[int] | None
+Window = int | Sequence[int]
+"""A kernel size, stride or dilation: one for every spatial axis, or one per axis."""
+Padding = Any
+"""A padding spec as :func:`mithril.extend.window_attributes` reads it (an int, per-axis ints or
+``(before, after)`` pairs, ``"valid"``, ``"same"``)."""
+Pads = Sequence[tuple[int, int]]
+Index = tuple[EllipsisType | slice | int, ...]
+"""A key of ellipses, slices and ints (annotated: mypy infers ``x[(..., *slices)]`` from the first of
+``ndarray.__getitem__``'s overloads and rejects it)."""
+DtypeLike = Dtype | str | np.dtype | type | None
+"""An ``ml.Dtype``, its name or a kind (``"float"``, ``"int"``, ``"bool"``), a NumPy dtype; ``None``: float."""
+
 REFERENCES: dict[str, Callable[..., Any]] = {}
 """Primitive name -> plain-NumPy reference function."""
 
+Reference = TypeVar("Reference", bound=Callable[..., Any])
 
-def reference(fn: Callable[..., Any]) -> Callable[..., Any]:
+
+def reference(fn: Reference) -> Reference:
     """Register ``fn`` under its own name (a trailing underscore is dropped: ``abs_`` -> ``abs``)."""
     REFERENCES[fn.__name__.rstrip("_")] = fn
     return fn
@@ -44,7 +65,7 @@ _FLOAT = np.float64
 _INT = np.int64
 
 
-def numpy_dtype(dtype: Any) -> np.dtype:
+def numpy_dtype(dtype: DtypeLike) -> np.dtype:
     """NumPy dtype for a kind (``"float"`` -> float64, ``"int"`` -> int64, ``"bool"``) or an ``ml.Dtype``.
 
     ``bfloat16`` has no NumPy dtype; the reference uses float32 for it.
@@ -58,7 +79,7 @@ def numpy_dtype(dtype: Any) -> np.dtype:
     parsed = Dtype.parse(dtype)
     if parsed is Dtype.bfloat16:
         return np.dtype(np.float32)
-    return np.dtype(parsed.value)
+    return typing.cast(np.dtype, np.dtype(parsed.value))
 
 
 def _float(x: np.ndarray) -> np.ndarray:
@@ -67,7 +88,7 @@ def _float(x: np.ndarray) -> np.ndarray:
     return x if x.dtype.kind == "f" else x.astype(_FLOAT)
 
 
-def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
+def _axis(axis: Axis) -> int | tuple[int, ...] | None:
     return axis if axis is None or isinstance(axis, int) else tuple(axis)
 
 
@@ -77,78 +98,78 @@ def _spatial(value: int | Sequence[int], n: int) -> tuple[int, ...]:
 
 # -- elementwise unary ---------------------------------------------------------------------------
 @reference
-def neg(input):
-    return np.negative(input)
+def neg(input: Array) -> Array:
+    return typing.cast(Array, np.negative(input))
 
 
 @reference
-def abs_(input):
-    return np.abs(input)
+def abs_(input: Array) -> Array:
+    return typing.cast(Array, np.abs(input))
 
 
 @reference
-def sign(input):
-    return np.sign(input)
+def sign(input: Array) -> Array:
+    return typing.cast(Array, np.sign(input))
 
 
 @reference
-def exp(input):
-    return np.exp(_float(input))
+def exp(input: Array) -> Array:
+    return typing.cast(Array, np.exp(_float(input)))
 
 
 @reference
-def log(input):
-    return np.log(_float(input))
+def log(input: Array) -> Array:
+    return typing.cast(Array, np.log(_float(input)))
 
 
 @reference
-def log1p(input):
-    return np.log1p(_float(input))
+def log1p(input: Array) -> Array:
+    return typing.cast(Array, np.log1p(_float(input)))
 
 
 @reference
-def sqrt(input):
-    return np.sqrt(_float(input))
+def sqrt(input: Array) -> Array:
+    return typing.cast(Array, np.sqrt(_float(input)))
 
 
 @reference
-def rsqrt(input):
-    return 1.0 / np.sqrt(_float(input))
+def rsqrt(input: Array) -> Array:
+    return typing.cast(Array, 1.0 / np.sqrt(_float(input)))
 
 
 @reference
-def square(input):
-    return input * input
+def square(input: Array) -> Array:
+    return typing.cast(Array, input * input)
 
 
 @reference
-def sin(input):
-    return np.sin(_float(input))
+def sin(input: Array) -> Array:
+    return typing.cast(Array, np.sin(_float(input)))
 
 
 @reference
-def cos(input):
-    return np.cos(_float(input))
+def cos(input: Array) -> Array:
+    return typing.cast(Array, np.cos(_float(input)))
 
 
 @reference
-def tanh(input):
-    return np.tanh(_float(input))
+def tanh(input: Array) -> Array:
+    return typing.cast(Array, np.tanh(_float(input)))
 
 
 @reference
-def sigmoid(input):
+def sigmoid(input: Array) -> Array:
     with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-_float(input)))
+        return typing.cast(Array, 1.0 / (1.0 + np.exp(-_float(input))))
 
 
 @reference
-def relu(input):
-    return np.maximum(input, np.zeros((), dtype=np.asarray(input).dtype))
+def relu(input: Array) -> Array:
+    return typing.cast(Array, np.maximum(input, np.zeros((), dtype=np.asarray(input).dtype)))
 
 
 @reference
-def leaky_relu(input, *, slope):
+def leaky_relu(input: Array, *, slope: float) -> Array:
     x = _float(input)
     return np.where(x > 0, x, slope * x)
 
@@ -157,37 +178,39 @@ _erf = np.vectorize(math.erf, otypes=[_FLOAT])
 
 
 @reference
-def erf(input):
+def erf(input: Array) -> Array:
     x = _float(input)
-    return _erf(x).astype(x.dtype)
+    return typing.cast(Array, _erf(x).astype(x.dtype))
 
 
 @reference
-def gelu(input, *, approximate):
+def gelu(input: Array, *, approximate: bool) -> Array:
     x = _float(input)
     if approximate:
         inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
         return 0.5 * x * (1.0 + np.tanh(inner))
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(x.dtype))
+    return typing.cast(Array, 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(x.dtype)))
 
 
 @reference
-def softplus(input):
-    return np.logaddexp(_float(input), 0.0)
+def softplus(input: Array) -> Array:
+    return typing.cast(Array, np.logaddexp(_float(input), 0.0))
 
 
 @reference
-def floor(input):
-    return np.floor(input)
+def floor(input: Array) -> Array:
+    return typing.cast(Array, np.floor(input))
 
 
 @reference
-def isnan(input):
-    return np.isnan(input)
+def isnan(input: Array) -> Array:
+    return typing.cast(Array, np.isnan(input))
 
 
 @reference
-def nan_to_num(input, *, nan, posinf, neginf, float_dtype=None):
+def nan_to_num(
+    input: Array, *, nan: float, posinf: float | None, neginf: float | None, float_dtype: DtypeLike = None
+) -> Array:
     """``None`` infinities become the largest finite values of the dtype computed in: ``float_dtype``
     (the tested dtype, given by the conformance suite) or the input's own."""
     x = np.asarray(input)
@@ -195,7 +218,7 @@ def nan_to_num(input, *, nan, posinf, neginf, float_dtype=None):
         largest = finite_max(x.dtype if float_dtype is None else float_dtype)
         posinf = largest if posinf is None else posinf
         neginf = -largest if neginf is None else neginf
-    return np.nan_to_num(x, copy=True, nan=nan, posinf=posinf, neginf=neginf)
+    return typing.cast(Array, np.nan_to_num(x, copy=True, nan=nan, posinf=posinf, neginf=neginf))
 
 
 _BFLOAT16_MAX = float(np.array(0x7F7F0000, dtype=np.uint32).view(np.float32))
@@ -212,196 +235,196 @@ def finite_max(dtype: Any) -> float:
 
 
 @reference
-def stop_gradient(input):
+def stop_gradient(input: Array) -> Array:
     return np.array(input, copy=True)
 
 
 @reference
-def logical_not(input):
-    return np.logical_not(input)
+def logical_not(input: Array) -> Array:
+    return typing.cast(Array, np.logical_not(input))
 
 
 @reference
-def cast(input, *, dtype):
+def cast(input: Array, *, dtype: DtypeLike) -> Array:
     return np.asarray(input).astype(numpy_dtype(dtype))
 
 
 # -- elementwise binary --------------------------------------------------------------------------
 @reference
-def add(left, right):
-    return np.add(left, right)
+def add(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.add(left, right))
 
 
 @reference
-def subtract(left, right):
-    return np.subtract(left, right)
+def subtract(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.subtract(left, right))
 
 
 @reference
-def multiply(left, right):
-    return np.multiply(left, right)
+def multiply(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.multiply(left, right))
 
 
 @reference
-def divide(left, right):
-    return np.true_divide(_float(left), right)
+def divide(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.true_divide(_float(left), right))
 
 
 @reference
-def floor_divide(left, right):
-    return np.floor_divide(left, right)
+def floor_divide(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.floor_divide(left, right))
 
 
 @reference
-def power(left, right):
-    return np.power(left, right)
+def power(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.power(left, right))
 
 
 @reference
-def minimum(left, right):
-    return np.minimum(left, right)
+def minimum(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.minimum(left, right))
 
 
 @reference
-def maximum(left, right):
-    return np.maximum(left, right)
+def maximum(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.maximum(left, right))
 
 
 @reference
-def equal(left, right):
-    return np.equal(left, right)
+def equal(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.equal(left, right))
 
 
 @reference
-def not_equal(left, right):
-    return np.not_equal(left, right)
+def not_equal(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.not_equal(left, right))
 
 
 @reference
-def less(left, right):
-    return np.less(left, right)
+def less(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.less(left, right))
 
 
 @reference
-def less_equal(left, right):
-    return np.less_equal(left, right)
+def less_equal(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.less_equal(left, right))
 
 
 @reference
-def greater(left, right):
-    return np.greater(left, right)
+def greater(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.greater(left, right))
 
 
 @reference
-def greater_equal(left, right):
-    return np.greater_equal(left, right)
+def greater_equal(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.greater_equal(left, right))
 
 
 @reference
-def logical_and(left, right):
-    return np.logical_and(left, right)
+def logical_and(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.logical_and(left, right))
 
 
 @reference
-def logical_or(left, right):
-    return np.logical_or(left, right)
+def logical_or(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.logical_or(left, right))
 
 
 @reference
-def logical_xor(left, right):
-    return np.logical_xor(left, right)
+def logical_xor(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.logical_xor(left, right))
 
 
 @reference
-def where(condition, left, right):
+def where(condition: Array, left: Array, right: Array) -> Array:
     return np.where(condition, left, right)
 
 
 # -- reductions ----------------------------------------------------------------------------------
 @reference
-def sum_(input, *, axis, keepdim):
+def sum_(input: Array, *, axis: Axis, keepdim: bool) -> Array:
     x = np.asarray(input)
-    return np.sum(x.astype(_INT) if x.dtype == bool else x, axis=_axis(axis), keepdims=keepdim)
+    return typing.cast(Array, np.sum(x.astype(_INT) if x.dtype == bool else x, axis=_axis(axis), keepdims=keepdim))
 
 
 @reference
-def mean(input, *, axis, keepdim):
-    return np.mean(_float(input), axis=_axis(axis), keepdims=keepdim)
+def mean(input: Array, *, axis: Axis, keepdim: bool) -> Array:
+    return typing.cast(Array, np.mean(_float(input), axis=_axis(axis), keepdims=keepdim))
 
 
 @reference
-def max_(input, *, axis, keepdim):
-    return np.max(input, axis=_axis(axis), keepdims=keepdim)
+def max_(input: Array, *, axis: Axis, keepdim: bool) -> Array:
+    return typing.cast(Array, np.max(input, axis=_axis(axis), keepdims=keepdim))
 
 
 @reference
-def min_(input, *, axis, keepdim):
-    return np.min(input, axis=_axis(axis), keepdims=keepdim)
+def min_(input: Array, *, axis: Axis, keepdim: bool) -> Array:
+    return typing.cast(Array, np.min(input, axis=_axis(axis), keepdims=keepdim))
 
 
 @reference
-def prod(input, *, axis, keepdim):
+def prod(input: Array, *, axis: Axis, keepdim: bool) -> Array:
     x = np.asarray(input)
-    return np.prod(x.astype(_INT) if x.dtype == bool else x, axis=_axis(axis), keepdims=keepdim)
+    return typing.cast(Array, np.prod(x.astype(_INT) if x.dtype == bool else x, axis=_axis(axis), keepdims=keepdim))
 
 
 @reference
-def argmax(input, *, axis, keepdim):
-    return np.argmax(input, axis=axis, keepdims=keepdim).astype(_INT)
+def argmax(input: Array, *, axis: int | None, keepdim: bool) -> Array:
+    return typing.cast(Array, np.argmax(input, axis=axis, keepdims=keepdim).astype(_INT))
 
 
 @reference
-def argmin(input, *, axis, keepdim):
-    return np.argmin(input, axis=axis, keepdims=keepdim).astype(_INT)
+def argmin(input: Array, *, axis: int | None, keepdim: bool) -> Array:
+    return typing.cast(Array, np.argmin(input, axis=axis, keepdims=keepdim).astype(_INT))
 
 
 @reference
-def var(input, *, axis, keepdim, correction):
-    return np.var(_float(input), axis=_axis(axis), keepdims=keepdim, ddof=correction)
+def var(input: Array, *, axis: Axis, keepdim: bool, correction: float) -> Array:
+    return typing.cast(Array, np.var(_float(input), axis=_axis(axis), keepdims=keepdim, ddof=correction))
 
 
 @reference
-def log_softmax(input, *, axis):
+def log_softmax(input: Array, *, axis: int) -> Array:
     x = _float(input)
     shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return typing.cast(Array, shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True)))
 
 
 @reference
-def softmax(input, *, axis):
-    return np.exp(log_softmax(input, axis=axis))
+def softmax(input: Array, *, axis: int) -> Array:
+    return typing.cast(Array, np.exp(log_softmax(input, axis=axis)))
 
 
 # -- linear algebra ------------------------------------------------------------------------------
 @reference
-def matmul(left, right):
-    return np.matmul(left, right)
+def matmul(left: Array, right: Array) -> Array:
+    return typing.cast(Array, np.matmul(left, right))
 
 
 @reference
-def linear(input, weight, bias):
+def linear(input: Array, weight: Array, bias: Array | None) -> Array:
     out = np.matmul(input, np.swapaxes(weight, 0, 1))
-    return out if bias is None else out + bias
+    return typing.cast(Array, out if bias is None else out + bias)
 
 
-def _symmetric(input):
+def _symmetric(input: Array) -> Array:
     """``(A + A^T) / 2``: the references of ``cholesky``/``eigvalsh`` are functions of the symmetric part
     (what the backends read for a symmetric input), so finite differences give the symmetric gradient."""
-    return 0.5 * (input + np.swapaxes(input, -1, -2))
+    return typing.cast(Array, 0.5 * (input + np.swapaxes(input, -1, -2)))
 
 
 @reference
-def cholesky(input):
+def cholesky(input: Array) -> Array:
     return np.linalg.cholesky(_symmetric(input))
 
 
 @reference
-def eigvalsh(input):
+def eigvalsh(input: Array) -> Array:
     return np.linalg.eigvalsh(_symmetric(input))
 
 
 @reference
-def cholesky_grad(output_grad, input):
+def cholesky_grad(output_grad: Array, input: Array) -> Array:
     """Forward mode, one symmetric direction at a time: ``dL = L Phi(L^-1 dA L^-T)`` (independent of the
     reverse-mode formula the backends use); entry ``(i, j)`` is ``<tril(output_grad), dL>``."""
     factor = np.linalg.cholesky(_symmetric(input))
@@ -420,46 +443,46 @@ def cholesky_grad(output_grad, input):
 
 
 @reference
-def eigvalsh_grad(output_grad, input):
+def eigvalsh_grad(output_grad: Array, input: Array) -> Array:
     _, vectors = np.linalg.eigh(_symmetric(input))
-    return np.einsum("...ik,...k,...jk->...ij", vectors, output_grad, vectors)
+    return typing.cast(Array, np.einsum("...ik,...k,...jk->...ij", vectors, output_grad, vectors))
 
 
 # -- shape manipulation --------------------------------------------------------------------------
 @reference
-def at_least_1d(input):
+def at_least_1d(input: Array) -> Array:
     return np.atleast_1d(input)
 
 
 @reference
-def unique(input):
+def unique(input: Array) -> Array:
     return np.unique(input)
 
 
 @reference
-def item(input):
-    return np.asarray(input).item()
+def item(input: Array) -> Scalar:
+    return typing.cast(Scalar, np.asarray(input).item())
 
 
 @reference
-def to_list(*inputs, n):
+def to_list(*inputs: Array, n: int) -> list[Array]:
     return list(inputs)
 
 
 @reference
-def to_tuple(*inputs, n):
+def to_tuple(*inputs: Array, n: int) -> tuple[Array, ...]:
     return tuple(inputs)
 
 
 @reference
-def reshape(input, *, shape):
+def reshape(input: Array, *, shape: Sequence[int | None]) -> Array:
     x = np.asarray(input)
     target = [x.shape[i] if s is None else int(s) for i, s in enumerate(shape)]
     return x.reshape(target).copy()
 
 
 @reference
-def flatten(input, *, start_dim, end_dim):
+def flatten(input: Array, *, start_dim: int, end_dim: int) -> Array:
     x = np.asarray(input)
     rank = max(x.ndim, 1)
     if not (-rank <= start_dim < rank and -rank <= end_dim < rank):
@@ -469,122 +492,122 @@ def flatten(input, *, start_dim, end_dim):
 
 
 @reference
-def transpose(input, *, axes):
+def transpose(input: Array, *, axes: Sequence[int] | None) -> Array:
     return np.transpose(input, None if axes is None else tuple(axes)).copy()
 
 
 @reference
-def swapaxes(input, *, axis1, axis2):
+def swapaxes(input: Array, *, axis1: int, axis2: int) -> Array:
     return np.swapaxes(input, axis1, axis2).copy()
 
 
 @reference
-def squeeze(input, *, axis):
+def squeeze(input: Array, *, axis: Axis) -> Array:
     return np.squeeze(input, axis=_axis(axis)).copy()
 
 
 @reference
-def unsqueeze(input, *, axis):
-    return np.expand_dims(input, _axis(axis)).copy()
+def unsqueeze(input: Array, *, axis: int | Sequence[int]) -> Array:
+    return np.expand_dims(input, axis if isinstance(axis, int) else tuple(axis)).copy()
 
 
 @reference
-def broadcast_to(input, *, shape):
+def broadcast_to(input: Array, *, shape: Sequence[int]) -> Array:
     return np.broadcast_to(input, tuple(shape)).copy()
 
 
 @reference
-def concat(*inputs, n, axis):
+def concat(*inputs: Array, n: int, axis: int) -> Array:
     assert len(inputs) == n, f"concat got {len(inputs)} inputs for n={n}"
     return np.concatenate(inputs, axis=axis)
 
 
 @reference
-def split(input, *, sections, axis):
+def split(input: Array, *, sections: int | Sequence[int], axis: int) -> tuple[Array, ...]:
     indices = sections if isinstance(sections, int) else list(sections)
     return tuple(part.copy() for part in np.split(input, indices, axis=axis))
 
 
 @reference
-def pad(input, *, pad_width, value):
+def pad(input: Array, *, pad_width: Sequence[Sequence[int]], value: float) -> Array:
     return np.pad(input, [tuple(p) for p in pad_width], mode="constant", constant_values=value)
 
 
 @reference
-def index(input, *, key):
+def index(input: Array, *, key: Any) -> Array:
     return np.array(np.asarray(input)[key])
 
 
 @reference
-def gather(input, index, *, axis):
+def gather(input: Array, index: Array, *, axis: int) -> Array:
     return np.take_along_axis(np.asarray(input), np.asarray(index), axis=axis)
 
 
-def _creation_dtype(dtype: Any, default: str) -> np.dtype:
+def _creation_dtype(dtype: DtypeLike, default: str) -> np.dtype:
     return numpy_dtype(default if dtype is None else dtype)
 
 
 @reference
-def reshape_to(input, shape, *, inferred=None):
+def reshape_to(input: Array, shape: Array, *, inferred: Any = None) -> Array:
     return reshape(input, shape=tuple(int(s) for s in np.asarray(shape).reshape(-1)))
 
 
 @reference
-def split_at(input, sections, *, axis, parts):
+def split_at(input: Array, sections: Array, *, axis: int, parts: int) -> tuple[Array, ...]:
     return tuple(np.split(np.asarray(input), [int(s) for s in np.asarray(sections).reshape(-1)], axis=axis))
 
 
 @reference
-def arange_between(start, stop, step):
+def arange_between(start: Array, stop: Array, step: Array) -> Array:
     return arange(start=np.asarray(start).item(), stop=np.asarray(stop).item(), step=np.asarray(step).item())
 
 
 @reference
-def randn_of(shape):
+def randn_of(shape: Array) -> Array:
     return randn(shape=tuple(int(s) for s in np.asarray(shape).reshape(-1)))
 
 
 @reference
-def cast_like(input, like):
+def cast_like(input: Array, like: Array) -> Array:
     return np.asarray(input).astype(np.asarray(like).dtype)
 
 
 @reference
-def arange(*, start, stop, step):
+def arange(*, start: float, stop: float, step: float) -> Array:
     values = (start, stop, step)
     kind = "float" if any(isinstance(v, float) for v in values) else "int"
     return np.arange(start, stop, step, dtype=numpy_dtype(kind))
 
 
 @reference
-def ones(*, shape, dtype):
+def ones(*, shape: Sequence[int], dtype: DtypeLike) -> Array:
     return np.ones(tuple(shape), dtype=_creation_dtype(dtype, "float"))
 
 
 @reference
-def zeros(*, shape, dtype):
+def zeros(*, shape: Sequence[int], dtype: DtypeLike) -> Array:
     return np.zeros(tuple(shape), dtype=_creation_dtype(dtype, "float"))
 
 
 @reference
-def full(*, shape, fill_value, dtype):
+def full(*, shape: Sequence[int], fill_value: float, dtype: DtypeLike) -> Array:
     if dtype is None:
         dtype = "bool" if isinstance(fill_value, bool) else "int" if isinstance(fill_value, int) else "float"
     return np.full(tuple(shape), fill_value, dtype=numpy_dtype(dtype))
 
 
 @reference
-def zeros_like(input):
+def zeros_like(input: Array) -> Array:
     return np.zeros_like(input)
 
 
 @reference
-def ones_like(input):
+def ones_like(input: Array) -> Array:
     return np.ones_like(input)
 
 
 @reference
-def dtype_constant(input, *, constant, float_dtype=None):
+def dtype_constant(input: Array, *, constant: str, float_dtype: DtypeLike = None) -> Array:
     """Mithril's constant for the dtype computed in (``float_dtype``, else the input's float dtype, else float64),
     from ``np.finfo``: the smallest normal number, and ``StableReciprocal``'s threshold, its square root (float64:
     Mithril's ``1.4916681462400413e-153``, ten times that)."""
@@ -607,33 +630,39 @@ def dtype_constant(input, *, constant, float_dtype=None):
 
 
 @reference
-def positions(input, *, axis):
+def positions(input: Array, *, axis: int) -> Array:
     return np.arange(np.shape(input)[axis], dtype=_INT)
 
 
 @reference
-def shape(input):
+def shape(input: Array) -> Array:
     return np.array(np.shape(input), dtype=_INT)
 
 
 @reference
-def size(input):
+def size(input: Array) -> Array:
     return np.array(np.size(input), dtype=_INT)
 
 
 # -- convolution ---------------------------------------------------------------------------------
-def _conv_geometry(kernel, stride, padding, dilation):
+def _conv_geometry(
+    kernel: Sequence[int], stride: Window, padding: Padding, dilation: Window
+) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
     n = len(kernel)
     stride, dilation = _spatial(stride, n), _spatial(dilation, n)
     _, pads, _ = window_attributes(tuple(kernel), stride=stride, padding=padding, dilation=dilation)
     return stride, list(pads), dilation
 
 
-def _out_sizes(padded, kernel, stride, dilation):
+def _out_sizes(
+    padded: Sequence[int], kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> list[int]:
     return [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, kernel, stride, dilation, strict=True)]
 
 
-def _offset_slices(offset, out_sizes, stride, dilation):
+def _offset_slices(
+    offset: Sequence[int], out_sizes: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> tuple[slice, ...]:
     """Slices of the padded input that kernel position ``offset`` sees, one per spatial axis."""
     return tuple(
         slice(o * d, o * d + s * (size - 1) + 1, s)
@@ -641,14 +670,18 @@ def _offset_slices(offset, out_sizes, stride, dilation):
     )
 
 
-def _conv_setup(input_shape, kernel, stride, padding, dilation):
+def _conv_setup(
+    input_shape: Sequence[int], kernel: Sequence[int], stride: Window, padding: Padding, dilation: Window
+) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...], list[int]]:
     n = len(kernel)
     stride, pads, dilation = _conv_geometry(kernel, stride, padding, dilation)
     padded = [input_shape[2 + i] + sum(pads[i]) for i in range(n)]
     return stride, pads, dilation, _out_sizes(padded, kernel, stride, dilation)
 
 
-def _conv(input, weight, bias, *, stride, padding, dilation, groups):
+def _conv(
+    input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     """out[n, o, *y] = sum_{c, *k} x_pad[n, g*Cg + c, *(y*stride + k*dilation)] * w[o, c, *k] + b[o]."""
     x, w = np.asarray(input), np.asarray(weight)
     kernel = w.shape[2:]
@@ -660,14 +693,17 @@ def _conv(input, weight, bias, *, stride, padding, dilation, groups):
     for offset in itertools.product(*(range(k) for k in kernel)):
         patch = xp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
         for g in range(groups):
-            wg = w[(slice(g * og, (g + 1) * og), slice(None), *offset)]  # [og, cg]
+            taps: Index = (slice(g * og, (g + 1) * og), slice(None), *offset)
+            wg = w[taps]  # [og, cg]
             out[:, g * og : (g + 1) * og] += np.einsum("nc...,oc->no...", patch[:, g * cg : (g + 1) * cg], wg)
     if bias is not None:
         out = out + np.asarray(bias).reshape(1, out_channels, *([1] * len(kernel)))
     return out
 
 
-def _conv_grad_input(output_grad, weight, like, *, stride, padding, dilation, groups):
+def _conv_grad_input(
+    output_grad: Array, weight: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     """Transpose of :func:`_conv` in its input: scatter-add every kernel position's contribution."""
     g_out, w = np.asarray(output_grad), np.asarray(weight)
     kernel = w.shape[2:]
@@ -678,13 +714,16 @@ def _conv_grad_input(output_grad, weight, like, *, stride, padding, dilation, gr
     for offset in itertools.product(*(range(k) for k in kernel)):
         view = gxp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
         for g in range(groups):
-            wg = w[(slice(g * og, (g + 1) * og), slice(None), *offset)]
+            taps: Index = (slice(g * og, (g + 1) * og), slice(None), *offset)
+            wg = w[taps]
             view[:, g * cg : (g + 1) * cg] += np.einsum("no...,oc->nc...", g_out[:, g * og : (g + 1) * og], wg)
     crop = tuple(slice(before, before + like.shape[2 + i]) for i, (before, _) in enumerate(pads))
     return gxp[(slice(None), slice(None), *crop)].copy()
 
 
-def _conv_grad_weight(output_grad, input, like, *, stride, padding, dilation, groups):
+def _conv_grad_weight(
+    output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     g_out, x = np.asarray(output_grad), np.asarray(input)
     kernel = like.shape[2:]
     stride, pads, dilation, out_sizes = _conv_setup(x.shape, kernel, stride, padding, dilation)
@@ -695,19 +734,24 @@ def _conv_grad_weight(output_grad, input, like, *, stride, padding, dilation, gr
         patch = xp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
         for g in range(groups):
             summed = [0, *range(2, patch.ndim)]  # batch and output positions
-            gw[(slice(g * og, (g + 1) * og), slice(None), *offset)] += np.tensordot(
+            taps: Index = (slice(g * og, (g + 1) * og), slice(None), *offset)
+            gw[taps] += np.tensordot(
                 g_out[:, g * og : (g + 1) * og], patch[:, g * cg : (g + 1) * cg], axes=(summed, summed)
             )
     return gw
 
 
 @reference
-def conv1d(input, weight, bias, *, stride, padding, dilation, groups):
+def conv1d(
+    input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 @reference
-def batch_norm2d(input, weight=None, bias=None, *, eps):
+def batch_norm2d(
+    input: Array, weight: Array | None = None, bias: Array | None = None, *, eps: float
+) -> tuple[Array, Array, Array]:
     """``nn.BatchNorm2d`` in training mode: per-channel mean and biased variance over ``(N, H, W)``."""
     mean = input.mean(axis=(0, 2, 3))
     var = input.var(axis=(0, 2, 3))
@@ -720,32 +764,44 @@ def batch_norm2d(input, weight=None, bias=None, *, eps):
 
 
 @reference
-def conv2d(input, weight, bias, *, stride, padding, dilation, groups):
+def conv2d(
+    input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 @reference
-def conv1d_grad_input(output_grad, weight, like, *, stride, padding, dilation, groups):
+def conv1d_grad_input(
+    output_grad: Array, weight: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     return _conv_grad_input(output_grad, weight, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 @reference
-def conv2d_grad_input(output_grad, weight, like, *, stride, padding, dilation, groups):
+def conv2d_grad_input(
+    output_grad: Array, weight: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     return _conv_grad_input(output_grad, weight, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 @reference
-def conv1d_grad_weight(output_grad, input, like, *, stride, padding, dilation, groups):
+def conv1d_grad_weight(
+    output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     return _conv_grad_weight(output_grad, input, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 @reference
-def conv2d_grad_weight(output_grad, input, like, *, stride, padding, dilation, groups):
+def conv2d_grad_weight(
+    output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
+) -> Array:
     return _conv_grad_weight(output_grad, input, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 # -- pooling -------------------------------------------------------------------------------------
-def _pool_setup(shape, kernel_size, stride, padding, dilation):
+def _pool_setup(
+    shape: Sequence[int], kernel_size: Window, stride: Window | None, padding: Padding, dilation: Window
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], Pads, list[int]]:
     kernel = _spatial(kernel_size, 2)
     stride = kernel if stride is None else _spatial(stride, 2)
     dilation = _spatial(dilation, 2)
@@ -754,50 +810,91 @@ def _pool_setup(shape, kernel_size, stride, padding, dilation):
     return kernel, stride, dilation, pads, _out_sizes(padded, kernel, stride, dilation)
 
 
-def _windows(x, kernel, stride, dilation, pads, out_sizes, fill):
+def _windows(
+    x: Array,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+    out_sizes: Sequence[int],
+    fill: float,
+) -> Array:
     """``[..., oh, ow, kh*kw]``: every pooling window of ``x`` padded with ``fill``."""
     lead = [(0, 0)] * (x.ndim - 2)
     xp = np.pad(x, [*lead, *pads], mode="constant", constant_values=fill)
     views = []
     for offset in itertools.product(range(kernel[0]), range(kernel[1])):
-        views.append(xp[(Ellipsis, *_offset_slices(offset, out_sizes, stride, dilation))])
+        window: Index = (Ellipsis, *_offset_slices(offset, out_sizes, stride, dilation))
+        views.append(xp[window])
     return np.stack(views, axis=-1)
 
 
-def _scatter_windows(shape, pads, kernel, stride, dilation, out_sizes, contribution, dtype):
+def _scatter_windows(
+    shape: Sequence[int],
+    pads: Pads,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    out_sizes: Sequence[int],
+    contribution: Callable[[int], Array],
+    dtype: np.dtype,
+) -> Array:
     """Sum ``contribution(k) -> [..., oh, ow]`` back onto the input positions of window element ``k``."""
     padded = [*shape[:-2], shape[-2] + sum(pads[0]), shape[-1] + sum(pads[1])]
     gxp = np.zeros(padded, dtype=dtype)
     for k, offset in enumerate(itertools.product(range(kernel[0]), range(kernel[1]))):
-        gxp[(Ellipsis, *_offset_slices(offset, out_sizes, stride, dilation))] += contribution(k)
+        window: Index = (Ellipsis, *_offset_slices(offset, out_sizes, stride, dilation))
+        gxp[window] += contribution(k)
     return gxp[..., pads[0][0] : pads[0][0] + shape[-2], pads[1][0] : pads[1][0] + shape[-1]].copy()
 
 
 @reference
-def max_pool2d(input, *, kernel_size, stride, padding, dilation):
+def max_pool2d(
+    input: Array, *, kernel_size: Window, stride: Window | None, padding: Padding, dilation: Window
+) -> Array:
     x = np.asarray(input)
     kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    return _windows(x, kernel, stride, dilation, pads, out_sizes, fill).max(axis=-1)
+    return typing.cast(Array, _windows(x, kernel, stride, dilation, pads, out_sizes, fill).max(axis=-1))
 
 
-def _avg_divisor(shape, kernel, stride, dilation, pads, out_sizes, count_include_pad):
+def _avg_divisor(
+    shape: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+    out_sizes: Sequence[int],
+    count_include_pad: bool,
+) -> float | Array:
     if count_include_pad:
         return float(kernel[0] * kernel[1])
     ones_ = np.ones(shape[-2:])
-    return _windows(ones_, kernel, stride, dilation, pads, out_sizes, 0.0).sum(axis=-1)
+    return typing.cast(Array, _windows(ones_, kernel, stride, dilation, pads, out_sizes, 0.0).sum(axis=-1))
 
 
 @reference
-def avg_pool2d(input, *, kernel_size, stride, padding, dilation, count_include_pad):
+def avg_pool2d(
+    input: Array,
+    *,
+    kernel_size: Window,
+    stride: Window | None,
+    padding: Padding,
+    dilation: Window,
+    count_include_pad: bool,
+) -> Array:
     x = _float(input)
     kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
     total = _windows(x, kernel, stride, dilation, pads, out_sizes, 0.0).sum(axis=-1)
-    return total / _avg_divisor(x.shape, kernel, stride, dilation, pads, out_sizes, count_include_pad)
+    return typing.cast(
+        Array, total / _avg_divisor(x.shape, kernel, stride, dilation, pads, out_sizes, count_include_pad)
+    )
 
 
 @reference
-def max_pool2d_grad(output_grad, input, *, kernel_size, stride, padding, dilation):
+def max_pool2d_grad(
+    output_grad: Array, input: Array, *, kernel_size: Window, stride: Window | None, padding: Padding, dilation: Window
+) -> Array:
     x, g = np.asarray(input), np.asarray(output_grad)
     kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
     winner = _windows(x, kernel, stride, dilation, pads, out_sizes, -np.inf).argmax(axis=-1)  # first on ties
@@ -805,7 +902,16 @@ def max_pool2d_grad(output_grad, input, *, kernel_size, stride, padding, dilatio
 
 
 @reference
-def avg_pool2d_grad(output_grad, input, *, kernel_size, stride, padding, dilation, count_include_pad):
+def avg_pool2d_grad(
+    output_grad: Array,
+    input: Array,
+    *,
+    kernel_size: Window,
+    stride: Window | None,
+    padding: Padding,
+    dilation: Window,
+    count_include_pad: bool,
+) -> Array:
     x, g = np.asarray(input), np.asarray(output_grad)
     kernel, stride, dilation, pads, out_sizes = _pool_setup(x.shape, kernel_size, stride, padding, dilation)
     share = g / _avg_divisor(x.shape, kernel, stride, dilation, pads, out_sizes, count_include_pad)
@@ -814,19 +920,19 @@ def avg_pool2d_grad(output_grad, input, *, kernel_size, stride, padding, dilatio
 
 # -- embedding, attention, dropout, sampling -----------------------------------------------------
 @reference
-def embedding(input, weight):
-    return np.asarray(weight)[np.asarray(input)]
+def embedding(input: Array, weight: Array) -> Array:
+    return typing.cast(Array, np.asarray(weight)[np.asarray(input)])
 
 
 @reference
-def embedding_grad(output_grad, input, like):
+def embedding_grad(output_grad: Array, input: Array, like: Array) -> Array:
     grad = np.zeros(np.shape(like), dtype=np.asarray(output_grad).dtype)
     np.add.at(grad, np.asarray(input), output_grad)
     return grad
 
 
 @reference
-def attention_weights(query, key, mask, *, causal, scale):
+def attention_weights(query: Array, key: Array, mask: Array | None, *, causal: bool, scale: float | None) -> Array:
     q, k = _float(query), _float(key)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     logits = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
@@ -841,15 +947,17 @@ def attention_weights(query, key, mask, *, causal, scale):
 
 
 @reference
-def scaled_dot_product_attention(query, key, value, mask, *, causal, scale):
-    return np.matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value)
+def scaled_dot_product_attention(
+    query: Array, key: Array, value: Array, mask: Array | None, *, causal: bool, scale: float | None
+) -> Array:
+    return typing.cast(Array, np.matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value))
 
 
 _RNG = np.random.default_rng(0)
 
 
 @reference
-def dropout_mask(input, *, p, training):
+def dropout_mask(input: Array, *, p: float, training: bool) -> Array:
     shape_ = np.shape(input)
     if not training or p == 0:
         return np.ones(shape_)
@@ -857,42 +965,44 @@ def dropout_mask(input, *, p, training):
 
 
 @reference
-def randn(*, shape):
+def randn(*, shape: Sequence[int]) -> Array:
     return _RNG.standard_normal(tuple(shape))
 
 
 @reference
-def randint(*, low, high, shape):
+def randint(*, low: int, high: int, shape: Sequence[int]) -> Array:
     return _RNG.integers(low, high, tuple(shape), dtype=_INT)
 
 
 # -- losses --------------------------------------------------------------------------------------
-def _ce_log_probs(x, input_type, eps):
+def _ce_log_probs(x: Array, input_type: str, eps: float) -> Array:
     if input_type == "logits":
         return log_softmax(x, axis=1)
     if input_type == "probs":
-        return np.log(np.maximum(x, eps))
+        return typing.cast(Array, np.log(np.maximum(x, eps)))
     if input_type == "log_probs":
         return x
     raise ValueError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
-def _ce_target(x, target, categorical):
+def _ce_target(x: Array, target: Array, categorical: bool) -> Array:
     """Targets as probabilities shaped like the input ``[N, C, *rest]`` (one-hot for class indices)."""
     if not categorical:
         return _float(target)
     classes = np.arange(x.shape[1]).reshape(1, -1, *([1] * (x.ndim - 2)))
-    return (np.expand_dims(np.asarray(target), 1) == classes).astype(x.dtype)
+    return typing.cast(Array, (np.expand_dims(np.asarray(target), 1) == classes).astype(x.dtype))
 
 
 @reference
-def cross_entropy(input, target, *, input_type, categorical, eps):
+def cross_entropy(input: Array, target: Array, *, input_type: str, categorical: bool, eps: float) -> Array:
     x = _float(input)
-    return -np.sum(_ce_target(x, target, categorical) * _ce_log_probs(x, input_type, eps), axis=1)
+    return typing.cast(Array, -np.sum(_ce_target(x, target, categorical) * _ce_log_probs(x, input_type, eps), axis=1))
 
 
 @reference
-def cross_entropy_grad(output_grad, input, target, *, input_type, categorical, eps):
+def cross_entropy_grad(
+    output_grad: Array, input: Array, target: Array, *, input_type: str, categorical: bool, eps: float
+) -> Array:
     x = _float(input)
     t = _ce_target(x, target, categorical)
     if input_type == "logits":
@@ -901,11 +1011,13 @@ def cross_entropy_grad(output_grad, input, target, *, input_type, categorical, e
         local = np.where(x > eps, -t / np.maximum(x, eps), 0.0)
     else:
         local = -t
-    return local * np.expand_dims(np.asarray(output_grad), 1)
+    return typing.cast(Array, local * np.expand_dims(np.asarray(output_grad), 1))
 
 
 @reference
-def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
+def lstm_recurrence(
+    input: Array, weight_hh: Array, initial_hidden: Array, initial_cell: Array
+) -> tuple[Array, Array, Array]:
     """The textbook LSTM loop, step by step (real or complex inputs: the helper's reference below
     differentiates it by complex steps)."""
     n = initial_hidden.shape[-1]
@@ -920,7 +1032,20 @@ def lstm_recurrence(input, weight_hh, initial_hidden, initial_cell):
 
 
 @reference
-def adam_update(param, grad, m, v, step_size, eps_hat, shrink=None, *, beta1=0.9, beta2=0.999, l2=0.0, in_place=False):
+def adam_update(
+    param: Array,
+    grad: Array,
+    m: Array,
+    v: Array,
+    step_size: Array,
+    eps_hat: Array,
+    shrink: Array | None = None,
+    *,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    l2: float = 0.0,
+    in_place: bool = False,
+) -> tuple[Array, Array, Array]:
     """Adam as ``torch.optim`` writes it, the bias corrections recovered from the step's scalars:
     ``eps_hat = eps * sqrt(c2)`` and ``step_size = lr * sqrt(c2) / c1`` for the corrections ``c1``, ``c2``
     (``in_place`` only allows writing the inputs: the results are the same)."""
@@ -932,7 +1057,7 @@ def adam_update(param, grad, m, v, step_size, eps_hat, shrink=None, *, beta1=0.9
 
 
 @reference
-def polynomial_features(input, *, degree):
+def polynomial_features(input: Array, *, degree: int) -> Array:
     """scikit-learn's column order (no bias column): every product of ``1..degree`` columns, chosen with
     replacement, in lexicographic order."""
     import itertools
@@ -943,13 +1068,30 @@ def polynomial_features(input, *, degree):
 
 
 @reference
-def lstm_layer(input, weight_ih, weight_hh, bias_ih, bias_hh, initial_hidden, initial_cell):
+def lstm_layer(
+    input: Array,
+    weight_ih: Array,
+    weight_hh: Array,
+    bias_ih: Array,
+    bias_hh: Array,
+    initial_hidden: Array,
+    initial_cell: Array,
+) -> tuple[Array, Array, Array]:
     """The input projection, then the textbook loop."""
     return lstm_recurrence(input @ weight_ih.T + bias_ih + bias_hh, weight_hh, initial_hidden, initial_cell)
 
 
 @reference
-def lstm_recurrence_grad(output_grad, hidden_grad, cell_grad, input, weight_hh, initial_hidden, initial_cell, output):
+def lstm_recurrence_grad(
+    output_grad: Array,
+    hidden_grad: Array,
+    cell_grad: Array,
+    input: Array,
+    weight_hh: Array,
+    initial_hidden: Array,
+    initial_cell: Array,
+    output: Array,
+) -> tuple[Array, ...]:
     """Complex-step derivatives of ``<cotangents, lstm_recurrence(...)>`` with respect to every entry of
     every input (exact to rounding; independent of the backends' backpropagation through time)."""
     primals = [np.asarray(a, dtype=complex) for a in (input, weight_hh, initial_hidden, initial_cell)]
@@ -968,75 +1110,75 @@ def lstm_recurrence_grad(output_grad, hidden_grad, cell_grad, input, weight_hh, 
 
 
 @reference
-def binary_cross_entropy(input, target, *, input_type, eps):
+def binary_cross_entropy(input: Array, target: Array, *, input_type: str, eps: float) -> Array:
     x, t = _float(input), _float(target)
     if input_type == "logits":  # log(1 + e^x) - t x, written without overflow
-        return np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x)))
+        return typing.cast(Array, np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x))))
     if input_type == "probs":
-        return -(t * np.log(np.maximum(x, eps)) + (1 - t) * np.log(np.maximum(1 - x, eps)))
+        return typing.cast(Array, -(t * np.log(np.maximum(x, eps)) + (1 - t) * np.log(np.maximum(1 - x, eps))))
     raise ValueError(f"binary_cross_entropy: input_type must be 'logits' or 'probs', got {input_type!r}")
 
 
 @reference
-def squared_error(input, target):
+def squared_error(input: Array, target: Array) -> Array:
     diff = _float(input) - target
-    return diff * diff
+    return typing.cast(Array, diff * diff)
 
 
 @reference
-def absolute_error(input, target):
-    return np.abs(_float(input) - target)
+def absolute_error(input: Array, target: Array) -> Array:
+    return typing.cast(Array, np.abs(_float(input) - target))
 
 
 # -- user functions ------------------------------------------------------------------------------
 @reference
-def lambda_(input, *, fn, same_shape):
+def lambda_(input: Array, *, fn: Callable[[Array], Any], same_shape: bool) -> Array:
     return np.asarray(fn(input))
 
 
 # -- gradient helpers ----------------------------------------------------------------------------
 @reference
-def sum_to_like(input, like):
+def sum_to_like(input: Array, like: Array) -> Array:
     x, target = np.asarray(input), np.shape(like)
     x = np.sum(x, axis=tuple(range(x.ndim - len(target))))
     axes = tuple(i for i, size_ in enumerate(target) if size_ == 1 and x.shape[i] != 1)
-    return np.sum(x, axis=axes, keepdims=True) if axes else x.copy()
+    return typing.cast(Array, np.sum(x, axis=axes, keepdims=True) if axes else x.copy())
 
 
 @reference
-def reshape_like(input, like):
+def reshape_like(input: Array, like: Array) -> Array:
     return np.reshape(input, np.shape(like)).copy()
 
 
 @reference
-def broadcast_to_like(input, like):
+def broadcast_to_like(input: Array, like: Array) -> Array:
     return np.broadcast_to(input, np.shape(like)).copy()
 
 
 @reference
-def linear_grad_weight(output_grad, input):
+def linear_grad_weight(output_grad: Array, input: Array) -> Array:
     g, x = np.asarray(output_grad), np.asarray(input)
-    return g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+    return typing.cast(Array, g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1]))
 
 
 @reference
-def index_grad(output_grad, like, *, key):
+def index_grad(output_grad: Array, like: Array, *, key: Any) -> Array:
     grad = np.zeros(np.shape(like), dtype=np.asarray(output_grad).dtype)
     grad[key] += output_grad  # basic indexing never repeats an element
     return grad
 
 
 @reference
-def gather_grad(output_grad, index, like, *, axis):
+def gather_grad(output_grad: Array, index: Array, like: Array, *, axis: int) -> Array:
     idx = np.asarray(index)
     grad = np.zeros(np.shape(like), dtype=np.asarray(output_grad).dtype)
-    positions = list(np.indices(idx.shape, sparse=True))
+    positions: list[Array] = list(np.indices(idx.shape, sparse=True))
     positions[axis] = idx
     np.add.at(grad, tuple(positions), output_grad)
     return grad
 
 
-def _matmul_promoted(output_grad, left, right):
+def _matmul_promoted(output_grad: Array, left: Array, right: Array) -> tuple[Array, Array, Array]:
     """Operands and cotangent with NumPy matmul's 1-D promotions made explicit."""
     g, a, b = np.asarray(output_grad), np.asarray(left), np.asarray(right)
     if b.ndim == 1:
@@ -1046,19 +1188,19 @@ def _matmul_promoted(output_grad, left, right):
     return g, a, b
 
 
-def _summed_back(grad, shape):
+def _summed_back(grad: Array, shape: Sequence[int]) -> Array:
     """Sum the broadcast axes of ``grad`` (leading extras, and where ``shape`` has size 1) away."""
     grad = grad.sum(axis=tuple(range(grad.ndim - len(shape))))
-    return grad.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True)
+    return typing.cast(Array, grad.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True))
 
 
 @reference
-def matmul_grad_left(output_grad, left, right):
+def matmul_grad_left(output_grad: Array, left: Array, right: Array) -> Array:
     g, a, b = _matmul_promoted(output_grad, left, right)
     return _summed_back(np.einsum("...mn,...kn->...mk", g, b), a.shape).reshape(np.shape(left))
 
 
 @reference
-def matmul_grad_right(output_grad, left, right):
+def matmul_grad_right(output_grad: Array, left: Array, right: Array) -> Array:
     g, a, b = _matmul_promoted(output_grad, left, right)
     return _summed_back(np.einsum("...mk,...mn->...kn", a, g), b.shape).reshape(np.shape(right))

@@ -62,7 +62,7 @@ def lowest(dtype: Any) -> Any:
         return -jnp.inf
     if dtype == jnp.bool_:
         return False
-    return jnp.iinfo(dtype).min
+    return jnp.iinfo(dtype).min  # type: ignore[no-untyped-call]  # jax's iinfo.__init__ has no annotations
 
 
 def _window_args(x: Any, geometry: WindowGeometry) -> dict[str, Any]:
@@ -87,7 +87,8 @@ def max_pool(x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: A
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
 def _max_pool(x: jax.Array, geometry: WindowGeometry) -> jax.Array:
-    return jax.lax.reduce_window(x, lowest(x.dtype), jax.lax.max, **_window_args(x, geometry))
+    pooled: jax.Array = jax.lax.reduce_window(x, lowest(x.dtype), jax.lax.max, **_window_args(x, geometry))
+    return pooled
 
 
 def _max_pool_fwd(x: jax.Array, geometry: WindowGeometry) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
@@ -131,9 +132,10 @@ def avg_pool(
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(float_dtype)
     geometry = pool_geometry(x, kernel_size, stride, padding, dilation)
-    total = jax.lax.reduce_window(x, x.dtype.type(0), jax.lax.add, **_window_args(x, geometry))
+    total: jax.Array = jax.lax.reduce_window(x, x.dtype.type(0), jax.lax.add, **_window_args(x, geometry))
     if count_include_pad or not geometry.padded:
-        return total / x.dtype.type(math.prod(geometry.kernel))
+        mean: jax.Array = total / x.dtype.type(math.prod(geometry.kernel))  # ``x`` is typed Any
+        return mean
     ones = np.pad(np.ones(geometry.size), geometry.pads)
     count = np.zeros(geometry.out)
     for _, window in geometry.offset_slices():

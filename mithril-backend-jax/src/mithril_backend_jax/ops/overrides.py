@@ -56,7 +56,7 @@ def _floating(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return floating
 
 
-_FLOATING = {
+_FLOATING: dict[str, Callable[..., Any]] = {
     "exp": jnp.exp, "log": jnp.log, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "sin": jnp.sin, "cos": jnp.cos,
     "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "erf": jax.lax.erf,
     "mean": lambda x, *, axis, keepdim: jnp.mean(x, axis=_axis(axis), keepdims=keepdim),

@@ -23,7 +23,7 @@ def pad_spatial(x: mx.array, pads: Sequence[tuple[int, int]], value: Any = 0) ->
     """``x`` with its trailing axes padded by ``pads`` (``x`` itself when there is no padding)."""
     if not any(b or a for b, a in pads):
         return x
-    return mx.pad(x, [(0, 0)] * (x.ndim - len(pads)) + [tuple(p) for p in pads], constant_values=value)
+    return mx.pad(x, [(0, 0)] * (x.ndim - len(pads)) + [(b, a) for b, a in pads], constant_values=value)
 
 
 def _geometry(x: mx.array, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> WindowGeometry:
@@ -46,14 +46,14 @@ def max_pool(x: mx.array, *, kernel_size: Any, stride: Any, padding: Any, dilati
     """``torch.nn.functional.max_pool2d`` over the last two axes; padding reads as ``-inf``."""
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads, _lowest(x.dtype))
-    out = None
-    for _, window in geometry.offset_slices():
-        values = xp[(..., *window)]
-        out = values if out is None else mx.maximum(out, values)
+    windows = geometry.offset_slices()
+    out = xp[(..., *next(windows)[1])]  # the first kernel offset's values, then the maximum with the others
+    for _, window in windows:
+        out = mx.maximum(out, xp[(..., *window)])
     return out
 
 
-def _count(geometry: WindowGeometry, count_include_pad: bool, dtype: Any) -> Any:
+def _count(geometry: WindowGeometry, count_include_pad: bool, dtype: Any) -> float | mx.array:
     """The divisor of each output: the window size, or the number of unpadded elements it covers."""
     if count_include_pad or not geometry.padded:
         return float(geometry.kernel[0] * geometry.kernel[1])
@@ -72,9 +72,9 @@ def avg_pool(
     x = _float(x)
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads)
-    total = None
-    for _, window in geometry.offset_slices():
-        values = xp[(..., *window)]
-        total = values if total is None else total + values
+    windows = geometry.offset_slices()
+    total = xp[(..., *next(windows)[1])]  # the first kernel offset's values start the sum
+    for _, window in windows:
+        total = total + xp[(..., *window)]
     return total / _count(geometry, count_include_pad, x.dtype)
 

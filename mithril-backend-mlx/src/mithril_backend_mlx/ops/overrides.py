@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
@@ -64,7 +64,7 @@ def prod(input: Array, *, axis: Any, keepdim: bool) -> Array:
     return _int64(mx.prod(input, axis=_axis(axis), keepdims=keepdim))
 
 
-def _arg(fn: Any, input: Array, axis: int | None, keepdim: bool) -> Array:
+def _arg(fn: Callable[..., Array], input: Array, axis: int | None, keepdim: bool) -> Array:
     if axis is None:  # over the flattened input; keepdim keeps every axis as size 1 (NumPy)
         result = fn(mx.reshape(input, (-1,)), axis=0)
         return mx.reshape(result, (1,) * input.ndim).astype(mx.int64) if keepdim else result.astype(mx.int64)
@@ -160,7 +160,7 @@ def _on_cpu_with_vjp(forward: Callable[..., Array], grad: Callable[..., Array]) 
     def primitive_vjp(primals: Any, cotangent: Array, output: Array) -> Array:
         return run(grad, cotangent, primals[0] if isinstance(primals, (list, tuple)) else primals)
 
-    return primitive
+    return cast("Callable[..., Array]", primitive)  # MLX's stub types custom_function's result as object
 
 
 def unique(input: Array) -> Array:
@@ -170,7 +170,7 @@ def unique(input: Array) -> Array:
 
 
 _SHARED_LINALG = array_api.linalg.build(Binding(mx, {}, sequence=list, floats=FLOATS))
-_LINALG = {
+_LINALG: dict[str, Callable[..., Array]] = {
     name: _on_cpu_with_vjp(_SHARED_LINALG[name], _SHARED_LINALG[f"{name}_grad"])
     for name in ("cholesky", "eigvalsh")
     if name in _SHARED_LINALG and f"{name}_grad" in _SHARED_LINALG

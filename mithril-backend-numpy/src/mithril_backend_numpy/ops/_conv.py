@@ -50,7 +50,7 @@ def conv_forward(
         cols = x.reshape(n_batch, groups, channels // groups, -1)
     else:
         cols = _columns(x, geometry, groups)
-    out = np.matmul(w, cols).reshape(n_batch, out_channels, *geometry.out)  # [N, g, Og, P] -> [N, O, *out]
+    out: np.ndarray = np.matmul(w, cols).reshape(n_batch, out_channels, *geometry.out)  # [N, g, Og, P] -> [N, O, *out]
     if bias is not None:
         out += np.asarray(bias, dtype=dtype).reshape(out_channels, *(1,) * n)
     return out
@@ -80,7 +80,7 @@ def conv_grad_weight(
         view = window_view(grouped, geometry, lead_order=(1, 2, 0))  # [g, Cg, N, *k, *out]
         view = np.moveaxis(view, 2, 2 + len(geometry.kernel))  # [g, Cg, *k, N, *out]
         cols = view.reshape(groups, -1, n_batch * prod(geometry.out))
-    grad = np.matmul(gy.astype(dtype, copy=False), np.swapaxes(cols, -1, -2))  # [g, Og, K]
+    grad: np.ndarray = np.matmul(gy.astype(dtype, copy=False), np.swapaxes(cols, -1, -2))  # [g, Og, K]
     return grad.reshape(like.shape)
 
 
@@ -131,12 +131,13 @@ def conv_grad_input(
         return _grad_input_by_correlation(output_grad, weight, geometry, dtype)
     w_t = np.swapaxes(np.asarray(weight, dtype=dtype).reshape(groups, out_channels // groups, -1), -1, -2)
     gy = np.asarray(output_grad, dtype=dtype).reshape(n_batch, groups, out_channels // groups, -1)
-    dcols = np.matmul(w_t, gy)  # [N, g, Cg * prod(k), P]
+    dcols: np.ndarray = np.matmul(w_t, gy)  # [N, g, Cg * prod(k), P]
     if geometry.pointwise:
         return dcols.reshape(like.shape)
     dcols = dcols.reshape(n_batch, channels, *geometry.kernel, *geometry.out)
     padded_shape = (n_batch, channels, *geometry.padded_size)
     dxp = np.zeros(padded_shape, dtype=dtype)
     for offset, window in geometry.offset_slices():
-        dxp[(slice(None), slice(None), *window)] += dcols[(slice(None), slice(None), *offset)]
+        tap: tuple[slice | int, ...] = (slice(None), slice(None), *offset)  # annotated: see _windows.Index
+        dxp[(slice(None), slice(None), *window)] += dcols[tap]
     return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))

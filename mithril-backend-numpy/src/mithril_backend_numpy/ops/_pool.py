@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from mithril.extend import WindowGeometry
 
-from ._windows import crop_spatial, pad_spatial
+from ._windows import Index, crop_spatial, pad_spatial
 
 __all__ = ["max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad"]
 
@@ -46,14 +46,12 @@ def max_pool(x: np.ndarray, *, kernel_size: Any, stride: Any, padding: Any, dila
     (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geometry.kernel, geometry.stride, geometry.dilation, geometry.out
     # separable: the maximum over each row's kw window offsets, then over kh of those rows (kh + kw passes
     # instead of kh * kw; the first of equal values in row-major window order wins, as in one pass)
-    rows = None
-    for j in range(kw):
-        values = xp[..., j * dw : j * dw + (ow - 1) * sw + 1 : sw]
-        rows = values.copy() if rows is None else np.maximum(rows, values, out=rows)
-    out = None
-    for i in range(kh):
-        values = rows[..., i * dh : i * dh + (oh - 1) * sh + 1 : sh, :]
-        out = values.copy() if out is None else np.maximum(out, values, out=out)
+    rows = xp[..., : (ow - 1) * sw + 1 : sw].copy()
+    for j in range(1, kw):
+        np.maximum(rows, xp[..., j * dw : j * dw + (ow - 1) * sw + 1 : sw], out=rows)
+    out = rows[..., : (oh - 1) * sh + 1 : sh, :].copy()
+    for i in range(1, kh):
+        np.maximum(out, rows[..., i * dh : i * dh + (oh - 1) * sh + 1 : sh, :], out=out)
     return out
 
 
@@ -76,10 +74,12 @@ def avg_pool(
     x = _float(np.asarray(x))
     geometry = _geometry(x, kernel_size, stride, padding, dilation)
     xp = pad_spatial(x, geometry.pads)
-    total = None
-    for _, window in geometry.offset_slices():
-        values = xp[(..., *window)]
-        total = values.copy() if total is None else np.add(total, values, out=total)
+    windows = geometry.offset_slices()
+    first: Index = (..., *next(windows)[1])  # the first kernel offset's values start the sum
+    total = xp[first].copy()
+    for _, window in windows:
+        inner: Index = (..., *window)
+        np.add(total, xp[inner], out=total)
     total /= _count(geometry, count_include_pad, x.dtype)
     return total
 
@@ -96,10 +96,11 @@ def max_pool_grad(
     dxp = np.zeros(xp.shape, dtype=grad.dtype)
     pending = np.ones(best.shape, dtype=bool)  # windows whose arg-max is not found yet
     for _, window in geometry.offset_slices():
-        hit = xp[(..., *window)] == best
+        inner: Index = (..., *window)
+        hit = xp[inner] == best
         hit &= pending
         pending &= ~hit
-        dxp[(..., *window)] += np.where(hit, grad, 0)
+        dxp[inner] += np.where(hit, grad, 0)
     return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))
 
 
@@ -121,5 +122,6 @@ def avg_pool_grad(
     padded_shape = (*x.shape[:-2], *geometry.padded_size)
     dxp = np.zeros(padded_shape, dtype=grad.dtype)
     for _, window in geometry.offset_slices():
-        dxp[(..., *window)] += grad
+        inner: Index = (..., *window)
+        dxp[inner] += grad
     return np.ascontiguousarray(crop_spatial(dxp, geometry.pads))

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import EllipsisType
 
 import numpy as np
 from mithril.extend import WindowGeometry
 
-__all__ = ["pad_spatial", "crop_spatial", "window_view", "prod"]
+__all__ = ["pad_spatial", "crop_spatial", "window_view", "prod", "Index"]
+
+Index = tuple[EllipsisType | slice, ...]
+"""``x[(..., *slices)]``: the trailing axes sliced (annotating the key spares mypy inferring it from the
+first of ``ndarray.__getitem__``'s overloads)."""
 
 
 def pad_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]], value: float = 0) -> np.ndarray:
@@ -27,7 +32,8 @@ def pad_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]], value: float = 0
     n = len(pads)
     shape = (*x.shape[:-n], *(s + b + a for s, (b, a) in zip(x.shape[-n:], pads)))
     out = np.full(shape, value, dtype=x.dtype) if value else np.zeros(shape, dtype=x.dtype)
-    out[(..., *(slice(b, b + s) for s, (b, _) in zip(x.shape[-n:], pads)))] = x
+    inner: Index = (..., *(slice(b, b + s) for s, (b, _) in zip(x.shape[-n:], pads)))
+    out[inner] = x
     return out
 
 
@@ -36,7 +42,8 @@ def crop_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]]) -> np.ndarray:
     if not any(b or a for b, a in pads):
         return x
     n = len(pads)
-    return x[(..., *(slice(b, s - a) for s, (b, a) in zip(x.shape[-n:], pads)))]
+    inner: Index = (..., *(slice(b, s - a) for s, (b, a) in zip(x.shape[-n:], pads)))
+    return x[inner]
 
 
 def window_view(xp: np.ndarray, geometry: WindowGeometry, lead_order: Sequence[int] | None = None) -> np.ndarray:

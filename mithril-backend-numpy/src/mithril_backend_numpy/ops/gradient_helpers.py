@@ -63,4 +63,5 @@ def cross_entropy_grad(
         grad = -np.asarray(target)
     else:
         raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
-    return grad * np.expand_dims(output_grad, 1)
+    scaled: Array = grad * np.expand_dims(output_grad, 1)
+    return scaled

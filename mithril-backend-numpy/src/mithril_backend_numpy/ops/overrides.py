@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-from mithril.extend import array_api, uses_backend
+from mithril.extend import Backend, array_api, uses_backend
 
 Array = np.ndarray
 
@@ -39,7 +39,8 @@ def _chebval(u: Array, coefficients: np.ndarray) -> Array:
     u2 = 2 * u
     for c in coefficients[:0:-1]:
         b1, b2 = u2 * b1 - b2 + float(c), b1
-    return u * b1 - b2 + float(coefficients[0])
+    total: Array = u * b1 - b2 + float(coefficients[0])
+    return total
 
 
 def erf(input: Array) -> Array:
@@ -64,7 +65,8 @@ def erf(input: Array) -> Array:
     with np.errstate(under="ignore", over="ignore"):
         erfc = t * np.exp(-x2 + _chebval(2 * t - 1, _ERFC_CHEB))
     result = np.where(z < 0.5, small, 1 - erfc)
-    return np.copysign(result, work).astype(x.dtype, copy=False)
+    signed: Array = np.copysign(result, work)
+    return signed.astype(x.dtype, copy=False)
 
 
 @uses_backend
@@ -80,17 +82,18 @@ def cast(backend: Any, input: Array, *, dtype: Any) -> Array:
 
 def linear(input: Array, weight: Array, bias: Array | None) -> Array:
     """``input @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout; ``bias`` may be ``None``."""
-    out = np.matmul(input, np.swapaxes(weight, -1, -2))
+    out: Array = np.matmul(input, np.swapaxes(weight, -1, -2))
     if bias is None:
         return out
     if isinstance(out, np.ndarray) and out.dtype == np.result_type(out, bias) and out.ndim >= np.ndim(bias):
         out += bias
         return out
-    return out + bias
+    biased: Array = out + bias
+    return biased
 
 
 @uses_backend
-def randn(backend: Any, *, shape: Any) -> Array:
+def randn(backend: Backend[Array], *, shape: Any) -> Array:
     """Standard normal samples of ``shape`` in the backend float dtype."""
     dtype = backend.native_dtype("float")
     draw = dtype if dtype in (np.float32, np.float64) else np.float32
@@ -98,7 +101,7 @@ def randn(backend: Any, *, shape: Any) -> Array:
 
 
 @uses_backend
-def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
+def randint(backend: Backend[Array], *, low: int, high: int, shape: Any) -> Array:
     """Integers uniform in ``[low, high)`` of ``shape`` (int64)."""
     return backend.rng.integers(low, high, tuple(shape), dtype=np.int64)
 

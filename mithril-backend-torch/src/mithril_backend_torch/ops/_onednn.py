@@ -27,7 +27,7 @@ __all__ = ["available", "usable", "linear"]
 def available() -> bool:
     """Whether the oneDNN kernel exists here and matches ``F.linear`` on a small probe."""
     op = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
-    if op is None or not torch.backends.mkldnn.is_available():
+    if op is None or not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]  # unannotated in torch
         return False
     try:
         # fixed values: the probe must not draw from (and so change) the global random generator
@@ -59,4 +59,5 @@ def usable(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None)
 
 def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``input @ weight.T + bias`` by oneDNN (call only when :func:`usable`)."""
-    return torch.ops.mkldnn._linear_pointwise(input, weight, bias, "none", [], "")
+    out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(input, weight, bias, "none", [], "")  # torch.ops: Any
+    return out

@@ -41,7 +41,9 @@ def pad_spatial(x: torch.Tensor, pads: Pads, value: float = 0.0) -> torch.Tensor
     return F.pad(x, flat, mode="constant", value=value)
 
 
-def pool_geometry(kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, ...], ...]:
+def pool_geometry(
+    kernel_size: Any, stride: Any, padding: Any, dilation: Any
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
     """``(kernel, stride, pads, dilation)`` of a 2-d pool (``stride=None`` means the kernel size)."""
     kernel = spatial(kernel_size, 2)
     return kernel, *window_attributes(kernel, stride=stride, padding=padding, dilation=dilation)

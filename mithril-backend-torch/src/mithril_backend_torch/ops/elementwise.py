@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -165,7 +166,7 @@ def stop_gradient(input: Tensor) -> Tensor:
     return input.detach() if isinstance(input, Tensor) else input
 
 
-def _paired(name: str, fn: Any) -> Any:
+def _paired(name: str, fn: Callable[..., Tensor]) -> Callable[[Any, Any], Tensor]:
     def paired(left: Any, right: Any) -> Tensor:
         return fn(*_pair(left, right))
 

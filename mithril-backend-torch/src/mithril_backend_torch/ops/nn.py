@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -59,10 +59,11 @@ def _as_planes(x: Tensor) -> Tensor:
     return x.reshape(-1, *x.shape[-2:])
 
 
-def _fits(pads: Any, limits: Any) -> bool:
-    """torch pools pad symmetrically, at most half the (effective) kernel per side."""
+def _fitting(pads: Any, limits: Any) -> tuple[int, ...] | None:
+    """The padding of a torch pool for ``pads``, or ``None`` when it cannot express them: torch pools pad
+    symmetrically, at most half the (effective) kernel per side."""
     symmetric = torch_padding(pads)
-    return symmetric is not None and all(p <= limit for p, limit in zip(symmetric, limits))
+    return symmetric if symmetric is not None and all(p <= limit for p, limit in zip(symmetric, limits)) else None
 
 
 def max_pool2d(input: Tensor, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Tensor:
@@ -73,9 +74,8 @@ def max_pool2d(input: Tensor, *, kernel_size: Any, stride: Any, padding: Any, di
     if integer:
         x = x.to(torch.float64)
     effective = [(d * (k - 1) + 1) // 2 for k, d in zip(kernel, dilations)]
-    if _fits(pads, effective):
-        symmetric = torch_padding(pads)
-    else:
+    symmetric = _fitting(pads, effective)
+    if symmetric is None:
         x, symmetric = pad_spatial(x, pads, -math.inf), (0, 0)
     out = F.max_pool2d(x, kernel, strides, symmetric, dilations)
     if integer:
@@ -102,8 +102,9 @@ def avg_pool2d(
     x = _as_planes(input)
     if not x.is_floating_point():
         x = x.to(backend.native_dtype("float"))
-    if dilations == (1, 1) and _fits(pads, [k // 2 for k in kernel]):
-        out = F.avg_pool2d(x, kernel, strides, torch_padding(pads), count_include_pad=count_include_pad)
+    symmetric = _fitting(pads, [k // 2 for k in kernel]) if dilations == (1, 1) else None
+    if symmetric is not None:
+        out = F.avg_pool2d(x, kernel, strides, symmetric, count_include_pad=count_include_pad)
     else:
         out = _window_sum(x, kernel, strides, pads, dilations)
         if count_include_pad or not any(a or b for a, b in pads):
@@ -196,13 +197,13 @@ def dropout_mask(backend: Any, input: Tensor, *, p: float, training: bool) -> Te
 @uses_backend
 def randn(backend: Any, *, shape: Any) -> Tensor:
     """Standard normal samples of ``shape`` in the backend float dtype (from the backend's generator)."""
-    return backend.randn(*tuple(shape))
+    return cast(Tensor, backend.randn(*tuple(shape)))
 
 
 @uses_backend
 def randint(backend: Any, *, low: int, high: int, shape: Any) -> Tensor:
     """Integers uniform in ``[low, high)`` of ``shape`` (int64, from the backend's generator)."""
-    return backend.randint(low, high, tuple(shape))
+    return cast(Tensor, backend.randint(low, high, tuple(shape)))
 
 
 
@@ -240,8 +241,8 @@ def lstm_recurrence(
     """
     tensors = (input, weight_hh, initial_hidden, initial_cell)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _LSTMRecurrence.apply(*tensors)  # type: ignore[no-any-return]
-    return _FORWARD(*tensors)  # type: ignore[no-any-return]
+        return _LSTMRecurrence.apply(*tensors)  # type: ignore[no-untyped-call, no-any-return]  # unannotated in torch
+    return cast("tuple[Tensor, Tensor, Tensor]", _FORWARD(*tensors))
 
 
 _TORCH_LSTM = getattr(torch, "lstm", None)

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -61,7 +62,7 @@ def prod(input: Tensor, *, axis: Axis, keepdim: bool) -> Tensor:
     return out if keepdim else out.squeeze(tuple(axes))
 
 
-def _arg(fn: Any, input: Tensor, axis: int | None, keepdim: bool) -> Tensor:
+def _arg(fn: Callable[..., Tensor], input: Tensor, axis: int | None, keepdim: bool) -> Tensor:
     if axis is None:
         out = fn(input.reshape(-1), dim=0)
         return out.reshape((1,) * input.ndim) if keepdim else out

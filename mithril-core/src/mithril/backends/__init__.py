@@ -10,6 +10,8 @@ import importlib
 import importlib.util
 from typing import Any
 
+from ..errors import MissingAttributeError
+from ..lazy_plugins import backend_class
 from .backend import Backend
 
 __all__ = ["Backend"]
@@ -17,11 +19,7 @@ __all__ = ["Backend"]
 
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
-        from ..errors import MissingAttributeError
-
         raise MissingAttributeError(f"module 'mithril.backends' has no attribute {name!r}")
     if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule not imported yet, not a backend
         return importlib.import_module(f"{__name__}.{name}")
-    from ..plugins.lookup import backend_class
-
     return backend_class(name)

@@ -25,9 +25,14 @@ from typing import Any, ClassVar, Generic
 import numpy as np
 
 from .. import validation
+from ..compiler.codegen.python import generate_python
 from ..errors import ArgumentError, DtypeError, MissingAttributeError, UnsupportedPrimitiveError
+from ..extension import register_primitive
+from ..lazy_plugins import registry
+from ..parallel.plan import indivisible_dimension, mesh_axis_names, mesh_sizes
+from ..primitives import shape_rules
 from ..primitives.host import host_implementation, with_run_time_attributes
-from ..primitives.rules import creation_kind
+from ..primitives.shape_rules import creation_kind
 from ..types import KINDS, Dtype, Kind
 from ..types import DataType as ArrayT  # another name here: ``Backend.DataType`` is the property below
 
@@ -116,8 +121,6 @@ class Backend(ABC, Generic[ArrayT]):
         seed = validation.positive_int(type(self).__name__, "seed", seed, optional=True, minimum=0)
         self.seed = seed
         self.set_seed(seed)
-        from ..plugins import registry
-
         self._impls = registry().impls(self.backend_type)
 
     def __repr__(self) -> str:
@@ -381,8 +384,6 @@ class Backend(ABC, Generic[ArrayT]):
         >>> ml.NumpyBackend().mesh_sizes(2)   # doctest: +SKIP
         (2,)
         """
-        from ..parallel.plan import mesh_sizes
-
         return mesh_sizes(type(self).__name__, device_mesh)
 
     def split_spec(self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int) -> tuple[str | None, ...] | None:
@@ -399,8 +400,6 @@ class Backend(ABC, Generic[ArrayT]):
         if self.device_mesh is None:
             raise ArgumentError(f"{where}: device_mesh={device_mesh!r} needs a backend created with device_mesh=..., e.g. {type(self).__name__}(device_mesh={tuple(device_mesh or (2,))})")
         if device_mesh is not None:
-            from ..parallel.plan import mesh_sizes
-
             mesh = mesh_sizes(where, device_mesh)
             if mesh != self.device_mesh:
                 raise ArgumentError(f"{where}: device_mesh={mesh} differs from the backend's device_mesh={self.device_mesh}; arrays live on the backend's mesh")
@@ -591,16 +590,12 @@ class Backend(ABC, Generic[ArrayT]):
         ...     return 0.5 * x * (1 + jnp.tanh(0.79788456 * (x + 0.044715 * x**3)))
         >>> model += ml.Primitive("gelu_tanh")(input="hidden", output="act")   # doctest: +SKIP
         """
-        from ..extension import register_primitive
-        from ..plugins import registry
-        from ..primitives import rules
-
         if name not in registry().primitives:
             register_primitive(
                 name,
                 inputs=tuple(inputs),
-                shape_rule=shape_rule or rules.same_shape,
-                type_rule=type_rule or rules.float_result,
+                shape_rule=shape_rule or shape_rules.same_shape,
+                type_rule=type_rule or shape_rules.float_result,
             )
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -653,8 +648,6 @@ class Backend(ABC, Generic[ArrayT]):
     # -- primitives as methods -------------------------------------------------------------------
     def implementation(self, primitive: str) -> Callable[..., Any]:
         """The implementation of ``primitive`` on this backend, bound to it when it needs the backend."""
-        from ..plugins import registry
-
         fn = self._impls.get(primitive)
         if fn is None and self.codegen == "python":
             fn = registry().impls("*").get(primitive) or host_implementation(primitive)
@@ -669,8 +662,6 @@ class Backend(ABC, Generic[ArrayT]):
         return fn
 
     def has_implementation(self, primitive: str) -> bool:
-        from ..plugins import registry
-
         if primitive in self._impls or (self.codegen == "python" and primitive in registry().impls("*")):
             return True
         spec = registry().primitives.get(primitive)
@@ -683,8 +674,6 @@ class Backend(ABC, Generic[ArrayT]):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise MissingAttributeError(f"{type(self).__name__} has no attribute {name!r}")
-        from ..plugins import registry
-
         reg = registry()
         if name not in reg.primitives:
             raise MissingAttributeError(f"{type(self).__name__} has no attribute or primitive {name!r}")
@@ -721,8 +710,6 @@ class Backend(ABC, Generic[ArrayT]):
         ``fn(params, data, cotangents)``) returning a dict, or a tuple of dicts. The default generates
         Python that calls this backend's primitive implementations.
         """
-        from ..compiler.codegen.python import generate_python
-
         primitives = {node.spec.name for node in graph.nodes}
         return generate_python(
             graph,
@@ -874,8 +861,6 @@ _CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand", "rand_
 def _check_divisible(backend: Backend[Any], spec: Sequence[str | None] | None, shape: tuple[int, ...], tensor_split: Any) -> None:
     """Refuse a ``tensor_split`` whose mesh axis does not divide the dimension it splits (before the framework
     fails with its own error, JAX's ``IndivisibleError``, or PyTorch shards unevenly)."""
-    from ..parallel.plan import indivisible_dimension, mesh_axis_names
-
     if spec is None or backend.device_mesh is None:
         return
     bad = indivisible_dimension(spec, shape, mesh_axis_names(len(backend.device_mesh)), backend.device_mesh)

@@ -32,7 +32,9 @@ from ..errors import (
     UnsupportedPrimitiveError,
 )
 from ..gc_pause import with_paused_gc
+from ..lazy_plugins import registry
 from ..parallel import make_plan
+from ..runtime import CompileReport, PhysicalModel, ProgramSignature, RunSettings
 from ..serialization.files import write_file_atomically
 from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from .backward import build_backward
@@ -43,16 +45,13 @@ from .index_checks import find_index_checks
 from .options import ACCEPTED_OPTIONS, CompileOptions, compile_options
 from .passes import (
     decompose,
-    eliminate_common_subexpressions,
-    fold_constants,
     insert_stop_gradients,
     place_on_host,
     positions_from_shapes,
     promote_integer_inputs,
-    prune,
+    run_pass,
 )
 from .passes.pruning import live_nodes
-from .physical import PhysicalModel
 from .train_step import TrainLayout, build_train_step, check_loss_shape, check_optimizer
 from .verbose import log_verbose
 
@@ -81,6 +80,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     optimizer: Any = None,
     loss: str | None = None,
     precision: str | None = None,
+    quantize: str | None = None,
     **unknown: Any,
 ) -> PhysicalModel:
     """Compile a logical model for a backend.
@@ -128,6 +128,9 @@ def compile(  # noqa: A001 - the public name is ml.compile
         precision: ``"bf16-mixed"``: float32 parameters, gradients and optimizer state, bfloat16 compute
             (JAX, PyTorch, MLX); ``"fp16-mixed"``: float16 compute with dynamic loss scaling in
             ``train_step`` (PyTorch); ``None``/``"float32"``: the backend dtype throughout.
+        quantize: ``"q8_0"``/``"q4_0"``: the weights of linear layers, embeddings and convolutions stored
+            block-quantized (ggml's formats) and multiplied by the backend's quantized kernels; inference only,
+            on backends that have them (``GGMLBackend``).
 
     Example:
         >>> pm = ml.compile(Linear(4), ml.JaxBackend(), shapes={"input": [2, 3]}, verbose=True,
@@ -150,7 +153,7 @@ def compile(  # noqa: A001 - the public name is ml.compile
     place_on_host(stage.graph)
     _check_implementations(stage.graph, backend)
     plan = _parallel_plan(stage, backend, options)
-    program, functions = _generate(model, stage, backward, backend)
+    program, functions = _generate(model, stage, backward, backend, options.quantize)
     log.stage("codegen", f"{len(program.source.splitlines())} lines of {backend.codegen} for {functions}")
     if options.file_path is not None:
         where = f"ml.compile(file_path={str(options.file_path)!r})"
@@ -195,8 +198,6 @@ class _Backward:
 
 def _flatten_and_classify(model: Any, backend: Backend[Any], options: CompileOptions) -> _Stage:
     """Copy the model into a graph, apply the given names, shapes and constants, and sort its inputs."""
-    from ..plugins import registry  # the plugin registry loads backends' entry points: on first compile only
-
     flat = flatten(model, registry(), short_names=options.use_short_namings)
     mentioned = set(options.shapes) | options.data_keys | options.trainable_keys | set(options.constant_keys)
     _drop_unused_optional_inputs(flat, mentioned)
@@ -222,10 +223,10 @@ def _optimise(stage: _Stage, backend: Backend[Any], options: CompileOptions) -> 
     promote_integer_inputs(graph)
     positions_from_shapes(graph)
     if options.passes["constant_folding"]:
-        fold_constants(graph, backend.evaluate_constant)
+        run_pass("constant_folding", graph, backend.evaluate_constant)
     if options.passes["cse"]:
-        eliminate_common_subexpressions(graph, stage.outputs)
-    prune(graph, stage.outputs.values())
+        run_pass("cse", graph, stage.outputs)
+    run_pass("pruning", graph, stage.outputs.values())
     if not stage.discarded:
         return
     live = live_nodes(graph.nodes, stage.outputs.values())  # whether or not the pruning pass ran
@@ -284,7 +285,9 @@ def _parallel_plan(stage: _Stage, backend: Backend[Any], options: CompileOptions
     )
 
 
-def _generate(model: Any, stage: _Stage, backward: _Backward, backend: Backend[Any]) -> tuple[Any, list[str]]:
+def _generate(
+    model: Any, stage: _Stage, backward: _Backward, backend: Backend[Any], quantize: str | None = None
+) -> tuple[Any, list[str]]:
     """The backend's program (``evaluate``, ``evaluate_gradients``, the training step) and its function names."""
     inputs = stage.inputs(stage.params, stage.buffers, stage.data)
     outputs, train = stage.outputs, backward.train
@@ -303,7 +306,8 @@ def _generate(model: Any, stage: _Stage, backward: _Backward, backend: Backend[A
         f"{len(stage.graph.nodes)} primitive calls; parameters: {', '.join(stage.params) or 'none'}."
     )
     state_names = set(stage.params) | (set(train[1]) if train is not None else set())
-    program = backend.generate_program(stage.graph, functions, param_names=state_names, header=header)
+    extra = {"quantize": quantize} if quantize is not None else {}  # only backends with quantize_formats get it
+    program = backend.generate_program(stage.graph, functions, param_names=state_names, header=header, **extra)
     return program, [f.name for f in functions]
 
 
@@ -314,32 +318,31 @@ def _physical_model(
     """The compiled model: the program with its inputs, outputs and the checks its calls run."""
     graph, outputs, inputs = stage.graph, stage.outputs, stage.inputs(stage.params, stage.buffers, stage.data)
     differentiable = [k for k, v in outputs.items() if v.kind == "float" and k not in stage.state_outputs.values()]
-    return PhysicalModel(
-        backend=backend,
-        index_checks=find_index_checks(graph, {**stage.flat.inputs}, set(stage.data) | set(stage.buffers)),
-        program=program,
+    signature = ProgramSignature(
         params=stage.inputs(stage.params),
         buffers=stage.inputs(stage.buffers),
         data=stage.inputs(stage.data),
         outputs=outputs,
+        differentiable_outputs=list(backward.cotangents) if backward.gradients else differentiable,
         buffer_updates=stage.buffer_updates,
         paths={name: stage.flat.paths.get(name, name) for name in inputs},
-        differentiable_outputs=list(backward.cotangents) if backward.gradients else differentiable,
-        jit=options.will_jit,
-        inference=options.inference,
+        index_checks=find_index_checks(graph, {**stage.flat.inputs}, set(stage.data) | set(stage.buffers)),
         fan_in={name: fan for name, fan in _bias_fan_in(graph).items() if name in stage.params},
-        model=model,
-        primitive_count=len(graph.nodes),
-        compile_seconds=time.perf_counter() - started,
-        file_path=str(options.file_path) if options.file_path is not None else None,
-        plan=plan,
-        jit_options=dict(options.jit_options),
-        verbose=options.verbose,
-        train=None if backward.train is None else (backward.train[0], loss_shape),
-        precision=(str(options.precision), options.compute) if options.compute is not None else None,
-        discarded_keys=stage.discarded,
+        discarded_keys=frozenset(stage.discarded),
         input_groups=_input_groups(model, set(inputs)),
     )
+    settings = RunSettings(
+        jit=options.will_jit,
+        inference=options.inference,
+        jit_options=dict(options.jit_options),
+        verbose=options.verbose,
+        precision=(str(options.precision), options.compute) if options.compute is not None else None,
+        plan=plan,
+        train=None if backward.train is None else (backward.train[0], loss_shape),
+    )
+    file_path = str(options.file_path) if options.file_path is not None else None
+    report = CompileReport(model, len(graph.nodes), time.perf_counter() - started, file_path)
+    return PhysicalModel(backend, program, signature, settings, report)
 
 
 def _reoptimise(graph: Graph, backend: Backend[Any], passes: Mapping[str, bool], *groups: dict[str, Value]) -> None:
@@ -347,13 +350,13 @@ def _reoptimise(graph: Graph, backend: Backend[Any], passes: Mapping[str, bool],
     step). Every group of named values (outputs, gradients, the step's results) is kept, and updated in
     place where CSE merged one of its values into a twin."""
     if passes["constant_folding"]:
-        fold_constants(graph, backend.evaluate_constant)
+        run_pass("constant_folding", graph, backend.evaluate_constant)
     every = {f"{i}\0{k}": v for i, group in enumerate(groups) for k, v in group.items()}
     if passes["cse"]:
-        eliminate_common_subexpressions(graph, every)
+        run_pass("cse", graph, every)
     for i, group in enumerate(groups):
         group.update({k: every[f"{i}\0{k}"] for k in group})
-    prune(graph, every.values())
+    run_pass("pruning", graph, every.values())
 
 
 class _StageLog:

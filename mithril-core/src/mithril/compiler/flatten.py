@@ -133,9 +133,11 @@ def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel
     if not top_outputs:
         raise ModelConnectionError(f"{model._path()} has no outputs to compute; name one with IOKey or a string")
     for node in _topological(list(model._graph.nodes)):
-        inputs = {k: (copy(v) if v is not None and v.find().const is not None else None) for k, v in node.inputs.items()}
-        outputs = {k: copy(v) for k, v in node.outputs.items()}
-        graph.add_node(node.spec, dict(node.attrs), inputs, outputs, node.path)
+        node_inputs = {
+            k: (copy(v) if v is not None and v.find().const is not None else None) for k, v in node.inputs.items()
+        }
+        node_outputs = {k: copy(v) for k, v in node.outputs.items()}
+        graph.add_node(node.spec, dict(node.attrs), node_inputs, node_outputs, node.path)
     outputs = {k: copy(v) for k, v in top_outputs.items()}
     graph.deferred = [(copier.shape(a), copier.shape(b), where) for a, b, where in model._graph.deferred]
 

@@ -19,11 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, DtypeError
+from ..errors import ArgumentError, DtypeError, ShapeError
 from ..journal import touch
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
-from ..shapes import Shape, changes_since, epoch, note_change, shape_from_template
+from ..shapes import (
+    Shape,
+    ShapeMismatch,
+    ShapeUndetermined,
+    changes_since,
+    epoch,
+    note_change,
+    shape_from_template,
+    unify,
+)
 from ..types import Kind, kind_of_python_value
 from ..union_find import find_root
 
@@ -270,8 +279,9 @@ class Graph:
             node.kinds_seen = seen  # a type rule only learns from new input kinds
             result = run_type_rule(node.spec, node.attrs, kinds, self._where(node))
             for key, value in inputs.items():
-                if value.kind is None and kinds.get(key) is not None:
-                    value.set_kind(kinds[key])
+                learned = kinds.get(key)
+                if value.kind is None and learned is not None:
+                    value.set_kind(learned)
             if result is not None:
                 for key, kind in result.items():
                     out = node.outputs[key].find()
@@ -320,9 +330,6 @@ class Graph:
             idle = idle + 1 if after[1:] == before[1:] else 0
 
     def _retry_deferred(self) -> None:
-        from ..errors import ShapeError
-        from ..shapes import ShapeMismatch, ShapeUndetermined, unify
-
         still = []
         for a, b, where in self.deferred:
             try:

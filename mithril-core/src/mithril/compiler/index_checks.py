@@ -56,7 +56,7 @@ def _source_inputs(value: Value) -> list[tuple[Value, int | None]]:
         return [(value, None)]
     if producer.spec.name == "positions":
         source = producer.inputs["input"]
-        if source.producer is not None:
+        if source is None or source.producer is not None:
             return []
         return [(source, int(producer.attrs["axis"]))]  # may be negative: read from the array at run time
     if producer.spec.name not in _PASS_THROUGH:

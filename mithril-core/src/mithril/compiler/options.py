@@ -26,7 +26,7 @@ __all__ = ["ACCEPTED_OPTIONS", "CompileOptions", "compile_options"]
 ACCEPTED_OPTIONS = (
     "shapes", "data_keys", "constant_keys", "trainable_keys", "discard_keys", "inference", "jit", "file_path",
     "safe_names", "use_short_namings", "parallelism", "verbose", "jit_options", "static_shapes", "optimizations",
-    "optimizer", "loss", "precision",
+    "optimizer", "loss", "precision", "quantize",
 )  # fmt: skip
 """The keyword arguments ``ml.compile`` takes (its docstring says what each does)."""
 
@@ -62,6 +62,8 @@ class CompileOptions:
     precision: str | None
     compute: Dtype | None
     """The mixed-precision compute dtype ``precision`` asks for (``None``: the backend's dtype)."""
+    quantize: str | None = None
+    """The block format of quantized weights (``"q8_0"``, ``"q4_0"``), for a backend that has them."""
 
 
 def compile_options(model: Any, backend: Backend[Any], arguments: Mapping[str, Any]) -> CompileOptions:
@@ -107,6 +109,7 @@ def compile_options(model: Any, backend: Backend[Any], arguments: Mapping[str, A
         loss=get("loss"),
         precision=get("precision"),
         compute=_mixed_precision(backend, get("precision")),
+        quantize=_quantize(backend, get("quantize"), bool(get("inference", False)) and get("optimizer") is None),
     )
 
 
@@ -152,6 +155,27 @@ def _mixed_precision(backend: Backend[Any], precision: Any) -> Dtype | None:
         )
     backend.mixed_precision(lambda params, data: {}, compute)  # the backends without it refuse here
     return compute
+
+
+def _quantize(backend: Backend[Any], quantize: Any, inference: bool) -> str | None:
+    """``quantize=`` checked: a format of the backend's ``quantize_formats``, for inference only."""
+    if quantize is None:
+        return None
+    formats = tuple(getattr(backend, "quantize_formats", ()))
+    name = type(backend).__name__
+    if not formats:
+        raise ArgumentError(
+            f"ml.compile(quantize={quantize!r}): {name} has no quantized kernels; block-quantized weights run on "
+            "GGMLBackend (and in the C programs of mithril_models.export_program(quantize=...))"
+        )
+    if quantize not in formats:
+        raise ArgumentError(f"ml.compile(quantize={quantize!r}): {name} accepts {', '.join(map(repr, formats))}")
+    if not inference:
+        raise ArgumentError(
+            f"ml.compile(quantize={quantize!r}) is for inference: quantized weights have no gradients; pass "
+            "inference=True (and no optimizer)"
+        )
+    return str(quantize)
 
 
 def _jit_options(

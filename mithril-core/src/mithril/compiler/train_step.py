@@ -4,7 +4,7 @@ primitives (:mod:`mithril.optim`), to the compiled graph.
 Manual-gradient backends (NumPy, C, GGML) get one generated function ``train_step``: forward, the symbolic
 backward of the loss (cotangent 1) and the update. Autograd backends (JAX, PyTorch, MLX) get
 ``apply_updates`` (parameters, gradients and optimizer state in, new ones out); the backend's autograd
-supplies the gradients and its JIT compiles both into one call (:mod:`mithril.compiler.training`).
+supplies the gradients and its JIT compiles both into one call (:mod:`mithril.runtime.training`).
 
 Example:
     >>> layout = TrainLayout.names(["weight"], ("m",), autograd=False, taken=set(), loss="loss", optimizer=None)

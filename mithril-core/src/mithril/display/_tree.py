@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiler.codegen.escape import display_text
+from ..compiler.flatten import _topological, flatten
 from ..compiler.graph import NOTHING, Node, Value
+from ..lazy_plugins import registry
 from ..shapes import Dim, Shape, ShapeMismatch, ShapeUndetermined, shape_from_template, unify
 from ..types import Dtype
 
@@ -178,9 +180,6 @@ class ModelView:
     def _settle_compiled_shapes(self, pm: Any) -> None:
         """Flatten the model again (the compiler's own step), give the inputs their compiled shapes and run
         shape inference, so every intermediate value has its concrete shape. Maps logical -> flat values."""
-        from ..compiler.flatten import _topological, flatten
-        from ..plugins import registry
-
         flat = flatten(self.model, registry(), short_names=False)
         for name, shape in pm.shapes.items():
             value = flat.inputs.get(pm.input_paths.get(name, name)) or flat.outputs.get(name)
@@ -201,8 +200,9 @@ class ModelView:
         for logical, copy in zip(_topological(list(self.tree.nodes)), flat.graph.nodes):
             for group, copies in ((logical.inputs, copy.inputs), (logical.outputs, copy.outputs)):
                 for key, value in group.items():
-                    if value is not None and copies.get(key) is not None:
-                        self._flat[id(value.find())] = copies[key]
+                    copied = copies.get(key)
+                    if value is not None and copied is not None:
+                        self._flat[id(value.find())] = copied
         self.flat_nodes = flat.graph.nodes
 
     def value(self, value: Value) -> Value:
@@ -251,7 +251,8 @@ class ModelView:
     # -- keys ------------------------------------------------------------------------------------
     def keys(self, block: Block) -> tuple[dict[str, Value], dict[str, Value]]:
         """(inputs, outputs) of a block, by key; inputs include its parameters."""
-        inputs, outputs = {}, {}
+        inputs: dict[str, Value] = {}
+        outputs: dict[str, Value] = {}
         for key, value in block.model._interface().items():
             (outputs if block.model._is_output(key, value) else inputs)[key] = value
         inputs = {k: v for k, v in inputs.items() if id(v.find()) not in self._optional_only and v.find().const is not None}

@@ -58,7 +58,7 @@ class GraphvizNotFound(MithrilError, RuntimeError):
 
 def _graphviz() -> Any:
     try:
-        import graphviz
+        import graphviz  # optional (the viz extra): imported when a picture is drawn
     except ImportError:
         raise GraphvizNotFound(
             "graph pictures need the 'graphviz' Python package: pip install \"mithril-core[viz]\" (or pip install graphviz)"

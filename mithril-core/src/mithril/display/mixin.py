@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .graph import plot as plot_graph
+from .graph import svg
+from .summary import show_summary, summarize
+
 __all__ = ["Displayable"]
 
 
@@ -28,8 +32,6 @@ class Displayable:
         >>> "trainable parameters" in lines[0]
         True
         """
-        from . import show_summary
-
         show_summary(self, depth, print_fn)
 
     def plot(self, path: Any, depth: int | None = None, *, params: bool = True) -> Any:
@@ -38,21 +40,13 @@ class Displayable:
 
         >>> model.plot("model.svg", depth=2)   # doctest: +SKIP
         """
-        from . import plot
-
-        return plot(self, path, depth, params=params)
+        return plot_graph(self, path, depth, params=params)
 
     def __str__(self) -> str:
-        from . import summarize
-
         return summarize(self).text()
 
     def _repr_html_(self) -> str:
-        from . import summarize
-
         return summarize(self).html()
 
     def _repr_svg_(self) -> str | None:
-        from . import svg
-
         return svg(self)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import html
 import io
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,9 +56,9 @@ class Summary:
 
     def rich(self) -> Any:
         """A ``rich`` renderable (a table with the totals as its caption); needs rich."""
-        from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
+        from rich.console import Group  # rich is optional (the viz extra): a plain table without it
+        from rich.table import Table  # rich is optional (the viz extra)
+        from rich.text import Text  # rich is optional (the viz extra)
 
         table = Table(title=Text(self.title, style="bold"))
         for column in _COLUMNS:
@@ -71,7 +71,7 @@ class Summary:
     def text(self) -> str:
         """Plain text (no colours): rich's table when rich is installed, an aligned table otherwise."""
         try:
-            from rich.console import Console
+            from rich.console import Console  # rich is optional (the viz extra): a plain table without it
         except ImportError:
             return self._plain()
         buffer = io.StringIO()
@@ -80,7 +80,10 @@ class Summary:
 
     def _plain(self) -> str:
         widths = [max(len(r[i]) for r in [_COLUMNS, *self.rows]) for i in range(len(_COLUMNS))]
-        line = lambda r: "  ".join(c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()  # noqa: E731
+
+        def line(row: Sequence[str]) -> str:
+            return "  ".join(c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
         rule = "-" * len(line(_COLUMNS))
         body = [self.title, rule, line(_COLUMNS), rule, *map(line, self.rows), rule]
         return "\n".join([*body, *(f"{k}: {v}" for k, v in [*self.details, *self.totals])])
@@ -128,7 +131,7 @@ def summarize(model: Any, depth: int | None = None) -> Summary:
     view = ModelView(logical, compiled)
     depth = depth if depth is not None else _auto_depth(view)
     dtype = compiled.backend.dtype if compiled is not None else Dtype.float32
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for block in view.tree.walk(depth):
         inputs, outputs = view.keys(block)
         state = view.state(block)
@@ -207,7 +210,7 @@ def show_summary(model: Any, depth: int | None = None, print_fn: Callable[[str],
         print_fn(summary.text())
     elif sys.stdout is not None and sys.stdout.isatty():
         try:
-            from rich.console import Console
+            from rich.console import Console  # rich is optional (the viz extra): a plain table without it
         except ImportError:
             print(summary.text())
         else:

@@ -21,20 +21,26 @@ import contextlib
 import re
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..compiler.compile import compile as compile_model
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
+from ..deprecation import warn_deprecated
+from ..display._tree import ModelView
 from ..display.mixin import Displayable
 from ..errors import ArgumentError, DtypeError, MissingAttributeError, ModelConnectionError, ModelKeyError, ShapeError
 from ..gc_pause import paused_gc
 from ..journal import touch, transaction
+from ..lazy_plugins import registry
 from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Kind, kind_of_python_value
 from .keys import TBD, Connection, Deferred, DimRef, Expr, IOKey, materialize_expression
 from .tensor_types import Tensor, _TensorOf, describe_shape, parse_kind, tensor_kind
+
+if TYPE_CHECKING:  # annotations only (typing.Self is Python 3.11+)
+    from typing_extensions import Self
 
 __all__ = ["Model", "describe_shape", "merge_values", "parse_kind"]
 
@@ -208,8 +214,6 @@ class Model(Displayable):
         if key in self._aliases:
             return self._aliases[key]
         if key in self._deprecated_aliases:
-            from ..deprecation import warn_deprecated
-
             real = self._deprecated_aliases[key]
             warn_deprecated(f"{type(self).__name__} key {key!r}", repr(real), stacklevel=4)
             return real
@@ -255,12 +259,12 @@ class Model(Displayable):
         take those out of ``connections`` and apply them. The base model has none."""
         return connections
 
-    def __ior__(self, other: Model | _Call) -> Model:
+    def __ior__(self, other: Model | _Call) -> Self:
         call = other if isinstance(other, _Call) else _Call(other, {})
         self._add(call.model, call.kwargs, extend=False)
         return self
 
-    def __iadd__(self, other: Model | _Call) -> Model:
+    def __iadd__(self, other: Model | _Call) -> Self:
         call = other if isinstance(other, _Call) else _Call(other, {})
         attribute = call.model._canonical_attribute if isinstance(call.model, Model) else None
         if attribute and attribute not in call.kwargs and self._children and self._cout is not None:
@@ -829,8 +833,6 @@ class Model(Displayable):
         >>> print(model.shapes["output"])
         ['batch', 'seq', 16]
         """
-        from ..display._tree import ModelView
-
         return ModelView(self).interface_shapes()
 
     def compile(self, backend: Any, **options: Any) -> Any:
@@ -848,6 +850,4 @@ class Model(Displayable):
 
 
 def _core_registry() -> Any:
-    from ..plugins import registry
-
     return registry(entry_points=False)

@@ -100,8 +100,6 @@ def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any,
 
 
 def _same_tensor(source: Any, input: Any) -> bool:  # noqa: A002
-    from .keys import Connection
-
     return isinstance(source, Connection) and isinstance(input, Connection) and source.value is input.value
 
 

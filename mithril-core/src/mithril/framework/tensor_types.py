@@ -28,8 +28,13 @@ import typing
 from typing import Any
 
 from ..errors import ArgumentError, DtypeError
-from ..shapes import Shape
-from ..types import DataType, Dtype, Kind  # DataType is defined (once) in mithril.types, as in Mithril
+from ..shapes import describe_shape
+from ..types import (  # DataType is defined (once) in mithril.types, as in Mithril
+    DataType,
+    Dtype,
+    Kind,
+    kind_of_python_value,
+)
 
 __all__ = ["Tensor", "DataType", "describe_shape", "parse_kind", "tensor_kind"]
 
@@ -92,8 +97,6 @@ class Tensor:
         return _TensorOf(element)
 
     def __init__(self, value: Any = _UNSET, type: Any = None, shape: Any = None, differentiable: bool | None = None) -> None:  # noqa: A002 - Mithril's name
-        from ..types import kind_of_python_value
-
         where = f"Tensor({value!r})" if value is not _UNSET else "Tensor()"
         kind = tensor_kind(_TensorOf(type)) if type is not None and type is not Tensor else None
         if kind is not None:
@@ -142,16 +145,6 @@ def tensor_kind(type_: Any) -> Any:
         members = typing.get_args(element)
         return tensor_kind(_TensorOf(members[0])) if len(members) == 1 else None
     return {float: "float", int: "int", bool: "bool"}.get(element, element)
-
-
-def describe_shape(shape: Shape) -> list[Any]:
-    """A user-facing view of a symbolic shape: ints, ``"d<n>"`` symbols and ``"..."`` for a variadic."""
-    prefix, var, suffix = shape.parts()
-    items: list[Any] = [d.value if d.value is not None else repr(d) for d in prefix]
-    if var is not None:
-        items.append("...")
-    items.extend(d.value if d.value is not None else repr(d) for d in suffix)
-    return items
 
 
 def parse_kind(type_: Any, where: str = "") -> Kind:

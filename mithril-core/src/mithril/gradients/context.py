@@ -21,7 +21,7 @@ from typing import Any
 
 from ..compiler.graph import Graph, Node, Value
 from ..errors import MissingAttributeError, ModelKeyError, UnsupportedPrimitiveError
-from ..primitives.rules import normalize_axes, normalize_axis
+from ..primitives.shape_rules import normalize_axes, normalize_axis
 
 __all__ = ["Cotangents", "GradContext", "Ops", "VjpRule"]
 

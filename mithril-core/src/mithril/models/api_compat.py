@@ -21,9 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import validation
-from ..errors import ArgumentError
-from ..framework.keys import TBD, Connection, IOKey
+from ..errors import ArgumentError, ShapeError
+from ..framework.arithmetic import unify_run_time_shape
+from ..framework.keys import TBD, Connection, Deferred, DimRef, DtypeOf, Expr, IOKey
 from ..framework.model import Model, _Call
+from ..framework.symbolic import has_dim_refs, reshape_target, static_shape
 from . import primitive_models as _base
 from .blocks._util import op
 from .blocks.robust import robust_log, robust_power, robust_sqrt
@@ -101,7 +103,7 @@ class Concat(Model):
     def __init__(self, axis: int | None = 0, n: int = 2, *, name: str | None = None) -> None:
         super().__init__(name=name)
         n = validation.positive_int("Concat", "n", n)
-        self.attributes = {"axis": axis, "n": n}
+        self.attributes: dict[str, Any] = {"axis": axis, "n": n}
         parts: list[Any] = [IOKey(f"input_{i}") for i in range(n)]
         if axis is None:
             parts = [op(self, "reshape", part, shape=(-1,)) for part in parts]
@@ -115,7 +117,8 @@ class Concat(Model):
         if self._parent is not None or size < 1:
             return super()._resize_key_group(key, size, where)
         Concat.__init__(self, self.attributes["axis"], size, name=self.name)
-        return self.__dict__["_key_groups"][key]
+        group: tuple[Connection, ...] = self.__dict__["_key_groups"][key]
+        return group
 
     def __call__(self, *args: Any, **connections: Any) -> _Call:
         if args and isinstance(args[0], (list, tuple)):  # Concat().connect([a, b], output=...)
@@ -289,9 +292,6 @@ class Size(Model):
 def _axis_source(stop: Any) -> tuple[Any, int] | None:
     """``(tensor value, axis)`` when ``stop`` is the size of one axis of a tensor: ``Size(dim=d)``'s output,
     ``x.shape[d]`` or ``shape(x)[d]``; else ``None``."""
-    from ..framework.keys import Connection
-    from ..framework.symbolic import DimRef
-
     if isinstance(stop, DimRef):
         return stop.source.value, stop.index
     if not isinstance(stop, Connection):
@@ -299,10 +299,12 @@ def _axis_source(stop: Any) -> tuple[Any, int] | None:
     node = stop.value.producer
     if node is None or node.spec.name != "index" or not isinstance(node.attrs["key"], int):
         return None
-    source = node.inputs["input"].find().producer
-    if source is None or source.spec.name != "shape":
+    indexed = node.inputs["input"]
+    source = None if indexed is None else indexed.find().producer
+    shaped = None if source is None or source.spec.name != "shape" else source.inputs["input"]
+    if shaped is None:
         return None
-    return source.inputs["input"].find(), node.attrs["key"]
+    return shaped.find(), node.attrs["key"]
 
 
 class Arange(Model):
@@ -322,7 +324,7 @@ class Arange(Model):
         super().__init__(name=name)
         if stop is None:
             stop = TBD
-        self.attributes = {"start": start, "stop": stop, "step": step, "dtype": dtype}
+        self.attributes: dict[str, Any] = {"start": start, "stop": stop, "step": step, "dtype": dtype}
         self._canonical_attribute = "stop" if stop is TBD else None
         self._source: Any = None
         self._run_time: dict[str, Any] = {}
@@ -357,11 +359,12 @@ class Arange(Model):
             self |= Primitive("arange", **attrs)(output=IOKey("output"))
 
     def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
-        given = {k: connections.pop(k) for k in ("start", "stop", "step", "dtype") if k in connections}
+        given: dict[str, Any] = {k: connections.pop(k) for k in ("start", "stop", "step", "dtype") if k in connections}
         if given:
             if self._parent is not None:
                 raise ArgumentError("Arange: attributes cannot change once the model is added")
-            Arange.__init__(self, **{**self.attributes, **given}, name=self.name)
+            merged: dict[str, Any] = {**self.attributes, **given}
+            Arange.__init__(self, **merged, name=self.name)
         if self._source is not None:
             connections["_axis_of"] = self._source
         for key, value in self._run_time.items():
@@ -373,8 +376,6 @@ class Arange(Model):
 def _is_run_time_value(value: Any) -> bool:
     """Whether an attribute given as a value is known only when the model runs: a key still to be given
     (``TBD``, an ``IOKey``), a connection, or a symbolic dim (``x.shape[1] + 1``)."""
-    from ..framework.keys import Connection, Deferred, DimRef
-
     return value is TBD or isinstance(value, (IOKey, Connection, DimRef, Deferred))
 
 
@@ -385,8 +386,6 @@ class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
     """
 
     def __init__(self, shape: Any = None, *, name: str | None = None, **kwargs: Any) -> None:
-        from ..framework.symbolic import has_dim_refs
-
         self._shape_pending = shape is None
         self._symbolic_shape = shape if has_dim_refs(shape) else None  # resolved once the input is known
         if self._symbolic_shape is not None:
@@ -394,9 +393,6 @@ class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
         super().__init__(shape=(-1,) if shape is None else shape, name=name, **kwargs)
 
     def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
-        from ..errors import ShapeError
-        from ..framework.symbolic import has_dim_refs, reshape_target
-
         if self._symbolic_shape is not None and "shape" not in connections:
             connections["shape"] = self._symbolic_shape
         if has_dim_refs(connections.get("shape")):
@@ -409,7 +405,8 @@ class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
             raise ArgumentError("Reshape: give shape=, at construction or in .connect(...)")
         pending, self._shape_pending = self._shape_pending, False
         try:
-            return super()._connect_attributes(connections)
+            connected: dict[str, Any] = super()._connect_attributes(connections)
+            return connected
         except Exception:
             self._shape_pending = pending
             raise
@@ -418,12 +415,8 @@ class Reshape(_base.Reshape):  # type: ignore[name-defined,misc]
 def _run_time_shape(model: Primitive, primitive: str, connections: dict[str, Any]) -> None:
     """Rebuild ``model`` as ``primitive`` (``reshape_to``, ``randn_of``), whose ``shape`` key takes the
     symbolic dims given in ``connections`` as one tuple computed when the model runs."""
-    from ..framework.keys import Expr
-
     if model._parent is not None:
         raise ArgumentError(f"{type(model).__name__}: attributes cannot change once the model is added")
-    from ..framework.arithmetic import unify_run_time_shape
-    from ..framework.keys import Connection, DimRef
 
     entries = tuple(connections["shape"])
     if primitive == "reshape_to":  # None keeps the input's dim at that position
@@ -448,8 +441,6 @@ class Cast(_base.Cast):  # type: ignore[name-defined,misc]
     """
 
     def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
-        from ..framework.keys import DtypeOf
-
         dtype = connections.get("dtype")
         if isinstance(dtype, DtypeOf):
             if dtype.known() is not None:
@@ -461,7 +452,8 @@ class Cast(_base.Cast):  # type: ignore[name-defined,misc]
                 Primitive.__init__(self, "cast_like", name=self.name)
                 connections["like"] = dtype.source
                 return connections
-        return super()._connect_attributes(connections)
+        connected: dict[str, Any] = super()._connect_attributes(connections)
+        return connected
 
 
 class Randn(_base.Randn):  # type: ignore[name-defined,misc]
@@ -469,10 +461,9 @@ class Randn(_base.Randn):  # type: ignore[name-defined,misc]
     value; given at connect time, others are read when the model runs (``Randn().connect(shape=(B, 1, d))``,
     as Mithril's CLIP example draws its class-token noise)."""
 
-    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
-        from ..errors import ShapeError
-        from ..framework.symbolic import has_dim_refs, static_shape
+    _shape_pending: bool  # no shape given yet (set in ``__init__``)
 
+    def _connect_attributes(self, connections: dict[str, Any]) -> dict[str, Any]:
         if self._shape_pending and "shape" not in connections:
             raise ArgumentError("Randn: give shape=, at construction or in .connect(...)")
         self._shape_pending = False
@@ -482,11 +473,10 @@ class Randn(_base.Randn):  # type: ignore[name-defined,misc]
             except ShapeError:
                 _run_time_shape(self, "randn_of", connections)
                 return connections
-        return super()._connect_attributes(connections)
+        connected: dict[str, Any] = super()._connect_attributes(connections)
+        return connected
 
     def __init__(self, *args: Any, shape: Any = None, name: str | None = None, **kwargs: Any) -> None:
-        from ..framework.symbolic import has_dim_refs, static_shape
-
         self._shape_pending = shape is None and not args
         if has_dim_refs(shape):
             shape = static_shape("Randn", shape)

@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError
+from ..extension import register_primitive, registered_function
 from ..framework.keys import Connection, IOKey
 from ..framework.model import Model, snake_case
+from ..lazy_plugins import registry
 
 if TYPE_CHECKING:
     from ..primitives.spec import PrimitiveSpec
@@ -21,8 +23,6 @@ __all__ = ["Primitive"]
 
 
 def _spec(name: str) -> PrimitiveSpec:
-    from ..plugins import registry
-
     reg = registry(entry_points=False)
     if name not in reg.primitives:  # may come from a third-party plugin
         reg = registry()
@@ -48,6 +48,8 @@ class Primitive(Model):
     'cube'
     """
 
+    _constants: dict[str, Any]  # the primitive classes' keys given values at construction (primitive_models)
+
     def __init__(self, primitive: str | None = None, *, name: str | None = None, **attrs: Any) -> None:
         super().__init__(name=name)
         if primitive is None:
@@ -69,15 +71,11 @@ class Primitive(Model):
     @classmethod
     def _defined_primitive(cls) -> str:
         """The primitive a subclass with ``compute`` defines (registered on first use)."""
-        from ..errors import ArgumentError
-
         if "compute" not in _defining_attributes(cls):
             raise ArgumentError(
                 f"{cls.__name__}() needs a primitive name ({cls.__name__}('relu')), or a subclass that defines "
                 "compute(self, inputs) returning {'output': ...}"
             )
-        from ..extension import register_primitive, registered_function
-        from ..plugins import registry
 
         name = snake_case(cls.__name__)
         if name in registry().primitives:

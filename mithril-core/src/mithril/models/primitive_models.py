@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .primitive import Primitive
+from ..errors import ArgumentError
+from .primitive import Primitive, _spec
 
 # (class name, primitive name); order of the table is the order in the docs.
 _TABLE: tuple[tuple[str, str], ...] = (
@@ -119,13 +120,9 @@ EXAMPLES: dict[str, str] = {
 
 def _make(class_name: str, primitive: str) -> type[Primitive]:
     def __init__(self: Primitive, *args: Any, name: str | None = None, **kwargs: Any) -> None:
-        from .primitive import _spec
-
         spec = _spec(primitive)
         attr_names = list(spec.attributes)
         if len(args) > len(attr_names):
-            from ..errors import ArgumentError
-
             raise ArgumentError(f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}, got {len(args)}: {args!r}")
         attrs = dict(zip(attr_names, args))
         constants = {}
@@ -143,8 +140,6 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
         self._constants = constants
         for key, value in constants.items():
             if key not in self._keys:
-                from ..errors import ArgumentError
-
                 raise ArgumentError(f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}")
             self._connect(self._keys[key], value, f"{class_name}.{key}")
 

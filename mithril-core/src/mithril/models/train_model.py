@@ -32,6 +32,7 @@ from ..framework.arithmetic import build
 from ..framework.keys import Connection, IOKey
 from ..framework.model import Model
 from .blocks._util import op
+from .primitive_models import Mean  # type: ignore[attr-defined]
 
 __all__ = ["TrainModel", "L1", "L2"]
 
@@ -83,8 +84,6 @@ def _reduced(
 
 
 def _default_steps(block: Model) -> list[Model]:
-    from .primitive_models import Mean  # type: ignore[attr-defined]
-
     return [] if getattr(block, "reduction", "none") != "none" else [Mean()]
 
 
@@ -125,6 +124,15 @@ class TrainModel(Model):
         0.05
     """
 
+    # set in ``__init__`` through ``__dict__`` (a Model's attributes are otherwise its connections)
+    wrapped: Model
+    metric_keys: list[str]
+    _losses: list[tuple[Connection, Any, list[tuple[Connection, Connection]]]]  # (loss, coef, counted reductions)
+    _regularizers: list[tuple[Connection, Any, Value]]  # (term, coef, the parameter it regularises)
+    _combiner: str
+    _shown: set[str]
+    _finalized: bool
+
     def __init__(self, model: Model, *, name: str | None = None) -> None:
         super().__init__(name=name)
         if not isinstance(model, Model):
@@ -142,7 +150,8 @@ class TrainModel(Model):
     def _hidden(self) -> set[str]:
         """``final_cost`` and the losses, regularisers and metrics named here stay outputs under Mithril's
         exposure rule too (``train.expose_keys(predictions=...)`` before or after ``add_loss``), as in Mithril."""
-        return super()._hidden - self.__dict__.get("_shown", set())
+        shown: set[str] = self.__dict__.get("_shown", set())
+        return super()._hidden - shown
 
     def _check_open(self, where: str) -> None:
         if self._finalized:

@@ -76,7 +76,7 @@ class OptaxOptimizer(ExternalOptimizer):
             return self.optimizer.init(params)
 
     def step_function(self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
-        import optax
+        import optax  # optional: only an optax optimizer brings it
 
         tx = self.optimizer
 
@@ -91,7 +91,7 @@ class OptaxOptimizer(ExternalOptimizer):
         return backend.jit(step, **options)  # type: ignore[no-any-return]
 
     def check_state(self, opt_state: Any, params: Mapping[str, Any], where: str) -> None:
-        import jax
+        import jax  # optional: the optimizer's framework, installed with its backend
 
         if self.structure is None:
             self.structure = jax.tree_util.tree_structure(jax.eval_shape(self.optimizer.init, dict(params)))
@@ -100,14 +100,14 @@ class OptaxOptimizer(ExternalOptimizer):
             raise ArgumentError(f"{where}: the optimizer state does not have the structure {self.optimizer!r} keeps (an optax state of another optimizer, or Mithril's slots?)")
 
     def to_arrays(self, opt_state: Any) -> tuple[dict[str, np.ndarray], Any]:
-        import jax
+        import jax  # optional: the optimizer's framework, installed with its backend
 
         leaves = jax.tree_util.tree_leaves(opt_state)
         return {f"o{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}, {"leaves": len(leaves)}
 
     def from_arrays(self, template: Any, arrays: Mapping[str, np.ndarray], meta: Any, where: str, backend: Any) -> Any:
-        import jax
-        import jax.numpy as jnp
+        import jax  # optional: the optimizer's framework, installed with its backend
+        import jax.numpy as jnp  # optional: the optimizer's framework, installed with its backend
 
         leaves, treedef = jax.tree_util.tree_flatten(template)
         if not isinstance(meta, Mapping) or meta.get("leaves") != len(leaves):
@@ -136,7 +136,7 @@ class TorchOptimizer(ExternalOptimizer):
         return step
 
     def check_state(self, opt_state: Any, params: Mapping[str, Any], where: str) -> None:
-        import torch
+        import torch  # optional: the optimizer's framework, installed with its backend
 
         if not isinstance(opt_state, torch.optim.Optimizer):
             raise ArgumentError(f"{where}: the optimizer state is a {type(opt_state).__name__}; this model trains with a torch.optim optimizer (start from pm.init_state)")
@@ -149,7 +149,7 @@ class TorchOptimizer(ExternalOptimizer):
 
     def apply(self, params: dict[str, Any], grads: Mapping[str, Any], opt_state: Any) -> tuple[dict[str, Any], Any]:
         """The optimizer's ``step()`` with ``grads`` as the parameters' gradients (updated in place)."""
-        import torch
+        import torch  # optional: the optimizer's framework, installed with its backend
 
         with torch.no_grad():
             for key, tensor in params.items():
@@ -176,7 +176,7 @@ class TorchOptimizer(ExternalOptimizer):
         return arrays, {"state": entries, "param_groups": groups}
 
     def from_arrays(self, template: Any, arrays: Mapping[str, np.ndarray], meta: Any, where: str, backend: Any) -> Any:
-        import torch
+        import torch  # optional: the optimizer's framework, installed with its backend
 
         if not isinstance(meta, Mapping) or not isinstance(meta.get("state"), Mapping) or not isinstance(meta.get("param_groups"), list):
             raise CheckpointError(f"{where}: the torch.optim state is malformed")
@@ -204,7 +204,7 @@ class TorchOptimizer(ExternalOptimizer):
             raise CheckpointError(f"{where}: the torch.optim state does not fit this optimizer: {exc}") from None
         for param in params:  # on a device mesh the state is placed as its parameter
             if hasattr(param, "device_mesh"):
-                from torch.distributed.tensor import distribute_tensor
+                from torch.distributed.tensor import distribute_tensor  # optional: PyTorch, only with a device mesh
 
                 slots = template.state[param]
                 for name, value in slots.items():

@@ -177,8 +177,8 @@ def make_plan(
         unknown = sorted(set(parallelism) - set(ranks))
         if unknown:
             raise ArgumentError(f"parallelism: unknown key(s) {unknown}; the model's inputs are {sorted(ranks)}")
-        specs = {key: normalise_spec(key, spec, axes, ranks[key]) for key, spec in parallelism.items()}
-        plan = ShardingPlan(axes, mesh_shape, {k: s for k, s in specs.items() if s is not None})
+        given = {key: normalise_spec(key, spec, axes, ranks[key]) for key, spec in parallelism.items()}
+        plan = ShardingPlan(axes, mesh_shape, {k: s for k, s in given.items() if s is not None})
         for key, value in {**params, **data}.items():
             shape = value.shape.static()
             if shape is not None:
@@ -224,7 +224,8 @@ def _megatron(graph: Any, params: Mapping[str, Any], axis: str, size: int) -> di
             name = by_id[weight.id]
             kind = "row" if style.get(inputs["input"].id) == "col" else "col"
             if name in decided:  # a shared weight keeps its first placement
-                kind = {(axis, None): "col", (None, axis): "row"}.get(specs.get(name, ()), "")
+                kinds: dict[Spec, str] = {(axis, None): "col", (None, axis): "row"}
+                kind = kinds.get(specs.get(name, ()), "")
             elif kind == "col" and divides(weight, 0):
                 specs[name] = (axis, None)
                 if bias is not None and bias.id in by_id:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BackendAttributeError, BackendNotAvailableError, MissingAttributeError
+from ..primitives.registry import resolve_target
 from .manager import manager
 
 __all__ = ["KNOWN_BACKENDS", "KNOWN_MODELS", "backend_class", "model_builder", "available_backends"]
@@ -61,8 +62,6 @@ def model_builder(name: str) -> Any:
     ``AttributeError``."""
     pm = manager()
     if name in pm.registry.models:
-        from ..primitives.registry import resolve_target
-
         return resolve_target(pm.registry.models[name])
     broken = pm.broken_for("models")
     if broken:

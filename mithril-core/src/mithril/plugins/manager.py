@@ -23,8 +23,9 @@ from typing import Any
 
 import pluggy
 
+from ..errors import ModelKeyError
 from ..primitives.registry import Registry
-from . import hookspecs
+from . import builtin, hookspecs
 
 __all__ = ["PluginInfo", "BrokenPlugin", "PluginManager", "manager", "registry", "reset", "list_plugins"]
 
@@ -86,8 +87,6 @@ class PluginManager:
         """Remove a plugin registered in-process, and rebuild the registry without it."""
         plugin = self._pm.get_plugin(name)
         if plugin is None:
-            from ..errors import ModelKeyError
-
             raise ModelKeyError(f"unregister_plugin: no plugin named {name!r}; loaded: {[p.name for p in self.loaded]}")
         self._pm.unregister(plugin)
         self.loaded = [p for p in self.loaded if p.name != name]
@@ -153,11 +152,9 @@ _STATE: dict[str, Any] = {"manager": None}
 
 def manager(*, entry_points: bool = True) -> PluginManager:
     """The process-wide manager, built on first use (core built-ins first, then entry points)."""
-    pm = _STATE["manager"]
+    pm: PluginManager | None = _STATE["manager"]
     if pm is None:
         pm = PluginManager()
-        from . import builtin
-
         pm.register_plugin(builtin, "mithril-core", distribution="mithril-core", version=_core_version())
         _STATE["manager"] = pm
     if entry_points:

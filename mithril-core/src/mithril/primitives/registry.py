@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ..errors import PluginError, UnsupportedPrimitiveError
+from ..errors import ModelKeyError, PluginError, UnsupportedPrimitiveError
 from .spec import PrimitiveSpec
 
 __all__ = ["Registry", "BackendEntry", "uses_backend", "resolve_target", "module_implementations"]
@@ -176,8 +176,6 @@ class Registry:
         try:
             return self.primitives[name]
         except KeyError:
-            from ..errors import ModelKeyError
-
             raise ModelKeyError(f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}") from None
 
     def backend_name(self, name: str) -> str | None:

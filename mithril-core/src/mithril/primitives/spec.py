@@ -5,7 +5,7 @@ A primitive's implementation on each backend and its gradient rule live in their
 its name; nothing is spread over if/elif chains.
 
 Example (a third-party primitive, registered through the ``mithril_register_primitives`` hook):
-    >>> from mithril.primitives import PrimitiveSpec, rules
+    >>> from mithril.extend import PrimitiveSpec, rules
     >>> spec = PrimitiveSpec(
     ...     name="sin_times_x",
     ...     inputs=("input",),
@@ -22,8 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ArgumentError
 from ..shapes import Shape
 from ..types import Kind
+from ..validation import check_attributes
 
 __all__ = ["PrimitiveSpec", "REQUIRED", "ShapeIO", "ShapeRule", "TypeRule"]
 
@@ -144,9 +146,6 @@ class PrimitiveSpec:
         >>> registry().primitive("sum").resolve_attributes({"axis": 1})
         {'axis': 1, 'keepdim': False}
         """
-        from ..errors import ArgumentError
-        from ..validation import check_attributes
-
         where = where or self.name
         unknown = set(given) - set(self.attributes)
         if unknown:

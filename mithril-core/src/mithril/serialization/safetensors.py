@@ -233,7 +233,7 @@ class SafetensorsFile:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._data_start + begin)
-                got = f.readinto(memoryview(array.reshape(-1)).cast("B")) if array.size else 0
+                got = f.readinto(memoryview(array.reshape(-1)).cast("B")) if array.size else 0  # type: ignore[arg-type]
         except OSError as exc:
             raise CheckpointError(f"cannot read checkpoint {self.path}: {exc.strerror or exc}") from None
         if got != end - begin:
@@ -293,7 +293,7 @@ def save_safetensors(
             for array in arrays.values():
                 # memoryview of a little-endian C array: written without a bytes copy of every tensor
                 little = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"), copy=False))
-                f.write(little.reshape(-1).view(np.uint8))
+                f.write(little.reshape(-1).view(np.uint8))  # type: ignore[call-overload]
                 advance(array.nbytes)
 
     write_file_atomically(path, write, where=where)

@@ -7,6 +7,7 @@ from .symbolic import (
     ShapeUndetermined,
     Variadic,
     changes_since,
+    describe_shape,
     epoch,
     note_change,
     reset_change_log,
@@ -16,6 +17,6 @@ from .symbolic import (
 )
 
 __all__ = [
-    "Dim", "Shape", "ShapeMismatch", "ShapeUndetermined", "Variadic", "changes_since", "epoch", "note_change", "reset_change_log",
-    "shape_from_template", "unify", "unify_dims",
+    "Dim", "Shape", "ShapeMismatch", "ShapeUndetermined", "Variadic", "changes_since", "describe_shape", "epoch",
+    "note_change", "reset_change_log", "shape_from_template", "unify", "unify_dims",
 ]  # fmt: skip

@@ -20,6 +20,7 @@ import collections
 import itertools
 import numbers
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..errors import ShapeError
 from ..journal import _CURRENT, touch
@@ -27,7 +28,7 @@ from ..union_find import find_root
 
 __all__ = [
     "Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch", "changes_since",
-    "note_change", "reset_change_log",
+    "note_change", "reset_change_log", "describe_shape",
 ]  # fmt: skip
 
 _counter = itertools.count()
@@ -299,6 +300,16 @@ def unify(a: Shape, b: Shape) -> None:
     shared = Variadic()
     v1.bind(extra_p2, shared, extra_s2)
     v2.bind(extra_p1, shared, extra_s1)
+
+
+def describe_shape(shape: Shape) -> list[Any]:
+    """A user-facing view of a symbolic shape: ints, ``"d<n>"`` symbols and ``"..."`` for a variadic."""
+    prefix, var, suffix = shape.parts()
+    items: list[Any] = [d.value if d.value is not None else repr(d) for d in prefix]
+    if var is not None:
+        items.append("...")
+    items.extend(d.value if d.value is not None else repr(d) for d in suffix)
+    return items
 
 
 def shape_from_template(template: Sequence[object], symbols: dict[str, object]) -> Shape:

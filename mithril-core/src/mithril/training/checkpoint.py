@@ -166,7 +166,7 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         raise CheckpointError(f"{where}: the file has no scalar 'step' tensor")
     rng, loss_scale = manifest.get("rng"), _loss_scale(manifest, training)
     if training.external is not None:
-        placed = pm._placed(params)  # the framework optimizer holds the placed arrays themselves
+        placed = training.place(params)  # the framework optimizer holds the placed arrays themselves
         opt_state = _external_state(where, manifest, file, training, placed)
         _restore_rng(backend, rng)
         return TrainState(placed, opt_state, backend.array(step), rng=rng, external=training.external, loss_scale=loss_scale)
@@ -192,9 +192,9 @@ def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFi
         if not isinstance(name, str) or f"x.{name}" not in file.keys():
             raise CheckpointError(f"{where}: the manifest names optimizer array {name!r}, which the file does not hold")
         arrays[name] = file.read(f"x.{name}")
-    template = training.external.init({k: params[k] for k in training.param_keys}, training.model.backend)
+    template = training.external.init({k: params[k] for k in training.param_keys}, training.backend)
     try:
-        return training.external.from_arrays(template, arrays, external.get("meta"), where, training.model.backend)
+        return training.external.from_arrays(template, arrays, external.get("meta"), where, training.backend)
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:

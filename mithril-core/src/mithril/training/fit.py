@@ -26,6 +26,8 @@ from .. import validation
 from ..errors import ArgumentError, CheckpointError
 from ..optim.state import TrainState
 from ..progress import task
+from ..serialization.files import write_file_atomically
+from ..serialization.safetensors import parse_json
 from .checkpoint import load_state, manifest_path, save_state
 
 __all__ = ["fit", "History", "Callback", "EarlyStopping", "LambdaCallback"]
@@ -210,105 +212,175 @@ def fit(
     Returns:
         ``(state, history)``: the final state and a :class:`History`.
     """
+    epochs, log_every, callbacks, directory = _checked_arguments(
+        pm, state, epochs, log_every, resume, callbacks, checkpoint_dir
+    )
+    history, done = History(), 0  # done: batches of this run already trained (the checkpoint's position)
+    if resume and directory is not None and (latest := latest_checkpoint(directory)) is not None:
+        history, done = _load_history(latest)
+        state = load_state(pm, latest)
+    total = len(batches) * epochs if isinstance(batches, Sequence) else None
+    for callback in callbacks:
+        callback.on_train_begin(state)
+    for epoch, logs in enumerate(history.epochs):  # resumed: callbacks see the finished epochs again (EarlyStopping)
+        for callback in callbacks:
+            callback.on_epoch_end(epoch, logs)
+    if any(c.stop for c in callbacks):
+        epochs = 0  # the run had stopped before it was interrupted
+    title = f"training {type(pm.model).__name__} on {type(pm.backend).__name__}"
+    with task(title, total=total, unit="step", verbose=verbose, delay=0.0 if verbose else None) as advance:
+        advance(min(done, total or done))
+        run = _Run(pm, state, callbacks, history, done, _ProgressWindow(advance, log_every))
+        for epoch in range(epochs):
+            epoch_logs = run.train_epoch(batches, epoch, epochs)
+            if epoch_logs is None:
+                continue  # an epoch wholly inside the checkpoint: its logs were saved with it
+            if eval_batches is not None:
+                eval_data = _epoch_batches(eval_batches, epoch, epochs)
+                epoch_logs.update(_evaluate(pm, run.state, eval_data, [run.loss_key, *run.metrics]))
+            history.epochs.append(epoch_logs)
+            if directory is not None:
+                _save_checkpoint(directory, run.state, history, run.step)
+            for callback in callbacks:
+                callback.on_epoch_end(epoch, epoch_logs)
+            if run.stopped or any(c.stop for c in callbacks):
+                break
+    for callback in callbacks:
+        callback.on_train_end(run.state, history)
+    return run.state, history
+
+
+def _checked_arguments(
+    pm: Any, state: Any, epochs: Any, log_every: Any, resume: Any, callbacks: Any, checkpoint_dir: Any
+) -> tuple[int, int, list[Callback], Path | None]:
+    """``fit``'s arguments checked: ``(epochs, log_every, callbacks, checkpoint folder or None)``."""
     if getattr(pm, "_training", None) is None:
-        raise ArgumentError("fit: the model was compiled without optimizer=...; compile it with ml.compile(..., optimizer=optim.AdamW(...))")
+        raise ArgumentError(
+            "fit: the model was compiled without optimizer=...; compile it with ml.compile(..., "
+            "optimizer=optim.AdamW(...))"
+        )
     if not isinstance(state, TrainState):
-        raise ArgumentError(f"fit(state=...): expected an ml.TrainState (pm.init_state(params)), got {type(state).__name__}")
+        raise ArgumentError(
+            f"fit(state=...): expected an ml.TrainState (pm.init_state(params)), got {type(state).__name__}"
+        )
     epochs = int(validation.positive_int("fit", "epochs", epochs))
     log_every = int(validation.positive_int("fit", "log_every", log_every))
     validation.boolean("fit", "resume", resume)
     if callbacks is None:
         callbacks = ()
     if not isinstance(callbacks, Iterable):
-        raise ArgumentError(f"fit(callbacks=...): expected a list of mithril.training.Callback objects, got {type(callbacks).__name__}")
+        raise ArgumentError(
+            f"fit(callbacks=...): expected a list of mithril.training.Callback objects, got {type(callbacks).__name__}"
+        )
     callbacks = list(callbacks)
     for callback in callbacks:
         if not isinstance(callback, Callback):
             raise ArgumentError(f"fit(callbacks=...): expected mithril.training.Callback objects, got {callback!r}")
     if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
-        raise ArgumentError(f"fit(checkpoint_dir=...): expected a folder path (str or os.PathLike), got {type(checkpoint_dir).__name__}")
+        raise ArgumentError(
+            "fit(checkpoint_dir=...): expected a folder path (str or os.PathLike), got "
+            f"{type(checkpoint_dir).__name__}"
+        )
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
     if resume and directory is None:
         raise ArgumentError("fit(resume=True) needs checkpoint_dir=... (where the run saved its checkpoints)")
-    done = 0  # batches of this run already trained (the checkpoint's position, not the state's step count)
-    history = History()
-    if resume and directory is not None and (latest := latest_checkpoint(directory)) is not None:
-        history, done = _load_history(latest)
-        state = load_state(pm, latest)
-    metrics = _metric_keys(pm)
-    loss_key = pm.loss_key
-    total = len(batches) * epochs if isinstance(batches, Sequence) else None
-    step = 0
-    for callback in callbacks:
-        callback.on_train_begin(state)
-    for epoch, logs in enumerate(history.epochs):  # resumed: callbacks see the finished epochs again (EarlyStopping's count)
-        for callback in callbacks:
-            callback.on_epoch_end(epoch, logs)
-    if any(c.stop for c in callbacks):
-        epochs = 0  # the run had stopped before it was interrupted
-    with task(f"training {type(pm.model).__name__} on {type(pm.backend).__name__}", total=total, unit="step", verbose=verbose, delay=0.0 if verbose else None) as advance:
-        advance(min(done, total or done))
-        window: list[float] = []
-        window_samples, window_started = 0, time.perf_counter()
-        stopped = False
-        for epoch in range(epochs):
-            sums = dict.fromkeys(["loss", *metrics], 0.0)
-            count = 0
-            for batch in _epoch_batches(batches, epoch, epochs):
-                step += 1
-                if step <= done:
-                    continue  # resumed: this step is in the checkpoint
-                state, outputs = pm.train_step(state, batch)
-                values = _scalars(outputs, [loss_key, *metrics], pm.backend.to_numpy)
-                logs = {"loss": values[loss_key], **{key: values[key] for key in metrics}}
-                history.loss.append(logs["loss"])
-                if not math.isfinite(logs["loss"]):
-                    history.diverged_at = step
-                    warnings.warn(
-                        f"fit: the loss is {logs['loss']} at step {step} (epoch {epoch + 1}); training stopped. Lower the "
-                        "learning rate or clip the gradients (clip_norm=)",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-                for key, value in logs.items():
-                    sums[key] = sums.get(key, 0.0) + value
-                count += 1
-                window.append(logs["loss"])
-                window_samples += _samples(batch)
-                for callback in callbacks:
-                    callback.on_step_end(step, logs)
-                if len(window) >= log_every:
-                    rate = window_samples / max(time.perf_counter() - window_started, 1e-9)
-                    advance(len(window), f"epoch {epoch + 1}/{epochs}, loss {sum(window) / len(window):.4g}, {rate:,.0f} samples/s")
-                    window, window_samples, window_started = [], 0, time.perf_counter()
-                if any(c.stop for c in callbacks) or history.diverged_at is not None:
-                    stopped = True
-                    break
-            if window:
-                advance(len(window), f"epoch {epoch + 1}/{epochs}, loss {sum(window) / len(window):.4g}")
-                window = []
-            if count == 0 and step <= done:
-                continue  # an epoch wholly inside the checkpoint: its logs were saved with it
-            epoch_logs = {key: value / max(count, 1) for key, value in sums.items()}
-            if eval_batches is not None:
-                epoch_logs.update(_evaluate(pm, state, _epoch_batches(eval_batches, epoch, epochs), [loss_key, *metrics]))
-            history.epochs.append(epoch_logs)
-            if directory is not None:
-                _save_checkpoint(directory, state, history, step)
-            for callback in callbacks:
-                callback.on_epoch_end(epoch, epoch_logs)
-            if stopped or any(c.stop for c in callbacks):
+    return epochs, log_every, callbacks, directory
+
+
+class _ProgressWindow:
+    """The progress line: the mean loss, and samples per second, over the last ``log_every`` steps."""
+
+    def __init__(self, advance: Callable[..., Any], log_every: int) -> None:
+        self.advance, self.log_every = advance, log_every
+        self.losses: list[float] = []
+        self.samples, self.started = 0, time.perf_counter()
+
+    def add(self, loss: float, samples: int) -> None:
+        self.losses.append(loss)
+        self.samples += samples
+
+    def report_when_full(self, label: str) -> None:
+        """Advance the line by the window's steps once it holds ``log_every`` of them."""
+        if len(self.losses) < self.log_every:
+            return
+        rate = self.samples / max(time.perf_counter() - self.started, 1e-9)
+        mean = sum(self.losses) / len(self.losses)
+        self.advance(len(self.losses), f"{label}, loss {mean:.4g}, {rate:,.0f} samples/s")
+        self.losses, self.samples, self.started = [], 0, time.perf_counter()
+
+    def flush(self, label: str) -> None:
+        """At an epoch's end: advance by the steps not reported yet."""
+        if self.losses:
+            self.advance(len(self.losses), f"{label}, loss {sum(self.losses) / len(self.losses):.4g}")
+            self.losses = []
+
+
+class _Run:
+    """One :func:`fit` call's steps: the state they advance, the history and logs they record, and whether a
+    callback or a diverged loss stopped them."""
+
+    def __init__(
+        self,
+        pm: Any,
+        state: TrainState,
+        callbacks: list[Callback],
+        history: History,
+        done: int,
+        progress: _ProgressWindow,
+    ) -> None:
+        self.pm, self.state, self.callbacks, self.history = pm, state, callbacks, history
+        self.done, self.progress = done, progress
+        self.metrics = _metric_keys(pm)
+        self.loss_key = pm.loss_key
+        self.step = 0  # batches seen by this run, those inside a resumed checkpoint included
+        self.stopped = False
+
+    def train_epoch(self, batches: Any, epoch: int, epochs: int) -> dict[str, float] | None:
+        """Train one epoch; its logs (loss and metrics averaged over its steps), or ``None`` when every step
+        of it is inside the checkpoint the run resumed from."""
+        sums = dict.fromkeys(["loss", *self.metrics], 0.0)
+        count = 0
+        label = f"epoch {epoch + 1}/{epochs}"
+        for batch in _epoch_batches(batches, epoch, epochs):
+            self.step += 1
+            if self.step <= self.done:
+                continue  # resumed: this step is in the checkpoint
+            logs = self._train_step(batch, epoch)
+            for key, value in logs.items():
+                sums[key] = sums.get(key, 0.0) + value
+            count += 1
+            self.progress.add(logs["loss"], _samples(batch))
+            for callback in self.callbacks:
+                callback.on_step_end(self.step, logs)
+            self.progress.report_when_full(label)
+            if any(c.stop for c in self.callbacks) or self.history.diverged_at is not None:
+                self.stopped = True
                 break
-    for callback in callbacks:
-        callback.on_train_end(state, history)
-    return state, history
+        self.progress.flush(label)
+        if count == 0 and self.step <= self.done:
+            return None
+        return {key: value / max(count, 1) for key, value in sums.items()}
+
+    def _train_step(self, batch: Mapping[str, Any], epoch: int) -> dict[str, float]:
+        """One ``train_step``; its logs (``loss`` and the metrics of the batch), recorded in the history."""
+        self.state, outputs = self.pm.train_step(self.state, batch)
+        values = _scalars(outputs, [self.loss_key, *self.metrics], self.pm.backend.to_numpy)
+        logs = {"loss": values[self.loss_key], **{key: values[key] for key in self.metrics}}
+        self.history.loss.append(logs["loss"])
+        if not math.isfinite(logs["loss"]):
+            self.history.diverged_at = self.step
+            warnings.warn(
+                f"fit: the loss is {logs['loss']} at step {self.step} (epoch {epoch + 1}); training stopped. Lower "
+                "the learning rate or clip the gradients (clip_norm=)",
+                RuntimeWarning,
+                stacklevel=4,  # the caller of fit
+            )
+        return logs
 
 
 def _save_checkpoint(directory: Path, state: TrainState, history: History, batches: int) -> None:
     """``step-<batches>.safetensors`` (+ manifest), then ``step-<batches>.history.json``: written last, it
     marks the checkpoint complete (a run killed while saving resumes from the previous one)."""
-    from ..serialization.files import write_file_atomically
-
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -321,8 +393,6 @@ def _save_checkpoint(directory: Path, state: TrainState, history: History, batch
 
 def _load_history(checkpoint: Path) -> tuple[History, int]:
     """The history saved with a checkpoint and how many batches the run had trained."""
-    from ..serialization.safetensors import parse_json
-
     path = checkpoint.with_name(checkpoint.name.replace(".safetensors", ".history.json"))
     data = parse_json(path.read_bytes(), path, "training history")
     problem = None

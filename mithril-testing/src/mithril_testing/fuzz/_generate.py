@@ -132,7 +132,7 @@ class _Skip(Exception):
 
 @dataclass
 class _Gen:
-    draw: Callable[[st.SearchStrategy[Any]], Any]
+    draw: st.DrawFn
     profile: FuzzProfile
     recipe: Recipe = field(default_factory=Recipe)
     values: dict[str, np.ndarray] = field(default_factory=dict)
@@ -482,7 +482,7 @@ MARGIN_CHECKS: dict[str, Callable[[dict[str, Any], dict[str, Any], list[np.ndarr
     ),
     "cross_entropy": lambda n, a, o: a["input_type"] != "probs" or float(np.min(n["input"])) > 0.01,
     "cross_entropy_grad": lambda n, a, o: a["input_type"] != "probs" or float(np.min(n["input"])) > 0.01,
-    # the VJP rule (g * out / x, mithril.gradients.rules.reductions) assumes no zero in the input
+    # the VJP rule (g * out / x, mithril.gradients.vjp_rules.reductions) assumes no zero in the input
     "prod": lambda n, a, o: _away_from_zero(n["input"], 1.0),
 }
 
@@ -1284,7 +1284,7 @@ GENERATED_PRIMITIVES: frozenset[str] = frozenset(
 
 
 @st.composite
-def _step(draw: Callable[[st.SearchStrategy[Any]], Any], g: _Gen, families: list[str]) -> bool:
+def _step(draw: st.DrawFn, g: _Gen, families: list[str]) -> bool:
     """One generation step; returns whether to go on."""
     outer, g.draw = g.draw, draw
     try:
@@ -1296,7 +1296,7 @@ def _step(draw: Callable[[st.SearchStrategy[Any]], Any], g: _Gen, families: list
 
 
 @st.composite
-def recipes(draw: Callable[[st.SearchStrategy[Any]], Any], profile: FuzzProfile = FuzzProfile()) -> Recipe:
+def recipes(draw: st.DrawFn, profile: FuzzProfile = FuzzProfile()) -> Recipe:
     """Strategy of random models (:class:`Recipe`) within ``profile``'s limits.
 
     >>> from hypothesis import find

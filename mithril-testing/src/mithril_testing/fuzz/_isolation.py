@@ -25,7 +25,7 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from mithril.types import Dtype
 
@@ -180,7 +180,7 @@ class IsolatedChecker:
             elif kind == "raised":
                 raise RuntimeError(f"the fuzz worker raised {payload}")
             else:
-                return payload
+                return cast("Disagreement | None", payload)
 
     def _wait(self) -> str | None:
         """Wait for the worker's next message; ``None`` once there is one, else why it counts as hung."""
@@ -195,7 +195,8 @@ class IsolatedChecker:
                 return f"no answer after {cpu - start_cpu:.0f} s of CPU time ({wall:.0f} s wall)"
             if wall >= STALL_FACTOR * self.timeout:
                 return (
-                    f"no answer within {wall:.0f} s (having used {0 if cpu is None else cpu - start_cpu:.0f} s of CPU)"
+                    f"no answer within {wall:.0f} s (having used "
+                    f"{0 if cpu is None or start_cpu is None else cpu - start_cpu:.0f} s of CPU)"
                 )
         return None
 

@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import queue
 import threading
 import time
@@ -371,7 +372,7 @@ class Lifecycle:
                 label = f"thread {t + 1} of {THREADS}, call {k + 1} of {CALLS_PER_THREAD}{plain}"
                 made[t].append(self._call("threads", label, _FOR_THREADS, arrays[t], t % 2, gradients=k == 0))
 
-        unfinished = _Workers.shared().run([lambda t=t: work(t) for t in range(THREADS)], THREAD_TIMEOUT)
+        unfinished = _Workers.shared().run([functools.partial(work, t) for t in range(THREADS)], THREAD_TIMEOUT)
         if unfinished:
             hung = TimeoutError(f"{unfinished} of {THREADS} threads did not finish within {THREAD_TIMEOUT:.0f} s")
             return [Call("threads", f"{THREADS} threads calling {PROGRAMS[_FOR_THREADS]}", 0, error=hung)]

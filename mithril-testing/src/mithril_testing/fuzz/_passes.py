@@ -1,12 +1,11 @@
-"""Test-only switch to turn the compiler's optimisation passes off, to check that no pass changes a result.
+"""Test-only switches over the compiler's optimisation passes: turn them off, to check that no pass changes a
+result, and count what each changed.
 
-``ml.compile`` has no option for it: :func:`passes_disabled` temporarily replaces the pass functions that
-:mod:`mithril.compiler.compile` calls (constant folding, common-subexpression elimination, dead-node
-pruning) by identities that leave the graph as it is. Integer promotion is not an optimisation (it gives
-int inputs of float primitives their float semantics) and is never disabled.
+``ml.compile`` has no option for it: both go through core's pass hook (:func:`mithril.extend.pass_hook`), which
+sees every run of constant folding, common-subexpression elimination and dead-node pruning. Integer promotion is
+not an optimisation (it gives int inputs of float primitives their float semantics) and is never disabled.
 
-It patches module globals, so it is process-wide and not thread-safe: use it around one ``ml.compile``
-at a time, in tests.
+The hooks hold for the thread (and asyncio task) that entered the block, and nest.
 
 Example:
     >>> import mithril as ml
@@ -22,18 +21,18 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+
+from mithril.extend import PASS_NAMES, pass_hook
 
 __all__ = ["PASSES", "VARIANTS", "passes_disabled", "passes_recorded"]
 
 PASSES: dict[str, str] = {
-    "fold": "fold_constants",
-    "cse": "eliminate_common_subexpressions",
-    "prune": "prune",
+    "fold": "constant_folding",
+    "cse": "cse",
+    "prune": "pruning",
 }
-"""Short name -> the pass function's name in :mod:`mithril.compiler.compile`."""
+"""Short name -> the pass's name in :data:`mithril.extend.PASS_NAMES`."""
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "default": (),
@@ -44,21 +43,13 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 """Compilation variants a fuzz check runs: name -> passes disabled."""
 
-
-def _identity(*args: Any, **kwargs: Any) -> int:
-    """A pass that changes nothing (reports 0 nodes changed, as the passes do)."""
-    return 0
-
-
-def _compile_module() -> Any:
-    import mithril.compiler.compile  # noqa: F401 - make sure it is loaded
-
-    return sys.modules["mithril.compiler.compile"]
+_SHORT = {name: short for short, name in PASSES.items()}
 
 
 @contextlib.contextmanager
 def passes_disabled(*names: str) -> Iterator[None]:
-    """Within the block, ``ml.compile`` skips the named passes (``"fold"``, ``"cse"``, ``"prune"``).
+    """Within the block, ``ml.compile`` skips the named passes (``"fold"``, ``"cse"``, ``"prune"``): each
+    leaves the graph as it is and reports 0 nodes changed.
 
     With no names nothing is disabled. Unknown names raise ``ValueError``.
 
@@ -68,22 +59,16 @@ def passes_disabled(*names: str) -> Iterator[None]:
     unknown = set(names) - set(PASSES)
     if unknown:
         raise ValueError(f"unknown pass(es) {sorted(unknown)}; known: {', '.join(PASSES)}")
-    module = _compile_module()
-    saved = {}
-    for name in names:
-        attr = PASSES[name]
-        if not hasattr(module, attr):
-            raise RuntimeError(
-                f"mithril.compiler.compile has no pass function {attr!r}; update mithril_testing.fuzz.PASSES"
-            )
-        saved[attr] = getattr(module, attr)
-    try:
-        for attr in saved:
-            setattr(module, attr, _identity)
+    stale = [PASSES[short] for short in names if PASSES[short] not in PASS_NAMES]
+    if stale:
+        raise RuntimeError(f"mithril has no optimisation pass {stale}; update mithril_testing.fuzz.PASSES")
+    skipped = {PASSES[short] for short in names}
+
+    def skip(name: str, run: Callable[[], int]) -> int:
+        return 0 if name in skipped else run()
+
+    with pass_hook(skip):
         yield
-    finally:
-        for attr, function in saved.items():
-            setattr(module, attr, function)
 
 
 @contextlib.contextmanager
@@ -103,22 +88,14 @@ def passes_recorded() -> Iterator[dict[str, int]]:
     >>> changed
     {'fold': 0, 'cse': 0, 'prune': 0}
     """
-    module = _compile_module()
     counts = dict.fromkeys(PASSES, 0)
-    saved = {short: getattr(module, attr) for short, attr in PASSES.items()}
 
-    def counting(short: str, function: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            changed = function(*args, **kwargs)
+    def count(name: str, run: Callable[[], int]) -> int:
+        changed = run()
+        short = _SHORT.get(name)
+        if short is not None:
             counts[short] += int(changed or 0)
-            return changed
+        return changed
 
-        return wrapper
-
-    try:
-        for short, function in saved.items():
-            setattr(module, PASSES[short], counting(short, function))
+    with pass_hook(count):
         yield counts
-    finally:
-        for short, function in saved.items():
-            setattr(module, PASSES[short], function)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -382,7 +382,7 @@ def array_literal(array: Any) -> str:
     return f"np.array({body}, dtype={dtype})"
 
 
-def _nested(value: Any, leaf: Any) -> str:
+def _nested(value: Any, leaf: Callable[[Any], str]) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_nested(v, leaf) for v in value) + "]"
     return leaf(value)

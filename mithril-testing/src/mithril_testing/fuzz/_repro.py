@@ -80,6 +80,7 @@ def compact_literal(array: Any) -> str:
     kind = kind_of_array(a)
     if a.size == 0 and (kind != "float" or a.ndim != 1):
         return array_literal(a)
+    leaf: Callable[[Any], str]
     if kind == "float":
         leaf = _float
         values = a.astype(np.float64).tolist()

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mithril as ml
 import numpy as np
@@ -113,7 +113,7 @@ def _per_dtype(tolerance: Mapping[str, Any] | None, dtype: str) -> Mapping[str, 
     if tolerance and all(isinstance(v, Mapping) for v in tolerance.values()):
         if dtype not in tolerance:
             raise KeyError(f"reproduction: tolerances are given for {sorted(tolerance)}, not {dtype!r}")
-        return tolerance[dtype]
+        return cast(Mapping[str, Any], tolerance[dtype])
     return tolerance
 
 
@@ -338,7 +338,7 @@ def _parametrized_test(reproduction: Reproduction, module: str | None) -> Callab
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         cases.append(pytest.param(name, marks=marks, id=name))
     marked = pytest.mark.fuzz(pytest.mark.parametrize("backend", cases)(test))
-    marked.reproduction = reproduction  # type: ignore[attr-defined]
+    marked.reproduction = reproduction  # type: ignore[attr-defined]  # an attribute of the test function
     marked.__module__ = module or marked.__module__
     return marked
 

@@ -28,7 +28,7 @@ __all__ = ["GRADIENT_HELPERS", "derived_gradient_helpers", "is_derived", "linear
 
 # helper -> (forward primitive, forward inputs as (helper input | "@", ...) with "@" the differentiated
 # one, the helper input holding the primal point). The helper's ``output_grad`` is the cotangent.
-_DERIVATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
+_DERIVATIONS: dict[str, tuple[str, tuple[str | None, ...], str]] = {
     "conv1d_grad_input": ("conv1d", ("@", "weight", None), "like"),
     "conv2d_grad_input": ("conv2d", ("@", "weight", None), "like"),
     "conv1d_grad_weight": ("conv1d", ("input", "@", None), "like"),

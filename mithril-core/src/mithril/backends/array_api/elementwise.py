@@ -68,10 +68,11 @@ def build(b: Binding) -> dict[str, Impl]:
     xp = b.xp
     table: dict[str, Impl] = {name: getattr(xp, fn) for name, fn in _DIRECT.items() if hasattr(xp, fn)}
     maximum, where, multiply, tanh, exp, abs_ = xp.maximum, xp.where, xp.multiply, xp.tanh, xp.exp, xp.abs
-    logaddexp, sqrt, reciprocal = xp.logaddexp, xp.sqrt, getattr(xp, "reciprocal", None)
+    logaddexp, sqrt = xp.logaddexp, xp.sqrt
+    reciprocal: Impl = getattr(xp, "reciprocal", None) or (lambda input: 1.0 / input)
     is_float = b.is_float
 
-    rsqrt = getattr(xp, "rsqrt", None)
+    rsqrt: Impl | None = getattr(xp, "rsqrt", None)
     if rsqrt is None:
 
         def rsqrt(input: Any) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...primitives.rules import broadcast_sum_axes
+from ...primitives.shape_rules import broadcast_sum_axes
 from ._binding import Binding, Impl
 
 __all__ = ["build"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...numerics import dtype_constant as dtype_constant_value
 from ...primitives import uses_backend
-from ...primitives.rules import broadcast_sum_axes, creation_kind
+from ...primitives.shape_rules import broadcast_sum_axes, creation_kind
 from ._binding import Binding, Impl
 
 __all__ = ["build"]

@@ -2,12 +2,11 @@
 
 from typing import Any
 
+from ...errors import MissingAttributeError
+from ...lazy_plugins import backend_class
+
 
 def __getattr__(name: str) -> Any:
     if name == "TorchBackend":
-        from ...plugins.lookup import backend_class
-
         return backend_class("TorchBackend")
-    from ...errors import MissingAttributeError
-
     raise MissingAttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -106,12 +106,12 @@ def _host_nodes(graph: Graph) -> set[int]:
     pending = [v for node in graph.nodes for k, v in node.inputs.items() if k in node.spec.host_inputs and v is not None]
     while pending:
         value = pending.pop()
-        node = producer.get(value.id)
-        if node is None or node.id not in hostable or node.id in wanted:
+        source = producer.get(value.id)
+        if source is None or source.id not in hostable or source.id in wanted:
             continue
-        wanted.add(node.id)
-        if node.spec.name not in _FROM_SHAPES:
-            pending.extend(v for v in node.inputs.values() if v is not None)
+        wanted.add(source.id)
+        if source.spec.name not in _FROM_SHAPES:
+            pending.extend(v for v in source.inputs.values() if v is not None)
     return wanted
 
 

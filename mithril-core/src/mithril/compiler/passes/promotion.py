@@ -4,7 +4,7 @@ own default float."""
 
 from __future__ import annotations
 
-from ...primitives import rules
+from ...primitives import shape_rules
 from ..graph import Graph
 
 __all__ = ["promote_integer_inputs"]
@@ -17,7 +17,7 @@ def promote_integer_inputs(graph: Graph) -> int:
     added = 0
     nodes, graph.nodes = graph.nodes, []
     for node in nodes:
-        if node.spec.type_rule is rules.float_result:
+        if node.spec.type_rule is shape_rules.float_result:
             for key in node.spec.differentiable_keys(node.attrs):
                 value = node.inputs.get(key)
                 if value is not None and value.kind in ("int", "bool") and value.kind not in node.spec.input_kinds.get(key, ()):

@@ -7,6 +7,7 @@ from typing import Any
 from ... import validation
 from ...framework.keys import TBD, Connection, IOKey
 from ...framework.model import Model
+from ..primitive import Primitive
 
 
 def check_size(owner: str, name: str, value: Any, *, optional: bool = True) -> Any:
@@ -27,10 +28,8 @@ def set_given(model: Model, **values: Any) -> None:
         model.set_values(**given)
 
 
-def op(model: Model, primitive: str, *inputs: object, **attrs: object) -> Connection:
+def op(model: Model, primitive: str, *inputs: object, **attrs: Any) -> Connection:
     """Add ``primitive`` with ``inputs`` (filling its input keys in order) to ``model``; return its output."""
-    from ..primitive import Primitive
-
     child = Primitive(primitive, **attrs)
     model |= child(**dict(zip(child.input_keys, inputs)))
     return child.output

@@ -18,12 +18,14 @@ from typing import Any
 import numpy as np
 
 from ... import validation
+from ...deprecation import warn_deprecated
 from ...errors import ArgumentError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
 from ._util import op, param, set_given
 from .linear import Linear
-from .tensor_ops import DistanceMatrix, PolynomialFeatures, robust_power
+from .robust import robust_power
+from .tensor_ops import DistanceMatrix, PolynomialFeatures
 
 __all__ = ["LogisticRegression", "PolynomialRegression", "LinearSVM", "RBFKernel", "PolynomialKernel", "KernelizedSVM"]
 
@@ -168,15 +170,12 @@ class PolynomialKernel(_Kernel):
     ) -> None:
         super().__init__(name=name)
         if isinstance(robust, int) and not isinstance(robust, bool):  # our earlier PolynomialKernel(degree, gamma, coef0)
-            from ...deprecation import warn_deprecated
 
             warn_deprecated(f"PolynomialKernel({robust}) (a positional degree)", f"PolynomialKernel(degree={robust})")
             degree, robust = robust, False
             gamma = 1.0 if gamma is None else gamma
             poly_coef = 1.0 if coef0 is None and poly_coef is TBD else poly_coef
         if coef0 is not None:
-            from ...deprecation import warn_deprecated
-
             warn_deprecated("PolynomialKernel(coef0=)", "poly_coef=")
             if poly_coef is not TBD:
                 raise ArgumentError("PolynomialKernel: coef0= is a deprecated alias of poly_coef=; give one of them")

@@ -10,6 +10,7 @@ from ...errors import ArgumentError
 from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
+from ..primitive_models import Relu  # type: ignore[attr-defined]
 from ._util import param
 
 __all__ = ["Linear", "MLP", "Layer", "ElementWiseAffine"]
@@ -105,7 +106,6 @@ class MLP(Model):
         else:
             if output_size is None:
                 raise ArgumentError("MLP: needs output_size (with optional hidden_sizes) or dimensions=[...], got neither")
-            from ..primitive_models import Relu  # type: ignore[attr-defined]
 
             act_cls = activation or Relu
             dims = [*(hidden_sizes or ()), output_size]

@@ -105,7 +105,7 @@ class CrossEntropy(_Loss):
         weighting = {} if weights is None or weights is False or (isinstance(weights, str) and weights == "") else {"weights": weights}
         super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, categorical=categorical, **_robust("CrossEntropy", robust, threshold))
 
-    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _elementwise_loss(self, input: IOKey, target: Any, attrs: dict[str, Any]) -> Any:  # noqa: A002
         """Probabilities become log-probabilities first (:func:`probability_log`), so the primitive always
         takes logits or log-probabilities; class weights scale the loss by ``weights[target]`` (class targets)
         or the targets along the class axis 1 (probability targets, any rank)."""

@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 
 from ... import validation
+from ...deprecation import warn_deprecated
 from ...errors import ArgumentError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
 from ._util import op, param, set_given
 from .margin_losses import KLDivergence
-from .tensor_ops import EncoderDistanceMatrix, NormModifier, StableReciprocal, _identity_mask, robust_power
+from .robust import robust_power
+from .tensor_ops import EncoderDistanceMatrix, NormModifier, StableReciprocal, _identity_mask
 
 __all__ = ["MDSCore", "TSNECore", "DistanceEncoder", "MDS", "TSNE", "tsne_joint_probabilities"]
 
@@ -246,8 +248,6 @@ class TSNE(DistanceEncoder):
         input: Any = TBD, norm: Any = TBD, *, perplexity: float | None = None, name: str | None = None,  # noqa: A002 - Mithril's key
     ) -> None:
         if perplexity is not None:
-            from ...deprecation import warn_deprecated
-
             warn_deprecated("TSNE(perplexity=)", "TSNE(preplexity=)")
             preplexity = perplexity
         prediction_dim = validation.positive_int("TSNE", "prediction_dim", prediction_dim)

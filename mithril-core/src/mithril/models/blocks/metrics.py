@@ -51,6 +51,10 @@ class Accuracy(_Metric):
 class _ClassMetric(_Metric):
     """Per-class counts from one-hot labels: ``tp``, ``predicted`` and ``actual`` per class ``[C]``."""
 
+    # set through ``__dict__`` (a Model's attributes are otherwise its connections)
+    n_classes: int
+    average: str
+
     def __init__(self, n_classes: int, average: str = "macro", *, name: str | None = None) -> None:
         owner = type(self).__name__
         self.__dict__["n_classes"] = validation.positive_int(owner, "n_classes", n_classes)

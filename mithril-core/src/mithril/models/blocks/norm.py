@@ -9,6 +9,7 @@ from ... import validation
 from ...errors import ArgumentError
 from ...framework.keys import TBD, Connection, IOKey, materialize_expression
 from ...framework.model import Model
+from ..primitive import Primitive
 from ._util import op, param, set_given
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "BatchNorm2D", "batch_norm2d_decomposition"]
@@ -16,11 +17,17 @@ __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "BatchNorm2D", "b
 _PER_CHANNEL = (-1, 1, 1)  # a [C] vector against [N, C, H, W]
 
 
+def _param_shapes(**templates: list[Any] | None) -> dict[str | Connection, Any]:
+    """The shape templates given (``None``: a parameter the block does not have), for ``set_shapes``."""
+    return {key: template for key, template in templates.items() if template is not None}
+
+
 def _normalize(model: Model, x: Connection, axis: object, eps: float) -> Connection:
     """``(x - mean) / sqrt(var + eps)`` over ``axis`` (two-pass, numerically stable)."""
     centered = x - op(model, "mean", x, axis=axis, keepdim=True)
     variance = op(model, "mean", centered * centered, axis=axis, keepdim=True)
-    return centered * op(model, "rsqrt", variance + eps)
+    normalized: Connection = centered * op(model, "rsqrt", variance + eps)
+    return normalized
 
 
 def _affine(model: Model, x: Connection, scale: bool, bias: bool, reshape: tuple[int, ...] | None = None) -> Connection:
@@ -39,7 +46,7 @@ def _scale_and_shift(model: Model, centered: Connection, variance: Connection, e
     factor = op(model, "rsqrt", variance + eps)
     if scale:
         factor = factor * op(model, "reshape", IOKey("weight"), shape=_PER_CHANNEL)
-    out = centered * factor
+    out: Connection = centered * factor
     if shift:
         out = out + op(model, "reshape", IOKey("bias"), shape=_PER_CHANNEL)
     return out
@@ -96,7 +103,7 @@ class LayerNorm(_Norm):
         self._params(dim, use_scale, use_bias)
         x = self._declare(IOKey("input"))
         out = _affine(self, _normalize(self, x, -1, eps), use_scale, use_bias)
-        self.set_shapes(input=[("B", ...), "d"], **({"weight": ["d"]} if use_scale else {}), **({"bias": ["d"]} if use_bias else {}))
+        self.set_shapes(_param_shapes(input=[("B", ...), "d"], weight=["d"] if use_scale else None, bias=["d"] if use_bias else None))
         self._finish(out)
 
 
@@ -112,7 +119,7 @@ class RMSNorm(_Norm):
         x = self._declare(IOKey("input"))
         mean_square = op(self, "mean", op(self, "square", x), axis=-1, keepdim=True)
         out = _affine(self, x * op(self, "rsqrt", mean_square + eps), use_scale, False)
-        self.set_shapes(input=[("B", ...), "d"], **({"weight": ["d"]} if use_scale else {}))
+        self.set_shapes(_param_shapes(input=[("B", ...), "d"], weight=["d"] if use_scale else None))
         self._finish(out)
 
 
@@ -197,7 +204,6 @@ class BatchNorm2d(_Norm):
             for key, init in (("running_mean", "zeros"), ("running_var", "ones")):
                 running[key] = self._declare(IOKey(key, shape=[num_features], type="float", buffer=True, init=init))
         if use_batch_stats:  # one primitive: PyTorch runs its batch-norm kernel, the others the decomposition
-            from ..primitive import Primitive
 
             norm = Primitive("batch_norm2d", eps=eps)
             self |= norm(input=x, **({"weight": "weight"} if scale else {}), **({"bias": "bias"} if shift else {}))
@@ -210,7 +216,7 @@ class BatchNorm2d(_Norm):
         else:
             stats = {key: op(self, "reshape", value, shape=_PER_CHANNEL) for key, value in running.items()}
             out = _scale_and_shift(self, x - stats["running_mean"], stats["running_var"], eps, scale, shift)
-        self.set_shapes(input=["N", "C", None, None], **({"weight": ["C"]} if scale else {}), **({"bias": ["C"]} if shift else {}))
+        self.set_shapes(_param_shapes(input=["N", "C", None, None], weight=["C"] if scale else None, bias=["C"] if shift else None))
         self._finish(out)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from ... import validation
 from ...errors import ModelConnectionError
 from ...framework.keys import IOKey
-from ...framework.model import Model
+from ...framework.model import Model, _Call
 from ..primitive import Primitive
 
 __all__ = ["Dropout"]
@@ -29,7 +29,7 @@ class Dropout(Model):
         self._mask_node = self._graph.nodes[-1]
         self |= Primitive("multiply")(left="input", right=mask.output, output=IOKey("output"))
 
-    def __call__(self, **connections: Any):
+    def __call__(self, **connections: Any) -> _Call:
         if "training" in connections:
             training = connections.pop("training")
             training = validation.boolean(f"{self._path()}", "training (a constant)", training)

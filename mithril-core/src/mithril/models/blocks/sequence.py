@@ -39,6 +39,7 @@ from ...deprecation import warn_deprecated
 from ...errors import ArgumentError, UnsupportedPrimitiveError
 from ...framework.keys import IOKey
 from ...framework.model import Model
+from ..primitive import Primitive
 from ._util import op, param
 
 __all__ = [
@@ -52,8 +53,6 @@ PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 def _split(model: Model, x: Any, sections: int, axis: int) -> list[Any]:
     """``np.split(x, sections, axis)`` as one ``split`` (its gradient is one ``concat``, where per-part
     ``index`` gradients would each materialise a zero tensor of ``x``'s size)."""
-    from ..primitive import Primitive
-
     child = Primitive("split", sections=sections, axis=axis)
     model |= child(input=x)
     return [getattr(child, key) for key in child.output_keys]
@@ -93,6 +92,7 @@ class _Cell(Model):
 
     gates = 1
     state_keys: tuple[str, ...] = ("hidden",)
+    hidden_size: int  # set through ``__dict__`` (a Model's attributes are otherwise its connections)
 
     def __init__(self, hidden_size: int, *, projected: bool = False, recurrent_bias: bool = True, name: str | None = None) -> None:
         super().__init__(name=name)
@@ -169,6 +169,12 @@ def _cell_class(owner: str, cell_type: Any) -> type[_Cell]:
 class _Unrolled(Model):
     """``length`` copies of one cell sharing their parameters (named ``<prefix>weight_ih``...)."""
 
+    # set through ``__dict__`` (a Model's attributes are otherwise its connections)
+    cell_class: type[_Cell]
+    hidden_size: int
+    length: int
+    variable_length: bool
+
     def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
         super().__init__(name=name)
         owner = type(self).__name__
@@ -199,7 +205,7 @@ class _Unrolled(Model):
         ``projected``) from ``state``; returns each step's hidden and the final state. With ``lengths`` a
         sample's state is kept past its last step and its hidden there is 0."""
         hiddens = []
-        weights = PARAMS[1::2] if projected else PARAMS  # weight_hh, bias_hh
+        weights: tuple[str, ...] = PARAMS[1::2] if projected else PARAMS  # weight_hh, bias_hh
         weights = weights if recurrent_bias else tuple(w for w in weights if w != "bias_hh")
         for t, x in enumerate(inputs):
             cell = self.cell_class(self.hidden_size, projected=projected, recurrent_bias=recurrent_bias)
@@ -234,7 +240,6 @@ class _Unrolled(Model):
         one ``lstm_recurrence``) and the final state."""
         if self.cell_class is not TorchLSTMCell or lengths is not None:
             return self._run(self._steps(key, prefix), state, prefix, lengths, projected=True)
-        from ..primitive import Primitive
 
         h = self.hidden_size
         self._declare_keys(*(prefix + name for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")))  # the unrolled models' order
@@ -424,8 +429,6 @@ def lstm_layer_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any]
     >>> lstm_layer_decomposition({}, {}).output_keys
     ['output', 'hidden', 'cell']
     """
-    from ..primitive import Primitive
-
     model = Model()
     bias = op(model, "add", IOKey("bias_ih"), IOKey("bias_hh"))
     projected = op(model, "linear", IOKey("input"), IOKey("weight_ih"), bias)

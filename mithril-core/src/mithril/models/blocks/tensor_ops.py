@@ -150,8 +150,6 @@ class DistanceMatrix(_Block):
     ) -> None:
         super().__init__(name=name)
         if squared is not None:
-            from ...deprecation import warn_deprecated
-
             squared = validation.boolean("DistanceMatrix", "squared", squared)
             warn_deprecated(f"DistanceMatrix(squared={squared})", "DistanceMatrix(norm=2.0)" + ("" if squared else " and a square root"))
             if norm is not TBD:

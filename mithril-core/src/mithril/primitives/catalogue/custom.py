@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Shape, unify
-from ..rules import same_kind
+from ..shape_rules import same_kind
 from ..spec import REQUIRED, PrimitiveSpec
 
 

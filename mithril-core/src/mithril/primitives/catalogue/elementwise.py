@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
-from ...shapes import unify
-from ..rules import bool_result, broadcast, float_result, kind_of, promote, same_kind, same_shape
-from ..spec import PrimitiveSpec
+from collections.abc import Mapping
+from typing import Any
+
+from ...shapes import Shape, unify
+from ...types import Kind
+from ..shape_rules import bool_result, broadcast, float_result, kind_of, promote, same_kind, same_shape
+from ..spec import PrimitiveSpec, TypeRule
 
 UNARY = ("input",)
 BINARY = ("left", "right")
 
 
-def _unary(name: str, doc: str, type_rule=same_kind, **kw) -> PrimitiveSpec:
+def _unary(name: str, doc: str, type_rule: TypeRule = same_kind, **kw: Any) -> PrimitiveSpec:
     return PrimitiveSpec(name, UNARY, same_shape, type_rule, doc=doc, **kw)
 
 
-def _binary(name: str, doc: str, type_rule=promote, **kw) -> PrimitiveSpec:
+def _binary(name: str, doc: str, type_rule: TypeRule = promote, **kw: Any) -> PrimitiveSpec:
     return PrimitiveSpec(name, BINARY, broadcast, type_rule, doc=doc, **kw)
 
 
-def _cast_kind(kinds, attrs):
+def _cast_kind(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> dict[str, Kind] | None:
     dtype = attrs["dtype"]
     kind = dtype if dtype in ("bool", "int", "float") else getattr(dtype, "kind", None)
     return {"output": kind} if kind else None
 
 
-def _shape_of_input(io, attrs):
+def _shape_of_input(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     unify(io["output"], io["input"])
     return True
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, Variadic, unify
-from ..rules import float_result, kind_of
-from ..spec import REQUIRED, PrimitiveSpec, ShapeRule
+from ..shape_rules import float_result, kind_of
+from ..spec import REQUIRED, PrimitiveSpec, ShapeRule, TypeRule
 from .nn import _CONV_ATTRS, _POOL_ATTRS, _mask_fits
 
 
@@ -46,7 +46,15 @@ def _attention_weights(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> boo
     return _mask_fits(io)
 
 
-def _helper(name: str, inputs: tuple[str, ...], doc: str, rule=None, type_rule=None, differentiable=(), **kw) -> PrimitiveSpec:
+def _helper(
+    name: str,
+    inputs: tuple[str, ...],
+    doc: str,
+    rule: ShapeRule | None = None,
+    type_rule: TypeRule | None = None,
+    differentiable: tuple[str, ...] = (),
+    **kw: Any,
+) -> PrimitiveSpec:
     """A gradient helper's spec; by default its output is shaped like ``like`` and of its first input's kind."""
     return PrimitiveSpec(name, inputs, rule or _output_like("like"), type_rule or kind_of(inputs[0]), differentiable=differentiable, doc=doc, **kw)
 
@@ -142,7 +150,7 @@ SPECS = (
         "cross_entropy_grad",
         ("output_grad", "input", "target"),
         "d cross_entropy / d input times output_grad (broadcast over the class axis 1), shaped like input",
-        rule=lambda io, attrs: (unify(io["output"], io["input"]), True)[1],
+        rule=_output_like("input"),
         type_rule=float_result,
         attributes={"input_type": "logits", "categorical": True, "eps": 1e-12},
     ),

@@ -6,19 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...shapes import Dim, Shape, unify, unify_dims
-from ..rules import broadcast_dims, float_result, promote, template
-from ..spec import PrimitiveSpec
+from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
+from ..shape_rules import broadcast_dims, float_result, promote, template
+from ..spec import PrimitiveSpec, ShapeIO
 
 
-def _matmul_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+def _matmul_shape(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     """``[..., m, k] @ [..., k, n] -> [..., m, n]`` with NumPy's 1-D promotion rules."""
     left, right, out = io["left"], io["right"], io["output"]
     ld, rd = left.dims(), right.dims()
     if ld is not None and rd is not None:
         if not ld or not rd:
-            from ...shapes import ShapeMismatch
-
             raise ShapeMismatch("matmul needs inputs of rank >= 1")
         if len(ld) == 1 and len(rd) == 1:
             unify_dims(ld[0], rd[0])

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, Variadic, unify
-from ..rules import broadcast, float_result
+from ..shape_rules import broadcast, float_result
 from ..spec import PrimitiveSpec
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
+from ...shapes import Dim, Shape, ShapeMismatch, Variadic, unify, unify_dims
 from ..geometry import conv_geometry, conv_output_size, spatial
-from ..rules import (
+from ..shape_rules import (
+    broadcast_dims,
     fixed,
     float_result,
     float_results,
@@ -21,7 +23,7 @@ from ..rules import (
 from ..spec import REQUIRED, PrimitiveSpec
 
 
-def _conv_rule(n: int):
+def _conv_rule(n: int) -> Callable[[Mapping[str, Shape], Mapping[str, Any]], bool]:
     def rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
         groups = attrs["groups"]
         batch, c_in, c_out = Dim(), Dim(), Dim()
@@ -62,7 +64,6 @@ def _pool_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     kernel = spatial(attrs["kernel_size"], 2)
     stride, padding, dilation = conv_geometry(attrs, kernel)
     lead, h, w = Dim(), Dim(), Dim()
-    from ...shapes import Variadic
 
     batch = Variadic()
     unify(io["input"], Shape([], batch, [h, w]))
@@ -77,8 +78,6 @@ def _pool_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
 
 
 def _embedding_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    from ...shapes import Variadic
-
     batch, dim = Variadic(), Dim()
     unify(io["input"], Shape([], batch, []))
     unify(io["weight"], Shape([Dim(), dim]))
@@ -87,8 +86,6 @@ def _embedding_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
 
 
 def _sdpa_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    from ...shapes import Variadic
-
     batch = Variadic()
     lq, lk, d, dv = Dim(), Dim(), Dim(), Dim()
     unify(io["query"], Shape([], batch, [lq, d]))
@@ -102,12 +99,17 @@ def _mask_fits(io: Mapping[str, Shape]) -> bool:
     """An optional mask must broadcast to the attention scores ``[..., Lq, Lk]``."""
     if "mask" not in io:
         return True
-    from ..rules import broadcast_dims
 
     mask, query, key = io["mask"].dims(), io["query"].dims(), io["key"].dims()
     if mask is None or query is None or key is None:
         return False
     broadcast_dims([mask, [*query[:-1], key[-2]]])  # raises ShapeMismatch when it cannot broadcast
+    return True
+
+
+def _shape_attribute(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """The output's shape is the ``shape`` attribute (creation primitives)."""
+    unify(io["output"], fixed(list(attrs["shape"])))
     return True
 
 
@@ -124,7 +126,7 @@ def _batch_norm_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
 
 _CONV_ATTRS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 _POOL_ATTRS = {"kernel_size": REQUIRED, "stride": None, "padding": 0, "dilation": 1}
-SPECS = (
+SPECS: tuple[PrimitiveSpec, ...] = (
     PrimitiveSpec(
         "conv1d",
         ("input", "weight", "bias"),
@@ -210,7 +212,7 @@ SPECS = (
     PrimitiveSpec(
         "randn",
         (),
-        lambda io, attrs: (unify(io["output"], fixed(list(attrs["shape"]))), True)[1],
+        _shape_attribute,
         float_result,
         attributes={"shape": REQUIRED},
         random=True,
@@ -231,7 +233,7 @@ SPECS = (
     PrimitiveSpec(
         "randint",
         (),
-        lambda io, attrs: (unify(io["output"], fixed(list(attrs["shape"]))), True)[1],
+        _shape_attribute,
         int_result,
         attributes={"low": 0, "high": REQUIRED, "shape": REQUIRED},
         random=True,
@@ -242,8 +244,6 @@ SPECS = (
 
 def _polynomial_features_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     """``[N, d_in] -> [N, d_out]``, ``d_out = C(d_in + degree, degree) - 1`` once ``d_in`` is known."""
-    import math
-
     batch, width, out = Dim(), Dim(), Dim()
     unify(io["input"], Shape([batch, width]))
     unify(io["output"], Shape([batch, out]))
@@ -255,8 +255,7 @@ def _polynomial_features_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]
     return True
 
 
-SPECS = (
-    *SPECS,
+SPECS += (
     PrimitiveSpec(
         "polynomial_features",
         ("input",),

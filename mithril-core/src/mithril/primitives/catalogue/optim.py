@@ -20,7 +20,7 @@ from typing import Any
 
 from ...errors import ArgumentError
 from ...shapes import Shape, unify
-from ..rules import float_results
+from ..shape_rules import float_results
 from ..spec import PrimitiveSpec
 
 __all__ = ["SPECS", "ADAM_INPUTS", "ADAM_OUTPUTS"]

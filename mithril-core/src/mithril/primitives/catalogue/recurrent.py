@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Dim, Shape, ShapeMismatch, unify
-from ..rules import float_results
+from ..shape_rules import float_results
 from ..spec import PrimitiveSpec
 
 __all__ = ["SPECS", "LSTM_INPUTS", "LSTM_LAYER_INPUTS", "LSTM_OUTPUTS"]

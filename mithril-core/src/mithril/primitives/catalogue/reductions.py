@@ -6,13 +6,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...shapes import Shape, ShapeMismatch
-from ..rules import float_result, int_result, normalize_axes, reduction, same_kind, same_shape
-from ..spec import PrimitiveSpec
+from ...types import Kind
+from ..shape_rules import float_result, int_result, normalize_axes, reduction, same_kind, same_shape
+from ..spec import PrimitiveSpec, ShapeRule, TypeRule
 
 _AXIS = {"axis": None, "keepdim": False}
 
 
-def _reduce(name: str, doc: str, type_rule=same_kind, extra=None, rule=reduction, **kw) -> PrimitiveSpec:
+def _reduce(
+    name: str,
+    doc: str,
+    type_rule: TypeRule = same_kind,
+    extra: Mapping[str, Any] | None = None,
+    rule: ShapeRule = reduction,
+    **kw: Any,
+) -> PrimitiveSpec:
     return PrimitiveSpec(name, ("input",), rule, type_rule, attributes={**_AXIS, **(extra or {})}, doc=doc, **kw)
 
 
@@ -28,7 +36,7 @@ def _reduction_with_no_identity(io: Mapping[str, Shape], attrs: Mapping[str, Any
     return done and (dims is not None and all(d.value is not None for d in dims))
 
 
-def _sum_kind(kinds, attrs):
+def _sum_kind(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> dict[str, Kind] | None:
     kind = kinds.get("input")
     return None if kind is None else {"output": "int" if kind == "bool" else kind}
 

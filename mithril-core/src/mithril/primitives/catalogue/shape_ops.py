@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...errors import ArgumentError
 from ...numerics import DTYPE_CONSTANTS
 from ...shapes import Dim, Shape, ShapeMismatch, unify, unify_dims
-from ...types import kind_of_python_value
-from ..rules import (
+from ...types import Kind, kind_of_python_value
+from ..shape_rules import (
     fixed,
     float_result,
     int_result,
@@ -22,7 +22,7 @@ from ..rules import (
     same_kind,
     scalar_output,
 )
-from ..spec import REQUIRED, PrimitiveSpec
+from ..spec import REQUIRED, PrimitiveSpec, ShapeIO, TypeRule
 
 
 def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -68,7 +68,7 @@ def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return None not in outs
 
 
-def _reshape_to(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+def _reshape_to(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     """The output's rank is the shape tuple's length; ``inferred`` names the ``-1`` entry (given when the call is
     built), sized from the element count as ``reshape`` does once the other dims are known or shared."""
     if not rank_from_host_shape("shape")(io, attrs):
@@ -111,7 +111,7 @@ def _infer_with_shared_dims(src_dims: Sequence[Dim], out_dims: Sequence[Dim], in
         unknown.pop(match)
     if unknown:
         return  # an unknown input dim goes into the -1: not determined yet
-    known_in = math.prod(d.value for d in src_dims if d.value is not None)  # type: ignore[misc]
+    known_in = math.prod(d.value for d in src_dims if d.value is not None)
     if known_out == 0 or known_in % known_out:
         raise ShapeMismatch(f"cannot reshape {[d.value for d in src_dims]} into {[d.value for d in out_dims]}")
     out_dims[inferred].set(known_in // known_out)
@@ -369,35 +369,35 @@ def _arange_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _arange_between_shape(io, attrs):
+def _arange_between_shape(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     for key in ("start", "stop", "step"):
         unify(io[key], Shape())
     unify(io["output"], Shape([Dim()]))
     return True
 
 
-def _arange_between_kind(kinds, attrs):
+def _arange_between_kind(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> dict[str, Kind] | None:
     if any(kinds.get(k) is None for k in ("start", "stop", "step")):
         return None
     return {"output": "float" if "float" in (kinds["start"], kinds["stop"], kinds["step"]) else "int"}
 
 
-def _attr_kind(*names: str):
-    def rule(kinds, attrs):
+def _attr_kind(*names: str) -> TypeRule:
+    def rule(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> dict[str, Kind] | None:
         values = [attrs[n] for n in names if attrs.get(n) is not None]
         return {"output": "float" if any(kind_of_python_value(v) == "float" for v in values) else "int"}
 
     return rule
 
 
-def _full_kind(kinds, attrs):
+def _full_kind(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> dict[str, Kind] | None:
     dtype = attrs.get("dtype")
     if dtype is not None:
         return {"output": dtype if isinstance(dtype, str) else dtype.kind}
     return {"output": kind_of_python_value(attrs.get("fill_value", 0.0)) or "float"}
 
 
-def _shape_of(io, attrs):
+def _shape_of(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     rank = io["input"].rank
     if rank is None:
         return False
@@ -405,12 +405,12 @@ def _shape_of(io, attrs):
     return True
 
 
-def _size_of(io, attrs):
+def _size_of(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     unify(io["output"], Shape())
     return True
 
 
-def _positions_shape(io, attrs):
+def _positions_shape(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     dims = io["input"].dims()
     if dims is None:
         return False
@@ -420,12 +420,12 @@ def _positions_shape(io, attrs):
     return True
 
 
-def _like_shape(io, attrs):
+def _like_shape(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     unify(io["output"], io["input"])
     return True
 
 
-def _at_least_1d(io, attrs):
+def _at_least_1d(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     dims = io["input"].dims()
     if dims is None:
         return False
@@ -433,13 +433,13 @@ def _at_least_1d(io, attrs):
     return True
 
 
-def _unique(io, attrs):
+def _unique(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     """A 1-D output whose length (the number of distinct values) is known only at run time."""
     unify(io["output"], Shape([Dim()]))
     return True
 
 
-def _item(io, attrs):
+def _item(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     dims = io["input"].dims()
     if dims is not None:
         sizes = [d.value for d in dims]
@@ -453,7 +453,7 @@ def _sequence_inputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(f"input_{i}" for i in range(attrs["n"]))
 
 
-def _sequence(io, attrs):
+def _sequence(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     """``n`` values -> a Python sequence of length ``n`` (its shape as an array, for scalars). The members may
     be tensors too (Mithril's ``ToList`` of tensors, read by ``Concat``)."""
     unify(io["output"], fixed([attrs["n"]]))
@@ -474,6 +474,16 @@ def _sequence_spec(name: str, kind: str) -> PrimitiveSpec:
 
 _SHAPE_ATTR = {"shape": REQUIRED}
 _CREATE = {"shape": REQUIRED, "dtype": None}
+
+def _split_kinds(outputs: Callable[[Mapping[str, Any]], Sequence[str]]) -> TypeRule:
+    """Type rule: every output (as ``outputs(attrs)`` names them) is of the input's kind."""
+
+    def rule(kinds: Mapping[str, Kind | None], attrs: Mapping[str, Any]) -> dict[str, Kind] | None:
+        kind = kinds.get("input")
+        return None if kind is None else {k: kind for k in outputs(attrs)}
+
+    return rule
+
 SPECS = (
     PrimitiveSpec("reshape", ("input",), _reshape, same_kind, attributes=_SHAPE_ATTR, doc="input.reshape(shape); None keeps the input dim at that position"),
     PrimitiveSpec(
@@ -507,7 +517,7 @@ SPECS = (
         "split",
         ("input",),
         _split,
-        lambda kinds, attrs: None if kinds.get("input") is None else {k: kinds["input"] for k in _split_outputs(attrs)},
+        _split_kinds(_split_outputs),
         attributes={"sections": REQUIRED, "axis": 0},
         outputs=_split_outputs,
         doc="np.split(input, sections, axis): sections is a count of equal parts or a list of split indices",
@@ -516,7 +526,7 @@ SPECS = (
         "split_at",
         ("input", "sections"),
         _split_at,
-        lambda kinds, attrs: None if kinds.get("input") is None else {k: kinds["input"] for k in _split_at_outputs(attrs)},
+        _split_kinds(_split_at_outputs),
         attributes={"axis": 0, "parts": REQUIRED},
         outputs=_split_at_outputs,
         input_kinds={"sections": ("int",)},

@@ -1,4 +1,6 @@
-"""Reusable shape and type rules. A primitive's own rule is one of these or a few lines built on them.
+"""Reusable shape and type rules of primitive specs (what a primitive's output shape and kind are; the gradient
+rules are :mod:`mithril.gradients.vjp_rules`). A primitive's own rule is one of these or a few lines built on
+them. Plugin authors reach this module as ``mithril.extend.rules``.
 
 Shape rules follow :data:`~mithril.primitives.spec.ShapeRule`: refine with ``unify``, return ``True``
 when done. Helpers here normalise axes, broadcast, reduce and compute convolution sizes.
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..shapes import Dim, Shape, ShapeMismatch, Variadic, unify, unify_dims
+from ..shapes import Dim, Shape, ShapeMismatch, Variadic, shape_from_template, unify, unify_dims
 from ..types import Dtype, Kind, kind_of_python_value, promote_kinds
 
 if TYPE_CHECKING:
@@ -260,8 +262,6 @@ def template(**templates: Sequence[object]) -> ShapeRule:
 
     Absent optional keys are skipped. The rule is done after one application.
     """
-    from ..shapes import shape_from_template
-
     def rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
         symbols: dict[str, object] = {}
         for key, spec in templates.items():
