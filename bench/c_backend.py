@@ -154,8 +154,7 @@ def _best_per_call(
 def index_checks() -> None:
     """Per call: the generated entry point with its index checks against the same C without them."""
     from mithril.models import CrossEntropy, Embedding, IOKey, Model
-    from mithril_backend_c import toolchain
-    from mithril_backend_c.program import _bind
+    from mithril_backend_c import kernels
 
     backend = ml.CBackend(dtype=ml.float32, threads=1)
     rng = np.random.default_rng(0)
@@ -183,8 +182,8 @@ def index_checks() -> None:
         params = pm.randomize_params(seed=0)
         (fn,) = [f for f in pm.program.functions if f.name == "evaluate"]
         checked = pm.program.load()["evaluate"]
-        library = toolchain.load_library(toolchain.build_library(_without_index_checks(pm.program.source)))
-        unchecked = _bind(library, fn, backend)
+        library = kernels.build_library(_without_index_checks(pm.program.source))
+        unchecked = kernels.load_functions(library, [fn], backend)["evaluate"]
         calls = {
             "checked": functools.partial(checked, params, data),
             "unchecked": functools.partial(unchecked, params, data),
@@ -230,8 +229,7 @@ def _compile_in_fresh_process(layers: int, cache: str) -> dict:
 def compile_time() -> None:
     """Cold and cached compile of the 12- and 24-layer GPT; steady-state speed, split vs one unit."""
     from gpt_blocks import gpt
-    from mithril_backend_c import toolchain
-    from mithril_backend_c.program import _bind
+    from mithril_backend_c import kernels, toolchain
 
     print(
         f"C compile time, GPT-2-small shape with gradients ({GPT_TOKENS} tokens, vocab 50257), ml.compile in a "
@@ -245,13 +243,12 @@ def compile_time() -> None:
         backend = ml.CBackend(dtype=ml.float32, threads=1)  # one thread, CPU time: steadier on a shared machine
         shapes = {"input": [1, GPT_TOKENS], "positions": [GPT_TOKENS]}
         pm = ml.compile(gpt(num_layers=12), backend, shapes=shapes, data_keys=set(shapes))
-        one_unit = ml.compile(gpt(num_layers=12), backend, shapes=shapes, data_keys=set(shapes))
         start = time.perf_counter()
-        library = toolchain.load_library(toolchain.build_library(pm.program.source))
+        library = kernels.build_library(pm.program.source)
         one_unit_s = time.perf_counter() - start
-        # the same PhysicalModel calling the one-unit library's entry points (private attributes: bench only)
-        entry = {fn.name: _bind(library, fn, backend) for fn in one_unit.program.functions}
-        one_unit._forward, one_unit._backward = entry["evaluate"], entry["evaluate_gradients"]
+        # the entry points of the split library and of the same code as one unit, called alike
+        split = pm.program.load()["evaluate_gradients"]
+        one_unit = kernels.load_functions(library, list(pm.program.functions), backend)["evaluate_gradients"]
     ratio = deep["seconds"] / cold["seconds"]
     verdict = {True: "OK", False: "ABOVE TARGET"}
     print(
@@ -272,14 +269,16 @@ def compile_time() -> None:
     rng = np.random.default_rng(0)
     params = pm.randomize_params(seed=0)
     data = {"input": rng.integers(0, 50257, (1, GPT_TOKENS)), "positions": np.arange(GPT_TOKENS)}
-    cot = {"logits": rng.standard_normal((1, GPT_TOKENS, 50257)).astype(np.float32)}
-    split_out = pm.evaluate(params, data, output_gradients=cot)
-    one_out = one_unit.evaluate(params, data, output_gradients=cot)
-    assert all(np.allclose(split_out[1][k], one_out[1][k], rtol=1e-4, atol=1e-5) for k in split_out[1])
+    (grads,) = [f for f in pm.program.functions if f.name == "evaluate_gradients"]
+    cot = {f.key: np.zeros(f.shape, np.float32) for f in grads.inputs if f.role == "cotangent"}
+    cot["logits"] = rng.standard_normal((1, GPT_TOKENS, 50257)).astype(np.float32)
+    split_out = split(params, data, cot)
+    one_out = one_unit(params, data, cot)
+    assert all(np.array_equal(split_out[1][k], one_out[1][k]) for k in split_out[1])  # the same code
     times = _best_per_call(
         {
-            "split": functools.partial(pm.evaluate, params, data, output_gradients=cot),
-            "one unit": functools.partial(one_unit.evaluate, params, data, output_gradients=cot),
+            "split": functools.partial(split, params, data, cot),
+            "one unit": functools.partial(one_unit, params, data, cot),
         },
         number=1,
         rounds=9,

@@ -1,39 +1,84 @@
-"""Edge deployment figures (``mithril_models.export_program``), GPT-2 small and ResNet-18 with random weights:
+"""Edge deployment figures (``mithril_models.export_program``), GPT-2 small with random weights
+(``GPT2Config()``, seed 0), float32 and block-quantized (``quantize="q8_0"``, ``"q4_0"``):
 
-- size of the exported binaries without their weights file (target <= 200 KB each);
-- GPT-2 small greedy decoding, tokens/s, one thread each: the exported ``generate`` program vs the Mithril C
-  backend from Python (``mithril_models.generate``) vs ``transformers``' ``generate`` (PyTorch, CPU)
-  (target: the program >= PyTorch). Every figure is new tokens / wall time of the whole generation (prompt
-  included; for the program also mapping and checksumming the weights file), and for the program also the
-  per-token time after the first (``(t(N) - t(1)) / (N - 1)``). The program is the default export (decode
-  steps of 64, 256 and 1024 cache slots; it runs the smallest that holds prompt + new tokens) built by
-  ``build.sh`` (``-O3 -march=native``); for comparison also the same export built for the generic CPU
-  (``ARCH=``), the export with the 1024-slot step only (``smaller_caches=()``) and the program linked with
-  the scipy-openblas32 wheel's OpenBLAS (when installed);
-- peak resident memory of ``generate`` vs the size of its weights file (target <= 1.2x).
+- ``sizes``: ``weights.bin`` and the binary (targets: ``weights.bin`` >= 3.5x / 6x smaller than float32, the
+  binary without its weights <= 200 KB);
+- ``decode``: greedy decoding, one thread: tokens/s after the first (``(t(33) - t(1)) / 32`` of the whole
+  program; wall and CPU time, median of rounds; targets: q8_0 >= 2x float32, q4_0 >= 3x);
+- ``prefill``: a 128-token prompt in prefill steps of 32 tokens against token by token (``--prefill 0``),
+  the same tokens (target >= 5x);
+- ``rss``: peak resident memory of ``generate`` (prompt 8, 32 new tokens) over the size of its weights file
+  (target <= 1.1x);
+- ``accuracy``: last-position logits of 20 prompts (English text, one token per byte) against float32,
+  relative RMS (targets: q8_0 <= 1%, q4_0 <= 6%), and the same quantized model on the GGML backend
+  (``ml.compile(..., quantize=...)``, the program's decode steps) against the program (target <= 1e-5);
+- ``ggml``: time per token of the program's decode step against a hand-built ggml graph of GPT-2 with
+  the same quantized weights (the program's own ``weights.bin``), computed by ``ggml-python`` in this
+  process on one thread (graph building not timed; target <= 1.05x);
+- ``torch``: the float32 program against ``transformers.generate`` and the C backend from Python.
 
-Run: ``python bench/edge.py [--new-tokens 32] [--cache-len N]`` (once; it exports and compiles several
-times, a few minutes on a laptop). Needs mithril-models, mithril-backend-c, torch and transformers.
+Run: ``python bench/edge.py [sizes decode prefill rss accuracy ggml torch]`` (all by default; exports
+three programs, a few minutes). Needs mithril-models, mithril-backend-c, mithril-backend-ggml (ggml-python),
+torch and transformers.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _edge_ggml import HandBuiltGPT2  # noqa: E402
+
+FORMATS = ("float32", "q8_0", "q4_0")
 PROMPT = [464, 3290, 318, 257, 1310, 286, 262, 995]
+NEW = 32
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.", "Edge devices run small language models offline.",
+    "A compiler turns a graph of operations into code.", "Quantized weights take a quarter of the memory.",
+    "The weather today is sunny with a light breeze.", "She opened the door and looked outside.",
+    "Numbers are stored in blocks of thirty-two values.", "Tokens per second measure decoding speed.",
+    "The river flows slowly through the old town.", "He wrote the report before the meeting began.",
+    "Memory bandwidth limits the speed of inference.", "A program reads its weights from a mapped file.",
+    "The cat sat quietly on the warm windowsill.", "Matrix products dominate the cost of a layer.",
+    "They planned a trip to the mountains in spring.", "Each block has a scale and its quantized values.",
+    "The library exports standalone C programs.", "Children played in the park until sunset.",
+    "Floating point sums depend on their order.", "The last position's logits choose the next token.",
+]  # fmt: skip
 
 
-def run_program(binary: Path, *args: str) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS in bytes and stdout of one run. The peak is the program's own ``VmHWM``
-    (polled from /proc while it runs): ``ru_maxrss`` of a child would count the forked Python process."""
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def load_line() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run(binary: Path, *args: str) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system of the child) and stdout of one run of ``binary``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    done = subprocess.run([str(binary), *args], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{binary} failed: {done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
+
+
+def peak_rss(binary: Path, *args: str) -> int:
+    """The program's own peak resident memory (``VmHWM``, polled from /proc while it runs)."""
     process = subprocess.Popen([str(binary), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     status, peak = Path(f"/proc/{process.pid}/status"), 0
     while process.poll() is None:
@@ -42,113 +87,215 @@ def run_program(binary: Path, *args: str) -> tuple[float, int, str]:
             peak = max(peak, int(line.split()[1]) * 1024)
         except (OSError, StopIteration):
             pass
-        time.sleep(0.005)
-    elapsed = time.perf_counter() - start
-    out, err = process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"{binary} failed: {err.decode()}")
-    return elapsed, peak, out.decode()
+        time.sleep(0.002)
+    process.communicate()
+    return peak
+
+
+def tokens(ids: list[int]) -> list[str]:
+    return ["--tokens", " ".join(map(str, ids)), "--threads", "1"]
+
+
+def logits(binary: Path, ids: list[int], *extra: str) -> np.ndarray:
+    """The last position's logits of the prompt ``ids`` (``--logits``)."""
+    with tempfile.NamedTemporaryFile(suffix=".bin") as out:
+        run(binary, *tokens(ids), "--max-new-tokens", "1", "--logits", out.name, *extra)
+        return np.fromfile(out.name, dtype=np.float32)
+
+
+def relative_rms(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want**2)))
+
+
+class Programs:
+    """The three exported programs of one random GPT-2 small (built once, in a temporary folder)."""
+
+    def __init__(self, scratch: Path) -> None:
+        import torch
+        from mithril_models import export_program
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        self.model = GPT2LMHeadModel(GPT2Config(bos_token_id=None, eos_token_id=None)).eval()
+        self.state = self.model.state_dict()
+        self.exported, self.seconds = {}, {}
+        for fmt in FORMATS:
+            start = time.perf_counter()
+            quantize = None if fmt == "float32" else fmt
+            exported = export_program(self.model.config, self.state, scratch / fmt, quantize=quantize)
+            exported.build()
+            self.exported[fmt], self.seconds[fmt] = exported, time.perf_counter() - start
+
+    def binary(self, fmt: str) -> Path:
+        return self.exported[fmt].binary
+
+
+def sizes(programs: Programs) -> None:
+    base = programs.exported["float32"].weights_bytes
+    print("Sizes (GPT-2 small, random weights)")
+    for fmt, target in zip(FORMATS, (None, 3.5, 6.0)):
+        exported = programs.exported[fmt]
+        ratio = base / exported.weights_bytes
+        mark = "" if target is None else f" (target >= {target}x: {verdict(ratio >= target)})"
+        kb = exported.binary.stat().st_size / 1024
+        print(f"  {fmt:8} weights.bin {exported.weights_bytes / 2**20:7.1f} MiB = 1/{ratio:.2f} of float32{mark}; "
+              f"binary {kb:.0f} KB (target <= 200 KB: {verdict(kb <= 200)}); export + build {programs.seconds[fmt]:.0f} s")  # fmt: skip
+
+
+def decode(programs: Programs, rounds: int = 5) -> None:
+    """Seconds per token after the first (median over rounds, the formats interleaved), wall and CPU."""
+    samples: dict[str, list[tuple[float, float]]] = {fmt: [] for fmt in FORMATS}
+    for fmt in FORMATS:
+        run(programs.binary(fmt), *tokens(PROMPT), "--max-new-tokens", "1")  # the page cache
+    for _ in range(rounds):
+        for fmt in FORMATS:
+            one = run(programs.binary(fmt), *tokens(PROMPT), "--max-new-tokens", "1")
+            many = run(programs.binary(fmt), *tokens(PROMPT), "--max-new-tokens", str(NEW + 1))
+            samples[fmt].append(((many[0] - one[0]) / NEW, (many[1] - one[1]) / NEW))
+    wall = {fmt: statistics.median(s[0] for s in samples[fmt]) for fmt in FORMATS}
+    cpu = {fmt: statistics.median(s[1] for s in samples[fmt]) for fmt in FORMATS}
+    print(f"Decode, one thread, prompt {len(PROMPT)} tokens, {NEW} new (median of {rounds} rounds; {load_line()})")
+    for fmt, target in zip(FORMATS, (None, 2.0, 3.0)):
+        speedup = cpu["float32"] / cpu[fmt]
+        mark = "" if target is None else f"; x{speedup:.2f} float32 by CPU time (target >= {target}x: {verdict(speedup >= target)})"
+        print(f"  {fmt:8} {1 / wall[fmt]:6.1f} tokens/s ({wall[fmt] * 1e3:.2f} ms/token wall, {cpu[fmt] * 1e3:.2f} ms CPU)"
+              f"{mark}")  # fmt: skip
+
+
+def prefill(programs: Programs, rounds: int = 3) -> None:
+    """A 128-token prompt: prefill steps against token by token, the same first token."""
+    prompt = np.random.default_rng(1).integers(0, 50257, 128).tolist()
+    print(f"Prefill, one thread, a 128-token prompt then 1 token (median of {rounds} rounds; {load_line()})")
+    for fmt in FORMATS:
+        chunked, single = [], []
+        for _ in range(rounds):
+            a = run(programs.binary(fmt), *tokens(prompt), "--max-new-tokens", "1")
+            b = run(programs.binary(fmt), *tokens(prompt), "--max-new-tokens", "1", "--prefill", "0")
+            chunked.append(a[:2])
+            single.append(b[:2])
+            same = a[2] == b[2]
+        ratio = statistics.median(s[1] for s in single) / statistics.median(c[1] for c in chunked)
+        print(f"  {fmt:8} chunks of 32: {statistics.median(c[0] for c in chunked):.3f} s, token by token "
+              f"{statistics.median(s[0] for s in single):.3f} s: x{ratio:.2f} by CPU time (target >= 5x: "
+              f"{verdict(ratio >= 5)}); same token: {same}")  # fmt: skip
+
+
+def rss(programs: Programs) -> None:
+    print(f"Peak resident memory of generate (prompt {len(PROMPT)} tokens, {NEW} new)")
+    for fmt in FORMATS:
+        peak = peak_rss(programs.binary(fmt), *tokens(PROMPT), "--max-new-tokens", str(NEW))
+        weights = programs.exported[fmt].weights_bytes
+        print(f"  {fmt:8} {peak / 2**20:6.1f} MiB = {peak / weights:.3f}x the weights file "
+              f"({weights / 2**20:.1f} MiB; target <= 1.1x: {verdict(peak <= 1.1 * weights)})")  # fmt: skip
+
+
+def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
+    """Quantized logits against float32 (20 prompts), and the GGML backend against the program."""
+    prompts = [list(text.encode()) for text in TEXTS]  # one token per byte (ids < 256)
+    reference = [logits(programs.binary("float32"), ids) for ids in prompts]
+    print(f"Accuracy: last-position logits of {len(prompts)} prompts against float32, relative RMS")
+    for fmt, target in (("q8_0", 0.01), ("q4_0", 0.06)):
+        errors = [relative_rms(logits(programs.binary(fmt), ids), want) for ids, want in zip(prompts, reference)]
+        print(f"  {fmt:8} mean {np.mean(errors):.4f}, max {np.max(errors):.4f} (target <= {target}: "
+              f"{verdict(np.max(errors) <= target)})")  # fmt: skip
+    for fmt in ("q8_0", "q4_0"):
+        worst = max(
+            relative_rms(ggml_decode_logits(programs, fmt, ids), logits(programs.binary(fmt), ids, "--prefill", "0"))
+            for ids in prompts[:ggml_prompts]
+        )
+        print(f"  GGML backend (quantize={fmt!r}, the program's decode steps) against the program, {ggml_prompts} "
+              f"prompts: max relative RMS {worst:.2e} (target <= 1e-5: {verdict(worst <= 1e-5)})")  # fmt: skip
+
+
+def ggml_decode_logits(programs: Programs, fmt: str, ids: list[int]) -> np.ndarray:
+    """The last logits of ``ids`` fed token by token to the program's decode step compiled for the GGML
+    backend with ``quantize=fmt`` (cached per format)."""
+    import mithril as ml
+    from mithril_models import load_hf
+    from mithril_models.gpt.config import config_from_hf
+    from mithril_models.gpt.decode import GPTDecodeStep
+    from mithril_models.kv_cache import cache_names
+
+    key = ("ggml", fmt)
+    if key not in programs.exported:
+        config = config_from_hf(programs.model.config)
+        caches = cache_names(config.num_layers)
+        shapes = {name: [1, config.num_heads, 64, config.head_dim] for pair in caches for name in pair}
+        shapes["input"] = [1, 1]
+        data_keys = {"input", "positions", *(past for past, _ in caches)}
+        step = GPTDecodeStep(config, 1, 64)
+        pm = ml.compile(step, ml.GGMLBackend(threads=1), shapes=shapes, data_keys=data_keys, inference=True,
+                        quantize=fmt)  # fmt: skip
+        programs.exported[key] = (pm, load_hf(pm, programs.state), caches, shapes)
+    pm, params, caches, shapes = programs.exported[key]
+    data = {past: np.zeros(shapes[past], np.float32) for past, _ in caches}
+    for position, token in enumerate(ids):
+        data["input"], data["positions"] = np.array([[token]]), np.array([position])
+        out = pm.evaluate(params, data)
+        data.update({past: out[present] for past, present in caches})
+    return np.asarray(out["output"][0])
+
+
+def ggml(programs: Programs, rounds: int = 3) -> None:
+    """The program's time per token against the hand-built ggml graph with the same weights, measured in
+    alternating rounds (CPU time: the program's (t(33) - t(1)) / 32, ggml's median compute per token)."""
+    print(f"Hand-built ggml graph (ggml-python, the same quantized weights, one thread; {rounds} alternating rounds; "
+          f"{load_line()})")  # fmt: skip
+    for fmt in ("q8_0", "q4_0"):
+        graph = HandBuiltGPT2(programs.exported[fmt].directory / "weights.bin", fmt)
+        binary, ours, theirs = programs.binary(fmt), [], []
+        for _ in range(rounds):
+            one = run(binary, *tokens(PROMPT), "--max-new-tokens", "1")
+            many = run(binary, *tokens(PROMPT), "--max-new-tokens", str(NEW + 1))
+            ours.append((many[1] - one[1]) / NEW)
+            seconds, top = graph.time_per_token(PROMPT, NEW)
+            theirs.append(seconds)
+        program_s, ggml_s = statistics.median(ours), statistics.median(theirs)
+        agrees = top == int(logits(binary, PROMPT).argmax())
+        ratio = program_s / ggml_s
+        print(f"  {fmt:8} program {program_s * 1e3:.2f} ms/token, ggml {ggml_s * 1e3:.2f} ms/token: x{ratio:.2f} "
+              f"(target <= 1.05: {verdict(ratio <= 1.05)}); first new token the same: {agrees}")  # fmt: skip
+        graph.close()
+
+
+def torch_section(programs: Programs) -> None:
+    """The float32 program against transformers' generate and the C backend from Python (1 thread)."""
+    import mithril as ml
+    import torch
+    from mithril_models import from_hf_config, generate, load_hf
+
+    torch.set_num_threads(1)
+    wall, _, out = run(programs.binary("float32"), *tokens(PROMPT), "--max-new-tokens", str(NEW))
+    program_tokens = [int(t) for t in out.split()]
+    with torch.no_grad():
+        start = time.perf_counter()
+        theirs = programs.model.generate(torch.tensor([PROMPT]), max_new_tokens=NEW, do_sample=False)
+        torch_s = time.perf_counter() - start
+    pm = ml.compile(from_hf_config(programs.model.config), ml.CBackend(dtype=ml.float32, threads=1),
+                    shapes={"input": [1, 64]}, data_keys={"input"})  # fmt: skip
+    params = load_hf(pm, programs.state)
+    generate(pm, params, [PROMPT], NEW, top_k=1)
+    start = time.perf_counter()
+    ours = generate(pm, params, [PROMPT], NEW, top_k=1)[0].tolist()
+    c_s = time.perf_counter() - start
+    print(f"float32 program against PyTorch ({load_line()}): tokens identical to transformers: "
+          f"{program_tokens == theirs[0, len(PROMPT):].tolist()}, to the C backend: {program_tokens == ours}")  # fmt: skip
+    print(f"  program {NEW / wall:6.2f} tokens/s (whole run), transformers.generate {NEW / torch_s:6.2f}, "
+          f"C backend from Python {NEW / c_s:6.2f}")  # fmt: skip
 
 
 def main() -> None:
+    sections = ("sizes", "decode", "prefill", "rss", "accuracy", "ggml", "torch")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--cache-len", type=int, default=None, help="GPT-2 export: KV-cache slots (default 1024)")
-    args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    import mithril as ml
-    from mithril_models import export_program, from_hf_config, generate, load_hf
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    new = args.new_tokens
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(bos_token_id=None, eos_token_id=None)).eval()
-    state = model.state_dict()
+    parser.add_argument("section", nargs="*", help=f"of {', '.join(sections)} (default: all)")
+    chosen = parser.parse_args().section or list(sections)
+    print(load_line())
     with tempfile.TemporaryDirectory(prefix="mithril-edge-") as scratch:
-        start = time.perf_counter()
-        gpt = export_program(model.config, state, Path(scratch) / "gpt2", cache_len=args.cache_len)
-        exported_s = time.perf_counter() - start
-        gpt.build()
-        built_s = time.perf_counter() - start - exported_s
-        binary_kb, weights = gpt.binary.stat().st_size / 1024, gpt.weights_bytes
-        tokens = ["--tokens", " ".join(map(str, PROMPT)), "--threads", "1"]
-
-        def timed(binary: Path) -> tuple[float, float, int, list[int]]:
-            """(seconds for all new tokens, seconds per token after the first, peak RSS, tokens)."""
-            run_program(binary, *tokens, "--max-new-tokens", "1")  # warm the page cache
-            one_s, _, _ = run_program(binary, *tokens, "--max-new-tokens", "1")
-            all_s, peak, out = run_program(binary, *tokens, "--max-new-tokens", str(new))
-            return all_s, (all_s - one_s) / (new - 1), peak, [int(t) for t in out.split()]
-
-        program_s, per_token, peak, program_tokens = timed(gpt.binary)
-        others = {}  # label -> (seconds, per token)
-        generic = timed(gpt.build(arch=""))
-        assert generic[3] == program_tokens
-        others["built for the generic CPU (ARCH=)"] = generic[:2]
-        try:  # the same program linked with the scipy-openblas32 wheel's OpenBLAS (the C backend's BLAS)
-            import scipy_openblas32 as wheel
-
-            lib = wheel.get_lib_dir()
-            os.environ["BLAS"] = (
-                f"-DMT_USE_BLAS -DMT_BLAS_OPENBLAS -DMT_BLAS_SCIPY -I{wheel.get_include_dir()} -L{lib} "
-                f"-l{wheel.get_library()} -Wl,-rpath,{lib}"
-            )
-            blas = timed(gpt.build())
-            assert blas[3] == program_tokens
-            others["+ the wheel's OpenBLAS (BLAS=... sh build.sh)"] = blas[:2]
-        except ImportError:
-            pass
-        finally:
-            os.environ.pop("BLAS", None)
-        if args.cache_len is None:
-            single = export_program(model.config, state, Path(scratch) / "gpt2-one", smaller_caches=())
-            one = timed(single.build())
-            assert one[3] == program_tokens
-            others["one 1024-slot step (smaller_caches=())"] = one[:2]
-
-        with torch.no_grad():
-            start = time.perf_counter()
-            theirs = model.generate(torch.tensor([PROMPT]), max_new_tokens=new, do_sample=False)
-            torch_s = time.perf_counter() - start
-        theirs = theirs[0, len(PROMPT) :].tolist()
-
-        pm = ml.compile(
-            from_hf_config(model.config), ml.CBackend(dtype=ml.float32, threads=1), shapes={"input": [1, 64]},
-            data_keys={"input"},
-        )  # fmt: skip
-        params = load_hf(pm, state)
-        generate(pm, params, [PROMPT], new, top_k=1)  # compiles the decode steps
-        start = time.perf_counter()
-        ours = generate(pm, params, [PROMPT], new, top_k=1)[0].tolist()
-        c_python_s = time.perf_counter() - start
-
-        resnet = export_program({"family": "resnet18"}, _resnet_state(), Path(scratch) / "resnet18")
-        resnet.build()
-
-        print(f"GPT-2 small (random weights), prompt {len(PROMPT)} tokens, {new} new, 1 thread, caches of at most "
-              f"{args.cache_len or 1024} slots; export {exported_s:.0f} s, build {built_s:.0f} s")  # fmt: skip
-        print(f"  tokens identical: program == C backend: {program_tokens == ours}, == transformers: "
-              f"{program_tokens == theirs}")  # fmt: skip
-        print(f"  binary size without weights: generate {binary_kb:.0f} KB, "
-              f"classify (ResNet-18) {resnet.binary.stat().st_size / 1024:.0f} KB (target <= 200 KB)")  # fmt: skip
-        print(f"  exported program:       {new / program_s:6.2f} tokens/s ({1 / per_token:.2f} tokens/s after "
-              f"the first: {1000 * per_token:.1f} ms/token)")  # fmt: skip
-        for label, (seconds, step_s) in others.items():
-            print(f"    {label}: {new / seconds:6.2f} tokens/s ({1000 * step_s:.1f} ms/token after the first)")
-        print(f"  C backend from Python:  {new / c_python_s:6.2f} tokens/s")
-        print(f"  transformers.generate:  {new / torch_s:6.2f} tokens/s (torch {torch.__version__}, 1 thread)")
-        print(f"  peak RSS of generate: {peak / 2**20:.0f} MiB = {peak / weights:.3f} x the weights file "
-              f"({weights / 2**20:.0f} MiB; target <= 1.2x)")  # fmt: skip
-
-
-def _resnet_state() -> dict[str, np.ndarray]:
-    """Random ResNet-18 weights by logical path (a state dict for export_program)."""
-    from mithril_models.export import resolve_model
-
-    _, pm = resolve_model({"family": "resnet18"}, image_size=224)
-    return {pm.input_paths.get(k, k): np.asarray(v) for k, v in pm.randomize_params(seed=0).items()}
+        programs = Programs(Path(scratch))
+        for name in chosen:
+            {"sizes": sizes, "decode": decode, "prefill": prefill, "rss": rss, "accuracy": accuracy, "ggml": ggml,
+             "torch": torch_section}[name](programs)  # fmt: skip
+    print(load_line())
 
 
 if __name__ == "__main__":

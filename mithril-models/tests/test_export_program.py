@@ -45,6 +45,11 @@ def reference(sizes: dict[str, int] = SIZES, seed: int = 0, std: float = 0.1) ->
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Environments: ``build`` has a PATH of the compiler tools only (no Python), ``run`` an empty PATH."""
+    return tool_paths(tmp_path_factory)
+
+
+def tool_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The PATHs of :func:`tools` (for other modules' fixtures)."""
     bin_dir = tmp_path_factory.mktemp("bin")
     for tool in TOOLS:
         found = shutil.which(tool)
@@ -240,8 +245,8 @@ def test_steps_for_smaller_caches_share_kernels_and_give_the_same_tokens(
 ) -> None:
     """A program with decode steps of 4, 8 and 16 cache slots runs the smallest that holds the prompt and
     the new tokens: the tokens are those of generate at every boundary (4, 5, 8, 9, 15 positions)."""
-    exported = export_program(gpt.config, gpt.state_dict(), tmp_path / "steps", smaller_caches=(8, 4))
-    one = export_program(gpt.config, gpt.state_dict(), tmp_path / "one", smaller_caches=())
+    exported = export_program(gpt.config, gpt.state_dict(), tmp_path / "steps", smaller_caches=(8, 4), prefill_chunk=1)
+    one = export_program(gpt.config, gpt.state_dict(), tmp_path / "one", smaller_caches=(), prefill_chunk=1)
     model_c, single = (exported.directory / "model.c").read_text(), (one.directory / "model.c").read_text()
     assert [f"int mithril_slots{n}_evaluate(const" in model_c for n in (4, 8, 16)] == [True, True, True]
     assert "int mithril_slots16_evaluate(const" in single and "mithril_slots8" not in single

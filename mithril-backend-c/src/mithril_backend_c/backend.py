@@ -91,7 +91,7 @@ class CBackend(Backend):
             emitters=self._impls,
         )  # fmt: skip
         source, entry_points = generate_source(graph.nodes, functions, options)
-        return CProgram(source, entry_points, self)
+        return CProgram(source, entry_points, self, (list(graph.nodes), list(functions), options))
 
     def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """No folding at compile time (constants are embedded in the C source instead)."""

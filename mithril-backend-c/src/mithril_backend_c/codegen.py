@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from mithril.errors import UnsupportedPrimitiveError
+from mithril.errors import ArgumentError, UnsupportedPrimitiveError
 from mithril.extend import Node, Value, escape, live_nodes
 
 from . import partitioning
@@ -60,6 +60,7 @@ from .fusion import Unit, plan
 from .layout import FieldLayout, lay_out_fields, value_dtypes
 from .liveness import last_uses
 from .options import SourceOptions
+from .quantize import format_of, reads_quantized
 
 __all__ = ["function_body", "generate_c", "generate_source"]
 
@@ -96,6 +97,10 @@ def generate_source(
         all_values += [*fn.inputs.values(), *fn.cotangents.values()]
         all_values += [v for group in fn.returns for v in group.values()]
     dtypes = value_dtypes(nodes, all_values, options.dtype)
+    for fn in functions:
+        for key, value in fn.inputs.items():
+            if key in options.quantized:  # the blocks' bytes (the emitters read the logical shape)
+                dtypes[value.id] = np.dtype(np.uint8)
     if options.emitters is None:
         options = replace(options, emitters=emitter_table())
     source = CSource(header=[f"/* {escape.c_comment(line)} */" for line in options.header.splitlines()])
@@ -121,14 +126,16 @@ def _generate_function(
     it names."""
     emitters = options.emitters
     assert emitters is not None
-    layout = lay_out_fields(fn, options.param_names, dtypes)
+    layout = lay_out_fields(fn, options.param_names, dtypes, options.quantized)
     targets = [v for group in fn.returns for v in group.values()]
     live = live_nodes(nodes, targets)
     missing = sorted({n.spec.name for n in live if n.spec.name not in emitters})
     if missing:
         raise UnsupportedPrimitiveError(f"CBackend has no C emitter for {missing}")
+    _check_quantized_readers(live, fn, options)
     returned = {v.id for v in targets}
-    ctx = Ctx(options.dtype, dtypes, max_parts=options.max_parts, partitioned=options.partitioned)
+    quantized = {v.id: options.quantized[k] for k, v in fn.inputs.items() if k in options.quantized}
+    ctx = Ctx(options.dtype, dtypes, max_parts=options.max_parts, partitioned=options.partitioned, quantized=quantized)
     units = plan(live, returned, ctx, emitters) if options.fuse else [Unit([n]) for n in live]
     if options.partitioned:
         partitioning.check_units([u.label for u in units])
@@ -149,6 +156,25 @@ def _generate_function(
     constants = [name for name in emitted.constants if name in text]
     entry = Entry(function, body, called, constants, options.partitioned, options.max_parts)
     return entry, emitted
+
+
+def _check_quantized_readers(live: Sequence[Node], fn: Any, options: SourceOptions) -> None:
+    """Every node reading a parameter passed quantized has a kernel for it (``quantize.reads_quantized``)."""
+    if not options.quantized:
+        return
+    for key in options.quantized:
+        format_of(options.quantized[key], "SourceOptions(quantized=...)")
+        if key not in options.param_names:
+            raise ArgumentError(f"SourceOptions(quantized=...): {key!r} is not a parameter of the model")
+    ids = {v.id: k for k, v in fn.inputs.items() if k in options.quantized}
+    for node in live:
+        for name, value in node.inputs.items():
+            if value is not None and value.id in ids and not reads_quantized(node, name, tuple(value.shape.static())):
+                raise UnsupportedPrimitiveError(
+                    f"CBackend: parameter {ids[value.id]!r} is passed quantized ({options.quantized[ids[value.id]]}), "
+                    f"but {node.spec.name} at {node.path or '<root>'} reads it as {name!r}, which has no quantized "
+                    "kernel (quantizable_params says which parameters can be quantized)"
+                )
 
 
 def _add_entry(source: CSource, entry: Entry, emitted: EmittedFunction) -> None:

@@ -172,8 +172,10 @@ class Ctx:
         *,
         max_parts: int = 1,
         partitioned: bool = False,
+        quantized: Mapping[int, str] | None = None,
     ) -> None:
         self.dtype = np.dtype(dtype.value)
+        self.quantized = dict(quantized or {})  # value id -> block format of a parameter passed quantized
         self.max_parts = max(1, int(max_parts))  # most parts a parallel region is split into
         self.partitioned = partitioned  # the function runs one part (mt_part of mt_nparts) per call
         self.regions: list[list[str]] = []  # parallel regions emitted for the current node

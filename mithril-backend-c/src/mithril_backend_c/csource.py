@@ -68,6 +68,7 @@ class CField:
     role: str  # "param", "data", "cotangent", or "return<i>"
     shape: tuple[int, ...]
     dtype: np.dtype
+    quant: str = ""  # a parameter passed block-quantized: its format ("q8_0", "q4_0"); dtype is then uint8
 
 
 @dataclass
@@ -315,7 +316,8 @@ def struct_text(fn: CFunction, prefix: str) -> str:
     lines = ["typedef struct {"]
     for f in fn.inputs:
         lines.append(
-            f"    const void *{f.name};  /* {escape.c_comment(f'{f.role} {f.key!r}')}: {f.dtype.name}{list(f.shape)} */"
+            f"    const void *{f.name};  /* {escape.c_comment(f'{f.role} {f.key!r}')}: {f.quant or f.dtype.name}"
+            f"{list(f.shape)} */"
         )
     for group in fn.returns:
         for f in group:

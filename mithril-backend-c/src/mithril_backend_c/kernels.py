@@ -17,6 +17,10 @@ writes standalone programs). Everything else in ``mithril_backend_c`` is private
   :func:`merge_sources` and :meth:`CSource.renamed` (several models' entry points in one library),
   :func:`standalone_source` (``model.c``, runtime inlined), :func:`model_header` (``model.h``),
   :func:`entry_declarations`.
+- Quantized weights (ggml's ``q8_0``/``q4_0`` blocks): :data:`FORMATS`, :func:`quantize` (NumPy),
+  :func:`dequantize`, :func:`quantized_nbytes`, :func:`quantizable_params` (which parameters a model can
+  store that way), :func:`quantizer` (the C runtime's quantizer, for per-call quantization);
+  ``compiled_source(pm, quantize=...)`` and ``SourceOptions(quantized=...)`` generate the C that reads them.
 - Errors: :class:`NativeError`, :class:`NativeMemoryError`, :class:`CacheError`, :class:`CCompileError`.
 
 Example (``relu`` of 4 floats as a kernel; building it needs a C compiler)::
@@ -30,10 +34,12 @@ Example (``relu`` of 4 floats as a kernel; building it needs a C compiler)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from mithril.errors import ArgumentError
 from mithril.extend import FunctionSpec, Node, Value
 from mithril.types import Dtype
@@ -60,15 +66,17 @@ from .layout import value_dtypes
 from .options import Includes, SourceOptions
 from .partitioning import NotPartitionable
 from .program import CProgram, load_functions, status_error
+from .quantize import FORMATS, QuantFormat, dequantize, quantizable_params, quantize, quantized_nbytes
 from .standalone import model_header, standalone_source
 from .toolchain import CCompileError, NativeLibrary, build_library, load_library
 
 __all__ = [
     "ALIAS_PRIMITIVES", "CCompileError", "CField", "CFunction", "CSource", "CacheError", "ELEMENTWISE_PRIMITIVES",
-    "Emitter", "FusionUnit", "INCLUDES", "Includes", "IndexSite", "KernelSource", "MT_ERR_ALLOC", "MT_ERR_INDEX",
-    "MT_OK", "NativeError", "NativeLibrary", "NativeMemoryError", "NotPartitionable", "SourceOptions",
-    "build_library", "compiled_source", "emitter_table", "entry_declarations", "generate_c", "generate_source",
-    "kernel_source", "load_functions", "load_library", "merge_sources", "model_header", "plan_fusion",
+    "Emitter", "FORMATS", "FusionUnit", "INCLUDES", "Includes", "IndexSite", "KernelSource", "MT_ERR_ALLOC",
+    "MT_ERR_INDEX", "MT_OK", "NativeError", "NativeLibrary", "NativeMemoryError", "NotPartitionable", "QuantFormat",
+    "SourceOptions", "build_library", "compiled_source", "dequantize", "emitter_table", "entry_declarations",
+    "generate_c", "generate_source", "kernel_source", "load_functions", "load_library", "merge_sources",
+    "model_header", "plan_fusion", "quantizable_params", "quantize", "quantized_nbytes", "quantizer",
     "standalone_source", "status_error",
 ]  # fmt: skip
 
@@ -143,8 +151,39 @@ def plan_fusion(
     return plan(nodes, returned, ctx, table, single_output=single_output)
 
 
-def compiled_source(pm: Any) -> tuple[CSource, list[CFunction]]:
-    """The generated C of a model compiled with ``CBackend`` and its entry points' layouts.
+_QUANTIZER = (
+    "void mithril_quantize(int format, const float *x, void *y, long rows, long k, int nt) "
+    "{ mt_quantize_weights(format, x, y, rows, k, nt); }\n"
+)
+
+
+@functools.cache
+def quantizer() -> Callable[[str, np.ndarray, int, int], None]:
+    """The C runtime's weight quantizer (``mt_quantize_weights``, the bytes of :func:`quantize`, threaded)
+    as ``quantize_into(fmt, rows, address, threads)``: ``rows`` (float32 ``[rows, k]``, C order) quantized
+    into the memory at ``address`` (``rows * row_bytes(k)`` bytes, e.g. a ggml tensor's data). Built once.
+
+    >>> out = np.empty((2, 34), np.uint8)                                                  # doctest: +SKIP
+    >>> quantizer()("q8_0", np.ones((2, 32), np.float32), out.ctypes.data, 1)              # doctest: +SKIP
+    """
+    native = load_library(build_library("\n".join([*INCLUDES, _QUANTIZER])),
+                          "void mithril_quantize(int, const float *, void *, long, long, int);")  # fmt: skip
+
+    def quantize_into(fmt: str, rows: np.ndarray, address: int, threads: int) -> None:
+        if rows.dtype != np.float32 or rows.ndim != 2 or not rows.flags.c_contiguous or rows.shape[1] % 32:
+            got = f"{rows.dtype}{list(rows.shape)}"
+            raise ArgumentError(f"quantizer: needs C-contiguous float32 rows of whole blocks, got {got}")
+        ffi = native.ffi
+        native.lib.mithril_quantize(FORMATS[fmt].code, ffi.cast("const float *", rows.ctypes.data),
+                                    ffi.cast("void *", address), rows.shape[0], rows.shape[1], threads)  # fmt: skip
+
+    return quantize_into
+
+
+def compiled_source(pm: Any, quantize: str | None = None) -> tuple[CSource, list[CFunction]]:
+    """The generated C of a model compiled with ``CBackend`` and its entry points' layouts; with
+    ``quantize`` (``"q8_0"``, ``"q4_0"``; an inference model) the C with the weights that can be
+    (:func:`quantizable_params`) passed block-quantized (their fields' ``quant`` says which).
 
     >>> source, functions = compiled_source(ml.compile(model, ml.CBackend(), shapes=shapes))  # doctest: +SKIP
     >>> [f.symbol for f in functions]                                                         # doctest: +SKIP
@@ -154,4 +193,6 @@ def compiled_source(pm: Any) -> tuple[CSource, list[CFunction]]:
     if not isinstance(program, CProgram):
         backend = type(getattr(pm, "backend", pm)).__name__
         raise ArgumentError(f"compiled_source needs a model compiled with ml.CBackend(), not {backend}")
+    if quantize is not None:
+        return program.quantized(quantize)
     return program.code, list(program.functions)

@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,15 +96,20 @@ class FieldLayout:
         return [f"{c_type(f.dtype)} *v{vid} = ({c_type(f.dtype)} *)a->{f.name};" for vid, f in self.pointers.items()]
 
 
-def lay_out_fields(fn: Any, param_names: frozenset[str], dtypes: dict[int, np.dtype]) -> FieldLayout:
+def lay_out_fields(
+    fn: Any, param_names: frozenset[str], dtypes: dict[int, np.dtype], quantized: Mapping[str, str] | None = None
+) -> FieldLayout:
     """The argument struct of function ``fn`` (a :class:`~mithril.extend.FunctionSpec`): fields named after
-    the keys (made C identifiers, distinct), in order; inputs in ``param_names`` are parameters."""
+    the keys (made C identifiers, distinct), in order; inputs in ``param_names`` are parameters, those in
+    ``quantized`` (key -> block format) passed quantized."""
+    quantized = quantized or {}
     layout = FieldLayout()
     used: set[str] = set()
 
     def add_input(role_prefix: str, role: str, key: str, value: Value) -> None:
+        quant = quantized.get(key, "") if role == "param" else ""
         f = CField(unique_name(f"{role_prefix}_{escape.c_identifier(key)}", used), key, role,
-                   static_shape(value, key), dtypes[value.id])  # fmt: skip
+                   static_shape(value, key), dtypes[value.id], quant)  # fmt: skip
         layout.inputs.append(f)
         layout.pointers.setdefault(value.id, f)
 

@@ -34,7 +34,10 @@ class SourceOptions:
     part, nparts)`` and compute only their part (for callers with their own thread pool, e.g. ggml custom
     ops); ``fuse``: fuse elementwise chains and convolution epilogues; ``emitters``: primitive name -> C
     emitter (``None``: the registered ones, :func:`~mithril_backend_c.emitters.emitter_table`);
-    ``includes``: the ``#include`` lines of a one-file text (:data:`Includes`).
+    ``includes``: the ``#include`` lines of a one-file text (:data:`Includes`); ``quantized``: parameter
+    key -> block format (``"q8_0"``, ``"q4_0"``: :mod:`~mithril_backend_c.quantize`) of the parameters
+    passed quantized (forward functions only; :func:`~mithril_backend_c.quantize.quantizable_params`
+    says which can be).
 
     >>> SourceOptions(max_parts=4).max_parts
     4
@@ -49,7 +52,9 @@ class SourceOptions:
     fuse: bool = True
     emitters: Mapping[str, Callable[..., list[str]]] | None = field(default=None, compare=False)
     includes: Includes = "all"
+    quantized: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "param_names", frozenset(self.param_names))
         object.__setattr__(self, "max_parts", max(1, int(self.max_parts)))
+        object.__setattr__(self, "quantized", dict(self.quantized))

@@ -12,19 +12,20 @@ import keyword
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mithril.errors import IndexRangeError, MithrilError, ShapeError
+from mithril.errors import ArgumentError, IndexRangeError, MithrilError, ShapeError
 from mithril.extend import InputsNeedChecking, escape
 
 from . import toolchain
 from ._export import ExportResult, export_program
 from .context import IndexSite
-from .csource import MT_ERR_ALLOC, MT_ERR_INDEX, CFunction, CSource, entry_declarations
+from .csource import MT_ERR_ALLOC, MT_ERR_INDEX, CField, CFunction, CSource, entry_declarations
 from .errors import NativeError, NativeMemoryError
+from .quantize import FORMATS
 
 __all__ = ["CProgram", "load_functions", "native_error", "status_error"]
 
@@ -43,10 +44,38 @@ class CProgram:
     code: CSource
     functions: list[CFunction]
     backend: Any
+    generated_from: tuple[list[Any], list[Any], Any] | None = field(default=None, repr=False, compare=False)
+    """``(nodes, function specs, SourceOptions)`` the code was generated from (:meth:`quantized`)."""
     source: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.source = self.code.text()
+
+    def quantized(self, fmt: str) -> tuple[CSource, list[CFunction]]:
+        """The code generated again with every parameter that can be (``quantize.quantizable_params``)
+        passed block-quantized as ``fmt`` (``"q8_0"``, ``"q4_0"``; their fields have ``quant`` set): the
+        C of an inference model with quantized weights (``mithril_models.export_program(quantize=...)``).
+        Only forward functions: a model compiled with gradients is refused.
+
+        >>> code, functions = pm.program.quantized("q4_0")            # doctest: +SKIP
+        >>> [f.key for f in functions[0].inputs if f.quant]            # doctest: +SKIP
+        ['weight', 'weight_1']
+        """
+        from .codegen import generate_source
+        from .quantize import format_of, quantizable_params
+
+        format_of(fmt, "CProgram.quantized")
+        if self.generated_from is None:
+            raise ArgumentError("CProgram.quantized: this program does not hold the graph it was generated from")
+        nodes, specs, options = self.generated_from
+        trained = [spec.name for spec in specs if spec.cotangents or spec.name != "evaluate"]
+        if trained:
+            raise ArgumentError(
+                f"quantized weights are for inference: compile the model with inference=True (it has {trained})"
+            )
+        params = {k: v for spec in specs for k, v in spec.inputs.items() if k in options.param_names}
+        chosen = quantizable_params(nodes, params)
+        return generate_source(nodes, specs, replace(options, quantized=dict.fromkeys(chosen, fmt)))
 
     @property
     def library_path(self) -> Path:
@@ -112,7 +141,7 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     ffi, cfunc = native.ffi, getattr(native.lib, fn.symbol)
     struct = f"{fn.symbol}_args *"
     sources = {"param": 0, "data": 1, "cotangent": 2}
-    inputs = [(i, f.key, sources[f.role], np.dtype(f.dtype), f.name, f.shape) for i, f in enumerate(fn.inputs)]
+    inputs = [(i, f.key, sources[f.role], np.dtype(f.dtype), f.name, passed_shape(f)) for i, f in enumerate(fn.inputs)]
     workspace = fn.workspace
     threads = int(getattr(backend, "threads", 1))
     ndarray, from_buffer = np.ndarray, ffi.from_buffer
@@ -172,6 +201,14 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     return call  # type: ignore[no-any-return]
 
 
+def passed_shape(f: CField) -> tuple[int, ...]:
+    """The shape of the array a caller passes for field ``f``: its shape, or for a block-quantized
+    parameter its blocks' bytes ``[rows, row bytes]`` (:func:`~mithril_backend_c.quantize.quantize`)."""
+    if not f.quant:
+        return tuple(f.shape)
+    return (f.shape[0], FORMATS[f.quant].row_bytes(math.prod(f.shape[1:])))
+
+
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     """The strides NumPy gives a new C-ordered array of ``shape`` (an axis of size 0 does not scale the
     strides before it).
@@ -214,7 +251,7 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
     ]
     for i, f in enumerate(fn.inputs):
         dtype = np.dtype(f.dtype)
-        shape = tuple(f.shape)
+        shape = passed_shape(f)
         namespace[f"shape_x{i}"], namespace[f"dtype_x{i}"] = shape, dtype
         namespace[f"strides_x{i}"] = c_strides(shape, dtype.itemsize)
         lines += [

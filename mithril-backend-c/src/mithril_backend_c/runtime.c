@@ -170,9 +170,111 @@ typedef double mt_vf64;
         }                                                                                                 \
     }
 
-#define MT_MB 64
-#define MT_NB 256
-#define MT_KB 128
+#define MT_MB 96  /* rows of A per block (a multiple of MT_MR) */
+#define MT_NB 256 /* columns of B per block */
+#define MT_KB 128 /* depth per block */
+#define MT_MR 6   /* rows of a register tile */
+
+#if defined(__GNUC__) || defined(__clang__)
+/* The blocked fallback GEMM: blocks of A and B packed into panels (MT_MR rows of A, two vectors' worth of
+ * columns of B, interleaved by k), each pair multiplied by a register tile of MT_MR x 2 vectors (the sums
+ * of one depth block stay in registers, then are added to C). Vectors are 64 bytes with AVX-512, 32 with
+ * AVX, else 16. Edge tiles are zero-padded. */
+#if defined(__AVX512F__)
+#define MT_TILE_BYTES 64
+#elif defined(__AVX__)
+#define MT_TILE_BYTES 32
+#else
+#define MT_TILE_BYTES 16 /* SSE2, NEON: the tile's 12 vectors fit the 16 registers */
+#endif
+typedef float mt_tf32 __attribute__((vector_size(MT_TILE_BYTES)));
+typedef double mt_tf64 __attribute__((vector_size(MT_TILE_BYTES)));
+#define MT_TILE_DEFINE(T, S, VT)                                                                           \
+    enum { MT_NR_##S = 2 * (int)(sizeof(VT) / sizeof(T)) };                                              \
+    /* C[mr x nr] += A panel (kc x MT_MR) times B panel (kc x MT_NR) */                                   \
+    static inline void mt_tile_##S(long kc, const T *ap, const T *bp, T *C, long ldc, long mr, long nr) { \
+        const long L = (long)(sizeof(VT) / sizeof(T));                                                    \
+        VT acc[MT_MR][2];                                                                                 \
+        memset(acc, 0, sizeof acc);                                                                       \
+        for (long k = 0; k < kc; k++) {                                                                   \
+            VT b0, b1;                                                                                    \
+            memcpy(&b0, bp + k * MT_NR_##S, sizeof b0);                                                   \
+            memcpy(&b1, bp + k * MT_NR_##S + L, sizeof b1);                                               \
+            for (int r = 0; r < MT_MR; r++) {                                                             \
+                T a = ap[k * MT_MR + r];                                                                  \
+                acc[r][0] += a * b0;                                                                      \
+                acc[r][1] += a * b1;                                                                      \
+            }                                                                                             \
+        }                                                                                                 \
+        for (long r = 0; r < mr; r++) {                                                                   \
+            T *c = C + r * ldc;                                                                           \
+            if (nr == MT_NR_##S) {                                                                        \
+                VT c0, c1;                                                                                \
+                memcpy(&c0, c, sizeof c0);                                                                \
+                memcpy(&c1, c + L, sizeof c1);                                                            \
+                c0 += acc[r][0];                                                                          \
+                c1 += acc[r][1];                                                                          \
+                memcpy(c, &c0, sizeof c0);                                                                \
+                memcpy(c + L, &c1, sizeof c1);                                                            \
+            } else {                                                                                      \
+                T row[2 * sizeof(VT) / sizeof(T)];                                                        \
+                memcpy(row, &acc[r][0], sizeof(VT));                                                      \
+                memcpy(row + L, &acc[r][1], sizeof(VT));                                                  \
+                for (long j = 0; j < nr; j++) c[j] += row[j];                                             \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
+    /* C[m0:m1, n0:n1] += alpha * op(A) op(B) over depth [k0, k1), through packed panels */               \
+    static void mt_gemm_block_##S(int ta, int tb, long m0, long m1, long n0, long n1, long k0, long k1,   \
+                                  T alpha, const T *A, long lda, const T *B, long ldb, T *C, long ldc,   \
+                                  T *apack, T *bpack) {                                                   \
+        const long NR = MT_NR_##S, kc = k1 - k0;                                                          \
+        for (long j0 = n0; j0 < n1; j0 += NR) { /* each source row read in order */                      \
+            T *bp = bpack + (j0 - n0) * kc;                                                               \
+            if (tb)                                                                                       \
+                for (long j = 0; j < NR; j++)                                                             \
+                    for (long k = 0; k < kc; k++) bp[k * NR + j] = j0 + j < n1 ? B[(j0 + j) * ldb + k0 + k] : 0; \
+            else                                                                                          \
+                for (long k = 0; k < kc; k++)                                                             \
+                    for (long j = 0; j < NR; j++) bp[k * NR + j] = j0 + j < n1 ? B[(k0 + k) * ldb + j0 + j] : 0; \
+        }                                                                                                 \
+        for (long i0 = m0; i0 < m1; i0 += MT_MR) {                                                        \
+            T *ap = apack + (i0 - m0) * kc;                                                               \
+            for (long k = 0; k < kc; k++)                                                                 \
+                for (long r = 0; r < MT_MR; r++)                                                          \
+                    ap[k * MT_MR + r] = i0 + r < m1 ? alpha * (ta ? A[(k0 + k) * lda + i0 + r] : A[(i0 + r) * lda + k0 + k]) : 0; \
+        }                                                                                                 \
+        for (long i0 = m0; i0 < m1; i0 += MT_MR)                                                          \
+            for (long j0 = n0; j0 < n1; j0 += NR) {                                                       \
+                long mr = m1 - i0 < MT_MR ? m1 - i0 : MT_MR, nr = n1 - j0 < NR ? n1 - j0 : NR;            \
+                mt_tile_##S(kc, apack + (i0 - m0) * kc, bpack + (j0 - n0) * kc, C + i0 * ldc + j0, ldc, mr, nr); \
+            }                                                                                             \
+    }
+MT_TILE_DEFINE(float, f32, mt_tf32)
+MT_TILE_DEFINE(double, f64, mt_tf64)
+#define MT_FALLBACK_BLOCK(T, S)                                                                            \
+    T apack[MT_MB * MT_KB], bpack[(MT_NB + MT_NR_##S) * MT_KB];                                          \
+    for (long k0 = 0; k0 < K; k0 += MT_KB) {                                                              \
+        long k1 = k0 + MT_KB < K ? k0 + MT_KB : K;                                                        \
+        mt_gemm_block_##S(ta, tb, m0, m1, n0, n1, k0, k1, alpha, A, lda, B, ldb, C, ldc, apack, bpack);   \
+    }
+#else
+#define MT_FALLBACK_BLOCK(T, S)                                                                            \
+    T bpack[MT_KB * MT_NB];                                                                               \
+    for (long k0 = 0; k0 < K; k0 += MT_KB) {                                                              \
+        long k1 = k0 + MT_KB < K ? k0 + MT_KB : K, nw = n1 - n0;                                          \
+        for (long k = k0; k < k1; k++)                                                                    \
+            for (long j = n0; j < n1; j++) bpack[(k - k0) * nw + (j - n0)] = tb ? B[j * ldb + k] : B[k * ldb + j]; \
+        for (long i = m0; i < m1; i++) {                                                                  \
+            T *restrict c = C + i * ldc + n0;                                                             \
+            for (long k = k0; k < k1; k++) {                                                              \
+                T a = alpha * (ta ? A[k * lda + i] : A[i * lda + k]);                                     \
+                const T *restrict b = bpack + (k - k0) * nw;                                              \
+                for (long j = 0; j < nw; j++) c[j] += a * b[j];                                           \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+#endif
 
 #define MT_DEFINE(T, S, BLASFN)                                                                            \
     static void mt_gemm_fallback_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda, \
@@ -184,26 +286,12 @@ typedef double mt_vf64;
             for (long nb = 0; nb < nblocks; nb++) {                                                       \
                 long m0 = mb * MT_MB, m1 = m0 + MT_MB < M ? m0 + MT_MB : M;                               \
                 long n0 = nb * MT_NB, n1 = n0 + MT_NB < N ? n0 + MT_NB : N;                               \
-                T bpack[MT_KB * MT_NB];                                                                   \
                 for (long i = m0; i < m1; i++) {                                                          \
                     T *c = C + i * ldc;                                                                   \
                     if (beta == 0) for (long j = n0; j < n1; j++) c[j] = 0;                               \
                     else if (beta != 1) for (long j = n0; j < n1; j++) c[j] *= beta;                      \
                 }                                                                                         \
-                for (long k0 = 0; k0 < K; k0 += MT_KB) {                                                  \
-                    long k1 = k0 + MT_KB < K ? k0 + MT_KB : K, nw = n1 - n0;                              \
-                    for (long k = k0; k < k1; k++)                                                        \
-                        for (long j = n0; j < n1; j++)                                                    \
-                            bpack[(k - k0) * nw + (j - n0)] = tb ? B[j * ldb + k] : B[k * ldb + j];       \
-                    for (long i = m0; i < m1; i++) {                                                      \
-                        T *restrict c = C + i * ldc + n0;                                                 \
-                        for (long k = k0; k < k1; k++) {                                                  \
-                            T a = alpha * (ta ? A[k * lda + i] : A[i * lda + k]);                         \
-                            const T *restrict b = bpack + (k - k0) * nw;                                  \
-                            for (long j = 0; j < nw; j++) c[j] += a * b[j];                               \
-                        }                                                                                 \
-                    }                                                                                     \
-                }                                                                                         \
+                MT_FALLBACK_BLOCK(T, S)                                                                   \
             }                                                                                             \
     }                                                                                                     \
     static void mt_gemm1_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda,         \
@@ -527,3 +615,546 @@ MT_GEMV_DEFINE(float, f32, mt_vf32)
 MT_GEMV_DEFINE(double, f64, mt_vf64)
 MT_DEFINE(float, f32, MT_BLAS_S)
 MT_DEFINE(double, f64, MT_BLAS_D)
+
+/* ---- Block-quantized weights (see runtime.h) ------------------------------------------------------
+ * A product of a quantized weight row with an activation row quantizes the activation row to q8_0
+ * (mt_quantize_act_q8_0), then sums over the blocks d_w * d_x * (the block's integer dot product), in 8
+ * float lanes (lane l holds the products 4l .. 4l+3 of every block, each block added with one fused
+ * multiply-add) that are added pairwise at the end: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+ * The integer parts are exact whatever instructions compute them; this order of the float additions is
+ * the one of ggml's x86 CPU kernels, so a GGML graph and the C code give the same bits (tests check it
+ * against ggml-python's vec_dot). */
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MT_Q_AVX2 1
+#endif
+
+/* keeps x in a register as computed (no fused multiply-add across it: the quantizers round as NumPy) */
+#if defined(__GNUC__) || defined(__clang__)
+#if defined(__x86_64__) || defined(__i386__)
+#define MT_ROUNDED(x) __asm__("" : "+x"(x))
+#else
+#define MT_ROUNDED(x) __asm__("" : "+w"(x))
+#endif
+#else
+#define MT_ROUNDED(x) do { } while (0)
+#endif
+
+float mt_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
+    if (exponent == 0x1f) bits = sign | 0x7f800000u | (mantissa << 13);
+    else if (exponent) bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    else {
+        float f = (float)mantissa * 0x1p-24f; /* zero or subnormal: exact */
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t mt_float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);             /* NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);            /* rounds to infinity */
+    if (ax < 0x38800000u) {                                               /* below 2^-14: subnormal or 0 */
+        float v;
+        memcpy(&v, &ax, sizeof v);
+        v *= 0x1p24f;                                                     /* exact: v < 1024 */
+        uint32_t q = (uint32_t)v;
+        float rest = v - (float)q;
+        if (rest > 0.5f || (rest == 0.5f && (q & 1u))) q++;               /* to nearest, ties to even */
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax + 0x0fffu + ((ax >> 13) & 1u);                       /* to nearest even at bit 13 */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+void mt_quantize_act_q8_0(const float *x, mt_block_q8_0 *y, long k) {
+    for (long b = 0; b < k / MT_QK; b++) {
+        const float *v = x + b * MT_QK;
+        float amax = 0;
+        for (int j = 0; j < MT_QK; j++) {
+            float a = fabsf(v[j]);
+            amax = a > amax ? a : amax;
+        }
+        float id = amax != 0 ? 127.0f / amax : 0.0f;
+        y[b].d = mt_float_to_half(amax / 127.0f);
+        for (int j = 0; j < MT_QK; j++) {
+            float q = rintf(v[j] * id); /* to nearest, ties to even (the default rounding mode) */
+            y[b].qs[j] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : (q == q ? q : 0));
+        }
+    }
+}
+
+/* the weight quantizers of runtime.h (as mithril_backend_c.quantize.quantize rounds); with AVX2 the vector
+ * versions below are used */
+#ifndef MT_Q_AVX2
+static void mt_quantize_row_q8_0(const float *x, mt_block_q8_0 *y, long k) {
+    for (long b = 0; b < k / MT_QK; b++) {
+        const float *v = x + b * MT_QK;
+        float amax = 0;
+        for (int j = 0; j < MT_QK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+        float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = mt_float_to_half(d);
+        float q[MT_QK];
+        for (int j = 0; j < MT_QK; j++) { /* branch-free, so that it vectorises */
+            float p = v[j] * id, t = truncf(p); /* to nearest, ties away from zero (roundf, inlined) */
+            float up = fabsf(p - t) >= 0.5f ? 1.0f : 0.0f;
+            float r = t + copysignf(up, p);
+            q[j] = r != r ? 0.0f : fminf(fmaxf(r, -127.0f), 127.0f); /* NaN: 0 */
+        }
+        for (int j = 0; j < MT_QK; j++) y[b].qs[j] = (int8_t)(int)q[j];
+    }
+}
+
+static void mt_quantize_row_q4_0(const float *x, mt_block_q4_0 *y, long k) {
+    for (long b = 0; b < k / MT_QK; b++) {
+        const float *v = x + b * MT_QK;
+        float amax = 0, max = 0;
+        for (int j = 0; j < MT_QK; j++)
+            if (fabsf(v[j]) > amax) { amax = fabsf(v[j]); max = v[j]; }
+        float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = mt_float_to_half(d);
+        uint8_t q[MT_QK];
+        for (int j = 0; j < MT_QK; j++) {
+            float p = v[j] * id;
+            MT_ROUNDED(p);
+            p += 8.5f;
+            q[j] = (uint8_t)(p >= 15 ? 15 : p > 0 ? (int)p : 0); /* truncated; NaN gives 0 */
+        }
+        for (int j = 0; j < MT_QK / 2; j++) y[b].qs[j] = (uint8_t)(q[j] | (q[j + MT_QK / 2] << 4));
+    }
+}
+#endif
+
+#ifdef MT_Q_AVX2
+/* The same rounding 8 values at a time (mt_quantize_weights' rows; the results are the scalar code's). */
+static inline float mt_hmax8(__m256 v) {
+    float a[8], m = 0;
+    _mm256_storeu_ps(a, v);
+    for (int i = 0; i < 8; i++) m = a[i] > m ? a[i] : m;
+    return m;
+}
+/* 4 x 8 floats (integral values in [-128, 127]) as 32 signed bytes, in order */
+static inline __m256i mt_pack_bytes(__m256 q0, __m256 q1, __m256 q2, __m256 q3) {
+    __m256i a = _mm256_packs_epi32(_mm256_cvttps_epi32(q0), _mm256_cvttps_epi32(q1));
+    __m256i b = _mm256_packs_epi32(_mm256_cvttps_epi32(q2), _mm256_cvttps_epi32(q3));
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+static void mt_quantize_rows_q8_0_avx2(const float *x, mt_block_q8_0 *y, long k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    for (long b = 0; b < k / MT_QK; b++) {
+        __m256 v[4], q[4];
+        __m256 amax = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(x + b * MT_QK + 8 * i);
+            amax = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), amax); /* NaN ignored, as the scalar code */
+        }
+        float m = mt_hmax8(amax), d = m / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = mt_float_to_half(d);
+        for (int i = 0; i < 4; i++) {
+            __m256 p = _mm256_mul_ps(v[i], _mm256_set1_ps(id));
+            __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
+            __m256 r = _mm256_add_ps(t, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(sign, p))));
+            r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+            q[i] = _mm256_and_ps(r, _mm256_cmp_ps(p, p, _CMP_ORD_Q)); /* NaN: 0 */
+        }
+        _mm256_storeu_si256((__m256i *)y[b].qs, mt_pack_bytes(q[0], q[1], q[2], q[3]));
+    }
+}
+static void mt_quantize_rows_q4_0_avx2(const float *x, mt_block_q4_0 *y, long k) {
+    for (long b = 0; b < k / MT_QK; b++) {
+        const float *v = x + b * MT_QK;
+        const __m256 sign = _mm256_set1_ps(-0.0f);
+        __m256 amax = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * i)), amax);
+        float m = mt_hmax8(amax), max = 0;
+        for (int j = 0; j < MT_QK; j++) /* the first value of that magnitude, with its sign */
+            if (fabsf(v[j]) == m) { max = v[j]; break; }
+        float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = mt_float_to_half(d);
+        __m256 q[4];
+        for (int i = 0; i < 4; i++) {
+            __m256 p = _mm256_mul_ps(_mm256_loadu_ps(v + 8 * i), _mm256_set1_ps(id));
+            MT_ROUNDED(p); /* not fused with the addition */
+            p = _mm256_add_ps(p, _mm256_set1_ps(8.5f));
+            __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            t = _mm256_min_ps(_mm256_max_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(15.0f));
+            q[i] = _mm256_and_ps(t, _mm256_cmp_ps(p, p, _CMP_ORD_Q)); /* NaN: 0 */
+        }
+        uint8_t bytes[MT_QK];
+        _mm256_storeu_si256((__m256i *)bytes, mt_pack_bytes(q[0], q[1], q[2], q[3]));
+        for (int j = 0; j < MT_QK / 2; j++) y[b].qs[j] = (uint8_t)(bytes[j] | (bytes[j + MT_QK / 2] << 4));
+    }
+}
+#endif
+
+void mt_quantize_weights(int format, const float *x, void *y, long rows, long k, int nt) {
+    long row_bytes = (k / MT_QK) * (format == MT_Q8_0 ? (long)sizeof(mt_block_q8_0) : (long)sizeof(mt_block_q4_0));
+    (void)nt; /* without OpenMP */
+    MT_OMP("omp parallel for schedule(static) num_threads(nt) if(nt > 1 && rows * k > 65536)")
+    for (long r = 0; r < rows; r++) {
+        void *row = (char *)y + r * row_bytes;
+#ifdef MT_Q_AVX2
+        if (format == MT_Q8_0) mt_quantize_rows_q8_0_avx2(x + r * k, (mt_block_q8_0 *)row, k);
+        else mt_quantize_rows_q4_0_avx2(x + r * k, (mt_block_q4_0 *)row, k);
+#else
+        if (format == MT_Q8_0) mt_quantize_row_q8_0(x + r * k, (mt_block_q8_0 *)row, k);
+        else mt_quantize_row_q4_0(x + r * k, (mt_block_q4_0 *)row, k);
+#endif
+    }
+}
+
+/* the pairwise sum of 8 lanes (see above) */
+static inline float mt_lanes_sum(const float a[8]) {
+    float r0 = a[0] + a[4], r1 = a[1] + a[5], r2 = a[2] + a[6], r3 = a[3] + a[7];
+    return (r0 + r2) + (r1 + r3);
+}
+
+/* The quantized activations of mt_qlinear_f32 (in its scratch space): the q8_0 blocks, their scales as
+ * floats and, per block, a correction c[l] = -k * (sum of the block's values 4l .. 4l+3), so that the
+ * integer lane l of a weight block is c[l] + sum of u[j] * x[j] with u the weight's values made unsigned
+ * (q4_0: the nibble, k = 8; q8_0: the value + 128, k = 128, used with VNNI's unsigned x signed products). */
+typedef struct {
+    mt_block_q8_0 *q;
+    float *d;
+    int32_t *c; /* [blocks][8] */
+} mt_qacts;
+
+#ifdef MT_Q_AVX2
+static inline float mt_hsum8(__m256 v) {
+    float a[8];
+    _mm256_storeu_ps(a, v);
+    return mt_lanes_sum(a);
+}
+#if defined(__AVXVNNI__)
+#define MT_VNNI(c, u, x) _mm256_dpbusd_avx_epi32((c), (u), (x))
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define MT_VNNI(c, u, x) _mm256_dpbusd_epi32((c), (u), (x))
+#endif
+/* c + the lanes of u (unsigned bytes, < 128 without VNNI) times x (signed bytes) */
+static inline __m256i mt_lanes_unsigned(__m256i c, __m256i u, __m256i x) {
+#ifdef MT_VNNI
+    return MT_VNNI(c, u, x);
+#else
+    return _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+#endif
+}
+/* the integer lanes of a weight block with activations x (c: their correction) */
+static inline __m256i mt_lanes_Q4_0(const mt_block_q4_0 *w, __m256i x, __m256i c) {
+    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+    return mt_lanes_unsigned(c, u, x);
+}
+static inline __m256i mt_lanes_Q8_0(const mt_block_q8_0 *w, __m256i x, __m256i c) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)w->qs);
+#ifdef MT_VNNI
+    return MT_VNNI(c, _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)), x);
+#else
+    (void)c; /* |w| times x * sign(w) */
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
+                             _mm256_set1_epi16(1));
+#endif
+}
+#define MT_QDOT_DEFINE(F, BLOCK)                                                                           \
+    /* s[r] = dot(weight row w, activation row r of a), r < R <= 4, the rows a.q + r * nb ... */          \
+    static inline void mt_qdot_##F(const BLOCK *w, long nb, int R, mt_qacts a, float *s) {                \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        if (R == 1) { /* a decode step: memory-bound, the loop kept minimal */                          \
+            for (long b = 0; b < nb; b++) {                                                               \
+                __m256i x = _mm256_loadu_si256((const __m256i *)a.q[b].qs);                               \
+                __m256i c = _mm256_loadu_si256((const __m256i *)(a.c + 8 * b));                          \
+                __m256 d = _mm256_set1_ps(_cvtsh_ss(w[b].d) * a.d[b]);                                    \
+                acc[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mt_lanes_##F(w + b, x, c)), acc[0]);       \
+            }                                                                                             \
+            s[0] = mt_hsum8(acc[0]);                                                                      \
+            return;                                                                                       \
+        }                                                                                                 \
+        for (long b = 0; b < nb; b++) {                                                                   \
+            float dw = _cvtsh_ss(w[b].d);                                                                 \
+            for (int r = 0; r < 4; r++) {                                                                 \
+                if (r >= R) break;                                                                        \
+                long i = r * nb + b;                                                                      \
+                __m256i x = _mm256_loadu_si256((const __m256i *)a.q[i].qs);                               \
+                __m256i c = _mm256_loadu_si256((const __m256i *)(a.c + 8 * i));                           \
+                __m256 d = _mm256_set1_ps(dw * a.d[i]);                                                   \
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mt_lanes_##F(w + b, x, c)), acc[r]);       \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int r = 0; r < R; r++) s[r] = mt_hsum8(acc[r]);                                              \
+    }
+#else
+#define MT_W_VALUE_Q8_0(blk, j) ((int)(blk).qs[j])
+#define MT_W_VALUE_Q4_0(blk, j) ((int)(((j) < 16 ? (blk).qs[j] : (blk).qs[(j) - 16] >> 4) & 15) - 8)
+#define MT_QDOT_DEFINE(F, BLOCK)                                                                           \
+    static inline void mt_qdot_##F(const BLOCK *w, long nb, int R, mt_qacts a, float *s) {                \
+        for (int r = 0; r < R; r++) {                                                                     \
+            float acc[8] = {0};                                                                           \
+            for (long b = 0; b < nb; b++) {                                                               \
+                float d = mt_half_to_float(w[b].d) * a.d[r * nb + b];                                     \
+                const int8_t *q = a.q[r * nb + b].qs;                                                     \
+                for (int l = 0; l < 8; l++) {                                                             \
+                    int t = 0;                                                                            \
+                    for (int j = 4 * l; j < 4 * l + 4; j++) t += MT_W_VALUE_##F(w[b], j) * q[j];           \
+                    acc[l] = fmaf(d, (float)t, acc[l]); /* fused, as the vector code */                   \
+                }                                                                                         \
+            }                                                                                             \
+            s[r] = mt_lanes_sum(acc);                                                                     \
+        }                                                                                                 \
+    }
+#endif
+MT_QDOT_DEFINE(Q8_0, mt_block_q8_0)
+MT_QDOT_DEFINE(Q4_0, mt_block_q4_0)
+
+#define MT_Q_ROWS 4 /* activation rows per pass over a weight row (interleaving weight rows measured 4x slower) */
+
+/* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1) */
+static void mt_qlinear_cols(int format, long M, long N, long nb, mt_qacts a, const void *W, float *Y,
+                            int accumulate, long n0, long n1) {
+    for (long n = n0; n < n1; n++)
+        for (long m = 0; m < M; m += MT_Q_ROWS) {
+            int R = M - m < MT_Q_ROWS ? (int)(M - m) : MT_Q_ROWS;
+            mt_qacts rows = {a.q + m * nb, a.d + m * nb, a.c + 8 * m * nb};
+            float s[MT_Q_ROWS];
+            if (format == MT_Q8_0) mt_qdot_Q8_0((const mt_block_q8_0 *)W + n * nb, nb, R, rows, s);
+            else mt_qdot_Q4_0((const mt_block_q4_0 *)W + n * nb, nb, R, rows, s);
+            for (int r = 0; r < R; r++) {
+                float *y = Y + (m + r) * N + n;
+                *y = accumulate ? *y + s[r] : s[r];
+            }
+        }
+}
+
+#if defined(MT_Q_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+/* Several activation rows (a prefill step): two rows per 512-bit register, row 2p in lanes 0-7 and row 2p+1
+ * in lanes 8-15, so each instruction does the work of two (the lanes of each row are added in the same
+ * order as above: the same bits). The activations are laid out by pairs of rows: per pair and block, the two
+ * rows' 32 values, their corrections and their scales (each repeated 8 times). */
+#define MT_Q_PAIRS 1
+#define MT_PAIR_BYTES 192 /* per pair of rows and block: 64 bytes of values, 16 corrections, 16 scales */
+#define MT_PAIR_GROUP 4   /* pairs of rows per pass over a weight row (the kernel's registers) */
+#define MT_PAIR_WEIGHTS 64 /* weight rows per pass over the groups of rows */
+
+/* the 32 values of weight block w as unsigned bytes (q8_0: + 128, q4_0: the nibble), in both halves */
+static inline __m512i mt_pair_weight_Q8_0(const mt_block_q8_0 *w) {
+    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w->qs));
+    return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+}
+static inline __m512i mt_pair_weight_Q4_0(const mt_block_q4_0 *w) {
+    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+    return _mm512_broadcast_i64x4(u);
+}
+static inline float mt_hsum8_512(__m512 v, int high) {
+    float a[16];
+    _mm512_storeu_ps(a, v);
+    return mt_lanes_sum(a + 8 * high);
+}
+/* acc += (block b of the weight) . (block b of the pair of rows at p), as in the one-row kernels */
+#define MT_PAIR_STEP(acc, u, dw, p)                                                                        \
+    do {                                                                                                  \
+        __m512i sum_ = _mm512_dpbusd_epi32(_mm512_loadu_si512((p) + 64), (u), _mm512_loadu_si512(p));    \
+        __m512 d_ = _mm512_mul_ps((dw), _mm512_loadu_ps((const float *)((p) + 128)));                     \
+        (acc) = _mm512_fmadd_ps(d_, _mm512_cvtepi32_ps(sum_), (acc));                                     \
+    } while (0)
+#define MT_QPAIRS_DEFINE(F, BLOCK)                                                                         \
+    /* s[r] = dot(weight row w, activation row r) for the rows of np pairs (<= MT_PAIR_GROUP) at a */      \
+    static inline void mt_qpairs_##F(const BLOCK *w, long nb, int np, const unsigned char *a, long stride, \
+                                     float *s) {                                                          \
+        if (np == 4) { /* registers for the four pairs' sums */                                          \
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                  \
+            for (long b = 0; b < nb; b++) {                                                               \
+                __m512i u = mt_pair_weight_##F(w + b);                                                    \
+                __m512 dw = _mm512_set1_ps(_cvtsh_ss(w[b].d));                                            \
+                const unsigned char *p = a + b * MT_PAIR_BYTES;                                           \
+                MT_PAIR_STEP(a0, u, dw, p);                                                               \
+                MT_PAIR_STEP(a1, u, dw, p + stride);                                                      \
+                MT_PAIR_STEP(a2, u, dw, p + 2 * stride);                                                  \
+                MT_PAIR_STEP(a3, u, dw, p + 3 * stride);                                                  \
+            }                                                                                             \
+            __m512 acc[4] = {a0, a1, a2, a3};                                                             \
+            for (int j = 0; j < 4; j++) {                                                                 \
+                s[2 * j] = mt_hsum8_512(acc[j], 0);                                                       \
+                s[2 * j + 1] = mt_hsum8_512(acc[j], 1);                                                   \
+            }                                                                                             \
+            return;                                                                                       \
+        }                                                                                                 \
+        for (int j = 0; j < np; j++) {                                                                    \
+            __m512 acc = _mm512_setzero_ps();                                                             \
+            for (long b = 0; b < nb; b++) {                                                               \
+                __m512i u = mt_pair_weight_##F(w + b);                                                    \
+                __m512 dw = _mm512_set1_ps(_cvtsh_ss(w[b].d));                                            \
+                MT_PAIR_STEP(acc, u, dw, a + j * stride + b * MT_PAIR_BYTES);                             \
+            }                                                                                             \
+            s[2 * j] = mt_hsum8_512(acc, 0);                                                              \
+            s[2 * j + 1] = mt_hsum8_512(acc, 1);                                                          \
+        }                                                                                                 \
+    }
+MT_QPAIRS_DEFINE(Q8_0, mt_block_q8_0)
+MT_QPAIRS_DEFINE(Q4_0, mt_block_q4_0)
+
+/* the number of pairs of rows laid out for M rows: whole groups (the rows past M are zeros) */
+static inline long mt_qpairs_count(long M) {
+    return ((M + 1) / 2 + MT_PAIR_GROUP - 1) / MT_PAIR_GROUP * MT_PAIR_GROUP;
+}
+
+/* the activations a (laid out by rows) by pairs of rows into pairs (M rows, nb blocks each) */
+static void mt_qpairs_layout(mt_qacts a, long M, long nb, unsigned char *pairs) {
+    for (long p = 0; p < mt_qpairs_count(M); p++)
+        for (long b = 0; b < nb; b++) {
+            unsigned char *out = pairs + (p * nb + b) * MT_PAIR_BYTES;
+            for (int h = 0; h < 2; h++) {
+                long m = 2 * p + h, i = m * nb + b;
+                int32_t *c = (int32_t *)(out + 64) + 8 * h;
+                float *d = (float *)(out + 128) + 8 * h;
+                if (m < M) {
+                    memcpy(out + 32 * h, a.q[i].qs, 32);
+                    memcpy(c, a.c + 8 * i, 32);
+                    for (int l = 0; l < 8; l++) d[l] = a.d[i];
+                } else { /* rows past M (an odd last row, a group's padding): zeros, which add nothing */
+                    memset(out + 32 * h, 0, 32);
+                    memset(c, 0, 32);
+                    memset(d, 0, 32);
+                }
+            }
+        }
+}
+
+/* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1), the rows by pairs */
+static void mt_qlinear_pairs(int format, long M, long N, long nb, const unsigned char *pairs, const void *W,
+                             float *Y, int accumulate, long n0, long n1) {
+    long npairs = mt_qpairs_count(M), stride = nb * MT_PAIR_BYTES;
+    for (long nb0 = n0; nb0 < n1; nb0 += MT_PAIR_WEIGHTS) /* weight rows kept in cache ... */
+        for (long p = 0; p < npairs; p += MT_PAIR_GROUP) { /* ... for each group of rows, kept in L1 */
+            int np = npairs - p < MT_PAIR_GROUP ? (int)(npairs - p) : MT_PAIR_GROUP;
+            const unsigned char *a = pairs + p * stride;
+            for (long n = nb0; n < n1 && n < nb0 + MT_PAIR_WEIGHTS; n++) {
+                float s[2 * MT_PAIR_GROUP];
+                if (format == MT_Q8_0) mt_qpairs_Q8_0((const mt_block_q8_0 *)W + n * nb, nb, np, a, stride, s);
+                else mt_qpairs_Q4_0((const mt_block_q4_0 *)W + n * nb, nb, np, a, stride, s);
+                for (int r = 0; r < 2 * np && 2 * p + r < M; r++) {
+                    float *y = Y + (2 * p + r) * N + n;
+                    *y = accumulate ? *y + s[r] : s[r];
+                }
+            }
+        }
+}
+#endif
+
+size_t mt_qlinear_scratch(long M, long K) {
+    size_t rows = (size_t)M * (size_t)(K / MT_QK) * (sizeof(mt_block_q8_0) + sizeof(float) + 8 * sizeof(int32_t)) + 64;
+    size_t groups = (size_t)(((M + 1) / 2 + 3) / 4); /* and the layout by pairs of rows, in groups of 4 pairs */
+    return rows + groups * 4 * (size_t)(K / MT_QK) * 192 + 64;
+}
+
+/* the quantized activations of `rows` rows of nb blocks laid out in scratch (mt_qlinear_scratch bytes) */
+static mt_qacts mt_qacts_in(void *scratch, long rows, long nb) {
+    mt_qacts a;
+    a.c = (int32_t *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);
+    a.d = (float *)(a.c + 8 * rows * nb);
+    a.q = (mt_block_q8_0 *)(a.d + rows * nb);
+    return a;
+}
+
+/* row m of the activations from the floats x (the blocks, their scales as floats, the corrections) */
+static void mt_qacts_row(int format, mt_qacts a, long m, long nb, const float *x) {
+    int32_t k = format == MT_Q4_0 ? -8 : -128;
+    mt_quantize_act_q8_0(x, a.q + m * nb, nb * MT_QK);
+    for (long i = m * nb; i < (m + 1) * nb; i++) {
+        a.d[i] = mt_half_to_float(a.q[i].d);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q = a.q[i].qs + 4 * l;
+            a.c[8 * i + l] = k * (q[0] + q[1] + q[2] + q[3]);
+        }
+    }
+}
+
+void mt_qlinear_f32(int format, long M, long N, long K, const float *X, const void *W, float *Y, int accumulate,
+                    void *scratch, int nt) {
+    long nb = K / MT_QK;
+    mt_qacts a = mt_qacts_in(scratch, M, nb);
+    for (long m = 0; m < M; m++) mt_qacts_row(format, a, m, nb, X + m * K);
+    const unsigned char *pairs = NULL;
+#ifdef MT_Q_PAIRS
+    if (M > 1) {
+        unsigned char *laid = (unsigned char *)(((uintptr_t)(a.q + M * nb) + 63) & ~(uintptr_t)63);
+        mt_qpairs_layout(a, M, nb, laid);
+        pairs = laid;
+    }
+#endif
+    long parts = (N + 63) / 64;
+    if (nt > parts) nt = (int)parts;
+    if (nt <= 1 || M * N * K < MT_GEMV_MIN * 4) nt = 1;
+    MT_OMP("omp parallel for schedule(static) num_threads(nt) if(nt > 1)")
+    for (int part = 0; part < nt; part++) {
+        long lo, hi;
+        mt_part_range(N, part, nt, 1, &lo, &hi);
+#ifdef MT_Q_PAIRS
+        if (pairs) {
+            mt_qlinear_pairs(format, M, N, nb, pairs, W, Y, accumulate, lo, hi);
+            continue;
+        }
+#endif
+        mt_qlinear_cols(format, M, N, nb, a, W, Y, accumulate, lo, hi);
+    }
+    (void)pairs;
+}
+
+size_t mt_qconv_scratch(long K, long pixels) {
+    return (size_t)K * sizeof(float) + 64 + mt_qlinear_scratch(pixels, K);
+}
+
+void mt_qconv_block_f32(int format, const float *x, const void *W, float *y, long ldy, long C, long H, long Wd,
+                        long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw, long OW, long p0,
+                        long p1, long o0, long o1, void *scratch) {
+    long K = C * kh * kw, nb = K / MT_QK, n = p1 - p0;
+    float *row = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    mt_qacts a = mt_qacts_in(row + K, n, nb);
+    for (long p = p0; p < p1; p++) { /* the pixel's patch, in the weight's order (c, i, j), zero outside */
+        long oh = p / OW, ow = p - oh * OW;
+        for (long c = 0; c < C; c++)
+            for (long i = 0; i < kh; i++) {
+                long h = oh * sh - ph + i * dh;
+                for (long j = 0; j < kw; j++) {
+                    long w = ow * sw - pw + j * dw;
+                    int inside = h >= 0 && h < H && w >= 0 && w < Wd;
+                    row[(c * kh + i) * kw + j] = inside ? x[(c * H + h) * Wd + w] : 0.0f;
+                }
+            }
+        mt_qacts_row(format, a, p - p0, nb, row);
+    }
+    for (long o = o0; o < o1; o++)
+        for (long m = 0; m < n; m += MT_Q_ROWS) {
+            int R = n - m < MT_Q_ROWS ? (int)(n - m) : MT_Q_ROWS;
+            mt_qacts rows = {a.q + m * nb, a.d + m * nb, a.c + 8 * m * nb};
+            float s[MT_Q_ROWS];
+            if (format == MT_Q8_0) mt_qdot_Q8_0((const mt_block_q8_0 *)W + o * nb, nb, R, rows, s);
+            else mt_qdot_Q4_0((const mt_block_q4_0 *)W + o * nb, nb, R, rows, s);
+            for (int r = 0; r < R; r++) y[o * ldy + p0 + m + r] = s[r];
+        }
+}
+
+void mt_qrows_f32(int format, const void *W, const int64_t *index, long n, long dim, float *out) {
+    long nb = dim / MT_QK;
+    for (long i = 0; i < n; i++) {
+        float *y = out + i * dim;
+        for (long b = 0; b < nb; b++) {
+            if (format == MT_Q8_0) {
+                const mt_block_q8_0 *blk = (const mt_block_q8_0 *)W + index[i] * nb + b;
+                float d = mt_half_to_float(blk->d);
+                for (int j = 0; j < MT_QK; j++) y[b * MT_QK + j] = (float)blk->qs[j] * d;
+            } else {
+                const mt_block_q4_0 *blk = (const mt_block_q4_0 *)W + index[i] * nb + b;
+                float d = mt_half_to_float(blk->d);
+                for (int j = 0; j < MT_QK / 2; j++) {
+                    y[b * MT_QK + j] = (float)((blk->qs[j] & 15) - 8) * d;
+                    y[b * MT_QK + j + MT_QK / 2] = (float)((blk->qs[j] >> 4) - 8) * d;
+                }
+            }
+        }
+    }
+}

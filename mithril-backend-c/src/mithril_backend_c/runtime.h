@@ -94,6 +94,37 @@ void mt_blas_serial(void);
 MT_DECLARE(float, f32)
 MT_DECLARE(double, f64)
 
+/* Block-quantized weights in ggml's layouts: rows of k values (k a multiple of MT_QK) in blocks of MT_QK,
+ * each an IEEE half scale d and the values. q8_0: 32 int8 q (value d * q); q4_0: 16 bytes, value j in the
+ * low nibble of byte j and value j + 16 in its high nibble (value d * (nibble - 8)). The format numbers are
+ * ggml's type numbers. Activations are float32, quantized per row to q8_0 inside mt_qlinear_f32. */
+#define MT_QK 32
+#define MT_Q4_0 2
+#define MT_Q8_0 8
+typedef struct { uint16_t d; int8_t qs[MT_QK]; } mt_block_q8_0;
+typedef struct { uint16_t d; uint8_t qs[MT_QK / 2]; } mt_block_q4_0;
+float mt_half_to_float(uint16_t h);
+uint16_t mt_float_to_half(float f); /* to nearest, ties to even */
+/* activations: scale max|x| / 127, values rint(x * 127 / max|x|) */
+void mt_quantize_act_q8_0(const float *x, mt_block_q8_0 *y, long k);
+/* weights, rows x k floats -> rows of blocks: q8_0 scale max|x| / 127, values round(x / scale) (ties away
+ * from 0); q4_0 scale -m / 8 (m: the value of largest magnitude), values min(15, trunc(x / scale + 8.5)) */
+void mt_quantize_weights(int format, const float *x, void *y, long rows, long k, int nt);
+/* Y[M, N] = X[M, K] @ W[N, K]^T (plus Y when accumulate) with W quantized (format); scratch: at least
+ * mt_qlinear_scratch(M, K) bytes, 4-byte aligned */
+size_t mt_qlinear_scratch(long M, long K);
+void mt_qlinear_f32(int format, long M, long N, long K, const float *X, const void *W, float *Y, int accumulate,
+                    void *scratch, int nt);
+/* Convolution of one image x [C, H, Wd] with quantized weights W [O, C * kh * kw] (rows of whole blocks)
+ * for output pixels [p0, p1) and channels [o0, o1): y[o * ldy + p] = the sum (no bias); each pixel's patch
+ * (im2col, in the weight's order) is quantized to q8_0 as activations are. scratch: mt_qconv_scratch bytes. */
+size_t mt_qconv_scratch(long K, long pixels);
+void mt_qconv_block_f32(int format, const float *x, const void *W, float *y, long ldy, long C, long H, long Wd,
+                        long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw, long OW, long p0,
+                        long p1, long o0, long o1, void *scratch);
+/* out[i, :] = row index[i] of W [rows, dim] (quantized), as floats; indices checked by the caller */
+void mt_qrows_f32(int format, const void *W, const int64_t *index, long n, long dim, float *out);
+
 /* counter-based random numbers: the same (seed, stream, i) always gives the same draw */
 static inline uint64_t mt_mix64(uint64_t z) {
     z += 0x9E3779B97F4A7C15ULL;

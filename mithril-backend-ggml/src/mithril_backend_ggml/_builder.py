@@ -56,6 +56,7 @@ class Builder:
         self.custom_kinds: list[tuple[str, str]] = []  # (primitive, "c" | "python") of every custom op built
         self.slots: list[Any] = []  # slots of this graph's C kernels (their error reports are read after compute)
         self.input_names: dict[int, str] = {}  # value id -> key of the function input it is
+        self.faithful = False  # a program with quantized weights: floats computed by the C kernels
 
     def checked_indices(self, node: Any, operand: str, index: T, bound: int) -> T:
         """``index`` (I32) as read through a kernel that checks every element against ``[0, bound)``:
@@ -82,6 +83,11 @@ class Builder:
         return T(tensor, index.shape, "int")
 
     # -- tensors -----------------------------------------------------------------------------------
+    def is_quantized(self, t: T | None) -> bool:
+        """Whether ``t`` is a block-quantized weight (``ml.compile(quantize=...)``): a 2-d ggml tensor
+        ``[rows, k]`` (a convolution's ``[O, C * kh * kw]``) that only ggml's own ops can read."""
+        return t is not None and t.tensor.contents.type in (self.ggml.GGML_TYPE_Q8_0, self.ggml.GGML_TYPE_Q4_0)
+
     def ggml_type(self, kind: str) -> int:
         return self.ggml.GGML_TYPE_I32 if kind == "int" else self.ggml.GGML_TYPE_F32
 

@@ -25,13 +25,14 @@ after the compute.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from mithril.errors import ShapeError, UnsupportedPrimitiveError
+from mithril.errors import ArgumentError, ShapeError, UnsupportedPrimitiveError
 from mithril.extend import escape, live_nodes
 from mithril_backend_c import kernels
 
@@ -86,6 +87,7 @@ class _GraphFunction:
         self.ggml = ggml
         self.name = fn.name
         self.program_backend = program.backend
+        self.quantized = program.quantized
         self.returns_tuple = len(fn.returns) > 1
         targets = [v for group in fn.returns for v in group.values()]
         nodes = live_nodes(graph.nodes, targets)
@@ -96,6 +98,7 @@ class _GraphFunction:
         self._finalizer = weakref.finalize(self, _free, ggml, self.__dict__)
         b = Builder(program.backend, program.ckernels, self.ctx, self.const_ctx)
         b.input_names = {v.id: k for group in (fn.inputs, fn.cotangents) for k, v in group.items()}
+        b.faithful = bool(program.quantized)
         self.callbacks = b.callbacks
         self.slots = b.slots
         self.input_names = b.input_names
@@ -104,6 +107,7 @@ class _GraphFunction:
         self.random_slots = program.ckernels
         self.lines: list[str] = [f"def {fn.name}({'params, data, cotangents' if fn.cotangents else 'params, data'}):"]
         values = _Values(b)
+        self.fn_inputs = dict(fn.inputs)
         self.inputs = self._declare_inputs(b, fn, param_names, values)
         self._build_nodes(b, nodes, targets, values)
         self.gf = self._declare_outputs(fn, values, graph_size)
@@ -129,14 +133,20 @@ class _GraphFunction:
     def _declare_inputs(
         self, b: Builder, fn: Any, param_names: set[str], values: _Values
     ) -> list[tuple[str, str, Any, tuple[int, ...], np.dtype]]:
-        """An input tensor per input and cotangent: ``(params|data|cotangents, key, tensor, shape, dtype)``."""
+        """An input tensor per input and cotangent: ``(params|data|cotangents, key, tensor, shape, dtype)``;
+        a quantized parameter's is a 2-d tensor of its block type (``self.quantized``: key -> format)."""
         ggml = self.ggml
         inputs = []
         for source, group in (("input", fn.inputs), ("cotangent", fn.cotangents)):
             for name, value in group.items():
                 kind = value.kind or "float"
                 shape = _static_shape(value, f"{source} {name!r}")
-                tensor = b.new(shape, kind)
+                fmt = self.quantized.get(name) if source == "input" and name in param_names else None
+                if fmt is None:
+                    tensor = b.new(shape, kind)
+                else:
+                    block_type = ggml.GGML_TYPE_Q8_0 if fmt == "q8_0" else ggml.GGML_TYPE_Q4_0
+                    tensor = ggml.ggml_new_tensor_2d(self.ctx, block_type, math.prod(shape[1:]), shape[0])
                 ggml.ggml_set_input(tensor)
                 ggml.ggml_set_name(tensor, name.encode("utf-8", "replace").replace(b"\0", b"?")[:63])
                 values[value.id] = T(tensor, shape, kind)
@@ -159,9 +169,11 @@ class _GraphFunction:
                 values[value.id] = outs[key]
             self._describe(node.spec.name, node.inputs, node.outputs.values(), how, node.path)
 
+        quantized = {v.id for k, v in self.fn_inputs.items() if k in self.quantized}
         for unit in _units(nodes, targets):
-            if not unit.fused:
-                build_one(unit.nodes[0])
+            if not unit.fused or any(v.id in quantized for v in unit.inputs):  # a C kernel cannot read blocks
+                for node in unit.nodes:
+                    build_one(node)
                 continue
             output = unit.stored[0]
             built = build_fused(b, unit.nodes, unit.inputs, output, values)
@@ -234,6 +246,11 @@ class _GraphFunction:
                     array = np.asarray(array, dtype=dtype, order="C")  # keeps 0-d arrays 0-d
                 if array.shape != shape:
                     raise ShapeError(f"{self.name}: {label}[{name!r}] has shape {array.shape}, expected {shape}")
+                fmt = self.quantized.get(name) if label == "params" else None
+                if fmt is not None:  # quantized at every call, straight into the tensor (host memory)
+                    rows = array.reshape(shape[0], -1)
+                    kernels.quantizer()(fmt, rows, tensor.contents.data, threads)
+                    continue
                 ggml.ggml_backend_tensor_set(tensor, array.ctypes.data, 0, array.nbytes)
             ggml.ggml_backend_cpu_set_n_threads(self.backend, threads)
             self.errors.clear()
@@ -371,6 +388,22 @@ class _ViaC:
         return result
 
 
+def _quantized_params(
+    graph: Any, functions: Sequence[Any], param_names: set[str], quantize: str | None
+) -> dict[str, str]:
+    """Parameter key -> block format of the weights ``quantize`` stores quantized (the C backend's rule,
+    :func:`~mithril_backend_c.kernels.quantizable_params`, so an exported program quantizes the same ones)."""
+    if quantize is None:
+        return {}
+    if quantize not in kernels.FORMATS:
+        raise ArgumentError(f"GGMLBackend: unknown quantization {quantize!r}; accepted: {', '.join(kernels.FORMATS)}")
+    trained = [fn.name for fn in functions if fn.cotangents or fn.name != "evaluate"]
+    if trained:
+        raise ArgumentError(f"GGMLBackend: quantized weights are for inference (inference=True), not {trained}")
+    params = {k: v for fn in functions for k, v in fn.inputs.items() if k in param_names}
+    return dict.fromkeys(kernels.quantizable_params(graph.nodes, params), quantize)
+
+
 def _free(ggml: Any, state: dict[str, Any]) -> None:
     if state.get("galloc"):
         ggml.ggml_gallocr_free(state["galloc"])
@@ -387,10 +420,17 @@ class GGMLProgram:
     """The compiled program: ``source`` describes the ggml graphs; ``load`` returns the callables."""
 
     def __init__(
-        self, backend: Any, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str
+        self,
+        backend: Any,
+        graph: Any,
+        functions: Sequence[Any],
+        *,
+        param_names: set[str],
+        header: str,
+        quantize: str | None = None,
     ) -> None:
-
         self.backend = backend
+        self.quantized = _quantized_params(graph, functions, param_names, quantize)
         self.ckernels = CKernels(backend.threads)  # the C kernels of custom ops, compiled once for all functions
         self.functions: dict[str, Any] = {}
         for fn in functions:

@@ -42,6 +42,8 @@ class GGMLBackend(Backend):
     supports_autograd: ClassVar[bool] = False
     codegen: ClassVar[str] = "ggml"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32,)
+    quantize_formats: ClassVar[tuple[str, ...]] = ("q8_0", "q4_0")
+    """``ml.compile(quantize=...)``: ggml's block formats for the weights of an inference model."""
 
     def __init__(
         self,
@@ -110,10 +112,13 @@ class GGMLBackend(Backend):
 
     # -- code generation -------------------------------------------------------------------------
     def generate_program(
-        self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str
+        self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str, quantize: str | None = None
     ) -> GGMLProgram:
-        """One ggml context and graph per function (``evaluate``, ``evaluate_gradients``)."""
-        return GGMLProgram(self, graph, functions, param_names=param_names, header=header)
+        """One ggml context and graph per function (``evaluate``, ``evaluate_gradients``); ``quantize``
+        (``ml.compile(quantize="q8_0" | "q4_0")``, inference only): the weights that can be
+        (:func:`mithril_backend_c.kernels.quantizable_params`) are ggml tensors of that block type, filled
+        from the float32 parameters at every call, and multiplied by ggml's quantized kernels."""
+        return GGMLProgram(self, graph, functions, param_names=param_names, header=header, quantize=quantize)
 
     def evaluate_constant(self, primitive: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Constant folding with NumPy kernels (the same ones the custom ops use), in float32."""

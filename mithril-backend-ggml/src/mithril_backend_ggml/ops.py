@@ -590,10 +590,71 @@ def _embedding(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     return {"output": b.reshape(rows, shape)}
 
 
+def _conv2d_quantized(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
+    """A convolution with block-quantized weights ``[O, C * kh * kw]``: ``ggml_im2col`` (rows of patches),
+    ``ggml_mul_mat`` (ggml's quantized product, the patches quantized to q8_0) and the pixels moved behind
+    the channels. ``ggml_im2col`` reads only the kernel's sizes: a small float tensor stands for it."""
+    x, w, bias = args["input"], args["weight"], args["bias"]
+    shape, _ = _out(node)
+    _floats(x, bias)
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise Fallback("unbatched conv")
+    s0, s1, p0, p1, d0, d1 = _conv2d_geometry(node, x, w)
+    ggml = b.ggml
+    o, c, kh, kw = w.shape
+    n, _, oh, ow = shape
+    sizes = ggml.ggml_new_tensor_4d(b.ctx, ggml.GGML_TYPE_F32, kw, kh, c, 1)  # only its ne is read
+    cols = ggml.ggml_im2col(b.ctx, sizes, x.tensor, s0, s1, p0, p1, d0, d1, True, ggml.GGML_TYPE_F32)
+    cols = b.reshape(b.wrap(cols, (n, oh, ow, c * kh * kw)), (n * oh * ow, c * kh * kw))
+    y = b.wrap(ggml.ggml_mul_mat(b.ctx, w.tensor, cols.tensor), (n * oh * ow, o))  # ne=(O, P) = [P, O]
+    y = b.permute(b.reshape(y, (n, oh, ow, o)), (0, 3, 1, 2))
+    if bias is not None:
+        y = _binary(b, "ggml_add", y, b.reshape(bias, (1, shape[1], 1, 1)), shape)
+    return {"output": y}
+
+
+def _quantized_operand(b: Builder, node: Any, args: Mapping[str, T | None]) -> tuple[Built, str]:
+    """A node reading a block-quantized weight: only ggml's own ops can (``linear``: ``ggml_mul_mat``,
+    ``embedding``: ``ggml_get_rows``, ``conv2d``: im2col + ``ggml_mul_mat``); anything else is refused."""
+    name = node.spec.name
+    builder = {"linear": _linear, "embedding": _embedding, "conv2d": _conv2d_quantized}.get(name)
+    reads = [k for k, t in args.items() if b.is_quantized(t)]
+    if builder is not None and reads == ["weight"]:
+        try:
+            return builder(b, node, args), "native (quantized weight: ggml's quantized kernels)"
+        except Fallback as exc:
+            reason = str(exc)
+    else:
+        reason = f"it reads {reads}"
+    raise UnsupportedPrimitiveError(
+        f"GGMLBackend: {name} at {node.path or '<root>'} reads a quantized weight ({reason}); with "
+        "ml.compile(quantize=...) only linear, embedding and conv2d weights can be quantized"
+    )
+
+
+LAYOUT = frozenset({
+    "reshape", "reshape_like", "flatten", "squeeze", "unsqueeze", "at_least_1d", "transpose", "swapaxes",
+    "broadcast_to", "broadcast_to_like", "concat",
+})  # fmt: skip
+"""Native builders that only move values (their results are the same bits whatever computes them)."""
+
+
 # -- dispatch --------------------------------------------------------------------------------------
 def build_node(b: Builder, node: Any, args: Mapping[str, T | None]) -> tuple[Built, str]:
-    """Build one primitive call: natively where possible, as a custom op otherwise."""
+    """Build one primitive call: natively where possible, as a custom op otherwise. In a program with
+    quantized weights, the nodes that read them are ggml's quantized ops and every other value is computed
+    by the C backend's kernel of its primitive (as in an exported program: ggml's own float ops round
+    differently, and the rows quantized for the next product would then differ in a few values, which
+    the layers after amplify), layout ops excepted."""
     name = node.spec.name
+    if any(b.is_quantized(t) for t in args.values()):
+        return _quantized_operand(b, node, args)
+    if b.faithful and name not in LAYOUT:
+        built = _split(b, node, args) if len(node.outputs) == 1 else None
+        if built is not None:
+            return {"output": built}, f"custom op (C kernel, on {backend_threads(b)} threads)"
+        outs = custom(b, node, args)
+        return outs, f"custom op ({'C kernel' if b.custom_kinds[-1][1] == 'c' else 'Python callback'})"
     split = f"custom op (C kernel, on {backend_threads(b)} threads)"
     if name in SPLIT_FIRST and len(node.outputs) == 1:
         built = _split(b, node, args)

@@ -2,9 +2,10 @@
 tokenizers and text generation.
 
 Every builder returns a logical model you compile for any backend; :func:`load_hf` fills it from a
-Hugging Face (or torchvision/timm, or OpenAI CLIP) checkpoint; :func:`generate` continues a prompt with a
-GPT-2 or a Llama; :func:`from_pretrained` opens a Hugging Face checkpoint folder (weights, configuration,
-tokenizer) compiled for a backend in one call; :func:`load_tokenizer` reads a ``tokenizer.json``.
+Hugging Face (or torchvision/timm, or OpenAI CLIP) checkpoint; :func:`generate` continues prompts with a
+GPT-2, a Llama/Mistral or a T5 (greedy, sampling, beam search; the options of :class:`GenerationConfig`);
+:func:`from_pretrained` opens a Hugging Face checkpoint folder (weights, configuration, tokenizer) compiled
+for a backend in one call; :func:`load_tokenizer` reads a ``tokenizer.json``.
 The builders are also reachable as ``from mithril.models import resnet18`` through the plugin registry.
 
 Example:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from .clip_family import clip, encode_image, encode_text
     from .export import export_program
     from .family import FamilyModel
-    from .generation import clear_decode_cache, generate
+    from .generation import GenerationConfig, clear_decode_cache, generate
     from .gpt import create_gpt
     from .hf import from_hf_config
     from .llama import create_llama
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "CheckpointError": "checkpoints",
     "LoadReport": "checkpoints",
     "generate": "generation",
+    "GenerationConfig": "generation",
     "clear_decode_cache": "generation",
     "FamilyModel": "family",
     "export_program": "export",
@@ -61,10 +63,10 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "CheckpointError", "FamilyModel", "LoadReport", "Pretrained", "Tokenizer", "clear_decode_cache", "clip",
-    "create_gpt", "create_llama", "encode_image", "encode_text", "export_program", "from_hf_config", "from_pretrained",
-    "generate", "load_hf", "load_tokenizer", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-    "save_safetensors", "t5_decode", "t5_encode",
+    "CheckpointError", "FamilyModel", "GenerationConfig", "LoadReport", "Pretrained", "Tokenizer",
+    "clear_decode_cache", "clip", "create_gpt", "create_llama", "encode_image", "encode_text", "export_program",
+    "from_hf_config", "from_pretrained", "generate", "load_hf", "load_tokenizer", "resnet18", "resnet34", "resnet50",
+    "resnet101", "resnet152", "save_safetensors", "t5_decode", "t5_encode",
 ]  # fmt: skip
 assert sorted(__all__) == sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ a sharded ``model.safetensors.index.json``; pickle files are never opened) and t
 (``tokenizer.json``, when present and ``tokenizers`` is installed). It returns a :class:`Pretrained` with:
 
 - ``generate(...)`` for GPT-2, Llama/Mistral (KV-cache decode steps) and T5 (the encoder once, then the
-  decoder over a fixed window, compiled once);
+  decoder one token per call with self- and cross-attention caches), through :func:`~mithril_models.generate`;
 - ``encode_image(...)``/``encode_text(...)`` for CLIP (the projected, un-normalised features);
 - ``classify(...)`` for ResNet.
 
@@ -28,16 +28,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from mithril.errors import ArgumentError
-from mithril.extend import validation
 
 from .checkpoints.errors import CheckpointError
+from .generation import PREFILL_CHUNK, run_generation
+from .generation.config import FIELDS, resolve_config
+from .generation.prompts import Prompts, parse_prompts
 
 __all__ = ["ARCHITECTURES", "FAMILIES", "Pretrained", "PretrainedError", "from_pretrained", "resolve_checkpoint"]
 
@@ -293,118 +295,107 @@ class Pretrained:
         return self.tokenizer
 
     # -- text generation ------------------------------------------------------------------------------
+    def generation_defaults(self) -> dict[str, Any]:
+        """The checkpoint's generation options: ``generation_config.json``, with the end-of-sequence, padding
+        and decoder-start ids completed from ``config.json`` and the tokenizer (as ``transformers``)."""
+        defaults = {k: v for k, v in self.generation_config.items() if k in FIELDS and v is not None}
+        for name in ("eos_token_id", "pad_token_id", "decoder_start_token_id"):
+            if name not in defaults:
+                value = self.hf_config.get(name)
+                if value is None and self.tokenizer is not None and name != "decoder_start_token_id":
+                    value = getattr(self.tokenizer, name, None)
+                if value is not None:
+                    defaults[name] = value
+        return defaults
+
+    def _prompts(self, prompt: Any, attention_mask: Any) -> tuple[Prompts, bool]:
+        """``(prompts, is_text)``: texts through the tokenizer (its padding when it has a pad token), ids as
+        :func:`~mithril_models.generate` takes them."""
+        texts = [prompt] if isinstance(prompt, str) else prompt
+        is_text = (
+            isinstance(texts, Sequence) and not isinstance(texts, str) and bool(texts)
+            and all(isinstance(t, str) for t in texts)
+        )  # fmt: skip
+        if not is_text:
+            return parse_prompts("Pretrained.generate", prompt, attention_mask), False
+        tokenizer = self._require_tokenizer("generate")
+        padded = tokenizer.pad_token is not None
+        batch = tokenizer.encode_batch(list(texts), padding=padded, padding_side="left")
+        if padded:
+            return parse_prompts("Pretrained.generate", batch.input_ids, batch.attention_mask), True
+        return parse_prompts("Pretrained.generate", [list(row) for row in batch.input_ids]), True
+
     def generate(
         self,
         prompt: Any,
-        max_new_tokens: int = 20,
+        max_new_tokens: int | None = None,
         *,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        seed: int | None = None,
+        generation_config: Any = None,
+        attention_mask: Any = None,
+        on_token: Callable[[np.ndarray], object] | None = None,
+        prefill_chunk: int = PREFILL_CHUNK,
+        **options: Any,
     ) -> Any:
-        """Continue ``prompt`` by ``max_new_tokens`` tokens (GPT-2, Llama, Mistral, T5).
+        """Continue ``prompt`` (GPT-2, Llama, Mistral, T5) with :func:`~mithril_models.generate`.
 
-        Greedy by default, as ``transformers``; ``do_sample=True`` samples from ``softmax(logits /
-        temperature)``, among the ``top_k`` most likely tokens when given, seeded by ``seed``.
+        Greedy by default, as ``transformers``. The checkpoint's ``generation_config.json`` (and the ids of
+        ``config.json`` and the tokenizer) give the defaults, so generation stops at its end-of-sequence
+        id as ``transformers``' does; ``generation_config`` and keyword ``options`` (``GenerationConfig``
+        names: ``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``repetition_penalty``, ``seed``,
+        ``num_beams``, ``length_penalty``, ``early_stopping``, ``eos_token_id``, ``pad_token_id``,
+        ``min_new_tokens``, ...) override them; an option given as ``None`` drops the checkpoint's value
+        (``eos_token_id=None``: no end-of-sequence stop).
 
         Args:
-            prompt: a text, a list of texts (tokenized with :attr:`tokenizer`), or token ids (a list, a list
-                of lists, an int array ``[B, P]``). Prompts of different lengths run one at a time.
-            max_new_tokens: how many tokens to generate.
-            do_sample, temperature, top_k, seed: the sampling options (``transformers``' names).
+            prompt: a text, a list of texts (tokenized with :attr:`tokenizer`, padded on the left), or
+                token ids (a list, a list of lists of any lengths, an int array ``[B, P]`` with an optional
+                ``attention_mask``).
+            max_new_tokens: the most tokens to generate (default: ``generation_config.json``'s, else 20).
+            on_token: called with each new column of ids ``[B]`` as soon as it is chosen (streaming).
+            prefill_chunk: the most prompt tokens one compiled prefill call processes.
 
         Returns:
             For a text, the generated text (special tokens dropped, cut at the end-of-sequence token); for a
-            list of texts, a list of them; for ids, the new ids ``[B, max_new_tokens]`` (int64).
+            list of texts, a list of them; for ids, the new ids ``[B, n]`` (int64, ``pad_token_id`` after a
+            row's end-of-sequence id).
 
         >>> llama.generate("Once upon a time", max_new_tokens=8)           # doctest: +SKIP
         ' there was a compiler that'
+        >>> llama.generate(["Hi", "Once upon a time"], num_beams=4)         # doctest: +SKIP
         """
         self._need("generate", ("gpt2", "llama", "t5"))
-        texts = [prompt] if isinstance(prompt, str) else prompt
-        is_text = (
-            isinstance(texts, Sequence)
-            and not isinstance(texts, str)
-            and bool(texts)
-            and all(isinstance(t, str) for t in texts)
+        unknown = sorted(set(options) - set(FIELDS))
+        if unknown:
+            raise ArgumentError(
+                f"Pretrained.generate: unknown option {unknown[0]!r}; accepted: {', '.join(FIELDS)}, "
+                "generation_config, attention_mask, on_token, prefill_chunk"
+            )
+        cleared = {name for name, value in options.items() if value is None}  # eos_token_id=None: no stop id
+        defaults = {k: v for k, v in self.generation_defaults().items() if k not in cleared}
+        config = resolve_config(
+            "Pretrained.generate", generation_config, {**options, "max_new_tokens": max_new_tokens}, defaults
         )
-        if is_text:
-            tokenizer = self._require_tokenizer("generate")
-            rows: list[list[int]] = [tokenizer.encode(t) for t in texts]
+        prompts, is_text = self._prompts(prompt, attention_mask)
+        if self.family == "t5":
+            pm, params = self.models["decoder"], self.params["decoder"]
+            extra: dict[str, Any] = {"encoder": self.models["encoder"], "encoder_params": self.params["encoder"]}
         else:
-            array = np.asarray(prompt)
-            rows = (
-                [list(map(int, r)) for r in (array[None] if array.ndim == 1 else array)] if array.ndim in (1, 2) else []
-            )
-            if not rows:
-                raise ArgumentError(
-                    f"Pretrained.generate: prompt must be a text, a list of texts or token ids, got shape {array.shape}"
-                )
-        if not do_sample:
-            top_k = 1
-        lengths = {len(r) for r in rows}
-        if len(lengths) == 1:
-            new = self._generate_ids(np.asarray(rows, dtype=np.int64), int(max_new_tokens), temperature, top_k, seed)
-        else:  # no attention masks yet: each prompt alone (the same tokens as a padded batch would give)
-            new = np.concatenate(
-                [
-                    self._generate_ids(np.asarray([r], dtype=np.int64), int(max_new_tokens), temperature, top_k, seed)
-                    for r in rows
-                ]
-            )
+            pm, params, extra = self.pm, self.parameters, {}
+        new = run_generation(
+            "Pretrained.generate", pm, params, prompts, config, on_token=on_token, prefill_chunk=prefill_chunk,
+            **extra,
+        )  # fmt: skip
         if not is_text:
             return new
-        decoded = [self._text(row) for row in new]
+        decoded = [self._text(row, config.eos_ids) for row in new]
         return decoded[0] if isinstance(prompt, str) else decoded
 
-    def _text(self, ids: np.ndarray) -> str:
-        eos = self.eos_token_id
+    def _text(self, ids: np.ndarray, eos: tuple[int, ...]) -> str:
         row = [int(i) for i in ids]
-        if eos is not None and eos in row:
-            row = row[: row.index(eos)]
+        ends = [row.index(e) for e in eos if e in row]
+        if ends:
+            row = row[: min(ends)]
         return str(self.tokenizer.decode(row, skip_special_tokens=True))
-
-    def _generate_ids(
-        self, prompt: np.ndarray, max_new_tokens: int, temperature: float, top_k: int | None, seed: int | None
-    ) -> np.ndarray:
-        from .generation import _chooser, _prompt_array, generate
-
-        if self.family != "t5":
-            return generate(
-                self.pm, self.parameters, prompt, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed
-            )
-        prompt = _prompt_array(prompt)
-        if not validation.is_int(max_new_tokens) or max_new_tokens < 0:
-            raise ArgumentError(f"Pretrained.generate: max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-        choose = _chooser(float(temperature), top_k, seed)
-        return self._t5_generate(prompt, max_new_tokens, choose)
-
-    def _t5_generate(self, prompt: np.ndarray, max_new_tokens: int, choose: Any) -> np.ndarray:
-        """The encoder once, then the decoder on a window of ``max_new_tokens`` positions: the sequence is
-        left-aligned in it and the logits of its last filled position are read (the decoder is causal, so
-        the unfilled positions change nothing), so every step has the same shapes and compiles once."""
-        backend = self.backend
-        batch = prompt.shape[0]
-        vocab = self.config.vocab_size
-        if prompt.min() < 0 or prompt.max() >= vocab:
-            raise ArgumentError(f"Pretrained.generate: prompt token ids must be in 0..{vocab - 1}")
-        tokens = np.zeros((batch, max_new_tokens), dtype=np.int64)
-        if max_new_tokens == 0:
-            return tokens
-        encoder, decoder = self.models["encoder"], self.models["decoder"]
-        memory = encoder.evaluate(self.params["encoder"], {"input": backend.array(prompt, "int")})["output"]
-        start = self._token("decoder_start_token_id")
-        window = np.zeros((batch, max_new_tokens), dtype=np.int64)
-        window[:, 0] = 0 if start is None else start
-        for i in range(max_new_tokens):
-            logits = decoder.evaluate(
-                self.params["decoder"], {"input": backend.array(window, "int"), "memory": memory}
-            )["output"]
-            tokens[:, i] = choose(backend.to_numpy(logits)[:, i])
-            if i + 1 < max_new_tokens:
-                window[:, i + 1] = tokens[:, i]
-        return tokens
 
     # -- CLIP -----------------------------------------------------------------------------------------
     def encode_image(self, images: Any) -> np.ndarray:

@@ -14,11 +14,12 @@ Example (what ``add`` emits for float32 ``[3, 4] + [4]``)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from mithril.extend import Node, Value
 
-from ..context import Ctx, float_literal
+from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal
 
 __all__ = ["EMITTERS", "EXPRESSIONS"]
 
@@ -247,5 +248,55 @@ EXPRESSIONS: dict[str, Callable[[Ctx, Node], Spec]] = {
 """Primitive -> ``(ctx, node) -> (input values, expr)``: what its emitter maps over the output, e.g.
 ``EXPRESSIONS["add"](ctx, node)[1]("a", "b") == "a + b"``."""
 
-EMITTERS: dict[str, Callable[[Ctx, Node], list[str]]] = {n: _emitter(n, spec) for n, spec in EXPRESSIONS.items()}
-"""Primitive -> its emitter: :meth:`Ctx.map` of the expression over the output."""
+_ROW_COPY = 16
+"""``where`` copies rows when its condition is constant over blocks of at least this many elements."""
+
+
+def where_rows(ctx: Ctx, node: Node) -> list[str] | None:
+    """``where(condition, left, right)`` as whole-row copies when the condition is constant over the trailing
+    axes (a KV-cache update: ``where(hit [L, 1], new [B, H, 1, D], past [B, H, L, D])``): each row of the
+    output is copied from ``left`` or ``right``, and a row already in place (the output *is* that operand,
+    as in an exported program whose cache is updated in place) is not copied at all, so a decode step
+    writes one row per cache instead of rewriting every slot. Same values as the elementwise loop;
+    ``None`` where it does not apply (rows shorter than 16, strided rows, conversions, split kernels)."""
+    cond, left, right, out = node.inputs["condition"], node.inputs["left"], node.inputs["right"], node.output
+    shape = ctx.shape(out)
+    if ctx.partitioned or ctx.lit(left) is not None or ctx.lit(right) is not None or not shape:
+        return None
+    strides = [broadcast_strides(ctx.shape(v), shape) for v in (cond, left, right)]
+    axis = len(shape)
+    while axis > 0 and strides[0][axis - 1] == 0:
+        axis -= 1
+    inner = contiguous_strides(shape[axis:])
+    row = math.prod(shape[axis:])
+    same_type = ctx.ct(left) == ctx.ct(right) == ctx.ct(out)
+    if row < _ROW_COPY or not same_type or strides[1][axis:] != inner or strides[2][axis:] != inner:
+        return None
+    nbytes = row * ctx.np_dtype(out).itemsize
+    operands = [(0, contiguous_strides(shape)[:axis]), *((0, s[:axis]) for s in strides)]
+    c, a, b, y = ctx.p(cond), ctx.p(left), ctx.p(right), ctx.p(out)
+
+    def body(i: list[str]) -> list[str]:
+        return [
+            f"if ({c}[{i[1]}]) {{ if ({y} + {i[0]} != {a} + {i[2]}) memcpy({y} + {i[0]}, {a} + {i[2]}, {nbytes}); }}",
+            f"else if ({y} + {i[0]} != {b} + {i[3]}) memcpy({y} + {i[0]}, {b} + {i[3]}, {nbytes});",
+        ]
+
+    return ctx.loops(shape[:axis], operands, body, simd=False) if axis else None
+
+
+def _where(ctx: Ctx, node: Node) -> list[str]:
+    """``where``: whole-row copies where they apply (:func:`where_rows`), else the elementwise loop."""
+    rows = where_rows(ctx, node)
+    if rows is not None:
+        return rows
+    inputs, expr = where(ctx, node)
+    return ctx.map(node.output, inputs, expr)
+
+
+EMITTERS: dict[str, Callable[[Ctx, Node], list[str]]] = {
+    **{n: _emitter(n, spec) for n, spec in EXPRESSIONS.items()},
+    "where": _where,
+}
+"""Primitive -> its emitter: :meth:`Ctx.map` of the expression over the output (``where``: row copies
+where its condition allows, :func:`where_rows`)."""

@@ -9,6 +9,7 @@ import numpy as np
 from mithril.extend import Node, Value
 
 from ..context import Ctx, broadcast_strides, contiguous_strides
+from ..quantize import BLOCK, FORMATS
 
 __all__ = ["matmul", "linear"]
 
@@ -102,11 +103,20 @@ def matmul(ctx: Ctx, node: Node) -> list[str]:
 
 
 def linear(ctx: Ctx, node: Node) -> list[str]:
-    """``input @ weight.T + bias``: the bias is broadcast into the output, then one GEMM with beta = 1."""
+    """``input @ weight.T + bias``: the bias is broadcast into the output, then one GEMM with beta = 1 (a
+    block-quantized weight: ``mt_qlinear_f32``, the input quantized per row)."""
     x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
     d, k = ctx.shape(w)
     rows = math.prod(ctx.shape(x)[:-1])
     Y = ctx.p(out)
+    fmt = ctx.quantized.get(w.id)
+    if fmt is not None:
+        if ctx.real != "float" or ctx.ct(x) != "float":
+            raise TypeError(f"quantized weights need float32 code, not {ctx.real}")
+        lines = ctx.map(out, [b], lambda v: v) if b is not None else []
+        scratch = ctx.scratch(-(-quantized_scratch(rows, k) // 4), "float")
+        args = f"{FORMATS[fmt].code}, {rows}, {d}, {k}, {ctx.p(x)}, {ctx.p(w)}, {Y}, {int(b is not None)}, {scratch}"
+        return [*lines, f"mt_qlinear_f32({args}, nt);"]
     if not _real(ctx, x, w, out):
         lines = batched_gemm(ctx, ctx.p(x), ctx.p(w), Y, (rows, k), (d, k), tb=1, real=False, ct=ctx.ct(out))
         if b is not None:
@@ -115,3 +125,12 @@ def linear(ctx: Ctx, node: Node) -> list[str]:
     lines = ctx.map(out, [b], lambda v: v) if b is not None else []
     lines.append(gemm(ctx, 0, 1, rows, d, k, ctx.p(x), k, ctx.p(w), k, Y, d, beta="1" if b is not None else "0"))
     return lines
+
+
+def quantized_scratch(rows: int, k: int) -> int:
+    """Bytes ``mt_qlinear_f32`` needs for ``rows`` activation rows of ``k`` values: ``mt_qlinear_scratch`` of
+    the runtime, which the tests compare with this (the rows' blocks, scales and corrections, then the rows
+    by pairs in groups of 4 pairs, 192 bytes per pair and block)."""
+    blocks = k // BLOCK
+    groups = ((rows + 1) // 2 + 3) // 4
+    return rows * blocks * (34 + 4 + 32) + 64 + groups * 4 * blocks * 192 + 64

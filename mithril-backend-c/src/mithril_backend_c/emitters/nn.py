@@ -23,9 +23,10 @@ import numpy as np
 from mithril.extend import Node, Value
 
 from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, omp
+from ..quantize import FORMATS
 from ._util import geometry2d, geometry_args
 from .fused import Unit, chain_lines, pixel_strides
-from .linalg import batched_gemm, gemm
+from .linalg import batched_gemm, gemm, quantized_scratch
 
 __all__ = [
     "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
@@ -79,11 +80,12 @@ WINO_MAX_FILTER_BYTES = 8 << 20
 pixels); a layer whose transformed filters would take more than this, all threads together, uses im2col."""
 
 
-def _conv_plan(ctx: Ctx, d: dict) -> dict:
+def _conv_plan(ctx: Ctx, d: dict, quantized: bool = False) -> dict:
     """How a convolution is computed: ``winograd`` (3x3, stride 1: F(2x2, 3x3), 2.25x fewer
     multiplications) or im2col blocks of ``block`` ``units`` (2x2 tiles or pixels); threads split the
     output channels (``by_rows``, ``rows`` at a time) when there are few units per thread, else the units;
-    ``scratch``: elements each thread needs."""
+    ``scratch``: elements each thread needs. ``quantized`` weights: blocks of pixels whose patches are
+    quantized (``mt_qconv_block_f32``)."""
     g, parts = d["geo"], ctx.max_parts
 
     def by_rows(total: int, per_thread: int) -> bool:
@@ -95,7 +97,8 @@ def _conv_plan(ctx: Ctx, d: dict) -> dict:
         block = units if units <= largest else size
         return block if split else min(block, -(-total // parts) + 16)
 
-    if (g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"]) == (3, 3, 1, 1, 1, 1) and min(d["Cg"], d["Og"]) >= 16:
+    winograd = (g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"]) == (3, 3, 1, 1, 1, 1)
+    if winograd and not quantized and min(d["Cg"], d["Og"]) >= 16:
         tw, th = (g["OW"] + 1) // 2, (g["OH"] + 1) // 2
         total = d["N"] * d["G"] * tw * th
         split = by_rows(total, 64)
@@ -110,6 +113,8 @@ def _conv_plan(ctx: Ctx, d: dict) -> dict:
     split = by_rows(total, 256)
     block = blocks(d["P"], total, split, 2 * CONV_BLOCK, CONV_BLOCK)
     scratch = 0 if d["pointwise"] else d["Kc"] * block
+    if quantized:  # the patch of one pixel, then the block's patches quantized (mt_qconv_scratch)
+        scratch = -(-(d["Kc"] * 4 + 64 + quantized_scratch(block, d["Kc"])) // ctx.dtype.itemsize)
     return dict(winograd=False, by_rows=split, rows=d["Og"], units=d["P"], total=total, block=block,
                 scratch=scratch)  # fmt: skip
 
@@ -126,7 +131,8 @@ def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
     scratch (``max_parts`` of them) and calls single-threaded GEMMs."""
     x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(w))
-    plan = _conv_plan(ctx, d)
+    fmt = ctx.quantized.get(w.id)
+    plan = _conv_plan(ctx, d, quantized=fmt is not None)
     X, W = ctx.p(x), ctx.p(w)
     out_shape = ctx.shape(out)
     stored = {v.id for v in unit.stored} if unit is not None and unit.fused else {out.id}
@@ -138,6 +144,8 @@ def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
     if plan["winograd"]:
         head, inner = _winograd_block(ctx, d, plan, W, src, epilogue)
         body += head
+    elif fmt is not None:
+        inner = _quantized_block(ctx, d, FORMATS[fmt].code, W, src, acc_value, at, epilogue)
     else:
         inner = _im2col_block(ctx, d, plan, W, src, acc_value, at, epilogue)
     body += _block_loop(d, plan, inner)
@@ -222,6 +230,28 @@ def _im2col_block(
     if lines:
         inner += [
             f"for (long o = gi * {og} + m0; o < gi * {og} + m1; o++) {{",
+            omp("simd"),
+            "    for (long p = u0; p < u1; p++) {",
+            *["        " + line for line in lines],
+            "    }",
+            "}",
+        ]
+    return inner
+
+
+def _quantized_block(
+    ctx: Ctx, d: dict, code: int, W: str, src: str, acc_value: Value, at: str, epilogue: Epilogue
+) -> list[str]:
+    """One block with block-quantized weights (one group): each pixel's patch quantized, integer block
+    products into ``acc_value``, then the epilogue over the block."""
+    g, pixels = d["geo"], d["P"]
+    window = ", ".join(str(g[k]) for k in ("H", "W", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "OW"))
+    y = f"{ctx.p(acc_value)} + n * {d['O'] * pixels}"
+    inner = [f"mt_qconv_block_f32({code}, {src}, {W}, {y}, {pixels}, {d['Cg']}, {window}, u0, u1, m0, m1, scr);"]
+    lines = epilogue(f"{ctx.p(acc_value)}[{at}]", True)
+    if lines:
+        inner += [
+            "for (long o = m0; o < m1; o++) {",
             omp("simd"),
             "    for (long p = u0; p < u1; p++) {",
             *["        " + line for line in lines],
@@ -402,6 +432,10 @@ def embedding(ctx: Ctx, node: Node) -> list[str]:
     v, dim = ctx.shape(w)
     rows = ctx.size(idx)
     lines = ctx.check_indices(idx, v, "input")
+    fmt = ctx.quantized.get(w.id)
+    if fmt is not None:  # rows of a block-quantized table, as floats
+        code = FORMATS[fmt].code
+        return [*lines, f"mt_qrows_f32({code}, {ctx.p(w)}, {ctx.p(idx)}, {rows}, {dim}, {ctx.p(out)});"]
     pragma = ctx.par(rows * dim)
     return (
         lines
@@ -434,17 +468,31 @@ def attention_probs(ctx: Ctx, node: Node, probs: str) -> list[str]:
         lines += ctx.loops(pshape, operands, body, simd=False)
     rows = math.prod(pshape[:-1])
     causal = "if (j > r % " + str(lq) + ") v[j] = -INFINITY; " if node.attrs["causal"] else ""
+    if lk <= _ROW_ON_STACK:  # each exponential computed once, kept in double (the same values as before)
+        normalise = [
+            f"    double e[{lk}];",
+            f"    for (long j = 0; j < {lk}; j++) {{ e[j] = exp((double)v[j] - mx); s += e[j]; }}",
+            f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(e[j] / s);",
+        ]
+    else:  # a row too long for the stack: the exponentials computed again
+        normalise = [
+            f"    for (long j = 0; j < {lk}; j++) s += exp((double)v[j] - mx);",
+            f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(exp((double)v[j] - mx) / s);",
+        ]
     lines += [
         ctx.par(rows * lk),
         f"for (long r = 0; r < {rows}; r++) {{",
         f"    {ctx.real} *v = {probs} + r * {lk};",
         "    double mx = -INFINITY, s = 0;",
         f"    for (long j = 0; j < {lk}; j++) {{ {causal}if (v[j] > mx || v[j] != v[j]) mx = v[j]; }}",
-        f"    for (long j = 0; j < {lk}; j++) s += exp((double)v[j] - mx);",
-        f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(exp((double)v[j] - mx) / s);",
+        *normalise,
         "}",
     ]
     return [line for line in lines if line]
+
+
+_ROW_ON_STACK = 4096
+"""Attention rows up to this many keys keep their exponentials in a stack array (32 KB of doubles)."""
 
 
 def scaled_dot_product_attention(ctx: Ctx, node: Node) -> list[str]:

@@ -40,12 +40,12 @@ from mithril.extend import check_output_directory, escape, write_file_atomically
 from ..checkpoints import load_hf
 from ..gpt.config import GPTConfig, config_from_hf
 from ..gpt.decode import KVDecoder
-from ..gpt.layers import cache_names
 from ..gpt.model import create_gpt
 from ..hf import from_hf_config
 from ..resnet import ResNet, resnet
 from ..resnet import model as resnet_models
-from .weights import DTYPES, INPUT, NAME, Tensor, write_weights
+from .steps import Step, cache_steps, classify_bindings, decode_bindings, gpt_variants, merge_steps, step_of
+from .weights import INPUT, NAME, QUANTIZED, Tensor, write_weights
 
 __all__ = ["ExportedProgram", "export_program", "resolve_model"]
 
@@ -167,7 +167,7 @@ def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int 
             raise ValueError(
                 f"export_program: cache_len must be an int in 1..block_size={spec.block_size}, got {cache_len!r}"
             )
-        return family, KVDecoder(spec, backend, batch=1, cache_len=length).step(False)
+        return family, _decoder(spec, length).step(False)
     if spec.config.training:
         raise ValueError("export_program: a ResNet in training mode cannot be exported; build it with training=False")
     if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
@@ -176,9 +176,9 @@ def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int 
     return family, ml.compile(spec, backend, shapes={"input": shape}, inference=True)
 
 
-def _struct_fields(function: Any) -> dict[str, str]:
-    """Key -> field name in the argument struct of entry point ``function`` (a C backend ``CFunction``)."""
-    return {f.key: f.name for f in function.fields}
+def _decoder(config: GPTConfig, cache_len: int) -> KVDecoder:
+    """The GPT-2 steps with caches of ``cache_len`` slots, compiled by the C backend for one sequence."""
+    return KVDecoder(config, ml.CBackend(dtype=ml.float32, threads=1), batch=1, cache_len=cache_len)
 
 
 def _entry_name(path: str) -> str:
@@ -187,44 +187,23 @@ def _entry_name(path: str) -> str:
     return path if len(encoded) < NAME else encoded[-(NAME - 1) :].decode(errors="ignore")
 
 
-@dataclass(frozen=True)
-class _Step:
-    """One compiled entry point of the program: ``symbol`` (``mithril_evaluate``, or
-    ``mithril_slots<N>_evaluate`` for a GPT decode step with ``slots`` cache slots), ``fields``: key ->
-    field of its argument struct, ``weights``: its keys of the tensors of ``weights.bin``, in order."""
-
-    slots: int
-    symbol: str
-    fields: dict[str, str]
-    weights: list[str]
-
-    def field(self, key: str) -> str:
-        if key not in self.fields:
-            raise RuntimeError(
-                f"export_program: {self.symbol}_args has no field for {key!r} (fields: {sorted(self.fields)})"
-            )
-        return self.fields[key]
-
-    def bind_weights(self) -> list[str]:
-        return [f"    a->{self.field(key)} = t[{i}];" for i, key in enumerate(self.weights)]
-
-
-def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], steps: list[_Step]) -> str:
+def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], steps: list[Step]) -> str:
     """``program.h``: the tensor table, the binding of weights and step inputs/outputs, the sizes."""
     shapes = {key: spec["shape"] for group in ("inputs", "outputs") for key, spec in manifest[group].items()}
     if family == "gpt":
-        bindings = _decode_bindings(shapes, steps)
+        bindings = decode_bindings(shapes, steps)
     else:
-        bindings = _classify_bindings(shapes, tensors, steps)
+        index = next(i for i, t in enumerate(tensors) if t.role == INPUT and t.name == "input")
+        bindings = classify_bindings(shapes, index, steps)
     return "\n".join([*_tensor_table(tensors), *bindings, "#endif", ""])
 
 
 def _tensor_table(tensors: list[Tensor]) -> list[str]:
     """The head of ``program.h``: what the program expects of each tensor of ``weights.bin``, in order."""
-    codes = {1: "MTW_F32", 2: "MTW_F64", 3: "MTW_I64"}
+    codes = {1: "MTW_F32", 2: "MTW_F64", 3: "MTW_I64", 4: "MTW_Q8_0", 5: "MTW_Q4_0"}
     rows = [
         f"    {{{escape.c_string_literal(t.name)}, {'MTW_INPUT' if t.role == INPUT else 'MTW_WEIGHT'}, "
-        f"{codes[DTYPES[np.dtype(t.dtype)]]}, {len(t.shape)}, {{{', '.join(map(str, t.shape)) or '0'}}}}},"
+        f"{codes[t.code]}, {len(t.shape)}, {{{', '.join(map(str, t.shape)) or '0'}}}}},"
         for t in tensors
     ]
     return [
@@ -238,133 +217,6 @@ def _tensor_table(tensors: list[Tensor]) -> list[str]:
         "};",
         "",
     ]
-
-
-def _classify_bindings(shapes: Mapping[str, Any], tensors: list[Tensor], steps: list[_Step]) -> list[str]:
-    """``classify``'s bindings: the weights, the image and the logits of its one entry point."""
-    (step,) = steps
-    index = next(i for i, t in enumerate(tensors) if t.role == INPUT and t.name == "input")
-    return [
-        "static void mtp_bind_weights(mithril_evaluate_args *a, const void *const *t) {",
-        *step.bind_weights(),
-        "}",
-        f"#define MTP_INPUT_INDEX {index}",
-        f"#define MTP_INPUT_ELEMS {int(np.prod(shapes['input']))}",
-        f"#define MTP_CLASSES {int(np.prod(shapes['output']))}",
-        "static void mtp_bind_io(mithril_evaluate_args *a, const float *image, float *logits) {",
-        f"    a->{step.field('input')} = image;",
-        f"    a->{step.field('output')} = logits;",
-        "}",
-    ]
-
-
-def _decode_bindings(shapes: Mapping[str, Any], steps: list[_Step]) -> list[str]:
-    """``generate``'s sizes, the dispatch to its decode steps and the binding of a step's arguments."""
-    caches = cache_names(len([k for k in shapes if k.startswith("past_key_")]))
-    _, heads, length, head_dim = shapes[caches[0][0]]
-    lines = [
-        f"#define MTP_VOCAB {shapes['output'][-1]}",
-        f"#define MTP_CACHE_LEN {length} /* the cache slots of the largest step */",
-        f"#define MTP_CACHES {len(caches)}",
-        f"#define MTP_SLOT_ELEMS {heads * head_dim} /* floats of one slot of one cache */",
-        *_step_dispatch(steps),
-        "/* The caches are read and written in place: each present_* output aliases its past_* input (the",
-        " * step writes them with an elementwise where, which reads each element before writing it). */",
-        "static void mtp_bind_step(mtp_args *u, int step, const void *const *t, const int64_t *token,",
-        "                          const int64_t *position, float *const *caches, float *logits, void *workspace,",
-        "                          int64_t *error) {",
-    ]
-    for i, step in enumerate(steps):
-        lines += [
-            f"    if (step == {i}) {{",
-            f"        {step.symbol}_args *a = &u->s{i};",
-            *(f"    {line}" for line in step.bind_weights()),
-            f"        a->{step.field('input')} = token;",
-            f"        a->{step.field('positions')} = position;",
-            *(
-                f"        a->{step.field(past)} = caches[{c}];\n        a->{step.field(present)} = caches[{c}];"
-                for c, (past, present) in enumerate(caches)
-            ),
-            f"        a->{step.field('output')} = logits;",
-            "        a->workspace = workspace;",
-            "        a->error = error;",
-            "    }",
-        ]
-    return [*lines, "}"]
-
-
-def _step_dispatch(steps: list[_Step]) -> list[str]:
-    """The decode steps by cache slots, their argument structs in one union, and the functions that pick a
-    step's workspace size, entry point and check-site description."""
-    last = len(steps) - 1
-    lines = [
-        "/* The decode steps, by cache slots: the program runs the smallest that holds the prompt and the new",
-        " * tokens (the work of a step grows with its slots: every slot is attended and rewritten). */",
-        f"#define MTP_STEPS {len(steps)}",
-        f"static const long mtp_step_slots[MTP_STEPS] = {{{', '.join(str(step.slots) for step in steps)}}};",
-        "typedef union {",
-        *(f"    {step.symbol}_args s{i};" for i, step in enumerate(steps)),
-        "} mtp_args;",
-        "",
-    ]
-    for result, name, params, call in (
-        ("size_t", "mtp_workspace_size", "int step", "{symbol}_workspace_size()"),
-        ("int", "mtp_evaluate", "const mtp_args *u, int step, int threads", "{symbol}(&u->s{i}, threads)"),
-        ("const char *", "mtp_check_site", "int step, long site", "{symbol}_check_site(site)"),
-    ):
-        lines += [
-            f"static {result}{'' if result.endswith('*') else ' '}{name}({params}) {{",
-            "    (void)step; /* unused when there is one step */",
-            *(f"    if (step == {i}) return {call.format(symbol=s.symbol, i=i)};" for i, s in enumerate(steps[:-1])),
-            f"    return {call.format(symbol=steps[-1].symbol, i=last)};",
-            "}",
-            "",
-        ]
-    return lines
-
-
-def _cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
-    """The cache slots of the decode steps of a GPT export, ascending, ``cache_len`` last.
-
-    >>> _cache_steps(1024, None), _cache_steps(16, None), _cache_steps(16, [8, 4])
-    ([64, 256, 1024], [16], [4, 8, 16])
-    """
-    if smaller is None:
-        sizes = [64 * 4**i for i in range(8) if 64 * 4**i < cache_len]
-    else:
-        sizes = list(smaller)
-        bad = [x for x in sizes if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x < cache_len]
-        if bad:
-            raise ValueError(
-                f"export_program: smaller_caches must be ints in 1..{cache_len - 1} (below cache_len={cache_len}), "
-                f"got {bad}"
-            )
-    return [*sorted(set(sizes)), cache_len]
-
-
-def _merge_steps(steps: list[tuple[int, Any]], weights: list[str]) -> tuple[str, str, list[_Step]]:
-    """``model.c`` and ``model.h`` holding every decode step of ``steps`` ((slots, compiled step),
-    ascending): the runtime once, each distinct kernel and constant once (they are named by the hash of
-    their text, so steps share the kernels that do not depend on the cache length: all the weight
-    products), and one entry point per step, ``mithril_slots<N>_evaluate``. ``weights``: the logical
-    paths of the tensors of ``weights.bin``."""
-    kernels = _c_kernels()
-    sources, result = [], []
-    for slots, step in steps:
-        code, functions = kernels.compiled_source(step)
-        if len(functions) != 1:
-            raise RuntimeError(
-                f"export_program: a decode step compiles to one entry point, got {[f.name for f in functions]}"
-            )
-        renamed = code.renamed({functions[0].name: f"slots{slots}_evaluate"})
-        sources.append(renamed)
-        (function,) = [entry.function for entry in renamed.entries]
-        by_path = {path: key for key, path in step.input_paths.items()}
-        fields = _struct_fields(function)
-        result.append(_Step(slots, function.symbol, fields, [by_path.get(path, path) for path in weights]))
-    merged = kernels.merge_sources(sources, header=sources[-1].header)
-    functions = [entry.function for entry in merged.entries]
-    return kernels.standalone_source(merged), kernels.model_header(functions), result
 
 
 def _model_files(pm: Any, source: Any) -> tuple[dict[str, Any], list[Tensor], dict[str, str]]:
@@ -389,6 +241,19 @@ def _model_files(pm: Any, source: Any) -> tuple[dict[str, Any], list[Tensor], di
     return manifest, tensors, texts
 
 
+def _quantized(tensors: list[Tensor], formats: list[str]) -> list[Tensor]:
+    """``tensors`` (the weights in order, then the inputs) with weight ``i`` block-quantized as ``formats[i]``
+    (``""``: kept float32), by :func:`mithril_backend_c.kernels.quantize`."""
+    kernels = _c_kernels()
+    result = []
+    for i, tensor in enumerate(tensors):
+        fmt = formats[i] if i < len(formats) else ""
+        if fmt and tensor.data is not None:
+            tensor = Tensor(tensor.name, kernels.quantize(tensor.data, fmt), shape=tensor.shape, quant=fmt)
+        result.append(tensor)
+    return result
+
+
 def _template(name: str) -> str:
     return resources.files(__package__).joinpath("templates", name).read_text(encoding="utf-8")
 
@@ -401,6 +266,8 @@ def export_program(
     cache_len: int | None = None,
     smaller_caches: Sequence[int] | None = None,
     image_size: int = 224,
+    quantize: str | None = None,
+    prefill_chunk: int = 32,
     overwrite: bool = False,
 ) -> ExportedProgram:
     """Write a self-contained folder that ``make -C out_dir`` (or ``sh out_dir/build.sh``) builds into
@@ -423,6 +290,15 @@ def export_program(
             Default: 64, 256, 1024, ... (x4) below ``cache_len``; ``()``: one step. The steps share the
             weights and every kernel that does not depend on the slots (the binary grows a few KB each).
         image_size: ResNet: the height and width of the image ``classify`` reads (``[1, C, H, W]``).
+        quantize: ``"q8_0"`` or ``"q4_0"``: every weight read only as the weight of a linear layer, an
+            embedding or an ungrouped convolution, with rows of whole blocks of 32 values (GPT-2: all its
+            matrices and both embeddings; ResNet: the convolutions after the stem and the classifier) is
+            stored block-quantized in ggml's layouts (``weights.bin`` about 3.8x / 7x smaller), and the
+            program's kernels multiply them with the activations quantized per row to ``q8_0``, as ggml
+            does; biases and norms stay float32. ``None``: float32 weights.
+        prefill_chunk: GPT-2: the prompt is processed in steps of this many tokens (a compiled prefill
+            step per cache size; prompts shorter than it and the tokens after it go one at a time);
+            ``1``: token by token.
         overwrite: write into a folder that already holds files (the exported files are replaced: a file
             or symlink of the same name is replaced by the new file, never written through).
 
@@ -435,16 +311,25 @@ def export_program(
     """
     directory = Path(out_dir)
     check_output_directory(directory, overwrite, "export_program")
+    if quantize is not None and quantize not in QUANTIZED:
+        raise ValueError(f"export_program: quantize must be None, 'q8_0' or 'q4_0', got {quantize!r}")
+    if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
+        raise ValueError(f"export_program: prefill_chunk must be a positive int (1: no prefill), got {prefill_chunk!r}")
     family, pm = resolve_model(config, cache_len=cache_len, image_size=image_size)
-    slots = _cache_steps(pm.shapes["past_key_0"][2], smaller_caches) if family == "gpt" else []
     manifest, tensors, texts = _model_files(pm, source)
     paths = [pm.input_paths.get(w["key"], w["key"]) for w in manifest["weights"]]
     if family == "gpt":
-        variants = [(n, resolve_model(config, cache_len=n)[1]) for n in slots[:-1]] + [(slots[-1], pm)]
-        texts["model.c"], texts["model.h"], steps = _merge_steps(variants, paths)
+        slots = cache_steps(pm.shapes["past_key_0"][2], smaller_caches)
+        spec = _family_config(config)[1]
+        variants = gpt_variants(lambda n: _decoder(spec, n), slots, prefill_chunk)
+        texts["model.c"], texts["model.h"], steps = merge_steps(_c_kernels(), variants, paths, quantize)
     else:
-        evaluate = next(f for f in _c_kernels().compiled_source(pm)[1] if f.name == "evaluate")
-        steps = [_Step(0, evaluate.symbol, _struct_fields(evaluate), [w["key"] for w in manifest["weights"]])]
+        kernels = _c_kernels()
+        code, functions = kernels.compiled_source(pm, quantize)
+        evaluate = next(f for f in functions if f.name == "evaluate")
+        steps = [step_of(evaluate, 0, 1, [w["key"] for w in manifest["weights"]])]
+        texts["model.c"], texts["model.h"] = kernels.standalone_source(code), kernels.model_header(functions)
+    tensors = _quantized(tensors, steps[0].weight_formats())
     program = PROGRAMS[family]
     model_sources = " ".join(name for name in texts if name.endswith(".c"))
     texts["program.h"] = _program_h(family, manifest, tensors, steps)

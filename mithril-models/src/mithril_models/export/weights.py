@@ -26,7 +26,7 @@ import numpy as np
 from mithril.errors import ArgumentError, CheckpointError
 from mithril.extend import write_file_atomically
 
-__all__ = ["INPUT", "WEIGHT", "Tensor", "checksum", "read_weights", "write_weights"]
+__all__ = ["INPUT", "QUANTIZED", "WEIGHT", "Tensor", "checksum", "read_weights", "write_weights"]
 
 MAGIC = b"MTWEIGHT"
 VERSION = 1
@@ -38,18 +38,31 @@ ALIGN = 64
 WEIGHT, INPUT = 0, 1
 DTYPES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int64): 3}
 """NumPy dtype -> the dtype code of the file (``MTW_F32``, ``MTW_F64``, ``MTW_I64`` in weights.h)."""
+QUANTIZED = {"q8_0": (4, 34), "q4_0": (5, 18)}
+"""Block format -> (dtype code ``MTW_Q8_0``/``MTW_Q4_0``, bytes per block of 32 values): ggml's layouts
+(see :mod:`mithril_backend_c.quantize`). Such a tensor of shape ``[rows, ...]`` holds ``rows`` rows of
+``prod(shape[1:]) / 32`` blocks."""
 _ENTRY = struct.Struct(f"<{NAME}s4I{MAX_DIMS}QQQ")
 _HEADER = struct.Struct("<8sIIQQQ24x")
 _FLOAT32 = np.dtype(np.float32)
 _INT64_MAX = 2**63 - 1
 
 
+def _quantized_nbytes(shape: Sequence[int], quant: str) -> int:
+    """Bytes of a tensor of ``shape`` in block format ``quant``."""
+    return int(shape[0]) * math.prod(shape[1:]) // 32 * QUANTIZED[quant][1] if len(shape) > 1 else 0
+
+
 @dataclass(frozen=True)
 class Tensor:
-    """One entry of the file: a weight with its data, or a data input of the program (shape only).
+    """One entry of the file: a weight with its data, or a data input of the program (shape only). A
+    block-quantized weight (``quant``: a key of :data:`QUANTIZED`) has its blocks as ``data`` (uint8) and
+    its logical ``shape``.
 
     >>> Tensor("input", shape=(1, 3, 8, 8), role=INPUT).nbytes
     0
+    >>> Tensor("w", np.zeros((2, 34), np.uint8), shape=(2, 32), quant="q8_0").nbytes
+    68
     """
 
     name: str
@@ -57,8 +70,17 @@ class Tensor:
     shape: tuple[int, ...] | None = None
     role: int = WEIGHT
     dtype: np.dtype = _FLOAT32
+    quant: str = ""
+
+    @property
+    def code(self) -> int:
+        """The dtype code of the file (:data:`DTYPES`, :data:`QUANTIZED`)."""
+        return QUANTIZED[self.quant][0] if self.quant else DTYPES[np.dtype(self.dtype)]
 
     def __post_init__(self) -> None:
+        if self.quant:
+            self._check_quantized()
+            return
         if self.data is not None:
             object.__setattr__(self, "data", np.ascontiguousarray(self.data))
             object.__setattr__(self, "shape", tuple(int(d) for d in self.data.shape))
@@ -76,6 +98,24 @@ class Tensor:
             )
         if len(self.shape) > MAX_DIMS:
             raise ArgumentError(f"weights file: tensor {self.name!r} has {len(self.shape)} dims, at most {MAX_DIMS}")
+
+    def _check_quantized(self) -> None:
+        if self.quant not in QUANTIZED or self.data is None or self.shape is None or self.role != WEIGHT:
+            raise ArgumentError(
+                f"weights file: quantized tensor {self.name!r} needs a format of {sorted(QUANTIZED)}, its blocks "
+                f"and its shape (got {self.quant!r})"
+            )
+        object.__setattr__(self, "data", np.ascontiguousarray(self.data, dtype=np.uint8))
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(np.uint8))
+        want = _quantized_nbytes(self.shape, self.quant)
+        if len(self.shape) < 2 or math.prod(self.shape[1:]) % 32 or self.data.nbytes != want:
+            raise ArgumentError(
+                f"weights file: quantized tensor {self.name!r} of shape {list(self.shape)} needs rows of whole blocks "
+                f"and {want} bytes of {self.quant} blocks, got {self.data.nbytes}"
+            )
+        if len(self.shape) > MAX_DIMS or not self.name.encode() or len(self.name.encode()) >= NAME:
+            raise ArgumentError(f"weights file: tensor {self.name!r}: name or dims out of range")
 
     @property
     def nbytes(self) -> int:
@@ -136,7 +176,7 @@ def write_weights(path: str | Path, tensors: Sequence[Tensor]) -> int:
         end = _aligned(end + tensor.nbytes) if tensor.data is not None else end
     entries = b"".join(
         _ENTRY.pack(
-            t.name.encode(), t.role, DTYPES[np.dtype(t.dtype)], len(t.shape), 0,
+            t.name.encode(), t.role, t.code, len(t.shape), 0,
             *(list(t.shape) + [0] * (MAX_DIMS - len(t.shape))), offset, t.nbytes,
         )
         for t, offset in zip(tensors, offsets)
@@ -212,14 +252,21 @@ def _checked_entry(path: str | Path, raw: np.ndarray, i: int, next_free: int) ->
     if role not in (WEIGHT, INPUT):
         raise CheckpointError(f"{where}: role {role}; expected {WEIGHT} (weight) or {INPUT} (input)")
     dtype = next((d for d, c in DTYPES.items() if c == code), None)
-    if dtype is None:
-        known = ", ".join(f"{c} ({d})" for d, c in DTYPES.items())
+    quant = next((q for q, (c, _) in QUANTIZED.items() if c == code), "")
+    if dtype is None and not quant:
+        names = [*(f"{c} ({d})" for d, c in DTYPES.items()), *(f"{c} ({q})" for q, (c, _) in QUANTIZED.items())]
+        known = ", ".join(names)
         raise CheckpointError(f"{where}: dtype code {code}; known: {known}")
     if ndim > MAX_DIMS:
         raise CheckpointError(f"{where}: {ndim} dims, at most {MAX_DIMS}")
     shape = tuple(dims[:ndim])
     if any(d > _INT64_MAX for d in shape):
         raise CheckpointError(f"{where}: shape {list(shape)} has a dimension beyond 2**63 - 1")
+    if role == INPUT and quant:
+        raise CheckpointError(f"{where}: an input cannot be quantized ({quant})")
+    if quant:
+        return _quantized_entry(raw, (name, where), shape, quant, offset, nbytes, next_free)
+    assert dtype is not None
     if role == INPUT:
         if offset or nbytes:
             raise CheckpointError(f"{where}: an input claims {nbytes} bytes of data at offset {offset}, expected none")
@@ -235,3 +282,28 @@ def _checked_entry(path: str | Path, raw: np.ndarray, i: int, next_free: int) ->
         )
     data = raw[offset : offset + nbytes].view(dtype.newbyteorder("<")).reshape(shape)
     return Tensor(name, data), offset + nbytes
+
+
+def _quantized_entry(
+    raw: np.ndarray,
+    named: tuple[str, str],
+    shape: tuple[int, ...],
+    quant: str,
+    offset: int,
+    nbytes: int,
+    next_free: int,
+) -> tuple[Tensor, int]:
+    """A quantized weight's entry (``named``: its name, and where it is for errors) as a :class:`Tensor`
+    (its blocks as a read-only map) and its end."""
+    name, where = named
+    if len(shape) < 2 or math.prod(shape[1:]) % 32 or math.prod(shape) > sys.maxsize:
+        raise CheckpointError(f"{where}: a {quant} tensor needs rows of whole blocks of 32, got shape {list(shape)}")
+    want = _quantized_nbytes(shape, quant)
+    if nbytes != want or offset % ALIGN or offset < next_free or offset + nbytes > raw.size:
+        raise CheckpointError(
+            f"{where}: {nbytes} bytes at offset {offset}; expected {want} bytes ({quant}{list(shape)}) at a "
+            f"{ALIGN}-byte aligned offset after the previous tensor (from byte {next_free}), inside the file's "
+            f"{raw.size} bytes"
+        )
+    blocks = raw[offset : offset + nbytes].reshape(shape[0], -1)
+    return Tensor(name, blocks, shape=shape, quant=quant), offset + nbytes

@@ -26,39 +26,24 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 from mithril.extend import initializers, op
 from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear, Model, Primitive
 
+from ..kv_cache import (
+    MASKED,
+    StepShape,
+    cache_names,
+    cached_attention,
+    layer_cache_keys,
+    root_cache_keys,
+    slot_tensors,
+    step_keys,
+    step_positions,
+)
 from .config import GPTConfig
 
 __all__ = ["MASKED", "StepShape", "build_gpt", "cache_names"]
-
-MASKED = -65504.0
-"""Added to the attention scores of cache slots a query must not see: softmax gives them weight 0 (the
-exponential underflows), and it is finite in every float dtype (the largest float16 magnitude)."""
-
-
-@dataclass(frozen=True)
-class StepShape:
-    """A decode step: ``batch`` sequences, caches of ``cache_len`` slots, the prompt step or a one-token step.
-
-    Activations are rows ``[batch * T, dims]``."""
-
-    batch: int
-    cache_len: int
-    prompt: bool
-
-
-def cache_names(num_layers: int) -> list[tuple[str, str]]:
-    """``(input, output)`` names of the caches, layer by layer: ``("past_key_0", "present_key_0")``, ...
-
-    >>> cache_names(1)
-    [('past_key_0', 'present_key_0'), ('past_value_0', 'present_value_0')]
-    """
-    return [(f"past_{kind}_{i}", f"present_{kind}_{i}") for i in range(num_layers) for kind in ("key", "value")]
 
 
 def _dense(model: Model, x: Connection | IOKey, dims: int, config: GPTConfig, name: str) -> Connection:
@@ -90,48 +75,23 @@ def _heads(model: Model, x: Connection, config: GPTConfig, step: StepShape | Non
     return op(model, "transpose", split, axes=(0, 2, 1, 3))  # [B, H, T, D]
 
 
-def _cache(model: Model, kind: str, new: Connection, config: GPTConfig, step: StepShape) -> Connection:
-    """The cache ``present_<kind>`` ``[B, H, L, D]`` after this step's keys or values ``new`` ``[B, H, T, D]``."""
-    if step.prompt:  # slots 0 .. T-1 hold the prompt, the rest zeros
-        present = op(model, "matmul", IOKey("write"), new)  # [L, T] @ [B, H, T, D]
-    else:  # one token: its slot is replaced
-        past = IOKey(
-            f"past_{kind}", shape=[step.batch, config.num_heads, step.cache_len, config.head_dim], type="float"
-        )
-        present = op(model, "where", IOKey("hit"), new, past)  # [L, 1] picks [B, H, 1, D] over [B, H, L, D]
-    model.expose(present, f"present_{kind}", canonical=False)
-    return present
-
-
 def _attention(config: GPTConfig, step: StepShape | None) -> Model:
     """Causal self-attention with a fused ``c_attn`` (q, k, v) projection and ``c_proj``; in a step it
-    also writes the KV cache and, for one token, attends the cache (see the module docstring)."""
+    also writes the KV cache and attends it (:func:`~mithril_models.kv_cache.cached_attention`)."""
     attn = Model(name="attn")
     qkv = _dense(attn, IOKey("input"), 3 * config.dims, config, "c_attn")
     split = Primitive("split", sections=3, axis=-1)
     attn |= split(input=qkv)
     q, k, v = (_heads(attn, getattr(split, f"output_{i}"), config, step) for i in range(3))  # [B, H, T, D] each
-    if step is not None:
-        keys, values = _cache(attn, "key", k, config, step), _cache(attn, "value", v, config, step)
-        if not step.prompt:
-            k, v = keys, values  # [B, H, L, D]
-    if step is None or step.prompt:
+    if step is None:
         out = op(attn, "scaled_dot_product_attention", q, k, v, None, causal=True)  # no mask
     else:
-        out = op(attn, "scaled_dot_product_attention", q, k, v, IOKey("mask"), causal=False)
+        mask = None if step.prompt else "mask"
+        out = cached_attention(attn, q, k, v, step, heads=config.num_heads, head_dim=config.head_dim, mask=mask)
     merged = op(attn, "transpose", out, axes=(0, 2, 1, 3))  # [B, T, H, D]
     merged = op(attn, "reshape", merged, shape=(None, None, config.dims) if step is None else (-1, config.dims))
     attn.expose(_dense(attn, merged, config.dims, config, "c_proj"), "output")
     return attn
-
-
-def _step_keys(step: StepShape | None) -> tuple[str, ...]:
-    """Keys an attention block of this step shares with its parents (besides ``input``/``output``)."""
-    if step is None:
-        return ()
-    if step.prompt:
-        return ("write", "present_key", "present_value")
-    return ("hit", "mask", "past_key", "past_value", "present_key", "present_value")
 
 
 def _block(config: GPTConfig, index: int, step: StepShape | None) -> Model:
@@ -140,7 +100,7 @@ def _block(config: GPTConfig, index: int, step: StepShape | None) -> Model:
     ln_1 = _layer_norm(config, "ln_1")
     block |= ln_1(input=IOKey("input"))
     attn = _attention(config, step)
-    block |= attn(input=ln_1.output, **{key: key for key in _step_keys(step)})
+    block |= attn(input=ln_1.output, **{key: key for key in step_keys(step, mask=False)})
     residual = block.input + attn.output
     ln_2 = _layer_norm(config, "ln_2")
     block |= ln_2(input=residual)
@@ -150,20 +110,6 @@ def _block(config: GPTConfig, index: int, step: StepShape | None) -> Model:
     return block
 
 
-def _slot_masks(model: Model, positions: Connection, step: StepShape) -> dict[str, Connection]:
-    """Built once per step from the positions being processed and ``arange(cache_len)``: for the prompt
-    ``write`` (one-hot ``[L, T]``); for one token ``hit`` (``[L, 1]`` bool, its slot) and the additive
-    attention ``mask`` (``[1, L]``: 0 for slots ``<= position``, :data:`MASKED` for the rest)."""
-    slots = op(model, "arange", stop=step.cache_len)  # [L]
-    if step.prompt:
-        column = op(model, "reshape", slots, shape=(-1, 1))  # [L, 1]
-        return {"write": op(model, "cast", op(model, "equal", column, positions), dtype="float")}  # [L, T]
-    hit = op(model, "reshape", op(model, "equal", slots, positions), shape=(-1, 1))  # [L, 1]
-    visible = op(model, "cast", op(model, "less_equal", slots, positions), dtype="float")  # [L]
-    mask = op(model, "reshape", (1.0 - visible) * MASKED, shape=(1, -1))  # [1, L]: one query
-    return {"hit": hit, "mask": mask}
-
-
 def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
     """``transformer``: embeddings, blocks, ``ln_f``; with tied embeddings also the logits (key ``logits``),
     computed here so that the head's weight keeps the path ``transformer.wte.weight``."""
@@ -171,20 +117,18 @@ def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
     wte = Embedding(config.vocab_size, config.dims, init=initializers.normal(config.initializer_range), name="wte")
     model |= wte(input=IOKey("input", shape=[None, None], type="int"))
     wpe = Embedding(config.block_size, config.dims, init=initializers.normal(config.initializer_range), name="wpe")
-    if step is None or step.prompt:
+    if step is None:
         positions = op(model, "positions", model.input, axis=-1)  # [T]: 0 .. T-1, T known at run time
-        model |= wpe(input=positions)
-    else:
-        model |= wpe(input=IOKey("positions", shape=[1], type="int"))  # where the token goes
-        positions = model.positions
-    masks = _slot_masks(model, positions, step) if step is not None else {}
+    else:  # the positions of the step's tokens: [T], [1] or [B, T]
+        positions = step_positions(model, model.input, step)
+    model |= wpe(input=positions)
+    masks = {} if step is None else slot_tensors(model, model.input, step)  # shared by every block
     x = wte.output + wpe.output  # [B, T, dims]
     if step is not None:
         x = op(model, "reshape", x, shape=(-1, config.dims))  # rows [B * T, dims]
     for i in range(config.num_layers):
         block = _block(config, i, step)
-        layer_keys = {key: f"{key}_{i}" for key in _step_keys(step) if key.startswith(("past", "present"))}
-        model |= block(input=x, **masks, **layer_keys)
+        model |= block(input=x, **masks, **layer_cache_keys(step, i, mask=False))
         x = block.output
     if step is not None:  # only the last position's logits are needed
         x = op(model, "index", op(model, "reshape", x, shape=(step.batch, -1, config.dims)), key=(slice(None), -1))
@@ -205,13 +149,7 @@ def build_gpt(root: Model, config: GPTConfig, step: StepShape | None = None) -> 
     (``[batch, vocab]``) and ``present_*_<i>``.
     """
     transformer = _transformer(config, step)
-    keys: dict[str, Any] = {"input": IOKey("input")}
-    if step is not None:
-        names = [name for pair in cache_names(config.num_layers) for name in pair]
-        keys.update({name: IOKey(name) for name in names if not step.prompt or name.startswith("present")})
-        if not step.prompt:
-            keys["positions"] = IOKey("positions")
-    root |= transformer(**keys)
+    root |= transformer(**root_cache_keys(step, config.num_layers))
     if config.tie_word_embeddings:
         root.expose(transformer.logits, "output")
     else:

@@ -37,7 +37,16 @@ import numpy as np
 from mithril.extend import initializers, op
 from mithril.models import Connection, Embedding, IOKey, Linear, Model, Primitive, RMSNorm
 
-from ..gpt.layers import MASKED, StepShape, cache_names
+from ..kv_cache import (
+    StepShape,
+    cached_attention,
+    layer_cache_keys,
+    root_cache_keys,
+    slot_tensors,
+    step_positions,
+    window_mask,
+)
+from ..kv_cache import step_keys as cache_step_keys
 from .config import LlamaConfig
 
 __all__ = ["build_llama", "step_keys"]
@@ -89,17 +98,6 @@ def _repeat(model: Model, x: Connection, config: LlamaConfig) -> Connection:
     return op(model, "reshape", copies, shape=(None, config.num_attention_heads, -1, config.head_dim))
 
 
-def _cache(model: Model, kind: str, new: Connection, config: LlamaConfig, step: StepShape) -> Connection:
-    """The cache ``present_<kind>`` ``[B, Hkv, L, D]`` after this step's keys or values ``new`` ``[B, Hkv, T, D]``."""
-    if step.prompt:  # slots 0 .. T-1 hold the prompt, the rest zeros
-        present = op(model, "matmul", IOKey("write"), new)  # [L, T] @ [B, Hkv, T, D]
-    else:  # one token: its slot is replaced
-        shape = [step.batch, config.num_key_value_heads, step.cache_len, config.head_dim]
-        present = op(model, "where", IOKey("hit"), new, IOKey(f"past_{kind}", shape=shape, type="float"))
-    model.expose(present, f"present_{kind}", canonical=False)
-    return present
-
-
 def _attention(config: LlamaConfig, step: StepShape | None) -> Model:
     """``self_attn``: projections, rotary embeddings, (grouped-query) causal attention and ``o_proj``."""
     attn = Model(name="self_attn")
@@ -111,16 +109,16 @@ def _attention(config: LlamaConfig, step: StepShape | None) -> Model:
     v = _heads(attn, _dense(attn, attn.input, kv_heads * head_dim, bias, config, "v_proj"), kv_heads, head_dim)
     cos, sin = IOKey("cos"), IOKey("sin")
     q, k = _rotate(attn, q, cos, sin), _rotate(attn, k, cos, sin)
-    if step is not None:
-        keys, values = _cache(attn, "key", k, config, step), _cache(attn, "value", v, config, step)
-        if not step.prompt:
-            k, v = keys, values  # [B, Hkv, L, D]
-    k, v = _repeat(attn, k, config), _repeat(attn, v, config)
-    if step is None or step.prompt:
-        mask = IOKey("mask") if config.sliding_window is not None else None
-        out = op(attn, "scaled_dot_product_attention", q, k, v, mask, causal=True)
-    else:
-        out = op(attn, "scaled_dot_product_attention", q, k, v, IOKey("mask"), causal=False)
+    window = config.sliding_window is not None
+    if step is None:
+        mask = IOKey("mask") if window else None
+        out = op(attn, "scaled_dot_product_attention", q, _repeat(attn, k, config), _repeat(attn, v, config), mask,
+                 causal=True)  # fmt: skip
+    else:  # the caches hold the rotated keys of the key-value heads (not repeated)
+        out = cached_attention(
+            attn, q, k, v, step, heads=kv_heads, head_dim=head_dim, repeat=lambda x: _repeat(attn, x, config),
+            mask="mask" if window or not step.prompt else None,
+        )  # fmt: skip
     merged = op(attn, "transpose", out, axes=(0, 2, 1, 3))  # [B, T, H, D]
     merged = op(attn, "reshape", merged, shape=(None, None, heads * head_dim))
     attn.expose(_dense(attn, merged, config.hidden_size, bias, config, "o_proj"), "output")
@@ -136,18 +134,7 @@ def step_keys(config: LlamaConfig, step: StepShape | None) -> tuple[str, ...]:
     ...                       num_attention_heads=2), None)
     ('cos', 'sin')
     """
-    keys: tuple[str, ...] = ("cos", "sin")
-    if step is None:
-        return keys + (("mask",) if config.sliding_window is not None else ())
-    if step.prompt:
-        return (
-            *keys,
-            "write",
-            "present_key",
-            "present_value",
-            *(("mask",) if config.sliding_window is not None else ()),
-        )
-    return (*keys, "hit", "mask", "past_key", "past_value", "present_key", "present_value")
+    return ("cos", "sin", *cache_step_keys(step, mask=config.sliding_window is not None))
 
 
 def _layer(config: LlamaConfig, index: int, step: StepShape | None) -> Model:
@@ -166,43 +153,21 @@ def _layer(config: LlamaConfig, index: int, step: StepShape | None) -> Model:
     return layer
 
 
-def _rotary_tables(model: Model, positions: Connection, config: LlamaConfig) -> tuple[Connection, Connection]:
-    """``cos``, ``sin`` ``[T, head_dim]`` of ``positions`` ``[T]`` (float32 frequencies, as ``transformers``)."""
+def _rotary_tables(
+    model: Model, positions: Connection, config: LlamaConfig, batched: bool
+) -> tuple[Connection, Connection]:
+    """``cos``, ``sin`` ``[T, head_dim]`` of ``positions`` ``[T]`` (float32 frequencies, as ``transformers``);
+    ``[B, 1, T, head_dim]`` of ``positions`` ``[B, T]`` when ``batched`` (left-padded rows)."""
     inv_freq, scaling = config.rope()
-    column = op(model, "reshape", op(model, "cast", positions, dtype="float"), shape=(-1, 1))  # [T, 1]
-    freqs = op(model, "multiply", column, IOKey(value=np.asarray(inv_freq, dtype=np.float64)[None, :]))  # [T, D/2]
-    angles = op(model, "concat", freqs, freqs, axis=-1, n=2)  # [T, D]
+    column = op(model, "unsqueeze", op(model, "cast", positions, dtype="float"), axis=-1)  # [..., T, 1]
+    freqs = op(model, "multiply", column, IOKey(value=np.asarray(inv_freq, dtype=np.float64)[None, :]))  # [..., T, D/2]
+    angles = op(model, "concat", freqs, freqs, axis=-1, n=2)  # [..., T, D]
+    if batched:
+        angles = op(model, "unsqueeze", angles, axis=1)  # [B, 1, T, D]: one table per row, shared by the heads
     cos, sin = op(model, "cos", angles), op(model, "sin", angles)
     if scaling != 1.0:
         cos, sin = cos * scaling, sin * scaling
     return cos, sin
-
-
-def _window_mask(model: Model, queries: Connection, keys: Connection, window: int) -> Connection:
-    """Additive ``[Tq, Tk]``: :data:`MASKED` where key position ``<= query position - window``, else 0."""
-    q = op(model, "reshape", queries, shape=(-1, 1))
-    k = op(model, "reshape", keys, shape=(1, -1))
-    far = op(model, "cast", op(model, "less_equal", k, q - window), dtype="float")
-    mask: Connection = far * MASKED
-    return mask
-
-
-def _step_masks(model: Model, positions: Connection, config: LlamaConfig, step: StepShape) -> dict[str, Connection]:
-    """As GPT-2's slot masks (``write`` for the prompt, ``hit`` and ``mask`` for one token), the one-token
-    mask also hiding slots that fell out of the sliding window."""
-    slots = op(model, "arange", stop=step.cache_len)  # [L]
-    if step.prompt:
-        column = op(model, "reshape", slots, shape=(-1, 1))  # [L, 1]
-        masks = {"write": op(model, "cast", op(model, "equal", column, positions), dtype="float")}  # [L, T]
-        if config.sliding_window is not None:
-            masks["mask"] = _window_mask(model, positions, positions, config.sliding_window)
-        return masks
-    hit = op(model, "reshape", op(model, "equal", slots, positions), shape=(-1, 1))  # [L, 1]
-    visible = op(model, "less_equal", slots, positions)  # [L]
-    if config.sliding_window is not None:
-        visible = op(model, "logical_and", visible, op(model, "greater", slots, positions - config.sliding_window))
-    mask = op(model, "reshape", (1.0 - op(model, "cast", visible, dtype="float")) * MASKED, shape=(1, -1))  # [1, L]
-    return {"hit": hit, "mask": mask}
 
 
 def _decoder(config: LlamaConfig, step: StepShape | None) -> Model:
@@ -213,22 +178,20 @@ def _decoder(config: LlamaConfig, step: StepShape | None) -> Model:
         config.vocab_size, config.hidden_size, init=initializers.normal(config.initializer_range), name="embed_tokens"
     )
     model |= embed(input=IOKey("input", shape=[None, None], type="int"))
-    positions: Any
-    if step is None or step.prompt:
+    if step is None:
         positions = op(model, "positions", model.input, axis=-1)  # [T]: 0 .. T-1
-    else:
-        positions = IOKey("positions", shape=[1], type="int")  # where the token goes
-    cos, sin = _rotary_tables(model, positions, config)
+    else:  # the positions of the step's tokens: [T], [1] or [B, T]
+        positions = step_positions(model, model.input, step)
+    cos, sin = _rotary_tables(model, positions, config, step is not None and step.padded)
     shared: dict[str, Any] = {"cos": cos, "sin": sin}
-    if step is not None:
-        shared.update(_step_masks(model, positions if step.prompt else model.positions, config, step))
+    if step is not None:  # the slot tensors every layer shares
+        shared.update(slot_tensors(model, model.input, step, window=config.sliding_window))
     elif config.sliding_window is not None:
-        shared["mask"] = _window_mask(model, positions, positions, config.sliding_window)
+        shared["mask"] = window_mask(model, positions, config.sliding_window)
     x = embed.output  # [B, T, hidden]
     for i in range(config.num_hidden_layers):
         layer = _layer(config, i, step)
-        cache_keys = {key: f"{key}_{i}" for key in step_keys(config, step) if key.startswith(("past", "present"))}
-        model |= layer(input=x, **shared, **cache_keys)
+        model |= layer(input=x, **shared, **layer_cache_keys(step, i))
         x = layer.output
     if step is not None:  # only the last position's logits are needed
         x = op(model, "index", x, key=(slice(None), -1))  # [B, hidden]
@@ -248,13 +211,7 @@ def build_llama(root: Model, config: LlamaConfig, step: StepShape | None = None)
     ``present_*_<i>`` (see :mod:`mithril_models.gpt.layers`).
     """
     decoder = _decoder(config, step)
-    keys: dict[str, Any] = {"input": IOKey("input")}
-    if step is not None:
-        names = [name for pair in cache_names(config.num_hidden_layers) for name in pair]
-        keys.update({name: IOKey(name) for name in names if not step.prompt or name.startswith("present")})
-        if not step.prompt:
-            keys["positions"] = IOKey("positions")
-    root |= decoder(**keys)
+    root |= decoder(**root_cache_keys(step, config.num_hidden_layers))
     if config.tie_word_embeddings:
         root.expose(decoder.logits, "output")
     else:

@@ -82,7 +82,10 @@ class RelativePositionBias(Model):
     Keys: ``input`` (only its length is used), ``weight`` ``[num_buckets, num_heads]`` (Hugging Face's
     ``relative_attention_bias.weight``) and ``output``. ``T`` may be known only at run time. With
     ``causal`` (the decoder) the buckets are unidirectional and keys after the query also get
-    :data:`MASKED` added, so the output is the bias and the causal mask in one tensor.
+    :data:`MASKED` added, so the output is the bias and the causal mask in one tensor. With
+    ``cache_len`` (a decode step) the queries sit in slots ``start .. start + T - 1`` (input ``start``
+    ``[1]``) and the keys are the ``cache_len`` slots of the cache: the output is ``[1, num_heads, T,
+    cache_len]``, and slots not written yet are in the future, so masked.
 
     >>> bias = RelativePositionBias(num_buckets=8, max_distance=20, num_heads=4, causal=False)
     >>> sorted(bias.input_keys)
@@ -97,6 +100,7 @@ class RelativePositionBias(Model):
         *,
         causal: bool,
         init: str = "normal",
+        cache_len: int | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -108,9 +112,12 @@ class RelativePositionBias(Model):
         if causal:
             future = np.where(np.arange(-max_distance, max_distance + 1) > 0, MASKED, 0.0).astype(np.float32)
             table = table + future[:, None]
-        positions = op(self, "positions", IOKey("input", shape=[None, None, None]), axis=1)  # [T]
-        offsets = op(self, "unsqueeze", positions, axis=0) - op(self, "unsqueeze", positions, axis=1)  # key - query
+        queries = keys = op(self, "positions", IOKey("input", shape=[None, None, None]), axis=1)  # [T]
+        if cache_len is not None:  # a decode step: queries in slots start .. start + T - 1, keys every slot
+            queries = op(self, "add", queries, IOKey("start", shape=[1], type="int"))
+            keys = op(self, "arange", stop=cache_len)  # [L]
+        offsets = op(self, "unsqueeze", keys, axis=0) - op(self, "unsqueeze", queries, axis=1)  # key - query
         clipped = op(self, "minimum", op(self, "maximum", offsets, -max_distance), max_distance) + max_distance
-        bias = op(self, "embedding", clipped, table)  # [T, T, num_heads]
-        bias = op(self, "unsqueeze", op(self, "transpose", bias, axes=(2, 0, 1)), axis=0)  # [1, num_heads, T, T]
+        bias = op(self, "embedding", clipped, table)  # [T, T or L, num_heads]
+        bias = op(self, "unsqueeze", op(self, "transpose", bias, axes=(2, 0, 1)), axis=0)  # [1, num_heads, T, T or L]
         self.expose(bias)

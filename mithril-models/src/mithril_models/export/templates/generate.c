@@ -1,15 +1,18 @@
 /* generate: GPT-2 text generation as a standalone program (exported by mithril_models.export_program).
  *
  *   ./generate --tokens "464 3290 318" --max-new-tokens 20 [--top-k K --seed S] [--temperature T]
- *              [--weights PATH] [--threads N]
+ *              [--weights PATH] [--threads N] [--logits FILE] [--prefill 1|0]
  *
  * prints the new token ids, space-separated, on one line. Greedy (argmax) unless --top-k K > 1: then a
  * draw from softmax(logits / T) over the K largest logits (ties at the K-th kept) with a SplitMix64
  * generator seeded by S (default 0): the same seed gives the same tokens. The model is a one-token
  * decode step of model.c (KV caches as state, updated in place): of the steps compiled for several cache
  * lengths (mtp_step_slots, at most MTP_CACHE_LEN), the smallest that holds the prompt and the new tokens.
- * The prompt is fed one token at a time. Bad input: a one-line message on stderr and exit status 2. No
- * globals. */
+ * The prompt is processed in prefill steps of MTP_CHUNK tokens (the last one overlapping the one before,
+ * so that it ends at the prompt's last token); a prompt shorter than that, one token at a time, as is
+ * every prompt with --prefill 0 (the same tokens, slower: for comparison).
+ * --logits FILE writes the logits that choose the first new token (MTP_VOCAB float32, little-endian).
+ * Bad input: a one-line message on stderr and exit status 2. No globals. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,12 +45,18 @@ typedef struct {
     double temperature;
     int threads;
     const char *weights;
+    const char *logits;
+    int prefill;
 } options;
 
 typedef struct {
     mtw_file file;
     const void *tensors[MTP_TENSORS];
     mtp_args args;
+#if MTP_CHUNK
+    mtp_chunk_args chunk_args;
+    int64_t chunk[MTP_CHUNK]; /* the token ids of a prefill step */
+#endif
     int step;     /* the decode step run: index into mtp_step_slots */
     void *workspace;
     float *cache; /* MTP_CACHES caches of mtp_step_slots[step] slots each, read and written in place */
@@ -68,18 +77,24 @@ static void gpt_free(gpt *g) {
 }
 
 /* Opens the weights and sets up the smallest decode step whose caches hold `positions` tokens
- * (1..MTP_CACHE_LEN). */
-static int gpt_open(gpt *g, const char *path, long positions, char *err, size_t len) {
+ * (1..MTP_CACHE_LEN), and its prefill step when `prefill` (one workspace serves both: they run in turn);
+ * `sampling`: room for top-k sampling. */
+static int gpt_open(gpt *g, const char *path, long positions, int prefill, int sampling, char *err, size_t len) {
     memset(g, 0, sizeof *g);
     if (mtw_open(&g->file, path, mtp_tensors, MTP_TENSORS, g->tensors, err, len)) return MTC_BAD_INPUT;
     while (g->step + 1 < MTP_STEPS && mtp_step_slots[g->step] < positions) g->step++;
     size_t ws = mtp_workspace_size(g->step), elems = (size_t)mtp_step_slots[g->step] * MTP_SLOT_ELEMS;
+#if MTP_CHUNK
+    if (prefill && mtp_chunk_workspace_size(g->step) > ws) ws = mtp_chunk_workspace_size(g->step);
+#else
+    (void)prefill;
+#endif
     g->workspace = ws ? malloc(ws) : NULL;
     g->cache = calloc((size_t)MTP_CACHES * elems, sizeof(float));
     g->logits = malloc(MTP_VOCAB * sizeof(float));
-    g->scores = malloc(MTP_VOCAB * sizeof(double));
-    g->scratch = malloc(MTP_VOCAB * sizeof(double));
-    if ((ws && !g->workspace) || !g->cache || !g->logits || !g->scores || !g->scratch) {
+    g->scores = sampling ? malloc(MTP_VOCAB * sizeof(double)) : NULL;
+    g->scratch = sampling ? malloc(MTP_VOCAB * sizeof(double)) : NULL;
+    if ((ws && !g->workspace) || !g->cache || !g->logits || (sampling && (!g->scores || !g->scratch))) {
         snprintf(err, len, "out of memory (caches: %zu bytes)", (size_t)MTP_CACHES * elems * sizeof(float));
         gpt_free(g);
         return MTC_FAILED;
@@ -87,7 +102,22 @@ static int gpt_open(gpt *g, const char *path, long positions, char *err, size_t 
     for (int i = 0; i < MTP_CACHES; i++) g->caches[i] = g->cache + (size_t)i * elems;
     mtp_bind_step(&g->args, g->step, g->tensors, &g->token, &g->position, g->caches, g->logits, g->workspace,
                   g->error);
+#if MTP_CHUNK
+    mtp_bind_chunk(&g->chunk_args, g->step, g->tensors, g->chunk, &g->position, g->caches, g->logits, g->workspace,
+                   g->error);
+#endif
     return 0;
+}
+
+/* The message of a step's nonzero status. */
+static int gpt_failed(int status, const char *site, const int64_t *error, char *err, size_t len) {
+    if (status == MT_ERR_INDEX)
+        snprintf(err, len, "index %lld at flat position %lld is out of range for %s", (long long)error[1],
+                 (long long)error[2], site);
+    else
+        snprintf(err, len, "the decode step failed with code %d (%s)", status,
+                 status == MT_ERR_ALLOC ? "out of memory" : "unknown");
+    return MTC_FAILED;
 }
 
 /* One decode step: `token` at `position` updates the caches; the next token's logits land in g->logits. */
@@ -95,14 +125,44 @@ static int gpt_step(gpt *g, int64_t token, int64_t position, int threads, char *
     g->token = token;
     g->position = position;
     int status = mtp_evaluate(&g->args, g->step, threads);
-    if (status == MT_ERR_INDEX) {
-        snprintf(err, len, "index %lld at flat position %lld is out of range for %s", (long long)g->error[1],
-                 (long long)g->error[2], mtp_check_site(g->step, (long)g->error[0]));
+    if (status != MT_OK) return gpt_failed(status, mtp_check_site(g->step, (long)g->error[0]), g->error, err, len);
+    return 0;
+}
+
+/* The prompt prompt[0..length): prefill steps of mtp_chunk_tokens[step] tokens while the prompt holds one
+ * (the last ending at its last token), else (a shorter prompt, or not `prefill`) one token at a time. */
+static int gpt_prompt(gpt *g, const int64_t *prompt, long length, int prefill, int threads, char *err, size_t len) {
+    long done = 0;
+    (void)prefill; /* unused without prefill steps */
+#if MTP_CHUNK
+    const long n = mtp_chunk_tokens[g->step];
+    for (long start = 0; prefill && length >= n && start < length; start += n) {
+        long first = start + n <= length ? start : length - n; /* the last chunk overlaps the one before */
+        memcpy(g->chunk, prompt + first, (size_t)n * sizeof(int64_t));
+        g->position = first;
+        int status = mtp_chunk_evaluate(&g->chunk_args, g->step, threads);
+        if (status != MT_OK)
+            return gpt_failed(status, mtp_chunk_check_site(g->step, (long)g->error[0]), g->error, err, len);
+        done = length;
+    }
+#endif
+    for (long p = done; p < length; p++) {
+        int status = gpt_step(g, prompt[p], p, threads, err, len);
+        if (status) return status;
+    }
+    return 0;
+}
+
+/* Write the logits to `path` (MTP_VOCAB float32). */
+static int write_logits(const float *logits, const char *path, char *err, size_t len) {
+    FILE *out = fopen(path, "wb");
+    if (!out || fwrite(logits, sizeof(float), MTP_VOCAB, out) != MTP_VOCAB) {
+        if (out) fclose(out);
+        snprintf(err, len, "cannot write the logits to %s", path);
         return MTC_FAILED;
     }
-    if (status != MT_OK) {
-        snprintf(err, len, "the decode step failed with code %d (%s)", status,
-                 status == MT_ERR_ALLOC ? "out of memory" : "unknown");
+    if (fclose(out) != 0) {
+        snprintf(err, len, "cannot write the logits to %s", path);
         return MTC_FAILED;
     }
     return 0;
@@ -174,6 +234,8 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
     o->temperature = 1.0;
     o->threads = 1;
     o->weights = NULL;
+    o->logits = NULL;
+    o->prefill = 1;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
@@ -181,6 +243,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
         i++;
         if (strcmp(flag, "--tokens") == 0) o->tokens = arg;
         else if (strcmp(flag, "--weights") == 0) o->weights = arg;
+        else if (strcmp(flag, "--logits") == 0) o->logits = arg;
         else if (strcmp(flag, "--max-new-tokens") == 0) {
             if (mtc_int(arg, 0, MTP_CACHE_LEN, &value)) {
                 snprintf(err, len, "--max-new-tokens must be an integer in 0..%d, got '%s'", MTP_CACHE_LEN, arg);
@@ -205,6 +268,12 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
                 return 1;
             }
             o->threads = (int)value;
+        } else if (strcmp(flag, "--prefill") == 0) {
+            if (mtc_int(arg, 0, 1, &value)) {
+                snprintf(err, len, "--prefill must be 1 (prompt in chunks) or 0 (token by token), got '%s'", arg);
+                return 1;
+            }
+            o->prefill = (int)value;
         } else if (strcmp(flag, "--temperature") == 0) {
             if (mtc_positive(arg, &o->temperature)) {
                 snprintf(err, len, "--temperature must be a number > 0, got '%s'", arg);
@@ -212,7 +281,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
             }
         } else {
             snprintf(err, len, "unknown option '%s'; options: --tokens, --max-new-tokens, --top-k, --seed, "
-                     "--temperature, --weights, --threads", flag);
+                     "--temperature, --weights, --threads, --logits, --prefill", flag);
             return 1;
         }
     }
@@ -273,11 +342,13 @@ int main(int argc, char **argv) {
     if (mtc_weights_path(path, sizeof path, argv[0], o.weights))
         return mtc_fail(PROGRAM, MTC_BAD_INPUT, "the weights path is too long");
     gpt g;
-    int status = gpt_open(&g, path, length + (long)o.max_new - 1, err, sizeof err);
+    int prefill = o.prefill && length > 1;
+    int status = gpt_open(&g, path, length + (long)o.max_new - 1, prefill, o.top_k > 1, err, sizeof err);
     if (status) return mtc_fail(PROGRAM, status, "%s", err);
     uint64_t rng = o.seed;
     int64_t token = 0;
-    for (long p = 0; p < length && !status; p++) status = gpt_step(&g, prompt[p], p, o.threads, err, sizeof err);
+    status = gpt_prompt(&g, prompt, length, prefill, o.threads, err, sizeof err);
+    if (!status && o.logits) status = write_logits(g.logits, o.logits, err, sizeof err);
     for (long long i = 0; i < o.max_new && !status; i++) {
         token = o.top_k == 1 ? argmax(g.logits) : sample_top_k(&g, (long)o.top_k, o.temperature, &rng);
         printf(i ? " %lld" : "%lld", (long long)token);

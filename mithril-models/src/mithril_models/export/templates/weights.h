@@ -7,7 +7,11 @@
  *   file header: char magic[8] = "MTWEIGHT"; u32 version = 1; u32 count; u64 data_offset (the end of the
  *                entries, a multiple of 64); u64 file_size; u64 checksum; 24 bytes zero
  *   entry:       char name[48] (NUL-terminated); u32 role (0 weight, 1 input); u32 dtype (1 float32,
- *                2 float64, 3 int64); u32 ndim (0..6); u32 zero; u64 shape[6]; u64 offset; u64 nbytes
+ *                2 float64, 3 int64, 4 q8_0, 5 q4_0); u32 ndim (0..6); u32 zero; u64 shape[6]; u64 offset;
+ *                u64 nbytes
+ *   q8_0, q4_0:  block-quantized weights in ggml's layouts (a tensor [rows, ...] is rows of prod(shape[1:]) / 32
+ *                blocks of 32 values: a half scale d, then 32 int8 (value d * q; 34 bytes) or 16 bytes of
+ *                nibbles, value j low and j + 16 high (value d * (nibble - 8); 18 bytes))
  *   checksum:    sum over the 64-bit words w[i] of bytes [data_offset, file_size) of w[i] * (2 i + 1),
  *                modulo 2^64 (an order-sensitive check against truncated or damaged files)
  *
@@ -37,7 +41,7 @@
 #define MTW_NAME 48
 #define MTW_MAX_DIMS 6
 enum { MTW_WEIGHT = 0, MTW_INPUT = 1 };
-enum { MTW_F32 = 1, MTW_F64 = 2, MTW_I64 = 3 };
+enum { MTW_F32 = 1, MTW_F64 = 2, MTW_I64 = 3, MTW_Q8_0 = 4, MTW_Q4_0 = 5 };
 
 typedef struct {
     char name[MTW_NAME]; /* an array, not a pointer: the table needs no relocation (read-only data) */
@@ -72,6 +76,15 @@ static uint32_t mtw_u32(const unsigned char *p) {
 
 static size_t mtw_dtype_size(int dtype) {
     return dtype == MTW_F32 ? 4 : (dtype == MTW_F64 || dtype == MTW_I64) ? 8 : 0;
+}
+
+/* The bytes of the tensor the program expects (its sizes are compiled in: no overflow). */
+static uint64_t mtw_expected_bytes(const mtw_expect *want) {
+    uint64_t rows = want->ndim > 0 ? (uint64_t)want->shape[0] : 1, rest = 1;
+    for (int d = 1; d < want->ndim; d++) rest *= (uint64_t)want->shape[d];
+    if (want->dtype == MTW_Q8_0) return rows * (rest / 32) * 34;
+    if (want->dtype == MTW_Q4_0) return rows * (rest / 32) * 18;
+    return mtw_dtype_size(want->dtype) * rows * rest;
 }
 
 static int mtw_little_endian(void) {
@@ -187,8 +200,7 @@ static int mtw_check_entry(const mtw_file *f, size_t i, const mtw_expect *want, 
         return 1;
     }
     uint64_t offset = mtw_u64(e + 112), nbytes = mtw_u64(e + 120);
-    uint64_t expect_bytes = mtw_dtype_size(want->dtype);
-    for (int d = 0; d < want->ndim; d++) expect_bytes *= (uint64_t)want->shape[d]; /* sizes compiled in: no overflow */
+    uint64_t expect_bytes = mtw_expected_bytes(want);
     *tensor = NULL;
     if (want->role == MTW_INPUT) {
         if (offset != 0 || nbytes != 0) {
