@@ -109,6 +109,24 @@ def test_dtype_constant_refuses_unknown_names() -> None:
         op(Model(), "dtype_constant", IOKey("x"), constant="epsilon_of_everything")
 
 
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda t: Sqrt(robust=True, threshold=t),
+        lambda t: Log(robust=True, threshold=t),
+        lambda t: KLDivergence(threshold=t),
+        lambda t: StableReciprocal(threshold=t),
+        lambda t: CrossEntropy(threshold=t),
+    ],
+    ids=["Sqrt", "Log", "KLDivergence", "StableReciprocal", "CrossEntropy"],
+)
+@pytest.mark.parametrize("threshold", [0.0, -1e-3, math.nan, math.inf])
+def test_every_threshold_must_be_finite_and_positive(build: Any, threshold: float) -> None:
+    with pytest.raises(ml.errors.ArgumentError, match="threshold must be a finite number > 0"):
+        build(threshold)
+
+
 # -- robust log, sqrt, power, reciprocal --------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_robust_log_is_the_tangent_line_below_the_dtypes_tiny(dtype: ml.Dtype) -> None:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import validation
@@ -28,7 +29,7 @@ from ..framework.model import Model, _Call
 from ..framework.symbolic import has_dim_refs, reshape_target, static_shape
 from . import primitive_models as _base
 from .blocks._util import op
-from .blocks.robust import robust_log, robust_power, robust_sqrt
+from .blocks.robust import checked_threshold, robust_log, robust_power, robust_sqrt
 from .primitive import Primitive
 
 __all__ = ["Reshape", "Randn", "Cast", "Arange", "Size", "Buffer", "ScaledDotProduct", "Concat", "Split", "SiLU", "Power", "Sqrt", "Log"]
@@ -180,7 +181,23 @@ Buffer = _unary(
 SiLU = _unary("SiLU", "``input * sigmoid(input)`` (Swish).", lambda m, x: op(m, "multiply", x, op(m, "sigmoid", x)))
 
 
-class RobustSqrt(Model):
+class _RobustUnary(Model):
+    """A robust unary function of ``input`` with a ``threshold`` (the dtype's constant when ``None``): the
+    subclass names the formula (a function of :mod:`~mithril.models.blocks.robust`) and the owner for errors."""
+
+    _owner: str
+    _formula: Callable[[Model, IOKey, float | None], Any]  # (model, input, threshold) -> output connection
+
+    def __init__(self, threshold: float | None = None, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        threshold = checked_threshold(self._owner, threshold)
+        self.attributes = {"threshold": threshold}
+        self.expose(self._formula(self, IOKey("input"), threshold), "output")
+        self._cin = self._keys["input"]
+        self.set_shapes(input=[("S", ...)], output=[("S", ...)])
+
+
+class RobustSqrt(_RobustUnary):
     """``sqrt(|input|)``, and ``|input| / sqrt(threshold)`` below ``threshold`` (Mithril's robust square root):
     ``Sqrt(robust=True, threshold=...)``, finite for every input and with a finite gradient at 0.
     ``threshold`` defaults to the smallest normal number of the dtype computed in (:mod:`mithril.numerics`).
@@ -189,16 +206,11 @@ class RobustSqrt(Model):
     ['input']
     """
 
-    def __init__(self, threshold: float | None = None, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        threshold = _positive_threshold("Sqrt", threshold)
-        self.attributes = {"threshold": threshold}
-        self.expose(robust_sqrt(self, IOKey("input"), threshold), "output")
-        self._cin = self._keys["input"]
-        self.set_shapes(input=[("S", ...)], output=[("S", ...)])
+    _owner = "Sqrt"
+    _formula = staticmethod(robust_sqrt)
 
 
-class RobustLog(Model):
+class RobustLog(_RobustUnary):
     """Mithril's robust log, ``Log(robust=True, threshold=...)``: ``log|input|``, and below ``threshold`` the
     tangent line ``log(threshold) + |input| / threshold - 1``: never NaN or ``-inf`` (at 0 about -709.4 in
     float64, -88.3 in float32), gradient ``1 / threshold`` there. ``threshold`` defaults to the smallest normal
@@ -208,23 +220,8 @@ class RobustLog(Model):
     ['input']
     """
 
-    def __init__(self, threshold: float | None = None, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        threshold = _positive_threshold("Log", threshold)
-        self.attributes = {"threshold": threshold}
-        self.expose(robust_log(self, IOKey("input"), threshold), "output")
-        self._cin = self._keys["input"]
-        self.set_shapes(input=[("S", ...)], output=[("S", ...)])
-
-
-def _positive_threshold(owner: str, threshold: float | None) -> float | None:
-    """A given ``threshold`` checked positive; ``None`` (the dtype's constant) as it is."""
-    if threshold is None:
-        return None
-    threshold = validation.number(owner, "threshold", threshold, low=0.0)
-    if threshold <= 0.0:
-        raise ArgumentError(f"{owner}(robust=True): threshold must be positive, got {threshold!r}")
-    return threshold
+    _owner = "Log"
+    _formula = staticmethod(robust_log)
 
 
 class RobustPower(Model):
@@ -249,7 +246,7 @@ class RobustPower(Model):
 def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Primitive]:
     def __new__(cls: type, *args: Any, robust: bool = False, **kwargs: Any) -> Any:
         if validation.boolean(base.__name__, "robust", robust):
-            allowed = {"name", *(("threshold",) if robust_cls in (RobustSqrt, RobustLog) else ())}
+            allowed = {"name", *(("threshold",) if issubclass(robust_cls, _RobustUnary) else ())}
             if args or set(kwargs) - allowed:
                 raise ArgumentError(f"{base.__name__}(robust=True) takes only {sorted(allowed)}, got {args!r} {sorted(kwargs)}")
             return robust_cls(**kwargs)

@@ -20,7 +20,7 @@ from ...framework.keys import IOKey
 from ...framework.model import Model
 from ..primitive import Primitive
 from ._util import op
-from .robust import probability_log
+from .robust import checked_threshold, probability_log
 
 __all__ = ["CrossEntropy", "BinaryCrossEntropy", "SquaredError", "AbsoluteError"]
 
@@ -66,11 +66,7 @@ def _robust(owner: str, robust: bool | None, threshold: float | None) -> dict[st
     smallest normal number."""
     if robust is not None:
         robust = validation.boolean(owner, "robust", robust)
-    if threshold is not None:
-        threshold = validation.number(owner, "threshold", threshold, low=0.0)
-        if threshold <= 0.0:
-            raise validation.fail(owner, "threshold", "a number > 0", threshold)
-    return {"robust": robust, "threshold": threshold}
+    return {"robust": robust, "threshold": checked_threshold(owner, threshold)}
 
 
 class CrossEntropy(_Loss):

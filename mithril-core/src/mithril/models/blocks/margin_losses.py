@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ... import validation
-from ...deprecation import warn_deprecated
 from ...framework.keys import IOKey
 from ._util import op
 from .losses import _Loss
-from .robust import robust_log
+from .robust import checked_threshold, robust_log
 
 __all__ = ["HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence"]
 
@@ -101,13 +100,7 @@ class KLDivergence(_ComposedLoss):
     """
 
     def __init__(self, reduction: str = "none", *, threshold: float | None = None, eps: float | None = None, name: str | None = None) -> None:
-        if eps is not None:
-            warn_deprecated("KLDivergence(eps=)", "threshold=")
-            threshold = eps if threshold is None else threshold
-        if threshold is not None:
-            threshold = validation.number("KLDivergence", "threshold", threshold, low=0.0)
-            if threshold <= 0.0:
-                raise validation.fail("KLDivergence", "threshold", "a number > 0", threshold)
+        threshold = checked_threshold("KLDivergence", threshold, eps=eps)
         super().__init__(reduction, name=name, threshold=threshold)
 
     def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002

@@ -20,10 +20,30 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ... import validation
+from ...deprecation import warn_deprecated
 from ...framework.model import Model
 from ._util import op
 
-__all__ = ["threshold_of", "robust_log", "robust_sqrt", "robust_power", "stable_reciprocal", "probability_log"]
+__all__ = ["checked_threshold", "threshold_of", "robust_log", "robust_sqrt", "robust_power", "stable_reciprocal", "probability_log"]
+
+
+def checked_threshold(owner: str, threshold: float | None, *, eps: float | None = None) -> float | None:
+    """A block's ``threshold=`` argument checked: ``None`` (the dtype's constant) as it is, a number > 0 as a
+    float; ``eps=`` is the deprecated spelling, used when ``threshold`` is not given.
+
+    >>> checked_threshold("KLDivergence", 1e-3)
+    0.001
+    """
+    if eps is not None:
+        warn_deprecated(f"{owner}(eps=)", "threshold=")
+        threshold = eps if threshold is None else threshold
+    if threshold is None:
+        return None
+    threshold = validation.number(owner, "threshold", threshold)
+    if not 0.0 < threshold < math.inf:  # NaN fails this compare too
+        raise validation.fail(owner, "threshold", "a finite number > 0", threshold)
+    return threshold
 
 
 def threshold_of(model: Model, like: Any, threshold: float | None, constant: str = "min_positive_normal") -> Any:

@@ -23,7 +23,7 @@ from ...errors import ArgumentError, ShapeError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
 from ._util import op, set_given
-from .robust import robust_power, stable_reciprocal
+from .robust import checked_threshold, robust_power, stable_reciprocal
 
 __all__ = [
     "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
@@ -428,11 +428,5 @@ class StableReciprocal(_Block):
 
     def __init__(self, threshold: float | None = None, *, eps: float | None = None, name: str | None = None) -> None:
         super().__init__(name=name)
-        if eps is not None:
-            warn_deprecated("StableReciprocal(eps=)", "threshold=")
-            threshold = eps if threshold is None else threshold
-        if threshold is not None:
-            threshold = validation.number("StableReciprocal", "threshold", threshold, low=0.0)
-            if threshold == 0:
-                raise validation.fail("StableReciprocal", "threshold", "a number > 0", threshold)
+        threshold = checked_threshold("StableReciprocal", threshold, eps=eps)
         self._finish(stable_reciprocal(self, IOKey("input"), threshold))
