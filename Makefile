@@ -5,7 +5,7 @@ VENV := .venv
 PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt
 PACKAGES := $(foreach p,mithril-core mithril-testing mithril-backend-numpy mithril-backend-jax mithril-backend-torch mithril-backend-mlx mithril-backend-c mithril-backend-ggml mithril-models,$(if $(wildcard $(p)/pyproject.toml),-e $(p)))
 
-.PHONY: demo test docs lint install clean
+.PHONY: demo test docs lint install clean gpu-check
 
 $(VENV)/.installed: constraints.txt $(wildcard */pyproject.toml) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ lint: install
 
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The GPU check (docs/backends/gpu.md): conformance, GPT-2 and ResNet-18 ratios on the GPU, recorded on that page.
+gpu-check: install
+	$(VENV)/bin/python bench/gpu_check.py --record docs/backends/gpu.md
 
 clean:
 	rm -rf $(VENV)
