@@ -61,6 +61,16 @@ def reference(fn: Reference) -> Reference:
     return fn
 
 
+def reference_as(*names: str) -> Callable[[Reference], Reference]:
+    """Register one rank-generic ``fn`` under each of ``names`` (``conv1d`` and ``conv2d`` share one)."""
+
+    def register(fn: Reference) -> Reference:
+        REFERENCES.update(dict.fromkeys(names, fn))
+        return fn
+
+    return register
+
+
 _FLOAT = np.float64
 _INT = np.int64
 
@@ -679,6 +689,7 @@ def _conv_setup(
     return stride, pads, dilation, _out_sizes(padded, kernel, stride, dilation)
 
 
+@reference_as("conv1d", "conv2d")
 def _conv(
     input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
 ) -> Array:
@@ -701,6 +712,7 @@ def _conv(
     return out
 
 
+@reference_as("conv1d_grad_input", "conv2d_grad_input")
 def _conv_grad_input(
     output_grad: Array, weight: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
 ) -> Array:
@@ -721,6 +733,7 @@ def _conv_grad_input(
     return gxp[(slice(None), slice(None), *crop)].copy()
 
 
+@reference_as("conv1d_grad_weight", "conv2d_grad_weight")
 def _conv_grad_weight(
     output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
 ) -> Array:
@@ -742,13 +755,6 @@ def _conv_grad_weight(
 
 
 @reference
-def conv1d(
-    input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
-) -> Array:
-    return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
-@reference
 def batch_norm2d(
     input: Array, weight: Array | None = None, bias: Array | None = None, *, eps: float
 ) -> tuple[Array, Array, Array]:
@@ -761,41 +767,6 @@ def batch_norm2d(
     if bias is not None:
         output = output + bias[:, None, None]
     return output, mean, var
-
-
-@reference
-def conv2d(
-    input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
-) -> Array:
-    return _conv(input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
-@reference
-def conv1d_grad_input(
-    output_grad: Array, weight: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
-) -> Array:
-    return _conv_grad_input(output_grad, weight, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
-@reference
-def conv2d_grad_input(
-    output_grad: Array, weight: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
-) -> Array:
-    return _conv_grad_input(output_grad, weight, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
-@reference
-def conv1d_grad_weight(
-    output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
-) -> Array:
-    return _conv_grad_weight(output_grad, input, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
-
-
-@reference
-def conv2d_grad_weight(
-    output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
-) -> Array:
-    return _conv_grad_weight(output_grad, input, like, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 # -- pooling -------------------------------------------------------------------------------------
