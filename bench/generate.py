@@ -5,16 +5,21 @@
    ~100M parameters (GQA), greedy and 4 beams, batch 1 and 8, on Mithril PyTorch and JAX: the ratio is
    Mithril's tokens/s over ``transformers``' (target >= 1.0); the tokens must be identical;
 2. T5 on JAX: the latency of the first token on the first call (the encoder, the cross caches and the one
-   decoder step compiled) and on later calls, and how many decoder steps were compiled (one for every
-   position: no re-tracing per token);
+   decoder step compiled) and on later calls, against ``transformers``' first token (a streamer's time
+   stamps), and how many decoder steps were compiled (target: one for every position, no re-tracing per
+   token);
 3. prefill: a 128-token prompt processed by the compiled prefill step (chunks of 64 tokens) against
    token by token (``prefill_chunk=1``), GPT-2 small on NumPy and PyTorch (target >= 5x faster).
 
 Each model is saved with ``save_pretrained`` into a temporary folder and opened with ``from_pretrained``.
-The machine is shared: run ``uptime`` next to it and read the ratios, not the absolute rates.
+The machine is shared: run ``uptime`` next to it and read the ratios, not the absolute rates. The last
+lines list every ratio with its target and whether it was met (``OK``/``MISSED``).
 
     [BENCH_THREADS=2] python bench/generate.py [--models gpt2,t5,llama] [--backends torch,jax] [--new 24]
                                                [--rounds 3] [--skip-speed] [--skip-latency] [--skip-prefill]
+                                               [--quick]
+
+``--quick``: 8 new tokens, one timed round (the same rows, noisier figures).
 """
 
 from __future__ import annotations
@@ -42,6 +47,15 @@ from _timing import SETTLE_SECONDS  # noqa: E402
 PROMPT = 16
 CASES = [(1, 1), (1, 4), (8, 1), (8, 4)]
 """(batch, num_beams)."""
+VERDICTS: list[str] = []
+"""One line per measured figure with a target, printed again at the end (:func:`verdict`)."""
+
+
+def verdict(label: str, value: str, met: bool, target: str) -> str:
+    """``"OK"`` or ``"MISSED"``, recording ``label: value (target ...: OK)`` for the summary."""
+    word = "OK" if met else "MISSED"
+    VERDICTS.append(f"{label:<52} {value:>10}   target {target:<8} {word}")
+    return word
 
 
 def _reference(name: str):
@@ -151,13 +165,43 @@ def speed_section(names: list[str], backends: list[str], new: int, rounds: int) 
                 extra = ""
                 if impl != "transformers.generate":
                     identical, first = same[impl.split()[-1]]
-                    verdict = "OK" if rate / base >= 1.0 else "MISSED"
-                    extra = f"  (target >= 1.00: {verdict}; tokens identical: {identical}; first call {first:.2f} s)"
+                    word = verdict(f"{name} {impl.split()[-1]} {label}: tokens/s ratio", f"{rate / base:.2f}",
+                                   rate / base >= 1.0 and identical, ">= 1.00")  # fmt: skip
+                    extra = f"  (target >= 1.00: {word}; tokens identical: {identical}; first call {first:.2f} s)"
                 print(f"    {impl:<24} {rate:9.1f} tokens/s   ratio {rate / base:5.2f}{extra}")
 
 
+class _Stamps:
+    """A ``transformers`` streamer that keeps the time of every new token (its first ``put`` is the
+    decoder's start token, not a generated one)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.calls = 0
+
+    def put(self, _: object) -> None:
+        self.calls += 1
+        if self.calls > 1:
+            self.times.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def _hf_first_token(model, rows: list[list[int]], new: int) -> float:
+    """Seconds to ``transformers``' first new token (T5, greedy)."""
+    import torch
+
+    stamps = _Stamps()
+    started = time.perf_counter()
+    with torch.no_grad():
+        model.generate(torch.tensor(rows), max_new_tokens=new, do_sample=False, pad_token_id=0, streamer=stamps)
+    return stamps.times[0] - started
+
+
 def latency_section(new: int) -> None:
-    """T5-small on JAX: first-token latency on the first (compiling) and later calls, compiled steps."""
+    """T5-small on JAX: first-token latency on the first (compiling) and later calls against
+    ``transformers``' (PyTorch), and how many decoder steps were compiled."""
     from mithril_models import from_pretrained
     from mithril_models.generation import decoders
 
@@ -167,16 +211,27 @@ def latency_section(new: int) -> None:
     t5 = from_pretrained(folder, _backend("jax"))
     rows = _prompts(model.config.vocab_size, 1)
     print(f"\nT5-small on JAX, one {PROMPT}-token prompt, {new} new tokens")
+    latencies = []
     for call in ("first call (compiles)", "second call", "third call"):
         stamps: list[float] = []
+        time.sleep(SETTLE_SECONDS)
         started = time.perf_counter()
         t5.generate(rows, max_new_tokens=new, on_token=lambda _, s=stamps: s.append(time.perf_counter()))
         total = time.perf_counter() - started
         rate = (new - 1) / (stamps[-1] - stamps[0])
-        print(f"  {call:<22} first token {1e3 * (stamps[0] - started):8.1f} ms, then {rate:7.1f} tokens/s "
+        latencies.append(stamps[0] - started)
+        print(f"  {call:<22} first token {1e3 * latencies[-1]:8.1f} ms, then {rate:7.1f} tokens/s "
               f"(whole call {total:.2f} s)")  # fmt: skip
+    _hf_first_token(model, rows, new)  # warm-up
+    time.sleep(SETTLE_SECONDS)
+    theirs = statistics.median(_hf_first_token(model, rows, new) for _ in range(3))
+    ours = min(latencies[1:])
+    print(f"  transformers.generate  first token {1e3 * theirs:8.1f} ms (PyTorch, median of 3); Mithril JAX later "
+          f"calls / transformers: {ours / theirs:.2f} (reported, no target)")  # fmt: skip
     steps = next(iter(decoders._STEPS[t5.models["decoder"]].values()))
-    print(f"  decoder steps compiled: {len(steps._steps)} (one for all {new} positions)")
+    count = len(steps._steps)
+    word = verdict("t5 jax: decoder steps compiled for all positions", str(count), count == 1, "1")
+    print(f"  decoder steps compiled: {count} for all {new} positions (target 1: {word})")
 
 
 def prefill_section(backends: list[str], rounds: int) -> None:
@@ -200,9 +255,13 @@ def prefill_section(backends: list[str], rounds: int) -> None:
             rounds,
         )
         speedup = times["token by token"] / times["chunks of 64"]
+        same = bool(np.array_equal(chunked, stepped))
+        word = verdict(
+            f"gpt2 {backend}: prefill speedup (128 tokens)", f"{speedup:.1f}x", speedup >= 5 and same, ">= 5x"
+        )
         print(f"  {backend}: token by token {times['token by token'] * 1e3:8.1f} ms, chunks of 64 "
-              f"{times['chunks of 64'] * 1e3:8.1f} ms, speedup {speedup:5.1f}x (target >= 5: "
-              f"{'OK' if speedup >= 5 else 'MISSED'}); same token: {bool(np.array_equal(chunked, stepped))}")  # fmt: skip
+              f"{times['chunks of 64'] * 1e3:8.1f} ms, speedup {speedup:5.1f}x (target >= 5: {word}); "
+              f"same token: {same}")  # fmt: skip
 
 
 def main() -> None:
@@ -214,7 +273,10 @@ def main() -> None:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-prefill", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="8 new tokens, one timed round")
     args = parser.parse_args()
+    if args.quick:
+        args.new, args.rounds = 8, 1
     backends = [b for b in args.backends.split(",") if b]
     if not args.skip_speed:
         speed_section([m for m in args.models.split(",") if m], backends, args.new, args.rounds)
@@ -222,6 +284,10 @@ def main() -> None:
         latency_section(args.new)
     if not args.skip_prefill:
         prefill_section(["numpy", "torch"], args.rounds)
+    met = sum(line.endswith(" OK") for line in VERDICTS)
+    print(f"\nSummary: {met} of {len(VERDICTS)} targets met (ratios need identical tokens to count)")
+    for line in VERDICTS:
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 attention) and T5 from small configs, saved with ``save_pretrained`` into a temporary folder and opened with
 ``from_pretrained`` (nothing is downloaded). Greedy and beam search (4 beams, with and without end-of-sequence
 ids, length penalties and early stopping) give ``transformers``' tokens, padding included; a batch of prompts
-of different lengths gives the tokens of each prompt alone. NumPy and PyTorch here; JAX, MLX, C and GGML in
-the ``slow`` tests.
+of different lengths gives the tokens of each prompt alone. NumPy and PyTorch here (T5 also on C and GGML);
+JAX, MLX, C and GGML in the ``slow`` tests.
 """
 
 from __future__ import annotations
@@ -220,28 +220,27 @@ def test_t5_through_the_function_needs_its_encoder(folders: dict[str, tuple[Path
         generate(t5.models["decoder"], t5.params["decoder"], ROWS, 2)
 
 
-def _static_t5(model: Any, backend: str) -> tuple[Any, Any, Any, Any]:
-    """T5 compiled for a static-shape backend (``from_pretrained`` opens T5 on the Python backends only):
-    the encoder and decoder with shapes, their parameters from the model's state dict."""
-    import mithril as ml
-
-    from mithril_models import load_hf, t5_decode, t5_encode
-    from mithril_models.testing import make_backend
-
-    target = make_backend(backend)
-    shapes = {"input": [1, 8], "memory": [1, 8, model.config.d_model]}
-    encoder = ml.compile(t5_encode(model.config), target, shapes={"input": [1, 8]}, data_keys={"input"})
-    decoder = ml.compile(t5_decode(model.config), target, shapes=shapes, data_keys={"input", "memory"})
-    state = model.state_dict()
-    return encoder, load_hf(encoder, state), decoder, load_hf(decoder, state)
+@pytest.mark.parametrize("backend", ["c", "ggml"])
+def test_t5_folder_on_static_shape_backends(folders: dict[str, tuple[Path, Any]], backend: str) -> None:
+    """``from_pretrained`` of a T5 folder on C and GGML: the encoder compiled for ``[1, 256]`` tokens and the
+    decoder for as many states; ``generate`` (which compiles the encoder for each prompt length and the
+    cached decoder steps) gives ``transformers``' greedy and beam tokens on a padded batch."""
+    t5, model = opened(folders, "t5", backend), folders["t5"][1]
+    assert t5.models["encoder"].shapes["input"] == [1, 256]
+    assert t5.models["decoder"].shapes["memory"] == [1, 256, model.config.d_model]
+    for case in ({}, {"eos": 1, "num_beams": 4}):
+        options = _options(folders, "t5", case)
+        want = hf_generate("t5", model, ROWS, max_new_tokens=NEW, **options)
+        got = t5.generate(ROWS, max_new_tokens=NEW, pad_token_id=0, **options)
+        np.testing.assert_array_equal(got, want, err_msg=f"t5 on {backend}, {options}")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "mlx", "c", "ggml"])
 def test_every_backend_generates_the_tokens_of_transformers(folders: dict[str, tuple[Path, Any]], backend: str) -> None:
     """One run per backend: Llama (grouped-query attention) beam search with end-of-sequence stopping on a
-    padded batch (and greedy on JAX and MLX); T5 greedy and beams through ``from_pretrained`` on JAX and MLX,
-    greedy through ``generate`` with its encoder on C and GGML."""
+    padded batch (and greedy on JAX and MLX); T5 greedy and beams through ``from_pretrained`` on JAX and MLX
+    (C and GGML: :func:`test_t5_folder_on_static_shape_backends`)."""
     python = backend in ("jax", "mlx")  # C and GGML compile each step variant: beams only (greedy: test_generation)
     for family in ("llama", "t5") if python else ("llama",):
         pretrained, model = opened(folders, family, backend), folders[family][1]
@@ -250,10 +249,3 @@ def test_every_backend_generates_the_tokens_of_transformers(folders: dict[str, t
             want = hf_generate(family, model, ROWS, max_new_tokens=NEW, **options)
             got = pretrained.generate(ROWS, max_new_tokens=NEW, pad_token_id=0, **options)
             np.testing.assert_array_equal(got, want, err_msg=f"{family} on {backend}, {options}")
-    if backend in ("c", "ggml"):
-        model = folders["t5"][1]
-        encoder, encoder_params, decoder, params = _static_t5(model, backend)
-        got = generate(decoder, params, ROWS, NEW, encoder=encoder, encoder_params=encoder_params)
-        np.testing.assert_array_equal(
-            got, hf_generate("t5", model, ROWS, max_new_tokens=NEW), err_msg=f"t5 on {backend}"
-        )

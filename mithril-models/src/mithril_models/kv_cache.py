@@ -142,7 +142,7 @@ def root_cache_keys(step: StepShape | None, num_layers: int) -> dict[str, IOKey]
     return keys
 
 
-def window_mask(model: Model, positions: Connection, window: int) -> Connection:
+def window_mask(model: Model, positions: Connection | IOKey, window: int) -> Connection:
     """Additive ``[T, T]`` for tokens at ``positions`` ``[T]``: :data:`MASKED` where the key's position is
     ``<= query position - window`` (outside a sliding window), else 0; causality is left to the caller."""
     queries, keys = op(model, "reshape", positions, shape=(-1, 1)), op(model, "reshape", positions, shape=(1, -1))

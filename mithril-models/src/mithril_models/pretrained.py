@@ -475,6 +475,21 @@ def _decoder_shapes(backend: Any, shapes: Any, max_length: int) -> Any:
     return {"input": [1, min(max_length, _STATIC_LENGTH)]}
 
 
+def _t5_shapes(backend: Any, shapes: Mapping[str, Any] | None, d_model: int) -> tuple[Any, Any]:
+    """``(encoder shapes, decoder shapes)`` of a T5 checkpoint: ``shapes`` for the encoder and free shapes
+    for the decoder on the Python backends; on static-shape backends (C, GGML) the encoder's ``input``
+    (``shapes["input"]``, default ``[1, 256]``) and a decoder of as many tokens reading as many states.
+
+    >>> from types import SimpleNamespace
+    >>> _t5_shapes(SimpleNamespace(codegen="c"), None, 32)
+    ({'input': [1, 256]}, {'input': [1, 256], 'memory': [1, 256, 32]})
+    """
+    if backend.codegen == "python":
+        return shapes, None
+    tokens = list((shapes or {}).get("input") or [1, _STATIC_LENGTH])
+    return {**(shapes or {}), "input": tokens}, {"input": tokens, "memory": [*tokens, d_model]}
+
+
 def _load_tokenizer(folder: Path) -> Any:
     if not (folder / "tokenizer.json").is_file():
         return None
@@ -491,6 +506,60 @@ def _load_tokenizer(folder: Path) -> Any:
             stacklevel=3,
         )
         return None
+
+
+_Parts = dict[str, tuple[Any, Any, set[str]]]
+"""Part name -> (logical model, ``ml.compile`` shapes, data keys)."""
+
+
+def _parts(family: str, hf_config: Mapping[str, Any], backend: Any, shapes: Any) -> tuple[_Parts, Any]:
+    """The logical models :func:`from_pretrained` compiles for ``family`` (see :data:`_Parts`), and the
+    family's configuration (``GPTConfig``, ``LlamaConfig``, ``T5Settings``, ``CLIPConfig``, ``ResNetConfig``).
+
+    >>> from types import SimpleNamespace
+    >>> sizes = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+    ...          "num_attention_heads": 2}
+    >>> parts, config = _parts("llama", sizes, SimpleNamespace(codegen="python"), None)
+    >>> sorted(parts), config.head_dim
+    (['model'], 8)
+    """
+    parts: _Parts = {}
+    if family == "gpt2":
+        from .gpt.model import from_hf_config as gpt_model
+
+        gpt = gpt_model(hf_config)
+        parts["model"] = (gpt, _decoder_shapes(backend, shapes, gpt.config.block_size), {"input"})
+    elif family == "llama":
+        from .llama.model import from_hf_config as llama_model
+
+        llama = llama_model(hf_config)
+        parts["model"] = (llama, _decoder_shapes(backend, shapes, llama.config.max_position_embeddings), {"input"})
+    elif family == "t5":
+        from .t5.model import T5Decoder, T5Encoder
+
+        encoder = T5Encoder(hf_config)
+        encoder_shapes, decoder_shapes = _t5_shapes(backend, shapes, encoder.settings.d_model)
+        parts["encoder"] = (encoder, encoder_shapes, {"input"})
+        parts["decoder"] = (T5Decoder(hf_config), decoder_shapes, {"input", "memory"})
+    elif family == "clip":
+        from .clip_family.hf import from_hf_config as clip_model
+        from .clip_family.text import EncodeText
+        from .clip_family.vision import EncodeImage
+
+        full = clip_model(hf_config)
+        image_shapes = {"image": shapes["image"]} if shapes and "image" in shapes else None
+        text_shapes = {"text": shapes["text"]} if shapes and "text" in shapes else None
+        parts["image"] = (EncodeImage(full.config.vision), image_shapes, {"image"})
+        parts["text"] = (EncodeText(full.config.text), text_shapes, {"text"})
+    else:  # resnet
+        from .resnet import from_hf_config as resnet_model
+
+        parts["model"] = (resnet_model(hf_config), shapes, {"input"})
+    if family == "t5":
+        return parts, parts["encoder"][0].settings
+    if family == "clip":
+        return parts, full.config
+    return parts, getattr(parts["model"][0], "config", None)
 
 
 def from_pretrained(
@@ -514,8 +583,10 @@ def from_pretrained(
         backend: a Mithril backend (``ml.TorchBackend()``) or an installed backend's name (``"torch"``).
         dtype: with a backend name, the dtype to create it with (default float32); with a backend, it must be
             the backend's dtype.
-        shapes: ``ml.compile``'s ``shapes`` for the main model (key ``input``; CLIP: ``image``/``text``).
-            Static-shape backends (C, GGML) need them for ResNet and CLIP; decoders default to ``[1, 256]``.
+        shapes: ``ml.compile``'s ``shapes`` for the main model (key ``input``; CLIP: ``image``/``text``;
+            T5: the encoder's ``input``). Static-shape backends (C, GGML) need them for ResNet and CLIP;
+            decoders default to ``[1, 256]`` there (T5: the encoder's tokens, and a decoder of as many
+            tokens reading as many states; ``generate`` compiles its own steps for each prompt length).
         tokenizer: load ``tokenizer.json`` when present.
         strict: ``load_hf``'s ``strict`` (every tensor must fit).
         cache_dir, revision, local_files_only: where and what to look up when ``path`` is not a folder.
@@ -544,51 +615,12 @@ def from_pretrained(
     family = detect_family(hf_config)
     weights = _weights(folder)
     backend = _backend(backend, dtype)
-    parts: dict[str, tuple[Any, Any, set[str]]] = {}  # part -> (logical model, shapes, data keys)
-    if family == "gpt2":
-        from .gpt.model import from_hf_config as gpt_model
-
-        gpt = gpt_model(hf_config)
-        parts["model"] = (gpt, _decoder_shapes(backend, shapes, gpt.config.block_size), {"input"})
-    elif family == "llama":
-        from .llama.model import from_hf_config as llama_model
-
-        llama = llama_model(hf_config)
-        parts["model"] = (llama, _decoder_shapes(backend, shapes, llama.config.max_position_embeddings), {"input"})
-    elif family == "t5":
-        from .t5.model import T5Decoder, T5Encoder
-
-        if backend.codegen != "python":
-            raise ArgumentError(
-                f"from_pretrained: T5 checkpoints open on the Python backends (numpy, jax, torch, mlx), not on "
-                f"{type(backend).__name__}; compile t5_encode/t5_decode with shapes= and load_hf for it"
-            )
-        parts["encoder"] = (T5Encoder(hf_config), shapes, {"input"})
-        parts["decoder"] = (T5Decoder(hf_config), None, {"input", "memory"})
-    elif family == "clip":
-        from .clip_family.hf import from_hf_config as clip_model
-        from .clip_family.text import EncodeText
-        from .clip_family.vision import EncodeImage
-
-        full = clip_model(hf_config)
-        image_shapes = {"image": shapes["image"]} if shapes and "image" in shapes else None
-        text_shapes = {"text": shapes["text"]} if shapes and "text" in shapes else None
-        parts["image"] = (EncodeImage(full.config.vision), image_shapes, {"image"})
-        parts["text"] = (EncodeText(full.config.text), text_shapes, {"text"})
-    else:  # resnet
-        from .resnet import from_hf_config as resnet_model
-
-        parts["model"] = (resnet_model(hf_config), shapes, {"input"})
+    parts, config = _parts(family, hf_config, backend, shapes)
     models: dict[str, Any] = {}
     params: dict[str, dict[str, Any]] = {}
     for part, (model, part_shapes, data_keys) in parts.items():
         models[part] = pm = _compile(model, backend, part_shapes, data_keys, compile_options)
         params[part] = load_hf(pm, weights, strict=strict)
-    config = getattr(parts[next(iter(parts))][0], "config", None)
-    if family == "t5":
-        config = parts["encoder"][0].settings
-    elif family == "clip":
-        config = full.config
     return Pretrained(
         path=folder,
         family=family,

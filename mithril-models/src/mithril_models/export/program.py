@@ -1,10 +1,11 @@
-"""``export_program``: a GPT-2 or ResNet as a standalone C program (``generate`` / ``classify``).
+"""``export_program``: a GPT-2, Llama/Mistral or ResNet as a standalone C program (``generate`` / ``classify``).
 
 The model is compiled with the C backend (``mithril-backend-c``, the ``edge`` extra:
-``pip install "mithril-models[edge]"``; GPT-2: the one-token KV-cache decode step,
-:class:`~mithril_models.gpt.decode.GPTDecodeStep`; ResNet: inference on one ``[1, C, H, W]`` image) and
-exported with ``pm.export``; of that export the folder keeps the generated model code (``model.c``,
-``model.h``; a GPT-2 program's decode steps share one ``model.c``, made through the C backend's kernel API,
+``pip install "mithril-models[edge]"``; GPT-2 and Llama/Mistral: the one-token KV-cache decode step,
+:class:`~mithril_models.gpt.decode.GPTDecodeStep` / :class:`~mithril_models.llama.decode.LlamaDecodeStep`,
+and its prefill steps; ResNet: inference on one ``[1, C, H, W]`` image) and exported with ``pm.export``; of
+that export the folder keeps the generated model code (``model.c``, ``model.h``; a ``generate`` program's
+decode steps share one ``model.c``, made through the C backend's kernel API,
 :mod:`mithril_backend_c.kernels`) and adds:
 
 - ``weights.bin``: the parameters and buffers in the mmap-able format of :mod:`.weights` (header with
@@ -42,14 +43,21 @@ from ..gpt.config import GPTConfig, config_from_hf
 from ..gpt.decode import KVDecoder
 from ..gpt.model import create_gpt
 from ..hf import from_hf_config
+from ..kv_cache import DecodeSteps
+from ..llama.config import MODEL_TYPES as LLAMA_TYPES
+from ..llama.config import LlamaConfig
+from ..llama.decode import LlamaKVDecoder
+from ..llama.model import create_llama
 from ..resnet import ResNet, resnet
 from ..resnet import model as resnet_models
-from .steps import Step, cache_steps, classify_bindings, decode_bindings, gpt_variants, merge_steps, step_of
+from .steps import Step, cache_steps, classify_bindings, decode_bindings, decoder_variants, merge_steps, step_of
 from .weights import INPUT, NAME, QUANTIZED, Tensor, write_weights
 
 __all__ = ["ExportedProgram", "export_program", "resolve_model"]
 
-PROGRAMS = {"gpt": "generate", "resnet": "classify"}
+PROGRAMS = {"gpt": "generate", "llama": "generate", "resnet": "classify"}
+DECODERS = ("gpt", "llama")
+"""The families exported as ``generate`` programs (KV-cache decode steps)."""
 _RESNETS = {f"resnet{depth}" for depth in (18, 34, 50, 101, 152)}
 
 
@@ -119,32 +127,45 @@ def _c_kernels() -> ModuleType:
 
 
 def _family_config(config: Any) -> tuple[str, Any]:
-    """``("gpt", GPTConfig)`` or ``("resnet", ResNet model)`` from any accepted ``config``."""
+    """``("gpt", GPTConfig)``, ``("llama", LlamaConfig)`` or ``("resnet", ResNet model)`` from any accepted
+    ``config``.
+
+    >>> _family_config({"family": "mistral", "vocab_size": 8, "hidden_size": 8, "intermediate_size": 16,
+    ...                 "num_hidden_layers": 1, "num_attention_heads": 2, "sliding_window": 4})[1].model_type
+    'mistral'
+    """
     if isinstance(config, GPTConfig):
         return "gpt", config
+    if isinstance(config, LlamaConfig):
+        return "llama", config
     if isinstance(config, Mapping) and "family" in config:
         options = {k: v for k, v in config.items() if k != "family"}
         family = str(config["family"]).lower()
         if family in ("gpt", "gpt2"):
             return "gpt", create_gpt(**options).config
+        if family in LLAMA_TYPES:
+            return "llama", create_llama(**{"model_type": family, **options}).config
         if family == "resnet":
             return "resnet", resnet(**options)
         if family in _RESNETS:
             return "resnet", getattr(resnet_models, family)(**options)
         raise ValueError(
-            f"export_program: unknown family {config['family']!r}; expected 'gpt2', 'resnet' or one of "
-            f"{', '.join(sorted(_RESNETS))}"
+            f"export_program: unknown family {config['family']!r}; expected 'gpt2', 'llama', 'mistral', 'resnet' "
+            f"or one of {', '.join(sorted(_RESNETS))}"
         )
     model_type = config.get("model_type") if isinstance(config, Mapping) else getattr(config, "model_type", None)
     if model_type == "gpt2":
         return "gpt", config_from_hf(config)
+    if model_type in LLAMA_TYPES:
+        return "llama", LlamaConfig.from_hf(config)
     if model_type == "resnet":
         model = from_hf_config(config)
         assert isinstance(model, ResNet)
         return "resnet", model
     raise ValueError(
-        "export_program: config must be a transformers GPT2Config or ResNetConfig (model_type 'gpt2' or "
-        f"'resnet'), or a builder's keyword arguments with a 'family' key; got {type(config).__name__} with "
+        "export_program: config must be a transformers GPT2Config, LlamaConfig, MistralConfig or ResNetConfig "
+        "(model_type 'gpt2', 'llama', 'mistral' or 'resnet'), or a builder's keyword arguments with a 'family' "
+        f"key; got {type(config).__name__} with "
         f"model_type {model_type!r}"
     )
 
@@ -161,12 +182,11 @@ def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int 
     _c_kernels()
     family, spec = _family_config(config)
     backend = ml.CBackend(dtype=ml.float32, threads=1)
-    if family == "gpt":
-        length = spec.block_size if cache_len is None else cache_len
-        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= spec.block_size:
-            raise ValueError(
-                f"export_program: cache_len must be an int in 1..block_size={spec.block_size}, got {cache_len!r}"
-            )
+    if family in DECODERS:
+        limit, name = _positions(spec)
+        length = limit if cache_len is None else cache_len
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= limit:
+            raise ValueError(f"export_program: cache_len must be an int in 1..{name}={limit}, got {cache_len!r}")
         return family, _decoder(spec, length).step(False)
     if spec.config.training:
         raise ValueError("export_program: a ResNet in training mode cannot be exported; build it with training=False")
@@ -176,9 +196,28 @@ def resolve_model(config: Any, *, cache_len: int | None = None, image_size: int 
     return family, ml.compile(spec, backend, shapes={"input": shape}, inference=True)
 
 
-def _decoder(config: GPTConfig, cache_len: int) -> KVDecoder:
-    """The GPT-2 steps with caches of ``cache_len`` slots, compiled by the C backend for one sequence."""
-    return KVDecoder(config, ml.CBackend(dtype=ml.float32, threads=1), batch=1, cache_len=cache_len)
+def _positions(config: GPTConfig | LlamaConfig) -> tuple[int, str]:
+    """The most positions of a decoder and the name of that field (``block_size``, ``max_position_embeddings``).
+
+    >>> _positions(GPTConfig(bias=True, block_size=8, dims=8, num_heads=2, num_layers=1, vocab_size=8))
+    (8, 'block_size')
+    """
+    if isinstance(config, GPTConfig):
+        return config.block_size, "block_size"
+    return config.max_position_embeddings, "max_position_embeddings"
+
+
+def _decoder(config: GPTConfig | LlamaConfig, cache_len: int) -> DecodeSteps:
+    """The decode steps of GPT-2 or a Llama-style decoder with caches of ``cache_len`` slots, compiled by the C
+    backend for one sequence.
+
+    >>> _decoder(llama_config, 64).step(False).shapes["past_key_0"]       # doctest: +SKIP
+    [1, 2, 64, 16]
+    """
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    if isinstance(config, GPTConfig):
+        return KVDecoder(config, backend, batch=1, cache_len=cache_len)
+    return LlamaKVDecoder(config, backend, batch=1, cache_len=cache_len)
 
 
 def _entry_name(path: str) -> str:
@@ -190,7 +229,7 @@ def _entry_name(path: str) -> str:
 def _program_h(family: str, manifest: Mapping[str, Any], tensors: list[Tensor], steps: list[Step]) -> str:
     """``program.h``: the tensor table, the binding of weights and step inputs/outputs, the sizes."""
     shapes = {key: spec["shape"] for group in ("inputs", "outputs") for key, spec in manifest[group].items()}
-    if family == "gpt":
+    if family in DECODERS:
         bindings = decode_bindings(shapes, steps)
     else:
         index = next(i for i, t in enumerate(tensors) if t.role == INPUT and t.name == "input")
@@ -271,20 +310,24 @@ def export_program(
     overwrite: bool = False,
 ) -> ExportedProgram:
     """Write a self-contained folder that ``make -C out_dir`` (or ``sh out_dir/build.sh``) builds into
-    ``out_dir/generate`` (GPT-2) or ``out_dir/classify`` (ResNet) with ``cc`` and ``-lm``.
+    ``out_dir/generate`` (GPT-2, Llama, Mistral) or ``out_dir/classify`` (ResNet) with ``cc`` and ``-lm``.
 
     Args:
-        config: a ``transformers`` ``GPT2Config`` or ``ResNetConfig`` (or its ``config.json`` as a dict),
-            a :class:`~mithril_models.gpt.config.GPTConfig`, or a builder's keyword arguments with a
-            ``"family"`` key (``"gpt2"`` -> :func:`create_gpt`, ``"resnet"`` -> :func:`resnet`,
-            ``"resnet18"`` ... ``"resnet152"``).
+        config: a ``transformers`` ``GPT2Config``, ``LlamaConfig``, ``MistralConfig`` or ``ResNetConfig``
+            (or its ``config.json`` as a dict), a :class:`~mithril_models.gpt.config.GPTConfig` or
+            :class:`~mithril_models.llama.LlamaConfig`, or a builder's keyword arguments with a ``"family"``
+            key (``"gpt2"`` -> :func:`create_gpt`, ``"llama"``/``"mistral"`` -> :func:`create_llama`,
+            ``"resnet"`` -> :func:`resnet`, ``"resnet18"`` ... ``"resnet152"``). A Llama program has the
+            model's rotary embeddings (every ``rope_scaling`` type), RMSNorm, SwiGLU, grouped-query
+            attention with caches of the key-value heads only, and Mistral's sliding window.
         source: the weights, as for :func:`~mithril_models.load_hf`: a state dict or a ``.safetensors``
             file (Hugging Face or torchvision names).
         out_dir: the folder to write (new or empty unless ``overwrite``; never a symbolic link: pass the
             folder it points to, ``os.path.realpath(out_dir)``, to write there).
-        cache_len: GPT-2: the most KV-cache slots of the program (prompt + new tokens - 1 at most);
-            default ``block_size``. Memory: ``2 * layers * slots * dims`` floats for the slots used.
-        smaller_caches: GPT-2: the cache slots of the smaller decode steps compiled besides the one of
+        cache_len: GPT-2, Llama: the most KV-cache slots of the program (prompt + new tokens - 1 at most);
+            default ``block_size`` (Llama: ``max_position_embeddings``). Memory: ``2 * layers * slots *
+            dims`` floats for the slots used (Llama: ``dims`` of the key-value heads).
+        smaller_caches: GPT-2, Llama: the cache slots of the smaller decode steps compiled besides the one of
             ``cache_len`` slots (each below ``cache_len``); ``generate`` runs the smallest step whose
             cache holds the prompt and the new tokens, since a step attends and rewrites all its slots.
             Default: 64, 256, 1024, ... (x4) below ``cache_len``; ``()``: one step. The steps share the
@@ -295,8 +338,9 @@ def export_program(
             matrices and both embeddings; ResNet: the convolutions after the stem and the classifier) is
             stored block-quantized in ggml's layouts (``weights.bin`` about 3.8x / 7x smaller), and the
             program's kernels multiply them with the activations quantized per row to ``q8_0``, as ggml
-            does; biases and norms stay float32. ``None``: float32 weights.
-        prefill_chunk: GPT-2: the prompt is processed in steps of this many tokens (a compiled prefill
+            does; biases and norms stay float32 (Llama: every projection, the embeddings and the LM head
+            are quantized, the RMSNorm scales are not). ``None``: float32 weights.
+        prefill_chunk: GPT-2, Llama: the prompt is processed in steps of this many tokens (a compiled prefill
             step per cache size; prompts shorter than it and the tokens after it go one at a time);
             ``1``: token by token.
         overwrite: write into a folder that already holds files (the exported files are replaced: a file
@@ -318,10 +362,10 @@ def export_program(
     family, pm = resolve_model(config, cache_len=cache_len, image_size=image_size)
     manifest, tensors, texts = _model_files(pm, source)
     paths = [pm.input_paths.get(w["key"], w["key"]) for w in manifest["weights"]]
-    if family == "gpt":
+    if family in DECODERS:
         slots = cache_steps(pm.shapes["past_key_0"][2], smaller_caches)
         spec = _family_config(config)[1]
-        variants = gpt_variants(lambda n: _decoder(spec, n), slots, prefill_chunk)
+        variants = decoder_variants(lambda n: _decoder(spec, n), slots, prefill_chunk)
         texts["model.c"], texts["model.h"], steps = merge_steps(_c_kernels(), variants, paths, quantize)
     else:
         kernels = _c_kernels()

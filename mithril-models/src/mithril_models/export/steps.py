@@ -24,13 +24,13 @@ import numpy as np
 
 from ..kv_cache import StepShape, cache_names
 
-__all__ = ["Step", "cache_steps", "classify_bindings", "decode_bindings", "gpt_variants", "merge_steps"]
+__all__ = ["Step", "cache_steps", "classify_bindings", "decode_bindings", "decoder_variants", "merge_steps"]
 
 
 @dataclass(frozen=True)
 class Step:
     """One compiled entry point of the program: ``symbol`` (``mithril_evaluate``, or
-    ``mithril_slots<S>[_chunk<T>]_evaluate`` for a GPT step with ``slots`` cache slots and ``tokens``
+    ``mithril_slots<S>[_chunk<T>]_evaluate`` for a decode step with ``slots`` cache slots and ``tokens``
     tokens), ``fields``: key -> field of its argument struct, ``weights``: its keys of the tensors of
     ``weights.bin``, in order; ``quant``: key -> block format of the weights it reads quantized."""
 
@@ -68,7 +68,7 @@ def step_of(function: Any, slots: int, tokens: int, weights: list[str]) -> Step:
 
 
 def cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
-    """The cache slots of the decode steps of a GPT export, ascending, ``cache_len`` last.
+    """The cache slots of the decode steps of a ``generate`` export, ascending, ``cache_len`` last.
 
     >>> cache_steps(1024, None), cache_steps(16, None), cache_steps(16, [8, 4])
     ([64, 256, 1024], [16], [4, 8, 16])
@@ -86,12 +86,13 @@ def cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
     return [*sorted(set(sizes)), cache_len]
 
 
-def gpt_variants(decoder: Any, slots: Sequence[int], chunk: int) -> list[tuple[int, int, Any]]:
+def decoder_variants(decoder: Any, slots: Sequence[int], chunk: int) -> list[tuple[int, int, Any]]:
     """``(slots, tokens, compiled step)`` of every entry point of a ``generate`` program: per cache size the
     one-token step and, when ``chunk > 1``, the prefill step of ``min(chunk, slots)`` tokens (``tokens`` 1
-    are decode steps). ``decoder(slots)``: the :class:`~mithril_models.gpt.decode.KVDecoder` of a cache size.
+    are decode steps). ``decoder(slots)``: the :class:`~mithril_models.kv_cache.DecodeSteps` of a cache size
+    (GPT-2's :class:`~mithril_models.gpt.decode.KVDecoder`, :class:`~mithril_models.llama.LlamaKVDecoder`).
 
-    >>> [(s, t) for s, t, _ in gpt_variants(decoder, [64, 256], 32)]         # doctest: +SKIP
+    >>> [(s, t) for s, t, _ in decoder_variants(decoder, [64, 256], 32)]         # doctest: +SKIP
     [(64, 1), (64, 32), (256, 1), (256, 32)]
     """
     variants = []

@@ -154,7 +154,7 @@ def _layer(config: LlamaConfig, index: int, step: StepShape | None) -> Model:
 
 
 def _rotary_tables(
-    model: Model, positions: Connection, config: LlamaConfig, batched: bool
+    model: Model, positions: Connection | IOKey, config: LlamaConfig, batched: bool
 ) -> tuple[Connection, Connection]:
     """``cos``, ``sin`` ``[T, head_dim]`` of ``positions`` ``[T]`` (float32 frequencies, as ``transformers``);
     ``[B, 1, T, head_dim]`` of ``positions`` ``[B, T]`` when ``batched`` (left-padded rows)."""
@@ -178,6 +178,7 @@ def _decoder(config: LlamaConfig, step: StepShape | None) -> Model:
         config.vocab_size, config.hidden_size, init=initializers.normal(config.initializer_range), name="embed_tokens"
     )
     model |= embed(input=IOKey("input", shape=[None, None], type="int"))
+    positions: Connection | IOKey
     if step is None:
         positions = op(model, "positions", model.input, axis=-1)  # [T]: 0 .. T-1
     else:  # the positions of the step's tokens: [T], [1] or [B, T]

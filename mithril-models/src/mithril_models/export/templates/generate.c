@@ -1,4 +1,4 @@
-/* generate: GPT-2 text generation as a standalone program (exported by mithril_models.export_program).
+/* generate: text generation (GPT-2, Llama, Mistral) as a standalone program (exported by mithril_models.export_program).
  *
  *   ./generate --tokens "464 3290 318" --max-new-tokens 20 [--top-k K --seed S] [--temperature T]
  *              [--weights PATH] [--threads N] [--logits FILE] [--prefill 1|0]
@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
     if (length + o.max_new - 1 > MTP_CACHE_LEN)
         return mtc_fail(PROGRAM, MTC_BAD_INPUT,
                         "a prompt of %ld tokens plus --max-new-tokens %lld needs %lld positions, the export's cache "
-                        "holds %d (export again with a larger cache_len, at most block_size)",
+                        "holds %d (export again with a larger cache_len, at most the model's positions)",
                         length, o.max_new, length + o.max_new - 1, MTP_CACHE_LEN);
     if (o.max_new == 0) {
         printf("\n");
