@@ -324,6 +324,10 @@ def test_cli_export_model(gpt: GPT2LMHeadModel, tools: dict[str, str], tmp_path:
     tokens = run_tokens(out / "generate", tools, "--tokens", "9 8", "--max-new-tokens", "5")
     assert tokens == generate(pm, params, [[9, 8]], 5, top_k=1)[0].tolist()
     assert main(["export-model", "--config", str(config), "--weights", str(weights), "--out", str(out)]) == 1
+    quantized = tmp_path / "q8"
+    args = ["--config", str(config), "--weights", str(weights), "--out", str(quantized), "--quantize", "q8_0"]
+    assert main(["export-model", *args, "--prefill-chunk", "4"]) == 0
+    assert (quantized / "weights.bin").stat().st_size < (out / "weights.bin").stat().st_size / 3
 
 
 def resnet_check(model: Any, program: Path, tools: dict[str, str], image: np.ndarray, state: dict[str, Any]) -> None:

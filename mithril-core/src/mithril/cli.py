@@ -152,7 +152,13 @@ def _export_model(args: argparse.Namespace) -> int:
             config = json.load(handle)
     except (OSError, ValueError) as exc:
         raise ArgumentError(f"mithril export-model --config {args.config}: expected a readable JSON file ({exc})") from None
-    options = {"cache_len": args.cache_len, "image_size": args.image_size, "overwrite": args.overwrite}
+    options = {
+        "cache_len": args.cache_len,
+        "image_size": args.image_size,
+        "quantize": args.quantize,
+        "prefill_chunk": args.prefill_chunk,
+        "overwrite": args.overwrite,
+    }
     result = export_program(config, args.weights, args.out, **options)
     print(f"wrote {result.directory}: {', '.join(result.files)}")
     print(f"build: make -C {result.directory} (or sh {result.directory}/build.sh) -> {result.binary}")
@@ -190,11 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--depth", type=int, default=None, help="levels of blocks to open (default 3)")
     graph.add_argument("--no-params", action="store_true", help="leave parameters out of the picture")
     graph.set_defaults(func=_graph)
-    edge = sub.add_parser("export-model", help="a GPT-2 or ResNet checkpoint as a standalone C program (mithril-models)")
-    edge.add_argument("--config", required=True, help="config.json: Hugging Face (model_type gpt2/resnet) or {family: ...}")
+    edge = sub.add_parser(
+        "export-model", help="a GPT-2, Llama, Mistral or ResNet checkpoint as a standalone C program (mithril-models)"
+    )
+    edge.add_argument(
+        "--config", required=True, help="config.json: Hugging Face (model_type gpt2/llama/mistral/resnet) or {family: ...}"
+    )
     edge.add_argument("--weights", required=True, help="the checkpoint: .safetensors file or save_pretrained directory")
     edge.add_argument("--out", required=True, help="directory to write (main.c, model.c, weights.bin, Makefile)")
-    edge.add_argument("--cache-len", type=int, default=None, help="GPT-2: KV-cache slots (default block_size)")
+    edge.add_argument("--cache-len", type=int, default=None, help="decoders: KV-cache slots (default: the context length)")
+    edge.add_argument("--quantize", choices=("q8_0", "q4_0"), default=None, help="block-quantized weights (ggml formats)")
+    edge.add_argument("--prefill-chunk", type=int, default=32, help="decoders: prompt tokens per prefill step")
     edge.add_argument("--image-size", type=int, default=224, help="ResNet: image height and width (default 224)")
     edge.add_argument("--overwrite", action="store_true", help="write into a non-empty output directory")
     edge.set_defaults(func=_export_model)
