@@ -363,9 +363,7 @@ def random_state(pm: Any, seed: int) -> dict[str, np.ndarray]:
     return state
 
 
-def test_without_the_c_backend_the_error_names_the_edge_extra(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_without_the_c_backend_the_error_names_the_edge_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "mithril_backend_c", None)  # as if mithril-backend-c were not installed
     with pytest.raises(BackendNotAvailableError, match=r'pip install "mithril-models\[edge\]"'):
         export_program({"family": "resnet18"}, {}, tmp_path / "out")

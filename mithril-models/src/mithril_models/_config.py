@@ -1,7 +1,7 @@
 """Reading model configurations given as ``transformers`` config objects, dataclasses or plain dicts.
 
 Example:
-    >>> read_config({"d_model": 512}, "d_model", "num_heads", num_heads=8)
+    >>> read_config({"d_model": 512}, "d_model", num_heads=8)
     (512, 8)
 """
 

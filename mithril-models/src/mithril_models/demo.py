@@ -51,12 +51,12 @@ def _checkpoints(directory: Path) -> tuple[Any, Any, Path, Path]:
     gpt = create_gpt(bias=True, block_size=32, dims=48, num_heads=4, num_layers=2, vocab_size=64)
     net = resnet(block="basic", depths=(1, 1), widths=(8, 16), stem_width=8, num_classes=5)
     reference = ml.NumpyBackend(dtype=ml.float32)
-    files = []
+    files: list[Path] = []
     for model, shapes, name in ((gpt, {"input": [1, 32]}, "gpt2"), (net, {"input": list(IMAGE_SHAPE)}, "resnet")):
         pm = ml.compile(model, reference, shapes=shapes, data_keys={"input"}, inference=True)
         params = pm.randomize_params(seed=0)
-        for key, path in pm.input_paths.items():  # strong positions: varied (not repetitive) greedy tokens
-            if path.endswith("wpe.weight"):
+        for key, param_path in pm.input_paths.items():  # strong positions: varied (not repetitive) greedy tokens
+            if param_path.endswith("wpe.weight"):
                 params[key] = params[key] * 40.0
         for key in pm.buffer_keys:  # non-trivial running statistics, so loading them matters
             params[key] = params[key] + np.random.default_rng(1).uniform(0.1, 0.5, params[key].shape).astype(np.float32)

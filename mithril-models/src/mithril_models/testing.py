@@ -25,7 +25,7 @@ from typing import Any
 
 import mithril as ml
 import numpy as np
-from mithril.extend import available_backends, backend_class
+from mithril.extend import Backend, available_backends, backend_class
 
 FLOAT32_TOLERANCE = 1e-4
 """Max relative error of float32 backends against the float32 reference (``max|got-ref| / max|ref|``)."""
@@ -44,8 +44,9 @@ def backend_params(*, dtypes: tuple[Any, ...] = (ml.float32,)) -> Iterator[Any]:
     import pytest
 
     for name in backend_names():
+        backend: type[Backend[Any]] = backend_class(name)
         for dtype in dtypes:
-            if dtype in backend_class(name).supported_dtypes:
+            if dtype in backend.supported_dtypes:
                 yield pytest.param(name, dtype, id=f"{name}-{dtype.value}")
 
 

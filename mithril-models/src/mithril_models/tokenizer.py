@@ -485,16 +485,18 @@ def load_tokenizer(path: str | os.PathLike[str], *, padding_side: str | None = N
     backend.no_padding()
     backend.no_truncation()
     config: dict[str, Any] = {}
-    has_config = folder is not None and (folder / "tokenizer_config.json").is_file()
-    has_map = folder is not None and (folder / "special_tokens_map.json").is_file()
-    if has_config:
-        config = _read_json(folder / "tokenizer_config.json", "tokenizer configuration")  # type: ignore[operator]
+    config_file = None if folder is None else folder / "tokenizer_config.json"
+    map_file = None if folder is None else folder / "special_tokens_map.json"
+    has_config = config_file is not None and config_file.is_file()
+    has_map = map_file is not None and map_file.is_file()
+    if config_file is not None and has_config:
+        config = _read_json(config_file, "tokenizer configuration")
     specials: dict[str, Any] = {name: config[name] for name in SPECIAL_TOKEN_NAMES if config.get(name) is not None}
     extra: list[Any] = list(config.get("additional_special_tokens") or [])
     extra_config = config.get("extra_special_tokens")
     extra += list(extra_config.values() if isinstance(extra_config, Mapping) else extra_config or [])
-    if has_map and "added_tokens_decoder" not in config:
-        mapping = _read_json(folder / "special_tokens_map.json", "special tokens map")  # type: ignore[operator]
+    if map_file is not None and has_map and "added_tokens_decoder" not in config:
+        mapping = _read_json(map_file, "special tokens map")
         specials.update({name: mapping[name] for name in SPECIAL_TOKEN_NAMES if mapping.get(name) is not None})
         extra += [
             t

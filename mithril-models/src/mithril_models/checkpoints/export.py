@@ -15,7 +15,7 @@ import numpy as np
 from mithril.errors import ModelKeyError, ShapeError
 
 from .errors import CheckpointError
-from .layout import Layout, Target, transpose
+from .layout import Layout, Part, Target, transpose
 from .loader import _family_layout
 
 __all__ = ["to_checkpoint"]
@@ -33,7 +33,9 @@ def _packed(targets: list[tuple[Target, np.ndarray]]) -> np.ndarray:
     """Re-pack ``take(i, n, axis, then)`` parts (OpenAI's fused q/k/v) into one tensor."""
     parts = []
     for target, value in targets:
-        index, _count, axis, then = target.transform.packing  # type: ignore[union-attr]
+        if not isinstance(target.transform, Part):
+            raise CheckpointError(f"to_checkpoint: {target.path} is not one part of a packed tensor")
+        index, _count, axis, then = target.transform.packing
         if then is not None:
             value = _inverse(Target(target.path, then), value)
         parts.append((index, axis, value))
@@ -88,7 +90,7 @@ def to_checkpoint(pm: Any, params: Mapping[str, Any], *, layout: str | None = No
             continue
         written.update(t.path for t in present)
         found = [(t, arrays[by_path[t.path]]) for t in present]
-        if any(getattr(t.transform, "packing", None) is not None for t, _ in found):
+        if any(isinstance(t.transform, Part) for t, _ in found):
             result[key] = _packed(found)
         else:  # one parameter, or copies of one tensor
             result[key] = _inverse(*found[0])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["Layout", "Target", "transpose", "take", "merge_layouts", "never"]
+__all__ = ["Layout", "Part", "Target", "transpose", "take", "merge_layouts", "never"]
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -31,17 +31,24 @@ def transpose(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array.T)
 
 
-def take(index: int, parts: int, axis: int = 0, then: Transform | None = None) -> Transform:
-    """Part ``index`` of ``parts`` equal slices along ``axis`` (a packed q/k/v projection), then ``then``."""
+class Part:
+    """The transform :func:`take` returns: part ``index`` of ``parts`` equal slices along ``axis``, then
+    ``then``. ``packing`` (``(index, parts, axis, then)``) lets ``to_checkpoint`` re-pack the parts."""
 
-    def part(array: np.ndarray) -> np.ndarray:
+    def __init__(self, index: int, parts: int, axis: int, then: Transform | None) -> None:
+        self.packing: tuple[int, int, int, Transform | None] = (index, parts, axis, then)
+        self.__name__ = f"part {index + 1} of {parts} along axis {axis}"
+
+    def __call__(self, array: np.ndarray) -> np.ndarray:
+        index, parts, axis, then = self.packing
         size = array.shape[axis] // parts
         piece = np.ascontiguousarray(np.take(array, np.arange(index * size, (index + 1) * size), axis=axis))
         return then(piece) if then is not None else piece
 
-    part.__name__ = f"part {index + 1} of {parts} along axis {axis}"
-    part.packing = (index, parts, axis, then)  # type: ignore[attr-defined] - read by to_checkpoint
-    return part
+
+def take(index: int, parts: int, axis: int = 0, then: Transform | None = None) -> Part:
+    """Part ``index`` of ``parts`` equal slices along ``axis`` (a packed q/k/v projection), then ``then``."""
+    return Part(index, parts, axis, then)
 
 
 def never(key: str) -> bool:

@@ -48,10 +48,12 @@ def to_numpy(value: Any) -> np.ndarray:
     """A NumPy view or copy of a PyTorch tensor (bfloat16 widened to float32) or any array-like."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor, without importing torch
         value = value.detach().cpu()
+        array: np.ndarray  # value is a torch.Tensor, typed Any here
         try:
-            return value.numpy()
+            array = value.numpy()
         except TypeError:  # bfloat16 and other dtypes NumPy lacks
-            return value.float().numpy()
+            array = value.float().numpy()
+        return array
     return np.asarray(value)
 
 

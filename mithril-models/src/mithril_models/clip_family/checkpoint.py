@@ -10,7 +10,7 @@ A tower loaded on its own (:func:`encode_text`/:func:`encode_image`) ignores the
 buffers that carry no weights (``position_ids``, ``num_batches_tracked``, OpenAI's size scalars).
 
 Example:
-    >>> from mithril_models.clip.config import TextConfig
+    >>> from mithril_models.clip_family.config import TextConfig
     >>> hf, openai = text_layouts(TextConfig(16, 8, 100, 32, 4, 1), alone=True)
     >>> [t.path for t in openai.entries["transformer.resblocks.0.attn.in_proj_weight"]][0]
     'text_model.encoder.layers.0.self_attn.q_proj.weight'
@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..checkpoints.layout import Layout, Target, take, transpose
 from .config import CLIPConfig, TextConfig, VisionConfig
@@ -112,7 +112,7 @@ def _vit_hf(config: VisionConfig) -> Entries:
             ]
         ),
         **_same(["vision_model.pre_layrnorm.weight", "vision_model.pre_layrnorm.bias"]),
-        **_hf_encoder("vision_model", int(config.layers)),  # type: ignore[arg-type]
+        **_hf_encoder("vision_model", config.vit_layers),
         **_same(["vision_model.post_layernorm.weight", "vision_model.post_layernorm.bias", "visual_projection.weight"]),
     }
 
@@ -124,7 +124,7 @@ def _vit_openai(config: VisionConfig) -> Entries:
         "visual.class_embedding": [Target(f"{embeddings}.class_embedding")],
         "visual.positional_embedding": [Target(f"{embeddings}.position_embedding.weight")],
         **_weight_bias("visual.ln_pre", "vision_model.pre_layrnorm"),
-        **_openai_resblocks("visual.transformer", "vision_model", int(config.layers)),  # type: ignore[arg-type]
+        **_openai_resblocks("visual.transformer", "vision_model", config.vit_layers),
         **_weight_bias("visual.ln_post", "vision_model.post_layernorm"),
         "visual.proj": [Target("visual_projection.weight", transpose)],
     }
@@ -140,7 +140,7 @@ def _resnet_openai(config: VisionConfig) -> Entries:
     for i in (1, 2, 3):
         names += [f"visual.conv{i}.weight", *_batch_norm(f"visual.bn{i}")]
     inplanes = config.width
-    for stage, blocks in enumerate(config.layers, start=1):  # type: ignore[arg-type]
+    for stage, blocks in enumerate(config.resnet_layers, start=1):
         planes = config.width * 2 ** (stage - 1)
         for index in range(blocks):
             block = f"visual.layer{stage}.{index}"
@@ -172,7 +172,7 @@ def _other_tower(fmt: str, tower: str) -> Callable[[str], bool]:
     )
 
 
-def _prefixed(entries: Entries, prefix: str) -> Entries:
+def _prefixed(entries: Mapping[str, Sequence[Target]], prefix: str) -> Entries:
     return {key: [Target(prefix + t.path, t.transform) for t in targets] for key, targets in entries.items()}
 
 
@@ -217,8 +217,8 @@ def clip_layouts(config: CLIPConfig) -> list[Layout]:
     for fmt in (HF, OPENAI):
         if fmt in vision:
             entries = {
-                **_prefixed(text[fmt].entries, "text."),  # type: ignore[arg-type]
-                **_prefixed(vision[fmt].entries, "vision."),  # type: ignore[arg-type]
+                **_prefixed(text[fmt].entries, "text."),
+                **_prefixed(vision[fmt].entries, "vision."),
                 "logit_scale": [Target("logit_scale")],
             }
             layouts.append(Layout(fmt, entries, _no_weights))

@@ -202,6 +202,20 @@ class VisionConfig:
             )
 
     @property
+    def vit_layers(self) -> int:
+        """A ViT's ``layers``: its number of blocks."""
+        if not isinstance(self.layers, int):
+            raise TypeError(f"clip image tower: a ModifiedResNet ({self.layers!r} blocks per stage) is not a ViT")
+        return self.layers
+
+    @property
+    def resnet_layers(self) -> tuple[int, int, int, int]:
+        """A ModifiedResNet's ``layers``: its bottleneck blocks per stage."""
+        if isinstance(self.layers, int):
+            raise TypeError(f"clip image tower: a ViT ({self.layers} blocks) is not a ModifiedResNet")
+        return self.layers
+
+    @property
     def feature_width(self) -> int:
         """Features entering the projection: the ViT width, or ``32 * width`` for the ResNet."""
         return self.width * 32 if self.kind == "resnet" else self.width

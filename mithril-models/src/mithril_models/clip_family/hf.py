@@ -25,7 +25,7 @@ _LEGACY_EOS = 2  # transformers pools at argmax(input_ids) for configs saved bef
 
 
 def _activation(sub: Any, which: str) -> str:
-    act = config_value(sub, "hidden_act", "quick_gelu")
+    act: str = config_value(sub, "hidden_act", "quick_gelu")
     if act not in ACTIVATIONS:
         raise ValueError(
             f"clip.from_hf_config: {which}.hidden_act={act!r} is not supported; "

@@ -28,7 +28,8 @@ def activation(model: Model, x: Connection, kind: str) -> Connection:
     >>> model.expose(activation(model, model.cout, "quick_gelu"), "y")
     """
     if kind == "quick_gelu":
-        return x * op(model, "sigmoid", x * 1.702)
+        gated: Connection = x * op(model, "sigmoid", x * 1.702)
+        return gated
     if kind == "gelu":
         return op(model, "gelu", x, approximate=False)
     raise ValueError(f"clip: unsupported activation {kind!r}; expected 'quick_gelu' or 'gelu'")

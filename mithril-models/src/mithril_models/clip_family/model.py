@@ -32,7 +32,8 @@ __all__ = ["CLIP", "clip", "encode_image", "encode_text"]
 def _l2_normalise(model: FamilyModel, x: Connection) -> Connection:
     """``x / ||x||`` over the last axis (no epsilon, as OpenAI and ``transformers`` do)."""
     norm = op(model, "sqrt", (x * x).sum(axis=-1, keepdim=True))
-    return x / norm
+    normalised: Connection = x / norm
+    return normalised
 
 
 class CLIP(FamilyModel):

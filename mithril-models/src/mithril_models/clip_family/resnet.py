@@ -10,7 +10,7 @@ Children and parameters carry OpenAI's names (``conv1``, ``bn1``, ``layer2.0.dow
 ``attnpool.positional_embedding``, ``attnpool.c_proj``).
 
 Example:
-    >>> from mithril_models.clip.config import VisionConfig
+    >>> from mithril_models.clip_family.config import VisionConfig
     >>> net = ModifiedResNet(VisionConfig(embed_dim=16, image_resolution=64, layers=(1, 1, 1, 1), width=16))
     >>> net.output_keys
     ['output']
@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from mithril.extend import op, param
-from mithril.models import AvgPool2d, BatchNorm2d, Connection, Conv2d, IOKey, Model
+from mithril.models import AvgPool2D, BatchNorm2d, Connection, Conv2d, IOKey, Model
 
 from .config import VisionConfig
 from .layers import attend
@@ -63,7 +63,7 @@ class Bottleneck(Model):
         out = conv_bn(self, x, planes, 1, "1")
         out = conv_bn(self, out, planes, 3, "2")
         if stride > 1:
-            pool = AvgPool2d(stride)
+            pool = AvgPool2D(stride)
             self |= pool(input=out)
             out = pool.output
         out = conv_bn(self, out, planes * EXPANSION, 1, "3", relu=False)
@@ -71,7 +71,7 @@ class Bottleneck(Model):
         if stride > 1 or inplanes != planes * EXPANSION:
             shortcut = identity
             if stride > 1:
-                pool = AvgPool2d(stride)
+                pool = AvgPool2D(stride)
                 self |= pool(input=identity)
                 shortcut = pool.output
             conv = Conv2d(planes * EXPANSION, 1, use_bias=False, name="downsample.0")
@@ -120,11 +120,11 @@ class ModifiedResNet(Model):
         out = conv_bn(self, x, width // 2, 3, "1", stride=2)
         out = conv_bn(self, out, width // 2, 3, "2")
         out = conv_bn(self, out, width, 3, "3")
-        pool = AvgPool2d(2, name="avgpool")
+        pool = AvgPool2D(2, name="avgpool")
         self |= pool(input=out)
         out = pool.output
         inplanes = width
-        for stage, (blocks, stride) in enumerate(zip(config.layers, (1, 2, 2, 2)), start=1):  # type: ignore[arg-type]
+        for stage, (blocks, stride) in enumerate(zip(config.resnet_layers, (1, 2, 2, 2)), start=1):
             planes = width * 2 ** (stage - 1)
             for index in range(blocks):
                 block = Bottleneck(inplanes, planes, stride if index == 0 else 1, name=f"layer{stage}.{index}")

@@ -4,7 +4,7 @@ Key ``text`` (int token ids ``[batch, tokens]``, at most ``context_length`` toke
 (``[batch, embed_dim]``, not normalised; OpenAI's ``encode_text``, HF's ``get_text_features``).
 
 Example:
-    >>> from mithril_models.clip.config import TextConfig
+    >>> from mithril_models.clip_family.config import TextConfig
     >>> tower = EncodeText(TextConfig(embed_dim=16, context_length=8, vocab_size=100, width=32, heads=4, layers=2))
     >>> tower.input_keys[0], tower.output_keys
     ('text', ['output'])
@@ -41,11 +41,12 @@ def pool_end_of_text(model: FamilyModel, hidden: Connection, text: Connection, e
     positions = op(model, "positions", text, axis=-1)  # [T]
     one_hot = positions.eq(index.reshape(None, 1)).cast("float")  # [B, T]
     picked = one_hot[:, None, :] @ hidden  # [B, 1, width]
-    return picked[:, 0, :]
+    pooled: Connection = picked[:, 0, :]
+    return pooled
 
 
 class EncodeText(FamilyModel):
-    """The text tower (see the module docstring); build it with :func:`mithril_models.clip.encode_text`.
+    """The text tower (see the module docstring); build it with :func:`mithril_models.clip_family.encode_text`.
 
     Children follow ``transformers``' ``CLIPTextModelWithProjection``: ``text_model.embeddings.*``,
     ``text_model.encoder.layers.<i>``, ``text_model.final_layer_norm``, ``text_projection``.

@@ -9,7 +9,7 @@ The ViT's children follow ``transformers``' ``CLIPVisionModelWithProjection`` (`
 ``visual.attnpool.q_proj``), the only published format for it.
 
 Example:
-    >>> from mithril_models.clip.config import VisionConfig
+    >>> from mithril_models.clip_family.config import VisionConfig
     >>> tower = EncodeImage(VisionConfig(embed_dim=16, image_resolution=32, layers=2, width=64, patch_size=8))
     >>> tower.input_keys[0], tower.output_keys
     ('image', ['output'])
@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from mithril.errors import ArgumentError
 from mithril.extend import initializers, op, param
 from mithril.models import Connection, Conv2d, IOKey, LayerNorm, Linear, Model
 
@@ -41,11 +42,13 @@ class VisionEmbeddings(Model):
 
     def __init__(self, config: VisionConfig, *, name: str | None = None) -> None:
         super().__init__(name=name)
-        width, grid, res = config.width, config.grid, config.image_resolution
+        width, grid, res, patch = config.width, config.grid, config.image_resolution, config.patch_size
+        if patch is None:
+            raise ArgumentError(f"clip VisionEmbeddings: needs a ViT configuration (a patch_size), got {config}")
         patches = Conv2d(
             width,
-            config.patch_size,
-            stride=config.patch_size,
+            patch,
+            stride=patch,
             use_bias=False,
             weight_init=initializers.normal(0.02),
             name="patch_embedding",
@@ -71,14 +74,14 @@ def _vit(tower: Model, config: VisionConfig, image: IOKey) -> Connection:
     pre = LayerNorm(config.width, eps=config.layer_norm_eps, name="vision_model.pre_layrnorm")
     tower |= pre(input=embeddings.output)
     hidden = pre.output
-    for i in range(int(config.layers)):  # type: ignore[arg-type]
+    for i in range(config.vit_layers):
         layer = EncoderLayer(
             config.width,
             config.heads,
             config.intermediate_size,
             layer_norm_eps=config.layer_norm_eps,
             act=config.activation,
-            num_layers=int(config.layers),  # type: ignore[arg-type]
+            num_layers=config.vit_layers,
             name=f"vision_model.encoder.layers.{i}",
         )
         tower |= layer(input=hidden)
@@ -89,7 +92,7 @@ def _vit(tower: Model, config: VisionConfig, image: IOKey) -> Connection:
 
 
 class EncodeImage(FamilyModel):
-    """The image tower (see the module docstring); build it with :func:`mithril_models.clip.encode_image`.
+    """The image tower (see the module docstring); build it with :func:`mithril_models.clip_family.encode_image`.
 
     >>> EncodeImage(VisionConfig(16, 64, (1, 1, 1, 1), 16)).config.kind
     'resnet'

@@ -242,7 +242,7 @@ def _tensor_table(tensors: list[Tensor]) -> list[str]:
     codes = {1: "MTW_F32", 2: "MTW_F64", 3: "MTW_I64", 4: "MTW_Q8_0", 5: "MTW_Q4_0"}
     rows = [
         f"    {{{escape.c_string_literal(t.name)}, {'MTW_INPUT' if t.role == INPUT else 'MTW_WEIGHT'}, "
-        f"{codes[t.code]}, {len(t.shape)}, {{{', '.join(map(str, t.shape)) or '0'}}}}},"
+        f"{codes[t.code]}, {len(t.dims)}, {{{', '.join(map(str, t.dims)) or '0'}}}}},"
         for t in tensors
     ]
     return [

@@ -36,7 +36,7 @@ NAME = 48
 MAX_DIMS = 6
 ALIGN = 64
 WEIGHT, INPUT = 0, 1
-DTYPES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int64): 3}
+DTYPES: dict[np.dtype, int] = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int64): 3}
 """NumPy dtype -> the dtype code of the file (``MTW_F32``, ``MTW_F64``, ``MTW_I64`` in weights.h)."""
 QUANTIZED = {"q8_0": (4, 34), "q4_0": (5, 18)}
 """Block format -> (dtype code ``MTW_Q8_0``/``MTW_Q4_0``, bytes per block of 32 values): ggml's layouts
@@ -118,6 +118,12 @@ class Tensor:
             raise ArgumentError(f"weights file: tensor {self.name!r}: name or dims out of range")
 
     @property
+    def dims(self) -> tuple[int, ...]:
+        """``shape``, always known once built (given, or that of ``data``)."""
+        assert self.shape is not None  # __post_init__ refuses a tensor without data or a shape
+        return self.shape
+
+    @property
     def nbytes(self) -> int:
         return 0 if self.data is None else int(self.data.nbytes)
 
@@ -155,7 +161,7 @@ def _write_data(handle: BinaryIO, tensors: Sequence[Tensor], offsets: list[int],
             continue
         raw = tensor.data.astype(tensor.data.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8)
         handle.seek(offset)
-        handle.write(memoryview(raw))
+        handle.write(raw.data)
         total += checksum(raw, (offset - data_offset) // 8)
     handle.truncate(end)
     return total % (1 << 64)
@@ -176,8 +182,8 @@ def write_weights(path: str | Path, tensors: Sequence[Tensor]) -> int:
         end = _aligned(end + tensor.nbytes) if tensor.data is not None else end
     entries = b"".join(
         _ENTRY.pack(
-            t.name.encode(), t.role, t.code, len(t.shape), 0,
-            *(list(t.shape) + [0] * (MAX_DIMS - len(t.shape))), offset, t.nbytes,
+            t.name.encode(), t.role, t.code, len(t.dims), 0,
+            *(list(t.dims) + [0] * (MAX_DIMS - len(t.dims))), offset, t.nbytes,
         )
         for t, offset in zip(tensors, offsets)
     )  # fmt: skip

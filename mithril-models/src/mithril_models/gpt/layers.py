@@ -117,6 +117,7 @@ def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
     wte = Embedding(config.vocab_size, config.dims, init=initializers.normal(config.initializer_range), name="wte")
     model |= wte(input=IOKey("input", shape=[None, None], type="int"))
     wpe = Embedding(config.block_size, config.dims, init=initializers.normal(config.initializer_range), name="wpe")
+    positions: Connection | IOKey
     if step is None:
         positions = op(model, "positions", model.input, axis=-1)  # [T]: 0 .. T-1, T known at run time
     else:  # the positions of the step's tokens: [T], [1] or [B, T]

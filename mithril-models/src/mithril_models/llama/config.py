@@ -134,9 +134,21 @@ class LlamaConfig:
                 raise ValueError(f"Llama: {name} must be a bool, got {getattr(self, name)!r}")
 
     @property
+    def kv_heads(self) -> int:
+        """``num_key_value_heads`` as ``__post_init__`` filled it in (``num_attention_heads`` when not given)."""
+        assert self.num_key_value_heads is not None  # __post_init__ sets it
+        return int(self.num_key_value_heads)
+
+    @property
+    def head_width(self) -> int:
+        """``head_dim`` as ``__post_init__`` filled it in (``hidden_size // num_attention_heads`` when not given)."""
+        assert self.head_dim is not None  # __post_init__ sets it
+        return int(self.head_dim)
+
+    @property
     def num_key_value_groups(self) -> int:
         """Query heads per key-value head."""
-        return self.num_attention_heads // int(self.num_key_value_heads)  # type: ignore[arg-type]
+        return self.num_attention_heads // self.kv_heads
 
     @property
     def rope_type(self) -> str:
@@ -145,7 +157,7 @@ class LlamaConfig:
     def rope(self) -> tuple[Any, float]:
         """``(inv_freq, attention_scaling)`` of the rotary embeddings
         (:func:`~mithril_models.llama.rope.rope_frequencies`)."""
-        return rope_frequencies(int(self.head_dim), self.rope_theta, self.rope_scaling, self.max_position_embeddings)  # type: ignore[arg-type]
+        return rope_frequencies(self.head_width, self.rope_theta, self.rope_scaling, self.max_position_embeddings)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict (``LlamaConfig.from_dict(config.to_dict()) == config``)."""

@@ -64,7 +64,6 @@ class LlamaKVDecoder(DecodeSteps):
     def __init__(self, config: LlamaConfig, backend: Any, batch: int, cache_len: int) -> None:
         super().__init__(
             lambda step: LlamaDecodeStep.of(config, step), backend, batch, cache_len,
-            num_layers=config.num_hidden_layers, cache_heads=int(config.num_key_value_heads),  # type: ignore[arg-type]
-            head_dim=int(config.head_dim),  # type: ignore[arg-type]
+            num_layers=config.num_hidden_layers, cache_heads=config.kv_heads, head_dim=config.head_width,
         )  # fmt: skip
         self.config = config

@@ -103,7 +103,7 @@ def _attention(config: LlamaConfig, step: StepShape | None) -> Model:
     attn = Model(name="self_attn")
     x = IOKey("input")
     bias = config.attention_bias
-    head_dim, heads, kv_heads = int(config.head_dim), config.num_attention_heads, int(config.num_key_value_heads)  # type: ignore[arg-type]
+    head_dim, heads, kv_heads = config.head_width, config.num_attention_heads, config.kv_heads
     q = _heads(attn, _dense(attn, x, heads * head_dim, bias, config, "q_proj"), heads, head_dim)
     k = _heads(attn, _dense(attn, attn.input, kv_heads * head_dim, bias, config, "k_proj"), kv_heads, head_dim)
     v = _heads(attn, _dense(attn, attn.input, kv_heads * head_dim, bias, config, "v_proj"), kv_heads, head_dim)

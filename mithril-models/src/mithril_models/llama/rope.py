@@ -156,12 +156,14 @@ def rope_frequencies(
     >>> [round(float(f), 4) for f in inv]
     [0.5, 0.005]
     """
-    kind = "default" if scaling is None else scaling["rope_type"]
+    if scaling is None:
+        return _default(head_dim, theta), 1.0
+    kind = scaling["rope_type"]
     if kind == "yarn":
-        return _yarn(head_dim, theta, scaling or {}, max_positions)
+        return _yarn(head_dim, theta, scaling, max_positions)
     inv_freq = _default(head_dim, theta)
     if kind == "linear":
-        inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)  # type: ignore[index]
+        inv_freq = (inv_freq / np.float32(scaling["factor"])).astype(np.float32)
     elif kind == "llama3":
-        inv_freq = _llama3(inv_freq, scaling)  # type: ignore[arg-type]
+        inv_freq = _llama3(inv_freq, scaling)
     return inv_freq, 1.0

@@ -25,7 +25,7 @@ from mithril.models import (
     Gelu,
     IOKey,
     Linear,
-    MaxPool2d,
+    MaxPool2D,
     Mean,
     Model,
     Multiply,
@@ -46,23 +46,25 @@ __all__ = ["ResNet", "resnet", "resnet18", "resnet34", "resnet50", "resnet101", 
 
 def _activation(kind: str, name: str) -> Model:
     """The activation ``kind`` (a :data:`~.config.ACTIVATIONS` name) as a model with ``input``/``output``."""
+    activation: Model  # Relu, Gelu...: classes built at import time, which mypy sees as Any
     if kind == "relu":
-        return Relu(name=name)
-    if kind == "gelu":
-        return Gelu(approximate=False, name=name)
-    if kind in ("gelu_new", "gelu_pytorch_tanh"):
-        return Gelu(approximate=True, name=name)
-    if kind == "tanh":
-        return Tanh(name=name)
-    if kind == "sigmoid":
-        return Sigmoid(name=name)
-    if kind in ("silu", "swish"):
-        silu = Model(name=name)
+        activation = Relu(name=name)
+    elif kind == "gelu":
+        activation = Gelu(approximate=False, name=name)
+    elif kind in ("gelu_new", "gelu_pytorch_tanh"):
+        activation = Gelu(approximate=True, name=name)
+    elif kind == "tanh":
+        activation = Tanh(name=name)
+    elif kind == "sigmoid":
+        activation = Sigmoid(name=name)
+    elif kind in ("silu", "swish"):
+        activation = Model(name=name)
         gate = Sigmoid()
-        silu |= gate(input="input")
-        silu |= Multiply()(left="input", right=gate.output, output=IOKey("output"))
-        return silu
-    raise ValueError(f"unknown activation {kind!r}")
+        activation |= gate(input="input")
+        activation |= Multiply()(left="input", right=gate.output, output=IOKey("output"))
+    else:
+        raise ValueError(f"unknown activation {kind!r}")
+    return activation
 
 
 def _batch_norm(config: ResNetConfig, channels: int, name: str) -> BatchNorm2d:
@@ -161,7 +163,7 @@ class ResNet(FamilyModel):
         )(input=IOKey("input", type="float"))
         self += _batch_norm(config, config.stem_width, "bn1")
         self += _activation(config.activation, "relu")
-        self += MaxPool2d(kernel_size=3, stride=2, padding=1, name="maxpool")
+        self += MaxPool2D(kernel_size=3, stride=2, padding=1, name="maxpool")
         channels = config.stem_width
         for stage, (depth, width) in enumerate(zip(config.depths, config.widths)):
             for index in range(depth):

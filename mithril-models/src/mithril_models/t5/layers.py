@@ -140,7 +140,8 @@ def _activation(model: Model, x: Connection, name: str) -> Connection:
     if name in ("gelu", "gelu_new"):
         return op(model, "gelu", x, approximate=name == "gelu_new")
     if name == "silu":
-        return x * op(model, "sigmoid", x)
+        gated: Connection = x * op(model, "sigmoid", x)
+        return gated
     raise ValueError(f"T5: unsupported activation {name!r}")  # parse_feed_forward_proj refuses it first
 
 

@@ -61,7 +61,8 @@ def relative_position_bucket(
     scaled = np.log(safe / np.float32(max_exact)) / np.float32(math.log(max_distance / max_exact))
     scaled = scaled * np.float32(num_buckets - max_exact)
     if_large = np.minimum(max_exact + scaled.astype(np.int64), num_buckets - 1)
-    return buckets + np.where(is_small, distance, if_large)
+    bucket: np.ndarray = buckets + np.where(is_small, distance, if_large)
+    return bucket
 
 
 def relative_position_buckets(num_buckets: int, max_distance: int, *, bidirectional: bool) -> np.ndarray:
