@@ -12,8 +12,8 @@ Example:
     >>> import jax, numpy as np
     >>> from jax.sharding import Mesh
     >>> mesh = Mesh(np.array(jax.devices()[:1]), ("mesh_0",))
-    >>> place(mesh, np.ones((2, 3), np.float32), ("mesh_0", None)).sharding.spec
-    PartitionSpec('mesh_0', None)
+    >>> tuple(place(mesh, np.ones((2, 3), np.float32), ("mesh_0", None)).sharding.spec)
+    ('mesh_0', None)
 """
 
 from __future__ import annotations

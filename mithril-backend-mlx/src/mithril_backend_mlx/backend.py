@@ -140,7 +140,7 @@ class MlxBackend(Backend[mx.array]):
     Example:
         >>> backend = MlxBackend(dtype="float16", compute_precision="float32", use_graph=False, random_seed=0)
         >>> backend.compute_dtype, backend.jit_by_default, backend.seed
-        (<Dtype.float32: 'float32'>, False, 0)
+        (ml.float32, False, 0)
     """
 
     backend_type: ClassVar[str] = "mlx"

@@ -13,7 +13,7 @@ dtype (else the primitive allocates as usual), so the values are exactly those o
 The generated source names the reusing calls, e.g. ``_t5 = subtract__into_left(_t4, _t1)``.
 
 Example:
-    >>> import mithril as ml                                                      # doctest: +SKIP
+    >>> import mithril as ml
     >>> from mithril.models import Conv2d, Relu, Model
     >>> model = Model(); model |= Conv2d(4, 3)(input="input"); model += Relu()
     >>> pm = ml.compile(model, ml.NumpyBackend(), shapes={"input": [1, 2, 8, 8]}, inference=True)
