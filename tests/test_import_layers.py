@@ -18,7 +18,9 @@ PACKAGES = {
     "mithril": ROOT / "mithril-core/src",
     "mithril_models": ROOT / "mithril-models/src",
     "mithril_testing": ROOT / "mithril-testing/src",
-    **{f"mithril_backend_{b}": ROOT / f"mithril-backend-{b}/src" for b in ("numpy", "jax", "torch", "mlx", "c", "ggml")},
+    **{
+        f"mithril_backend_{b}": ROOT / f"mithril-backend-{b}/src" for b in ("numpy", "jax", "torch", "mlx", "c", "ggml")
+    },
 }
 
 
@@ -54,7 +56,11 @@ def import_graph(src: Path, package: str) -> dict[str, set[str]]:
                 continue
             targets: list[str] = []
             if isinstance(node, ast.ImportFrom):
-                module = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else [])) if node.level else node.module or ""
+                module = (
+                    ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+                    if node.level
+                    else node.module or ""
+                )
                 targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -123,4 +129,6 @@ def test_no_import_cycle(package: str) -> None:
     src = PACKAGES[package]
     if not (src / package).is_dir():
         pytest.skip(f"{package} is not in this checkout")
-    assert cycles(import_graph(src, package)) == [], f"{package}: modules importing each other (layers import downward only)"
+    assert cycles(import_graph(src, package)) == [], (
+        f"{package}: modules importing each other (layers import downward only)"
+    )

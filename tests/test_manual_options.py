@@ -43,8 +43,17 @@ def test_compile_verbose_logs_each_stage_with_times_and_shapes(caplog):
 
 
 def test_compile_verbose_shows_on_stderr_without_logging_configured():
-    code = "import mithril as ml; from mithril.models import Linear; ml.compile(Linear(dimension=2), ml.NumpyBackend(), shapes={'input': [1, 3]}, verbose=True)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"MITHRIL_DISABLE_PLUGINS": "jax,torch,mlx", "PATH": ""})
+    code = (
+        "import mithril as ml; from mithril.models import Linear; ml.compile(Linear(dimension=2), "
+        "ml.NumpyBackend(), shapes={'input': [1, 3]}, verbose=True)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"MITHRIL_DISABLE_PLUGINS": "jax,torch,mlx", "PATH": ""},
+    )
     assert "codegen" in result.stderr and "shape output: [1, 2]" in result.stderr
 
 
@@ -52,7 +61,9 @@ def test_jit_options_donate_argnums_reuses_the_input_buffer():
     backend = ml.JaxBackend()
     model = Model()
     model |= Relu()(input="input", output="output")
-    pm = ml.compile(model, backend, shapes={"input": [8, 8]}, jit=True, inference=True, jit_options={"donate_argnums": (1,)})
+    pm = ml.compile(
+        model, backend, shapes={"input": [8, 8]}, jit=True, inference=True, jit_options={"donate_argnums": (1,)}
+    )
     x = backend.array(np.ones((8, 8)))
     pm.evaluate({}, {"input": x})
     assert x.is_deleted()  # donated: XLA wrote the output into the input's buffer
@@ -69,7 +80,9 @@ def test_jit_options_static_argnums_and_lowered_text():
     w, b = (np.asarray(params[k]) for k in ("weight", "bias"))
     np.testing.assert_allclose(np.asarray(out), np.arange(6.0).reshape(2, 3) @ w.T + b, rtol=1e-5)
     text = pm.lowered_text()  # kept at the first call (xla_computation=True)
-    assert "stablehlo" in text and "tensor<4x3xf32>" not in text.split("@main(")[1].split(")")[0]  # params are constants
+    assert (
+        "stablehlo" in text and "tensor<4x3xf32>" not in text.split("@main(")[1].split(")")[0]
+    )  # params are constants
     new = {k: v * 2 for k, v in params.items()}  # another static dict: recompiled, new constants
     np.testing.assert_allclose(np.asarray(pm.evaluate(new, data)["output"]), 2 * np.asarray(out), rtol=1e-5)
     dynamic, _, _ = _linear(backend)
@@ -80,7 +93,9 @@ def test_jit_options_static_argnums_and_lowered_text():
 
 def test_static_shapes_and_optimizations_map_to_the_compiler():
     backend = ml.JaxBackend()
-    pm, params, data = _linear(backend, static_shapes=True, optimizations={"fusion": True, "buffer_reuse": True, "layout_optimization": True})
+    pm, params, data = _linear(
+        backend, static_shapes=True, optimizations={"fusion": True, "buffer_reuse": True, "layout_optimization": True}
+    )
     assert tuple(pm.evaluate(params, data)["output"].shape) == (2, 4)
     with pytest.raises(ArgumentError, match="one program per input shape"):
         _linear(backend, static_shapes=False)
@@ -160,7 +175,9 @@ def test_torch_use_amp_and_compile():
     expected = np.ones((4, 2)) @ np.arange(6.0).reshape(2, 3)
     np.testing.assert_allclose(grads["weight"].numpy(), expected, rtol=1e-2)
     assert ml.TorchBackend(compile=True).jit_by_default is True and ml.TorchBackend().jit_by_default is False
-    compiled = ml.compile(Linear(dimension=4), ml.TorchBackend(compile=True), shapes={"input": [2, 3]}, jit_options={"backend": "eager"})
+    compiled = ml.compile(
+        Linear(dimension=4), ml.TorchBackend(compile=True), shapes={"input": [2, 3]}, jit_options={"backend": "eager"}
+    )
     assert compiled.jit_options == {"backend": "eager"}
     w, b = params["weight"].numpy(), params["bias"].numpy()
     want = np.arange(6.0).reshape(2, 3) @ w.T + b
@@ -173,7 +190,9 @@ def test_mlx_memory_limit_graph_precision_seed():
     backend = ml.MlxBackend(memory_limit="1GB", random_seed=7, use_graph=False)
     assert mx.set_memory_limit(backend.previous_memory_limit) == 2**30  # set, and restored here
     assert backend.seed == 7 and backend.jit_by_default is False and ml.MlxBackend(use_graph=True).jit_by_default
-    np.testing.assert_array_equal(np.array(ml.MlxBackend(random_seed=7).randn(3)), np.array(ml.MlxBackend(seed=7).randn(3)))
+    np.testing.assert_array_equal(
+        np.array(ml.MlxBackend(random_seed=7).randn(3)), np.array(ml.MlxBackend(seed=7).randn(3))
+    )
     # float16 storage, float32 compute: 300**2 overflows float16 but not float32
     model = Model()
     model |= ml.models.Square()(input="input", output="sq")
@@ -283,8 +302,13 @@ def test_register_primitive_decorator_with_grad_companion_on_every_backend():
     for name in ["numpy", *AUTOGRAD]:
         backend = _backend(name)
         pm = ml.compile(model, backend, shapes={"input": [2, 4]})
-        params = {k: backend.array(v) for k, v in ml.compile(model, ml.NumpyBackend(), shapes={"input": [2, 4]}).randomize_params(seed=1).items()}
-        outputs, grads = pm.evaluate(params, {"input": backend.array(x)}, output_gradients={"output": backend.ones(2, 5)})
+        params = {
+            k: backend.array(v)
+            for k, v in ml.compile(model, ml.NumpyBackend(), shapes={"input": [2, 4]}).randomize_params(seed=1).items()
+        }
+        outputs, grads = pm.evaluate(
+            params, {"input": backend.array(x)}, output_gradients={"output": backend.ones(2, 5)}
+        )
         results[name] = (backend.to_numpy(outputs["output"]), backend.to_numpy(grads["weight"]))
     ref_out, ref_grad = results["numpy"]
     for name, (out, grad) in results.items():

@@ -67,7 +67,9 @@ def create_gpt(bias, block_size, dims, num_heads, num_layers, vocab_size):
     transformer = Model(name="transformer")
     transformer |= Size(dim=1).connect("input")
     transformer |= Arange(start=0, step=1).connect(stop=transformer.cout)
-    transformer |= Embedding(name="wpe", num_embeddings=block_size, dim=dims).connect(input=transformer.cout, output="pos_out")
+    transformer |= Embedding(name="wpe", num_embeddings=block_size, dim=dims).connect(
+        input=transformer.cout, output="pos_out"
+    )
     transformer |= Embedding(name="wte", num_embeddings=vocab_size, dim=dims).connect(input="input", output="token_out")
     transformer |= Add().connect("pos_out", "token_out", output="embeddings")
     blocks = Model(name="h")
@@ -101,7 +103,9 @@ def _backends():
 def test_mithril_style_gpt_runs_at_any_length_and_matches_the_builder(backend):
     sizes = {"bias": True, "block_size": 16, "dims": 16, "num_heads": 2, "num_layers": 2, "vocab_size": 40}
     ours = ml.compile(create_gpt(**sizes), backend, use_short_namings=False)
-    reference = ml.compile(mithril_models.create_gpt(**sizes, tie_word_embeddings=False), backend, use_short_namings=False)
+    reference = ml.compile(
+        mithril_models.create_gpt(**sizes, tie_word_embeddings=False), backend, use_short_namings=False
+    )
     assert ours.output_keys == ["output"]
     ref_params = reference.randomize_params(seed=0)
     params = {key: ref_params[key] for key in ours.param_keys}  # the published example's names are HF's too

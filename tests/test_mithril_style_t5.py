@@ -148,7 +148,11 @@ def t5_block(cfg, *, decoder, name):
 def t5_stack(cfg, *, decoder):
     model = Model()
     shared = Embedding(cfg["vocab_size"], cfg["d_model"], name="shared")
-    model |= shared.connect(IOKey("input", type=int, shape=[None, None]), weight=IOKey("shared_weight", differentiable=True), output="embeds")
+    model |= shared.connect(
+        IOKey("input", type=int, shape=[None, None]),
+        weight=IOKey("shared_weight", differentiable=True),
+        output="embeds",
+    )
     bias = relative_position_bias(
         cfg["relative_attention_num_buckets"], cfg["relative_attention_max_distance"], cfg["num_heads"],
         bidirectional=not decoder,

@@ -66,7 +66,10 @@ def test_reshapes_by_other_tensors_dims_run_at_any_size(backend):
 
 
 def test_run_time_reshape_gradients_equal_autograd():
-    numpy, torch = ml.NumpyBackend(dtype=ml.float64), pytest.importorskip("mithril_backend_torch").TorchBackend(dtype=ml.float64)
+    numpy, torch = (
+        ml.NumpyBackend(dtype=ml.float64),
+        pytest.importorskip("mithril_backend_torch").TorchBackend(dtype=ml.float64),
+    )
     model = attention_like()
     manual, auto = (ml.compile(model, b, shapes={"input": [None, None, 6]}, jit=False) for b in (numpy, torch))
     params = manual.randomize_params(seed=1)
@@ -93,7 +96,7 @@ def test_static_shapes_fold_the_shape_arithmetic_and_c_runs_it():
 
 
 def test_c_refuses_run_time_shapes_with_a_clear_error():
-    with pytest.raises(UnsupportedPrimitiveError, match="host_shape|reshape_to"):
+    with pytest.raises(UnsupportedPrimitiveError, match=r"host_shape|reshape_to"):
         ml.compile(attention_like(), ml.CBackend(), shapes={"input": [None, None, 6]})
 
 
@@ -119,7 +122,9 @@ def test_randn_of_a_run_time_shape(backend):
 def relative_positions(offset) -> Model:
     """T5's relative positions: an ``Arange`` whose bounds are int keys, connected by the parent to a dim."""
     inner = Model()
-    inner |= Arange(start=TBD).connect(start=IOKey("offset", type=int), stop=IOKey("length", type=int), output="positions")
+    inner |= Arange(start=TBD).connect(
+        start=IOKey("offset", type=int), stop=IOKey("length", type=int), output="positions"
+    )
     inner |= Buffer()(input=inner.positions[:, None] - inner.positions[None, :], output=IOKey("output"))
     outer = Model()
     source = IOKey("input")

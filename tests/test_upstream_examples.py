@@ -64,13 +64,20 @@ def test_published_training_script_runs_unchanged(name):
     source = Path(CHECKOUT or "")
     script = source / "examples" / "model_api" / f"{name}.py"
     if not script.is_file():
-        pytest.fail(f"{ENV}={CHECKOUT!r} has no examples/model_api/{name}.py; expected a checkout of synnada-ai/mithril")
+        pytest.fail(
+            f"{ENV}={CHECKOUT!r} has no examples/model_api/{name}.py; expected a checkout of synnada-ai/mithril"
+        )
     with tempfile.TemporaryDirectory(prefix="mithril-model-api-") as root:
         (Path(root) / "examples").symlink_to(source / "examples", target_is_directory=True)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing may put the checkout's mithril first
         env["MPLBACKEND"] = "Agg"
         result = subprocess.run(
-            [sys.executable, f"examples/model_api/{name}.py"], cwd=root, env=env, capture_output=True, text=True, timeout=1800
+            [sys.executable, f"examples/model_api/{name}.py"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
     tail = (result.stdout + result.stderr)[-3000:]
     assert result.returncode == 0, f"{name}.py exited with {result.returncode}:\n{tail}"

@@ -30,9 +30,20 @@ def test_batch_norm_equals_torch(backend_name: str, block: str, training: bool) 
     x = rng.standard_normal((4, 3, 5, 6)) * 2.0 + 0.5
     params = {"weight": rng.standard_normal(3), "bias": rng.standard_normal(3),
               "running_mean": rng.standard_normal(3), "running_var": rng.uniform(0.5, 2.0, 3)}  # fmt: skip
-    norm = BatchNorm2d(3, momentum=0.2, use_batch_stats=training) if block == "BatchNorm2d" else BatchNorm2D(3, momentum=0.2, inference=not training)
+    norm = (
+        BatchNorm2d(3, momentum=0.2, use_batch_stats=training)
+        if block == "BatchNorm2d"
+        else BatchNorm2D(3, momentum=0.2, inference=not training)
+    )
     model = Model()
-    model |= norm(input="input", weight="weight", bias="bias", running_mean="running_mean", running_var="running_var", output=IOKey("output"))
+    model |= norm(
+        input="input",
+        weight="weight",
+        bias="bias",
+        running_mean="running_mean",
+        running_var="running_var",
+        output=IOKey("output"),
+    )
     backend = getattr(ml, backend_name)(dtype=ml.float64)
     pm = ml.compile(model, backend, shapes={"input": list(x.shape)}, data_keys={"input"})
     outputs = pm.evaluate({k: backend.array(v) for k, v in params.items()}, {"input": backend.array(x)})
@@ -40,14 +51,22 @@ def test_batch_norm_equals_torch(backend_name: str, block: str, training: bool) 
     np.testing.assert_allclose(np.asarray(backend.to_numpy(outputs["output"])), expected, rtol=1e-10, atol=1e-12)
     if training:
         updated = pm.update_buffers(params, outputs)
-        np.testing.assert_allclose(np.asarray(backend.to_numpy(updated["running_mean"])), running_mean, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(np.asarray(backend.to_numpy(updated["running_var"])), running_var, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(backend.to_numpy(updated["running_mean"])), running_mean, rtol=1e-10, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            np.asarray(backend.to_numpy(updated["running_var"])), running_var, rtol=1e-10, atol=1e-12
+        )
     else:
         assert "running_mean_new" not in outputs
 
 
 def test_batch_norm_2d_keys_and_checks() -> None:
     assert sorted(BatchNorm2D(4, use_bias=False).input_keys) == ["input", "running_mean", "running_var", "weight"]
-    assert sorted(BatchNorm2D(4, use_scale=False, use_bias=False).input_keys) == ["input", "running_mean", "running_var"]
+    assert sorted(BatchNorm2D(4, use_scale=False, use_bias=False).input_keys) == [
+        "input",
+        "running_mean",
+        "running_var",
+    ]
     with pytest.raises(ArgumentError, match="inference"):
         BatchNorm2D(4, inference="yes")  # type: ignore[arg-type]

@@ -17,7 +17,9 @@ pytest.importorskip("matplotlib")
 def _rows(steps: int = 8) -> list:
     data = classification_data(n=64)
     names = [n for n in ("numpy", "jax", "torch") if n in available_backends()]
-    return [_train(backend_class(name)(dtype=ml.float32, seed=0), steps, 0.1, data, lambda line: None)[0] for name in names]
+    return [
+        _train(backend_class(name)(dtype=ml.float32, seed=0), steps, 0.1, data, lambda line: None)[0] for name in names
+    ]
 
 
 def test_plot_has_one_curve_per_backend_with_its_losses(tmp_path: Path) -> None:

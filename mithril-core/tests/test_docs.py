@@ -30,7 +30,9 @@ PAGES = sorted(p for p in DOCS.rglob("*.md"))
 BLOCK = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
-pytestmark = pytest.mark.skipif(not (ROOT / "mkdocs.yml").is_file(), reason="not run from the repository (no mkdocs.yml)")
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "mkdocs.yml").is_file(), reason="not run from the repository (no mkdocs.yml)"
+)
 
 
 def _blocks(page: Path, language: str) -> list[str]:
@@ -61,7 +63,9 @@ def _check_stated_outputs(code: str, where: str, first_line: int) -> str:
     """``code`` where every one-line ``print(...)  # <output>`` (the pages' way of stating what a line prints)
     runs inside ``_prints`` (:data:`STATED_OUTPUT_CHECK`), which fails naming ``<page>:<line>`` unless it
     printed exactly ``<output>``."""
-    comments = {t.start[0]: t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == tokenize.COMMENT}
+    comments = {
+        t.start[0]: t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == tokenize.COMMENT
+    }
     lines = code.splitlines()
     for number, line in enumerate(lines, 1):
         comment = comments.get(number)
@@ -99,10 +103,18 @@ def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
         if points:
             info = tmp_path / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
             info.mkdir()
-            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+            (info / "METADATA").write_text(
+                f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+            )
             (info / "entry_points.txt").write_text("[mithril]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), "MPLBACKEND": "Agg"}
-    result = subprocess.run([sys.executable, "-c", "\n".join(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "MPLBACKEND": "Agg",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "\n".join(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     missing = re.search(r"(BackendNotAvailableError|ModuleNotFoundError): (.*)", result.stderr)
     if result.returncode != 0 and missing and "mithril" in missing.group(2):
         pytest.skip(f"{page.name} needs a package that is not installed: {missing.group(2)[:200]}")
@@ -126,7 +138,7 @@ def test_documented_commands_exist() -> None:
     for page in [*PAGES, ROOT / "README.md"]:
         for code in _blocks(page, "bash"):
             commands.update(re.findall(r"^\s*mithril (\w+)", code, re.M))
-            targets.update(re.findall(r"^\s*make (\w+)", code, re.M))
+            targets.update(re.findall(r"^\s*make ([\w-]+)", code, re.M))
     assert {"graph", "export"} <= commands
     for command in sorted(commands):
         with pytest.raises(SystemExit) as exc:
@@ -192,7 +204,11 @@ class _Links(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         for name, value in attrs:
-            if value and ((tag == "a" and name == "href") or (tag in ("img", "script") and name == "src") or (tag == "link" and name == "href")):
+            if value and (
+                (tag == "a" and name == "href")
+                or (tag in ("img", "script") and name == "src")
+                or (tag == "link" and name == "href")
+            ):
                 self.links.append(value)
 
 
@@ -202,8 +218,10 @@ def server(site: Path):
     check.write_text(
         "<!doctype html><html><body><iframe id=f width=1200 height=900></iframe><pre id=result>pending</pre><script>"
         "const f=document.getElementById('f');f.src=new URLSearchParams(location.search).get('page');"
-        "f.onload=()=>{const imgs=[...f.contentDocument.images];Promise.all(imgs.map(i=>i.decode().catch(()=>null))).then(()=>{"
-        "document.getElementById('result').textContent=JSON.stringify(imgs.map(i=>[i.getAttribute('src'),i.naturalWidth]));});};"
+        "f.onload=()=>{const imgs=[...f.contentDocument.images];"
+        "Promise.all(imgs.map(i=>i.decode().catch(()=>null))).then(()=>{"
+        "document.getElementById('result').textContent="
+        "JSON.stringify(imgs.map(i=>[i.getAttribute('src'),i.naturalWidth]));});};"
         "</script></body></html>"
     )
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
@@ -238,17 +256,23 @@ def test_no_broken_internal_links_or_images(site: Path, server: str) -> None:
     assert len(seen) > 20
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium); .ci/run installs it where apt is available")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium is not installed (apt-get install chromium); .ci/run installs it where apt is available",
+)
 @pytest.mark.parametrize(("page", "expected_text", "images"), [
     ("", "Compose a machine-learning model once", ["images/cnn-graph.svg"]),
     ("api/", "mithril.compile", []),
-    ("seeing-a-model/", "Graph pictures", ["../images/gpt2-summary.png", "../images/cnn-graph.svg", "../images/c-compile-progress.png"]),
+    ("seeing-a-model/", "Graph pictures",
+     ["../images/gpt2-summary.png", "../images/cnn-graph.svg", "../images/c-compile-progress.png"]),
 ])  # fmt: skip
-def test_pages_render_in_headless_chromium(server: str, page: str, expected_text: str, images: list[str], tmp_path: Path) -> None:
+def test_pages_render_in_headless_chromium(
+    server: str, page: str, expected_text: str, images: list[str], tmp_path: Path
+) -> None:
     def chromium(*args: str) -> str:
         result = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
-             "--virtual-time-budget=10000", *args],
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", *args],
             capture_output=True, text=True, timeout=180,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]

@@ -21,8 +21,12 @@ def test_encoder_distance_matrix_is_minkowski(norm: float, final: bool) -> None:
     a, b = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
     b[0] = a[0]  # a zero distance: the robust root is 0 there, with finite gradients
     model = Model()
-    model |= EncoderDistanceMatrix(get_final_distance=final)(input1="a", input2="b", norm="norm", output=IOKey("output"))
-    pm = ml.compile(model, ml.NumpyBackend(dtype=ml.float64), shapes={"a": [4, 3], "b": [5, 3]}, trainable_keys={"a", "b", "norm"})
+    model |= EncoderDistanceMatrix(get_final_distance=final)(
+        input1="a", input2="b", norm="norm", output=IOKey("output")
+    )
+    pm = ml.compile(
+        model, ml.NumpyBackend(dtype=ml.float64), shapes={"a": [4, 3], "b": [5, 3]}, trainable_keys={"a", "b", "norm"}
+    )
     out, grads = pm.evaluate({"a": a, "b": b, "norm": np.array(norm)}, output_gradients={"output": np.ones((4, 5))})
     p = _order(norm)
     expected = cdist(a, b, "minkowski", p=p)

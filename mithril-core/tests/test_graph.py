@@ -18,7 +18,10 @@ from mithril.models import IOKey, Linear, Model, Relu
 
 pytest.importorskip("graphviz", reason="the graphviz Python package is not installed (pip install 'mithril-core[viz]')")
 DOT = shutil.which("dot")
-needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz's `dot` is not installed (apt-get install graphviz); .ci/run installs it where apt is available")
+needs_dot = pytest.mark.skipif(
+    DOT is None,
+    reason="Graphviz's `dot` is not installed (apt-get install graphviz); .ci/run installs it where apt is available",
+)
 
 
 def _svg_texts(svg: bytes | str) -> list[str]:
@@ -90,7 +93,9 @@ def test_plot_writes_svg_naming_every_block_of_a_gpt2_block(gpt_block, tmp_path)
     texts = set(_svg_texts(path.read_bytes()))
     expected = _block_names(gpt_block)
     assert {"ln_1", "attn", "c_attn", "c_proj", "ln_2", "mlp", "c_fc", "wte", "wpe", "ln_f"} <= expected
-    named = {name for name in expected if any(t == name or t.startswith(name + " (") for t in texts)}  # boxes or clusters
+    named = {
+        name for name in expected if any(t == name or t.startswith(name + " (") for t in texts)
+    }  # boxes or clusters
     assert named == expected, sorted(expected - named)
 
 
@@ -144,6 +149,12 @@ def test_cli_graph_in_a_subprocess(tmp_path):
     if not script.exists():
         pytest.skip("the mithril console script is not installed next to this Python")
     (tmp_path / "one.py").write_text("from mithril.models import Linear\nmodel = Linear(3)\n")
-    result = subprocess.run([str(script), "graph", "one:model", "--shape", "input=2,4"], cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    result = subprocess.run(
+        [str(script), "graph", "one:model", "--shape", "input=2,4"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert result.returncode == 0, result.stderr
     assert 'label="[2, 3]"' in result.stdout

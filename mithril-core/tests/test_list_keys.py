@@ -36,16 +36,22 @@ def test_a_list_of_the_wrong_length_is_refused():
         model.set_values(input=[1.0, 2.0, 3.0])
 
 
-@pytest.mark.parametrize("backend", [ml.NumpyBackend(dtype=ml.float64), ml.TorchBackend(dtype=ml.float64)], ids=lambda b: type(b).__name__)
+@pytest.mark.parametrize(
+    "backend", [ml.NumpyBackend(dtype=ml.float64), ml.TorchBackend(dtype=ml.float64)], ids=lambda b: type(b).__name__
+)
 def test_concat_of_a_to_list_of_tensors_matches_numpy_with_gradients(backend):
     model = Model()
     model |= ToList(3).connect(input1="a", input2="b", input3="c")
     model |= Concat(axis=-1).connect(input=model.cout, output=IOKey("output"))
-    pm = ml.compile(model, backend, trainable_keys={"a", "b", "c"}, shapes={"a": [2, None], "b": [2, None], "c": [2, None]})
+    pm = ml.compile(
+        model, backend, trainable_keys={"a", "b", "c"}, shapes={"a": [2, None], "b": [2, None], "c": [2, None]}
+    )
     rng = np.random.default_rng(0)
     arrays = {k: rng.normal(size=(2, n)) for k, n in zip("abc", (1, 3, 2))}
     seed = rng.normal(size=(2, 6))
-    out, grads = pm.evaluate({k: backend.array(v) for k, v in arrays.items()}, output_gradients={"output": backend.array(seed)})
+    out, grads = pm.evaluate(
+        {k: backend.array(v) for k, v in arrays.items()}, output_gradients={"output": backend.array(seed)}
+    )
     np.testing.assert_allclose(backend.to_numpy(out["output"]), np.concatenate(list(arrays.values()), axis=-1))
     for key, (lo, hi) in zip("abc", ((0, 1), (1, 4), (4, 6))):
         np.testing.assert_allclose(backend.to_numpy(grads[key]), seed[:, lo:hi])

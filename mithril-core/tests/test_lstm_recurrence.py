@@ -27,11 +27,14 @@ def arrays() -> dict[str, np.ndarray]:
     return {
         "input": rng.normal(size=(B, T, 4 * H)), "weight_hh": rng.normal(size=(4 * H, H)) * 0.5,
         "initial_hidden": rng.normal(size=(B, H)), "initial_cell": rng.normal(size=(B, H)),
-        "output_cot": rng.normal(size=(B, T, H)), "hidden_cot": rng.normal(size=(B, H)), "cell_cot": rng.normal(size=(B, H)),
+        "output_cot": rng.normal(size=(B, T, H)), "hidden_cot": rng.normal(size=(B, H)),
+        "cell_cot": rng.normal(size=(B, H)),
     }  # fmt: skip
 
 
-def _run(backend_name: str, model: Any, arrays: dict, dtype: str, inputs: tuple[str, ...] = INPUTS) -> tuple[dict, dict, Any]:
+def _run(
+    backend_name: str, model: Any, arrays: dict, dtype: str, inputs: tuple[str, ...] = INPUTS
+) -> tuple[dict, dict, Any]:
     """Outputs and the gradients of every input for the cotangents of all three outputs."""
     try:
         backend = backend_class(backend_name)(dtype=ml.Dtype(dtype))
@@ -85,8 +88,14 @@ def test_lstm_layer_equals_nn_lstm(backend: str, dtype: str, arrays: dict) -> No
     torch = pytest.importorskip("torch")
     lstm = torch.nn.LSTM(6, H, batch_first=True).double()
     rng = np.random.default_rng(3)
-    layer = {f"{k}": getattr(lstm, f"{k}_l0").detach().numpy() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
-    layer |= {"input": rng.normal(size=(B, T, 6)), "initial_hidden": arrays["initial_hidden"], "initial_cell": arrays["initial_cell"]}
+    layer = {
+        f"{k}": getattr(lstm, f"{k}_l0").detach().numpy() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    }
+    layer |= {
+        "input": rng.normal(size=(B, T, 6)),
+        "initial_hidden": arrays["initial_hidden"],
+        "initial_cell": arrays["initial_cell"],
+    }
     inputs = tuple(layer)
     outs, grads, pm = _run(backend, Primitive("lstm_layer"), arrays | layer, dtype, inputs)
     leaves = {k: torch.tensor(layer[k], requires_grad=True) for k in ("input", "initial_hidden", "initial_cell")}
@@ -97,7 +106,9 @@ def test_lstm_layer_equals_nn_lstm(backend: str, dtype: str, arrays: dict) -> No
     expected = {"output": out.detach().numpy(), "hidden": hn[0].detach().numpy(), "cell": cn[0].detach().numpy()}
     _close(outs, expected, rtol, f"{backend} lstm_layer vs nn.LSTM, outputs")
     expected_grads = {k: v.grad.numpy() for k, v in leaves.items()}
-    expected_grads |= {k: getattr(lstm, f"{k}_l0").grad.numpy() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    expected_grads |= {
+        k: getattr(lstm, f"{k}_l0").grad.numpy() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    }
     _close(grads, expected_grads, rtol * 10, f"{backend} lstm_layer vs nn.LSTM, gradients")
     # PyTorch runs nn.LSTM's kernel; every other backend the decomposition (projection, then the loop)
     assert ("lstm_recurrence" in pm.source) == (backend != "torch"), pm.source
@@ -106,8 +117,18 @@ def test_lstm_layer_equals_nn_lstm(backend: str, dtype: str, arrays: dict) -> No
 def test_lstm_layer_decomposition_is_a_projection_and_the_loop() -> None:
     model = lstm_layer_decomposition({}, {})
     assert model.output_keys == list(OUTPUTS)
-    assert set(model.input_keys) == {"input", "weight_ih", "weight_hh", "bias_ih", "bias_hh", "initial_hidden", "initial_cell"}
-    source = ml.compile(model, ml.NumpyBackend(), shapes={"input": [2, 3, 5], "weight_hh": [8, 2]}, inference=True).source
+    assert set(model.input_keys) == {
+        "input",
+        "weight_ih",
+        "weight_hh",
+        "bias_ih",
+        "bias_hh",
+        "initial_hidden",
+        "initial_cell",
+    }
+    source = ml.compile(
+        model, ml.NumpyBackend(), shapes={"input": [2, 3, 5], "weight_hh": [8, 2]}, inference=True
+    ).source
     assert source.count("lstm_recurrence(") == 1 and source.count("linear(") == 1, source
 
 
@@ -147,7 +168,9 @@ def test_lstm_blocks_run_one_recurrence_and_rnn_or_variable_length_stay_unrolled
     assert "sigmoid" not in source, source
     # one primitive, the same keys in the same order as the unrolled variable-length model
     fixed = ManyToMany(TorchLSTMCell, hidden_size=4, length=6).input_keys
-    assert fixed == [k for k in ManyToMany(TorchLSTMCell, hidden_size=4, length=6, variable_length=True).input_keys if k != "lengths"]
+    assert fixed == [
+        k for k in ManyToMany(TorchLSTMCell, hidden_size=4, length=6, variable_length=True).input_keys if k != "lengths"
+    ]
     variable = TorchManyToOne(TorchLSTMCell, hidden_size=4, length=6, variable_length=True)
     source = ml.compile(variable, ml.NumpyBackend(), shapes=shapes, inference=True).source
     assert "lstm_recurrence" not in source and source.count("sigmoid(") == 3 * 6, source

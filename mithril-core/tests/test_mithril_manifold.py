@@ -103,7 +103,9 @@ def _joint(n: int) -> np.ndarray:
 @pytest.mark.parametrize("norm", [1.0, 2.0, 3.5])
 def test_distance_matrix_is_powered_minkowski(norm: float) -> None:
     left, right = RNG.normal(size=(4, 3)), RNG.normal(size=(5, 3))
-    out, grads = _evaluate(_wrap(DistanceMatrix(), "left", "right", "norm"), {"left": left}, {"right": right, "norm": np.array(norm)})
+    out, grads = _evaluate(
+        _wrap(DistanceMatrix(), "left", "right", "norm"), {"left": left}, {"right": right, "norm": np.array(norm)}
+    )
     np.testing.assert_allclose(out["output"], cdist(left, right, "minkowski", p=norm) ** norm, rtol=1e-12)
     expected = _finite_difference(lambda x: (cdist(x, right, "minkowski", p=norm) ** norm).sum(), left)
     np.testing.assert_allclose(grads["left"], expected, rtol=1e-6, atol=1e-6)
@@ -160,22 +162,37 @@ def test_mds_is_scikit_learns_normalised_stress(input_type: str) -> None:
     points, coords = RNG.normal(size=(7, 4)), RNG.normal(size=(7, 2))
     truth = cdist(points, points)
     data = {"points": points, "distances": truth, "powered_distances": truth**2}[input_type]
-    model = _wrap(MDS(prediction_dim=2, input_type=input_type), "input", "coords", "norm", outputs=("output", "predicted_coords"))
-    pm = ml.compile(model, _backend(), shapes={"input": list(data.shape)}, trainable_keys={"coords"}, data_keys={"input", "norm"}, jit=False)
+    model = _wrap(
+        MDS(prediction_dim=2, input_type=input_type), "input", "coords", "norm", outputs=("output", "predicted_coords")
+    )
+    pm = ml.compile(
+        model,
+        _backend(),
+        shapes={"input": list(data.shape)},
+        trainable_keys={"coords"},
+        data_keys={"input", "norm"},
+        jit=False,
+    )
     assert pm.shapes["coords"] == [7, 2] and pm.shapes["norm"] == []  # N from the input, prediction_dim given
     feed = {"input": data, "norm": np.array(2.0)}
     out = pm.evaluate({"coords": coords}, feed)
     assert float(out["output"]) == pytest.approx(_stress_1(coords, truth), rel=1e-12)
     np.testing.assert_array_equal(out["predicted_coords"], coords)
-    _, grads = pm.evaluate({"coords": coords}, feed, output_gradients={"output": np.array(1.0), "predicted_coords": np.zeros((7, 2))})
-    np.testing.assert_allclose(grads["coords"], _finite_difference(lambda c: _stress_1(c, truth), coords), rtol=1e-5, atol=1e-8)
+    _, grads = pm.evaluate(
+        {"coords": coords}, feed, output_gradients={"output": np.array(1.0), "predicted_coords": np.zeros((7, 2))}
+    )
+    np.testing.assert_allclose(
+        grads["coords"], _finite_difference(lambda c: _stress_1(c, truth), coords), rtol=1e-5, atol=1e-8
+    )
 
 
 def test_mds_raw_stress_follows_from_its_output() -> None:
     """scikit-learn's raw stress_ (half the full-matrix sum of squared residuals) = output^2 * sum D^2 / 4 * 2."""
     points, coords = RNG.normal(size=(5, 3)), RNG.normal(size=(5, 2))
     truth = cdist(points, points)
-    out, _ = _evaluate(_wrap(MDS(2), "input", "coords", "norm"), {}, {"input": truth, "coords": coords, "norm": np.array(2.0)})
+    out, _ = _evaluate(
+        _wrap(MDS(2), "input", "coords", "norm"), {}, {"input": truth, "coords": coords, "norm": np.array(2.0)}
+    )
     raw = ((cdist(coords, coords) - truth) ** 2).sum() / 2
     assert float(out["output"]) ** 2 * (truth**2).sum() / 2 == pytest.approx(raw, rel=1e-12)
 
@@ -226,7 +243,9 @@ def test_tsne_prepare_perplexity_and_errors() -> None:
     block = TSNE(2, input_type="points", preplexity=4.0)
     p = block.prepare(points)["p_joint"]
     assert p.shape == (12, 12) and p.sum() == pytest.approx(1.0) and np.allclose(p, p.T)
-    squared = TSNE(2, input_type="powered_distances", preplexity=4.0).prepare(cdist(points, points, "sqeuclidean"))["p_joint"]
+    squared = TSNE(2, input_type="powered_distances", preplexity=4.0).prepare(cdist(points, points, "sqeuclidean"))[
+        "p_joint"
+    ]
     np.testing.assert_allclose(squared, p, atol=1e-12)
     with pytest.warns(DeprecationWarning, match=re.escape("TSNE(preplexity=)")):
         assert TSNE(2, perplexity=7.0).perplexity == 7.0
@@ -241,10 +260,14 @@ def test_tsne_prepare_perplexity_and_errors() -> None:
 def test_quadratic_form_regularizer_takes_a_row_and_gives_a_1x1() -> None:
     w, a = RNG.normal(size=(1, 5)), RNG.normal(size=(5, 5))
     kernel = a @ a.T
-    out, grads = _evaluate(_wrap(QuadraticFormRegularizer(), "input", "kernel"), {"input": w}, {"kernel": kernel}, np.ones((1, 1)))
+    out, grads = _evaluate(
+        _wrap(QuadraticFormRegularizer(), "input", "kernel"), {"input": w}, {"kernel": kernel}, np.ones((1, 1))
+    )
     np.testing.assert_allclose(out["output"], 0.5 * w @ kernel @ w.T, rtol=1e-12)
     np.testing.assert_allclose(grads["input"], w @ kernel, rtol=1e-12)  # symmetric kernel
-    pm = ml.compile(_wrap(QuadraticFormRegularizer(), "input", "kernel"), _backend(), shapes={"kernel": [5, 5]}, jit=False)
+    pm = ml.compile(
+        _wrap(QuadraticFormRegularizer(), "input", "kernel"), _backend(), shapes={"kernel": [5, 5]}, jit=False
+    )
     assert pm.shapes["input"] == [1, 5] and pm.shapes["output"] == [1, 1]
     with pytest.raises(ShapeError):
         ml.compile(_wrap(QuadraticFormRegularizer(), "input", "kernel"), _backend(), shapes={"input": [5]}, jit=False)
@@ -258,7 +281,13 @@ def test_kernelized_svm_exposes_its_kernel() -> None:
     assert svm.input_keys == ["input1", "input2", "l_scale", "sigma", "weight", "bias"]
     train = TrainModel(svm)
     train.add_loss(SquaredError(), [Mean()], input="output", target="target")
-    pm = ml.compile(train, _backend(), constant_keys={"input1": x, "input2": support, "target": target}, discard_keys=["kernel"], jit=False)
+    pm = ml.compile(
+        train,
+        _backend(),
+        constant_keys={"input1": x, "input2": support, "target": target},
+        discard_keys=["kernel"],
+        jit=False,
+    )
     assert pm.shapes["weight"] == [1, 3] and pm.shapes["output"] == [4, 1]  # weight [1, M] from the support vectors
     assert "kernel" not in pm.output_keys
     out, grads = pm.evaluate({"weight": w, "bias": b}, output_gradients=True)
@@ -294,7 +323,9 @@ def test_polynomial_kernel_output_shape_follows_its_inputs() -> None:
     assert pm.shapes["output"] == [2, None] and pm.shapes["input2"] == [None, 3]
     b = RNG.normal(size=(4, 3))
     out = pm.evaluate({}, {"input2": b, "poly_coef": np.array(1.5), "degree": np.array(3.0)})
-    np.testing.assert_allclose(out["output"], np.abs(np.ones((2, 3)) @ b.T + 1.5) ** 3, rtol=1e-12)  # robust: |base| ** degree
+    np.testing.assert_allclose(
+        out["output"], np.abs(np.ones((2, 3)) @ b.T + 1.5) ** 3, rtol=1e-12
+    )  # robust: |base| ** degree
 
 
 # -- PolynomialRegression ---------------------------------------------------------------------------------------
@@ -303,8 +334,12 @@ def test_polynomial_kernel_output_shape_follows_its_inputs() -> None:
 def test_polynomial_regression_infers_its_output_width() -> None:
     x = RNG.normal(size=(5, 2))
     w, b = RNG.normal(size=(3, 5)), RNG.normal(size=3)
-    features = np.column_stack([x[:, 0], x[:, 1], x[:, 0] ** 2, x[:, 0] * x[:, 1], x[:, 1] ** 2])  # scikit-learn's order
-    out, _ = _evaluate(_wrap(PolynomialRegression(degree=2), "input", "weight", "bias"), {}, {"input": x, "weight": w, "bias": b})
+    features = np.column_stack(
+        [x[:, 0], x[:, 1], x[:, 0] ** 2, x[:, 0] * x[:, 1], x[:, 1] ** 2]
+    )  # scikit-learn's order
+    out, _ = _evaluate(
+        _wrap(PolynomialRegression(degree=2), "input", "weight", "bias"), {}, {"input": x, "weight": w, "bias": b}
+    )
     np.testing.assert_allclose(out["output"], features @ w.T + b, rtol=1e-12)
     train = TrainModel(PolynomialRegression(degree=1))
     train.add_loss(SquaredError(), [Mean()], input="output", target="target")
@@ -319,4 +354,6 @@ def test_l2_regularisation_still_a_scalar_term() -> None:
     x, t, w, b = RNG.normal(size=(4, 2)), RNG.normal(size=(4, 1)), RNG.normal(size=(1, 2)), RNG.normal(size=1)
     pm = ml.compile(train, _backend(), constant_keys={"input": x, "target": t}, jit=False)
     out = pm.evaluate({"weight": w, "bias": b})
-    assert float(out["final_cost"]) == pytest.approx(((x @ w.T + b - t) ** 2).mean() + 0.5 * 0.5 * (w**2).sum() / 4, rel=1e-12)
+    assert float(out["final_cost"]) == pytest.approx(
+        ((x @ w.T + b - t) ** 2).mean() + 0.5 * 0.5 * (w**2).sum() / 4, rel=1e-12
+    )

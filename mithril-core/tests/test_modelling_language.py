@@ -156,7 +156,9 @@ def test_robust_power_sqrt_log_are_finite_at_zero_and_negative_inputs():
 
 def test_conv1d_takes_a_left_right_padding_pair():
     model = Model()
-    model |= Conv1d(out_channels=1, kernel_size=2, padding=(2, 1), use_bias=False).connect("input", weight="w", output=IOKey("output"))
+    model |= Conv1d(out_channels=1, kernel_size=2, padding=(2, 1), use_bias=False).connect(
+        "input", weight="w", output=IOKey("output")
+    )
     x = np.arange(4.0).reshape(1, 1, 4)
     _, out = _run(model, {"input": x}, params={"w": np.ones((1, 1, 2))})
     np.testing.assert_allclose(out["output"], [[[0.0, 0.0, 1.0, 3.0, 5.0, 3.0]]])
@@ -224,7 +226,9 @@ def test_backends_api_aliases_compile_call_and_layer_names():
     assert physical_model.get_layer_names() == ["linear_0", "relu_0", "linear_1"]
     x = RNG.normal(size=(5, 3))
     params = physical_model.get_parameters()
-    np.testing.assert_allclose(physical_model({"input": x})["output"], physical_model.evaluate(params, {"input": x})["output"])
+    np.testing.assert_allclose(
+        physical_model({"input": x})["output"], physical_model.evaluate(params, {"input": x})["output"]
+    )
     with pytest.raises(ArgumentError, match="input_size"):
         Linear(dimension=2)(input_size=0)
 
@@ -306,7 +310,9 @@ def test_symbolic_shapes_compile_once_run_any_batch_and_length(backend):
     for batch, length in ((1, 3), (2, 5)):
         x = RNG.normal(size=(batch, length, dim))
         q, k, v = (
-            (x @ p[paths[f"model_0.{n}.weight"]].T + p[paths[f"model_0.{n}.bias"]]).reshape(batch, length, heads, -1).transpose(0, 2, 1, 3)
+            (x @ p[paths[f"model_0.{n}.weight"]].T + p[paths[f"model_0.{n}.bias"]])
+            .reshape(batch, length, heads, -1)
+            .transpose(0, 2, 1, 3)
             for n in "qkv"
         )
         expected = _attention(q, k, v, causal=True).transpose(0, 2, 1, 3).reshape(batch, length, dim)
@@ -342,7 +348,9 @@ def test_size_and_arange_follow_the_sequence_length():
     for length in (3, 7):
         ids = RNG.integers(0, 10, size=(2, length))
         out = pm.evaluate(params, {"input": ids})["output"]
-        np.testing.assert_allclose(out, params[paths["wpe.weight"]][np.arange(length)] + params[paths["wte.weight"]][ids])
+        np.testing.assert_allclose(
+            out, params[paths["wpe.weight"]][np.arange(length)] + params[paths["wte.weight"]][ids]
+        )
     static = Model()
     static |= ml.Arange(stop=5).connect(output=IOKey("r"))
     np.testing.assert_array_equal(_run(static, {})[1]["r"], np.arange(5))
@@ -437,10 +445,16 @@ def test_cross_entropy_weights_pos_weight_and_robust():
     log_p = x - np.log(np.exp(x).sum(-1, keepdims=True))
     model = Model()
     model |= CrossEntropy(weights=list(w), reduction="none").connect("logits", "labels", output=IOKey("weighted"))
-    model |= CrossEntropy(categorical=False, weights=list(w), reduction="none").connect("logits", "probs", output=IOKey("soft"))
+    model |= CrossEntropy(categorical=False, weights=list(w), reduction="none").connect(
+        "logits", "probs", output=IOKey("soft")
+    )
     model |= BinaryCrossEntropy(pos_weight=2.5, reduction="none").connect("logits", "bits", output=IOKey("bce"))
-    model |= CrossEntropy(input_type="probs", robust=False, reduction="none").connect("p", "labels", output=IOKey("exact"))
-    model |= CrossEntropy(input_type="probs", robust=True, reduction="none").connect("p", "labels", output=IOKey("robust"))
+    model |= CrossEntropy(input_type="probs", robust=False, reduction="none").connect(
+        "p", "labels", output=IOKey("exact")
+    )
+    model |= CrossEntropy(input_type="probs", robust=True, reduction="none").connect(
+        "p", "labels", output=IOKey("robust")
+    )
     probs, bits = RNG.dirichlet([1.0, 1.0, 1.0], size=5), RNG.integers(0, 2, size=(5, 3)).astype(float)
     p = np.zeros((5, 3))
     p[np.arange(5), (y + 1) % 3] = 1.0  # probability 0 on the true class
@@ -491,7 +505,9 @@ def test_iokey_shape_is_symbolic_until_the_key_is_in_a_model():
         qkv = block.in_proj.reshape((B, L, 3, -1))
         heads = [qkv[:, :, i, :].reshape((B, L, n_head, d_model // n_head)).transpose((0, 2, 1, 3)) for i in range(3)]
         block |= ScaledDotProduct(is_causal=False).connect(*heads, output="attention")
-        block |= Buffer().connect(block.attention.transpose((0, 2, 1, 3)).reshape((B, L, d_model)), output=IOKey("output"))
+        block |= Buffer().connect(
+            block.attention.transpose((0, 2, 1, 3)).reshape((B, L, d_model)), output=IOKey("output")
+        )
         return block
 
     assert IOKey("x").shape == None and not IOKey("x").shape and IOKey("x", shape=[2]).shape == [2]  # noqa: E711
@@ -563,7 +579,7 @@ def test_extend_needs_a_canonical_input_instead_of_connecting_nothing():
     gate2 |= Buffer().connect(IOKey("input") * gate2.s, output=IOKey("output"))
     model += gate2.set_cin("input")
     x = RNG.normal(size=(2, 3))
-    pm, out = _run(model, {"x": x})
+    _pm, out = _run(model, {"x": x})
     assert out["output"].shape == (2, 4)
 
 
@@ -586,7 +602,9 @@ def test_merge_connections_makes_one_value_and_checks_its_arguments():
     model.merge_connections(first.left, second.right, name="x")  # x * b + x
     assert sorted(model.input_keys) == ["b", "x"]
     pm = ml.compile(model, ml.NumpyBackend(dtype=ml.float64), shapes={"x": [2], "b": [2]}, trainable_keys={"x", "b"})
-    out, grads = pm.evaluate({"x": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])}, output_gradients={"out": np.ones(2)})
+    out, grads = pm.evaluate(
+        {"x": np.array([2.0, 3.0]), "b": np.array([5.0, 7.0])}, output_gradients={"out": np.ones(2)}
+    )
     np.testing.assert_allclose(out["out"], [12.0, 24.0])
     np.testing.assert_allclose(grads["x"], [6.0, 8.0])
     with pytest.raises(ModelKeyError, match="no key 'nope'"):

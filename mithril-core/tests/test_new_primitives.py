@@ -54,8 +54,12 @@ def test_factorisation_matches_torch_autograd(backend: str, name: str, dtype: st
     out, grads = evaluate_model(backend, _wrap(block()), {"input": matrix}, dtype=dtype, cotangent=cotangent)
     rtol = tolerance(dtype)
     np.testing.assert_allclose(out["output"], expected, rtol=rtol, atol=rtol * 10, err_msg=f"{name} on {backend}")
-    np.testing.assert_allclose(grads["input"], expected_grad, rtol=rtol * 10, atol=rtol * 100, err_msg=f"d{name} on {backend}")
-    np.testing.assert_allclose(grads["input"], np.swapaxes(grads["input"], -1, -2), atol=rtol * 100, err_msg="symmetric gradient")
+    np.testing.assert_allclose(
+        grads["input"], expected_grad, rtol=rtol * 10, atol=rtol * 100, err_msg=f"d{name} on {backend}"
+    )
+    np.testing.assert_allclose(
+        grads["input"], np.swapaxes(grads["input"], -1, -2), atol=rtol * 100, err_msg="symmetric gradient"
+    )
 
 
 def test_cholesky_gradient_matches_finite_differences_of_the_symmetric_part() -> None:

@@ -77,7 +77,9 @@ def test_misspelled_hook_is_rejected():
         pass
 
     with pytest.raises(Exception, match="mithril_register_primitivez"):
-        manager(entry_points=False).register_plugin(SimpleNamespace(mithril_register_primitivez=mithril_register_primitivez), "typo")
+        manager(entry_points=False).register_plugin(
+            SimpleNamespace(mithril_register_primitivez=mithril_register_primitivez), "typo"
+        )
 
 
 # -- an in-process custom primitive and custom backend ------------------------------------------------
@@ -106,7 +108,9 @@ class TinyBackend(Backend):
 
 def _sum_to_like(input, like):
     extra = input.ndim - like.ndim
-    axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(like.shape) if n == 1 and input.shape[i + extra] != 1)
+    axes = tuple(range(extra)) + tuple(
+        i + extra for i, n in enumerate(like.shape) if n == 1 and input.shape[i + extra] != 1
+    )
     return np.sum(input, axis=axes, keepdims=True).reshape(like.shape)
 
 

@@ -18,7 +18,9 @@ def test_top_level_api_is_the_core_and_unique() -> None:
     assert ml.Linear is importlib.import_module("mithril.models").Linear
 
 
-@pytest.mark.parametrize(("module", "old", "canonical"), [(m, o, c) for m, names in DEPRECATED_NAMES.items() for o, c in names.items()])
+@pytest.mark.parametrize(
+    ("module", "old", "canonical"), [(m, o, c) for m, names in DEPRECATED_NAMES.items() for o, c in names.items()]
+)
 def test_deprecated_names_warn_and_are_the_canonical_objects(module: str, old: str, canonical: str) -> None:
     mod = importlib.import_module(module)
     assert old not in getattr(mod, "__all__", ()) and old not in ml.__all__

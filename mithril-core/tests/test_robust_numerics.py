@@ -59,7 +59,10 @@ def _evaluate(
         constant_keys={k: backend.array(v) for k, v in (constants or {}).items()},
     )  # fmt: skip
     native_params = {k: backend.array(np.asarray(v, dtype=_np(dtype))) for k, v in params.items()}
-    native_data = {k: backend.array(v) if np.asarray(v).dtype.kind != "f" else backend.array(np.asarray(v, dtype=_np(dtype))) for k, v in data.items()}
+    native_data = {
+        k: backend.array(v) if np.asarray(v).dtype.kind != "f" else backend.array(np.asarray(v, dtype=_np(dtype)))
+        for k, v in data.items()
+    }
     if output_gradients is None:
         out = pm.evaluate(native_params, native_data)
         return {k: backend.to_numpy(v) for k, v in out.items()}, {}
@@ -78,7 +81,17 @@ def _single(block: Model, **keys: str) -> Model:
 def _backend_dtypes() -> list[Any]:
     cases = []
     for name in available_backends():
-        cls = getattr(ml, {"numpy": "NumpyBackend", "jax": "JaxBackend", "torch": "TorchBackend", "mlx": "MlxBackend", "c": "CBackend", "ggml": "GGMLBackend"}[name])
+        cls = getattr(
+            ml,
+            {
+                "numpy": "NumpyBackend",
+                "jax": "JaxBackend",
+                "torch": "TorchBackend",
+                "mlx": "MlxBackend",
+                "c": "CBackend",
+                "ggml": "GGMLBackend",
+            }[name],
+        )
         for dtype in cls.supported_dtypes:
             cases.append(pytest.param(cls, dtype, id=f"{name}-{dtype.value}"))
     return cases
@@ -206,7 +219,13 @@ def test_cross_entropy_logits_with_class_weights_matches_torch_at_any_rank(dtype
     model = Model()
     model |= CrossEntropy(weights=list(w)).connect("x", "labels", output=IOKey("hard"))
     model |= CrossEntropy(categorical=False, weights=list(w)).connect("x", "soft", output=IOKey("soft_loss"))
-    out, grads = _evaluate(model, dtype, {"labels": labels, "soft": soft}, {"x": x}, {"hard": np.ones((3, 5)), "soft_loss": np.ones((3, 5))})
+    out, grads = _evaluate(
+        model,
+        dtype,
+        {"labels": labels, "soft": soft},
+        {"x": x},
+        {"hard": np.ones((3, 5)), "soft_loss": np.ones((3, 5))},
+    )
     xt = _t(x, dtype).requires_grad_(True)
     hard = F.cross_entropy(xt, torch.tensor(labels), weight=_t(w, dtype), reduction="none")
     soft_loss = F.cross_entropy(xt, _t(soft, dtype), weight=_t(w, dtype), reduction="none")
@@ -255,7 +274,9 @@ def test_binary_cross_entropy_matches_torch_with_pos_weight(dtype: ml.Dtype) -> 
     model |= BinaryCrossEntropy().connect("x", "t", output=IOKey("logits"))
     model |= BinaryCrossEntropy(pos_weight=2.5).connect("x", "t", output=IOKey("weighted"))
     model |= BinaryCrossEntropy(input_type="probs").connect("p", "t", output=IOKey("probs"))
-    model |= BinaryCrossEntropy(input_type="probs", pos_weight=0.625, robust=True).connect("p", "t", output=IOKey("probs_weighted"))
+    model |= BinaryCrossEntropy(input_type="probs", pos_weight=0.625, robust=True).connect(
+        "p", "t", output=IOKey("probs_weighted")
+    )
     cot = {k: np.ones((4, 3)) for k in ("logits", "weighted", "probs", "probs_weighted")}
     out, grads = _evaluate(model, dtype, {"t": t}, {"x": x, "p": p}, cot)
     xt, pt = _t(x, dtype).requires_grad_(True), _t(p, dtype).requires_grad_(True)
@@ -315,7 +336,9 @@ def test_kl_divergence_matches_torch_and_logs_tiny_probabilities_exactly(dtype: 
     q = RNG.dirichlet(np.ones(4), size=3)
     p[0, 0] = 1e-20  # a normal number in both dtypes: its exact log (1e-12 clamping gave a smaller divergence)
     q[1, 2] = 0.0  # no contribution where the target is 0
-    out, grads = _evaluate(_single(KLDivergence(), input="p", target="q"), dtype, {"q": q}, {"p": p}, {"output": np.ones((3, 4))})
+    out, grads = _evaluate(
+        _single(KLDivergence(), input="p", target="q"), dtype, {"q": q}, {"p": p}, {"output": np.ones((3, 4))}
+    )
     pt = _t(p, dtype).requires_grad_(True)
     ref = F.kl_div(torch.log(pt), _t(q, dtype), reduction="none")
     ref.sum().backward()
@@ -330,7 +353,12 @@ def test_permute_tensor_takes_inputs_of_any_rank() -> None:
         order = RNG.permutation(5)
         cot = RNG.normal(size=shape)
         out, grads = _evaluate(
-            _single(PermuteTensor(), input="x", indices="i"), ml.float64, {}, {"x": x}, {"output": cot}, constants={"i": order}
+            _single(PermuteTensor(), input="x", indices="i"),
+            ml.float64,
+            {},
+            {"x": x},
+            {"output": cot},
+            constants={"i": order},
         )
         np.testing.assert_array_equal(out["output"], x[order])
         np.testing.assert_array_equal(grads["x"], cot[np.argsort(order)])
@@ -374,5 +402,7 @@ def test_every_backend_agrees_with_numpy_at_the_thresholds(backend_class: Any, d
     for key in keys:
         np.testing.assert_allclose(got[key], expected[key], rtol=2e-6 if dtype is ml.float32 else 1e-12, err_msg=key)
     for key in ("x", "p"):
-        np.testing.assert_allclose(grads[key], expected_grads[key], rtol=2e-6 if dtype is ml.float32 else 1e-12, err_msg=key)
+        np.testing.assert_allclose(
+            grads[key], expected_grads[key], rtol=2e-6 if dtype is ml.float32 else 1e-12, err_msg=key
+        )
     assert np.all(np.isfinite(expected["log"])) and np.all(np.isfinite(expected_grads["x"]))

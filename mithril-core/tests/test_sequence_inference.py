@@ -30,14 +30,21 @@ LENGTHS = np.array([5, 2, 3])
 @pytest.fixture(scope="module")
 def data() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(17)
-    return {"x": rng.normal(size=(B, T, D)), "h0": rng.normal(size=(B, H)), "c0": rng.normal(size=(B, H)), "cot": rng.normal(size=(B, T, H))}
+    return {
+        "x": rng.normal(size=(B, T, D)),
+        "h0": rng.normal(size=(B, H)),
+        "c0": rng.normal(size=(B, H)),
+        "cot": rng.normal(size=(B, T, H)),
+    }
 
 
 def _params(module: torch.nn.Module, prefix: str = "") -> dict[str, np.ndarray]:
     """``nn.LSTM``/``nn.LSTMCell``/``nn.Linear`` parameters under our names (``weight_ih_l0`` -> ``weight_ih``,
     a head's ``weight`` -> ``weight_out``)."""
     names = {"weight": "weight_out", "bias": "bias_out"}
-    return {prefix + names.get(k, k.removesuffix("_l0")): v.detach().numpy().copy() for k, v in module.named_parameters()}
+    return {
+        prefix + names.get(k, k.removesuffix("_l0")): v.detach().numpy().copy() for k, v in module.named_parameters()
+    }
 
 
 def _grads(module: torch.nn.Module, prefix: str = "") -> dict[str, np.ndarray]:
@@ -57,15 +64,26 @@ def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -
     torch.manual_seed(0)
     lstm = nn.LSTM(D, H, batch_first=True).double()
     x = torch.tensor(data["x"], requires_grad=True)
-    packed_out, (hn, cn) = lstm(pack(x, torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False), (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
+    packed_out, (hn, cn) = lstm(
+        pack(x, torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False),
+        (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]),
+    )
     out, _ = unpack(packed_out, batch_first=True, total_length=T)
     out.backward(torch.tensor(data["cot"]))
     model = Model()
     model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T, variable_length=True)(
-        input="input", lengths="lengths", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), hidden=IOKey("hidden"), cell=IOKey("cell")
+        input="input",
+        lengths="lengths",
+        initial_hidden="h0",
+        initial_cell="c0",
+        output=IOKey("output"),
+        hidden=IOKey("hidden"),
+        cell=IOKey("cell"),
     )
     feed = {"lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
-    outs, grads = evaluate_model(backend, model, {**_params(lstm), "input": data["x"]}, feed, dtype=dtype, cotangent=data["cot"])
+    outs, grads = evaluate_model(
+        backend, model, {**_params(lstm), "input": data["x"]}, feed, dtype=dtype, cotangent=data["cot"]
+    )
     where = f"packed LSTM on {backend}/{dtype}"
     _close(outs["output"], out, dtype, f"{where}: output")
     _close(outs["hidden"], hn[0], dtype, f"{where}: h_n")
@@ -79,10 +97,21 @@ def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -
 def test_many_to_one_gives_each_samples_last_state(backend: str, data: dict) -> None:
     torch.manual_seed(1)
     rnn = nn.RNN(D, H, batch_first=True).double()
-    _, hn = rnn(pack(torch.tensor(data["x"]), torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False), torch.tensor(data["h0"])[None])
+    _, hn = rnn(
+        pack(torch.tensor(data["x"]), torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False),
+        torch.tensor(data["h0"])[None],
+    )
     model = Model()
-    model |= TorchManyToOne(TorchRNNCell, hidden_size=H, length=T, variable_length=True)(input="input", lengths="lengths", initial_hidden="h0", output=IOKey("output"))
-    outs, grads = evaluate_model(backend, model, _params(rnn), {"input": data["x"], "lengths": LENGTHS, "h0": data["h0"]}, cotangent=data["cot"][:, 0])
+    model |= TorchManyToOne(TorchRNNCell, hidden_size=H, length=T, variable_length=True)(
+        input="input", lengths="lengths", initial_hidden="h0", output=IOKey("output")
+    )
+    outs, grads = evaluate_model(
+        backend,
+        model,
+        _params(rnn),
+        {"input": data["x"], "lengths": LENGTHS, "h0": data["h0"]},
+        cotangent=data["cot"][:, 0],
+    )
     _close(outs["output"], hn[0], "float32", f"TorchManyToOne(lengths) on {backend}")
     for b, n in enumerate(LENGTHS):  # each sample alone, unpadded: the same state
         _, alone = rnn(torch.tensor(data["x"][b : b + 1, :n]), torch.tensor(data["h0"][b : b + 1])[None])
@@ -104,7 +133,9 @@ def _generate(cell: torch.nn.Module, head: torch.nn.Module, x: torch.Tensor, sta
 def test_one_to_many_generates_per_sample_lengths(backend: str, data: dict) -> None:
     torch.manual_seed(2)
     cell, head = nn.LSTMCell(D, H).double(), nn.Linear(H, D).double()
-    expected = _generate(cell, head, torch.tensor(data["x"][:, 0]), (torch.tensor(data["h0"]), torch.tensor(data["c0"])), T)
+    expected = _generate(
+        cell, head, torch.tensor(data["x"][:, 0]), (torch.tensor(data["h0"]), torch.tensor(data["c0"])), T
+    )
     mask = torch.tensor(np.arange(T)[None, :, None] < LENGTHS[:, None, None])
     expected = torch.where(mask, expected, 0.0)
     cot = data["cot"][..., :D]
@@ -124,7 +155,11 @@ def test_one_to_many_generates_per_sample_lengths(backend: str, data: dict) -> N
 def test_encoder_decoder_inference(backend: str, data: dict) -> None:
     """Packed encoder, then a decoder generating 6 steps (more than the encoder's) from a start token."""
     torch.manual_seed(3)
-    encoder, decoder, head = nn.LSTM(D, H, batch_first=True).double(), nn.LSTMCell(2, H).double(), nn.Linear(H, 2).double()
+    encoder, decoder, head = (
+        nn.LSTM(D, H, batch_first=True).double(),
+        nn.LSTMCell(2, H).double(),
+        nn.Linear(H, 2).double(),
+    )
     start = np.random.default_rng(4).normal(size=(B, 2))
     packed = pack(torch.tensor(data["x"]), torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False)
     _, (hn, cn) = encoder(packed, (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
@@ -133,7 +168,12 @@ def test_encoder_decoder_inference(backend: str, data: dict) -> None:
     expected.backward(torch.tensor(cot))
     model = Model()
     model |= TorchEncoderDecoderInference(TorchLSTMCell, hidden_size=H, length=T, decoder_length=6)(
-        input="input", decoder_input="decoder_input", lengths="lengths", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
+        input="input",
+        decoder_input="decoder_input",
+        lengths="lengths",
+        initial_hidden="h0",
+        initial_cell="c0",
+        output=IOKey("output"),
     )
     params = {**_params(encoder, "encoder_"), **_params(decoder, "decoder_"), **_params(head)}
     feed = {"input": data["x"], "decoder_input": start, "lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
@@ -153,7 +193,14 @@ def test_fixed_length_models_unchanged_by_full_lengths(backend: str, data: dict)
     for variable in (False, True):
         model = Model()
         extra = {"lengths": "lengths"} if variable else {}
-        model |= TorchManyToOne(TorchLSTMCell, hidden_size=H, length=T, variable_length=variable)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), **extra)
-        feed = {"input": data["x"], "h0": data["h0"], "c0": data["c0"], **({"lengths": np.full(B, T)} if variable else {})}
+        model |= TorchManyToOne(TorchLSTMCell, hidden_size=H, length=T, variable_length=variable)(
+            input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), **extra
+        )
+        feed = {
+            "input": data["x"],
+            "h0": data["h0"],
+            "c0": data["c0"],
+            **({"lengths": np.full(B, T)} if variable else {}),
+        }
         outs[variable], _ = evaluate_model(backend, model, params, feed, cotangent=data["cot"][:, 0])
     np.testing.assert_allclose(outs[True]["output"], outs[False]["output"], rtol=1e-6, atol=1e-6)

@@ -46,7 +46,12 @@ def _check(out: np.ndarray, grads: dict, expected: torch.Tensor, expected_grads:
 @pytest.fixture(scope="module")
 def data() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(7)
-    return {"x": rng.normal(size=(B, T, D)), "h0": rng.normal(size=(B, H)), "c0": rng.normal(size=(B, H)), "cot": rng.normal(size=(B, T, H))}
+    return {
+        "x": rng.normal(size=(B, T, D)),
+        "h0": rng.normal(size=(B, H)),
+        "c0": rng.normal(size=(B, H)),
+        "cot": rng.normal(size=(B, T, H)),
+    }
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -56,13 +61,19 @@ def test_lstm_layer_loads_nn_lstm_weights(backend: str, dtype: str, data: dict) 
     torch.manual_seed(0)
     lstm = nn.LSTM(D, H, batch_first=True).double()
     x = torch.tensor(data["x"], requires_grad=True)
-    out, (hn, cn) = lstm(x, (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
+    out, (_hn, cn) = lstm(x, (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
     out.backward(torch.tensor(data["cot"]))
     model = Model()
-    model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), cell=IOKey("cell"))
+    model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T)(
+        input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), cell=IOKey("cell")
+    )
     params = {**_params(lstm, suffix="_l0"), "input": data["x"]}
-    outs, grads = evaluate_model(backend, model, params, {"h0": data["h0"], "c0": data["c0"]}, dtype=dtype, cotangent=data["cot"])
-    _check(outs["output"], grads, out, {**_grads(lstm, suffix="_l0"), "input": x.grad.numpy()}, dtype, f"LSTM on {backend}")
+    outs, grads = evaluate_model(
+        backend, model, params, {"h0": data["h0"], "c0": data["c0"]}, dtype=dtype, cotangent=data["cot"]
+    )
+    _check(
+        outs["output"], grads, out, {**_grads(lstm, suffix="_l0"), "input": x.grad.numpy()}, dtype, f"LSTM on {backend}"
+    )
     np.testing.assert_allclose(outs["cell"], cn[0].detach().numpy(), rtol=tolerance(dtype) * 10, atol=tolerance(dtype))
 
 
@@ -76,7 +87,9 @@ def test_rnn_cell_and_many_to_one(backend: str, data: dict) -> None:
     cot = data["cot"][:, 0]
     h.backward(torch.tensor(cot))
     model = Model()
-    model |= TorchManyToOne(TorchRNNCell(H), hidden_size=H, length=T)(input="input", initial_hidden="h0", output=IOKey("output"))
+    model |= TorchManyToOne(TorchRNNCell(H), hidden_size=H, length=T)(
+        input="input", initial_hidden="h0", output=IOKey("output")
+    )
     outs, grads = evaluate_model(backend, model, _params(cell), {"input": data["x"], "h0": data["h0"]}, cotangent=cot)
     _check(outs["output"], grads, h, _grads(cell), "float32", f"TorchManyToOne(TorchRNNCell) on {backend}")
 
@@ -94,17 +107,25 @@ def test_one_to_many(backend: str, data: dict) -> None:
     cot = data["cot"][..., :D]
     expected.backward(torch.tensor(cot))
     model = Model()
-    model |= TorchOneToMany(TorchLSTMCell, hidden_size=H, length=T)(input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"))
+    model |= TorchOneToMany(TorchLSTMCell, hidden_size=H, length=T)(
+        input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
+    )
     params = {**_params(cell), "weight_out": head.weight.detach().numpy(), "bias_out": head.bias.detach().numpy()}
     expected_grads = {**_grads(cell), "weight_out": head.weight.grad.numpy(), "bias_out": head.bias.grad.numpy()}
-    outs, grads = evaluate_model(backend, model, params, {"input": data["x"][:, 0], "h0": data["h0"], "c0": data["c0"]}, cotangent=cot)
+    outs, grads = evaluate_model(
+        backend, model, params, {"input": data["x"][:, 0], "h0": data["h0"], "c0": data["c0"]}, cotangent=cot
+    )
     _check(outs["output"], grads, expected, expected_grads, "float32", f"TorchOneToMany on {backend}")
 
 
 @pytest.mark.parametrize("backend", backends())
 def test_encoder_decoder(backend: str, data: dict) -> None:
     torch.manual_seed(3)
-    encoder, decoder, head = nn.LSTM(D, H, batch_first=True).double(), nn.LSTM(2, H, batch_first=True).double(), nn.Linear(H, 3).double()
+    encoder, decoder, head = (
+        nn.LSTM(D, H, batch_first=True).double(),
+        nn.LSTM(2, H, batch_first=True).double(),
+        nn.Linear(H, 3).double(),
+    )
     dec_in = np.random.default_rng(4).normal(size=(B, 2, 2))
     _, state = encoder(torch.tensor(data["x"]), (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
     hidden, _ = decoder(torch.tensor(dec_in), state)
@@ -115,8 +136,17 @@ def test_encoder_decoder(backend: str, data: dict) -> None:
     model |= TorchEncoderDecoder(TorchLSTMCell, hidden_size=H, length=T, decoder_length=2)(
         input="input", decoder_input="decoder_input", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
-    params = {**_params(encoder, "encoder_", "_l0"), **_params(decoder, "decoder_", "_l0"), "weight_out": head.weight.detach().numpy(), "bias_out": head.bias.detach().numpy()}
-    expected_grads = {**_grads(encoder, "encoder_", "_l0"), **_grads(decoder, "decoder_", "_l0"), "weight_out": head.weight.grad.numpy()}
+    params = {
+        **_params(encoder, "encoder_", "_l0"),
+        **_params(decoder, "decoder_", "_l0"),
+        "weight_out": head.weight.detach().numpy(),
+        "bias_out": head.bias.detach().numpy(),
+    }
+    expected_grads = {
+        **_grads(encoder, "encoder_", "_l0"),
+        **_grads(decoder, "decoder_", "_l0"),
+        "weight_out": head.weight.grad.numpy(),
+    }
     feed = {"input": data["x"], "decoder_input": dec_in, "h0": data["h0"], "c0": data["c0"]}
     outs, grads = evaluate_model(backend, model, params, feed, cotangent=cot)
     _check(outs["output"], grads, expected, expected_grads, "float32", f"TorchEncoderDecoder on {backend}")
@@ -140,7 +170,11 @@ def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
     targets = ids[1:][None]  # [1, L]
     torch.manual_seed(0)
     lstm, head = nn.LSTM(len(vocab), hidden, batch_first=True).double(), nn.Linear(hidden, len(vocab)).double()
-    params = {**_params(lstm, suffix="_l0"), "weight": head.weight.detach().numpy().copy(), "bias": head.bias.detach().numpy().copy()}
+    params = {
+        **_params(lstm, suffix="_l0"),
+        "weight": head.weight.detach().numpy().copy(),
+        "bias": head.bias.detach().numpy().copy(),
+    }
     optimizer = torch.optim.SGD([*lstm.parameters(), *head.parameters()], lr=lr)
     torch_losses = []
     for _ in range(8):
@@ -152,7 +186,9 @@ def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
         torch_losses.append(float(loss))
 
     model = Model()
-    model |= ManyToMany(TorchLSTMCell, hidden_size=hidden, length=length)(input="input", initial_hidden="h0", initial_cell="c0", output="states")
+    model |= ManyToMany(TorchLSTMCell, hidden_size=hidden, length=length)(
+        input="input", initial_hidden="h0", initial_cell="c0", output="states"
+    )
     model |= Linear(len(vocab))(input="states", weight="weight", bias="bias", output="logits")
     model |= SwapAxes(1, 2)(input="logits", output=IOKey("class_logits"))  # classes on axis 1: [1, V, L]
     train = TrainModel(model)
@@ -160,8 +196,8 @@ def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
     backend_obj = backend_class(backend)(dtype=ml.float64)
     zeros = np.zeros((1, hidden))
     pm = ml.compile(
-        train, backend_obj, shapes={"input": list(onehot.shape), "target": list(targets.shape)}, data_keys={"input", "target"},
-        constant_keys={"h0": backend_obj.array(zeros), "c0": backend_obj.array(zeros)},
+        train, backend_obj, shapes={"input": list(onehot.shape), "target": list(targets.shape)},
+        data_keys={"input", "target"}, constant_keys={"h0": backend_obj.array(zeros), "c0": backend_obj.array(zeros)},
     )  # fmt: skip
     values = {k: backend_obj.array(v) for k, v in params.items()}
     feed = {"input": backend_obj.array(onehot), "target": backend_obj.array(targets, "int")}
@@ -173,4 +209,6 @@ def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
         values = {k: backend_obj.array(to_numpy(values[k]) - lr * to_numpy(grads[k])) for k in values}
     np.testing.assert_allclose(losses, torch_losses, rtol=1e-9)
     assert np.all(np.diff(losses) < 0) and losses[-1] < losses[0] - 0.15  # it learns
-    np.testing.assert_allclose(backend_obj.to_numpy(values["weight_hh"]), lstm.weight_hh_l0.detach().numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        backend_obj.to_numpy(values["weight_hh"]), lstm.weight_hh_l0.detach().numpy(), rtol=1e-8, atol=1e-10
+    )

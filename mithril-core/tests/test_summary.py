@@ -20,8 +20,22 @@ def _row(summary, name):
 
 def test_seed_cnn_rows_shapes_and_totals(seed_cnn):
     summary = summarize(seed_cnn)
-    assert [row[0] for row in summary.rows] == ["conv2d_0", "relu_0", "max_pool2d_0", "conv2d_1", "relu_1", "max_pool2d_1", "flatten_0", "linear_0"]
-    assert _row(summary, "conv2d_0")[1:] == ("Conv2d", "[batch, 3, height, width]", "[batch, 16, height_1, width_1]", "448")
+    assert [row[0] for row in summary.rows] == [
+        "conv2d_0",
+        "relu_0",
+        "max_pool2d_0",
+        "conv2d_1",
+        "relu_1",
+        "max_pool2d_1",
+        "flatten_0",
+        "linear_0",
+    ]
+    assert _row(summary, "conv2d_0")[1:] == (
+        "Conv2d",
+        "[batch, 3, height, width]",
+        "[batch, 16, height_1, width_1]",
+        "448",
+    )
     assert _row(summary, "max_pool2d_0")[3] == "[batch, 16, height_2, width_2]"
     assert _row(summary, "linear_0")[2:] == ("[batch, 2048]", "[batch, 10]", "20,490")
     # 16*3*3*3+16 + 32*16*3*3+32 + 10*2048+10

@@ -84,7 +84,9 @@ def test_robust_power_keys_and_robust_sqrt_threshold() -> None:
     sqrt = Sqrt(robust=True, threshold=1e-20)
     x = np.array([[9.999999999999e-21, 1.0000000000001e-20, 0.0, 4.0]])
     _, out = _evaluate(sqrt, {"input": x})
-    np.testing.assert_allclose(out["output"], np.where(np.abs(x) < 1e-20, np.abs(x) / np.sqrt(1e-20), np.sqrt(np.abs(x))))
+    np.testing.assert_allclose(
+        out["output"], np.where(np.abs(x) < 1e-20, np.abs(x) / np.sqrt(1e-20), np.sqrt(np.abs(x)))
+    )
     with pytest.raises(ArgumentError, match="threshold= is given only with robust=True"):
         Sqrt(threshold=1e-3)
 
@@ -141,7 +143,11 @@ def test_kernelized_svm_keys() -> None:
 def _sklearn_poly(x: np.ndarray, degree: int) -> np.ndarray:
     import itertools
 
-    cols = [np.prod(x[:, list(t)], axis=1) for k in range(1, degree + 1) for t in itertools.combinations_with_replacement(range(x.shape[1]), k)]
+    cols = [
+        np.prod(x[:, list(t)], axis=1)
+        for k in range(1, degree + 1)
+        for t in itertools.combinations_with_replacement(range(x.shape[1]), k)
+    ]
     return np.stack(cols, axis=1)
 
 
@@ -194,7 +200,9 @@ def test_layer_is_linear_then_activation() -> None:
 
 
 def test_element_wise_affine_and_norm_modifier() -> None:
-    _, out = _evaluate(ElementWiseAffine(), {"input": [1.0, 2.0]}, {"weight": np.array([3.0, 4.0]), "bias": np.array(1.0)})
+    _, out = _evaluate(
+        ElementWiseAffine(), {"input": [1.0, 2.0]}, {"weight": np.array([3.0, 4.0]), "bias": np.array(1.0)}
+    )
     np.testing.assert_allclose(out["output"], [4.0, 9.0])
     x = np.linspace(-10.0, 10.0, 17)
     _, out = _evaluate(NormModifier(), {"input": x})

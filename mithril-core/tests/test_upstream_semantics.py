@@ -133,7 +133,9 @@ def test_add_regularization_takes_other_keys_and_reg_key() -> None:
     o = x @ w.T + b
     np.testing.assert_allclose(out["qf"], 0.5 * w @ k @ w.T, rtol=1e-12)  # [1, 1], as in Mithril
     assert np.shape(out["final_cost"]) == ()  # the [1, 1] term is summed into the scalar cost
-    np.testing.assert_allclose(out["final_cost"], ((o - t) ** 2).mean() + 0.5 * (0.5 * w @ k @ w.T).item() / 3, rtol=1e-12)
+    np.testing.assert_allclose(
+        out["final_cost"], ((o - t) ** 2).mean() + 0.5 * (0.5 * w @ k @ w.T).item() / 3, rtol=1e-12
+    )
 
 
 def test_train_model_api_names_and_finalize() -> None:
@@ -150,7 +152,7 @@ def test_train_model_api_names_and_finalize() -> None:
         train.add_loss(SquaredError(), input="output", target="target")
     with pytest.raises(ArgumentError, match="loss_model must be a Model"):
         TrainModel(Linear(1)).add_loss("mse", input="output", target="target")
-    with pytest.raises(MithrilError, match="no key.*'kernel'"):
+    with pytest.raises(MithrilError, match=r"no key.*'kernel'"):
         TrainModel(Linear(1)).add_regularization(L2(), 0.1, kernel="weight")
 
 

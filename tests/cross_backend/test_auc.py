@@ -32,7 +32,9 @@ def test_auc_matches_scikit_learn(backend: str, dtype: str) -> None:
 
 def test_auc_through_train_model() -> None:
     model = Model()
-    model |= LogisticRegression()(input="input", weight="weight", bias="bias", output=IOKey("output"), probs_output=IOKey("probs"))
+    model |= LogisticRegression()(
+        input="input", weight="weight", bias="bias", output=IOKey("output"), probs_output=IOKey("probs")
+    )
     train = TrainModel(model)
     train.add_loss(BinaryCrossEntropy(), input="output", target="target")
     train.add_metric(AUC(), key_name="auc", input=train.probs[:, 0], target="labels")

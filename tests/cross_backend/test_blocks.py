@@ -77,7 +77,12 @@ BLOCKS: dict[str, tuple[Callable[[], Model], list[int], dict, bool]] = {
     "embedding": (lambda: _wrap(Embedding(10, 4)), [2, 3], {}, False),
     "attention_causal": (lambda: _wrap(MultiHeadAttention(8, 2, causal=True)), [2, 5, 8], {}, True),
     "cross_entropy": (lambda: _loss(CrossEntropy(reduction="mean")), [4, 5], {"target": ([1, 0, 4, 2], "int")}, True),
-    "binary_cross_entropy": (lambda: _loss(BinaryCrossEntropy(reduction="mean")), [4, 3], {"target": ((4, 3), "prob")}, True),
+    "binary_cross_entropy": (
+        lambda: _loss(BinaryCrossEntropy(reduction="mean")),
+        [4, 3],
+        {"target": ((4, 3), "prob")},
+        True,
+    ),
     "squared_error": (lambda: _loss(SquaredError(reduction="mean")), [4, 3], {"target": ((4, 3), "float")}, True),
     "absolute_error": (lambda: _loss(AbsoluteError(reduction="mean")), [4, 3], {"target": ((4, 3), "float")}, True),
 }
@@ -100,13 +105,23 @@ def _run(backend, name: str):
     build, shape, extra, float_input = BLOCKS[name]
     data = _data(shape, extra, float_input)
     trainable = {"input"} if float_input else set()
-    pm = ml.compile(build(), backend, shapes={"input": shape}, trainable_keys=trainable, data_keys=set(extra) | ({"input"} - trainable))
+    pm = ml.compile(
+        build(),
+        backend,
+        shapes={"input": shape},
+        trainable_keys=trainable,
+        data_keys=set(extra) | ({"input"} - trainable),
+    )
     params = pm.randomize_params(seed=RNG_SEED)
     if "input" in trainable:
         params["input"] = backend.array(data.pop("input"))
     out_shape = pm.shapes["output"]
     cot = np.random.default_rng(1).normal(size=out_shape) if out_shape else np.float64(1.0)
-    outputs, grads = pm.evaluate(params, {k: backend.array(v, "int" if np.asarray(v).dtype.kind == "i" else None) for k, v in data.items()}, output_gradients={"output": backend.array(cot)})
+    outputs, grads = pm.evaluate(
+        params,
+        {k: backend.array(v, "int" if np.asarray(v).dtype.kind == "i" else None) for k, v in data.items()},
+        output_gradients={"output": backend.array(cot)},
+    )
     return backend.to_numpy(outputs["output"]), {k: backend.to_numpy(v) for k, v in grads.items()}
 
 

@@ -60,14 +60,31 @@ def _train(model: Model, params: dict, data: dict, steps: int, lr: float) -> tup
 @pytest.mark.parametrize("backend", backends())
 def test_kernels_match_scikit_learn(backend: str, dtype: str) -> None:
     left, right = X[:5], X[10:14]
-    for block, expected in ((RBFKernel(gamma=0.3), rbf_kernel(left, right, gamma=0.3)), (PolynomialKernel(degree=3, gamma=0.5, poly_coef=1.0), polynomial_kernel(left, right, degree=3, gamma=0.5, coef0=1.0))):
-        out, grads = evaluate_model(backend, _wrap(block, "input1", "input2"), {"input1": left}, {"input2": right}, dtype=dtype, cotangent=np.ones_like(expected))
+    for block, expected in (
+        (RBFKernel(gamma=0.3), rbf_kernel(left, right, gamma=0.3)),
+        (
+            PolynomialKernel(degree=3, gamma=0.5, poly_coef=1.0),
+            polynomial_kernel(left, right, degree=3, gamma=0.5, coef0=1.0),
+        ),
+    ):
+        out, grads = evaluate_model(
+            backend,
+            _wrap(block, "input1", "input2"),
+            {"input1": left},
+            {"input2": right},
+            dtype=dtype,
+            cotangent=np.ones_like(expected),
+        )
         np.testing.assert_allclose(out["output"], expected, rtol=tolerance(dtype) * 10)
         lt = torch.tensor(left, requires_grad=True)
         rt = torch.tensor(right)
-        reference = torch.exp(-0.3 * torch.cdist(lt, rt) ** 2) if isinstance(block, RBFKernel) else (0.5 * lt @ rt.T + 1.0) ** 3
+        reference = (
+            torch.exp(-0.3 * torch.cdist(lt, rt) ** 2) if isinstance(block, RBFKernel) else (0.5 * lt @ rt.T + 1.0) ** 3
+        )
         reference.sum().backward()
-        np.testing.assert_allclose(grads["input1"], lt.grad.numpy(), rtol=tolerance(dtype) * 10, atol=tolerance(dtype) * 10)
+        np.testing.assert_allclose(
+            grads["input1"], lt.grad.numpy(), rtol=tolerance(dtype) * 10, atol=tolerance(dtype) * 10
+        )
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -77,7 +94,14 @@ def test_kernelized_svm_loads_fitted_svc(backend: str, kernel: str) -> None:
     block = RBFKernel(gamma=0.5) if kernel == "rbf" else PolynomialKernel(degree=2, gamma=0.5, poly_coef=1.0)
     model = _wrap(KernelizedSVM(block), "input1", "input2", "weight", "bias")
     params = {"weight": svc.dual_coef_, "bias": svc.intercept_}
-    out, _ = evaluate_model(backend, model, params, {"input1": X, "input2": svc.support_vectors_}, dtype="float32", cotangent=np.ones((len(X), 1)))
+    out, _ = evaluate_model(
+        backend,
+        model,
+        params,
+        {"input1": X, "input2": svc.support_vectors_},
+        dtype="float32",
+        cotangent=np.ones((len(X), 1)),
+    )
     np.testing.assert_allclose(out["output"][:, 0], svc.decision_function(X), rtol=1e-3, atol=1e-3)
 
 
@@ -91,7 +115,13 @@ def test_logistic_regression_loads_and_trains_like_scikit_learn(backend: str) ->
         return
     train = TrainModel(_wrap(LogisticRegression(), "input", "weight", "bias"))
     train.add_loss(BinaryCrossEntropy(), input="output", target="target")
-    params, costs = _train(train, {"weight": np.zeros((1, 3)), "bias": np.zeros(1)}, {"input": X, "target": Y[:, None].astype(float)}, 3000, 1.0)
+    params, costs = _train(
+        train,
+        {"weight": np.zeros((1, 3)), "bias": np.zeros(1)},
+        {"input": X, "target": Y[:, None].astype(float)},
+        3000,
+        1.0,
+    )
     assert costs[-1] < costs[0]
     np.testing.assert_allclose(params["weight"], sk.coef_, rtol=2e-2, atol=2e-2)
 
@@ -114,7 +144,9 @@ def test_linear_svm_trained_with_hinge_loss_agrees_with_svc() -> None:
     train = TrainModel(_wrap(LinearSVM(), "input", "weight", "bias"))
     train.add_loss(HingeLoss(), input="output", target="target")
     train.add_regularization(L2(), coef=0.01, input="weight")
-    params, costs = _train(train, {"weight": np.zeros((1, 3)), "bias": np.zeros(1)}, {"input": X, "target": SIGNED[:, None]}, 2000, 0.05)
+    params, costs = _train(
+        train, {"weight": np.zeros((1, 3)), "bias": np.zeros(1)}, {"input": X, "target": SIGNED[:, None]}, 2000, 0.05
+    )
     # mean hinge + 0.01 * 0.5 |w|^2 / N (Mithril divides the term by the N elements the loss averages) is SVC's
     # objective 0.5 |w|^2 + C * sum(hinge) scaled by 1 / (C N), with C = 1 / 0.01
     svc = SVC(kernel="linear", C=1.0 / 0.01).fit(X, SIGNED)

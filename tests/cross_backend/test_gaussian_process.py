@@ -48,7 +48,14 @@ def _regression_model() -> Model:
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gpr_matches_scikit_learn(backend: str, dtype: str, sk_gp: GaussianProcessRegressor) -> None:
-    data = {"input": X, "test_input": X_TEST, "label": Y[:, None], "s": np.array(NOISE), "mu": np.array(0.0), "k_star_diag": np.ones(len(X_TEST))}
+    data = {
+        "input": X,
+        "test_input": X_TEST,
+        "label": Y[:, None],
+        "s": np.array(NOISE),
+        "mu": np.array(0.0),
+        "k_star_diag": np.ones(len(X_TEST)),
+    }
     out, _ = evaluate_model(backend, _regression_model(), {}, data, dtype=dtype)
     mean, std = sk_gp.predict(X_TEST, return_std=True)
     rtol = tolerance(dtype) * 10
@@ -77,10 +84,19 @@ def test_gpr_gradients_match_torch_autograd(backend: str) -> None:
     (tk, ty, ts, tks), nll, mean, std = _torch_reference(*params.values())
     cot_mean, cot_std = rng.normal(size=(7, 1)), rng.normal(size=(7, 1))
     model = Model()
-    model |= GaussProcessRegressionCore()(**{k: k for k in ("label", "k", "s", "mu", "k_star", "k_star_diag")}, loss=IOKey("loss"), prediction=IOKey("prediction"), confidence=IOKey("confidence"))
+    model |= GaussProcessRegressionCore()(
+        **{k: k for k in ("label", "k", "s", "mu", "k_star", "k_star_diag")},
+        loss=IOKey("loss"),
+        prediction=IOKey("prediction"),
+        confidence=IOKey("confidence"),
+    )
     data = {"mu": np.array(0.0), "k_star_diag": np.ones(7)}
     where = f"GaussProcessRegressionCore on {backend}"
-    for output, value, cot in (("loss", nll, None), ("prediction", mean, cot_mean), ("confidence", std[:, None], cot_std)):
+    for output, value, cot in (
+        ("loss", nll, None),
+        ("prediction", mean, cot_mean),
+        ("confidence", std[:, None], cot_std),
+    ):
         for t in (tk, ty, ts, tks):
             t.grad = None
         value.backward(None if cot is None else torch.tensor(cot), retain_graph=True)

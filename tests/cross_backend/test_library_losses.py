@@ -50,8 +50,18 @@ def _torch_reference(fn, x: np.ndarray, t: np.ndarray) -> tuple[float, np.ndarra
 CASES = {
     "hinge": (lambda: HingeLoss(reduction="mean"), X, SIGNS, lambda x, t: torch.relu(1 - x * t)),
     "quad_hinge": (lambda: QuadHingeLoss(reduction="mean"), X, SIGNS, lambda x, t: torch.relu(1 - x * t) ** 2),
-    "quantile_0.8": (lambda: QuantileLoss(0.8, reduction="mean"), X, rng.normal(size=(5, 3)), lambda x, t: torch.maximum(0.8 * (t - x), -0.2 * (t - x))),
-    "kl": (lambda: KLDivergence(reduction="mean"), P, Q, lambda x, t: torch.nn.functional.kl_div(torch.log(x), t, reduction="none")),
+    "quantile_0.8": (
+        lambda: QuantileLoss(0.8, reduction="mean"),
+        X,
+        rng.normal(size=(5, 3)),
+        lambda x, t: torch.maximum(0.8 * (t - x), -0.2 * (t - x)),
+    ),
+    "kl": (
+        lambda: KLDivergence(reduction="mean"),
+        P,
+        Q,
+        lambda x, t: torch.nn.functional.kl_div(torch.log(x), t, reduction="none"),
+    ),
 }
 
 
@@ -79,24 +89,34 @@ def test_losses_are_per_sample_unless_asked_to_reduce() -> None:
     out, _ = evaluate_model("numpy", _loss(CrossEntropy()), {}, {"input": logits, "target": labels}, dtype="float64")
     expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(labels), reduction="none").numpy()
     np.testing.assert_allclose(out["output"], expected, rtol=1e-12)
-    out, _ = evaluate_model("numpy", _loss(CrossEntropy(reduction="mean")), {}, {"input": logits, "target": labels}, dtype="float64")
+    out, _ = evaluate_model(
+        "numpy", _loss(CrossEntropy(reduction="mean")), {}, {"input": logits, "target": labels}, dtype="float64"
+    )
     np.testing.assert_allclose(out["output"], expected.mean(), rtol=1e-12)
 
 
 def test_hinge_and_quantile_means_match_scikit_learn() -> None:
     labels = SIGNS[:, 0]
-    out, _ = evaluate_model("numpy", _loss(HingeLoss(reduction="mean")), {}, {"input": X[:, 0], "target": labels}, dtype="float64")
+    out, _ = evaluate_model(
+        "numpy", _loss(HingeLoss(reduction="mean")), {}, {"input": X[:, 0], "target": labels}, dtype="float64"
+    )
     assert out["output"] == pytest.approx(hinge_loss(labels, X[:, 0]), rel=1e-12)
     y = rng.normal(size=7)
     pred = rng.normal(size=7)
     for q in (0.1, 0.5, 0.9):
-        out, _ = evaluate_model("numpy", _loss(QuantileLoss(q, reduction="mean")), {}, {"input": pred, "target": y}, dtype="float64")
+        out, _ = evaluate_model(
+            "numpy", _loss(QuantileLoss(q, reduction="mean")), {}, {"input": pred, "target": y}, dtype="float64"
+        )
         assert out["output"] == pytest.approx(mean_pinball_loss(y, pred, alpha=q), rel=1e-12)
 
 
 def test_losses_are_elementwise_and_reducible() -> None:
-    none, _ = evaluate_model("numpy", _loss(QuadHingeLoss(reduction="none")), {}, {"input": X, "target": SIGNS}, dtype="float64")
-    total, _ = evaluate_model("numpy", _loss(QuadHingeLoss(reduction="sum")), {}, {"input": X, "target": SIGNS}, dtype="float64")
+    none, _ = evaluate_model(
+        "numpy", _loss(QuadHingeLoss(reduction="none")), {}, {"input": X, "target": SIGNS}, dtype="float64"
+    )
+    total, _ = evaluate_model(
+        "numpy", _loss(QuadHingeLoss(reduction="sum")), {}, {"input": X, "target": SIGNS}, dtype="float64"
+    )
     np.testing.assert_allclose(none["output"], np.maximum(0, 1 - X * SIGNS) ** 2)
     assert total["output"] == pytest.approx(none["output"].sum())
     assert QuantileLoss(0.3).elementwise().reduction == "none"
@@ -112,7 +132,9 @@ def test_quadratic_form_regularizer(backend: str, dtype: str) -> None:
     kernel = a @ a.T
     model = Model()
     model |= QuadraticFormRegularizer()(input="input", kernel="kernel", output=IOKey("output"))
-    out, grads = evaluate_model(backend, model, {"input": w}, {"kernel": kernel}, dtype=dtype, cotangent=np.ones((1, 1)))
+    out, grads = evaluate_model(
+        backend, model, {"input": w}, {"kernel": kernel}, dtype=dtype, cotangent=np.ones((1, 1))
+    )
     rtol = tolerance(dtype)
     np.testing.assert_allclose(out["output"], 0.5 * w @ kernel @ w.T, rtol=rtol)  # [1, 1]
     np.testing.assert_allclose(grads["input"], w @ kernel, rtol=rtol, atol=rtol)  # symmetric kernel: w K
@@ -130,9 +152,13 @@ def test_regularizers_in_train_model(backend: str) -> None:
     train.add_loss(SquaredError(), input="output", target="target")
     train.add_regularization(L1(), coef=0.1, input=re.compile("weight"))
     train.add_regularization(L2(), coef=0.01, input="weight")
-    out, grads = evaluate_model(backend, train, {"weight": w, "bias": b}, {"input": x, "target": y}, output="final_cost")
+    out, grads = evaluate_model(
+        backend, train, {"weight": w, "bias": b}, {"input": x, "target": y}, output="final_cost"
+    )
     wt = torch.tensor(w, requires_grad=True)
-    cost = ((torch.tensor(x) @ wt.T + torch.tensor(b) - torch.tensor(y)) ** 2).mean() + (0.1 * wt.abs().sum() + 0.01 * 0.5 * (wt**2).sum()) / 12
+    cost = ((torch.tensor(x) @ wt.T + torch.tensor(b) - torch.tensor(y)) ** 2).mean() + (
+        0.1 * wt.abs().sum() + 0.01 * 0.5 * (wt**2).sum()
+    ) / 12
     cost.backward()
     np.testing.assert_allclose(out["final_cost"], float(cost), rtol=2e-4)
     np.testing.assert_allclose(grads["weight"], wt.grad.numpy(), rtol=2e-4, atol=2e-4)

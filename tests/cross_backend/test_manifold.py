@@ -63,10 +63,14 @@ def _torch_losses(coords: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch
 def test_tsne_joint_probabilities_match_scikit_learn() -> None:
     ours = tsne_joint_probabilities(X, PERPLEXITY)
     reference = np.zeros((N, N))
-    reference[np.triu_indices(N, 1)] = _joint_probabilities(pairwise_distances(X, squared=True), PERPLEXITY, 0)  # condensed
+    reference[np.triu_indices(N, 1)] = _joint_probabilities(
+        pairwise_distances(X, squared=True), PERPLEXITY, 0
+    )  # condensed
     reference += reference.T
     np.testing.assert_allclose(ours, reference, atol=1e-8)
-    np.testing.assert_allclose(tsne_joint_probabilities(pairwise_distances(X), PERPLEXITY, "distances"), ours, atol=1e-12)
+    np.testing.assert_allclose(
+        tsne_joint_probabilities(pairwise_distances(X), PERPLEXITY, "distances"), ours, atol=1e-12
+    )
     assert ours.sum() == pytest.approx(1.0) and np.all(np.diag(ours) == 0) and np.allclose(ours, ours.T)
 
 
@@ -78,8 +82,12 @@ def test_mds_loss_is_scikit_learn_normalized_stress(backend: str, dtype: str, sk
     rtol = tolerance(dtype) * 10
     for input_type, data in (("points", X), ("distances", pairwise_distances(X))):
         block = _wrap(MDS(2, input_type=input_type), "input", "coords", "norm")
-        out, grads = evaluate_model(backend, block, {"coords": sk_mds.embedding_.astype(float)}, {"input": data, "norm": NORM}, dtype=dtype)
-        assert float(out["output"]) == pytest.approx(_normalized(sk_mds.stress_), rel=rtol), f"MDS({input_type}) stress on {backend}"
+        out, grads = evaluate_model(
+            backend, block, {"coords": sk_mds.embedding_.astype(float)}, {"input": data, "norm": NORM}, dtype=dtype
+        )
+        assert float(out["output"]) == pytest.approx(_normalized(sk_mds.stress_), rel=rtol), (
+            f"MDS({input_type}) stress on {backend}"
+        )
         c, stress, _ = _torch_losses(sk_mds.embedding_.astype(float))
         stress.backward()
         np.testing.assert_allclose(grads["coords"], c.grad.numpy(), rtol=rtol, atol=rtol * np.abs(c.grad.numpy()).max())
@@ -91,7 +99,13 @@ def test_tsne_loss_is_scikit_learn_kl_divergence(backend: str, dtype: str, sk_ts
     rtol = tolerance(dtype) * 10
     p_joint = tsne_joint_probabilities(X, PERPLEXITY)
     block = _wrap(TSNE(2, input_type="points"), "input", "norm", "p_joint", "coords")
-    out, grads = evaluate_model(backend, block, {"coords": sk_tsne.embedding_.astype(float)}, {"input": X, "norm": NORM, "p_joint": p_joint}, dtype=dtype)
+    out, grads = evaluate_model(
+        backend,
+        block,
+        {"coords": sk_tsne.embedding_.astype(float)},
+        {"input": X, "norm": NORM, "p_joint": p_joint},
+        dtype=dtype,
+    )
     # scikit-learn reports the loss of its last-but-one step: equal to 1e-4 once converged
     assert float(out["output"]) == pytest.approx(sk_tsne.kl_divergence_, rel=1e-3), f"TSNE KL on {backend}"
     c, _, kl = _torch_losses(sk_tsne.embedding_.astype(float))
@@ -102,7 +116,9 @@ def test_tsne_loss_is_scikit_learn_kl_divergence(backend: str, dtype: str, sk_ts
 def _compiled(block: Model, keys: tuple[str, ...], data: dict[str, np.ndarray], backend: str) -> tuple[object, object]:
     backend_obj = backend_class(backend)(dtype=ml.float64)
     shapes = {**{k: list(v.shape) for k, v in data.items()}, "coords": [N, 2]}
-    return ml.compile(_wrap(block, *keys), backend_obj, shapes=shapes, data_keys=set(data), trainable_keys={"coords"}), backend_obj
+    return ml.compile(
+        _wrap(block, *keys), backend_obj, shapes=shapes, data_keys=set(data), trainable_keys={"coords"}
+    ), backend_obj
 
 
 TRAIN_BACKENDS = [b for b in ("numpy", "torch") if b in backends()]
@@ -111,7 +127,10 @@ TRAIN_BACKENDS = [b for b in ("numpy", "torch") if b in backends()]
 @pytest.mark.parametrize("backend", TRAIN_BACKENDS)
 def test_mds_trained_by_gradient_descent_reaches_scikit_learn_stress(backend: str, sk_mds: SkMDS) -> None:
     pm, be = _compiled(MDS(2, input_type="points"), ("input", "norm", "coords"), {"input": X, "norm": NORM}, backend)
-    coords, feed = be.array(np.random.default_rng(0).normal(size=(N, 2))), {"input": be.array(X), "norm": be.array(NORM)}
+    coords, feed = (
+        be.array(np.random.default_rng(0).normal(size=(N, 2))),
+        {"input": be.array(X), "norm": be.array(NORM)},
+    )
     for _ in range(500):  # gradient descent on the raw stress S = output ** 2 * SUM_SQUARED / 2
         outputs, grads = pm.evaluate({"coords": coords}, feed, output_gradients=True)
         coords = coords - 0.005 * float(be.to_numpy(outputs["output"])) * SUM_SQUARED * grads["coords"]
@@ -127,7 +146,9 @@ def test_tsne_trained_like_scikit_learn(backend: str, sk_tsne: SkTSNE) -> None:
     momentum 0.8; learning rate 50; adaptive gains) driving our compiled gradients from a random start."""
     block = TSNE(2, input_type="points", preplexity=PERPLEXITY)
     p_joint = block.prepare(X)["p_joint"]
-    pm, be = _compiled(block, ("input", "norm", "p_joint", "coords"), {"input": X, "norm": NORM, "p_joint": p_joint}, backend)
+    pm, be = _compiled(
+        block, ("input", "norm", "p_joint", "coords"), {"input": X, "norm": NORM, "p_joint": p_joint}, backend
+    )
     coords = 1e-4 * np.random.default_rng(0).normal(size=(N, 2))
     fixed = {"input": be.array(X), "norm": be.array(NORM)}
     for it in range(1000):
@@ -139,6 +160,8 @@ def test_tsne_trained_like_scikit_learn(backend: str, sk_tsne: SkTSNE) -> None:
         gains = np.where(update * grad < 0, gains + 0.2, gains * 0.8).clip(0.01)
         update = (0.5 if it < 250 else 0.8) * update - 50.0 * gains * grad
         coords = coords + update
-    kl = float(be.to_numpy(pm.evaluate({"coords": be.array(coords)}, {**fixed, "p_joint": be.array(p_joint)})["output"]))
+    kl = float(
+        be.to_numpy(pm.evaluate({"coords": be.array(coords)}, {**fixed, "p_joint": be.array(p_joint)})["output"])
+    )
     assert kl <= 1.2 * sk_tsne.kl_divergence_ + 0.02  # scikit-learn: 0.050, ours: 0.047
     assert trustworthiness(X, coords, n_neighbors=5) >= 0.95  # scikit-learn's embedding: 0.985

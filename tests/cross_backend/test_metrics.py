@@ -25,7 +25,9 @@ def _wrap(block: Model) -> Model:
 def test_metrics_match_scikit_learn(backend: str, average: str) -> None:
     references = {Precision: precision_score, Recall: recall_score, F1: f1_score}
     for block, reference in references.items():
-        out, _ = evaluate_model(backend, _wrap(block(n_classes=4, average=average)), {}, {"input": PRED, "target": TRUE})
+        out, _ = evaluate_model(
+            backend, _wrap(block(n_classes=4, average=average)), {}, {"input": PRED, "target": TRUE}
+        )
         expected = reference(TRUE, PRED, average=average, zero_division=0)
         assert float(out["output"]) == pytest.approx(expected, rel=1e-5), f"{block.__name__}({average}) on {backend}"
     out, _ = evaluate_model(backend, _wrap(Accuracy()), {}, {"input": PRED, "target": TRUE})
@@ -40,6 +42,8 @@ def test_metric_through_train_model() -> None:
     train.add_metric(Accuracy(), key_name="accuracy", input="labels", target="true_labels")
     x, y = rng.normal(size=(30, 2)), rng.normal(size=(30, 1))
     params = {"weight": rng.normal(size=(1, 2)), "bias": np.zeros(1)}
-    out, grads = evaluate_model("numpy", train, params, {"input": x, "target": y, "labels": PRED, "true_labels": TRUE}, output="final_cost")
+    out, grads = evaluate_model(
+        "numpy", train, params, {"input": x, "target": y, "labels": PRED, "true_labels": TRUE}, output="final_cost"
+    )
     assert float(out["accuracy"]) == pytest.approx(accuracy_score(TRUE, PRED))
     assert set(grads) == {"weight", "bias"}

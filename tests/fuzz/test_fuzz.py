@@ -6,9 +6,10 @@ Per backend seeded Hypothesis runs draw ``QUICK_EXAMPLES[backend]`` models (time
 ``pytest -n`` spreads the slow backends over its workers) of up to ``QUICK_MAX_OPS`` calls (campaigns: 40),
 compile each with all passes and with passes disabled, and compares
 outputs and gradients with the oracle; ``QUICK_LIFECYCLE_EXAMPLES[backend]`` more models are also checked
-through the lifecycle steps (compiled again, arrays refilled in place, interleaved, threads). A failure shrinks to a minimal model; the message holds its
-Mithril source and the path of a standalone reproduction file. Disagreements explained by a known,
-reported bug (``known_bugs.py``, each pinned by an xfail test in ``regressions/``) are not failures.
+through the lifecycle steps (compiled again, arrays refilled in place, interleaved, threads). A failure shrinks
+to a minimal model; the message holds its Mithril source and the path of a standalone reproduction file.
+Disagreements explained by a known, reported bug (``known_bugs.py``, each pinned by an xfail test in
+``regressions/``) are not failures.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ QUICK = sorted(BACKENDS, key=lambda b: COST_ORDER.index(b) if b in COST_ORDER el
 @pytest.mark.parametrize("backend", QUICK)
 def test_backend_agrees_with_references_through_the_lifecycle(backend: str, tmp_path: Path) -> None:
     """The lifecycle share: each model also compiled again, its arrays refilled in place, interleaved with
-    a second build and called from threads (seeds of their own: other models than the ordinary share). Collected first: its slow cases start early under ``pytest -n``."""
+    a second build and called from threads (seeds of their own: other models than the ordinary share). Collected
+    first: its slow cases start early under ``pytest -n``."""
     _quick_profile(backend, 1000, QUICK_LIFECYCLE_EXAMPLES.get(backend, 8) * SCALE, LIFECYCLE_STEPS, tmp_path)
 
 
@@ -84,7 +86,9 @@ def _quick_profile(backend: str, shard: int, models: float, lifecycle: tuple[str
     batch = BATCH.get(backend, 1)
     examples = max(1, round(models / batch))  # batches of `batch` models
     profile = default_profile(backend, max_ops=QUICK_MAX_OPS)
-    checker = IsolatedChecker() if backend in NATIVE_BACKENDS else None  # JAX in-process: xdist outlives a crashed worker
+    checker = (
+        IsolatedChecker() if backend in NATIVE_BACKENDS else None
+    )  # JAX in-process: xdist outlives a crashed worker
     check = checker.check if checker is not None else check_recipe
     if lifecycle:
         check = partial(check, lifecycle=lifecycle)
@@ -115,7 +119,10 @@ def _quick_profile(backend: str, shard: int, models: float, lifecycle: tuple[str
         if not failing:
             batch_check.focus(found, parts)
         failing.append(found)
-        raise AssertionError(f"{found.report()}\n\nmodel:\n{found.recipe.model_source()}\ncompile options: {found.recipe.compile_kwargs_source()}")
+        raise AssertionError(
+            f"{found.report()}\n\nmodel:\n{found.recipe.model_source()}\ncompile options: "
+            f"{found.recipe.compile_kwargs_source()}"
+        )
 
     try:
         run()
@@ -157,7 +164,14 @@ def test_generated_models_are_valid_and_build(recipe: Recipe) -> None:
 def test_generator_reaches_every_family_and_most_primitives() -> None:
     seen: set[str] = set()
 
-    @settings(max_examples=150, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    @settings(
+        max_examples=150,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.generate,),
+    )
     @given(recipes())
     def collect(recipe: Recipe) -> None:
         seen.update(recipe.primitives())
@@ -182,14 +196,20 @@ def _twins() -> Recipe:
     return r
 
 
-@pytest.mark.parametrize(("disabled", "more_calls"), [((), False), (("cse",), True), (("fold",), True), (("prune",), True)])
+@pytest.mark.parametrize(
+    ("disabled", "more_calls"), [((), False), (("cse",), True), (("fold",), True), (("prune",), True)]
+)
 def test_passes_disabled_changes_the_compiled_graph(disabled: tuple[str, ...], more_calls: bool) -> None:
     import mithril as ml
 
     recipe = _twins()
-    baseline = ml.compile(recipe.build_model(), ml.NumpyBackend(dtype=ml.float64), inference=True, **recipe.compile_kwargs())
+    baseline = ml.compile(
+        recipe.build_model(), ml.NumpyBackend(dtype=ml.float64), inference=True, **recipe.compile_kwargs()
+    )
     with passes_disabled(*disabled):
-        pm = ml.compile(recipe.build_model(), ml.NumpyBackend(dtype=ml.float64), inference=True, **recipe.compile_kwargs())
+        pm = ml.compile(
+            recipe.build_model(), ml.NumpyBackend(dtype=ml.float64), inference=True, **recipe.compile_kwargs()
+        )
     assert (pm.primitive_count > baseline.primitive_count) is more_calls
     assert check_recipe(recipe, "numpy", ("default", "no-fold", "no-cse", "no-prune", "no-passes")) is None
     with pytest.raises(ValueError, match="unknown pass"):
@@ -282,14 +302,20 @@ def test_reducer_keeps_the_failure_and_drops_the_rest() -> None:
 def _reproductions(path: Path) -> list:
     import runpy
 
-    return [v.reproduction for k, v in runpy.run_path(str(path)).items() if k.startswith("test_") and hasattr(v, "reproduction")]
+    return [
+        v.reproduction
+        for k, v in runpy.run_path(str(path)).items()
+        if k.startswith("test_") and hasattr(v, "reproduction")
+    ]
 
 
 def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
     from mithril_testing.fuzz import Oracle
 
     recipe = _twins()
-    found = Disagreement(recipe, "numpy", __import__("mithril").float64, "no-cse", "forward", variants=("default", "no-cse"))
+    found = Disagreement(
+        recipe, "numpy", __import__("mithril").float64, "no-cse", "forward", variants=("default", "no-cse")
+    )
     path = write_reproduction(found, tmp_path, also=["numpy", "torch"])
     assert path.name.startswith("test_numpy_torch_forward_")
     text = path.read_text()
@@ -308,8 +334,15 @@ def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
 def test_reproduction_values_round_trip() -> None:
     from mithril_testing.fuzz import compact_literal
 
-    for value in (np.array(0.1 + 0.2), np.array([[1, -2]]), np.array([True, False]), np.array([1e-300, -np.inf, 2.0]), np.zeros((0,), np.int64), np.zeros((2, 0))):
-        back = np.asarray(eval(compact_literal(value), {"np": np}))  # noqa: S307 - our own text
+    for value in (
+        np.array(0.1 + 0.2),
+        np.array([[1, -2]]),
+        np.array([True, False]),
+        np.array([1e-300, -np.inf, 2.0]),
+        np.zeros((0,), np.int64),
+        np.zeros((2, 0)),
+    ):
+        back = np.asarray(eval(compact_literal(value), {"np": np}))  # our own text
         assert back.dtype == value.dtype.newbyteorder("=") and back.shape == value.shape, (value, back)
         np.testing.assert_array_equal(back, value)
 
@@ -333,7 +366,22 @@ def test_cli_prints_the_summary(tmp_path: Path) -> None:
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "mithril_testing.fuzz", "--backend", "numpy", "--examples", "5", "--seed", "3", "--out", str(tmp_path), "--quiet", "--exclude", "split"],
+        [
+            sys.executable,
+            "-m",
+            "mithril_testing.fuzz",
+            "--backend",
+            "numpy",
+            "--examples",
+            "5",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--exclude",
+            "split",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -494,7 +542,9 @@ def test_lifecycle_steps_make_their_calls_and_agree_on_a_correct_backend() -> No
         "threads": [("threads", f) for f in (0, 0, 1, 1, 0, 0, 1, 1) * 2],  # the first calls of a new compilation
     }
     for step in LIFECYCLE_STEPS:
-        session = Lifecycle(recipe.build_model, lambda m: ml.compile(m, backend, **recipe.compile_kwargs()), backend, feeds)
+        session = Lifecycle(
+            recipe.build_model, lambda m: ml.compile(m, backend, **recipe.compile_kwargs()), backend, feeds
+        )
         calls = session.run(step)
         assert [(c.step, c.feed) for c in calls] == expected[step], step
         for call in calls:
@@ -514,7 +564,11 @@ def test_lifecycle_finds_a_result_kept_for_an_array_refilled_in_place(planted: s
     assert reduced.step == "refill" and [op.primitive for op in reduced.recipe.ops] == ["exp"]
     path = write_reproduction(reduced, tmp_path)
     text = path.read_text()
-    assert path.name.startswith("test_planted_refill_forward_") and 'lifecycle="refill"' in text and "second=dict(\n" in text
+    assert (
+        path.name.startswith("test_planted_refill_forward_")
+        and 'lifecycle="refill"' in text
+        and "second=dict(\n" in text
+    )
     (reproduction,) = _reproductions(path)
     reproduction.run("numpy")  # the model is right
     with pytest.raises(AssertionError, match="refilled in place with new values: output"):
@@ -536,7 +590,9 @@ def test_reducer_reruns_the_lifecycle_step_that_failed() -> None:
     recipe = _twins()
     asked: list[tuple[str, ...]] = []
 
-    def fails_when_refilled(r: Recipe, backend: str, variants: tuple[str, ...], *, lifecycle: tuple[str, ...] = ()) -> Disagreement | None:
+    def fails_when_refilled(
+        r: Recipe, backend: str, variants: tuple[str, ...], *, lifecycle: tuple[str, ...] = ()
+    ) -> Disagreement | None:
         asked.append(tuple(lifecycle))
         if "refill" in lifecycle and any(op.primitive == "square" for op in r.ops):
             return Disagreement(r, backend, __import__("mithril").float64, "default", "refill:forward", step="refill")
@@ -553,7 +609,9 @@ def test_isolated_checker_runs_lifecycle_steps_and_names_the_one_that_crashed() 
     recipe = _twins()
     with IsolatedChecker() as checker:
         assert checker.check(recipe, "numpy", lifecycle=LIFECYCLE_STEPS) is None
-        crashed = checker._failure(recipe, "numpy", ("default", "no-cse"), ("no-cse", "threads"), "crash", "SIGSEGV", "died")
+        crashed = checker._failure(
+            recipe, "numpy", ("default", "no-cse"), ("no-cse", "threads"), "crash", "SIGSEGV", "died"
+        )
     assert (crashed.category, crashed.step, crashed.variant) == ("threads:crash", "threads", "default")
 
 
@@ -568,7 +626,9 @@ def test_isolated_checker_runs_lifecycle_steps_and_names_the_one_that_crashed() 
         (["--backend", "numpy", "--profile", "long"], "argument --profile: invalid choice: 'long'"),
     ],
 )
-def test_cli_refuses_wrong_arguments_in_one_line(arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_refuses_wrong_arguments_in_one_line(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from mithril.plugins.lookup import available_backends
     from mithril_testing.fuzz.__main__ import main
 
@@ -584,7 +644,10 @@ def test_cli_refuses_wrong_arguments_in_one_line(arguments: list[str], message: 
 def test_cli_lifecycle_profile(capsys: pytest.CaptureFixture[str]) -> None:
     from mithril_testing.fuzz.__main__ import main
 
-    assert main(["--backend", "numpy", "--examples", "3", "--seed", "0", "--out", "", "--quiet", "--profile", "lifecycle"]) == 0
+    assert (
+        main(["--backend", "numpy", "--examples", "3", "--seed", "0", "--out", "", "--quiet", "--profile", "lifecycle"])
+        == 0
+    )
     assert capsys.readouterr().out == "numpy: 3 models, 0 disagreements\n"
 
 
@@ -607,7 +670,10 @@ def test_missing_test_packages_name_the_testing_extra() -> None:
     script = "import sys\nsys.modules['pytest'] = None\nimport mithril_testing.fuzz\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    assert "ImportError: mithril_testing.fuzz needs pytest, which the mithril-testing package declares: pip install mithril-testing" in done.stderr, done.stderr
+    assert (
+        "ImportError: mithril_testing.fuzz needs pytest, which the mithril-testing package declares: pip install "
+        "mithril-testing" in done.stderr
+    ), done.stderr
 
 
 def test_threads_step_keeps_its_threads_for_the_process() -> None:

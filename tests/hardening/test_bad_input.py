@@ -87,7 +87,7 @@ def test_positions_longer_than_the_table_are_an_error():
     pm = ml.compile(model, ml.NumpyBackend(), data_keys={"input"})
     params = pm.randomize_params(seed=0)
     pm.evaluate(params, {"input": np.zeros((1, 4), np.int64)})
-    with pytest.raises(IndexRangeError, match="length 5 along axis 1.*at most 4 positions"):
+    with pytest.raises(IndexRangeError, match=r"length 5 along axis 1.*at most 4 positions"):
         pm.evaluate(params, {"input": np.zeros((1, 5), np.int64)})
 
 
@@ -105,7 +105,7 @@ def test_wrong_cotangent_shape_is_mithrils_error_before_the_framework_sees_it(na
     backend = _backend(name)
     pm = ml.compile(Linear(3), backend, shapes={"input": [None, 4]}, data_keys={"input"})
     params = pm.randomize_params(seed=0)
-    with pytest.raises(ShapeError, match="'output' axis 0 has size 5.*'input' axis 0, of size 2"):
+    with pytest.raises(ShapeError, match=r"'output' axis 0 has size 5.*'input' axis 0, of size 2"):
         pm.evaluate(params, {"input": np.ones((2, 4))}, output_gradients={"output": backend.ones(5, 3)})
 
 
@@ -179,24 +179,47 @@ def test_api_misuse_gets_clear_errors():
 def test_cli_prints_one_line_errors_and_finds_modules_in_the_current_directory(tmp_path):
     (tmp_path / "my_models.py").write_text("from mithril.models import Linear\n\ndef build():\n    return Linear(3)\n")
     cli = [sys.executable, "-m", "mithril.cli"]
-    missing = subprocess.run([*cli, "export", "my_models:nothing", str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [*cli, "export", "my_models:nothing", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1
     lines = missing.stderr.strip().splitlines()
     assert len(lines) == 1 and "has no attribute 'nothing'" in lines[0] and "--traceback" in lines[0]
-    full = subprocess.run([*cli, "--traceback", "export", "my_models:nothing", str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    full = subprocess.run(
+        [*cli, "--traceback", "export", "my_models:nothing", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" in full.stderr
 
 
 @pytest.mark.skipif("c" not in BACKENDS, reason="needs the C backend")
 def test_cli_export_says_what_it_wrote_and_never_overwrites_silently(tmp_path):
     (tmp_path / "my_models.py").write_text("from mithril.models import Linear\n\ndef build():\n    return Linear(3)\n")
-    command = [sys.executable, "-m", "mithril.cli", "export", "my_models:build", str(tmp_path / "out"), "--shape", "input=2,4"]
+    command = [
+        sys.executable,
+        "-m",
+        "mithril.cli",
+        "export",
+        "my_models:build",
+        str(tmp_path / "out"),
+        "--shape",
+        "input=2,4",
+    ]
     first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "seed=0" in first.stdout and "model.c" in first.stdout
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 1 and "overwrite" in again.stderr and len(again.stderr.strip().splitlines()) == 1
-    forced = subprocess.run([*command, "--overwrite", "--seed", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    forced = subprocess.run(
+        [*command, "--overwrite", "--seed", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert forced.returncode == 0 and "seed=3" in forced.stdout
 
 

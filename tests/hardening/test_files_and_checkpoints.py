@@ -165,8 +165,10 @@ def _export_resnet(out: Path, overwrite: bool = False) -> Any:
     )
 
 
-EXPORTS = {"pm.export": (_export_c, ["model.c", "main.c", "model.weights", "manifest.json", "input_input.bin"]),
-           "export_program": (_export_resnet, ["model.c", "main.c", "weights.bin", "Makefile", "program.h"])}  # fmt: skip
+EXPORTS = {
+    "pm.export": (_export_c, ["model.c", "main.c", "model.weights", "manifest.json", "input_input.bin"]),
+    "export_program": (_export_resnet, ["model.c", "main.c", "weights.bin", "Makefile", "program.h"]),
+}
 
 
 @NEEDS_C
@@ -321,7 +323,7 @@ def test_a_checkpoint_of_a_wrong_type_is_an_argument_error():
     """``open_checkpoint(5)`` raised a bare TypeError (now ArgumentError, still a TypeError)."""
     from mithril_models.checkpoints import open_checkpoint
 
-    with pytest.raises(ArgumentError, match="a checkpoint is a state dict or a path to a .safetensors file, got int"):
+    with pytest.raises(ArgumentError, match=r"a checkpoint is a state dict or a path to a \.safetensors file, got int"):
         open_checkpoint(5)
 
 

@@ -87,7 +87,9 @@ def test_hostile_names_are_inert_on_native_backends(backend_name: str, names: li
 
 
 @pytest.mark.skipif("c" not in BACKENDS or shutil.which("cc") is None, reason="needs the C backend and cc")
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(names=st.lists(hostile, min_size=4, max_size=4), short_names=st.booleans())
 def test_exported_c_program_with_hostile_names_builds_and_reproduces(
     names: list[str], short_names: bool, tmp_path_factory: pytest.TempPathFactory
@@ -137,9 +139,13 @@ class _Tags(HTMLParser):
         self.tags.append(tag if not attrs else f"{tag} {attrs}")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(names=st.lists(hostile, min_size=5, max_size=5))
-def test_hostile_names_are_text_in_pictures_and_reports(names: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_hostile_names_are_text_in_pictures_and_reports(
+    names: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     model, _, _ = _model(names[:4], root=names[4])
     plain, _, _ = _model(["", "", "", ""], root="model")
     # every user string is one quoted string: the same statements and attributes as with plain names

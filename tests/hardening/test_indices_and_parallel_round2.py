@@ -53,7 +53,10 @@ def _compiled(name: str, dtype: ml.Dtype, what: str):
 
 def _data(shapes: dict, index_key: str, indices: object) -> dict:
     rng = np.random.default_rng(0)
-    return {key: indices if key == index_key else rng.standard_normal(shape).astype(np.float32) for key, shape in shapes.items()}
+    return {
+        key: indices if key == index_key else rng.standard_normal(shape).astype(np.float32)
+        for key, shape in shapes.items()
+    }
 
 
 def _bad(shape: list, value: int) -> np.ndarray:
@@ -86,7 +89,7 @@ def test_out_of_range_embedding_indices_are_refused(name: str, dtype: ml.Dtype, 
 @pytest.mark.parametrize("what", ["cross_entropy", "gather"])
 @pytest.mark.parametrize(("name", "dtype"), _backend_dtypes())
 def test_out_of_range_targets_and_gather_indices_are_refused(name: str, dtype: ml.Dtype, what: str) -> None:
-    backend, pm, params, shapes, key = _compiled(name, dtype, what)
+    _backend, pm, params, shapes, key = _compiled(name, dtype, what)
     position = r"\(2,\)" if what == "cross_entropy" else r"\(0, 2\)"
     for value in (2**32 + 3, 2**40):
         with pytest.raises(IndexRangeError, match=rf"'{key}' holds index {value} at position {position}, out of range"):
@@ -97,7 +100,9 @@ def test_jax_float32_arrays_refuse_integers_that_int32_would_wrap() -> None:
     if importlib.util.find_spec("mithril_backend_jax") is None:
         pytest.skip("JAX backend not installed")
     backend = ml.JaxBackend(dtype=ml.float32)
-    with pytest.raises(DtypeError, match=r"JaxBackend computes these integers in int32: value 4294967299 at position \(1,\)"):
+    with pytest.raises(
+        DtypeError, match=r"JaxBackend computes these integers in int32: value 4294967299 at position \(1,\)"
+    ):
         backend.array(np.array([0, 2**32 + 3]))
     assert backend.array(np.array([0, 2**31 - 1])).tolist() == [0, 2**31 - 1]
 
@@ -110,7 +115,9 @@ BAD_MESHES = ["abc", ((2,),), (2.5,), 2.0, True, (), (0,), (2, "a")]
 def test_torch_device_mesh_refuses_what_is_not_mesh_sizes(device_mesh: object) -> None:
     if importlib.util.find_spec("mithril_backend_torch") is None:
         pytest.skip("PyTorch backend not installed")
-    with pytest.raises(ArgumentError, match=r"TorchBackend: device_mesh must be a positive int or a non-empty tuple of positive ints") as caught:
+    with pytest.raises(
+        ArgumentError, match=r"TorchBackend: device_mesh must be a positive int or a non-empty tuple of positive ints"
+    ) as caught:
         ml.TorchBackend(device_mesh=device_mesh)
     assert f"got {device_mesh!r}" in str(caught.value)
 
@@ -138,19 +145,27 @@ def test_jax_device_mesh_and_tensor_split_errors_on_four_devices() -> None:
             for split in [(-1,), (0,), (1,), 1.5, (0, 1), (2,)]
         }}
         splits["creator device_mesh"] = error(lambda: backend.ones(4, 4, device_mesh=(2.0,), tensor_split=(0,)))
-        ok = [list(backend.ones(4, 6, tensor_split=(-1,)).sharding.shard_shape((4, 6))), list(backend.ones(4, 3, tensor_split=(0,)).sharding.shard_shape((4, 3)))]
+        ok = [
+            list(backend.ones(4, 6, tensor_split=(-1,)).sharding.shard_shape((4, 6))),
+            list(backend.ones(4, 3, tensor_split=(0,)).sharding.shard_shape((4, 3))),
+        ]
         emit({{"meshes": meshes, "splits": splits, "ok": ok}})
         """,
         devices=4,
     )
     for mesh, (kind, message) in found["meshes"].items():
-        assert kind == "ArgumentError" and "JaxBackend: device_mesh must be a positive int or a non-empty tuple" in message, (mesh, message)
+        assert (
+            kind == "ArgumentError" and "JaxBackend: device_mesh must be a positive int or a non-empty tuple" in message
+        ), (mesh, message)
         assert f"got {mesh}" in message, message
     splits = found["splits"]
     for split, size, dim in (("(-1,)", 5, 1), ("(0,)", 3, 0), ("(1,)", 5, 1)):
         kind, message = splits[split]
         assert kind == "ArgumentError", (split, kind, message)
-        assert f"tensor_split={split} splits dimension {dim} of an array of shape (3, 5) over mesh axis mesh_0 (2 devices), but {size} is not a multiple of 2" in message
+        assert (
+            f"tensor_split={split} splits dimension {dim} of an array of shape (3, 5) over mesh axis mesh_0 (2 "
+            f"devices), but {size} is not a multiple of 2" in message
+        )
     assert splits["1.5"][0] == "ArgumentError" and "tensor_split must be a tuple" in splits["1.5"][1]
     assert splits["(0, 1)"][0] == "ArgumentError" and "names 2 mesh axes" in splits["(0, 1)"][1]
     assert splits["(2,)"][0] == "ArgumentError" and "is not a dimension of a 2-d array" in splits["(2,)"][1]

@@ -160,7 +160,11 @@ for label, block, key, others, index_shape in cases:
     params = pm.randomize_params(seed=0)
     tokens = np.arange(int(np.prod(index_shape))).reshape(index_shape) % 4
     tokens.reshape(-1)[-1] = 0
-    data = {{"tokens": tokens, "shift": np.zeros(index_shape, np.int64), **{{k: np.ones(s, np.float32) for k, s in others.items()}}}}
+    data = {{
+        "tokens": tokens,
+        "shift": np.zeros(index_shape, np.int64),
+        **{{k: np.ones(s, np.float32) for k, s in others.items()}},
+    }}
     report(label + " ok", lambda: pm.evaluate(params, data))
     for bad in (7, -7, 1 << 40):
         shift = np.zeros(index_shape, np.int64)
@@ -169,9 +173,33 @@ for label, block, key, others, index_shape in cases:
 
 # gradient helpers write through their indices, and core has no data check for them
 grads = [
-    ("embedding_grad", {{"output_grad": np.ones((2, 3, 4), np.float32), "input": np.array([[0, 2, 2], [5, 0, 99]]), "like": np.ones((6, 4), np.float32)}}, {{}}),
-    ("gather_grad", {{"output_grad": np.ones((3, 4), np.float32), "index": np.array([[0, 1, 2, 3]] * 2 + [[0, 1, 2, -9]]), "like": np.ones((3, 5), np.float32)}}, {{"axis": 1}}),
-    ("cross_entropy_grad", {{"output_grad": np.ones(4, np.float32), "input": np.ones((4, 5), np.float32), "target": np.array([0, 1, 2, 5])}}, {{"input_type": "logits", "categorical": True, "eps": 1e-7}}),
+    (
+        "embedding_grad",
+        {{
+            "output_grad": np.ones((2, 3, 4), np.float32),
+            "input": np.array([[0, 2, 2], [5, 0, 99]]),
+            "like": np.ones((6, 4), np.float32),
+        }},
+        {{}},
+    ),
+    (
+        "gather_grad",
+        {{
+            "output_grad": np.ones((3, 4), np.float32),
+            "index": np.array([[0, 1, 2, 3]] * 2 + [[0, 1, 2, -9]]),
+            "like": np.ones((3, 5), np.float32),
+        }},
+        {{"axis": 1}},
+    ),
+    (
+        "cross_entropy_grad",
+        {{
+            "output_grad": np.ones(4, np.float32),
+            "input": np.ones((4, 5), np.float32),
+            "target": np.array([0, 1, 2, 5]),
+        }},
+        {{"input_type": "logits", "categorical": True, "eps": 1e-7}},
+    ),
 ]
 for prim, inputs, attrs in grads:
     model = Primitive(prim, **attrs)
@@ -252,7 +280,8 @@ for label, (model, shapes) in cases.items():
         out = pm.evaluate(params, data)
         row = [label, "ok", {{k: list(np.asarray(v).shape) for k, v in out.items()}}]
         if pm.param_keys:
-            out, grads = pm.evaluate(params, data, output_gradients={{k: np.zeros(np.shape(v), np.float32) for k, v in out.items()}})
+            cotangents = {{k: np.zeros(np.shape(v), np.float32) for k, v in out.items()}}
+            out, grads = pm.evaluate(params, data, output_gradients=cotangents)
             row.append({{k: float(np.abs(np.asarray(g)).sum()) for k, g in grads.items()}})
     except ml.MithrilError as exc:
         row = [label, "refused", type(exc).__name__, str(exc)]
@@ -447,7 +476,7 @@ def test_integer_floor_divide_never_traps(name, tmp_path):
     """``INT64_MIN // -1`` trapped (SIGFPE) in the generated C; it wraps as in NumPy (x // 0 is 0)."""
     run = _isolated(_FLOORDIV_SNIPPET.format(name=name), tmp_path)
     assert run.returncode == 0, f"the process died ({run.returncode}): {run.stderr[-2000:]}"
-    first, by_zero, negative = json.loads(run.stdout.strip().splitlines()[-1])
+    _first, by_zero, negative = json.loads(run.stdout.strip().splitlines()[-1])
     assert (by_zero, negative) == (0, -4)
 
 

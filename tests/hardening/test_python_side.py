@@ -69,27 +69,53 @@ def test_special_value_expectations_are_in_the_tested_dtype():
     assert got[1] == np.finfo(np.float32).max and got[2] == -np.finfo(np.float32).max
     assert run_reference(case, case.make_inputs(), dtype=Dtype.float64)["output"][1] == np.finfo(np.float64).max
     assert run_reference(case, inputs, dtype=Dtype.bfloat16)["output"][1] == pytest.approx(3.3895313892515355e38)
-    power = run_reference(Case_("power", left=[1e-30], right=[-2.0]), {"left": np.array([1e-30], np.float32), "right": np.array([-2.0], np.float32)}, dtype=Dtype.float32)
+    power = run_reference(
+        Case_("power", left=[1e-30], right=[-2.0]),
+        {"left": np.array([1e-30], np.float32), "right": np.array([-2.0], np.float32)},
+        dtype=Dtype.float32,
+    )
     assert np.isinf(power["output"][0])  # float32 overflows as the backend does; float64 would give 1e60
 
 
-def Case_(primitive: str, **inputs):  # noqa: N802 - a small factory for one-off cases
+def Case_(primitive: str, **inputs):
     from mithril_testing.cases import Case
 
     return Case(primitive, {k: np.array(v) for k, v in inputs.items()}, grad=False)
 
 
 @pytest.mark.parametrize("name", PYTHON_BACKENDS)
-@pytest.mark.parametrize("case_id", ["sign-special", "floor_divide-special", "nan_to_num-special", "gelu-special", "relu-special", "maximum-special", "minimum-special"])
+@pytest.mark.parametrize(
+    "case_id",
+    [
+        "sign-special",
+        "floor_divide-special",
+        "nan_to_num-special",
+        "gelu-special",
+        "relu-special",
+        "maximum-special",
+        "minimum-special",
+    ],
+)
 def test_special_values_match_numpy_on_every_python_backend(name, case_id):
     case = _case(case_id)
     backend = _backend(name)
     arrays = {k: v.astype(np.float32) for k, v in case.make_inputs().items()}
     model = Primitive(case.primitive, **case.attrs)
-    pm = ml.compile(model, backend, shapes={k: list(v.shape) for k, v in arrays.items()}, data_keys=set(arrays), jit=False)
-    got = np.asarray(backend.to_numpy(pm.evaluate({}, {k: backend.array(v) for k, v in arrays.items()})["output"]), np.float64)
+    pm = ml.compile(
+        model, backend, shapes={k: list(v.shape) for k, v in arrays.items()}, data_keys=set(arrays), jit=False
+    )
+    got = np.asarray(
+        backend.to_numpy(pm.evaluate({}, {k: backend.array(v) for k, v in arrays.items()})["output"]), np.float64
+    )
     expected = run_reference(case, arrays, dtype=Dtype.float32)["output"].astype(np.float64)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.nanmax(np.abs(np.where(np.isfinite(expected), expected, 0)), initial=1), equal_nan=True, err_msg=f"{case_id} on {name}")
+    np.testing.assert_allclose(
+        got,
+        expected,
+        rtol=1e-5,
+        atol=1e-5 * np.nanmax(np.abs(np.where(np.isfinite(expected), expected, 0)), initial=1),
+        equal_nan=True,
+        err_msg=f"{case_id} on {name}",
+    )
 
 
 # -- 2. validation -------------------------------------------------------------------------------
@@ -156,7 +182,7 @@ def test_gelu_accepts_pytorchs_approximate_spelling():
 
 
 def test_type_errors_are_dtype_errors():
-    with pytest.raises(DtypeError, match="IOKey\\('x'\\): type must be float, int, bool or a dtype.*got 'complex'"):
+    with pytest.raises(DtypeError, match=r"IOKey\('x'\): type must be float, int, bool or a dtype.*got 'complex'"):
         IOKey("x", type="complex")
     model = Model()
     model |= Linear(3)(input="x")
@@ -176,7 +202,9 @@ def test_compile_and_backend_misuse_gets_clear_errors(tmp_path):
         ml.compile(Linear(3), "numpy")
     with pytest.raises(ArgumentError, match=r"unknown option\(s\) \['foo'\]"):
         ml.compile(Linear(3), backend, foo=1)
-    with pytest.raises(ArgumentError, match=r"data_keys must be a set, list or tuple of key names, got 'input'.*\{'input'\}"):
+    with pytest.raises(
+        ArgumentError, match=r"data_keys must be a set, list or tuple of key names, got 'input'.*\{'input'\}"
+    ):
         ml.compile(Linear(3), backend, data_keys="input")
     with pytest.raises(ArgumentError, match="trainable_keys must be a set, list or tuple"):
         ml.compile(Linear(3), backend, trainable_keys=5)
@@ -266,11 +294,15 @@ def test_evaluate_errors_name_key_expected_and_given_on_every_python_backend(nam
     pm, params = _embedding_linear(backend)
     tokens = np.ones((2, 5), np.int64)
     cotangents = {"output": np.ones((2, 5, 3)), "hidden": np.zeros((2, 5, 4))}
-    with pytest.raises(ShapeError, match=r"evaluate\(output_gradients\): 'output' has shape \(2, 5, 4\), expected \(2, 5, 3\)"):
+    with pytest.raises(
+        ShapeError, match=r"evaluate\(output_gradients\): 'output' has shape \(2, 5, 4\), expected \(2, 5, 3\)"
+    ):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={"output": backend.ones(2, 5, 4)})
     with pytest.raises(ShapeError, match=r"evaluate\(data\): 'tokens' has shape \(2, 6\), expected \(2, 5\)"):
         pm.evaluate(params, {"tokens": np.ones((2, 6), np.int64)})
-    with pytest.raises(DtypeError, match=r"evaluate\(data\): 'tokens' has float values, but the model expects int values"):
+    with pytest.raises(
+        DtypeError, match=r"evaluate\(data\): 'tokens' has float values, but the model expects int values"
+    ):
         pm.evaluate(params, {"tokens": np.ones((2, 5), np.float32)})
     with pytest.raises(DtypeError, match=r"evaluate\(data\): 'tokens' \(list\) is not an array of numbers"):
         pm.evaluate(params, {"tokens": [[1, 2], [3]]})
@@ -298,7 +330,9 @@ def test_cotangents_whose_shape_follows_no_input_are_checked(name):
     params = pm.randomize_params(seed=0)
     x = np.ones((2, 5, 4))
     for wrong in (np.ones(29), np.ones(1)):  # the second would broadcast on NumPy
-        with pytest.raises(ShapeError, match=rf"'output' has shape \({wrong.size},\), but the output 'output' has shape \(30,\)"):
+        with pytest.raises(
+            ShapeError, match=rf"'output' has shape \({wrong.size},\), but the output 'output' has shape \(30,\)"
+        ):
             pm.evaluate(params, {"input": x}, output_gradients={"output": wrong})
     _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": np.ones(30)})  # 'hidden' gets zeros
     np.testing.assert_allclose(backend.to_numpy(grads["bias"]), np.full(3, 10.0), rtol=1e-6)
@@ -317,7 +351,9 @@ def test_cotangents_are_converted_to_the_models_dtype(name):
     with pytest.raises(DtypeError, match=r"evaluate\(output_gradients\): 'output' is str"):
         pm.evaluate(params, {"input": x}, output_gradients={"output": "abc"})
     for bad in ("output", False, [1.0]):
-        with pytest.raises(ArgumentError, match=r"evaluate\(output_gradients=\.\.\.\): expected a dict of output name -> cotangent"):
+        with pytest.raises(
+            ArgumentError, match=r"evaluate\(output_gradients=\.\.\.\): expected a dict of output name -> cotangent"
+        ):
             pm.evaluate(params, {"input": x}, output_gradients=bad)
 
 
@@ -327,7 +363,9 @@ def test_output_gradients_naming_a_non_output_is_an_error(name):
     pm, params = _embedding_linear(backend)
     tokens = np.ones((2, 5), np.int64)
     good = {"output": np.ones((2, 5, 3))}
-    with pytest.raises(ModelKeyError, match=r"'weight' is an input, not an output.*differentiable outputs are \['hidden', 'output'\]"):
+    with pytest.raises(
+        ModelKeyError, match=r"'weight' is an input, not an output.*differentiable outputs are \['hidden', 'output'\]"
+    ):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={**good, "weight": np.ones((3, 4))})
     with pytest.raises(ModelKeyError, match=r"'label' is an output of kind int, which has no gradient"):
         pm.evaluate(params, {"tokens": tokens}, output_gradients={**good, "label": np.ones((2, 5))})
@@ -343,7 +381,9 @@ def test_parameter_file_errors_name_the_file(tmp_path):
     params = pm.randomize_params(seed=0)
     for suffix in (".npz", ".safetensors"):
         target = tmp_path / "missing" / f"p{suffix}"
-        with pytest.raises(CheckpointError, match=rf"save_params\({target}\): the directory {target.parent} does not exist"):
+        with pytest.raises(
+            CheckpointError, match=rf"save_params\({target}\): the directory {target.parent} does not exist"
+        ):
             pm.save_params(target, params)
         with pytest.raises(ModelKeyError, match=rf"^save_params\(.*p{suffix}\)\(params=\.\.\.\): missing \['bias'\]"):
             pm.save_params(tmp_path / f"p{suffix}", {"weight": params["weight"]})
@@ -358,7 +398,9 @@ def test_parameter_file_errors_name_the_file(tmp_path):
         pm.save_params(tmp_path / "q.npz", [1])
     pm.save_params(tmp_path / "ok.safetensors", params)
     other = ml.compile(Linear(5), ml.NumpyBackend(), shapes={"input": [2, 4]})
-    with pytest.raises(ShapeError, match=r"^load_params\(.*ok\.safetensors\)\(params\): 'weight' has shape \(3, 4\), expected \(5, 4\)"):
+    with pytest.raises(
+        ShapeError, match=r"^load_params\(.*ok\.safetensors\)\(params\): 'weight' has shape \(3, 4\), expected \(5, 4\)"
+    ):
         other.load_params(tmp_path / "ok.safetensors")
 
 
@@ -372,7 +414,9 @@ def test_unwritable_parameter_file_is_a_checkpoint_error(tmp_path, monkeypatch):
     for suffix in (".npz", ".safetensors"):
         monkeypatch.setattr(np, "savez", refuse)
         monkeypatch.setattr("mithril.serialization.safetensors.struct.pack", refuse)
-        with pytest.raises(CheckpointError, match=rf"cannot write {tmp_path / ('x' + suffix)}: No space left on device"):
+        with pytest.raises(
+            CheckpointError, match=rf"cannot write {tmp_path / ('x' + suffix)}: No space left on device"
+        ):
             pm.save_params(tmp_path / f"x{suffix}", params)
         monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -131,11 +131,20 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     [
         (["graph", "mods"], r"mithril graph: MODEL must be 'module:attribute' .*got 'mods'"),
         (["graph", ".mods:build"], r"mithril graph: MODEL must be 'module:attribute' .*got '\.mods:build'"),
-        (["graph", "mods:count"], r"mithril graph: MODEL mods:count must be a Model or a function returning one, got 3"),
+        (
+            ["graph", "mods:count"],
+            r"mithril graph: MODEL mods:count must be a Model or a function returning one, got 3",
+        ),
         (["graph", "mods:build_number"], r"mithril graph: what mods:build_number\(\) returns must be a Model, got 5 "),
-        (["graph", "mods:nothing"], r"module 'mods' has no attribute 'nothing'; its models and functions: build, build_nu"),
+        (
+            ["graph", "mods:nothing"],
+            r"module 'mods' has no attribute 'nothing'; its models and functions: build, build_nu",
+        ),
         (["graph", "no_such_module:build"], r"cannot import module 'no_such_module'"),
-        (["graph", "mods:build", "--shape", "input"], r"--shape must be KEY=D1,D2,\.\.\. \(non-negative int.*got 'input'"),
+        (
+            ["graph", "mods:build", "--shape", "input"],
+            r"--shape must be KEY=D1,D2,\.\.\. \(non-negative int.*got 'input'",
+        ),
         (["graph", "mods:build", "--shape", "input=a,b"], r"--shape must be KEY=D1,D2,\.\.\..*got 'input=a,b'"),
         (["export", "mods:build", "out", "--shape", "input"], r"mithril export: --shape must be KEY=D1,D2"),
     ],
@@ -157,7 +166,9 @@ def test_cli_names_what_it_expected(user_module: str, argv: list[str], message: 
         (["demo", "--lr", "0"], r"run_demo: lr must be a finite number > 0, got 0.0"),
     ],
 )
-def test_demo_refuses_options_that_make_no_sense_before_training(argv: list[str], message: str, capsys: Capture) -> None:
+def test_demo_refuses_options_that_make_no_sense_before_training(
+    argv: list[str], message: str, capsys: Capture
+) -> None:
     assert cli_main(argv) == 1
     captured = capsys.readouterr()
     assert re.search(message, captured.err), captured.err

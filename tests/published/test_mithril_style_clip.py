@@ -107,7 +107,9 @@ def vision_transformer(input_resolution, patch_size, width, layers, heads, outpu
     grid = input_resolution // patch_size
     visual = Model(name="visual")
     image = IOKey("image", shape=[None, 3, input_resolution, input_resolution])
-    visual |= Conv2d(kernel_size=patch_size, out_channels=width, stride=patch_size, use_bias=False, name="conv1").connect(image, output="patches")
+    visual |= Conv2d(
+        kernel_size=patch_size, out_channels=width, stride=patch_size, use_bias=False, name="conv1"
+    ).connect(image, output="patches")
     shp = visual.patches.shape
     tokens = visual.patches.reshape((shp[0], width, -1)).transpose((0, 2, 1))  # [B, grid**2, width]
     visual |= ZerosLike().connect(tokens[:, :1, :], output="zeros")

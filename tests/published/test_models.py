@@ -22,8 +22,9 @@ def gpt_reference(sizes: dict):
     """The builder's GPT-2 with the example's choices: exact (erf) GELU, an untied LM head."""
     from mithril_models.gpt import from_hf_config
 
-    hf = {"n_embd": sizes["dims"], "n_layer": sizes["num_layers"], "n_head": sizes["num_heads"], "n_positions": sizes["block_size"],
-          "vocab_size": sizes["vocab_size"], "activation_function": "gelu", "tie_word_embeddings": False}  # fmt: skip
+    hf = {"n_embd": sizes["dims"], "n_layer": sizes["num_layers"], "n_head": sizes["num_heads"],
+          "n_positions": sizes["block_size"], "vocab_size": sizes["vocab_size"], "activation_function": "gelu",
+          "tie_word_embeddings": False}  # fmt: skip
     return from_hf_config(hf)
 
 
@@ -51,7 +52,9 @@ def assert_same_results(backend, ours, reference, params: tuple, data: dict, see
     got, got_grads = ours.evaluate(params[0], data, output_gradients=seed)
     want, want_grads = reference.evaluate(params[1], data, output_gradients=seed)
     for key in seed:
-        np.testing.assert_allclose(_numpy(backend, got)[key], _numpy(backend, want)[key], rtol=rtol, atol=atol, err_msg=key)
+        np.testing.assert_allclose(
+            _numpy(backend, got)[key], _numpy(backend, want)[key], rtol=rtol, atol=atol, err_msg=key
+        )
     got_grads, want_grads = _numpy(backend, got_grads), _numpy(backend, want_grads)
     assert sorted(rename(k) for k in got_grads) == sorted(want_grads)
     for key, value in got_grads.items():
@@ -66,7 +69,9 @@ def test_published_gpt_matches_the_builder_with_gradients_at_any_length(backend)
     reference = ml.compile(gpt_reference(GPT_SMALL), backend, use_short_namings=False)
     assert ours.output_keys == ["output"]
     params = reference.randomize_params(seed=0)
-    assert sorted(ours.param_keys) == sorted(params), "the published example's names are Hugging Face's, as the builder's"
+    assert sorted(ours.param_keys) == sorted(params), (
+        "the published example's names are Hugging Face's, as the builder's"
+    )
     rng = np.random.default_rng(0)
     for batch, length in ((1, 5), (2, 9)):  # one compiled model, two lengths
         ids = backend.array(rng.integers(0, GPT_SMALL["vocab_size"], size=(batch, length)))
@@ -74,7 +79,9 @@ def test_published_gpt_matches_the_builder_with_gradients_at_any_length(backend)
         got, got_grads = ours.evaluate(params, {"input": ids}, output_gradients=seed)
         want, want_grads = reference.evaluate(params, {"input": ids}, output_gradients=seed)
         assert _numpy(backend, got)["output"].shape == (batch, length, GPT_SMALL["vocab_size"])
-        np.testing.assert_allclose(_numpy(backend, got)["output"], _numpy(backend, want)["output"], rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(
+            _numpy(backend, got)["output"], _numpy(backend, want)["output"], rtol=1e-9, atol=1e-10
+        )
         got_grads, want_grads = _numpy(backend, got_grads), _numpy(backend, want_grads)
         assert sorted(got_grads) == sorted(want_grads)
         for key in want_grads:
@@ -82,7 +89,9 @@ def test_published_gpt_matches_the_builder_with_gradients_at_any_length(backend)
     ids = rng.integers(0, GPT_SMALL["vocab_size"], size=(1, 6))
     changed = ids.copy()
     changed[0, -1] = (changed[0, -1] + 1) % GPT_SMALL["vocab_size"]
-    first, second = (_numpy(backend, ours.evaluate(params, {"input": backend.array(i)}))["output"] for i in (ids, changed))
+    first, second = (
+        _numpy(backend, ours.evaluate(params, {"input": backend.array(i)}))["output"] for i in (ids, changed)
+    )
     np.testing.assert_allclose(first[0, :-1], second[0, :-1], rtol=1e-12)  # causal: earlier positions unchanged
     assert not np.allclose(first[0, -1], second[0, -1])
 
@@ -90,8 +99,16 @@ def test_published_gpt_matches_the_builder_with_gradients_at_any_length(backend)
 def test_published_gpt_builds_at_its_documented_size():
     """GPT-2 small (the example's run_sample sizes): 124M parameters once the vocabulary head is counted."""
     example = published("gpt.model")
-    pm = ml.compile(example.create_gpt(**GPT2_SMALL), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True)
-    reference = ml.compile(gpt_reference(GPT2_SMALL), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True)
+    pm = ml.compile(
+        example.create_gpt(**GPT2_SMALL),
+        ml.NumpyBackend(),
+        shapes={"input": [1, 8]},
+        use_short_namings=False,
+        inference=True,
+    )
+    reference = ml.compile(
+        gpt_reference(GPT2_SMALL), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True
+    )
     assert pm.shapes["output"] == [1, 8, GPT2_SMALL["vocab_size"]]
     assert {k: pm.shapes[k] for k in pm.param_keys} == {k: reference.shapes[k] for k in reference.param_keys}
 
@@ -100,11 +117,12 @@ def test_published_gpt_builds_at_its_documented_size():
 # The example's attention mask is 77 x 77 (``build_attention_mask``), so texts have its context length; its
 # ViT path takes the image by name, without the channel count, which ml.compile is given.
 CLIP_SMALL = {"embed_dim": 16, "image_resolution": 16, "vision_layers": 2, "vision_width": 64, "vision_patch_size": 8,
-              "context_length": 77, "vocab_size": 50, "transformer_width": 64, "transformer_heads": 2, "transformer_layers": 2}  # fmt: skip
+              "context_length": 77, "vocab_size": 50, "transformer_width": 64, "transformer_heads": 2,
+              "transformer_layers": 2}  # fmt: skip
 CLIP_OUTPUTS = ("logits_per_image", "logits_per_text")
 # the example's names for three of OpenAI's parameters
-CLIP_NAMES = {"visual.class_embedding": "visual_class_embedding", "visual.positional_embedding": "visual_positional_embedding",
-              "visual.proj": "visual_proj"}  # fmt: skip
+CLIP_NAMES = {"visual.class_embedding": "visual_class_embedding",
+              "visual.positional_embedding": "visual_positional_embedding", "visual.proj": "visual_proj"}  # fmt: skip
 
 
 def _clip_names(tree: dict) -> dict:
@@ -123,8 +141,12 @@ def _texts(rng, count: int) -> np.ndarray:
 def test_published_clip_matches_the_builder_with_gradients_at_any_batch(backend):
     example = published("clip.model")
     res = CLIP_SMALL["image_resolution"]
-    ours = ml.compile(example.clip(**CLIP_SMALL), backend, shapes={"image": [None, 3, res, res]}, use_short_namings=False)
-    reference = ml.compile(mithril_models.clip(**{k: v for k, v in CLIP_SMALL.items()}), backend, use_short_namings=False)
+    ours = ml.compile(
+        example.clip(**CLIP_SMALL), backend, shapes={"image": [None, 3, res, res]}, use_short_namings=False
+    )
+    reference = ml.compile(
+        mithril_models.clip(**{k: v for k, v in CLIP_SMALL.items()}), backend, use_short_namings=False
+    )
     assert sorted(ours.output_keys) == sorted(CLIP_OUTPUTS)
     ref_params = reference.randomize_params(seed=0)
     ref_params["logit_scale"] = backend.array(np.float64(0.7))  # random, so every parameter matters
@@ -134,11 +156,24 @@ def test_published_clip_matches_the_builder_with_gradients_at_any_batch(backend)
     assert sorted(params) == sorted(ours.param_keys)
     rng = np.random.default_rng(0)
     for images, texts in ((2, 3), (1, 2)):  # one compiled model, several batch sizes
-        data = {"image": backend.array(rng.normal(size=(images, 3, res, res))), "text": backend.array(_texts(rng, texts))}
+        data = {
+            "image": backend.array(rng.normal(size=(images, 3, res, res))),
+            "text": backend.array(_texts(rng, texts)),
+        }
         seed = {"logits_per_image": backend.array(rng.normal(size=(images, texts)))}
         got, got_grads = ours.evaluate(params, data, output_gradients=seed)
-        want, want_grads = reference.evaluate(ref_params, data, output_gradients={**seed, **{
-            k: backend.zeros(*v.shape) for k, v in reference.evaluate(ref_params, data).items() if k != "logits_per_image"}})
+        want, want_grads = reference.evaluate(
+            ref_params,
+            data,
+            output_gradients={
+                **seed,
+                **{
+                    k: backend.zeros(*v.shape)
+                    for k, v in reference.evaluate(ref_params, data).items()
+                    if k != "logits_per_image"
+                },
+            },
+        )
         got, want = _numpy(backend, got), _numpy(backend, want)
         assert got["logits_per_image"].shape == (images, texts)
         for key in CLIP_OUTPUTS:  # the example's layer norms run in float32 (it casts to ml.float32 and back)
@@ -158,8 +193,12 @@ def test_published_clip_matches_the_builder_with_gradients_at_any_batch(backend)
 # Its "gated-gelu" is the exact GELU (transformers' is the tanh one), so the gated configuration here is
 # "gated-silu"; without "feed_forward_proj" it is the original ReLU T5 with tied embeddings.
 T5_BASE = {"vocab_size": 40, "d_model": 16, "d_kv": 4, "d_ff": 24, "num_layers": 2, "num_heads": 3,
-           "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20, "layer_norm_epsilon": 1e-5}  # fmt: skip
-T5_CONFIGS = {"gated-silu": {**T5_BASE, "feed_forward_proj": "gated-silu", "tie_word_embeddings": False}, "relu-tied": T5_BASE}
+           "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20,
+           "layer_norm_epsilon": 1e-5}  # fmt: skip
+T5_CONFIGS = {
+    "gated-silu": {**T5_BASE, "feed_forward_proj": "gated-silu", "tie_word_embeddings": False},
+    "relu-tied": T5_BASE,
+}
 _T5_LAYER = {"attention": "layer.0.SelfAttention", "self_attention": "layer.0.SelfAttention",
              "cross_attention": "layer.1.EncDecAttention", "ln1": "layer.0.layer_norm"}  # fmt: skip
 _T5_PROJ = {"query_proj": "q", "key_proj": "k", "value_proj": "v", "out_proj": "o"}
@@ -169,8 +208,10 @@ def t5_reference_name(name: str, *, decoder: bool) -> str:
     """The example's parameter name -> ``mithril_models``' (Hugging Face's)."""
     fixed = {"wte.weight": "shared.weight", "lm_head.linear.weight": "lm_head.weight",
              "encoder.ln.weight": "final_layer_norm.weight", "decoder.ln.weight": "final_layer_norm.weight",
-             "encoder.relative_attention_bias.embeddings.weight": "block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-             "decoder.relative_attention_bias.embeddings.weight": "block.0.layer.0.SelfAttention.relative_attention_bias.weight"}  # fmt: skip
+             "encoder.relative_attention_bias.embeddings.weight":
+                 "block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+             "decoder.relative_attention_bias.embeddings.weight":
+                 "block.0.layer.0.SelfAttention.relative_attention_bias.weight"}  # fmt: skip
     if name in fixed:
         return fixed[name]
     match = re.fullmatch(r"(?:encoder|decoder)\.layers_(\d+)\.(\w+)\.(?:(\w+)\.)?weight", name)
@@ -194,11 +235,12 @@ def _t5_params(ours, reference_params: dict, *, decoder: bool) -> dict:
 @pytest.mark.parametrize("config", sorted(T5_CONFIGS))
 @pytest.mark.parametrize("backend", _backends(), ids=lambda b: type(b).__name__)
 def test_published_t5_matches_the_builder_with_gradients_at_any_length(backend, config):
-    T5_SMALL = T5_CONFIGS[config]  # noqa: N806 - the configuration, as the module constants
+    T5_SMALL = T5_CONFIGS[config]
     example = published("t5")
     encoder = ml.compile(example.t5_encode(T5_SMALL), backend, shapes={"input": [None, None]}, use_short_namings=False)
     # the cross-attention reshapes keys by the query's batch: the shared symbol says they are one batch
-    decoder = ml.compile(example.t5_decode(T5_SMALL), backend, shapes={"input": ["B", None], "memory": ["B", None, T5_SMALL["d_model"]]},
+    decoder = ml.compile(example.t5_decode(T5_SMALL), backend,
+                         shapes={"input": ["B", None], "memory": ["B", None, T5_SMALL["d_model"]]},
                          data_keys={"memory"}, use_short_namings=False)  # fmt: skip
     ref_encoder = ml.compile(mithril_models.t5_encode(T5_SMALL), backend, use_short_namings=False)
     ref_decoder = ml.compile(mithril_models.t5_decode(T5_SMALL), backend, data_keys={"memory"}, use_short_namings=False)
@@ -209,33 +251,58 @@ def test_published_t5_matches_the_builder_with_gradients_at_any_length(backend, 
         ids = backend.array(rng.integers(0, T5_SMALL["vocab_size"], size=(batch, source)))
         seed = {"output": backend.array(rng.normal(size=(batch, source, T5_SMALL["d_model"])))}
         want = assert_same_results(backend, encoder, ref_encoder, (enc_params, ref_enc), {"input": ids}, seed,
-                                   rename=lambda key: t5_reference_name(key, decoder=False), rtol=1e-5, atol=1e-6, grad_rtol=1e-4)  # fmt: skip
+                                   rename=lambda key: t5_reference_name(key, decoder=False),
+                                   rtol=1e-5, atol=1e-6, grad_rtol=1e-4)  # fmt: skip
         memory = backend.array(want["output"])
         target = backend.array(rng.integers(0, T5_SMALL["vocab_size"], size=(batch, 1)))
         data = {"input": target, "memory": memory}
         logits = _numpy(backend, decoder.evaluate(dec_params, data))["output"]
-        np.testing.assert_allclose(logits, _numpy(backend, ref_decoder.evaluate(ref_dec, data))["output"], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            logits, _numpy(backend, ref_decoder.evaluate(ref_dec, data))["output"], rtol=1e-5, atol=1e-6
+        )
         longer = {"input": backend.array(rng.integers(0, T5_SMALL["vocab_size"], size=(batch, 4))), "memory": memory}
-        assert _numpy(backend, decoder.evaluate(dec_params, longer))["output"].shape == (batch, 4, T5_SMALL["vocab_size"])
+        assert _numpy(backend, decoder.evaluate(dec_params, longer))["output"].shape == (
+            batch,
+            4,
+            T5_SMALL["vocab_size"],
+        )
 
 
 def test_published_clip_and_t5_build_at_their_documented_sizes():
     """CLIP ViT-B/32 and t5-small as the examples' loaders configure them: the same parameter shapes as the
     builders' (in OpenAI's and Hugging Face's layouts)."""
-    vit_b32 = {"embed_dim": 512, "image_resolution": 224, "vision_layers": 12, "vision_width": 768, "vision_patch_size": 32,
-               "context_length": 77, "vocab_size": 49408, "transformer_width": 512, "transformer_heads": 8, "transformer_layers": 12}  # fmt: skip
-    clip = ml.compile(published("clip.model").clip(**vit_b32), ml.NumpyBackend(), shapes={"image": [1, 3, 224, 224], "text": [1, 77]},
-                      use_short_namings=False, inference=True)  # fmt: skip
-    reference = ml.compile(mithril_models.clip(**vit_b32), ml.NumpyBackend(), shapes={"image": [1, 3, 224, 224], "text": [1, 77]},
-                           use_short_namings=False, inference=True)  # fmt: skip
+    vit_b32 = {"embed_dim": 512, "image_resolution": 224, "vision_layers": 12, "vision_width": 768,
+               "vision_patch_size": 32, "context_length": 77, "vocab_size": 49408, "transformer_width": 512,
+               "transformer_heads": 8, "transformer_layers": 12}  # fmt: skip
+    clip = ml.compile(published("clip.model").clip(**vit_b32), ml.NumpyBackend(),
+                      shapes={"image": [1, 3, 224, 224], "text": [1, 77]}, use_short_namings=False,
+                      inference=True)  # fmt: skip
+    reference = ml.compile(mithril_models.clip(**vit_b32), ml.NumpyBackend(),
+                           shapes={"image": [1, 3, 224, 224], "text": [1, 77]}, use_short_namings=False,
+                           inference=True)  # fmt: skip
     want = {k: np.zeros(reference.shapes[k]) for k in reference.param_keys}
     assert {k: list(v.shape) for k, v in _clip_names(openai_params(want, vit_b32)).items() if k != "logit_scale"} == {
         k: clip.shapes[k] for k in clip.param_keys if k != "logit_scale"}
     t5_small = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
-                "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128, "layer_norm_epsilon": 1e-5}  # fmt: skip
-    encoder = ml.compile(published("t5").t5_encode(t5_small), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True)
-    ref_encoder = ml.compile(mithril_models.t5_encode(t5_small), ml.NumpyBackend(), shapes={"input": [1, 8]}, use_short_namings=False, inference=True)
-    assert {t5_reference_name(k, decoder=False): encoder.shapes[k] for k in encoder.param_keys} == {k: ref_encoder.shapes[k] for k in ref_encoder.param_keys}
+                "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+                "layer_norm_epsilon": 1e-5}  # fmt: skip
+    encoder = ml.compile(
+        published("t5").t5_encode(t5_small),
+        ml.NumpyBackend(),
+        shapes={"input": [1, 8]},
+        use_short_namings=False,
+        inference=True,
+    )
+    ref_encoder = ml.compile(
+        mithril_models.t5_encode(t5_small),
+        ml.NumpyBackend(),
+        shapes={"input": [1, 8]},
+        use_short_namings=False,
+        inference=True,
+    )
+    assert {t5_reference_name(k, decoder=False): encoder.shapes[k] for k in encoder.param_keys} == {
+        k: ref_encoder.shapes[k] for k in ref_encoder.param_keys
+    }
 
 
 @pytest.mark.parametrize("backend", _backends(), ids=lambda b: type(b).__name__)
@@ -266,8 +333,10 @@ def test_published_segformer_encoder_builds_and_runs():
     outputs = []
     for backend in _backends():
         pm = ml.compile(encoder, backend, shapes={"input": [2, 3, 32, 32]}, inference=True)
-        params = {k: backend.array(v) for k, v in ml.compile(encoder, ml.NumpyBackend(dtype=ml.float64), shapes={"input": [2, 3, 32, 32]},
-                                                             inference=True).randomize_params(seed=0).items()}  # fmt: skip
+        float64_pm = ml.compile(
+            encoder, ml.NumpyBackend(dtype=ml.float64), shapes={"input": [2, 3, 32, 32]}, inference=True
+        )
+        params = {k: backend.array(v) for k, v in float64_pm.randomize_params(seed=0).items()}
         image = backend.array(np.random.default_rng(0).normal(size=(2, 3, 32, 32)))
         out = pm.evaluate(params, {"input": image})
         assert tuple(out["output"].shape) == (2, 16, 4, 4)  # stride 4 then 2: 32 -> 8 -> 4
@@ -290,7 +359,10 @@ def test_published_clip_modified_resnet_runs_alike_on_every_backend():
         pm = ml.compile(model, backend, shapes={"image": [None, 3, 64, 64]}, use_short_namings=False)
         if params is None:
             params = {k: np.asarray(backend.to_numpy(v)) for k, v in pm.randomize_params(seed=0).items()}
-        out = pm.evaluate({k: backend.array(v) for k, v in params.items()}, {"image": backend.array(images), "text": backend.array(texts)})
+        out = pm.evaluate(
+            {k: backend.array(v) for k, v in params.items()},
+            {"image": backend.array(images), "text": backend.array(texts)},
+        )
         results.append(np.asarray(backend.to_numpy(out["logits_per_image"])))
         assert results[-1].shape == (2, 3)
     for other in results[1:]:

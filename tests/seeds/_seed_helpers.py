@@ -116,7 +116,9 @@ def check_against_numpy(
         ref_cot = {k: ref_backend.array(to_np(backend, v)) for k, v in output_gradients.items()}
         want, want_g = ref.evaluate(ref_params, ref_data, output_gradients=ref_cot)
         for k in want_g:
-            np.testing.assert_allclose(to_np(backend, got_g[k]), to_np(ref_backend, want_g[k]), rtol=rtol, atol=atol, err_msg=k)
+            np.testing.assert_allclose(
+                to_np(backend, got_g[k]), to_np(ref_backend, want_g[k]), rtol=rtol, atol=atol, err_msg=k
+            )
     for k in want:
         np.testing.assert_allclose(to_np(backend, got[k]), to_np(ref_backend, want[k]), rtol=rtol, atol=atol, err_msg=k)
 
@@ -135,7 +137,9 @@ def construct_or_clear_error(cls: type, **options: Any) -> Any:
     except (TypeError, ValueError) as exc:
         message = str(exc)
         names = [*options, *(str(v) for v in options.values()), *(str(v).rsplit(".", 1)[-1] for v in options.values())]
-        assert any(n in message for n in names), f"{cls.__name__}({options}) failed with {message!r}, naming none of {names}"
+        assert any(n in message for n in names), (
+            f"{cls.__name__}({options}) failed with {message!r}, naming none of {names}"
+        )
         return exc
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _seed_helpers import backend_class_or_numpy, backend_or_numpy  # noqa: E402,F401
+from _seed_helpers import backend_class_or_numpy, backend_or_numpy  # noqa: F401
 
 _USED: dict[str, list[str]] = {}
 

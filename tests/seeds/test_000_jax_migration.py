@@ -3,6 +3,8 @@ all fenced code blocks of the file). Pure-JAX/Haiku blocks 00, 02, 04, 06, 08, 1
 
 from __future__ import annotations
 
+import itertools
+
 import mithril as ml
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from mithril_testing.devices import run_with_jax_devices
 def create_mlp(layer_sizes):
     """Block 01's builder, as written (``input_size=`` at connect time fixes the input features)."""
     model = Model()
-    for i, (in_size, out_size) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:])):
+    for i, (in_size, out_size) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:])):  # noqa: RUF007 - as written
         if i == 0:
             model |= Linear(dimension=out_size)(input_size=in_size)
         else:
@@ -90,7 +92,7 @@ emit(errors)
     # Automatic differentiation, built into evaluate.
     inputs = {"input": backend.randn(4, 16)}
     grads = {"output": backend.ones(4, 4)}
-    outputs, gradients = jitted_model.evaluate(params, inputs, output_gradients=grads)
+    _outputs, gradients = jitted_model.evaluate(params, inputs, output_gradients=grads)
     assert set(gradients) == set(params)
     assert all(tuple(gradients[k].shape) == tuple(params[k].shape) for k in params)
     # bias of the last layer: d(sum of outputs)/d bias = batch size
@@ -108,7 +110,9 @@ def test_000_jax_migration_block05_mithril_cnn(backend_or_numpy):
     inputs = {"input": backend.randn(4, 3, 32, 32)}
     outputs = compiled_model.evaluate(params, inputs)
     assert tuple(outputs["output"].shape) == (4, 10)
-    check_against_numpy(model, backend, params, inputs, {"output": backend.randn(4, 10)}, shapes={"input": [4, 3, 32, 32]})
+    check_against_numpy(
+        model, backend, params, inputs, {"output": backend.randn(4, 10)}, shapes={"input": [4, 3, 32, 32]}
+    )
 
 
 class _Adam:
@@ -165,7 +169,9 @@ def test_000_jax_migration_block07_mithril_training(backend_or_numpy):
     model = Model()
     model |= net(input="input", output="output")
     model |= ml.CrossEntropy(reduction="mean")(input="output", target="target", output=ml.IOKey("loss"))
-    compiled_model = ml.compile(model, backend, shapes={"input": [12, 8], "target": [12]}, data_keys={"input", "target"})
+    compiled_model = ml.compile(
+        model, backend, shapes={"input": [12, 8], "target": [12]}, data_keys={"input", "target"}
+    )
     params = compiled_model.randomize_params(seed=0)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(12, 8)).astype(np.float32)
@@ -192,7 +198,9 @@ def test_000_jax_migration_block07_mithril_training(backend_or_numpy):
     # backend.cross_entropy agrees with the model's loss (per-sample values, mean-reduced by the block)
     logits = compiled_model.evaluate(params, data)["output"]
     per_sample = to_np(backend, backend.cross_entropy(logits, backend.array(y)))
-    np.testing.assert_allclose(per_sample.mean(), float(to_np(backend, compiled_model.evaluate(params, data)["loss"])), rtol=1e-4)
+    np.testing.assert_allclose(
+        per_sample.mean(), float(to_np(backend, compiled_model.evaluate(params, data)["loss"])), rtol=1e-4
+    )
 
 
 def test_000_jax_migration_block09_mithril_prng(backend_or_numpy):
@@ -225,7 +233,9 @@ def test_000_jax_migration_block09_mithril_prng(backend_or_numpy):
     ident = Model()
     ident |= Dropout(p=0.5)(training=False)
     pm = ml.compile(ident, backend, shapes={"input": [8, 8]})
-    np.testing.assert_array_equal(to_np(backend, pm.evaluate({}, {"input": backend.ones(8, 8)})["output"]), np.ones((8, 8)))
+    np.testing.assert_array_equal(
+        to_np(backend, pm.evaluate({}, {"input": backend.ones(8, 8)})["output"]), np.ones((8, 8))
+    )
 
 
 @pytest.fixture
@@ -282,7 +292,11 @@ def test_000_jax_migration_block11_mithril_custom_primitive(backend_or_numpy, fr
         cot = backend.randn(4, 10)
         _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": cot})
         d_hidden = to_np(backend, cot) @ to_np(backend, params["weight_1"])
-        np.testing.assert_allclose(to_np(backend, grads["bias"]), ((d_hidden * (np.sin(hidden) + hidden * np.cos(hidden))) * (hidden > 0)).sum(0), rtol=1e-9)
+        np.testing.assert_allclose(
+            to_np(backend, grads["bias"]),
+            ((d_hidden * (np.sin(hidden) + hidden * np.cos(hidden))) * (hidden > 0)).sum(0),
+            rtol=1e-9,
+        )
 
     # The decorated primitive with its companion has gradients on NumPy too (the symbolic backend).
     numpy_backend = ml.NumpyBackend(dtype=ml.float64)
@@ -361,7 +375,11 @@ def test_000_jax_migration_block13_tpu_usage(backend_class_or_numpy, backend_or_
         cls(device="tpu", device_mesh=(8,))
     assert_option_rejected(exc, "tpu", "device_mesh")
     with pytest.raises(TypeError) as exc:
-        ml.compile(model=create_mlp([4, 3]), backend=backend_or_numpy("jax"), tpu_options={"replicate_inputs": True, "allow_spmd": True})
+        ml.compile(
+            model=create_mlp([4, 3]),
+            backend=backend_or_numpy("jax"),
+            tpu_options={"replicate_inputs": True, "allow_spmd": True},
+        )
     assert_option_rejected(exc, "tpu_options")
 
 
@@ -374,8 +392,14 @@ def test_000_jax_migration_block14_jax_optimizations(backend_class_or_numpy, bac
     if not isinstance(backend, ml.JaxBackend):
         return
     backend = cls(precision="bfloat16")  # the block as written, on the CPU
-    compiled_model = ml.compile(model=create_mlp([4, 3]), backend=backend, jit=True, jit_options={"donate_argnums": (0,)},
-                                static_shapes=True, optimizations={"fusion": True, "buffer_reuse": True, "layout_optimization": True})
+    compiled_model = ml.compile(
+        model=create_mlp([4, 3]),
+        backend=backend,
+        jit=True,
+        jit_options={"donate_argnums": (0,)},
+        static_shapes=True,
+        optimizations={"fusion": True, "buffer_reuse": True, "layout_optimization": True},
+    )
     params = compiled_model.randomize_params(seed=0)
     with pytest.warns(UserWarning, match="donated buffers"):  # forwarded to jax.jit: no output can reuse the
         out = compiled_model.evaluate(params, {"input": backend.ones(2, 4)})["output"]  # params' buffers, XLA says so
@@ -398,8 +422,11 @@ def test_000_jax_migration_block16_mithril_haiku_equivalent(backend_or_numpy):
     rng = np.random.default_rng(0)
     sizes = [784, 512, 256, 10]
     haiku_params = {
-        f"mlp/~/linear_{i}": {"w": rng.normal(size=(m, n)).astype(np.float32) * 0.05, "b": rng.normal(size=n).astype(np.float32)}
-        for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:]))
+        f"mlp/~/linear_{i}": {
+            "w": rng.normal(size=(m, n)).astype(np.float32) * 0.05,
+            "b": rng.normal(size=n).astype(np.float32),
+        }
+        for i, (m, n) in enumerate(itertools.pairwise(sizes))
     }
 
     def import_haiku_params(haiku_params, compiled_model):

@@ -49,7 +49,9 @@ def test_001_jax_backend_block03_math_operations(backend_or_numpy):
     np.testing.assert_array_equal(to_np(backend, backend.subtract(a, b)), np.zeros((3, 4)))
     np.testing.assert_array_equal(to_np(backend, backend.multiply(a, b)), np.ones((3, 4)))
     np.testing.assert_array_equal(to_np(backend, backend.divide(a, b)), np.ones((3, 4)))
-    np.testing.assert_array_equal(to_np(backend, backend.matmul(backend.ones(3, 4), backend.ones(4, 5))), np.full((3, 5), 4.0))
+    np.testing.assert_array_equal(
+        to_np(backend, backend.matmul(backend.ones(3, 4), backend.ones(4, 5))), np.full((3, 5), 4.0)
+    )
     assert float(to_np(backend, backend.sum(a))) == 12.0
     np.testing.assert_array_equal(to_np(backend, backend.sum(a, axis=0)), np.full(4, 3.0))
     assert float(to_np(backend, backend.mean(a))) == 1.0
@@ -213,7 +215,9 @@ def test_001_jax_backend_block12_custom_jax_operations(backend_or_numpy):
     assert tuple(outs["output"].shape) == (4, 10)
     check_against_numpy(model, backend, params, {"input": x}, {"output": backend.ones(4, 10)}, shapes={"input": [4, 8]})
     if isinstance(backend, ml.JaxBackend):
-        custom_outs, custom_grads = pm_custom.evaluate(params, {"input": x}, output_gradients={"output": backend.ones(4, 10)})
+        custom_outs, custom_grads = pm_custom.evaluate(
+            params, {"input": x}, output_gradients={"output": backend.ones(4, 10)}
+        )
         np.testing.assert_allclose(to_np(backend, custom_outs["hidden_act"]), expected, rtol=1e-4, atol=1e-6)
         _, grads = pm.evaluate(params, {"input": x}, output_gradients={"output": backend.ones(4, 10)})
         for k in grads:
@@ -226,7 +230,7 @@ def test_001_jax_backend_block13_random_numbers(backend_or_numpy):
     backend.set_seed(42)
     if hasattr(type(backend), "get_random_key"):  # the JAX backend exposes its PRNG keys
         key = backend.get_random_key()
-        new_key, subkey = backend.split_key(key)
+        _new_key, subkey = backend.split_key(key)
         random_numbers = backend.random_normal(subkey, shape=(3, 4))
         assert tuple(random_numbers.shape) == (3, 4)
         backend.set_seed(42)
@@ -279,7 +283,9 @@ def test_001_jax_backend_block15_optax(backend_or_numpy):
         outputs = compiled_model.evaluate(params, inputs)
         losses.append(float(((to_np(backend, outputs["output"]) - y_batch) ** 2).mean()))
         outputs, gradients = compiled_model.evaluate(
-            params, inputs, output_gradients={"output": backend.array(compute_loss_gradient(outputs["output"], y_batch))}
+            params,
+            inputs,
+            output_gradients={"output": backend.array(compute_loss_gradient(outputs["output"], y_batch))},
         )
         if optimizer:
             updates, opt_state = optimizer.update(gradients, opt_state)

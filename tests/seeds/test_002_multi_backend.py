@@ -17,7 +17,9 @@ def test_002_multi_backend_block00_same_model_multiple_backends(backend_or_numpy
     compiled = []
     for name, opts in [("torch", {}), ("jax", {}), ("mlx", {})]:
         backend = backend_or_numpy(name, **opts)
-        compiled.append((backend, ml.compile(model, backend=backend, shapes={"input": [1, 3, 224, 224]}, data_keys={"input"})))
+        compiled.append(
+            (backend, ml.compile(model, backend=backend, shapes={"input": [1, 3, 224, 224]}, data_keys={"input"}))
+        )
     image = np.random.default_rng(0).normal(size=(1, 3, 224, 224)).astype(np.float32)
     reference = compiled[0][1].randomize_params(seed=0)
     outs = []
@@ -50,7 +52,9 @@ def test_002_multi_backend_block01_benchmarking(backend_class_or_numpy):
         results = {}
         for backend_name, backend_class in backends.items():
             backend = backend_class()
-            compiled_model = ml.compile(model, backend=backend, shapes={"input": input_shape}, data_keys={"input"}, jit=True)
+            compiled_model = ml.compile(
+                model, backend=backend, shapes={"input": input_shape}, data_keys={"input"}, jit=True
+            )
             params = compiled_model.randomize_params()
             backend_input = backend.array(numpy_input)
             compiled_model.evaluate(params, {"input": backend_input})
@@ -75,7 +79,9 @@ def test_002_multi_backend_block02_cross_backend_transfer(backend_or_numpy):
     torch_params = torch_model.randomize_params(seed=1)
     x = np.random.default_rng(0).normal(size=(5, 6)).astype(np.float32)
     for _ in range(3):
-        out, grads = torch_model.evaluate(torch_params, {"input": torch_backend.array(x)}, output_gradients={"output": torch_backend.ones(5, 2)})
+        _out, grads = torch_model.evaluate(
+            torch_params, {"input": torch_backend.array(x)}, output_gradients={"output": torch_backend.ones(5, 2)}
+        )
         torch_params = {k: torch_params[k] - 0.1 * grads[k] for k in torch_params}
     numpy_params = {k: torch_backend.to_numpy(v) for k, v in torch_params.items()}
     jax_backend = backend_or_numpy("jax")
@@ -113,8 +119,18 @@ def test_002_multi_backend_block05_clip(backend_or_numpy):
     # `device="cuda" if ...` -> CPU; the block only compiles. The test also runs a small CLIP on each
     # backend with the same parameters and compares the outputs.
     clip = requires_models("clip")
-    clip_model = clip(embed_dim=512, image_resolution=224, vision_layers=(3, 4, 6, 3), vision_width=64, vision_patch_size=0,
-                      context_length=77, vocab_size=49408, transformer_width=512, transformer_heads=8, transformer_layers=12)
+    clip_model = clip(
+        embed_dim=512,
+        image_resolution=224,
+        vision_layers=(3, 4, 6, 3),
+        vision_width=64,
+        vision_patch_size=0,
+        context_length=77,
+        vocab_size=49408,
+        transformer_width=512,
+        transformer_heads=8,
+        transformer_layers=12,
+    )
     shapes = {"image": [1, 3, 224, 224], "text": [1, 77]}
     for name in ["torch", "jax", "mlx"]:
         pm = ml.compile(clip_model, backend_or_numpy(name), shapes=shapes, data_keys={"image", "text"})
@@ -130,7 +146,9 @@ def test_002_multi_backend_block05_clip(backend_or_numpy):
         pm = ml.compile(small, backend, shapes={"image": [2, 3, 32, 32], "text": [2, 8]}, data_keys={"image", "text"})
         reference = reference or {k: np.asarray(backend.to_numpy(v)) for k, v in pm.randomize_params(seed=0).items()}
         params = {k: backend.array(v) for k, v in reference.items()}
-        outs.append(to_np(backend, pm.evaluate(params, {k: backend.array(v) for k, v in data.items()})["logits_per_image"]))
+        outs.append(
+            to_np(backend, pm.evaluate(params, {k: backend.array(v) for k, v in data.items()})["logits_per_image"])
+        )
     for out in outs[1:]:
         np.testing.assert_allclose(out, outs[0], rtol=1e-4, atol=1e-5)
 
@@ -143,10 +161,22 @@ def test_002_multi_backend_block06_t5_gpt(backend_or_numpy):
     try:
         from transformers import T5Config
 
-        config = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, relative_attention_num_buckets=8)
+        config = T5Config(
+            vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, relative_attention_num_buckets=8
+        )
     except ImportError:
-        config = {"vocab_size": 64, "d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4,
-                  "relative_attention_num_buckets": 8, "relative_attention_max_distance": 128, "feed_forward_proj": "relu"}
+        config = {
+            "vocab_size": 64,
+            "d_model": 32,
+            "d_kv": 8,
+            "d_ff": 64,
+            "num_layers": 2,
+            "num_decoder_layers": 2,
+            "num_heads": 4,
+            "relative_attention_num_buckets": 8,
+            "relative_attention_max_distance": 128,
+            "feed_forward_proj": "relu",
+        }
     encoder_lm = t5_encode(config)
     decoder_lm = t5_decode(config)
     jax_backend, torch_backend = backend_or_numpy("jax"), backend_or_numpy("torch")
@@ -158,17 +188,28 @@ def test_002_multi_backend_block06_t5_gpt(backend_or_numpy):
     enc_params = {k: jax_backend.array(v) for k, v in _numpy_params(encoder).items()}
     dec_params = {k: torch_backend.array(v) for k, v in _numpy_params(decoder).items()}
     memory = to_np(jax_backend, encoder.evaluate(enc_params, {"input": jax_backend.array(source)})["output"])
-    logits = to_np(torch_backend, decoder.evaluate(dec_params, {"input": torch_backend.array(target), "memory": torch_backend.array(memory)})["output"])
+    logits = to_np(
+        torch_backend,
+        decoder.evaluate(dec_params, {"input": torch_backend.array(target), "memory": torch_backend.array(memory)})[
+            "output"
+        ],
+    )
     assert logits.shape == (2, 5, 64)
     numpy_backend = ml.NumpyBackend()
-    ref_memory = ml.compile(encoder_lm, numpy_backend, data_keys={"input"}).evaluate(_numpy_params(encoder), {"input": source})["output"]
-    ref_logits = ml.compile(decoder_lm, numpy_backend, data_keys={"input", "memory"}).evaluate(_numpy_params(decoder), {"input": target, "memory": ref_memory})["output"]
+    ref_memory = ml.compile(encoder_lm, numpy_backend, data_keys={"input"}).evaluate(
+        _numpy_params(encoder), {"input": source}
+    )["output"]
+    ref_logits = ml.compile(decoder_lm, numpy_backend, data_keys={"input", "memory"}).evaluate(
+        _numpy_params(decoder), {"input": target, "memory": ref_memory}
+    )["output"]
     np.testing.assert_allclose(logits, ref_logits, rtol=1e-4, atol=1e-5)
 
     gpt = create_gpt(bias=True, block_size=100, dims=768, num_heads=12, num_layers=12, vocab_size=50304)
     mlx_backend = backend_or_numpy("mlx")
     mlx_gpt = ml.compile(gpt, mlx_backend, data_keys={"input"})
-    out = mlx_gpt.evaluate(mlx_gpt.randomize_params(seed=0), {"input": mlx_backend.array(rng.integers(0, 50304, (1, 4)))})
+    out = mlx_gpt.evaluate(
+        mlx_gpt.randomize_params(seed=0), {"input": mlx_backend.array(rng.integers(0, 50304, (1, 4)))}
+    )
     assert tuple(out["output"].shape) == (1, 4, 50304)
 
 

@@ -40,7 +40,7 @@ def test_003_mlx_backend_block01_creating_backend(backend_class_or_numpy):
         assert MLXBackend is backend_class_or_numpy("mlx")
     else:
         with pytest.raises(ImportError, match=r"mithril-core\[mlx\]"):
-            from mithril.backends import MLXBackend  # noqa: F401
+            from mithril.backends import MLXBackend
     cls = backend_class_or_numpy("mlx")
     backend = cls()
     model = ml.Model()
@@ -97,7 +97,12 @@ def test_003_mlx_backend_block06_creating_tensors(backend_or_numpy):
     assert tuple(x.shape) == (2, 3) and backend.dtype_of(x) in (ml.int32, ml.int64)
     x = backend.array(np.random.randn(3, 4))
     assert backend.dtype_of(x) == ml.float32
-    assert tuple(backend.zeros(3, 4).shape) == tuple(backend.ones(3, 4).shape) == tuple(backend.randn(3, 4).shape) == (3, 4)
+    assert (
+        tuple(backend.zeros(3, 4).shape)
+        == tuple(backend.ones(3, 4).shape)
+        == tuple(backend.randn(3, 4).shape)
+        == (3, 4)
+    )
 
 
 def test_003_mlx_backend_block07_tensor_conversion(backend_or_numpy):
@@ -138,7 +143,9 @@ def test_003_mlx_backend_block10_computational_graphs(backend_class_or_numpy, ba
     cls = backend_class_or_numpy("mlx")
     backend = cls(use_graph=True) if _is_mlx(cls) else backend_or_numpy("mlx")
     assert not _is_mlx(cls) or backend.jit_by_default
-    pm = ml.compile(ml.models.MLP(input_size=4, hidden_sizes=[6], output_size=1), backend, jit=True, shapes={"input": [3, 4]})
+    pm = ml.compile(
+        ml.models.MLP(input_size=4, hidden_sizes=[6], output_size=1), backend, jit=True, shapes={"input": [3, 4]}
+    )
     params = pm.randomize_params()
     outputs, grads = pm.evaluate(params, {"input": backend.ones(3, 4)}, output_gradients={"output": backend.ones(3, 1)})
     assert tuple(outputs["output"].shape) == (3, 1) and set(grads) == set(params)
@@ -147,7 +154,9 @@ def test_003_mlx_backend_block10_computational_graphs(backend_class_or_numpy, ba
 def test_003_mlx_backend_block12_basic_training_loop(backend_or_numpy):
     # The seed uses `outputs` before computing it: forward first, then the squared-error cotangent.
     backend = backend_or_numpy("mlx")
-    compiled_model = ml.compile(ml.models.MLP(input_size=6, hidden_sizes=[12], output_size=2), backend, shapes={"input": [8, 6]})
+    compiled_model = ml.compile(
+        ml.models.MLP(input_size=6, hidden_sizes=[12], output_size=2), backend, shapes={"input": [8, 6]}
+    )
     params = compiled_model.get_parameters()
     rng = np.random.default_rng(0)
     x = rng.normal(size=(8, 6)).astype(np.float32)
@@ -158,7 +167,9 @@ def test_003_mlx_backend_block12_basic_training_loop(backend_or_numpy):
             outputs = compiled_model.evaluate(params, {"input": batch_inputs})
             diff = to_np(backend, outputs["output"]) - batch_targets
             losses.append(float((diff**2).mean()))
-            outputs, gradients = compiled_model.evaluate(params, {"input": batch_inputs}, output_gradients={"output": backend.array(2 * diff / diff.size)})
+            outputs, gradients = compiled_model.evaluate(
+                params, {"input": batch_inputs}, output_gradients={"output": backend.array(2 * diff / diff.size)}
+            )
             for name, grad in gradients.items():
                 params[name] = params[name] - learning_rate * grad
     assert losses[-1] < losses[0]
@@ -170,7 +181,9 @@ def test_003_mlx_backend_block13_mlx_optimizers(backend_or_numpy):
     mx = pytest.importorskip("mlx.core")
     optim = pytest.importorskip("mlx.optimizers")
     backend = backend_or_numpy("mlx")
-    compiled_model = ml.compile(ml.models.MLP(input_size=4, hidden_sizes=[8], output_size=1), backend, shapes={"input": [6, 4]})
+    compiled_model = ml.compile(
+        ml.models.MLP(input_size=4, hidden_sizes=[8], output_size=1), backend, shapes={"input": [6, 4]}
+    )
     params = compiled_model.randomize_params()
     optimizer = optim.Adam(learning_rate=0.01)
     x = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
@@ -180,7 +193,9 @@ def test_003_mlx_backend_block13_mlx_optimizers(backend_or_numpy):
         outputs = compiled_model.evaluate(params, {"input": backend.array(x)})
         diff = to_np(backend, outputs["output"]) - targets
         losses.append(float((diff**2).mean()))
-        _, gradients = compiled_model.evaluate(params, {"input": backend.array(x)}, output_gradients={"output": backend.array(2 * diff / diff.size)})
+        _, gradients = compiled_model.evaluate(
+            params, {"input": backend.array(x)}, output_gradients={"output": backend.array(2 * diff / diff.size)}
+        )
         mlx_gradients = {name: mx.array(backend.to_numpy(g)) for name, g in gradients.items()}
         mlx_params = {name: mx.array(backend.to_numpy(p)) for name, p in params.items()}
         mlx_params = optimizer.apply_gradients(mlx_gradients, mlx_params)
@@ -204,7 +219,9 @@ def test_003_mlx_backend_block14_custom_activation_lambda(backend_or_numpy):
     np.testing.assert_allclose(to_np(backend, outs["hidden_act"]), np.maximum(0.01 * h, h), rtol=1e-6)
     if backend.supports_autograd:  # MLX differentiates the Python function itself
         pm = ml.compile(model, backend, shapes={"input": [4, 5]})
-        _, grads = pm.evaluate(pm.randomize_params(), {"input": backend.randn(4, 5)}, output_gradients={"output": backend.ones(4, 3)})
+        _, grads = pm.evaluate(
+            pm.randomize_params(), {"input": backend.randn(4, 5)}, output_gradients={"output": backend.ones(4, 3)}
+        )
         assert tuple(grads["weight"].shape) == (8, 5)
     else:  # manual-gradient backends have no rule to differentiate fn: the documented error
         with pytest.raises(ml.errors.UnsupportedPrimitiveError, match="inference=True"):

@@ -60,7 +60,9 @@ def test_004_backends_api_block03_backend_selection(backend_or_numpy):
     output = physical_model(input_data)  # evaluate with the current parameters
     assert tuple(output["output"].shape) == (2, 3)
     params = physical_model.get_parameters()
-    np.testing.assert_allclose(to_np(backend, output["output"]), to_np(backend, physical_model.evaluate(params, input_data)["output"]))
+    np.testing.assert_allclose(
+        to_np(backend, output["output"]), to_np(backend, physical_model.evaluate(params, input_data)["output"])
+    )
     assert tuple(physical_model(params, input_data)["output"].shape) == (2, 3)  # and __call__(params, data)
 
 

@@ -22,7 +22,13 @@ def train_model() -> TrainModel:
 
 def batches(count: int, dtype: type = np.float64, seed: int = 0) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
-    return [{"input": rng.standard_normal(SHAPES["input"]).astype(dtype), "target": rng.standard_normal(SHAPES["target"]).astype(dtype)} for _ in range(count)]
+    return [
+        {
+            "input": rng.standard_normal(SHAPES["input"]).astype(dtype),
+            "target": rng.standard_normal(SHAPES["target"]).astype(dtype),
+        }
+        for _ in range(count)
+    ]
 
 
 class TorchMLP:

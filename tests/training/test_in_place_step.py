@@ -31,7 +31,9 @@ def test_in_place_step_equals_the_out_of_place_steps() -> None:
     for key, value in numpy_state.params.items():
         np.testing.assert_allclose(torch_state.params[key].numpy(), value, rtol=1e-10, atol=1e-12)
         for slot in ("m", "v"):
-            np.testing.assert_allclose(torch_state.opt_state[slot][key].numpy(), numpy_state.opt_state[slot][key], rtol=1e-10, atol=1e-14)
+            np.testing.assert_allclose(
+                torch_state.opt_state[slot][key].numpy(), numpy_state.opt_state[slot][key], rtol=1e-10, atol=1e-14
+            )
 
 
 def test_the_consumed_state_holds_the_next_one_and_is_refused() -> None:
@@ -50,7 +52,10 @@ def test_the_consumed_state_holds_the_next_one_and_is_refused() -> None:
 
 def test_jit_and_numpy_steps_leave_the_given_state_valid() -> None:
     batch = batches(1)[0]
-    for backend, options in ((ml.NumpyBackend(dtype=ml.float64), {}), (ml.TorchBackend(dtype=ml.float64), {"jit": True})):
+    for backend, options in (
+        (ml.NumpyBackend(dtype=ml.float64), {}),
+        (ml.TorchBackend(dtype=ml.float64), {"jit": True}),
+    ):
         pm = ml.compile(train_model(), backend, shapes=SHAPES, optimizer=optim.AdamW(lr=0.05), **options)
         state = pm.init_state(pm.randomize_params(seed=0))
         before = {k: np.array(backend.to_numpy(v)) for k, v in state.params.items()}

@@ -4,6 +4,7 @@ PyTorch), float16 with dynamic loss scaling (PyTorch), against hand-written PyTo
 from __future__ import annotations
 
 import functools
+import itertools
 
 import mithril as ml
 import numpy as np
@@ -16,7 +17,9 @@ from mithril.errors import ArgumentError
 from ._mlp import SHAPES, batches, train_model
 
 
-def torch_amp_loop(initial: dict, data: list, dtype: torch.dtype, scaler: torch.amp.GradScaler | None = None) -> tuple[list[float], dict, list[float]]:
+def torch_amp_loop(
+    initial: dict, data: list, dtype: torch.dtype, scaler: torch.amp.GradScaler | None = None
+) -> tuple[list[float], dict, list[float]]:
     """The MLP with torch.autocast (and a GradScaler for float16) and torch.optim.AdamW, as PyTorch's AMP recipe."""
     t = {k: torch.tensor(v, requires_grad=True) for k, v in initial.items()}
     opt = torch.optim.AdamW(list(t.values()), lr=0.01, weight_decay=0.0)
@@ -39,8 +42,16 @@ def torch_amp_loop(initial: dict, data: list, dtype: torch.dtype, scaler: torch.
     return losses, {k: v.detach().numpy() for k, v in t.items()}, scales
 
 
-def mithril_run(backend: ml.Backend, precision: str | None, data: list, optimizer: object = None) -> tuple[list[float], ml.TrainState, dict, list[float]]:
-    pm = ml.compile(train_model(), backend, shapes=SHAPES, optimizer=optimizer or optim.AdamW(lr=0.01, weight_decay=0.0), precision=precision)
+def mithril_run(
+    backend: ml.Backend, precision: str | None, data: list, optimizer: object = None
+) -> tuple[list[float], ml.TrainState, dict, list[float]]:
+    pm = ml.compile(
+        train_model(),
+        backend,
+        shapes=SHAPES,
+        optimizer=optimizer or optim.AdamW(lr=0.01, weight_decay=0.0),
+        precision=precision,
+    )
     params = pm.randomize_params(seed=4)
     initial = {k: np.array(backend.to_numpy(v)) for k, v in params.items()}
     state = pm.init_state(params)
@@ -103,22 +114,32 @@ def test_fp16_mixed_scales_the_loss_as_grad_scaler(kind: str) -> None:
     """Large targets overflow float16 gradients at scale 2**16: the first steps are skipped and the scale
     halves, exactly as torch.amp.GradScaler does; then training proceeds with the same numbers."""
     data = [{"input": b["input"], "target": b["target"] * 300.0} for b in batches(8, np.float32)]
-    optimizer = optim.AdamW(lr=0.01, weight_decay=0.0) if kind == "mithril" else functools.partial(torch.optim.AdamW, lr=0.01, weight_decay=0.0)
+    optimizer = (
+        optim.AdamW(lr=0.01, weight_decay=0.0)
+        if kind == "mithril"
+        else functools.partial(torch.optim.AdamW, lr=0.01, weight_decay=0.0)
+    )
     losses, state, initial, scales = mithril_run(ml.TorchBackend(), "fp16-mixed", data, optimizer)
     expected, final, expected_scales = torch_amp_loop(initial, data, torch.float16, torch.amp.GradScaler("cpu"))
     assert scales == expected_scales and scales[0] > scales[-1]  # some steps overflowed and were skipped
     np.testing.assert_allclose(losses, expected, rtol=1e-5)
     for key in final:
         np.testing.assert_allclose(state.params[key].numpy(), final[key], rtol=1e-4, atol=1e-5)
-    assert state.step_count == sum(1 for a, b in zip(scales, scales[1:] + [state.loss_scale["scale"]]) if b >= a)
+    assert state.step_count == sum(1 for a, b in itertools.pairwise([*scales, state.loss_scale["scale"]]) if b >= a)
 
 
 def test_loss_scale_survives_save_and_load(tmp_path) -> None:
-    pm = ml.compile(train_model(), ml.TorchBackend(), shapes=SHAPES, optimizer=optim.Adam(lr=0.01), precision="fp16-mixed")
+    pm = ml.compile(
+        train_model(), ml.TorchBackend(), shapes=SHAPES, optimizer=optim.Adam(lr=0.01), precision="fp16-mixed"
+    )
     data = [{"input": b["input"], "target": b["target"] * 300.0} for b in batches(3, np.float32)]
     state, _ = ml.fit(pm, pm.init_state(), data)
     ml.save_state(state, tmp_path / "s.safetensors")
-    assert ml.load_state(pm, tmp_path / "s.safetensors").loss_scale == state.loss_scale != {"scale": 65536.0, "good_steps": 0}
+    assert (
+        ml.load_state(pm, tmp_path / "s.safetensors").loss_scale
+        == state.loss_scale
+        != {"scale": 65536.0, "good_steps": 0}
+    )
 
 
 def test_precision_is_checked() -> None:

@@ -16,7 +16,9 @@ from ._mlp import SHAPES, TorchMLP, batches, train_model
 STEPS = 6
 
 
-def mithril_losses(backend: ml.Backend, optimizer: optim.Optimizer, data: list, **compile_options: object) -> tuple[list[float], dict, dict]:
+def mithril_losses(
+    backend: ml.Backend, optimizer: optim.Optimizer, data: list, **compile_options: object
+) -> tuple[list[float], dict, dict]:
     pm = ml.compile(train_model(), backend, shapes=SHAPES, optimizer=optimizer, **compile_options)
     params = pm.randomize_params(seed=3)
     initial = {k: np.array(backend.to_numpy(v)) for k, v in params.items()}
@@ -28,7 +30,15 @@ def mithril_losses(backend: ml.Backend, optimizer: optim.Optimizer, data: list, 
     return losses, initial, {k: np.asarray(backend.to_numpy(v)) for k, v in state.params.items()}
 
 
-def torch_losses(initial: dict, make: object, data: list, *, schedule: object = None, clip: float | None = None, dtype: torch.dtype = torch.float64) -> tuple[list[float], dict]:
+def torch_losses(
+    initial: dict,
+    make: object,
+    data: list,
+    *,
+    schedule: object = None,
+    clip: float | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[list[float], dict]:
     net = TorchMLP(initial, dtype)
     optimizer = make(net.tensors)  # type: ignore[operator]
     losses = []
@@ -56,13 +66,31 @@ def matrices_and_vectors(tensors: dict, weight_decay: float) -> list[dict]:
 
 CASES = {
     "sgd": (optim.SGD(lr=0.1), lambda t: torch.optim.SGD(list(t.values()), lr=0.1)),
-    "sgd-momentum-decay": (optim.SGD(lr=0.05, momentum=0.9, weight_decay=0.01), lambda t: torch.optim.SGD(list(t.values()), lr=0.05, momentum=0.9, weight_decay=0.01)),
-    "sgd-nesterov": (optim.SGD(lr=0.05, momentum=0.8, nesterov=True), lambda t: torch.optim.SGD(list(t.values()), lr=0.05, momentum=0.8, nesterov=True)),
-    "adam-l2": (optim.Adam(lr=0.01, betas=(0.8, 0.99), weight_decay=0.05), lambda t: torch.optim.Adam(list(t.values()), lr=0.01, betas=(0.8, 0.99), weight_decay=0.05)),
-    "adamw-masked": (optim.AdamW(lr=0.01, weight_decay=0.1), lambda t: torch.optim.AdamW(matrices_and_vectors(t, 0.1), lr=0.01)),
-    "adamw-all": (optim.AdamW(lr=0.01, weight_decay=0.1, decay_mask="all"), lambda t: torch.optim.AdamW(list(t.values()), lr=0.01, weight_decay=0.1)),
+    "sgd-momentum-decay": (
+        optim.SGD(lr=0.05, momentum=0.9, weight_decay=0.01),
+        lambda t: torch.optim.SGD(list(t.values()), lr=0.05, momentum=0.9, weight_decay=0.01),
+    ),
+    "sgd-nesterov": (
+        optim.SGD(lr=0.05, momentum=0.8, nesterov=True),
+        lambda t: torch.optim.SGD(list(t.values()), lr=0.05, momentum=0.8, nesterov=True),
+    ),
+    "adam-l2": (
+        optim.Adam(lr=0.01, betas=(0.8, 0.99), weight_decay=0.05),
+        lambda t: torch.optim.Adam(list(t.values()), lr=0.01, betas=(0.8, 0.99), weight_decay=0.05),
+    ),
+    "adamw-masked": (
+        optim.AdamW(lr=0.01, weight_decay=0.1),
+        lambda t: torch.optim.AdamW(matrices_and_vectors(t, 0.1), lr=0.01),
+    ),
+    "adamw-all": (
+        optim.AdamW(lr=0.01, weight_decay=0.1, decay_mask="all"),
+        lambda t: torch.optim.AdamW(list(t.values()), lr=0.01, weight_decay=0.1),
+    ),
     "rmsprop": (optim.RMSprop(lr=0.01), lambda t: torch.optim.RMSprop(list(t.values()), lr=0.01)),
-    "rmsprop-momentum": (optim.RMSprop(lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.01), lambda t: torch.optim.RMSprop(list(t.values()), lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.01)),
+    "rmsprop-momentum": (
+        optim.RMSprop(lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.01),
+        lambda t: torch.optim.RMSprop(list(t.values()), lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.01),
+    ),
 }
 
 
@@ -82,8 +110,12 @@ def test_numpy_float64_matches_torch_optim(case: str) -> None:
 def test_schedule_and_clipping_match_torch() -> None:
     schedule = optim.schedules.warmup_cosine(0.05, warmup_steps=2, decay_steps=3)
     data = batches(STEPS)
-    losses, initial, final = mithril_losses(ml.NumpyBackend(dtype=ml.float64), optim.AdamW(lr=schedule, weight_decay=0.1, clip_norm=0.5), data)
-    expected, expected_final = torch_losses(initial, lambda t: torch.optim.AdamW(matrices_and_vectors(t, 0.1), lr=0.0), data, schedule=schedule, clip=0.5)
+    losses, initial, final = mithril_losses(
+        ml.NumpyBackend(dtype=ml.float64), optim.AdamW(lr=schedule, weight_decay=0.1, clip_norm=0.5), data
+    )
+    expected, expected_final = torch_losses(
+        initial, lambda t: torch.optim.AdamW(matrices_and_vectors(t, 0.1), lr=0.0), data, schedule=schedule, clip=0.5
+    )
     np.testing.assert_allclose(losses, expected, rtol=1e-10)
     for key in final:
         np.testing.assert_allclose(final[key], expected_final[key], rtol=1e-9, atol=1e-12)
@@ -94,7 +126,9 @@ def test_lion_matches_optax() -> None:
     import optax
 
     data = batches(STEPS, np.float32)
-    losses, initial, final = mithril_losses(ml.NumpyBackend(), optim.Lion(lr=0.01, betas=(0.9, 0.99), weight_decay=0.1), data)
+    losses, initial, final = mithril_losses(
+        ml.NumpyBackend(), optim.Lion(lr=0.01, betas=(0.9, 0.99), weight_decay=0.1), data
+    )
     net = TorchMLP(initial, torch.float32)
     mask = {k: v.ndim >= 2 for k, v in initial.items()}
     tx = optax.lion(0.01, b1=0.9, b2=0.99, weight_decay=0.1, mask=mask)
@@ -141,9 +175,18 @@ def test_whole_step_on_every_backend_matches_torch(backend: ml.Backend, jit: boo
     float64 = backend.dtype is ml.float64
     schedule = optim.schedules.warmup_cosine(0.05, warmup_steps=2, decay_steps=3)
     data = batches(STEPS, np.float64 if float64 else np.float32)
-    losses, initial, final = mithril_losses(backend, optim.AdamW(lr=schedule, weight_decay=0.1, clip_norm=0.5), data, jit=jit)
+    losses, initial, final = mithril_losses(
+        backend, optim.AdamW(lr=schedule, weight_decay=0.1, clip_norm=0.5), data, jit=jit
+    )
     dtype = torch.float64 if float64 else torch.float32
-    expected, expected_final = torch_losses(initial, lambda t: torch.optim.AdamW(matrices_and_vectors(t, 0.1), lr=0.0), data, schedule=schedule, clip=0.5, dtype=dtype)
+    expected, expected_final = torch_losses(
+        initial,
+        lambda t: torch.optim.AdamW(matrices_and_vectors(t, 0.1), lr=0.0),
+        data,
+        schedule=schedule,
+        clip=0.5,
+        dtype=dtype,
+    )
     tolerance = 1e-9 if float64 else 2e-5
     np.testing.assert_allclose(losses, expected, rtol=tolerance)
     for key in final:
@@ -179,7 +222,9 @@ def test_schedule_inside_the_step_equals_its_float_value() -> None:
     for step, batch in enumerate(batches(3)):
         _, grads = pm.evaluate(state.params, batch, output_gradients={"final_cost": 1.0})
         new_state, _ = pm.train_step(state, batch)
-        np.testing.assert_allclose(new_state.params["weight"], state.params["weight"] - schedule(step) * grads["weight"], rtol=1e-12)
+        np.testing.assert_allclose(
+            new_state.params["weight"], state.params["weight"] - schedule(step) * grads["weight"], rtol=1e-12
+        )
         state = new_state
     assert state.step_count == 3
     assert [schedule(i) for i in range(4)] == [0.2, 0.1, 0.05, 0.025]

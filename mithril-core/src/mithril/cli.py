@@ -33,7 +33,10 @@ def _plugins(_: argparse.Namespace) -> int:
             print(f"loaded  {plugin.name:<14} {plugin.distribution} {plugin.version} ({plugin.module})")
     reg = manager().registry
     print(f"backends: {', '.join(sorted(reg.backends)) or 'none'}")
-    print(f"primitives: {len(reg.primitives)}; generic gradient rules: {len(reg.gradients)}; model builders: {len(reg.models)}")
+    print(
+        f"primitives: {len(reg.primitives)}; generic gradient rules: {len(reg.gradients)}; model builders: "
+        f"{len(reg.models)}"
+    )
     disabled = manager().disabled
     if disabled:
         print(f"disabled by MITHRIL_DISABLE_PLUGINS: {', '.join(sorted(disabled))}")
@@ -146,12 +149,16 @@ def _export_model(args: argparse.Namespace) -> int:
     try:  # mithril-models registers it as a builder: core never imports a plugin package
         export_program = model_builder("export_program")
     except (ImportError, AttributeError):
-        raise BackendNotAvailableError('mithril export-model needs mithril-models: pip install "mithril-core[models]"') from None
+        raise BackendNotAvailableError(
+            'mithril export-model needs mithril-models: pip install "mithril-core[models]"'
+        ) from None
     try:
         with open(args.config, encoding="utf-8") as handle:
             config = json.load(handle)
     except (OSError, ValueError) as exc:
-        raise ArgumentError(f"mithril export-model --config {args.config}: expected a readable JSON file ({exc})") from None
+        raise ArgumentError(
+            f"mithril export-model --config {args.config}: expected a readable JSON file ({exc})"
+        ) from None
     options = {
         "cache_len": args.cache_len,
         "image_size": args.image_size,
@@ -177,7 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="train the seeds' MLP on every installed backend and compare")
     demo.add_argument("--steps", type=int, default=300)
     demo.add_argument("--lr", type=float, default=0.1)
-    demo.add_argument("--plot", metavar="PATH", help="also write every backend's loss curve to PATH (PNG/SVG/PDF; needs matplotlib)")
+    demo.add_argument(
+        "--plot", metavar="PATH", help="also write every backend's loss curve to PATH (PNG/SVG/PDF; needs matplotlib)"
+    )
     demo.set_defaults(func=_demo)
     export = sub.add_parser("export", help="compile a model for a native backend and write a standalone program")
     export.add_argument("model", help="module:attribute of a Model or a function returning one")
@@ -200,12 +209,18 @@ def build_parser() -> argparse.ArgumentParser:
         "export-model", help="a GPT-2, Llama, Mistral or ResNet checkpoint as a standalone C program (mithril-models)"
     )
     edge.add_argument(
-        "--config", required=True, help="config.json: Hugging Face (model_type gpt2/llama/mistral/resnet) or {family: ...}"
+        "--config",
+        required=True,
+        help="config.json: Hugging Face (model_type gpt2/llama/mistral/resnet) or {family: ...}",
     )
     edge.add_argument("--weights", required=True, help="the checkpoint: .safetensors file or save_pretrained directory")
     edge.add_argument("--out", required=True, help="directory to write (main.c, model.c, weights.bin, Makefile)")
-    edge.add_argument("--cache-len", type=int, default=None, help="decoders: KV-cache slots (default: the context length)")
-    edge.add_argument("--quantize", choices=("q8_0", "q4_0"), default=None, help="block-quantized weights (ggml formats)")
+    edge.add_argument(
+        "--cache-len", type=int, default=None, help="decoders: KV-cache slots (default: the context length)"
+    )
+    edge.add_argument(
+        "--quantize", choices=("q8_0", "q4_0"), default=None, help="block-quantized weights (ggml formats)"
+    )
     edge.add_argument("--prefill-chunk", type=int, default=32, help="decoders: prompt tokens per prefill step")
     edge.add_argument("--image-size", type=int, default=224, help="ResNet: image height and width (default 224)")
     edge.add_argument("--overwrite", action="store_true", help="write into a non-empty output directory")
@@ -226,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.traceback:
             raise
         message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"mithril {args.command}: error: {type(exc).__name__}: {message} (run with --traceback for details)", file=sys.stderr)
+        print(
+            f"mithril {args.command}: error: {type(exc).__name__}: {message} (run with --traceback for details)",
+            file=sys.stderr,
+        )
         return 130 if isinstance(exc, KeyboardInterrupt) else 1
 
 

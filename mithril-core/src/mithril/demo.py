@@ -41,7 +41,9 @@ DEVIATION_TOLERANCE = 1e-3
 after 300 training steps differ by about 3e-6 on every backend, the CNN's outputs by about 5e-7)."""
 
 
-def classification_data(n: int = 512, features: int = 20, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def classification_data(
+    n: int = 512, features: int = 20, classes: int = 3, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Gaussian blobs: ``classes`` clusters in ``features`` dims, labels as int64."""
     rng = np.random.default_rng(seed)
     centers = rng.normal(0.0, 2.0, (classes, features))
@@ -91,11 +93,20 @@ class DemoRow:
     losses: list[float] = field(default_factory=list)
 
 
-def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarray], progress: Callable[[str], None]) -> tuple[DemoRow, np.ndarray, np.ndarray]:
+def _train(
+    backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarray], progress: Callable[[str], None]
+) -> tuple[DemoRow, np.ndarray, np.ndarray]:
     points, labels = data
     started = time.perf_counter()
     model = build_mlp_with_loss(points.shape[1], int(labels.max()) + 1)
-    pm = compile_model(model, backend, shapes={"input": list(points.shape)}, data_keys={"input", "target"}, optimizer=optim.SGD(lr=lr), loss="loss")
+    pm = compile_model(
+        model,
+        backend,
+        shapes={"input": list(points.shape)},
+        data_keys={"input", "target"},
+        optimizer=optim.SGD(lr=lr),
+        loss="loss",
+    )
     cnn = compile_model(build_cnn(), backend, shapes={"input": [4, 3, 32, 32]}, inference=True)
     compile_ms = (time.perf_counter() - started) * 1e3
     params = pm.randomize_params(seed=0)
@@ -110,7 +121,13 @@ def _train(backend: Any, steps: int, lr: float, data: tuple[np.ndarray, np.ndarr
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a diverged run is a row of the table, reported below
         # forward, backward and the SGD update in one compiled call per step; fit shows its progress bar
-        state, history = fit(pm, pm.init_state(params), [batch] * steps, callbacks=[LambdaCallback(on_step_end=report)], log_every=max(1, steps // 100))
+        state, history = fit(
+            pm,
+            pm.init_state(params),
+            [batch] * steps,
+            callbacks=[LambdaCallback(on_step_end=report)],
+            log_every=max(1, steps // 100),
+        )
     trained, losses = state.params, history.loss
     times = list(np.diff(stamps))
     loss = losses[-1] if losses else float("nan")
@@ -198,12 +215,17 @@ def run_demo(
         row.max_deviation = float(np.abs(logits - reference[0]).max())
         row.cnn_deviation = float(np.abs(cnn_out - reference[1]).max())
         rows.append(row)
-    header = f"{'backend':<16}{'compile ms':>12}{'step ms':>10}{'final loss':>12}{'max dev (MLP)':>15}{'max dev (CNN)':>15}"
+    header = (
+        f"{'backend':<16}{'compile ms':>12}{'step ms':>10}{'final loss':>12}{'max dev (MLP)':>15}{'max dev (CNN)':>15}"
+    )
     print_fn("")
     print_fn(header)
     print_fn("-" * len(header))
     for r in rows:
-        print_fn(f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}")
+        print_fn(
+            f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}"
+            f"{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}"
+        )
     failures += disagreements(rows)
     for failure in failures:
         print_fn(f"{'FAILED':<16}{failure}")
@@ -223,7 +245,9 @@ def _pyplot(where: str) -> Any:
         matplotlib.use("Agg")  # files only: no display needed
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ArgumentError(f'{where} needs matplotlib: pip install "mithril-core[viz]" (or pip install matplotlib)') from None
+        raise ArgumentError(
+            f'{where} needs matplotlib: pip install "mithril-core[viz]" (or pip install matplotlib)'
+        ) from None
     return plt
 
 

@@ -2,8 +2,9 @@
 gradient rule, a backend or a model family, without importing Mithril's internals.
 
 - Primitives: :class:`PrimitiveSpec`, :data:`REQUIRED`, :class:`ShapeIO`, the shape/type rule helpers in
-  :mod:`rules` (the module :mod:`mithril.primitives.shape_rules`: ``same_shape``, ``broadcast``, ``reduction``, ``float_result``, ...), :class:`Shape` and
-  :class:`Dim` with :func:`unify` and :class:`ShapeMismatch` for writing new rules.
+  :mod:`rules` (the module :mod:`mithril.primitives.shape_rules`: ``same_shape``, ``broadcast``, ``reduction``,
+  ``float_result``, ...), :class:`Shape` and :class:`Dim` with :func:`unify` and :class:`ShapeMismatch` for writing
+  new rules.
 - Gradients: :class:`GradContext` (what a VJP rule receives) and :class:`Ops` (emitting primitives).
 - Backends: the :class:`Backend` base class and :class:`Dtype`; for a Python backend package,
   :func:`op_table` (the shared array-API implementations bound to a framework namespace, plus the

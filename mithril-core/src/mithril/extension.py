@@ -50,7 +50,10 @@ def register_primitive(
     if inputs is None and shape_rule is None and type_rule is None and not fields:
         return lambda fn: _register_function(name, fn)
     if inputs is None or shape_rule is None or type_rule is None:
-        raise ArgumentError(f"register_primitive({name!r}): give inputs=, shape_rule= and type_rule= together, or none of them (decorator form)")
+        raise ArgumentError(
+            f"register_primitive({name!r}): give inputs=, shape_rule= and type_rule= together, or none of them "
+            "(decorator form)"
+        )
     spec = PrimitiveSpec(name, inputs, shape_rule, type_rule, **fields)
     registry().add_primitive(spec, plugin="<in-process>")
     return spec
@@ -63,19 +66,23 @@ def _register_function(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     base = name.removesuffix("_grad")
     companion = name.endswith("_grad") and base in _FUNCTIONS
     if not arguments:
-        raise ArgumentError(f"@register_primitive({name!r}): {fn.__name__} must take the backend and at least one array")
+        raise ArgumentError(
+            f"@register_primitive({name!r}): {fn.__name__} must take the backend and at least one array"
+        )
     if companion:
         base_inputs = reg.primitives[base].input_keys({})
         if len(base_inputs) != 1 or len(arguments) != 2:
             raise ArgumentError(
-                f"@register_primitive({name!r}): a gradient companion takes (backend, x, grad) for a one-input primitive; "
-                f"{base!r} has inputs {base_inputs} and {fn.__name__} takes {arguments}"
+                f"@register_primitive({name!r}): a gradient companion takes (backend, x, grad) for a one-input "
+                f"primitive; {base!r} has inputs {base_inputs} and {fn.__name__} takes {arguments}"
             )
         keys: tuple[str, ...] = (*base_inputs, "output_grad")
     else:
         keys = ("input", *arguments[1:])
     shape_rule = shape_rules.same_shape if len(keys) == 1 or companion else shape_rules.broadcast
-    spec = PrimitiveSpec(name, keys, shape_rule, shape_rules.float_result, doc=(fn.__doc__ or f"{fn.__name__} (in-process)").strip())
+    spec = PrimitiveSpec(
+        name, keys, shape_rule, shape_rules.float_result, doc=(fn.__doc__ or f"{fn.__name__} (in-process)").strip()
+    )
     reg.add_primitive(spec, plugin="<in-process>")
 
     @functools.wraps(fn)
@@ -86,7 +93,9 @@ def _register_function(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     _FUNCTIONS[name] = fn
     if companion:
         key = keys[0]
-        reg.add_gradient(base, lambda ctx: {key: ctx.ops.__getattr__(name)(ctx[key], ctx.cotangent)}, plugin="<in-process>")
+        reg.add_gradient(
+            base, lambda ctx: {key: ctx.ops.__getattr__(name)(ctx[key], ctx.cotangent)}, plugin="<in-process>"
+        )
     return fn
 
 
@@ -113,7 +122,9 @@ def register_implementation(backend: str, primitive: str) -> Callable[[Callable[
     return decorate
 
 
-def register_gradient(primitive: str, *, backend: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register_gradient(
+    primitive: str, *, backend: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: a VJP rule ``rule(ctx) -> {input_key: cotangent}`` (see :mod:`mithril.gradients`)."""
 
     def decorate(rule: Callable[..., Any]) -> Callable[..., Any]:

@@ -29,7 +29,16 @@ from .errors import ArgumentError
 
 __all__ = ["check", "sample", "normal", "fan_in_of", "SPECS"]
 
-SPECS = ("fan_in", "ones", "zeros", "normal", "normal(<std>)", "kaiming_normal(fan_out)", "kaiming_normal(fan_in)", "constant(<value>)")
+SPECS = (
+    "fan_in",
+    "ones",
+    "zeros",
+    "normal",
+    "normal(<std>)",
+    "kaiming_normal(fan_out)",
+    "kaiming_normal(fan_in)",
+    "constant(<value>)",
+)
 _NORMAL = re.compile(r"^normal\((?P<std>[0-9.eE+-]+)\)$")
 _CONSTANT = re.compile(r"^constant\((?P<value>[0-9.eE+-]+)\)$")
 _KAIMING = re.compile(r"^kaiming_normal\((?P<mode>fan_in|fan_out)\)$")
@@ -71,7 +80,12 @@ def check(where: str, spec: str | None) -> str | None:
     """``spec`` if it names an initialiser (``None`` passes: the default), else :class:`ArgumentError`."""
     if spec is None:
         return None
-    if isinstance(spec, str) and (spec in ("fan_in", "ones", "zeros", "normal") or _KAIMING.match(spec) or _std(spec) is not None or _constant(spec) is not None):
+    if isinstance(spec, str) and (
+        spec in ("fan_in", "ones", "zeros", "normal")
+        or _KAIMING.match(spec)
+        or _std(spec) is not None
+        or _constant(spec) is not None
+    ):
         return spec
     raise ArgumentError(f"{where} must be an initialiser ({', '.join(SPECS)}), got {spec!r}")
 
@@ -95,7 +109,11 @@ def sample(rng: np.random.Generator, shape: tuple[int, ...], spec: str | None, f
     if spec is not None and (std := _std(spec)) is not None:
         return rng.normal(0.0, std, shape)
     if spec is not None and (match := _KAIMING.match(spec)):
-        fan = fan_in_of(shape) if match.group("mode") == "fan_in" else (shape[0] * math.prod(shape[2:]) if len(shape) >= 2 else shape[0])
+        fan = (
+            fan_in_of(shape)
+            if match.group("mode") == "fan_in"
+            else (shape[0] * math.prod(shape[2:]) if len(shape) >= 2 else shape[0])
+        )
         return rng.normal(0.0, math.sqrt(2.0 / max(fan, 1)), shape)
     if fan_in is None:
         fan_in = fan_in_of(shape) if len(shape) >= 2 else max(shape[0] if shape else 1, 1)

@@ -64,5 +64,8 @@ def dtype_constant(constant: str, dtype: Any) -> float:
     parsed = Dtype.parse(dtype)
     value = values.get(parsed)
     if value is None:
-        raise ArgumentError(f"dtype_constant: {constant} is defined for float dtypes (float16, bfloat16, float32, float64), got {parsed.value}")
+        raise ArgumentError(
+            f"dtype_constant: {constant} is defined for float dtypes (float16, bfloat16, float32, float64), got "
+            f"{parsed.value}"
+        )
     return value

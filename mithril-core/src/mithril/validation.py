@@ -50,7 +50,7 @@ def _given(value: Any) -> str:
     text = repr(value)
     if len(text) > 80:
         text = text[:77] + "..."
-    if isinstance(value, (bool, int, float)) and type(value) in (bool, int, float) or value is None:
+    if (isinstance(value, (bool, int, float)) and type(value) in (bool, int, float)) or value is None:
         return text
     return f"{text} ({type(value).__name__})"
 
@@ -97,7 +97,11 @@ def int_or_ints(where: str, name: str, value: Any, *, minimum: int, count: int |
     what = {1: "a positive int", 0: "a non-negative int"}.get(minimum, f"an int >= {minimum}")
     if isinstance(value, (tuple, list)):
         items = list(value)
-        if not items or not all(is_int(v) and v >= minimum for v in items) or (count is not None and len(items) != count):
+        if (
+            not items
+            or not all(is_int(v) and v >= minimum for v in items)
+            or (count is not None and len(items) != count)
+        ):
             entries = f"{count} of them" if count is not None else "them"
             raise fail(where, name, f"{what} or a tuple of {entries}", value)
         return type(value)(int(v) for v in items)
@@ -123,10 +127,21 @@ def padding(where: str, name: str, value: Any) -> Any:
         raise fail(where, name, "'same', 'valid', a non-negative int, per-axis ints or (before, after) pairs", value)
     if not isinstance(value, (tuple, list)):
         return int(value)
-    return type(value)(type(item)(int(p) for p in item) if isinstance(item, (tuple, list)) else int(item) for item in value)
+    return type(value)(
+        type(item)(int(p) for p in item) if isinstance(item, (tuple, list)) else int(item) for item in value
+    )
 
 
-def number(where: str, name: str, value: Any, *, low: float | None = None, high: float | None = None, high_open: bool = False, optional: bool = False) -> Any:
+def number(
+    where: str,
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    high_open: bool = False,
+    optional: bool = False,
+) -> Any:
     """A real number (not a bool) in ``[low, high]`` (``[low, high)`` with ``high_open``).
 
     >>> number("Dropout", "p", 0.25, low=0.0, high=1.0, high_open=True)
@@ -217,7 +232,9 @@ def shape(where: str, name: str, value: Any, *, minimum: int = 0, allow_none: bo
     >>> shape("Reshape", "shape", [None, -1, np.int64(4)], minimum=-1, allow_none=True)
     [None, -1, 4]
     """
-    if not isinstance(value, (tuple, list)) or not all((is_int(v) and v >= minimum) or (allow_none and v is None) for v in value):
+    if not isinstance(value, (tuple, list)) or not all(
+        (is_int(v) and v >= minimum) or (allow_none and v is None) for v in value
+    ):
         entries = f"ints >= {minimum}" + (" or None" if allow_none else "")
         raise fail(where, name, f"a tuple of {entries}", value)
     return type(value)(None if v is None else int(v) for v in value)
@@ -236,7 +253,12 @@ def shape_template(where: str, name: str, value: Any) -> list[Any]:
     result: list[Any] = []
     variadic = 0
     for item in value:
-        if item is Ellipsis or (isinstance(item, tuple) and len(item) == 2 and item[1] is Ellipsis and isinstance(item[0], (str, type(None)))):
+        if item is Ellipsis or (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and item[1] is Ellipsis
+            and isinstance(item[0], (str, type(None)))
+        ):
             variadic += 1
             result.append(item)
         elif item is None or (isinstance(item, str) and item):
@@ -314,8 +336,15 @@ ATTRIBUTE_CHECKS: dict[str, _Check] = {
     "approximate": _approximate,
     # axes
     "axis": lambda w, n, v: axis(w, n, v),
-    "axes": lambda w, n, v: axis(w, n, v, multiple=True) if v is None or isinstance(v, (tuple, list)) else axis(w, n, v, optional=False, multiple=True),
-    **{key: (lambda w, n, v: axis(w, n, v, optional=False, multiple=False)) for key in ("axis1", "axis2", "start_dim", "end_dim")},
+    "axes": lambda w, n, v: (
+        axis(w, n, v, multiple=True)
+        if v is None or isinstance(v, (tuple, list))
+        else axis(w, n, v, optional=False, multiple=True)
+    ),
+    **{
+        key: (lambda w, n, v: axis(w, n, v, optional=False, multiple=False))
+        for key in ("axis1", "axis2", "start_dim", "end_dim")
+    },
     # windows
     "kernel_size": lambda w, n, v: int_or_ints(w, n, v, minimum=1),
     "stride": lambda w, n, v: None if v is None else int_or_ints(w, n, v, minimum=1),

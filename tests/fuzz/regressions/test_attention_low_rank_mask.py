@@ -12,19 +12,22 @@ from mithril_testing.fuzz.replay import reproduction_test
 
 def build_model():
     model = Model()
-    model |= Primitive('scaled_dot_product_attention', causal=False)(query='x0', key='x1', value='x1', mask='x2', output=IOKey("v0"))
+    model |= Primitive('scaled_dot_product_attention', causal=False)(query='x0', key='x1', value='x1', mask='x2',
+        output=IOKey("v0"))
     return model
 
 
 def build_vector_mask_model():
     model = Model()
-    model |= Primitive('scaled_dot_product_attention', causal=False)(query='x0', key='x1', value='x1', mask='m', output=IOKey("v0"))
+    model |= Primitive('scaled_dot_product_attention', causal=False)(query='x0', key='x1', value='x1', mask='m',
+        output=IOKey("v0"))
     return model
 
 
 test_attention_scalar_float_mask = reproduction_test(build_model,
     backend=["torch", "jax", "mlx", "numpy", "c", "ggml"],
-    params={"x0": [[[[0.1257302165031433], [-0.13210485875606537]]]], "x1": [[[[0.1257302165031433]]]], "x2": 0.5478467345237732},
+    params={"x0": [[[[0.1257302165031433], [-0.13210485875606537]]]], "x1": [[[[0.1257302165031433]]]],
+        "x2": 0.5478467345237732},
     cotangents={"v0": [[[[0.1257302165031433], [-0.13210485875606537]]]]},
     expected={"v0": [[[[0.1257302165031433], [0.1257302165031433]]]]},
     expected_gradients={"x0": [[[[0.0], [0.0]]]], "x1": [[[[-0.006374642255030372]]]], "x2": 0.0},

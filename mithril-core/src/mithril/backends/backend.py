@@ -105,7 +105,9 @@ class Backend(ABC, Generic[ArrayT]):
         """Devices usable on this machine (override to probe, e.g. ``torch.cuda.is_available()``)."""
         return cls.devices
 
-    def __init__(self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **unknown: Any) -> None:
+    def __init__(
+        self, dtype: Dtype | str = Dtype.float32, device: str = "cpu", seed: int | None = None, **unknown: Any
+    ) -> None:
         self.check_options(unknown)
         self.dtype = Dtype.parse(dtype)
         if self.dtype not in self.supported_dtypes:
@@ -165,7 +167,7 @@ class Backend(ABC, Generic[ArrayT]):
         raise UnsupportedPrimitiveError(f"{type(self).__name__} does not state its array type (get_backend_array_type)")
 
     @property
-    def DataType(self) -> type[Any]:  # noqa: N802 - Mithril's name
+    def DataType(self) -> type[Any]:
         """The class of this backend's arrays, for annotations (``params: dict[str, backend.DataType]``): the
         same as :meth:`get_backend_array_type`.
 
@@ -323,7 +325,9 @@ class Backend(ABC, Generic[ArrayT]):
     def ones_like(self, array: Any) -> Any:
         return self._create("ones", self.dtype_of(array), self.shape_of(array))
 
-    def arange(self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None) -> Any:
+    def arange(
+        self, start: float, stop: float | None = None, step: float = 1, dtype: Dtype | Kind | None = None
+    ) -> Any:
         start, stop = (0, start) if stop is None else (start, stop)
         return self._create("arange", creation_kind(dtype, start, stop, step, counting=True), start, stop, step)
 
@@ -348,7 +352,9 @@ class Backend(ABC, Generic[ArrayT]):
         """
         arrays = list(inputs) if isinstance(inputs, (list, tuple)) else None
         if not arrays:
-            raise ArgumentError(f"{type(self).__name__}.stack: inputs must be a non-empty list of arrays, got {inputs!r}")
+            raise ArgumentError(
+                f"{type(self).__name__}.stack: inputs must be a non-empty list of arrays, got {inputs!r}"
+            )
         shapes = {tuple(self.shape_of(a)) for a in arrays}
         if len(shapes) > 1:
             raise ArgumentError(f"{type(self).__name__}.stack: arrays of different shapes {sorted(shapes)}")
@@ -386,7 +392,9 @@ class Backend(ABC, Generic[ArrayT]):
         """
         return mesh_sizes(type(self).__name__, device_mesh)
 
-    def split_spec(self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int) -> tuple[str | None, ...] | None:
+    def split_spec(
+        self, device_mesh: Sequence[int] | None, tensor_split: Sequence[int | None] | None, rank: int
+    ) -> tuple[str | None, ...] | None:
         """The spec of the creators' ``device_mesh=``/``tensor_split=`` keywords for an array of ``rank``
         dimensions: ``tensor_split[i]`` is the array dimension split over mesh axis ``i`` (``None``: that
         axis replicates); no ``tensor_split`` replicates over the mesh.
@@ -398,24 +406,38 @@ class Backend(ABC, Generic[ArrayT]):
             return None
         where = f"{type(self).__name__} array creation"
         if self.device_mesh is None:
-            raise ArgumentError(f"{where}: device_mesh={device_mesh!r} needs a backend created with device_mesh=..., e.g. {type(self).__name__}(device_mesh={tuple(device_mesh or (2,))})")
+            raise ArgumentError(
+                f"{where}: device_mesh={device_mesh!r} needs a backend created with device_mesh=..., e.g. "
+                f"{type(self).__name__}(device_mesh={tuple(device_mesh or (2,))})"
+            )
         if device_mesh is not None:
             mesh = mesh_sizes(where, device_mesh)
             if mesh != self.device_mesh:
-                raise ArgumentError(f"{where}: device_mesh={mesh} differs from the backend's device_mesh={self.device_mesh}; arrays live on the backend's mesh")
+                raise ArgumentError(
+                    f"{where}: device_mesh={mesh} differs from the backend's device_mesh={self.device_mesh}; arrays "
+                    "live on the backend's mesh"
+                )
         if tensor_split is None:
             return None
         if not isinstance(tensor_split, (int, tuple, list)):
-            raise ArgumentError(f"{where}: tensor_split must be a tuple naming, per mesh axis, the array dimension it splits (an int) or None; got {tensor_split!r} ({type(tensor_split).__name__})")
+            raise ArgumentError(
+                f"{where}: tensor_split must be a tuple naming, per mesh axis, the array dimension it splits (an int) "
+                f"or None; got {tensor_split!r} ({type(tensor_split).__name__})"
+            )
         splits = (tensor_split,) if isinstance(tensor_split, int) else tuple(tensor_split)
         if len(splits) > len(self.device_mesh):
-            raise ArgumentError(f"{where}: tensor_split={splits} names {len(splits)} mesh axes; the mesh {self.device_mesh} has {len(self.device_mesh)}")
+            raise ArgumentError(
+                f"{where}: tensor_split={splits} names {len(splits)} mesh axes; the mesh {self.device_mesh} has "
+                f"{len(self.device_mesh)}"
+            )
         spec: list[str | None] = [None] * rank
         for axis, dim in enumerate(splits):
             if dim is None:
                 continue
             if isinstance(dim, bool) or not isinstance(dim, int) or not -rank <= dim < rank:
-                raise ArgumentError(f"{where}: tensor_split={splits}: entry {axis} ({dim!r}) is not a dimension of a {rank}-d array")
+                raise ArgumentError(
+                    f"{where}: tensor_split={splits}: entry {axis} ({dim!r}) is not a dimension of a {rank}-d array"
+                )
             if spec[dim % rank] is not None:
                 raise ArgumentError(f"{where}: tensor_split={splits} splits dimension {dim % rank} over two mesh axes")
             spec[dim % rank] = f"mesh_{axis}"
@@ -468,7 +490,12 @@ class Backend(ABC, Generic[ArrayT]):
         return unit * (high - low) + low
 
     def randint(
-        self, low: int, high: int, *shape: int | Sequence[int], dtype: Dtype | Kind | None = None, key: int | None = None
+        self,
+        low: int,
+        high: int,
+        *shape: int | Sequence[int],
+        dtype: Dtype | Kind | None = None,
+        key: int | None = None,
     ) -> Any:
         """Integers uniform in ``[low, high)`` of ``shape`` (``randint(0, 10, 3, 4)`` or ``randint(0, 10,
         (3, 4))``), in the backend's int dtype unless ``dtype``; ``key`` as in :meth:`randn`.
@@ -544,16 +571,19 @@ class Backend(ABC, Generic[ArrayT]):
         array([5., 5.], dtype=float32)
         """
         if key is not None and not self.prng_keys:
-            raise ArgumentError(f"{type(self).__name__}.random_normal: this backend has no PRNG keys; call it without key= (set_seed reseeds it)")
+            raise ArgumentError(
+                f"{type(self).__name__}.random_normal: this backend has no PRNG keys; call it without key= (set_seed "
+                "reseeds it)"
+            )
         draw = self.draw("normal", tuple(shape), dtype, key)
         return draw if (mean, stddev) == (0.0, 1.0) else self.add(self.multiply(draw, stddev), mean)
 
     # -- the manual's helper spellings -----------------------------------------------------------
-    def reduce_sum(self, input: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:  # noqa: A002
+    def reduce_sum(self, input: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
         """``backend.sum`` under the manual's name (``keepdims`` = the primitive's ``keepdim``)."""
         return self.sum(input, axis=axis, keepdim=keepdims)
 
-    def reduce_mean(self, input: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:  # noqa: A002
+    def reduce_mean(self, input: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
         """``backend.mean`` under the manual's name."""
         return self.mean(input, axis=axis, keepdim=keepdims)
 
@@ -638,7 +668,9 @@ class Backend(ABC, Generic[ArrayT]):
 
             value = scalar(primals)["value"]
             if tuple(self.shape_of(value)) not in ((), (1,)):
-                raise ArgumentError(f"{type(self).__name__}.grad: f must return a scalar, got shape {tuple(self.shape_of(value))}")
+                raise ArgumentError(
+                    f"{type(self).__name__}.grad: f must return a scalar, got shape {tuple(self.shape_of(value))}"
+                )
             _, grads = self.vjp(scalar, primals, {"value": self.ones_like(value)})
             found = tuple(grads[str(i)] for i in positions)
             return found[0] if isinstance(argnums, int) else found
@@ -727,26 +759,37 @@ class Backend(ABC, Generic[ArrayT]):
         """
         if self.codegen != "python":
             return NotImplemented
-        args = [v if v is None or isinstance(v, (bool, int, float)) or self.is_array(v) else self.array(v) for v in inputs]
+        args = [
+            v if v is None or isinstance(v, (bool, int, float)) or self.is_array(v) else self.array(v) for v in inputs
+        ]
         return self.implementation(primitive)(*args, **attrs)
 
     # -- autograd (overridden by autograd backends) ----------------------------------------------
-    def vjp(self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def vjp(
+        self, fn: Callable[[dict[str, Any]], dict[str, Any]], primals: dict[str, Any], cotangents: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Autograd backends: run ``outputs = fn(primals)`` and pull ``cotangents`` back through it.
 
         ``primals`` are the parameters (name -> array); ``cotangents`` has one array for every float
         output (missing ones are already filled with zeros by the caller); non-float outputs (ints,
         bools) get none. Returns ``(outputs, gradients)`` with one gradient per primal.
         """
-        raise UnsupportedPrimitiveError(f"{type(self).__name__}.vjp: this backend has no autograd; it computes gradients from the symbolic backward graph (PhysicalModel.evaluate(output_gradients=...))")
+        raise UnsupportedPrimitiveError(
+            f"{type(self).__name__}.vjp: this backend has no autograd; it computes gradients from the symbolic "
+            "backward graph (PhysicalModel.evaluate(output_gradients=...))"
+        )
 
-    def prepare_forward(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    def prepare_forward(
+        self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
+    ) -> Callable[..., Any]:
         """The callable ``PhysicalModel.evaluate`` runs for outputs: ``forward(params, data)``, jitted (with
         ``jit_options``, see :meth:`jit`) when asked. Override to add context (a device stream) around
         every call."""
         return self.jit(forward, **(jit_options or {})) if jit else forward
 
-    def gradient_function(self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    def gradient_function(
+        self, forward: Callable[..., Any], *, jit: bool, jit_options: dict[str, Any] | None = None
+    ) -> Callable[..., Any]:
         """Autograd backends: ``fn(params, data, cotangents) -> (outputs, gradients)`` built once per
         compiled model. Override to compile forward and backward together (``jax.jit`` of the ``vjp``)."""
         prepared = self.prepare_forward(forward, jit=jit, jit_options=jit_options)
@@ -762,15 +805,18 @@ class Backend(ABC, Generic[ArrayT]):
         override it (PyTorch: ``torch.autocast``; JAX and MLX: float inputs cast on the way in, float
         outputs cast back); the others refuse."""
         raise ArgumentError(
-            f"ml.compile(precision=...): {type(self).__name__} computes in its dtype ({self.dtype.value}); mixed precision "
-            "runs on JaxBackend and TorchBackend (bf16-mixed; fp16-mixed with loss scaling on TorchBackend) and MlxBackend"
+            f"ml.compile(precision=...): {type(self).__name__} computes in its dtype ({self.dtype.value}); mixed "
+            "precision runs on JaxBackend and TorchBackend (bf16-mixed; fp16-mixed with loss scaling on TorchBackend) "
+            "and MlxBackend"
         )
 
     def jit(self, fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """Compile ``fn`` with the framework's JIT, passing ``options`` (``ml.compile(jit_options=...)``) to
         it; the identity by default (no options)."""
         if options:
-            raise ArgumentError(f"{type(self).__name__} has no JIT compiler, so jit_options {sorted(options)} have nothing to configure")
+            raise ArgumentError(
+                f"{type(self).__name__} has no JIT compiler, so jit_options {sorted(options)} have nothing to configure"
+            )
         return fn
 
     def jit_option_names(self) -> tuple[str, ...]:
@@ -805,7 +851,7 @@ def refuse_wrapping_ints(owner: str, values: Any, target: Any) -> Any:
         Traceback (most recent call last):
         ...
         mithril.errors.DtypeError: JaxBackend computes these integers in int32: value 1099511627776 at position (1,) is outside [-2147483648, 2147483647]
-    """
+    """  # noqa: E501 - a doctest output line (the error message)
     if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu" or values.size == 0:
         return target
     limits = _int_limits(target)
@@ -815,7 +861,10 @@ def refuse_wrapping_ints(owner: str, values: Any, target: Any) -> Any:
     if low < limits.min or high > limits.max:
         bad = low if low < limits.min else high
         position = tuple(int(i) for i in np.argwhere(values == bad)[0])
-        raise DtypeError(f"{owner} computes these integers in {limits.dtype}: value {int(bad)} at position {position} is outside [{limits.min}, {limits.max}]")
+        raise DtypeError(
+            f"{owner} computes these integers in {limits.dtype}: value {int(bad)} at position {position} is outside "
+            f"[{limits.min}, {limits.max}]"
+        )
     return target
 
 
@@ -858,7 +907,9 @@ def within(context: Callable[[], contextlib.AbstractContextManager[Any]], fn: Ca
 _CREATORS = ("array", "tensor", "zeros", "ones", "full", "randn", "rand", "rand_uniform", "randint", "linspace")
 
 
-def _check_divisible(backend: Backend[Any], spec: Sequence[str | None] | None, shape: tuple[int, ...], tensor_split: Any) -> None:
+def _check_divisible(
+    backend: Backend[Any], spec: Sequence[str | None] | None, shape: tuple[int, ...], tensor_split: Any
+) -> None:
     """Refuse a ``tensor_split`` whose mesh axis does not divide the dimension it splits (before the framework
     fails with its own error, JAX's ``IndivisibleError``, or PyTorch shards unevenly)."""
     if spec is None or backend.device_mesh is None:
@@ -867,9 +918,9 @@ def _check_divisible(backend: Backend[Any], spec: Sequence[str | None] | None, s
     if bad is not None:
         dim, axis, devices = bad
         raise ArgumentError(
-            f"{type(backend).__name__} array creation: tensor_split={tensor_split!r} splits dimension {dim} of an array "
-            f"of shape {shape} over mesh axis {axis} ({devices} devices), but {shape[dim]} is not a multiple of {devices}; "
-            f"split a dimension whose size is a multiple of {devices}"
+            f"{type(backend).__name__} array creation: tensor_split={tensor_split!r} splits dimension {dim} of an "
+            f"array of shape {shape} over mesh axis {axis} ({devices} devices), but {shape[dim]} is not a multiple of "
+            f"{devices}; split a dimension whose size is a multiple of {devices}"
         )
 
 

@@ -45,7 +45,11 @@ def build_backward(
         cots = {key: grads.get(out.id) for key, out in node.outputs.items()}
         if all(c is None for c in cots.values()):
             continue
-        wanted = [k for k in node.spec.differentiable_keys(node.attrs) if node.inputs.get(k) is not None and node.inputs[k].id in active]  # type: ignore[union-attr]
+        wanted = [
+            k
+            for k in node.spec.differentiable_keys(node.attrs)
+            if node.inputs.get(k) is not None and node.inputs[k].id in active  # type: ignore[union-attr]
+        ]
         if not wanted:
             continue
         rule = graph.registry.gradient(node.spec.name, backend_name)

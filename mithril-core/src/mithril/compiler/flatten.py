@@ -60,7 +60,9 @@ def _topological(nodes: list[Node]) -> list[Node]:
     deps: dict[int, set[int]] = {}
     users: dict[int, list[Node]] = {}
     for node in nodes:
-        needed = {id(producers[id(v.find())]) for v in node.inputs.values() if v is not None and id(v.find()) in producers}
+        needed = {
+            id(producers[id(v.find())]) for v in node.inputs.values() if v is not None and id(v.find()) in producers
+        }
         deps[id(node)] = needed
         for dep in needed:
             users.setdefault(dep, []).append(node)
@@ -129,7 +131,9 @@ def flatten(model: Any, registry: Any, *, short_names: bool = True) -> FlatModel
         return new
 
     interface = model._interface()
-    top_outputs = {k: v.find() for k, v in interface.items() if v.find().producer is not None and k not in model._hidden}
+    top_outputs = {
+        k: v.find() for k, v in interface.items() if v.find().producer is not None and k not in model._hidden
+    }
     if not top_outputs:
         raise ModelConnectionError(f"{model._path()} has no outputs to compute; name one with IOKey or a string")
     for node in _topological(list(model._graph.nodes)):

@@ -69,7 +69,20 @@ def as_constant(value: Any) -> tuple[Any, Shape]:
 class Value:
     """A tensor in the flat graph. Arithmetic on values emits primitives into their graph."""
 
-    __slots__ = ("id", "graph", "shape", "kind", "const", "name", "producer", "differentiable", "init", "buffer", "updates", "_parent")
+    __slots__ = (
+        "_parent",
+        "buffer",
+        "const",
+        "differentiable",
+        "graph",
+        "id",
+        "init",
+        "kind",
+        "name",
+        "producer",
+        "shape",
+        "updates",
+    )
 
     def __init__(self, graph: Graph, id: int, shape: Shape, kind: Kind | None, const: Any, name: str | None) -> None:
         self.id = id
@@ -145,9 +158,17 @@ class Value:
 class Node:
     """One primitive call. ``inputs`` maps input keys to values (``None`` for absent optional inputs)."""
 
-    __slots__ = ("id", "spec", "attrs", "inputs", "outputs", "path", "shape_done", "type_done", "kinds_seen")
+    __slots__ = ("attrs", "id", "inputs", "kinds_seen", "outputs", "path", "shape_done", "spec", "type_done")
 
-    def __init__(self, id: int, spec: PrimitiveSpec, attrs: dict[str, Any], inputs: dict[str, Value | None], outputs: dict[str, Value], path: str) -> None:
+    def __init__(
+        self,
+        id: int,
+        spec: PrimitiveSpec,
+        attrs: dict[str, Any],
+        inputs: dict[str, Value | None],
+        outputs: dict[str, Value],
+        path: str,
+    ) -> None:
         self.id = id
         self.spec = spec
         self.attrs = attrs
@@ -193,7 +214,13 @@ class Graph:
         self.recheck()  # the watch index may have lost entries
 
     # -- construction ----------------------------------------------------------------------------
-    def new_value(self, shape: Shape | Sequence[Any] | None = None, kind: Kind | None = None, const: Any = NOTHING, name: str | None = None) -> Value:
+    def new_value(
+        self,
+        shape: Shape | Sequence[Any] | None = None,
+        kind: Kind | None = None,
+        const: Any = NOTHING,
+        name: str | None = None,
+    ) -> Value:
         if shape is None:
             shape = Shape.unknown()
         elif not isinstance(shape, Shape):
@@ -232,7 +259,14 @@ class Graph:
         outs = tuple(node.outputs.values())
         return outs[0] if len(outs) == 1 and "output" in node.outputs else outs
 
-    def add_node(self, spec: PrimitiveSpec, attrs: dict[str, Any], inputs: dict[str, Value | None], outputs: Mapping[str, Value] | None = None, path: str = "") -> Node:
+    def add_node(
+        self,
+        spec: PrimitiveSpec,
+        attrs: dict[str, Any],
+        inputs: dict[str, Value | None],
+        outputs: Mapping[str, Value] | None = None,
+        path: str = "",
+    ) -> Node:
         """Append a node; outputs are created unless given. Shape and type rules run immediately."""
         if outputs is None:
             outputs = {key: self.new_value() for key in spec.output_keys(attrs)}
@@ -286,7 +320,10 @@ class Graph:
                 for key, kind in result.items():
                     out = node.outputs[key].find()
                     if out.kind is not None and out.kind != kind:
-                        raise DtypeError(f"{self._where(node)}: output {key!r} is {kind}, but it is connected where {out.kind} is required")
+                        raise DtypeError(
+                            f"{self._where(node)}: output {key!r} is {kind}, but it is connected where {out.kind} is "
+                            "required"
+                        )
                     if out.kind != kind:
                         out.set_kind(kind)
                 node.type_done = True

@@ -30,7 +30,9 @@ INDEX_SLOTS: dict[str, tuple[str, str, Callable[[Node], int]]] = {
     "cross_entropy": ("target", "input", lambda node: 1),
     "gather": ("index", "input", lambda node: int(node.attrs["axis"])),
 }
-_PASS_THROUGH = frozenset({"reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "index", "concat"})
+_PASS_THROUGH = frozenset(
+    {"reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "index", "concat"}
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,10 @@ def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[
 
 
 def check_indices(
-    checks: list[IndexCheck], arrays: Mapping[str, Any], to_numpy: Callable[[Any], np.ndarray], is_array: Callable[[Any], bool] | None = None
+    checks: list[IndexCheck],
+    arrays: Mapping[str, Any],
+    to_numpy: Callable[[Any], np.ndarray],
+    is_array: Callable[[Any], bool] | None = None,
 ) -> None:
     """Raise :class:`IndexRangeError` naming the key, the bad value, where it is and the valid range.
 
@@ -105,7 +110,7 @@ def check_indices(
         Traceback (most recent call last):
         ...
         mithril.errors.IndexRangeError: evaluate(data): 'ids' holds index 4294967299 at position (0, 1), out of range for embedding at wte (valid: 0 <= index < 50)
-    """
+    """  # noqa: E501 - a doctest output line (the error message)
     for check in checks:
         size = check.size
         if size is None and check.size_from is not None:
@@ -115,8 +120,8 @@ def check_indices(
             length = int(np.shape(arrays[check.key])[check.length_axis])
             if size is not None and length > size:
                 raise IndexRangeError(
-                    f"evaluate(data): {check.key!r} has length {length} along axis {check.length_axis}, but its positions "
-                    f"index {check.describe(size)}: at most {size} positions"
+                    f"evaluate(data): {check.key!r} has length {length} along axis {check.length_axis}, but its "
+                    f"positions index {check.describe(size)}: at most {size} positions"
                 )
             continue
         values = _integers(arrays[check.key], to_numpy, is_array)
@@ -132,7 +137,9 @@ def check_indices(
             )
 
 
-def _integers(value: Any, to_numpy: Callable[[Any], np.ndarray], is_array: Callable[[Any], bool] | None) -> np.ndarray | None:
+def _integers(
+    value: Any, to_numpy: Callable[[Any], np.ndarray], is_array: Callable[[Any], bool] | None
+) -> np.ndarray | None:
     """``value`` as a NumPy array of integers (bools count as 0 and 1); ``None`` when it is not integers."""
     try:
         array = np.asarray(to_numpy(value) if is_array is None or is_array(value) else value)

@@ -86,7 +86,9 @@ def compile_options(model: Any, backend: Backend[Any], arguments: Mapping[str, A
         )
     file_path = get("file_path")
     if file_path is not None and not isinstance(file_path, (str, os.PathLike)):
-        raise ArgumentError(f"ml.compile: file_path must be a path (str or os.PathLike), got {type(file_path).__name__}")
+        raise ArgumentError(
+            f"ml.compile: file_path must be a path (str or os.PathLike), got {type(file_path).__name__}"
+        )
     will_jit = backend.jit_by_default if jit is None else jit
     return CompileOptions(
         shapes=validation.mapping("ml.compile", "shapes", get("shapes"), what="a dict of key -> shape template") or {},
@@ -123,9 +125,12 @@ def _check_model_and_backend(model: Any, backend: Any) -> None:
             f"ml.compile needs a logical model (mithril.models.Model) as its first argument, got {type(model).__name__}"
         )
     if not isinstance(backend, Backend):
-        hint = f"; create one: {backend.__name__}()" if isinstance(backend, type) and issubclass(backend, Backend) else ""
+        hint = (
+            f"; create one: {backend.__name__}()" if isinstance(backend, type) and issubclass(backend, Backend) else ""
+        )
         raise ArgumentError(
-            f"ml.compile needs a backend instance such as ml.NumpyBackend() as its second argument, got {backend!r}{hint}"
+            "ml.compile needs a backend instance such as ml.NumpyBackend() as its second argument, got "
+            f"{backend!r}{hint}"
         )
     if getattr(model, "_parent", None) is not None:
         raise ModelConnectionError(f"{model._path()} is part of another model; compile its root model instead")
@@ -221,8 +226,8 @@ def _optimizations(backend: Backend[Any], will_jit: bool, optimizations: Mapping
             _check_jit_optimization(backend, key, value, will_jit, jitted)
         else:
             raise ArgumentError(
-                f"ml.compile(optimizations=...): unknown optimisation {key!r}; Mithril's passes: constant_folding, cse; "
-                f"the JIT compiler's: {', '.join(_JIT_OPTIMIZATIONS)}"
+                f"ml.compile(optimizations=...): unknown optimisation {key!r}; Mithril's passes: constant_folding, "
+                f"cse; the JIT compiler's: {', '.join(_JIT_OPTIMIZATIONS)}"
             )
     return passes
 

@@ -50,7 +50,9 @@ class TrainLayout:
         return cls(loss, adapter.optimizer, {}, "", {}, {}, {}, "", "", external=adapter)
 
     @classmethod
-    def names(cls, params: Iterable[str], slots: Iterable[str], *, autograd: bool, taken: set[str], loss: str, optimizer: Any) -> TrainLayout:
+    def names(
+        cls, params: Iterable[str], slots: Iterable[str], *, autograd: bool, taken: set[str], loss: str, optimizer: Any
+    ) -> TrainLayout:
         params, slots = list(params), list(slots)
 
         def name(text: str) -> str:
@@ -72,7 +74,9 @@ class TrainLayout:
         )
 
 
-def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], params: Iterable[str], inference: bool, backend: Any) -> tuple[str, Any]:
+def check_optimizer(
+    optimizer: Any, loss: Any, outputs: Mapping[str, Value], params: Iterable[str], inference: bool, backend: Any
+) -> tuple[str, Any]:
     """The loss key ``ml.compile(optimizer=..., loss=...)`` minimises and the adapter of a framework's
     optimizer (``None`` for :mod:`mithril.optim`'s), after checking the arguments."""
     adapter = external_optimizer(optimizer, backend)
@@ -82,11 +86,15 @@ def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], par
         if module in ("optax", "torch"):
             hint = "; from optax a GradientTransformation (optax.adamw(...)), from torch.optim an optimizer class"
         raise ArgumentError(
-            "ml.compile(optimizer=...) takes a mithril.optim optimizer (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, "
-            f"optim.Lion), an optax GradientTransformation (JAX) or a torch.optim class (PyTorch), got {optimizer!r}{hint}"
+            "ml.compile(optimizer=...) takes a mithril.optim optimizer (optim.SGD, optim.Adam, optim.AdamW, "
+            "optim.RMSprop, optim.Lion), an optax GradientTransformation (JAX) or a torch.optim class (PyTorch), got "
+            f"{optimizer!r}{hint}"
         )
     if inference:
-        raise ArgumentError("ml.compile(optimizer=...) with inference=True: a training step needs the backward pass; drop inference=True")
+        raise ArgumentError(
+            "ml.compile(optimizer=...) with inference=True: a training step needs the backward pass; drop "
+            "inference=True"
+        )
     if not list(params):
         raise ArgumentError("ml.compile(optimizer=...): the model has no trainable parameters to update")
     if backend.dtype.value not in ("float32", "float64"):
@@ -98,8 +106,8 @@ def check_optimizer(optimizer: Any, loss: Any, outputs: Mapping[str, Value], par
     if loss is None:
         if "final_cost" not in outputs:
             raise ArgumentError(
-                f"ml.compile(optimizer=...): name the scalar output to minimise with loss='...' (outputs: {sorted(outputs)}), "
-                "or compile a TrainModel (its 'final_cost' is minimised)"
+                "ml.compile(optimizer=...): name the scalar output to minimise with loss='...' (outputs: "
+                f"{sorted(outputs)}), or compile a TrainModel (its 'final_cost' is minimised)"
             )
         loss = "final_cost"
     if not isinstance(loss, str) or loss not in outputs:
@@ -154,7 +162,9 @@ def build_train_step(
     state = {s: {p: new_input(layout.slot_inputs[s][p], wrt[p]) for p in wrt} for s in optimizer.slots}
     step = new_input(layout.step_input, None)
     infos = {p: ParamInfo(p, paths.get(p, p), v.shape.rank) for p, v in wrt.items()}
-    new_params, new_state, new_step = optimizer.apply(GraphMath(graph, in_place=in_place), wrt, grads, state, step, infos)
+    new_params, new_state, new_step = optimizer.apply(
+        GraphMath(graph, in_place=in_place), wrt, grads, state, step, infos
+    )
     returns = {layout.param_outputs[p]: v for p, v in new_params.items()}
     for slot, values in new_state.items():
         returns.update({layout.slot_outputs[slot][p]: v for p, v in values.items()})

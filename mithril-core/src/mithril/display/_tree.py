@@ -255,7 +255,9 @@ class ModelView:
         outputs: dict[str, Value] = {}
         for key, value in block.model._interface().items():
             (outputs if block.model._is_output(key, value) else inputs)[key] = value
-        inputs = {k: v for k, v in inputs.items() if id(v.find()) not in self._optional_only and v.find().const is not None}
+        inputs = {
+            k: v for k, v in inputs.items() if id(v.find()) not in self._optional_only and v.find().const is not None
+        }
         return inputs, outputs
 
     def state(self, block: Block) -> dict[str, dict[int, Value]]:

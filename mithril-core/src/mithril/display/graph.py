@@ -61,7 +61,8 @@ def _graphviz() -> Any:
         import graphviz  # optional (the viz extra): imported when a picture is drawn
     except ImportError:
         raise GraphvizNotFound(
-            "graph pictures need the 'graphviz' Python package: pip install \"mithril-core[viz]\" (or pip install graphviz)"
+            "graph pictures need the 'graphviz' Python package: pip install \"mithril-core[viz]\" (or pip install "
+            "graphviz)"
         ) from None
     return graphviz
 
@@ -127,7 +128,9 @@ def to_dot(model: Any, depth: int | None = None, *, params: bool = True) -> str:
     params = validation.boolean("to_dot", "params", params)
     compiled = model if _is_compiled(model) else None
     view = ModelView(compiled.model if compiled is not None else model, compiled)
-    title = view.tree.name + (f" ({type(compiled.backend).__name__}, {compiled.backend.dtype.value})" if compiled is not None else "")
+    title = view.tree.name + (
+        f" ({type(compiled.backend).__name__}, {compiled.backend.dtype.value})" if compiled is not None else ""
+    )
     dot = _Graph(dot_id(view.tree.name))
     dot.add("graph" + _attributes(dot_id(title), {"rankdir": "TB", "labelloc": "t", "fontname": "Helvetica"}))
     dot.add("node" + _attributes(None, {"fontname": "Helvetica", "fontsize": "11"}))
@@ -239,7 +242,10 @@ def plot(model: Any, path: str | Path, depth: int | None = None, *, params: bool
     target = Path(path)
     fmt = target.suffix.lstrip(".").lower()
     if fmt not in _FORMATS:
-        raise ArgumentError(f"plot({str(path)!r}): expected a file name ending in .svg, .png or .pdf, got {target.suffix or 'no suffix'!r}")
+        raise ArgumentError(
+            f"plot({str(path)!r}): expected a file name ending in .svg, .png or .pdf, got "
+            f"{target.suffix or 'no suffix'!r}"
+        )
     picture = render(to_dot(model, depth, params=params), fmt)
     return write_file_atomically(target, picture, where=f"plot({str(path)!r})", error=ArgumentError)
 

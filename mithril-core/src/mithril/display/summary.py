@@ -75,7 +75,9 @@ class Summary:
         except ImportError:
             return self._plain()
         buffer = io.StringIO()
-        Console(file=buffer, width=10_000, color_system=None, force_terminal=False, legacy_windows=False).print(self.rich())
+        Console(file=buffer, width=10_000, color_system=None, force_terminal=False, legacy_windows=False).print(
+            self.rich()
+        )
         return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
 
     def _plain(self) -> str:
@@ -94,7 +96,8 @@ class Summary:
         head = "".join(f"<th>{esc(c)}</th>" for c in _COLUMNS)
         body = "".join("<tr>" + "".join(f"<td><code>{esc(c)}</code></td>" for c in row) + "</tr>" for row in self.rows)
         foot = "<br>".join(f"<b>{esc(k)}</b>: {esc(v)}" for k, v in [*self.details, *self.totals])
-        return f"<div><p><b>{esc(self.title)}</b></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{foot}</p></div>"
+        table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return f"<div><p><b>{esc(self.title)}</b></p>{table}<p>{foot}</p></div>"
 
     def __str__(self) -> str:
         return self.text()
@@ -138,15 +141,34 @@ def summarize(model: Any, depth: int | None = None) -> Summary:
         count = _count({k: v for group in state.values() for k, v in group.items()}, view)
         shown_inputs = {k: v for k, v in inputs.items() if id(v.find()) not in {i for g in state.values() for i in g}}
         indent = "  " * (block.depth - 1)
-        rows.append((indent + display_text(block.name), display_text(block.type_name), value_label(shown_inputs, view), value_label(outputs, view), _number(count) if count else "-" if count == 0 else "?"))
+        rows.append(
+            (
+                indent + display_text(block.name),
+                display_text(block.type_name),
+                value_label(shown_inputs, view),
+                value_label(outputs, view),
+                _number(count) if count else "-" if count == 0 else "?",
+            )
+        )
     state = view.state(view.tree)
-    counts = {"trainable": _count(state["param"], view), "frozen": _count(state["frozen"], view), "buffers": _count(state["buffer"], view)}
+    counts = {
+        "trainable": _count(state["param"], view),
+        "frozen": _count(state["frozen"], view),
+        "buffers": _count(state["buffer"], view),
+    }
     width = dtype_bytes(dtype)
     totals = []
     for label, n in counts.items():
         if label != "trainable" and n == 0:
             continue
-        totals.append((f"{label} parameters" if label != "buffers" else "buffers", "unknown until the shapes are known" if n is None else f"{_number(n)} ({format_bytes(n * width)} as {dtype.value})"))
+        totals.append(
+            (
+                f"{label} parameters" if label != "buffers" else "buffers",
+                "unknown until the shapes are known"
+                if n is None
+                else f"{_number(n)} ({format_bytes(n * width)} as {dtype.value})",
+            )
+        )
     name = display_text(logical.name or type(logical).__name__)
     title = f"{name} ({display_text(type(logical).__name__)})"
     details: list[tuple[str, str]] = []
@@ -164,7 +186,11 @@ def _compiled_details(pm: Any, view: ModelView, counts: dict[str, int | None]) -
         ("compile time", f"{pm.compile_seconds * 1e3:.1f} ms ({pm.primitive_count} primitive calls)"),
     ]
     keys = view.compiled_keys
-    for label, names in (("data", pm.data_keys), ("outputs", pm.output_keys), ("parameters", [*pm.param_keys, *pm.buffer_keys])):
+    for label, names in (
+        ("data", pm.data_keys),
+        ("outputs", pm.output_keys),
+        ("parameters", [*pm.param_keys, *pm.buffer_keys]),
+    ):
         shapes = [view.shape_text(keys[k]) if k in keys else str(pm.shapes.get(k)) for k in names]
         listed = [f"{display_text(k)} {display_text(shape)}" for k, shape in zip(names, shapes)]
         if len(listed) > 8:  # GPT-2 has ~150 parameters: pm.param_keys lists them all
@@ -183,7 +209,11 @@ def _compiled_details(pm: Any, view: ModelView, counts: dict[str, int | None]) -
                 size *= d
             nbytes = size * dtype_bytes(backend.kind_dtype(value.kind or "float"))
             if largest is None or nbytes > largest[0]:
-                largest = (nbytes, f"{format_bytes(nbytes)} ({display_text(node.path or node.spec.name)}: {node.spec.name} -> {list(ints)})")
+                largest = (
+                    nbytes,
+                    f"{format_bytes(nbytes)} ({display_text(node.path or node.spec.name)}: {node.spec.name} -> "
+                    f"{list(ints)})",
+                )
     details.append(("largest activation", largest[1] if largest else "unknown (run-time shapes)"))
     return details
 

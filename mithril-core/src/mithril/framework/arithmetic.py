@@ -57,7 +57,11 @@ def apply(op: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
     if op == "index" and _has_dim_bound(attrs.get("key")):
         key = _known_bounds(attrs["key"])
         if _has_dim_bound(key):  # x[0:n] with n = y.shape[2] not known now: split where it runs
-            return build(_owner(args[0]), op, args, {"key": key}) if isinstance(args[0], Connection) else Expr(op, tuple(args), {"key": key})
+            return (
+                build(_owner(args[0]), op, args, {"key": key})
+                if isinstance(args[0], Connection)
+                else Expr(op, tuple(args), {"key": key})
+            )
         attrs = {**attrs, "key": key}
     if op == "index" and has_tensor_key(attrs.get("key")):
         found = _connections([args[0], attrs["key"]])
@@ -136,7 +140,11 @@ def _slice_at_run_time(root: Model, x: Any, key: Any) -> Connection:
     parts = key if isinstance(key, tuple) else (key,)
     axis = next(j for j, p in enumerate(parts) if isinstance(p, slice) and (is_dim(p.start) or is_dim(p.stop)))
     part = parts[axis]
-    if part.step not in (None, 1) or part.stop is None or any(p != slice(None) for j, p in enumerate(parts) if j != axis):
+    if (
+        part.step not in (None, 1)
+        or part.stop is None
+        or any(p != slice(None) for j, p in enumerate(parts) if j != axis)
+    ):
         raise ArgumentError(
             f"x[{key!r}]: a slice bounded by a symbolic dim takes a stop, step 1, and whole slices (:) on the other "
             "axes; give the shapes to ml.compile to make the bound a number"
@@ -203,10 +211,14 @@ def resolve_reshape(x: Any, target: Sequence[Any]) -> Connection:
         # the result's dim j *is* the referenced dim (and so is x's dim j where it is read at run time)
         symbols: dict[str, object] = {}
         refs = [(j, entry) for j, entry in enumerate(target) if isinstance(entry, DimRef)]
-        root._unify_template(out.value, [f"_d{j}" if isinstance(e, DimRef) else None for j, e in enumerate(target)], symbols, where)
+        root._unify_template(
+            out.value, [f"_d{j}" if isinstance(e, DimRef) else None for j, e in enumerate(target)], symbols, where
+        )
         for k, (j, ref) in enumerate(refs):
             i = ref.index
-            template = [None] * i + [f"_d{j}", (f"_r{k}", ...)] if i >= 0 else [(f"_r{k}", ...), f"_d{j}", *[None] * (-i - 1)]
+            template = (
+                [None] * i + [f"_d{j}", (f"_r{k}", ...)] if i >= 0 else [(f"_r{k}", ...), f"_d{j}", *[None] * (-i - 1)]
+            )
             root._unify_template(ref.source.value, template, symbols, where)
         if aligned:
             width = max(j for j, _ in aligned) + 1
@@ -272,7 +284,10 @@ def tensor_index(root: Model, x: Any, key: Any) -> Connection:
         parts = tuple(materialize(p, root) for p in parts)
         rank = known_rank(x)
         if rank is None:
-            raise ArgumentError(f"{x!r}[...]: indexing with tensors needs the rank of {x.key!r}; give its shape (IOKey(shape=...) or set_shapes)")
+            raise ArgumentError(
+                f"{x!r}[...]: indexing with tensors needs the rank of {x.key!r}; give its shape (IOKey(shape=...) or "
+                "set_shapes)"
+            )
         if not len(parts) <= rank <= len(parts) + 1:
             raise ArgumentError(
                 f"{x!r}[...]: {len(parts)} index tensor(s) for a tensor of rank {rank}; indexing with tensors "

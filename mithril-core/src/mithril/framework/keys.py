@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .model import Model
 
 __all__ = [
-    "TBD", "IOKey", "Connection", "Deferred", "Expr", "DtypeOf", "Operators", "INITIALISERS", "KeyShape", "DimRef", "ShapeRef",
-    "known_rank", "materialize_expression", "register_expression_builder",
+    "TBD", "IOKey", "Connection", "Deferred", "Expr", "DtypeOf", "Operators", "INITIALISERS", "KeyShape", "DimRef",
+    "ShapeRef", "known_rank", "materialize_expression", "register_expression_builder",
 ]  # fmt: skip
 
 INITIALISERS = (None, *initializers.SPECS)
@@ -174,7 +174,7 @@ class Operators:
         return _emit("index", self, key=key)
 
     @property
-    def T(self) -> Any:  # noqa: N802 - NumPy's name
+    def T(self) -> Any:
         return _emit("transpose", self, axes=None)
 
     def transpose(self, *axes: int, **given: Any) -> Any:
@@ -336,7 +336,7 @@ class Connection(Operators):
     model tree that owns ``a`` and return a connection to the result.
     """
 
-    __slots__ = ("model", "key")
+    __slots__ = ("key", "model")
 
     def __init__(self, model: Model, key: str) -> None:
         self.model = model
@@ -381,13 +381,16 @@ class Expr(Deferred):
     'multiply'
     """
 
-    __slots__ = ("op", "args", "attrs")
+    __slots__ = ("args", "attrs", "op")
 
     def __init__(self, op: str, args: tuple[Any, ...], attrs: dict[str, Any]) -> None:
         self.op, self.args, self.attrs = op, args, attrs
 
     def __repr__(self) -> str:
-        return f"Expr({self.op}, {self.args!r}{', ' if self.attrs else ''}{', '.join(f'{k}={v!r}' for k, v in self.attrs.items())})"
+        return (
+            f"Expr({self.op}, "
+            f"{self.args!r}{', ' if self.attrs else ''}{', '.join(f'{k}={v!r}' for k, v in self.attrs.items())})"
+        )
 
     def __bool__(self) -> bool:
         raise ArgumentError(f"{self!r} has no truth value; use .eq()/.ne() for elementwise comparison, not ==/if")
@@ -408,7 +411,9 @@ class DtypeOf:
     def resolve(self) -> Any:
         kind = self.known()
         if kind is None:
-            raise DtypeError(f"{self.source!r}.dtype(): the element type is not known yet; set it with IOKey(type=...) or set_types")
+            raise DtypeError(
+                f"{self.source!r}.dtype(): the element type is not known yet; set it with IOKey(type=...) or set_types"
+            )
         return kind
 
 
@@ -426,7 +431,10 @@ class KeyShape:
     def __getitem__(self, item: int | slice) -> Any:
         if isinstance(item, slice):
             if item.stop is None or any(v is not None and v < 0 for v in (item.start, item.stop)):
-                raise ShapeError(f"{self.key!r}.shape[{item.start}:{item.stop}]: the rank is not known; use explicit indices (shp[:3])")
+                raise ShapeError(
+                    f"{self.key!r}.shape[{item.start}:{item.stop}]: the rank is not known; use explicit indices "
+                    "(shp[:3])"
+                )
             return tuple(DimRef(self.key, i) for i in range(*item.indices(item.stop)))
         if not isinstance(item, int):
             raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")
@@ -460,7 +468,7 @@ class DimRef(Operators):
     the model where it is used; ``value`` is its int when known. Arithmetic on dims (``B * L``, ``n // 2 + 1``)
     gives an :class:`Expr` of them: a run-time int where it is used (see :mod:`mithril.framework.symbolic`)."""
 
-    __slots__ = ("source", "index")
+    __slots__ = ("index", "source")
 
     def __init__(self, source: Any, index: int) -> None:
         self.source, self.index = source, index
@@ -468,8 +476,8 @@ class DimRef(Operators):
     def bound(self, model: Any) -> DimRef:
         """This dim with an ``IOKey`` source replaced by the connection to that key of the model the IOKey was
         connected in (when it contains ``model``), else of the nearest model from ``model`` up that is still
-        being built (not frozen) and has the key. So ``linear.output.reshape(IOKey("input").shape[0], ...)`` reads the block's ``input``,
-        not the ``input`` of the ``Linear`` child that produced ``linear.output``."""
+        being built (not frozen) and has the key. So ``linear.output.reshape(IOKey("input").shape[0], ...)`` reads
+        the block's ``input``, not the ``input`` of the ``Linear`` child that produced ``linear.output``."""
         if isinstance(self.source, Connection):
             return self
         if isinstance(self.source, Deferred):  # a called model or an expression: built into the tree's root
@@ -491,7 +499,10 @@ class DimRef(Operators):
         while model is not None and (name is None or model.is_frozen or name not in model._interface()):
             model = model._parent
         if model is None:
-            raise ShapeError(f"{self!r}: neither {start._path()} nor a model containing it has a key {name!r} to read the shape of; connect the IOKey first")
+            raise ShapeError(
+                f"{self!r}: neither {start._path()} nor a model containing it has a key {name!r} to read the shape of; "
+                "connect the IOKey first"
+            )
         return DimRef(Connection(model, name), self.index)
 
     @property
@@ -511,7 +522,9 @@ class DimRef(Operators):
 
     def __repr__(self) -> str:
         source = self.source
-        name = source.key if isinstance(source, Connection) else source.name if isinstance(source, IOKey) else repr(source)
+        name = (
+            source.key if isinstance(source, Connection) else source.name if isinstance(source, IOKey) else repr(source)
+        )
         return f"{name}.shape[{self.index}]"
 
 
@@ -530,7 +543,10 @@ class ShapeRef:
             rank = known_rank(self.source)
             negative = any(v is not None and v < 0 for v in (item.start, item.stop))
             if rank is None and (item.stop is None or negative):
-                raise ShapeError(f"{self.source!r}.shape[{item.start}:{item.stop}]: the rank is not known yet; use explicit indices (shp[:3])")
+                raise ShapeError(
+                    f"{self.source!r}.shape[{item.start}:{item.stop}]: the rank is not known yet; use explicit indices "
+                    "(shp[:3])"
+                )
             return tuple(DimRef(self.source, i) for i in range(*item.indices(rank if rank is not None else item.stop)))
         if not isinstance(item, int):
             raise ArgumentError(f"shape[...] takes an int or a slice, got {item!r}")

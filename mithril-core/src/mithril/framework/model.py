@@ -112,7 +112,7 @@ class _Call(Deferred):
     expression is built into (:meth:`Model.create` or a connection of a model).
     """
 
-    __slots__ = ("model", "kwargs", "_built")
+    __slots__ = ("_built", "kwargs", "model")
 
     def __init__(self, model: Model, kwargs: dict[str, Any]) -> None:
         self.model = model
@@ -136,7 +136,9 @@ class _Call(Deferred):
         """Add the called model to ``model``, once (later uses in the same tree reuse it)."""
         if self._built is None:
             if self.model._parent is not None:
-                raise ModelConnectionError(f"{self!r} is already part of {self.model._parent._path()}; call a new model instance")
+                raise ModelConnectionError(
+                    f"{self!r} is already part of {self.model._parent._path()}; call a new model instance"
+                )
             model._add(self.model, self.kwargs, extend=False)
             self._built = model
         elif not model._owns(self.model):
@@ -156,7 +158,9 @@ class _Call(Deferred):
         raise ModelConnectionError(f"{self!r} has {len(outputs)} outputs {outputs}; unpack them (a, b = model(...))")
 
 
-def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, tuple[Connection, ...]]]:
+def _expand_groups(
+    child: Model, kwargs: Mapping[str, Any], where: str
+) -> tuple[dict[str, Any], dict[str, tuple[Connection, ...]]]:
     """List-valued keys (Split's ``output``): a list of targets connects member by member; a name
     (``str``/``IOKey``) names the list in the parent (``parent.split_out[0]``)."""
     members = child.__dict__.get("_key_groups", {})
@@ -170,12 +174,17 @@ def _expand_groups(child: Model, kwargs: Mapping[str, Any], where: str) -> tuple
         target = expanded.pop(key)
         if isinstance(target, (list, tuple)):
             if len(target) != len(connections):
-                raise ModelConnectionError(f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets")
+                raise ModelConnectionError(
+                    f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets"
+                )
             expanded.update({conn.key: t for conn, t in zip(connections, target)})
         elif isinstance(target, str) or (isinstance(target, IOKey) and target.name):
             groups[target if isinstance(target, str) else str(target.name)] = tuple(connections)
         else:
-            raise ModelConnectionError(f"{where}: {type(child).__name__}.{key} is a list of {len(connections)} values; connect it to a name or a list, got {target!r}")
+            raise ModelConnectionError(
+                f"{where}: {type(child).__name__}.{key} is a list of {len(connections)} values; connect it to a name "
+                f"or a list, got {target!r}"
+            )
     return expanded, groups
 
 
@@ -238,7 +247,8 @@ class Model(Displayable):
             order = [*self.input_keys, *self.output_keys]
             if len(args) > len(order):
                 raise ArgumentError(
-                    f"{type(self).__name__}.connect takes at most {len(order)} positional connections {order}, got {len(args)}"
+                    f"{type(self).__name__}.connect takes at most {len(order)} positional connections {order}, got "
+                    f"{len(args)}"
                 )
             for key, target in zip(order, args):
                 if key in connections:
@@ -295,7 +305,11 @@ class Model(Displayable):
             if any(n == child.name for n, _ in self._children):
                 raise ModelConnectionError(f"{self._path()}: a child named {child.name!r} already exists")
             return child.name
-        base: str = snake_case(type(child).__name__) if type(child).__name__ != "Primitive" else child.__dict__["primitive_name"]
+        base: str = (
+            snake_case(type(child).__name__)
+            if type(child).__name__ != "Primitive"
+            else child.__dict__["primitive_name"]
+        )
         index = self._child_names.get(base, 0)
         self._child_names[base] = index + 1
         return f"{base}_{index}"
@@ -310,7 +324,9 @@ class Model(Displayable):
 
     def _connect_child(self, child: Model, kwargs: Mapping[str, Any], *, extend: bool, canonical_update: bool) -> None:
         if not isinstance(child, Model):
-            raise ArgumentError(f"{self._path()}: only models can be added to a Model, got {child!r} ({type(child).__name__})")
+            raise ArgumentError(
+                f"{self._path()}: only models can be added to a Model, got {child!r} ({type(child).__name__})"
+            )
         if child is self:
             raise ModelConnectionError(f"{self._path()}: a model cannot be added to itself")
         if child._parent is not None:
@@ -331,7 +347,11 @@ class Model(Displayable):
         where = f"{self._path()}.{name}"
         child._role_snapshot = {k: v.find().producer is not None for k, v in iface.items()}
         if extend and self._children and (self._cout is None or child._cin is None):
-            missing = f"{self._path()} has no canonical output" if self._cout is None else f"{type(child).__name__} {name!r} has no canonical input"
+            missing = (
+                f"{self._path()} has no canonical output"
+                if self._cout is None
+                else f"{type(child).__name__} {name!r} has no canonical input"
+            )
             raise ModelConnectionError(
                 f"{where}: += connects the canonical output to the new model's canonical input, but {missing}; "
                 "connect the keys with |= and .connect(...), or name them with set_cin/set_cout"
@@ -339,7 +359,12 @@ class Model(Displayable):
         if extend and self._cout is not None and child._cin is not None:
             cin_key = next((k for k, v in iface.items() if v.find() is child._cin.find()), None)
             if cin_key is None or cin_key not in kwargs:
-                merge_values(self._cout, child._cin, f"{where}: connecting the canonical output to its canonical input", self._graph)
+                merge_values(
+                    self._cout,
+                    child._cin,
+                    f"{where}: connecting the canonical output to its canonical input",
+                    self._graph,
+                )
         for key, value in iface.items():
             target = kwargs.get(key, _NOT_GIVEN)
             if target is not _NOT_GIVEN:
@@ -428,12 +453,20 @@ class Model(Displayable):
         for connection in connections:
             if isinstance(connection, str):
                 if connection not in self._keys:
-                    raise ModelKeyError(f"{where}: {self._path()} has no key {connection!r}; its keys are {sorted(self._keys)}")
+                    raise ModelKeyError(
+                        f"{where}: {self._path()} has no key {connection!r}; its keys are {sorted(self._keys)}"
+                    )
                 connection = Connection(self, connection)
             if not isinstance(connection, Connection):
-                raise ArgumentError(f"{where}: expected connections (model.key) or key names, got {connection!r} ({type(connection).__name__})")
+                raise ArgumentError(
+                    f"{where}: expected connections (model.key) or key names, got {connection!r} "
+                    f"({type(connection).__name__})"
+                )
             if not self._owns(connection.model):
-                raise ModelConnectionError(f"{where}: connection {connection!r} belongs to a model outside {self._path()}; add that model first")
+                raise ModelConnectionError(
+                    f"{where}: connection {connection!r} belongs to a model outside {self._path()}; add that model "
+                    "first"
+                )
             values.append(connection.value)
         merged = values[0]
         for value in values[1:]:
@@ -518,7 +551,9 @@ class Model(Displayable):
             return
         root = value.find()
         if root.producer is not None:
-            raise ModelConnectionError(f"{where}: is an output of a primitive; a constant can only be given to an input")
+            raise ModelConnectionError(
+                f"{where}: is an output of a primitive; a constant can only be given to an input"
+            )
         kind = kind_of_python_value(constant)
         if kind is None:
             raise DtypeError(f"{where}: constant {constant!r} is not a number, bool or array")
@@ -526,7 +561,9 @@ class Model(Displayable):
         try:
             unify(root.shape, shape)
         except ShapeMismatch as exc:
-            raise ShapeError(f"{where}: constant of shape {describe_shape(shape)} does not fit {root.shape!r} ({exc})") from None
+            raise ShapeError(
+                f"{where}: constant of shape {describe_shape(shape)} does not fit {root.shape!r} ({exc})"
+            ) from None
         if root.const is not NOTHING and not _same_constant(root.const, array):
             raise ModelConnectionError(f"{where}: already has constant {root.const!r}")
         touch(root)
@@ -540,7 +577,12 @@ class Model(Displayable):
         """Named keys plus ``input``/``output`` for unnamed canonical keys."""
         keys = dict(self._keys)
         named = {id(v.find()) for v in keys.values()}
-        if self._cin is not None and "input" not in keys and id(self._cin.find()) not in named and self._cin.find().producer is None:
+        if (
+            self._cin is not None
+            and "input" not in keys
+            and id(self._cin.find()) not in named
+            and self._cin.find().producer is None
+        ):
             keys["input"] = self._cin
         if self._cout is not None and "output" not in keys and id(self._cout.find()) not in named:
             keys["output"] = self._cout
@@ -556,7 +598,9 @@ class Model(Displayable):
         group = self.__dict__.get("_key_groups", {}).get(name)
         if group is not None:  # a list-valued key (Split's output): model.split_out[0]
             return tuple(group)  # type: ignore[return-value]
-        raise MissingAttributeError(f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}")
+        raise MissingAttributeError(
+            f"{type(self).__name__} has no attribute or key {name!r}; keys: {sorted(self._interface())}"
+        )
 
     def _is_output(self, key: str, value: Value) -> bool:
         if self._role_snapshot is not None and key in self._role_snapshot:
@@ -650,7 +694,10 @@ class Model(Displayable):
             for name in exposed:
                 value = self._interface()[name].find()
                 if value.producer is None:
-                    raise ModelConnectionError(f"{self._path()}.expose_keys({name!r}): an input is always a key of the model; only outputs are exposed")
+                    raise ModelConnectionError(
+                        f"{self._path()}.expose_keys({name!r}): an input is always a key of the model; only outputs "
+                        "are exposed"
+                    )
             self._hidden_keys -= exposed
             self._exposed = exposed
         return self
@@ -680,7 +727,9 @@ class Model(Displayable):
         with self._transaction():
             value = self._resolve(key, "set_cin")
             if value.find().producer is not None:
-                raise ModelConnectionError(f"{self._path()}.set_cin({key!r}): the canonical input must be an input of the model")
+                raise ModelConnectionError(
+                    f"{self._path()}.set_cin({key!r}): the canonical input must be an input of the model"
+                )
             self._cin = value
         return self
 
@@ -731,7 +780,9 @@ class Model(Displayable):
         symbols: dict[str, object] = {}
         with self._transaction():
             for key, template in self._items(mapping, shapes):
-                self._unify_template(self._resolve(key, "set_shapes"), template, symbols, f"{self._path()}.set_shapes({key!r})")
+                self._unify_template(
+                    self._resolve(key, "set_shapes"), template, symbols, f"{self._path()}.set_shapes({key!r})"
+                )
         return self
 
     def set_types(self, mapping: Mapping[str | Connection, Any] | None = None, **types: Any) -> Model:
@@ -801,17 +852,25 @@ class Model(Displayable):
         with self._transaction():
             target = self._resolve(buffer, "set_buffer_update").find()
             if not target.buffer or target.producer is not None:
-                raise ModelConnectionError(f"{self._path()}.set_buffer_update({buffer!r}): not a buffer input (declare it with IOKey(buffer=True))")
+                raise ModelConnectionError(
+                    f"{self._path()}.set_buffer_update({buffer!r}): not a buffer input (declare it with "
+                    "IOKey(buffer=True))"
+                )
             value = self._resolve(new_value, "set_buffer_update").find()
             if value.producer is None:
-                raise ModelConnectionError(f"{self._path()}.set_buffer_update({new_value!r}): the new value must be computed by the model")
+                raise ModelConnectionError(
+                    f"{self._path()}.set_buffer_update({new_value!r}): the new value must be computed by the model"
+                )
             touch(value)
             value.updates = target
             try:
                 unify(value.shape, target.shape)
                 self._graph.solve()
             except ShapeMismatch as exc:
-                raise ShapeError(f"{self._path()}.set_buffer_update({buffer!r}): the new value's shape {value.shape!r} differs from the buffer's {target.shape!r} ({exc})") from None
+                raise ShapeError(
+                    f"{self._path()}.set_buffer_update({buffer!r}): the new value's shape {value.shape!r} differs from "
+                    f"the buffer's {target.shape!r} ({exc})"
+                ) from None
         return self
 
     @contextlib.contextmanager

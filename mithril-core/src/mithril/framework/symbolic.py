@@ -63,7 +63,7 @@ def has_dim_refs(values: Any) -> bool:
     return isinstance(values, (tuple, list)) and any(is_dim(v) for v in values)
 
 
-def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any, ...], list[tuple[int, DimRef]]]:  # noqa: A002
+def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any, ...], list[tuple[int, DimRef]]]:
     """The static ``reshape`` shape for ``target`` (ints, ``None`` = the input's dim there at run time, one
     ``-1``) and the ``(position, dim)`` pairs read from the input (see the module doc). ``input`` is the
     connection reshaped: only its own dims can be read at their position (``None`` when it is not known:
@@ -78,8 +78,12 @@ def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any,
         elif isinstance(entry, (Connection, Deferred, IOKey)):  # an int value of the model: read when it runs
             resolved.append(entry)
         else:
-            raise ArgumentError(f"reshape: entries are ints, -1, None or shape values (x.shape[i], B * L), got {entry!r}")
-    unknown = [j for j, entry in enumerate(resolved) if is_dim(entry) or isinstance(entry, (Connection, Deferred, IOKey))]
+            raise ArgumentError(
+                f"reshape: entries are ints, -1, None or shape values (x.shape[i], B * L), got {entry!r}"
+            )
+    unknown = [
+        j for j, entry in enumerate(resolved) if is_dim(entry) or isinstance(entry, (Connection, Deferred, IOKey))
+    ]
     if unknown and -1 not in resolved:  # the last unknown dim follows from the element count
         resolved[unknown.pop()] = -1
     aligned: list[tuple[int, DimRef]] = []
@@ -99,7 +103,7 @@ def reshape_target(target: Sequence[Any], input: Any = None) -> tuple[tuple[Any,
     return tuple(resolved), aligned
 
 
-def _same_tensor(source: Any, input: Any) -> bool:  # noqa: A002
+def _same_tensor(source: Any, input: Any) -> bool:
     return isinstance(source, Connection) and isinstance(input, Connection) and source.value is input.value
 
 
@@ -110,6 +114,9 @@ def static_shape(owner: str, target: Sequence[Any]) -> tuple[int, ...]:
     for entry in target:
         value = dim_value(entry) if is_dim(entry) else entry
         if value is None:
-            raise ShapeError(f"{owner}(shape={list(target)!r}): {entry!r} is not known yet; {owner} needs static shapes (give them to the model or use ints)")
+            raise ShapeError(
+                f"{owner}(shape={list(target)!r}): {entry!r} is not known yet; {owner} needs static shapes (give them "
+                "to the model or use ints)"
+            )
         result.append(value)
     return tuple(result)

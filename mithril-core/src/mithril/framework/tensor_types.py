@@ -91,12 +91,14 @@ class Tensor:
     'float'
     """
 
-    __slots__ = ("value", "kind", "shape", "differentiable")
+    __slots__ = ("differentiable", "kind", "shape", "value")
 
     def __class_getitem__(cls, element: Any) -> _TensorOf:
         return _TensorOf(element)
 
-    def __init__(self, value: Any = _UNSET, type: Any = None, shape: Any = None, differentiable: bool | None = None) -> None:  # noqa: A002 - Mithril's name
+    def __init__(
+        self, value: Any = _UNSET, type: Any = None, shape: Any = None, differentiable: bool | None = None
+    ) -> None:
         where = f"Tensor({value!r})" if value is not _UNSET else "Tensor()"
         kind = tensor_kind(_TensorOf(type)) if type is not None and type is not Tensor else None
         if kind is not None:

@@ -68,7 +68,9 @@ class GradContext:
     def __getitem__(self, key: str) -> Value:
         value = self.inputs[key]
         if value is None:
-            raise ModelKeyError(f"optional input {key!r} of {self.node.spec.name} at {self.node.path or '<root>'} is absent")
+            raise ModelKeyError(
+                f"optional input {key!r} of {self.node.spec.name} at {self.node.path or '<root>'} is absent"
+            )
         return value
 
     @property

@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import validation
@@ -32,7 +32,21 @@ from .blocks._util import op
 from .blocks.robust import checked_threshold, robust_log, robust_power, robust_sqrt
 from .primitive import Primitive
 
-__all__ = ["Reshape", "Randn", "Cast", "Arange", "Size", "Buffer", "ScaledDotProduct", "Concat", "Split", "SiLU", "Power", "Sqrt", "Log"]
+__all__ = [
+    "Reshape",
+    "Randn",
+    "Cast",
+    "Arange",
+    "Size",
+    "Buffer",
+    "ScaledDotProduct",
+    "Concat",
+    "Split",
+    "SiLU",
+    "Power",
+    "Sqrt",
+    "Log",
+]
 
 
 class ScaledDotProduct(Primitive):
@@ -134,12 +148,18 @@ class Concat(Model):
         inputs = connections.pop("input", None)
         axis = connections.pop("axis", self.attributes["axis"])
         n = self.attributes["n"]
-        if isinstance(inputs, Connection) and inputs.value.producer is not None and inputs.value.producer.spec.name in ("to_list", "to_tuple"):
+        if (
+            isinstance(inputs, Connection)
+            and inputs.value.producer is not None
+            and inputs.value.producer.spec.name in ("to_list", "to_tuple")
+        ):
             node = inputs.value.producer  # Concat().connect(input=ToList(n).output): the list's members
             inputs = [node.inputs[f"input_{i}"] for i in range(node.attrs["n"])]
         if inputs is not None:
             if not isinstance(inputs, (list, tuple)) or not inputs:
-                raise ArgumentError(f"Concat: input takes a non-empty list of connections, names or constants, got {inputs!r}")
+                raise ArgumentError(
+                    f"Concat: input takes a non-empty list of connections, names or constants, got {inputs!r}"
+                )
             n = len(inputs)
             connections.update({f"input_{i}": target for i, target in enumerate(inputs)})
         if (axis, n) != (self.attributes["axis"], self.attributes["n"]):
@@ -235,7 +255,7 @@ class RobustPower(Model):
     ['base', 'exponent']
     """
 
-    _deprecated_aliases = {"left": "base", "right": "exponent"}
+    _deprecated_aliases: Mapping[str, str] = {"left": "base", "right": "exponent"}
 
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
@@ -248,7 +268,9 @@ def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Prim
         if validation.boolean(base.__name__, "robust", robust):
             allowed = {"name", *(("threshold",) if issubclass(robust_cls, _RobustUnary) else ())}
             if args or set(kwargs) - allowed:
-                raise ArgumentError(f"{base.__name__}(robust=True) takes only {sorted(allowed)}, got {args!r} {sorted(kwargs)}")
+                raise ArgumentError(
+                    f"{base.__name__}(robust=True) takes only {sorted(allowed)}, got {args!r} {sorted(kwargs)}"
+                )
             return robust_cls(**kwargs)
         if "threshold" in kwargs:
             raise ArgumentError(f"{base.__name__}: threshold= is given only with robust=True")
@@ -258,7 +280,9 @@ def _robust_variant(base: type[Primitive], robust_cls: type[Model]) -> type[Prim
         base.__init__(self, *args, **kwargs)
 
     doc = f"{base.__doc__} ``robust=True`` gives {robust_cls.__name__}: {robust_cls.__doc__}"
-    return type(base.__name__, (base,), {"__new__": __new__, "__init__": __init__, "__doc__": doc, "__module__": __name__})
+    return type(
+        base.__name__, (base,), {"__new__": __new__, "__init__": __init__, "__doc__": doc, "__module__": __name__}
+    )
 
 
 Power = _robust_variant(_base.Power, RobustPower)  # type: ignore[attr-defined]
@@ -317,7 +341,9 @@ class Arange(Model):
     ['stop']
     """
 
-    def __init__(self, start: Any = 0, stop: Any = TBD, step: Any = 1, *, dtype: Any = None, name: str | None = None) -> None:
+    def __init__(
+        self, start: Any = 0, stop: Any = TBD, step: Any = 1, *, dtype: Any = None, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         if stop is None:
             stop = TBD
@@ -332,7 +358,9 @@ class Arange(Model):
         source = _axis_source(stop)
         if source is not None:
             if (start, step) != (0, 1):
-                raise ArgumentError(f"Arange(start={start!r}, step={step!r}) with a run-time stop: only start=0, step=1 are supported")
+                raise ArgumentError(
+                    f"Arange(start={start!r}, step={step!r}) with a run-time stop: only start=0, step=1 are supported"
+                )
             positions = Primitive("positions", axis=source[1])
             self |= positions(input=IOKey("_axis_of"), output=IOKey("output"))
             self._source = source[0]
@@ -419,9 +447,15 @@ def _run_time_shape(model: Primitive, primitive: str, connections: dict[str, Any
     if primitive == "reshape_to":  # None keeps the input's dim at that position
         source = connections.get("input")
         if None in entries and not isinstance(source, Connection):
-            raise ArgumentError(f"{type(model).__name__}: a None entry in shape={entries!r} needs the input given as a connection")
+            raise ArgumentError(
+                f"{type(model).__name__}: a None entry in shape={entries!r} needs the input given as a connection"
+            )
         entries = tuple(DimRef(source, j) if e is None else e for j, e in enumerate(entries))
-    attrs = {"inferred": next((j for j, e in enumerate(entries) if isinstance(e, int) and e == -1), None)} if primitive == "reshape_to" else {}
+    attrs = (
+        {"inferred": next((j for j, e in enumerate(entries) if isinstance(e, int) and e == -1), None)}
+        if primitive == "reshape_to"
+        else {}
+    )
     Primitive.__init__(model, primitive, name=model.name, **attrs)
     unify_run_time_shape(model, model._keys["output"], entries, f"{type(model).__name__}(shape={entries!r})")
     connections["shape"] = Expr("to_tuple", entries, {"n": len(entries)})

@@ -88,14 +88,14 @@ class Primitive(Model):
             )
         blank: Any = object.__new__(cls)  # compute/compute_grad read their arguments, not the model
 
-        def forward(backend: Any, input: Any) -> Any:  # noqa: A002 - the key is "input"
+        def forward(backend: Any, input: Any) -> Any:
             return blank.compute({"input": input})["output"]
 
         forward.operator_class = cls  # type: ignore[attr-defined]
         register_primitive(name)(forward)
         if "compute_grad" in _defining_attributes(cls):
 
-            def backward(backend: Any, input: Any, grad: Any) -> Any:  # noqa: A002
+            def backward(backend: Any, input: Any, grad: Any) -> Any:
                 return blank.compute_grad({"input": input}, grad)
 
             register_primitive(f"{name}_grad")(backward)
@@ -126,7 +126,9 @@ class Primitive(Model):
 
 def _defining_attributes(cls: type) -> set[str]:
     """Attributes defined by ``cls`` or its bases below :class:`Primitive`."""
-    return {name for klass in cls.__mro__ if klass is not Primitive and issubclass(klass, Primitive) for name in vars(klass)}
+    return {
+        name for klass in cls.__mro__ if klass is not Primitive and issubclass(klass, Primitive) for name in vars(klass)
+    }
 
 
 def _same(a: Any, b: Any) -> bool:

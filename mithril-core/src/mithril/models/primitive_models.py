@@ -24,31 +24,93 @@ from .primitive import Primitive, _spec
 # (class name, primitive name); order of the table is the order in the docs.
 _TABLE: tuple[tuple[str, str], ...] = (
     # elementwise unary
-    ("Negate", "neg"), ("Absolute", "abs"), ("Sign", "sign"), ("Exponential", "exp"), ("Log", "log"),
-    ("Sqrt", "sqrt"), ("Rsqrt", "rsqrt"), ("Square", "square"), ("Sine", "sin"), ("Cosine", "cos"),
-    ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Relu", "relu"), ("LeakyRelu", "leaky_relu"),
-    ("Gelu", "gelu"), ("Softplus", "softplus"), ("Erf", "erf"), ("Floor", "floor"), ("IsNan", "isnan"), ("StopGradient", "stop_gradient"),
-    ("NanToNum", "nan_to_num"), ("LogicalNot", "logical_not"), ("Cast", "cast"),
+    ("Negate", "neg"),
+    ("Absolute", "abs"),
+    ("Sign", "sign"),
+    ("Exponential", "exp"),
+    ("Log", "log"),
+    ("Sqrt", "sqrt"),
+    ("Rsqrt", "rsqrt"),
+    ("Square", "square"),
+    ("Sine", "sin"),
+    ("Cosine", "cos"),
+    ("Tanh", "tanh"),
+    ("Sigmoid", "sigmoid"),
+    ("Relu", "relu"),
+    ("LeakyRelu", "leaky_relu"),
+    ("Gelu", "gelu"),
+    ("Softplus", "softplus"),
+    ("Erf", "erf"),
+    ("Floor", "floor"),
+    ("IsNan", "isnan"),
+    ("StopGradient", "stop_gradient"),
+    ("NanToNum", "nan_to_num"),
+    ("LogicalNot", "logical_not"),
+    ("Cast", "cast"),
     # binary
-    ("Add", "add"), ("Subtract", "subtract"), ("Multiply", "multiply"), ("Divide", "divide"),
-    ("FloorDivide", "floor_divide"), ("Power", "power"), ("Minimum", "minimum"), ("Maximum", "maximum"),
-    ("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"), ("LessEqual", "less_equal"),
-    ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("LogicalAnd", "logical_and"),
-    ("LogicalOr", "logical_or"), ("LogicalXOr", "logical_xor"), ("Where", "where"),
+    ("Add", "add"),
+    ("Subtract", "subtract"),
+    ("Multiply", "multiply"),
+    ("Divide", "divide"),
+    ("FloorDivide", "floor_divide"),
+    ("Power", "power"),
+    ("Minimum", "minimum"),
+    ("Maximum", "maximum"),
+    ("Equal", "equal"),
+    ("NotEqual", "not_equal"),
+    ("Less", "less"),
+    ("LessEqual", "less_equal"),
+    ("Greater", "greater"),
+    ("GreaterEqual", "greater_equal"),
+    ("LogicalAnd", "logical_and"),
+    ("LogicalOr", "logical_or"),
+    ("LogicalXOr", "logical_xor"),
+    ("Where", "where"),
     # linear algebra
-    ("MatrixMultiply", "matmul"), ("Cholesky", "cholesky"), ("Eigvalsh", "eigvalsh"),
+    ("MatrixMultiply", "matmul"),
+    ("Cholesky", "cholesky"),
+    ("Eigvalsh", "eigvalsh"),
     # reductions
-    ("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min"), ("Prod", "prod"), ("ArgMax", "argmax"),
-    ("ArgMin", "argmin"), ("Variance", "var"), ("Softmax", "softmax"), ("LogSoftmax", "log_softmax"),
+    ("Sum", "sum"),
+    ("Mean", "mean"),
+    ("Max", "max"),
+    ("Min", "min"),
+    ("Prod", "prod"),
+    ("ArgMax", "argmax"),
+    ("ArgMin", "argmin"),
+    ("Variance", "var"),
+    ("Softmax", "softmax"),
+    ("LogSoftmax", "log_softmax"),
     # shape
-    ("Reshape", "reshape"), ("Transpose", "transpose"), ("SwapAxes", "swapaxes"), ("Squeeze", "squeeze"),
-    ("Unsqueeze", "unsqueeze"), ("BroadcastTo", "broadcast_to"), ("Concat", "concat"), ("Split", "split"),
-    ("Pad", "pad"), ("Indexer", "index"), ("Gather", "gather"), ("Arange", "arange"), ("Ones", "ones"),
-    ("Zeros", "zeros"), ("Full", "full"), ("ZerosLike", "zeros_like"), ("OnesLike", "ones_like"),
-    ("Positions", "positions"), ("Shape", "shape"), ("Size", "size"), ("AtLeast1D", "at_least_1d"),
-    ("Unique", "unique"), ("Item", "item"), ("ToList", "to_list"), ("ToTuple", "to_tuple"),
+    ("Reshape", "reshape"),
+    ("Transpose", "transpose"),
+    ("SwapAxes", "swapaxes"),
+    ("Squeeze", "squeeze"),
+    ("Unsqueeze", "unsqueeze"),
+    ("BroadcastTo", "broadcast_to"),
+    ("Concat", "concat"),
+    ("Split", "split"),
+    ("Pad", "pad"),
+    ("Indexer", "index"),
+    ("Gather", "gather"),
+    ("Arange", "arange"),
+    ("Ones", "ones"),
+    ("Zeros", "zeros"),
+    ("Full", "full"),
+    ("ZerosLike", "zeros_like"),
+    ("OnesLike", "ones_like"),
+    ("Positions", "positions"),
+    ("Shape", "shape"),
+    ("Size", "size"),
+    ("AtLeast1D", "at_least_1d"),
+    ("Unique", "unique"),
+    ("Item", "item"),
+    ("ToList", "to_list"),
+    ("ToTuple", "to_tuple"),
     # neural network
-    ("ScaledDotProduct", "scaled_dot_product_attention"), ("Randn", "randn"), ("Randint", "randint"),
+    ("ScaledDotProduct", "scaled_dot_product_attention"),
+    ("Randn", "randn"),
+    ("Randint", "randint"),
     ("DropoutMask", "dropout_mask"),
 )
 
@@ -123,7 +185,10 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
         spec = _spec(primitive)
         attr_names = list(spec.attributes)
         if len(args) > len(attr_names):
-            raise ArgumentError(f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}, got {len(args)}: {args!r}")
+            raise ArgumentError(
+                f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}, got {len(args)}: "
+                f"{args!r}"
+            )
         attrs = dict(zip(attr_names, args))
         constants = {}
         for key, value in kwargs.items():
@@ -140,7 +205,9 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
         self._constants = constants
         for key, value in constants.items():
             if key not in self._keys:
-                raise ArgumentError(f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}")
+                raise ArgumentError(
+                    f"{class_name} has no attribute or key {key!r}; attributes {attr_names}, keys {sorted(self._keys)}"
+                )
             self._connect(self._keys[key], value, f"{class_name}.{key}")
 
     def _rebuild(self: Primitive, attrs: dict[str, Any]) -> None:

@@ -180,9 +180,13 @@ class TrainModel(Model):
             warn_deprecated("TrainModel.add_loss(loss=...)", "TrainModel.add_loss(loss_model=...)")
             loss_model = connections.pop("loss")
         if not isinstance(loss_model, Model):
-            raise ArgumentError(f"TrainModel.add_loss: loss_model must be a Model (SquaredError()...), got {loss_model!r}")
+            raise ArgumentError(
+                f"TrainModel.add_loss: loss_model must be a Model (SquaredError()...), got {loss_model!r}"
+            )
         self._check_open("add_loss")
-        result, counted = _reduced(self, loss_model, list(reduce_steps) if reduce_steps else None, connections, "TrainModel.add_loss")
+        result, counted = _reduced(
+            self, loss_model, list(reduce_steps) if reduce_steps else None, connections, "TrainModel.add_loss"
+        )
         if key_name is not None:
             self.expose(result, key_name, canonical=False)
             self._shown.add(key_name)
@@ -226,7 +230,9 @@ class TrainModel(Model):
             raise ArgumentError(f"{where}: give the regulariser's keys (input=...); its keys are {model.input_keys}")
         unknown = sorted(set(connections) - set(model.input_keys) - set(model._keys))
         if unknown:
-            raise ModelKeyError(f"{where}: {type(model).__name__} has no key(s) {unknown}; its input keys are {model.input_keys}")
+            raise ModelKeyError(
+                f"{where}: {type(model).__name__} has no key(s) {unknown}; its input keys are {model.input_keys}"
+            )
         reg_name = reg_key.key if isinstance(reg_key, Connection) else reg_key
         if reg_name is None:
             reg_name = "input" if "input" in connections or len(connections) != 1 else next(iter(connections))
@@ -234,7 +240,10 @@ class TrainModel(Model):
             raise ModelKeyError(f"{where}: reg_key {reg_name!r} is not among the given keys {sorted(connections)}")
         patterns = [k for k, v in connections.items() if isinstance(v, re.Pattern)]
         if patterns and len(connections) > 1:
-            raise ArgumentError(f"{where}: a pattern ({patterns[0]}=re.compile(...)) is only for a regulariser given one key, got {sorted(connections)}")
+            raise ArgumentError(
+                f"{where}: a pattern ({patterns[0]}=re.compile(...)) is only for a regulariser given one key, got "
+                f"{sorted(connections)}"
+            )
         targets = self._regularized(connections[reg_name])
         steps = list(reduce_steps) if reduce_steps else []
         added = []
@@ -249,7 +258,9 @@ class TrainModel(Model):
             else:
                 kwargs[reg_name] = target
             result, _ = _reduced(self, block, steps, kwargs, where)
-            self._regularizers.append((result, coef, target.find() if isinstance(target, Value) else target.value.find()))
+            self._regularizers.append(
+                (result, coef, target.find() if isinstance(target, Value) else target.value.find())
+            )
             added.append(result)
         if key_name is not None and len(added) == 1:
             self.expose(added[0], key_name, canonical=False)
@@ -265,7 +276,9 @@ class TrainModel(Model):
                 return value
         return value
 
-    def add_metric(self, model: Model, reduce_steps: Sequence[Model] | None = None, key_name: str | None = None, **connections: Any) -> None:
+    def add_metric(
+        self, model: Model, reduce_steps: Sequence[Model] | None = None, key_name: str | None = None, **connections: Any
+    ) -> None:
         """An extra output ``key_name`` (default ``metric_<n>``) computed by ``model``, never differentiated
         into the cost."""
         self._check_open("add_metric")
@@ -279,7 +292,11 @@ class TrainModel(Model):
     def set_loss_combiner(self, combiner: Model | str) -> None:
         """How losses combine into ``final_cost``: ``Sum()`` (default) or ``Mean()`` (or ``"sum"``/``"mean"``)."""
         self._check_open("set_loss_combiner")
-        name = combiner if isinstance(combiner, str) else getattr(combiner, "primitive_name", type(combiner).__name__).lower()
+        name = (
+            combiner
+            if isinstance(combiner, str)
+            else getattr(combiner, "primitive_name", type(combiner).__name__).lower()
+        )
         if name not in ("sum", "mean"):
             raise ArgumentError(f"set_loss_combiner takes Sum() or Mean(), got {combiner!r}")
         self.__dict__["_combiner"] = name
@@ -331,7 +348,9 @@ class TrainModel(Model):
             found = [(k, v) for k, v in params.items() if target.search(k)]
         unique = list({id(v.find()): (k.rsplit(".", 1)[-1], v.find()) for k, v in reversed(found)}.values())[::-1]
         if not unique:
-            raise ModelKeyError(f"add_regularization: no trainable parameter matches {target!r}; candidates: {sorted(params)}")
+            raise ModelKeyError(
+                f"add_regularization: no trainable parameter matches {target!r}; candidates: {sorted(params)}"
+            )
         return unique
 
     def _count(self, counted: list[tuple[Connection, Connection]]) -> Any:

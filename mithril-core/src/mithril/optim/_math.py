@@ -92,7 +92,9 @@ class GraphMath:
     def less(self, a: Any, b: Any) -> Any:
         return self._emit("less", a, b)
 
-    def adam_update(self, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, **attrs: Any) -> tuple[Any, Any, Any]:
+    def adam_update(
+        self, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, **attrs: Any
+    ) -> tuple[Any, Any, Any]:
         """One ``adam_update`` call: ``(param', m', v')`` (see :func:`mithril.optim.optimizers.adam_step`)."""
         return self._emit("adam_update", param, grad, m, v, step_size, eps_hat, shrink, in_place=self.in_place, **attrs)  # type: ignore[no-any-return]
 

@@ -43,7 +43,9 @@ class ExternalOptimizer:
         """The optimizer state for these parameters."""
         raise NotImplementedError
 
-    def step_function(self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
+    def step_function(
+        self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]
+    ) -> Callable[..., Any]:
         """``step(params, opt_state, data) -> (params, opt_state, outputs)``; ``gradients(params, data)``
         returns ``(outputs, grads)`` of the loss."""
         raise NotImplementedError
@@ -75,7 +77,9 @@ class OptaxOptimizer(ExternalOptimizer):
         with backend.scope():  # JaxBackend's precision (x64) and settings
             return self.optimizer.init(params)
 
-    def step_function(self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
+    def step_function(
+        self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]
+    ) -> Callable[..., Any]:
         import optax  # optional: only an optax optimizer brings it
 
         tx = self.optimizer
@@ -97,7 +101,10 @@ class OptaxOptimizer(ExternalOptimizer):
             self.structure = jax.tree_util.tree_structure(jax.eval_shape(self.optimizer.init, dict(params)))
         found = jax.tree_util.tree_structure(opt_state)
         if found != self.structure:
-            raise ArgumentError(f"{where}: the optimizer state does not have the structure {self.optimizer!r} keeps (an optax state of another optimizer, or Mithril's slots?)")
+            raise ArgumentError(
+                f"{where}: the optimizer state does not have the structure {self.optimizer!r} keeps (an optax state of "
+                "another optimizer, or Mithril's slots?)"
+            )
 
     def to_arrays(self, opt_state: Any) -> tuple[dict[str, np.ndarray], Any]:
         import jax  # optional: the optimizer's framework, installed with its backend
@@ -111,12 +118,18 @@ class OptaxOptimizer(ExternalOptimizer):
 
         leaves, treedef = jax.tree_util.tree_flatten(template)
         if not isinstance(meta, Mapping) or meta.get("leaves") != len(leaves):
-            raise CheckpointError(f"{where}: the optax state holds {meta.get('leaves') if isinstance(meta, Mapping) else meta!r} arrays; this optimizer keeps {len(leaves)}")
+            raise CheckpointError(
+                f"{where}: the optax state holds {meta.get('leaves') if isinstance(meta, Mapping) else meta!r} arrays; "
+                f"this optimizer keeps {len(leaves)}"
+            )
         restored = []
         for i, leaf in enumerate(leaves):
             array = arrays[f"o{i}"]
             if tuple(array.shape) != tuple(np.shape(leaf)):
-                raise CheckpointError(f"{where}: optax state array {i} has shape {list(array.shape)}, this optimizer's has {list(np.shape(leaf))}")
+                raise CheckpointError(
+                    f"{where}: optax state array {i} has shape {list(array.shape)}, this optimizer's has "
+                    f"{list(np.shape(leaf))}"
+                )
             with backend.scope():  # float64 stays float64 on a float64 JaxBackend
                 restored.append(jnp.asarray(array, dtype=jnp.asarray(leaf).dtype))
         return jax.tree_util.tree_unflatten(treedef, restored)
@@ -128,7 +141,9 @@ class TorchOptimizer(ExternalOptimizer):
     def init(self, params: dict[str, Any], backend: Any) -> Any:
         return self.optimizer(list(params.values()))
 
-    def step_function(self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]) -> Callable[..., Any]:
+    def step_function(
+        self, backend: Any, gradients: Callable[..., Any], *, jit: bool, jit_options: Mapping[str, Any]
+    ) -> Callable[..., Any]:
         def step(params: dict[str, Any], opt_state: Any, data: dict[str, Any]) -> Any:
             outputs, grads = gradients(params, data)
             return *self.apply(params, grads, opt_state), outputs
@@ -139,12 +154,15 @@ class TorchOptimizer(ExternalOptimizer):
         import torch  # optional: the optimizer's framework, installed with its backend
 
         if not isinstance(opt_state, torch.optim.Optimizer):
-            raise ArgumentError(f"{where}: the optimizer state is a {type(opt_state).__name__}; this model trains with a torch.optim optimizer (start from pm.init_state)")
+            raise ArgumentError(
+                f"{where}: the optimizer state is a {type(opt_state).__name__}; this model trains with a torch.optim "
+                "optimizer (start from pm.init_state)"
+            )
         held = {id(t) for group in opt_state.param_groups for t in group["params"]}
         if held != {id(t) for t in params.values()}:
             raise ArgumentError(
-                f"{where}: the torch.optim optimizer does not hold this state's parameter tensors (it updates them in place); "
-                "start from pm.init_state or ml.load_state, and keep the state train_step returns"
+                f"{where}: the torch.optim optimizer does not hold this state's parameter tensors (it updates them in "
+                "place); start from pm.init_state or ml.load_state, and keep the state train_step returns"
             )
 
     def apply(self, params: dict[str, Any], grads: Mapping[str, Any], opt_state: Any) -> tuple[dict[str, Any], Any]:
@@ -178,25 +196,37 @@ class TorchOptimizer(ExternalOptimizer):
     def from_arrays(self, template: Any, arrays: Mapping[str, np.ndarray], meta: Any, where: str, backend: Any) -> Any:
         import torch  # optional: the optimizer's framework, installed with its backend
 
-        if not isinstance(meta, Mapping) or not isinstance(meta.get("state"), Mapping) or not isinstance(meta.get("param_groups"), list):
+        if (
+            not isinstance(meta, Mapping)
+            or not isinstance(meta.get("state"), Mapping)
+            or not isinstance(meta.get("param_groups"), list)
+        ):
             raise CheckpointError(f"{where}: the torch.optim state is malformed")
         params = [t for group in template.param_groups for t in group["params"]]
         state: dict[int, dict[str, Any]] = {}
         for index, values in meta["state"].items():
             position = int(index)
             if not 0 <= position < len(params) or not isinstance(values, Mapping):
-                raise CheckpointError(f"{where}: the torch.optim state names parameter {index!r}; the optimizer has {len(params)}")
+                raise CheckpointError(
+                    f"{where}: the torch.optim state names parameter {index!r}; the optimizer has {len(params)}"
+                )
             state[position] = {}
             for name, spec in values.items():
                 if not isinstance(spec, Mapping) or not ({"tensor"} == set(spec) or {"value"} == set(spec)):
-                    raise CheckpointError(f"{where}: torch.optim state entry {index}.{name} is {spec!r}, expected {{'tensor': name}} or {{'value': number}}")
+                    raise CheckpointError(
+                        f"{where}: torch.optim state entry {index}.{name} is {spec!r}, expected {{'tensor': name}} or "
+                        "{'value': number}"
+                    )
                 if "value" in spec:
                     state[position][name] = spec["value"]
                     continue
                 array = np.array(arrays[spec["tensor"]])
                 param = params[position]
                 if array.ndim and tuple(array.shape) != tuple(param.shape):
-                    raise CheckpointError(f"{where}: torch.optim state {index}.{name} has shape {list(array.shape)}, its parameter {list(param.shape)}")
+                    raise CheckpointError(
+                        f"{where}: torch.optim state {index}.{name} has shape {list(array.shape)}, its parameter "
+                        f"{list(param.shape)}"
+                    )
                 state[position][name] = torch.from_numpy(array)
         try:
             template.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
@@ -235,18 +265,29 @@ def _torch_optimizer_class(optimizer: Any) -> Any:
 def external_optimizer(optimizer: Any, backend: Any) -> ExternalOptimizer | None:
     """The adapter for a framework optimizer, ``None`` for anything else; refuses one on the wrong backend."""
     name = type(backend).__name__
-    if type(optimizer).__module__.startswith("optax") and callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None)):
+    if (
+        type(optimizer).__module__.startswith("optax")
+        and callable(getattr(optimizer, "init", None))
+        and callable(getattr(optimizer, "update", None))
+    ):
         if backend.backend_type != "jax":
-            raise ArgumentError(f"ml.compile(optimizer=...): an optax GradientTransformation runs on JaxBackend, not {name}; use the mithril.optim equivalent (optim.AdamW, ...), which runs everywhere")
+            raise ArgumentError(
+                f"ml.compile(optimizer=...): an optax GradientTransformation runs on JaxBackend, not {name}; use the "
+                "mithril.optim equivalent (optim.AdamW, ...), which runs everywhere"
+            )
         return OptaxOptimizer(optimizer)
     if _torch_optimizer_class(optimizer) is not None:
         if backend.backend_type != "torch":
-            raise ArgumentError(f"ml.compile(optimizer=...): a torch.optim optimizer runs on TorchBackend, not {name}; use the mithril.optim equivalent (optim.AdamW, ...), which runs everywhere")
+            raise ArgumentError(
+                f"ml.compile(optimizer=...): a torch.optim optimizer runs on TorchBackend, not {name}; use the "
+                "mithril.optim equivalent (optim.AdamW, ...), which runs everywhere"
+            )
         step = inspect.signature(_torch_optimizer_class(optimizer).step).parameters.get("closure")
         if step is not None and step.default is inspect.Parameter.empty:
             raise ArgumentError(
-                f"ml.compile(optimizer=...): {_torch_optimizer_class(optimizer).__name__} needs a closure that re-evaluates the "
-                "loss (step(closure)); train_step calls step() once per batch: use another torch.optim optimizer"
+                f"ml.compile(optimizer=...): {_torch_optimizer_class(optimizer).__name__} needs a closure that "
+                "re-evaluates the loss (step(closure)); train_step calls step() once per batch: use another "
+                "torch.optim optimizer"
             )
         return TorchOptimizer(optimizer)
     torch = sys.modules.get("torch")

@@ -72,13 +72,29 @@ class Optimizer:
     slots: tuple[str, ...] = ()
     default_mask = "all"
 
-    def __init__(self, lr: float | Schedule, *, weight_decay: float = 0.0, clip_norm: float | None = None, decay_mask: DecayMask = None) -> None:
+    def __init__(
+        self,
+        lr: float | Schedule,
+        *,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        decay_mask: DecayMask = None,
+    ) -> None:
         where = type(self).__name__
         self.lr = as_schedule(lr, where)
         self.weight_decay = _nonnegative(where, "weight_decay", weight_decay)
         self.clip_norm = None if clip_norm is None else validation.positive_finite(where, "clip_norm", clip_norm)
-        if not (decay_mask is None or decay_mask in ("all", "matrices") or isinstance(decay_mask, re.Pattern) or isinstance(decay_mask, str) or callable(decay_mask)):
-            raise ArgumentError(f"{where}: decay_mask must be 'all', 'matrices', a regex or a function (name, path, rank) -> bool, got {decay_mask!r}")
+        if not (
+            decay_mask is None
+            or decay_mask in ("all", "matrices")
+            or isinstance(decay_mask, re.Pattern)
+            or isinstance(decay_mask, str)
+            or callable(decay_mask)
+        ):
+            raise ArgumentError(
+                f"{where}: decay_mask must be 'all', 'matrices', a regex or a function (name, path, rank) -> bool, got "
+                f"{decay_mask!r}"
+            )
         if isinstance(decay_mask, str) and decay_mask not in ("all", "matrices"):
             try:
                 re.compile(decay_mask)
@@ -87,7 +103,9 @@ class Optimizer:
         self.decay_mask = decay_mask
 
     # -- what subclasses write --------------------------------------------------------------------
-    def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
+    def update(
+        self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool
+    ) -> tuple[Any, dict[str, Any]]:
         """One parameter's new value and new state slots. ``t`` is the step number counting from 1 (for
         bias corrections), ``lr`` the rate at this step, ``decay`` whether weight decay applies to it."""
         raise NotImplementedError
@@ -108,10 +126,19 @@ class Optimizer:
         try:
             return bool(mask(info.name, info.path, info.rank))
         except TypeError as exc:
-            raise ArgumentError(f"{type(self).__name__}(decay_mask=...): the function must take (name, path, rank) and return a bool; calling it failed: {exc}") from None
+            raise ArgumentError(
+                f"{type(self).__name__}(decay_mask=...): the function must take (name, path, rank) and return a bool; "
+                f"calling it failed: {exc}"
+            ) from None
 
     def apply(
-        self, math: Any, params: Mapping[str, Any], grads: Mapping[str, Any], state: Mapping[str, Mapping[str, Any]], step: Any, infos: Mapping[str, ParamInfo]
+        self,
+        math: Any,
+        params: Mapping[str, Any],
+        grads: Mapping[str, Any],
+        state: Mapping[str, Mapping[str, Any]],
+        step: Any,
+        infos: Mapping[str, ParamInfo],
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], Any]:
         """Every parameter's update: ``(new params, new state by slot then parameter, new step)``.
 
@@ -129,8 +156,8 @@ class Optimizer:
         decays = {name: self.decays(infos[name]) for name in params}
         if self.weight_decay and self.decay_mask not in (None, "all", "matrices") and not any(decays.values()):
             warnings.warn(
-                f"{type(self).__name__}(decay_mask={self.decay_mask!r}) matches none of the parameters, so weight_decay "
-                f"does nothing; their paths are {sorted(info.path for info in infos.values())[:6]}...",
+                f"{type(self).__name__}(decay_mask={self.decay_mask!r}) matches none of the parameters, so "
+                f"weight_decay does nothing; their paths are {sorted(info.path for info in infos.values())[:6]}...",
                 stacklevel=4,
             )
         new_params: dict[str, Any] = {}
@@ -164,7 +191,16 @@ class SGD(Optimizer):
     ('momentum',)
     """
 
-    def __init__(self, lr: float | Schedule = 0.01, momentum: float = 0.0, nesterov: bool = False, *, weight_decay: float = 0.0, clip_norm: float | None = None, decay_mask: DecayMask = None) -> None:
+    def __init__(
+        self,
+        lr: float | Schedule = 0.01,
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        *,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        decay_mask: DecayMask = None,
+    ) -> None:
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
         self.momentum = _fraction("SGD", "momentum", momentum)
         self.nesterov = validation.boolean("SGD", "nesterov", nesterov)
@@ -172,7 +208,9 @@ class SGD(Optimizer):
             raise ArgumentError("SGD: nesterov=True needs momentum > 0")
         self.slots = ("momentum",) if self.momentum else ()
 
-    def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
+    def update(
+        self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool
+    ) -> tuple[Any, dict[str, Any]]:
         if decay:
             grad = grad + self.weight_decay * param
         if not self.momentum:
@@ -192,7 +230,16 @@ class Adam(Optimizer):
     slots = ("m", "v")
     decoupled = False
 
-    def __init__(self, lr: float | Schedule = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *, weight_decay: float = 0.0, clip_norm: float | None = None, decay_mask: DecayMask = None) -> None:
+    def __init__(
+        self,
+        lr: float | Schedule = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        *,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        decay_mask: DecayMask = None,
+    ) -> None:
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
         where = type(self).__name__
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
@@ -200,7 +247,9 @@ class Adam(Optimizer):
         self.betas = (_fraction(where, "betas[0]", betas[0]), _fraction(where, "betas[1]", betas[1]))
         self.eps = validation.positive_finite(where, "eps", eps)
 
-    def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
+    def update(
+        self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool
+    ) -> tuple[Any, dict[str, Any]]:
         beta1, beta2 = self.betas
         # the step's scalars: the same values for every parameter, so they are computed once per step
         root_correction = math.sqrt(bias_correction(math, beta2, t))
@@ -208,7 +257,9 @@ class Adam(Optimizer):
         eps_hat = self.eps * root_correction
         shrink = 1.0 - lr * self.weight_decay if decay and self.decoupled else None
         l2 = self.weight_decay if decay and not self.decoupled else 0.0
-        new_param, m, v = math.adam_update(param, grad, state["m"], state["v"], step_size, eps_hat, shrink, beta1=beta1, beta2=beta2, l2=l2)
+        new_param, m, v = math.adam_update(
+            param, grad, state["m"], state["v"], step_size, eps_hat, shrink, beta1=beta1, beta2=beta2, l2=l2
+        )
         return new_param, {"m": m, "v": v}
 
 
@@ -231,7 +282,20 @@ def bias_correction(math: Any, beta: float, t: Any) -> Any:
     return -2.0 * half / (1.0 - half)
 
 
-def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, step_size: Any, eps_hat: Any, shrink: Any = None, *, beta1: float, beta2: float, l2: float = 0.0) -> tuple[Any, Any, Any]:
+def adam_step(
+    math: Any,
+    param: Any,
+    grad: Any,
+    m: Any,
+    v: Any,
+    step_size: Any,
+    eps_hat: Any,
+    shrink: Any = None,
+    *,
+    beta1: float,
+    beta2: float,
+    l2: float = 0.0,
+) -> tuple[Any, Any, Any]:
     """Adam's step for one parameter, ``(param', m', v')``, over ``math`` (``sqrt``; ``+ - * /`` on its
     values): the one formula of the ``adam_update`` primitive, compiled by every backend without an
     implementation of its own (see :func:`mithril.models.blocks.optimizer_steps.adam_update_decomposition`).
@@ -243,7 +307,8 @@ def adam_step(math: Any, param: Any, grad: Any, m: Any, v: Any, step_size: Any, 
 
     >>> from mithril.optim._math import FloatMath
     >>> root = (1 - 0.999) ** 0.5  # step 1, lr 0.1, eps 1e-8
-    >>> tuple(round(x, 6) for x in adam_step(FloatMath(), 1.0, 0.5, 0.0, 0.0, 0.1 * root / (1 - 0.9), 1e-8 * root, beta1=0.9, beta2=0.999))
+    >>> step = adam_step(FloatMath(), 1.0, 0.5, 0.0, 0.0, 0.1 * root / (1 - 0.9), 1e-8 * root, beta1=0.9, beta2=0.999)
+    >>> tuple(round(x, 6) for x in step)
     (0.9, 0.05, 0.00025)
     """
     if l2:
@@ -266,7 +331,16 @@ class AdamW(Adam):
     decoupled = True
     default_mask = "matrices"
 
-    def __init__(self, lr: float | Schedule = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *, weight_decay: float = 0.01, clip_norm: float | None = None, decay_mask: DecayMask = None) -> None:
+    def __init__(
+        self,
+        lr: float | Schedule = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        *,
+        weight_decay: float = 0.01,
+        clip_norm: float | None = None,
+        decay_mask: DecayMask = None,
+    ) -> None:
         super().__init__(lr, betas, eps, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
 
 
@@ -278,14 +352,26 @@ class RMSprop(Optimizer):
     ('square_avg', 'momentum')
     """
 
-    def __init__(self, lr: float | Schedule = 0.01, alpha: float = 0.99, eps: float = 1e-8, momentum: float = 0.0, *, weight_decay: float = 0.0, clip_norm: float | None = None, decay_mask: DecayMask = None) -> None:
+    def __init__(
+        self,
+        lr: float | Schedule = 0.01,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        momentum: float = 0.0,
+        *,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        decay_mask: DecayMask = None,
+    ) -> None:
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
         self.alpha = _fraction("RMSprop", "alpha", alpha)
         self.eps = validation.positive_finite("RMSprop", "eps", eps)
         self.momentum = _fraction("RMSprop", "momentum", momentum)
         self.slots = ("square_avg", "momentum") if self.momentum else ("square_avg",)
 
-    def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
+    def update(
+        self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool
+    ) -> tuple[Any, dict[str, Any]]:
         if decay:
             grad = grad + self.weight_decay * param
         square_avg = self.alpha * state["square_avg"] + (1.0 - self.alpha) * (grad * grad)
@@ -307,13 +393,23 @@ class Lion(Optimizer):
     slots = ("m",)
     default_mask = "matrices"
 
-    def __init__(self, lr: float | Schedule = 1e-4, betas: tuple[float, float] = (0.9, 0.99), *, weight_decay: float = 0.0, clip_norm: float | None = None, decay_mask: DecayMask = None) -> None:
+    def __init__(
+        self,
+        lr: float | Schedule = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.99),
+        *,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        decay_mask: DecayMask = None,
+    ) -> None:
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise validation.fail("Lion", "betas", "a pair (beta1, beta2) of numbers in [0, 1)", betas)
         self.betas = (_fraction("Lion", "betas[0]", betas[0]), _fraction("Lion", "betas[1]", betas[1]))
 
-    def update(self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool) -> tuple[Any, dict[str, Any]]:
+    def update(
+        self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool
+    ) -> tuple[Any, dict[str, Any]]:
         beta1, beta2 = self.betas
         direction = math.sign(beta1 * state["m"] + (1.0 - beta1) * grad)
         if decay:

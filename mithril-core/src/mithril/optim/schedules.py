@@ -26,7 +26,16 @@ from ._math import FloatMath
 
 _PI = math.pi
 
-__all__ = ["Schedule", "constant", "linear_warmup", "cosine_decay", "step_decay", "join", "warmup_cosine", "as_schedule"]
+__all__ = [
+    "Schedule",
+    "constant",
+    "linear_warmup",
+    "cosine_decay",
+    "step_decay",
+    "join",
+    "warmup_cosine",
+    "as_schedule",
+]
 
 
 class Schedule:
@@ -82,7 +91,11 @@ class LinearWarmup(Schedule):
     """From ``start`` to ``peak`` linearly over ``warmup_steps``, then ``peak``."""
 
     def __init__(self, peak: float, warmup_steps: int, start: float = 0.0) -> None:
-        self.peak, self.warmup_steps, self.start = _rate("linear_warmup", "peak", peak), _steps("linear_warmup", "warmup_steps", warmup_steps), _rate("linear_warmup", "start", start)
+        self.peak, self.warmup_steps, self.start = (
+            _rate("linear_warmup", "peak", peak),
+            _steps("linear_warmup", "warmup_steps", warmup_steps),
+            _rate("linear_warmup", "start", start),
+        )
 
     def value(self, step: Any, math: Any) -> Any:
         fraction = math.minimum(step, float(self.warmup_steps)) / float(self.warmup_steps)
@@ -94,8 +107,13 @@ class CosineDecay(Schedule):
     (``optax.cosine_decay_schedule``'s ``alpha`` is ``final_fraction``)."""
 
     def __init__(self, peak: float, decay_steps: int, final_fraction: float = 0.0) -> None:
-        self.peak, self.decay_steps = _rate("cosine_decay", "peak", peak), _steps("cosine_decay", "decay_steps", decay_steps)
-        self.final_fraction = float(validation.number("cosine_decay", "final_fraction", final_fraction, low=0.0, high=1.0))
+        self.peak, self.decay_steps = (
+            _rate("cosine_decay", "peak", peak),
+            _steps("cosine_decay", "decay_steps", decay_steps),
+        )
+        self.final_fraction = float(
+            validation.number("cosine_decay", "final_fraction", final_fraction, low=0.0, high=1.0)
+        )
 
     def value(self, step: Any, math: Any) -> Any:
         progress = math.minimum(step, float(self.decay_steps)) / float(self.decay_steps)
@@ -125,7 +143,9 @@ class Join(Schedule):
         schedules = [as_schedule(s, "join") for s in schedules]
         boundaries = [_steps("join", "boundaries[i]", b) for b in boundaries]
         if len(schedules) != len(boundaries) + 1:
-            raise ArgumentError(f"join: {len(schedules)} schedules need {len(schedules) - 1} boundaries, got {len(boundaries)}")
+            raise ArgumentError(
+                f"join: {len(schedules)} schedules need {len(schedules) - 1} boundaries, got {len(boundaries)}"
+            )
         if sorted(boundaries) != boundaries or len(set(boundaries)) != len(boundaries):
             raise ArgumentError(f"join: boundaries must increase, got {boundaries}")
         self.schedules, self.boundaries = schedules, boundaries
@@ -134,7 +154,9 @@ class Join(Schedule):
         result = self.schedules[-1].value(step - float(self.boundaries[-1]), math)
         for i in range(len(self.boundaries) - 1, -1, -1):
             start = float(self.boundaries[i - 1]) if i > 0 else 0.0
-            result = math.where(math.less(step, float(self.boundaries[i])), self.schedules[i].value(step - start, math), result)
+            result = math.where(
+                math.less(step, float(self.boundaries[i])), self.schedules[i].value(step - start, math), result
+            )
         return result
 
 
@@ -184,7 +206,9 @@ def join(schedules: Sequence[Schedule], boundaries: Sequence[int]) -> Schedule:
     return Join(schedules, boundaries)
 
 
-def warmup_cosine(peak: float, warmup_steps: int, decay_steps: int, final_fraction: float = 0.0, start: float = 0.0) -> Schedule:
+def warmup_cosine(
+    peak: float, warmup_steps: int, decay_steps: int, final_fraction: float = 0.0, start: float = 0.0
+) -> Schedule:
     """Linear warmup to ``peak`` over ``warmup_steps``, then cosine decay over ``decay_steps`` (the usual
     transformer schedule).
 
@@ -192,7 +216,9 @@ def warmup_cosine(peak: float, warmup_steps: int, decay_steps: int, final_fracti
     >>> tuple(round(s(i), 3) for i in range(5))
     (0.0, 0.5, 1.0, 0.5, 0.0)
     """
-    return Join([LinearWarmup(peak, warmup_steps, start), CosineDecay(peak, decay_steps, final_fraction)], [warmup_steps])
+    return Join(
+        [LinearWarmup(peak, warmup_steps, start), CosineDecay(peak, decay_steps, final_fraction)], [warmup_steps]
+    )
 
 
 def as_schedule(lr: Any, where: str) -> Schedule:

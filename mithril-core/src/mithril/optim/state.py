@@ -54,4 +54,4 @@ class TrainState:
         value = self.step
         if hasattr(value, "item"):
             value = value.item()
-        return int(round(float(value)))
+        return round(float(value))

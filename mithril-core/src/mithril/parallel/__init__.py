@@ -22,6 +22,6 @@ from .plan import (
 )
 
 __all__ = [
-    "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes", "normalise_spec",
-    "parameter_bytes_per_device",
+    "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes",
+    "normalise_spec", "parameter_bytes_per_device",
 ]  # fmt: skip

@@ -32,8 +32,8 @@ from ..errors import ArgumentError, ShapeError
 from ..validation import is_int
 
 __all__ = [
-    "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes", "normalise_spec",
-    "parameter_bytes_per_device",
+    "MODES", "ShardingPlan", "Spec", "indivisible_dimension", "make_plan", "mesh_axis_names", "mesh_sizes",
+    "normalise_spec", "parameter_bytes_per_device",
 ]  # fmt: skip
 
 Spec = tuple[str | None, ...]
@@ -51,7 +51,7 @@ def mesh_sizes(owner: str, device_mesh: Any) -> tuple[int, ...]:
     Traceback (most recent call last):
     ...
     mithril.errors.ArgumentError: JaxBackend: device_mesh must be a positive int or a non-empty tuple of positive ints, one size per mesh axis (e.g. 2, (2,) or (2, 2)); got (2.5,) (tuple)
-    """
+    """  # noqa: E501 - a doctest output line (the error message)
     entries = (device_mesh,) if is_int(device_mesh) else device_mesh
     if not isinstance(entries, (tuple, list)) or not entries or not all(is_int(s) and s >= 1 for s in entries):
         raise ArgumentError(
@@ -61,7 +61,9 @@ def mesh_sizes(owner: str, device_mesh: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in entries)
 
 
-def indivisible_dimension(spec: Sequence[str | None], shape: Sequence[int], mesh_axes: Sequence[str], mesh_shape: Sequence[int]) -> tuple[int, str, int] | None:
+def indivisible_dimension(
+    spec: Sequence[str | None], shape: Sequence[int], mesh_axes: Sequence[str], mesh_shape: Sequence[int]
+) -> tuple[int, str, int] | None:
     """``(dimension, mesh axis, devices)`` of the first dimension of ``shape`` that ``spec`` splits over a
     mesh axis whose device count does not divide its size; ``None`` when all divide.
 
@@ -107,12 +109,15 @@ class ShardingPlan:
         Traceback (most recent call last):
         ...
         mithril.errors.ShapeError: parallelism: dimension 0 of 'x' has size 3, which the mesh axis 'mesh_0' (2 devices) does not divide; mesh (2,) with axes ('mesh_0',)
-        """
+        """  # noqa: E501 - a doctest output line (the error message)
         spec = self.specs.get(key)
         if spec is None:
             return
         if len(spec) > len(shape):
-            raise ShapeError(f"parallelism: the spec {spec} of {key!r} has {len(spec)} entries but the array has shape {tuple(shape)} ({len(shape)} dimensions)")
+            raise ShapeError(
+                f"parallelism: the spec {spec} of {key!r} has {len(spec)} entries but the array has shape "
+                f"{tuple(shape)} ({len(shape)} dimensions)"
+            )
         bad = indivisible_dimension(spec, shape, self.mesh_axes, self.mesh_shape)
         if bad is not None:
             dim, axis, devices = bad
@@ -134,19 +139,30 @@ def normalise_spec(key: str, spec: Any, mesh_axes: Sequence[str], rank: int | No
     if isinstance(spec, (str, int)):
         spec = (spec,)
     if not isinstance(spec, (tuple, list)):
-        raise ArgumentError(f"parallelism: the spec of {key!r} must be a tuple naming a mesh axis or None per dimension, got {spec!r}")
+        raise ArgumentError(
+            f"parallelism: the spec of {key!r} must be a tuple naming a mesh axis or None per dimension, got {spec!r}"
+        )
     names: list[str | None] = []
     for entry in spec:
         if entry is None:
             names.append(None)
         elif isinstance(entry, bool) or not isinstance(entry, (str, int)):
-            raise ArgumentError(f"parallelism: the spec of {key!r} has {entry!r}; expected a mesh axis name {tuple(mesh_axes)}, an axis index or None")
+            raise ArgumentError(
+                f"parallelism: the spec of {key!r} has {entry!r}; expected a mesh axis name {tuple(mesh_axes)}, an "
+                "axis index or None"
+            )
         elif isinstance(entry, int):
             if not 0 <= entry < len(mesh_axes):
-                raise ArgumentError(f"parallelism: the spec of {key!r} names mesh axis {entry}, but the mesh has axes {tuple(mesh_axes)}")
+                raise ArgumentError(
+                    f"parallelism: the spec of {key!r} names mesh axis {entry}, but the mesh has axes "
+                    f"{tuple(mesh_axes)}"
+                )
             names.append(mesh_axes[entry])
         elif entry not in mesh_axes:
-            raise ArgumentError(f"parallelism: the spec of {key!r} names the mesh axis {entry!r}, but the mesh has axes {tuple(mesh_axes)}")
+            raise ArgumentError(
+                f"parallelism: the spec of {key!r} names the mesh axis {entry!r}, but the mesh has axes "
+                f"{tuple(mesh_axes)}"
+            )
         else:
             names.append(entry)
     used = [n for n in names if n is not None]
@@ -185,9 +201,15 @@ def make_plan(
                 plan.check_shape(key, shape)
         return plan
     if parallelism not in MODES:
-        raise ArgumentError(f"ml.compile: parallelism={parallelism!r} is not a parallelism mode; expected one of {MODES}, a dict {{key: spec}} or None")
+        raise ArgumentError(
+            f"ml.compile: parallelism={parallelism!r} is not a parallelism mode; expected one of {MODES}, a dict "
+            "{key: spec} or None"
+        )
     if parallelism == "mixed" and len(mesh_shape) < 2:
-        raise ArgumentError(f"ml.compile: parallelism='mixed' needs a mesh of two or more axes (data, model), got device_mesh={mesh_shape}")
+        raise ArgumentError(
+            "ml.compile: parallelism='mixed' needs a mesh of two or more axes (data, model), got "
+            f"device_mesh={mesh_shape}"
+        )
     specs: dict[str, Spec] = {}
     if parallelism in ("data", "mixed"):
         for key in data:
@@ -278,7 +300,9 @@ def _topological(nodes: Iterable[Any]) -> list[Any]:
     return order
 
 
-def parameter_bytes_per_device(plan: ShardingPlan, shapes: Mapping[str, Sequence[int]], itemsize: int) -> tuple[int, int]:
+def parameter_bytes_per_device(
+    plan: ShardingPlan, shapes: Mapping[str, Sequence[int]], itemsize: int
+) -> tuple[int, int]:
     """``(bytes on one device, total bytes)`` of the parameters of ``shapes`` under ``plan``.
 
     >>> parameter_bytes_per_device(ShardingPlan(("mesh_0",), (4,), {"w": ("mesh_0", None)}), {"w": (8, 2)}, 4)

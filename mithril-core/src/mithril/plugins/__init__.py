@@ -15,6 +15,16 @@ from __future__ import annotations
 from .hookspecs import hookimpl, hookspec
 from .manager import BrokenPlugin, PluginInfo, PluginManager, list_plugins, manager, registry, reset
 
-list = list_plugins  # noqa: A001 - ``mithril.plugins.list()`` is the documented name
+list = list_plugins  # ``mithril.plugins.list()`` is the documented name
 
-__all__ = ["hookimpl", "hookspec", "BrokenPlugin", "PluginInfo", "PluginManager", "list", "manager", "registry", "reset"]
+__all__ = [
+    "hookimpl",
+    "hookspec",
+    "BrokenPlugin",
+    "PluginInfo",
+    "PluginManager",
+    "list",
+    "manager",
+    "registry",
+    "reset",
+]

@@ -35,7 +35,9 @@ def backend_class(name: str) -> type:
                 f"backend {name!r} from plugin {entry.plugin!r} failed to import: {type(exc).__name__}: {exc}"
             ) from exc
     if name not in KNOWN_BACKENDS:
-        raise BackendAttributeError(f"no backend named {name!r}; available backends: {', '.join(available_backends()) or 'none'}")
+        raise BackendAttributeError(
+            f"no backend named {name!r}; available backends: {', '.join(available_backends()) or 'none'}"
+        )
     registry_name, dist, extra = KNOWN_BACKENDS[name]
     broken = pm.broken_for(registry_name)
     cause = broken.describe() if broken else f"the package {dist} is not installed"
@@ -50,7 +52,19 @@ def available_backends() -> list[str]:
 
 
 KNOWN_MODELS: frozenset[str] = frozenset(
-    {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "create_gpt", "clip", "encode_image", "encode_text", "t5_encode", "t5_decode"}
+    {
+        "resnet18",
+        "resnet34",
+        "resnet50",
+        "resnet101",
+        "resnet152",
+        "create_gpt",
+        "clip",
+        "encode_image",
+        "encode_text",
+        "t5_encode",
+        "t5_decode",
+    }
 )
 """Builders the mithril-models package provides (asking for one without it names the package to install)."""
 

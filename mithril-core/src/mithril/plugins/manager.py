@@ -71,7 +71,9 @@ class PluginManager:
         self._entry_points_loaded = False
 
     # -- loading ---------------------------------------------------------------------------------
-    def register_plugin(self, module: ModuleType | object, name: str, *, distribution: str = "", version: str = "") -> None:
+    def register_plugin(
+        self, module: ModuleType | object, name: str, *, distribution: str = "", version: str = ""
+    ) -> None:
         """Register a plugin object and run its hooks into the registry (used for in-process plugins)."""
         self._pm.register(module, name=name)
         try:
@@ -122,9 +124,24 @@ class PluginManager:
         reg = self.registry
         calls: list[tuple[str, Callable[..., None]]] = [
             ("mithril_register_primitives", lambda spec: reg.add_primitive(spec, plugin_name)),
-            ("mithril_register_backends", lambda name, target, aliases=(): reg.add_backend(name, target, aliases=tuple(aliases), plugin=plugin_name)),
-            ("mithril_register_impls", lambda backend, table, fn=None: reg.add_impls(backend, table, plugin_name) if fn is None else reg.add_impl(backend, table, fn, plugin_name)),
-            ("mithril_register_gradients", lambda prim, rule, backend=None: reg.add_gradient(prim, rule, backend=backend, plugin=plugin_name)),
+            (
+                "mithril_register_backends",
+                lambda name, target, aliases=(): reg.add_backend(
+                    name, target, aliases=tuple(aliases), plugin=plugin_name
+                ),
+            ),
+            (
+                "mithril_register_impls",
+                lambda backend, table, fn=None: (
+                    reg.add_impls(backend, table, plugin_name)
+                    if fn is None
+                    else reg.add_impl(backend, table, fn, plugin_name)
+                ),
+            ),
+            (
+                "mithril_register_gradients",
+                lambda prim, rule, backend=None: reg.add_gradient(prim, rule, backend=backend, plugin=plugin_name),
+            ),
             ("mithril_register_models", lambda name, builder: reg.add_model(name, builder, plugin_name)),
             ("mithril_register_demos", lambda name, section: reg.add_demo(name, section, plugin_name)),
         ]

@@ -43,7 +43,9 @@ def spatial(value: Any, n: int) -> tuple[int, ...]:
     return values
 
 
-def conv_geometry(attrs: Mapping[str, Any], kernel: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
+def conv_geometry(
+    attrs: Mapping[str, Any], kernel: tuple[int, ...]
+) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...]]:
     """``(stride, [(pad_before, pad_after)], dilation)`` for a conv/pool with the given kernel sizes."""
     n = len(kernel)
     stride_attr = attrs.get("stride")
@@ -57,11 +59,15 @@ def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilati
     span = dilation * (kernel - 1) + 1
     out = (size + pad_total - span) // stride + 1
     if out <= 0:
-        raise ShapeMismatch(f"window of {span} (kernel {kernel}, dilation {dilation}) does not fit size {size} with padding {pad_total}")
+        raise ShapeMismatch(
+            f"window of {span} (kernel {kernel}, dilation {dilation}) does not fit size {size} with padding {pad_total}"
+        )
     return out
 
 
-def conv_padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int], stride: Sequence[int]) -> list[tuple[int, int]]:
+def conv_padding(
+    padding: Any, kernel: Sequence[int], dilation: Sequence[int], stride: Sequence[int]
+) -> list[tuple[int, int]]:
     """Normalise a padding spec to ``[(before, after)]`` per spatial axis.
 
     Accepts an int, a per-axis int, per-axis ``(before, after)``, ``"valid"`` or ``"same"`` (stride 1 only,

@@ -25,24 +25,31 @@ from typing import Any
 
 from .spec import PrimitiveSpec
 
-__all__ = ["HOST_PREFIX", "HOST_OPERATIONS", "as_host_value", "base_attributes", "host_implementation", "with_run_time_attributes"]
+__all__ = [
+    "HOST_PREFIX",
+    "HOST_OPERATIONS",
+    "as_host_value",
+    "base_attributes",
+    "host_implementation",
+    "with_run_time_attributes",
+]
 
 HOST_PREFIX = "host_"
 """Generated code names a host call ``host_<primitive>`` (``host_multiply``)."""
 
 
-def _shape(input: Any) -> tuple[Any, ...]:  # noqa: A002 - the primitive's key
+def _shape(input: Any) -> tuple[Any, ...]:
     return tuple(input.shape)
 
 
-def _size(input: Any) -> Any:  # noqa: A002
+def _size(input: Any) -> Any:
     size = 1
     for dim in input.shape:
         size *= dim
     return size
 
 
-def _index(input: Any, *, key: Any) -> Any:  # noqa: A002
+def _index(input: Any, *, key: Any) -> Any:
     return input if key is Ellipsis else input[key]  # x[...] of an int (a Buffer of a dim) is the int
 
 
@@ -94,13 +101,20 @@ def host_implementation(name: str) -> Callable[..., Any] | None:
     return HOST_OPERATIONS.get(name[len(HOST_PREFIX) :])
 
 
-def base_attributes(spec: PrimitiveSpec, base: PrimitiveSpec, attrs: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+def base_attributes(
+    spec: PrimitiveSpec, base: PrimitiveSpec, attrs: Mapping[str, Any], host: Mapping[str, Any]
+) -> dict[str, Any]:
     """The attributes of the base primitive a variant call runs as: its own attributes the base has (not those
     only its shape rule reads, e.g. ``reshape_to``'s ``inferred``), and the host inputs' values."""
-    return {**{k: v for k, v in attrs.items() if k in base.attributes}, **{k: as_host_value(v) for k, v in host.items()}}
+    return {
+        **{k: v for k, v in attrs.items() if k in base.attributes},
+        **{k: as_host_value(v) for k, v in host.items()},
+    }
 
 
-def with_run_time_attributes(spec: PrimitiveSpec, base_spec: PrimitiveSpec, base: Callable[..., Any]) -> Callable[..., Any]:
+def with_run_time_attributes(
+    spec: PrimitiveSpec, base_spec: PrimitiveSpec, base: Callable[..., Any]
+) -> Callable[..., Any]:
     """The implementation of a :attr:`~mithril.primitives.spec.PrimitiveSpec.variant_of` primitive: the base
     primitive's implementation ``base``, given the host inputs as attributes (``reshape_to(x, shape)`` calls
     ``reshape(x, shape=shape)``)."""
@@ -109,7 +123,9 @@ def with_run_time_attributes(spec: PrimitiveSpec, base_spec: PrimitiveSpec, base
     def call(*inputs: Any, **attrs: Any) -> Any:
         values = dict(zip(keys, inputs))
         arrays = [values[k] for k in keys if k not in spec.host_inputs]
-        return base(*arrays, **base_attributes(spec, base_spec, attrs, {k: values[k] for k in keys if k in spec.host_inputs}))
+        return base(
+            *arrays, **base_attributes(spec, base_spec, attrs, {k: values[k] for k in keys if k in spec.host_inputs})
+        )
 
     call.__name__ = call.__qualname__ = spec.name
     return call

@@ -125,7 +125,10 @@ class Registry:
         if not isinstance(spec, PrimitiveSpec):
             raise PluginError(f"plugin {plugin!r} registered {spec!r}; expected a PrimitiveSpec")
         if not spec.name.isidentifier() or not spec.name.isascii():
-            raise PluginError(f"plugin {plugin!r} registered primitive name {spec.name!r}; names must be ASCII identifiers (snake_case)")
+            raise PluginError(
+                f"plugin {plugin!r} registered primitive name {spec.name!r}; names must be ASCII identifiers "
+                "(snake_case)"
+            )
         if spec.name in self.primitives and self.primitives[spec.name] is not spec:
             raise PluginError(
                 f"plugin {plugin!r} registers primitive {spec.name!r}, already registered by "
@@ -136,7 +139,9 @@ class Registry:
 
     def add_backend(self, name: str, target: object, *, aliases: tuple[str, ...] = (), plugin: str = "?") -> None:
         if name in self.backends:
-            raise PluginError(f"plugin {plugin!r} registers backend {name!r}, already registered by {self.backends[name].plugin!r}")
+            raise PluginError(
+                f"plugin {plugin!r} registers backend {name!r}, already registered by {self.backends[name].plugin!r}"
+            )
         taken = [a for a in (name, *aliases) if a in self._backend_alias]
         if taken:
             owner = self.backends[self._backend_alias[taken[0]]].plugin
@@ -176,7 +181,9 @@ class Registry:
         try:
             return self.primitives[name]
         except KeyError:
-            raise ModelKeyError(f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}") from None
+            raise ModelKeyError(
+                f"unknown primitive {name!r}; registered: {', '.join(sorted(self.primitives))}"
+            ) from None
 
     def backend_name(self, name: str) -> str | None:
         return self._backend_alias.get(name)

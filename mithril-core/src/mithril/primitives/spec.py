@@ -150,7 +150,9 @@ class PrimitiveSpec:
         unknown = set(given) - set(self.attributes)
         if unknown:
             accepted = ", ".join(self.attributes) or "none"
-            raise ArgumentError(f"{where}: unknown attribute(s) {sorted(unknown)} for primitive {self.name!r}; accepted: {accepted}")
+            raise ArgumentError(
+                f"{where}: unknown attribute(s) {sorted(unknown)} for primitive {self.name!r}; accepted: {accepted}"
+            )
         attrs = {**self.attributes, **given}
         missing = [k for k, v in attrs.items() if v is REQUIRED]
         if missing:

@@ -138,7 +138,8 @@ class SafetensorsFile:
                 (header_len,) = struct.unpack("<Q", head)
                 if header_len > min(size - 8, _MAX_HEADER):
                     raise CheckpointError(
-                        f"{self.path}: not a safetensors file or truncated (header of {header_len} bytes announced, file has {size})"
+                        f"{self.path}: not a safetensors file or truncated (header of {header_len} bytes announced, "
+                        f"file has {size})"
                     )
                 raw = f.read(header_len)
         except OSError as exc:
@@ -257,7 +258,8 @@ def _check_names(tensors: Mapping[Any, Any], metadata: Any, where: str) -> None:
     for key, value in (metadata or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise ArgumentError(
-                f"{where}: metadata must map str to str; got {key!r}: {value!r} ({type(key).__name__}: {type(value).__name__})"
+                f"{where}: metadata must map str to str; got {key!r}: {value!r} ({type(key).__name__}: "
+                f"{type(value).__name__})"
             )
 
 

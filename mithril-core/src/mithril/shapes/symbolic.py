@@ -82,7 +82,7 @@ class ShapeUndetermined(ShapeError):
 class Dim:
     """One dimension: a known ``int`` or a symbol, unified with others through union-find."""
 
-    __slots__ = ("_parent", "_value", "_id")
+    __slots__ = ("_id", "_parent", "_value")
 
     def __init__(self, value: int | None = None) -> None:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
@@ -138,7 +138,7 @@ def unify_dims(a: Dim, b: Dim) -> None:
 class Variadic:
     """A run of dims of unknown length; once bound it stands for ``prefix + [inner] + suffix``."""
 
-    __slots__ = ("_parent", "_binding", "_id")
+    __slots__ = ("_binding", "_id", "_parent")
 
     def __init__(self) -> None:
         self._parent: Variadic | None = None
@@ -164,7 +164,9 @@ class Variadic:
         _bump(root)
 
 
-def _expand(prefix: Iterable[Dim], var: Variadic | None, suffix: Iterable[Dim]) -> tuple[list[Dim], Variadic | None, list[Dim]]:
+def _expand(
+    prefix: Iterable[Dim], var: Variadic | None, suffix: Iterable[Dim]
+) -> tuple[list[Dim], Variadic | None, list[Dim]]:
     """Resolve bound variadics recursively into ``(prefix, unbound root variadic or None, suffix)``."""
     head = list(prefix)
     tail = list(suffix)
@@ -181,7 +183,7 @@ def _expand(prefix: Iterable[Dim], var: Variadic | None, suffix: Iterable[Dim]) 
 class Shape:
     """A symbolic tensor shape (see module docstring). Shapes are views; dims and variadics carry state."""
 
-    __slots__ = ("_prefix", "_var", "_suffix")
+    __slots__ = ("_prefix", "_suffix", "_var")
 
     def __init__(self, prefix: Sequence[Dim] = (), var: Variadic | None = None, suffix: Sequence[Dim] = ()) -> None:
         self._prefix = list(prefix)
@@ -319,7 +321,9 @@ def shape_from_template(template: Sequence[object], symbols: dict[str, object]) 
     ``("V", ...)`` or ``...`` is the variadic segment; ``None`` is a fresh unknown dim.
     """
     if not isinstance(template, (list, tuple)):
-        raise ShapeMismatch(f"a shape template must be a list or tuple such as ['N', 4], got {template!r} ({type(template).__name__})")
+        raise ShapeMismatch(
+            f"a shape template must be a list or tuple such as ['N', 4], got {template!r} ({type(template).__name__})"
+        )
     prefix: list[Dim] = []
     suffix: list[Dim] = []
     var: Variadic | None = None
@@ -350,6 +354,8 @@ def shape_from_template(template: Sequence[object], symbols: dict[str, object]) 
                 raise ShapeMismatch(f"invalid shape entry {item!r} in {list(template)!r}: sizes are non-negative ints")
             dim = Dim(int(item))
         else:
-            raise ShapeMismatch(f"invalid shape entry {item!r} in {list(template)!r}; use ints, names, None or ('V', ...)")
+            raise ShapeMismatch(
+                f"invalid shape entry {item!r} in {list(template)!r}; use ints, names, None or ('V', ...)"
+            )
         (suffix if var is not None else prefix).append(dim)
     return Shape(prefix, var, suffix)

@@ -12,4 +12,13 @@ from __future__ import annotations
 from .checkpoint import load_state, save_state
 from .fit import Callback, EarlyStopping, History, LambdaCallback, fit, latest_checkpoint
 
-__all__ = ["fit", "History", "Callback", "EarlyStopping", "LambdaCallback", "save_state", "load_state", "latest_checkpoint"]
+__all__ = [
+    "fit",
+    "History",
+    "Callback",
+    "EarlyStopping",
+    "LambdaCallback",
+    "save_state",
+    "load_state",
+    "latest_checkpoint",
+]

@@ -106,7 +106,10 @@ def _manifest(path: Path, where: str) -> dict[str, Any]:
     try:
         raw = manifest_file.read_bytes()
     except FileNotFoundError:
-        raise CheckpointError(f"{where}: the manifest {str(manifest_file)!r} is missing (save_state writes it beside the .safetensors file)") from None
+        raise CheckpointError(
+            f"{where}: the manifest {str(manifest_file)!r} is missing (save_state writes it beside the .safetensors "
+            "file)"
+        ) from None
     except OSError as exc:
         raise CheckpointError(f"{where}: cannot read {str(manifest_file)!r}: {exc}") from None
     manifest = parse_json(raw, manifest_file, "manifest")
@@ -136,14 +139,20 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
     path = _state_path(path, where)
     training = getattr(pm, "_training", None)
     if training is None:
-        raise ArgumentError(f"{where}: the model was compiled without optimizer=...; compile it with the optimizer the state was saved from")
+        raise ArgumentError(
+            f"{where}: the model was compiled without optimizer=...; compile it with the optimizer the state was saved "
+            "from"
+        )
     manifest = _manifest(path, where)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise CheckpointError(f"{where}: cannot read the state file: {exc}") from None
     if len(raw) != manifest["bytes"] or hashlib.sha256(raw).hexdigest() != manifest["sha256"]:
-        raise CheckpointError(f"{where}: the state file does not match its manifest (size or SHA-256 differs): it was changed or only partly written")
+        raise CheckpointError(
+            f"{where}: the state file does not match its manifest (size or SHA-256 differs): it was changed or only "
+            "partly written"
+        )
     file = SafetensorsFile(path)
     backend = pm.backend
     expected_params = set(pm.param_keys) | set(pm.buffer_keys)
@@ -156,8 +165,12 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
             raise CheckpointError(f"{where}: {what} {name!r} names tensor {tensor!r}, which the file does not hold")
         array = file.read(tensor)
         expected = shapes.get(name)
-        if expected is not None and (len(expected) != array.ndim or any(e is not None and e != s for e, s in zip(expected, array.shape))):
-            raise CheckpointError(f"{where}: {what} {name!r} has shape {list(array.shape)} in the file, the model expects {expected}")
+        if expected is not None and (
+            len(expected) != array.ndim or any(e is not None and e != s for e, s in zip(expected, array.shape))
+        ):
+            raise CheckpointError(
+                f"{where}: {what} {name!r} has shape {list(array.shape)} in the file, the model expects {expected}"
+            )
         return backend.array(array)
 
     params = {name: read(manifest["params"][name], name, "parameter") for name in pm.param_keys + pm.buffer_keys}
@@ -169,24 +182,36 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         placed = training.place(params)  # the framework optimizer holds the placed arrays themselves
         opt_state = _external_state(where, manifest, file, training, placed)
         _restore_rng(backend, rng)
-        return TrainState(placed, opt_state, backend.array(step), rng=rng, external=training.external, loss_scale=loss_scale)
+        return TrainState(
+            placed, opt_state, backend.array(step), rng=rng, external=training.external, loss_scale=loss_scale
+        )
     opt_state = {}
     for slot in training.slots:
         names = manifest["opt_state"][slot]
         _same_keys(where, f"optimizer slot {slot!r}", set(names), set(training.param_keys))
         opt_state[slot] = {name: read(names[name], name, f"optimizer slot {slot!r} of") for name in training.param_keys}
     _restore_rng(backend, rng)
-    state: TrainState = training.placed(TrainState(params, opt_state, backend.array(step), rng=rng, loss_scale=loss_scale))
+    state: TrainState = training.placed(
+        TrainState(params, opt_state, backend.array(step), rng=rng, loss_scale=loss_scale)
+    )
     return state
 
 
-def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFile, training: Any, params: Mapping[str, Any]) -> Any:
+def _external_state(
+    where: str, manifest: Mapping[str, Any], file: SafetensorsFile, training: Any, params: Mapping[str, Any]
+) -> Any:
     """A framework optimizer's state from the file, rebuilt on a fresh one for ``params``."""
     external = manifest.get("external")
     kind = training.external.kind
-    if not isinstance(external, Mapping) or external.get("kind") != kind or not isinstance(external.get("arrays"), list):
+    if (
+        not isinstance(external, Mapping)
+        or external.get("kind") != kind
+        or not isinstance(external.get("arrays"), list)
+    ):
         found = external.get("kind") if isinstance(external, Mapping) else "mithril.optim slots"
-        raise CheckpointError(f"{where}: the state holds {found} optimizer state; the model was compiled with a {kind} optimizer")
+        raise CheckpointError(
+            f"{where}: the state holds {found} optimizer state; the model was compiled with a {kind} optimizer"
+        )
     arrays = {}
     for name in external["arrays"]:
         if not isinstance(name, str) or f"x.{name}" not in file.keys():
@@ -198,7 +223,10 @@ def _external_state(where: str, manifest: Mapping[str, Any], file: SafetensorsFi
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
-        raise CheckpointError(f"{where}: the {kind} optimizer state in the file is damaged or does not fit this optimizer ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(
+            f"{where}: the {kind} optimizer state in the file is damaged or does not fit this optimizer "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _loss_scale(manifest: Mapping[str, Any], training: Any) -> Any:
@@ -214,14 +242,18 @@ def _loss_scale(manifest: Mapping[str, Any], training: Any) -> Any:
         isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or not scale > 0
         or isinstance(good, bool) or not isinstance(good, int) or good < 0
     ):  # fmt: skip
-        raise CheckpointError(f"load_state: the manifest's loss_scale must be a finite scale > 0 and a count >= 0, got {saved!r}")
+        raise CheckpointError(
+            f"load_state: the manifest's loss_scale must be a finite scale > 0 and a count >= 0, got {saved!r}"
+        )
     return {"scale": float(scale), "good_steps": int(good)}
 
 
 def _same_keys(where: str, what: str, found: set[str], expected: set[str]) -> None:
     if found != expected:
         missing, unknown = sorted(expected - found), sorted(found - expected)
-        raise CheckpointError(f"{where}: {what} differ from the compiled model's: missing {missing}, unexpected {unknown}")
+        raise CheckpointError(
+            f"{where}: {what} differ from the compiled model's: missing {missing}, unexpected {unknown}"
+        )
 
 
 def _restore_rng(backend: Any, rng: Any) -> None:
@@ -231,4 +263,6 @@ def _restore_rng(backend: Any, rng: Any) -> None:
     try:
         generator.bit_generator.state = dict(rng)
     except (TypeError, ValueError, KeyError, OverflowError) as exc:
-        raise CheckpointError(f"load_state: the saved generator state does not fit {type(generator.bit_generator).__name__}: {exc}") from None
+        raise CheckpointError(
+            f"load_state: the saved generator state does not fit {type(generator.bit_generator).__name__}: {exc}"
+        ) from None

@@ -77,7 +77,9 @@ class EarlyStopping(Callback):
     2
     """
 
-    def __init__(self, monitor: str = "eval_loss", patience: int = 3, min_delta: float = 0.0, mode: str = "min") -> None:
+    def __init__(
+        self, monitor: str = "eval_loss", patience: int = 3, min_delta: float = 0.0, mode: str = "min"
+    ) -> None:
         self.monitor = monitor
         self.patience = int(validation.positive_int("EarlyStopping", "patience", patience))
         self.min_delta = float(validation.number("EarlyStopping", "min_delta", min_delta, low=0.0))
@@ -90,7 +92,9 @@ class EarlyStopping(Callback):
         if self.monitor not in logs:
             raise ArgumentError(f"EarlyStopping(monitor={self.monitor!r}): the epoch logs hold {sorted(logs)}")
         value = float(logs[self.monitor])
-        better = self.best is None or (value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta)
+        better = self.best is None or (
+            value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta
+        )
         if better:
             self.best, self.waited = value, 0
         else:
@@ -119,11 +123,17 @@ def _epoch_batches(batches: Any, epoch: int, epochs: int) -> Iterable[Mapping[st
     if callable(batches):
         found = batches(epoch)
         if not isinstance(found, Iterable) or isinstance(found, (str, bytes, Mapping)):
-            raise ArgumentError(f"fit: the batches function returned {type(found).__name__} for epoch {epoch}; it must return an iterable of data dicts")
+            raise ArgumentError(
+                f"fit: the batches function returned {type(found).__name__} for epoch {epoch}; it must return an "
+                "iterable of data dicts"
+            )
         return found
     if isinstance(batches, (Sequence, Mapping)) and not isinstance(batches, (str, bytes)):
         if isinstance(batches, Mapping):
-            raise ArgumentError("fit(batches=...): expected a list of data dicts (or a function epoch -> batches), got one dict; wrap it: [batch]")
+            raise ArgumentError(
+                "fit(batches=...): expected a list of data dicts (or a function epoch -> batches), got one dict; wrap "
+                "it: [batch]"
+            )
         return batches
     if epochs > 1:
         raise ArgumentError(
@@ -131,7 +141,10 @@ def _epoch_batches(batches: Any, epoch: int, epochs: int) -> Iterable[Mapping[st
             "or a function epoch -> iterable of batches"
         )
     if not isinstance(batches, Iterable):
-        raise ArgumentError(f"fit(batches=...): expected a list of data dicts, an iterable, or a function epoch -> batches, got {type(batches).__name__}")
+        raise ArgumentError(
+            "fit(batches=...): expected a list of data dicts, an iterable, or a function epoch -> batches, got "
+            f"{type(batches).__name__}"
+        )
     return batches
 
 
@@ -169,7 +182,9 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _evaluate(pm: Any, state: TrainState, batches: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> dict[str, float]:
+def _evaluate(
+    pm: Any, state: TrainState, batches: Iterable[Mapping[str, Any]], keys: Sequence[str]
+) -> dict[str, float]:
     totals = dict.fromkeys(keys, 0.0)
     count = 0
     for batch in batches:
@@ -388,7 +403,11 @@ def _save_checkpoint(directory: Path, state: TrainState, history: History, batch
     path = directory / f"step-{batches}.safetensors"
     save_state(state, path)
     record = {"loss": history.loss, "epochs": history.epochs, "batches": batches}
-    write_file_atomically(path.with_name(f"step-{batches}.history.json"), json.dumps(record), where=f"fit(checkpoint_dir={str(directory)!r})")
+    write_file_atomically(
+        path.with_name(f"step-{batches}.history.json"),
+        json.dumps(record),
+        where=f"fit(checkpoint_dir={str(directory)!r})",
+    )
 
 
 def _load_history(checkpoint: Path) -> tuple[History, int]:
@@ -396,7 +415,12 @@ def _load_history(checkpoint: Path) -> tuple[History, int]:
     path = checkpoint.with_name(checkpoint.name.replace(".safetensors", ".history.json"))
     data = parse_json(path.read_bytes(), path, "training history")
     problem = None
-    if not isinstance(data, dict) or not isinstance(data.get("epochs"), list) or not validation.is_int(data.get("batches")) or data["batches"] < 0:
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("epochs"), list)
+        or not validation.is_int(data.get("batches"))
+        or data["batches"] < 0
+    ):
         problem = "it needs loss, epochs and batches"
     else:
         try:

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, overload
 
@@ -95,7 +96,9 @@ def pack_data_into_time_slots(
     sequences = []
     for position, sample in enumerate(samples):
         if not isinstance(sample, (tuple, list)) or not -len(sample) <= index < len(sample):
-            raise ArgumentError(f"{_PACK}: sample {position} has no array at index {index} (got {type(sample).__name__})")
+            raise ArgumentError(
+                f"{_PACK}: sample {position} has no array at index {index} (got {type(sample).__name__})"
+            )
         sequence = sample[index]
         if not backend.is_array(sequence) or len(backend.shape_of(sequence)) == 0:
             raise ArgumentError(f"{_PACK}: sample {position}[{index}] must be a {type(backend).__name__} array of "
@@ -105,7 +108,7 @@ def pack_data_into_time_slots(
     sizes = measured if lengths is None else _lengths(backend, lengths, measured)
 
     if sorted_data:
-        if any(a < b for a, b in zip(sizes, sizes[1:])):
+        if any(a < b for a, b in itertools.pairwise(sizes)):
             raise ArgumentError(f"{_PACK}: sorted_data=True, but the lengths {sizes} are not in decreasing order")
         order = list(range(len(samples)))
     else:
@@ -160,7 +163,9 @@ def unpack_time_slot_data(
             continue
         shape = tuple(backend.shape_of(slot))
         if not shape or shape[0] > max_size:
-            raise ArgumentError(f"{_UNPACK}: slot {key}{t} has shape {shape}; its rows must be at most max_size={max_size}")
+            raise ArgumentError(
+                f"{_UNPACK}: slot {key}{t} has shape {shape}; its rows must be at most max_size={max_size}"
+            )
         if shape[0] < max_size:
             slot = backend.pad(slot, pad_width=((0, max_size - shape[0]),) + ((0, 0),) * (len(shape) - 1))
         parts.append(slot)

@@ -143,4 +143,6 @@ def _derive_whole(name: str, forward: Impl) -> Impl:
 def derived_gradient_helpers(forwards: Mapping[str, Callable[..., Any]]) -> dict[str, Impl]:
     """``{helper: implementation}`` for every helper whose forward primitive is in ``forwards``."""
     single = {name: _derive(name, forwards[spec[0]]) for name, spec in _DERIVATIONS.items() if spec[0] in forwards}
-    return single | {name: _derive_whole(name, forwards[spec[0]]) for name, spec in _WHOLE_VJPS.items() if spec[0] in forwards}
+    return single | {
+        name: _derive_whole(name, forwards[spec[0]]) for name, spec in _WHOLE_VJPS.items() if spec[0] in forwards
+    }

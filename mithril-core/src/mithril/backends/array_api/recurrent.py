@@ -33,7 +33,13 @@ def backprop(b: Binding) -> Impl:
     returns the gradients of the gates ``[B, T, 4H]``, ``weight_hh``, ``initial_hidden`` and
     ``initial_cell``. A backend whose forward keeps the activations (PyTorch) calls it directly."""
     xp = b.xp
-    matmul, swapaxes, stack, concatenate, tanh = xp.matmul, xp.swapaxes, xp.stack, xp.concatenate, b.pick("tanh", xp.tanh)
+    matmul, swapaxes, stack, concatenate, tanh = (
+        xp.matmul,
+        xp.swapaxes,
+        xp.stack,
+        xp.concatenate,
+        b.pick("tanh", xp.tanh),
+    )
 
     def lstm_backprop(
         output_grad: Any, hidden_grad: Any, cell_grad: Any, weight_hh: Any, initial_hidden: Any, initial_cell: Any,

@@ -88,7 +88,20 @@ def _layout(b: Binding) -> dict[str, Impl]:
         """``take_along_axis(input, index, axis)``"""
         return take_along_axis(input, index, axis=axis)
 
-    functions = (reshape, flatten, transpose, swapaxes, squeeze, unsqueeze, broadcast_to, concat, split, pad, index, gather)
+    functions = (
+        reshape,
+        flatten,
+        transpose,
+        swapaxes,
+        squeeze,
+        unsqueeze,
+        broadcast_to,
+        concat,
+        split,
+        pad,
+        index,
+        gather,
+    )
     return {f.__name__: f for f in functions}
 
 

@@ -58,7 +58,9 @@ class PythonProgram:
     namespace: dict[str, Any]
     functions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def load(self, filename: str = "<mithril-generated>", *, eager: Collection[str] = ()) -> dict[str, Callable[..., Any]]:
+    def load(
+        self, filename: str = "<mithril-generated>", *, eager: Collection[str] = ()
+    ) -> dict[str, Callable[..., Any]]:
         """Callables by function name (each compiled when first called; tracebacks show ``filename``
         with the lines of :attr:`source`).
 
@@ -74,14 +76,14 @@ class PythonProgram:
         """
         namespace = dict(self.namespace)
         if not self.functions:
-            exec(compile(self.source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+            exec(compile(self.source, filename, "exec"), namespace)  # our own generated code
             return namespace
         lines = self.source.splitlines()
         for name, (first, last) in self.functions.items():
             # blank lines in front keep line numbers those of ``source``
             text = "\n" * (first - 1) + "\n".join(lines[first - 1 : last])
             if name in eager:
-                exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+                exec(compile(text, filename, "exec"), namespace)  # our own generated code
             else:
                 namespace[name] = _compile_on_first_call(name, text, filename, namespace)
         return namespace
@@ -92,7 +94,7 @@ def _compile_on_first_call(name: str, text: str, filename: str, namespace: dict[
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if not compiled:
-            exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+            exec(compile(text, filename, "exec"), namespace)  # our own generated code
             compiled.append(namespace[name])
         return compiled[0](*args, **kwargs)
 
@@ -190,7 +192,9 @@ def generate_python(
             targets = ", ".join(ref(v) for v in node.outputs.values()) + ("," if _returns_tuple(node) else "")
             comment = f"  # {python_comment(node.path)}" if node.path else ""
             body.append(f"{targets} = {call}{comment}")
-        results = ["{" + ", ".join(f"{python_literal(k)}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns]
+        results = [
+            "{" + ", ".join(f"{python_literal(k)}: {ref(v)}" for k, v in group.items()) + "}" for group in fn.returns
+        ]
         signature = "params, data, cotangents" if fn.cotangents or len(fn.returns) > 1 else "params, data"
         first = len(lines) + 1
         lines.append(f"def {fn.name}({signature}):")

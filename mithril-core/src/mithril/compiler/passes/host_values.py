@@ -99,11 +99,16 @@ def _host_nodes(graph: Graph) -> set[int]:
     for node in graph.nodes:  # topological order: a call's producers come first
         if node.spec.name in _FROM_SHAPES or (
             node.spec.name in HOST_OPERATIONS
-            and all(v is None or _is_constant(v) or (v.id in producer and producer[v.id].id in hostable) for v in node.inputs.values())
+            and all(
+                v is None or _is_constant(v) or (v.id in producer and producer[v.id].id in hostable)
+                for v in node.inputs.values()
+            )
         ):
             hostable.add(node.id)
     wanted: set[int] = set()
-    pending = [v for node in graph.nodes for k, v in node.inputs.items() if k in node.spec.host_inputs and v is not None]
+    pending = [
+        v for node in graph.nodes for k, v in node.inputs.items() if k in node.spec.host_inputs and v is not None
+    ]
     while pending:
         value = pending.pop()
         source = producer.get(value.id)

@@ -20,7 +20,11 @@ def promote_integer_inputs(graph: Graph) -> int:
         if node.spec.type_rule is shape_rules.float_result:
             for key in node.spec.differentiable_keys(node.attrs):
                 value = node.inputs.get(key)
-                if value is not None and value.kind in ("int", "bool") and value.kind not in node.spec.input_kinds.get(key, ()):
+                if (
+                    value is not None
+                    and value.kind in ("int", "bool")
+                    and value.kind not in node.spec.input_kinds.get(key, ())
+                ):
                     node.inputs[key] = graph.emit("cast", value, dtype="float", path=node.path)  # type: ignore[assignment]
                     added += 1
         graph.nodes.append(node)

@@ -25,7 +25,17 @@ class MultiHeadAttention(Model):
     'input'
     """
 
-    def __init__(self, dim: int, num_heads: int, *, use_bias: bool = True, causal: bool = False, cross: bool = False, use_mask: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        use_bias: bool = True,
+        causal: bool = False,
+        cross: bool = False,
+        use_mask: bool = False,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         dim = validation.positive_int("MultiHeadAttention", "dim", dim)
         num_heads = validation.positive_int("MultiHeadAttention", "num_heads", num_heads)
@@ -40,7 +50,9 @@ class MultiHeadAttention(Model):
             split = op(self, "reshape", linear.output, shape=(None, None, num_heads, head_dim))  # [B, T, H, D]
             heads[proj] = op(self, "transpose", split, axes=(0, 2, 1, 3))  # [B, H, T, D]
         sdpa = Primitive("scaled_dot_product_attention", causal=causal)
-        self |= sdpa(query=heads["q_proj"], key=heads["k_proj"], value=heads["v_proj"], mask=IOKey("mask") if use_mask else None)
+        self |= sdpa(
+            query=heads["q_proj"], key=heads["k_proj"], value=heads["v_proj"], mask=IOKey("mask") if use_mask else None
+        )
         merged = op(self, "transpose", sdpa.output, axes=(0, 2, 1, 3))  # [B, T, H, D]
         merged = op(self, "reshape", merged, shape=(None, None, dim))  # [B, T, dim]
         out_proj = Linear(dim, use_bias=use_bias, name="out_proj")

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ class PolynomialRegression(Model):
     """
 
     def __init__(
-        self, degree: int, dimension: int | None = None, input: Any = TBD, weight: Any = TBD, bias: Any = TBD,  # noqa: A002 - Mithril's key
+        self, degree: int, dimension: int | None = None, input: Any = TBD, weight: Any = TBD, bias: Any = TBD,
         *, in_features: int | None = None, name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -83,7 +84,9 @@ class LinearSVM(Model):
         super().__init__(name=name)
         linear = Linear(1)
         self |= linear(input=IOKey("input"), weight="weight", bias="bias")
-        self.expose(op(self, "where", op(self, "less", linear.output, 0.0), -1.0, 1.0), "decision_output", canonical=False)
+        self.expose(
+            op(self, "where", op(self, "less", linear.output, 0.0), -1.0, 1.0), "decision_output", canonical=False
+        )
         self.expose(linear.output, "output")
         self._cin = self._keys["input"]
 
@@ -101,7 +104,7 @@ class _Kernel(Model):
     """``output[i, j] = k(input1[i], input2[j])`` for rows ``input1`` ``[N, d]`` and ``input2`` ``[M, d]``
     (Mithril's key names; ``left``/``right`` are deprecated aliases)."""
 
-    _deprecated_aliases = {"left": "input1", "right": "input2"}
+    _deprecated_aliases: Mapping[str, str] = {"left": "input1", "right": "input2"}
 
     def _pair(self) -> tuple[IOKey, IOKey]:
         self._declare_keys("input1", "input2")
@@ -137,7 +140,9 @@ class RBFKernel(_Kernel):
         if gamma is not None:
             gamma = validation.number("RBFKernel", "gamma", gamma, low=0.0)
             if l_scale is not TBD or sigma is not TBD:
-                raise ArgumentError("RBFKernel: give gamma= (scikit-learn's form) or l_scale=/sigma= (Mithril's), not both")
+                raise ArgumentError(
+                    "RBFKernel: give gamma= (scikit-learn's form) or l_scale=/sigma= (Mithril's), not both"
+                )
             self.__dict__["gamma"] = gamma
             self._done(op(self, "exp", op(self, "multiply", distances.output, -gamma)))
         else:
@@ -152,7 +157,8 @@ class RBFKernel(_Kernel):
 class PolynomialKernel(_Kernel):
     """Mithril's polynomial kernel ``(input1 @ input2.T + poly_coef) ** degree``: keys ``input1`` ``[N, d]``,
     ``input2`` ``[M, d]``, ``poly_coef`` and ``degree`` (one number each, ``[]``, or ``[1]`` as Mithril's tests
-    give them; inputs unless given a value here) and ``output`` ``[N, M]``. ``robust=True`` (Mithril's default) takes the power as ``Power(robust=True)`` does.
+    give them; inputs unless given a value here) and ``output`` ``[N, M]``. ``robust=True`` (Mithril's default)
+    takes the power as ``Power(robust=True)`` does.
 
     ``gamma=`` scales the dot products first (scikit-learn's ``polynomial_kernel(degree, gamma, coef0)``; with it
     the power is exact unless ``robust=True`` is given). ``coef0=`` is a deprecated alias of ``poly_coef``, and
@@ -165,12 +171,21 @@ class PolynomialKernel(_Kernel):
     """
 
     def __init__(
-        self, robust: bool | None = None, input1: Any = TBD, input2: Any = TBD, poly_coef: Any = TBD, degree: Any = TBD, *,
-        gamma: float | None = None, coef0: float | None = None, name: str | None = None,
+        self,
+        robust: bool | None = None,
+        input1: Any = TBD,
+        input2: Any = TBD,
+        poly_coef: Any = TBD,
+        degree: Any = TBD,
+        *,
+        gamma: float | None = None,
+        coef0: float | None = None,
+        name: str | None = None,
     ) -> None:
         super().__init__(name=name)
-        if isinstance(robust, int) and not isinstance(robust, bool):  # our earlier PolynomialKernel(degree, gamma, coef0)
-
+        if isinstance(robust, int) and not isinstance(
+            robust, bool
+        ):  # our earlier PolynomialKernel(degree, gamma, coef0)
             warn_deprecated(f"PolynomialKernel({robust}) (a positional degree)", f"PolynomialKernel(degree={robust})")
             degree, robust = robust, False
             gamma = 1.0 if gamma is None else gamma
@@ -184,7 +199,9 @@ class PolynomialKernel(_Kernel):
             robust = gamma is None
         robust = validation.boolean("PolynomialKernel", "robust", robust)
         if degree is not TBD and isinstance(degree, (int, float)) and not isinstance(degree, bool):
-            degree = validation.positive_int("PolynomialKernel", "degree", degree) if float(degree).is_integer() else degree
+            degree = (
+                validation.positive_int("PolynomialKernel", "degree", degree) if float(degree).is_integer() else degree
+            )
         self.__dict__.update(robust=robust, gamma=gamma)
         left, right = self._pair()
         dots = op(self, "matmul", left, op(self, "swapaxes", right))  # swapaxes: torch.compile mis-traces transpose
@@ -213,15 +230,21 @@ class KernelizedSVM(Model):
     ['input1', 'input2', 'weight', 'bias']
     """
 
-    _deprecated_aliases = {"input": "input1", "support_vectors": "input2"}
+    _deprecated_aliases: Mapping[str, str] = {"input": "input1", "support_vectors": "input2"}
 
-    def __init__(self, kernel: Model, weight: Any = TBD, bias: Any = TBD, *, name: str | None = None, **values: Any) -> None:
+    def __init__(
+        self, kernel: Model, weight: Any = TBD, bias: Any = TBD, *, name: str | None = None, **values: Any
+    ) -> None:
         super().__init__(name=name)
         if not isinstance(kernel, _Kernel):
-            raise ArgumentError(f"KernelizedSVM: kernel must be RBFKernel(...) or PolynomialKernel(...), got {kernel!r}")
+            raise ArgumentError(
+                f"KernelizedSVM: kernel must be RBFKernel(...) or PolynomialKernel(...), got {kernel!r}"
+            )
         unknown = sorted(set(values) - set(kernel.input_keys))
         if unknown:
-            raise ArgumentError(f"KernelizedSVM: {unknown} are not keys of the kernel; its keys are {kernel.input_keys}")
+            raise ArgumentError(
+                f"KernelizedSVM: {unknown} are not keys of the kernel; its keys are {kernel.input_keys}"
+            )
         self._declare_keys("input1", "input2")
         extra = {key: IOKey(key) for key in kernel.input_keys if key not in ("input1", "input2")}  # l_scale, sigma...
         self |= kernel(input1=IOKey("input1"), input2=IOKey("input2"), **extra)

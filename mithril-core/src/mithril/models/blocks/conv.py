@@ -37,19 +37,34 @@ class _ConvNd(Model):
         owner = type(self).__name__
         if filters is not None:  # Keras spelling, accepted as an alias
             if out_channels is not None and out_channels != filters:
-                raise ArgumentError(f"{owner}: out_channels={out_channels!r} and filters={filters!r} disagree; give one of them")
+                raise ArgumentError(
+                    f"{owner}: out_channels={out_channels!r} and filters={filters!r} disagree; give one of them"
+                )
             out_channels = filters
         out_channels = validation.positive_int(owner, "out_channels", out_channels, optional=True)
         in_channels = validation.positive_int(owner, "in_channels", in_channels, optional=True)
         groups = validation.positive_int(owner, "groups", groups)
-        kernel_size = validation.int_or_ints(owner, "kernel_size", kernel_size, minimum=1, count=self._rank if isinstance(kernel_size, (tuple, list)) else None)
+        kernel_size = validation.int_or_ints(
+            owner,
+            "kernel_size",
+            kernel_size,
+            minimum=1,
+            count=self._rank if isinstance(kernel_size, (tuple, list)) else None,
+        )
         kernel = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * self._rank
         if len(kernel) != self._rank:
-            raise ArgumentError(f"{owner}: kernel_size must be a positive int or a tuple of {self._rank} of them, got {kernel_size!r}")
+            raise ArgumentError(
+                f"{owner}: kernel_size must be a positive int or a tuple of {self._rank} of them, got {kernel_size!r}"
+            )
         stride = validation.int_or_ints(owner, "stride", stride, minimum=1)
         dilation = validation.int_or_ints(owner, "dilation", dilation, minimum=1)
         padding = validation.padding(owner, "padding", padding)
-        if self._rank == 1 and isinstance(padding, (tuple, list)) and len(padding) == 2 and all(isinstance(p, int) for p in padding):
+        if (
+            self._rank == 1
+            and isinstance(padding, (tuple, list))
+            and len(padding) == 2
+            and all(isinstance(p, int) for p in padding)
+        ):
             padding = (tuple(padding),)  # Conv1d(padding=(left, right)), as in Mithril's published API
         use_bias = validation.boolean(owner, "use_bias", use_bias)
         if in_channels is not None and in_channels % groups:
@@ -60,8 +75,16 @@ class _ConvNd(Model):
         conv = Primitive(f"conv{self._rank}d", stride=stride, padding=padding, dilation=dilation, groups=groups)
         self |= conv(
             input=IOKey("input", shape=["N", in_channels, *([None] * self._rank)]),
-            weight=param("weight", shape=[out_channels, weight_in, *kernel], init=initializers.check(f"{owner}(weight_init=...)", weight_init) or "fan_in"),
-            bias=param("bias", shape=[out_channels], init=initializers.check(f"{owner}(bias_init=...)", bias_init) or "fan_in") if use_bias else None,
+            weight=param(
+                "weight",
+                shape=[out_channels, weight_in, *kernel],
+                init=initializers.check(f"{owner}(weight_init=...)", weight_init) or "fan_in",
+            ),
+            bias=param(
+                "bias", shape=[out_channels], init=initializers.check(f"{owner}(bias_init=...)", bias_init) or "fan_in"
+            )
+            if use_bias
+            else None,
             output=IOKey("output"),
         )
 
@@ -93,7 +116,8 @@ class Convolution2D(Conv2d):
     """
 
     def __init__(self, kernel_size: Any = None, out_channels: int | None = None, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, use_bias: bool = True, *, name: str | None = None, **kwargs: Any) -> None:  # fmt: skip
+                 dilation: Any = 1, groups: int = 1, use_bias: bool = True, *, name: str | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         if kernel_size is None:
             raise ArgumentError(f"{type(self).__name__}: give kernel_size (its first argument)")
         super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, use_bias, name=name, **kwargs)
@@ -108,7 +132,8 @@ class Convolution1D(Conv1d):
     """
 
     def __init__(self, kernel_size: Any = None, out_channels: int | None = None, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, use_bias: bool = True, *, name: str | None = None, **kwargs: Any) -> None:  # fmt: skip
+                 dilation: Any = 1, use_bias: bool = True, *, name: str | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         if kernel_size is None:
             raise ArgumentError(f"{type(self).__name__}: give kernel_size (its first argument)")
         super().__init__(out_channels, kernel_size, stride, padding, dilation, use_bias=use_bias, name=name, **kwargs)
@@ -117,16 +142,33 @@ class Convolution1D(Conv1d):
 class _Pool(Model):
     _primitive = ""
 
-    def __init__(self, kernel_size: int | tuple[int, int], stride: Any = None, padding: Any = 0, dilation: int = 1, *, name: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: int = 1,
+        *,
+        name: str | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(name=name)
         owner = type(self).__name__
-        kernel_size = validation.int_or_ints(owner, "kernel_size", kernel_size, minimum=1, count=2 if isinstance(kernel_size, (tuple, list)) else None)
-        stride = None if stride is None else validation.int_or_ints(owner, "stride", stride, minimum=1, count=2 if isinstance(stride, (tuple, list)) else None)
+        kernel_size = validation.int_or_ints(
+            owner, "kernel_size", kernel_size, minimum=1, count=2 if isinstance(kernel_size, (tuple, list)) else None
+        )
+        stride = (
+            None
+            if stride is None
+            else validation.int_or_ints(
+                owner, "stride", stride, minimum=1, count=2 if isinstance(stride, (tuple, list)) else None
+            )
+        )
         padding = validation.padding(owner, "padding", padding)
         dilation = validation.int_or_ints(owner, "dilation", dilation, minimum=1)
-        self |= Primitive(self._primitive, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation, **extra)(
-            input=IOKey("input"), output=IOKey("output")
-        )
+        self |= Primitive(
+            self._primitive, kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation, **extra
+        )(input=IOKey("input"), output=IOKey("output"))
 
 
 class MaxPool2D(_Pool):
@@ -140,7 +182,15 @@ class AvgPool2D(_Pool):
 
     _primitive = "avg_pool2d"
 
-    def __init__(self, kernel_size: int | tuple[int, int], stride: Any = None, padding: Any = 0, *, count_include_pad: bool = True, name: str | None = None) -> None:
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: Any = None,
+        padding: Any = 0,
+        *,
+        count_include_pad: bool = True,
+        name: str | None = None,
+    ) -> None:
         super().__init__(kernel_size, stride, padding, name=name, count_include_pad=count_include_pad)
 
 

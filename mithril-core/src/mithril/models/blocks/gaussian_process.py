@@ -42,17 +42,26 @@ def _solve(model: Model, k: Any, rhs: Any) -> tuple[Any, Any]:
     ``[N, W]``, through one Cholesky factorisation of ``[[K, rhs], [rhs^T, c I]]`` (see the module)."""
     rhs_t = op(model, "swapaxes", rhs)  # [W, N]
     smallest = op(model, "min", op(model, "eigvalsh", k))
-    bound = op(model, "add", op(model, "divide", op(model, "multiply", op(model, "sum", op(model, "square", rhs)), 2.0), smallest), 1.0)
+    bound = op(
+        model,
+        "add",
+        op(model, "divide", op(model, "multiply", op(model, "sum", op(model, "square", rhs)), 2.0), smallest),
+        1.0,
+    )
     corner = op(model, "multiply", _eye_like(model, rhs, axis=1), op(model, "stop_gradient", bound))  # [W, W]
     top = op(model, "concat", k, rhs, axis=1, n=2)
     bottom = op(model, "concat", rhs_t, corner, axis=1, n=2)
     factor = op(model, "cholesky", op(model, "concat", top, bottom, axis=0, n=2))  # [P, P], P = N + W
     columns = op(model, "positions", factor, axis=1)
     first = _identity_mask(model, op(model, "positions", k, axis=0), columns)  # [N, P]: rows 0..N-1 of I_P
-    shifted = op(model, "add", op(model, "positions", rhs, axis=1), op(model, "size", op(model, "positions", k, axis=0)))
+    shifted = op(
+        model, "add", op(model, "positions", rhs, axis=1), op(model, "size", op(model, "positions", k, axis=0))
+    )
     last = _identity_mask(model, shifted, columns)  # [W, P]: rows N..P-1 of I_P
     select_first = as_float(model, first)
-    solved = op(model, "matmul", op(model, "matmul", as_float(model, last), factor), op(model, "swapaxes", select_first))  # [W, N]
+    solved = op(
+        model, "matmul", op(model, "matmul", as_float(model, last), factor), op(model, "swapaxes", select_first)
+    )  # [W, N]
     diagonal = op(model, "sum", op(model, "where", _identity_mask(model, columns, columns), factor, 0.0), axis=1)  # [P]
     half_log_det = op(model, "sum", op(model, "log", op(model, "matmul", select_first, diagonal)))
     return half_log_det, solved
@@ -119,7 +128,12 @@ class GaussProcessRegressionCore(Model):
         projected = op(self, "index", solved, key=0)  # L^-1 (y - mu): [N]
         projected_star = op(self, "index", solved, key=slice(1, None))  # (L^-1 k_star)^T: [M, N]
         mean = op(self, "add", op(self, "matmul", projected_star, op(self, "unsqueeze", projected, axis=1)), mu)
-        variance = op(self, "subtract", IOKey("k_star_diag", shape=["M"]), op(self, "sum", op(self, "square", projected_star), axis=1))
+        variance = op(
+            self,
+            "subtract",
+            IOKey("k_star_diag", shape=["M"]),
+            op(self, "sum", op(self, "square", projected_star), axis=1),
+        )
         std = op(self, "sqrt", op(self, "maximum", variance, 1e-12))  # clamped: rounding can make it <= 0
         self.expose(_negative_log_likelihood(self, half_log_det, projected), "loss", canonical=False)
         self.expose(mean, "prediction")

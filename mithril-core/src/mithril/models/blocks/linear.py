@@ -47,8 +47,16 @@ class Linear(Model):
         use_bias = validation.boolean("Linear", "use_bias", use_bias)
         self |= Primitive("linear")(
             input=IOKey("input"),
-            weight=param("weight", shape=[dimension, in_features], init=initializers.check("Linear(weight_init=...)", weight_init) or "fan_in"),
-            bias=param("bias", shape=[dimension], init=initializers.check("Linear(bias_init=...)", bias_init) or "fan_in") if use_bias else None,
+            weight=param(
+                "weight",
+                shape=[dimension, in_features],
+                init=initializers.check("Linear(weight_init=...)", weight_init) or "fan_in",
+            ),
+            bias=param(
+                "bias", shape=[dimension], init=initializers.check("Linear(bias_init=...)", bias_init) or "fan_in"
+            )
+            if use_bias
+            else None,
             output=IOKey("output"),
         )
 
@@ -68,7 +76,9 @@ def _activation(spec: Any) -> Model | None:
         return spec
     if isinstance(spec, type) and issubclass(spec, Model):
         return spec()
-    raise ArgumentError(f"MLP: activations must be Model instances, Model classes or None, got {spec!r} ({type(spec).__name__})")
+    raise ArgumentError(
+        f"MLP: activations must be Model instances, Model classes or None, got {spec!r} ({type(spec).__name__})"
+    )
 
 
 class MLP(Model):
@@ -101,18 +111,26 @@ class MLP(Model):
                 raise ArgumentError("MLP: give either dimensions/activations or hidden_sizes/output_size, not both")
             acts = list(activations) if activations is not None else [None] * len(dimensions)
             if len(acts) != len(dimensions):
-                raise ArgumentError(f"MLP: activations must have one entry per dimension ({len(dimensions)}), got {len(acts)}")
+                raise ArgumentError(
+                    f"MLP: activations must have one entry per dimension ({len(dimensions)}), got {len(acts)}"
+                )
             dims = list(dimensions)
         else:
             if output_size is None:
-                raise ArgumentError("MLP: needs output_size (with optional hidden_sizes) or dimensions=[...], got neither")
+                raise ArgumentError(
+                    "MLP: needs output_size (with optional hidden_sizes) or dimensions=[...], got neither"
+                )
 
             act_cls = activation or Relu
             dims = [*(hidden_sizes or ()), output_size]
             acts = [act_cls for _ in dims[:-1]] + [None]
         for i, (dim, act) in enumerate(zip(dims, acts)):
             layer = Linear(dim, use_bias=use_bias, in_features=input_size if i == 0 else None)
-            connections: dict[str, Any] = {"weight": IOKey(f"weight{i}"), "bias": IOKey(f"bias{i}")} if use_bias else {"weight": IOKey(f"weight{i}")}
+            connections: dict[str, Any] = (
+                {"weight": IOKey(f"weight{i}"), "bias": IOKey(f"bias{i}")}
+                if use_bias
+                else {"weight": IOKey(f"weight{i}")}
+            )
             if i == 0:
                 self |= layer(input=IOKey("input"), **connections)
             else:

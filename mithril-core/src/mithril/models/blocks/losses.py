@@ -30,7 +30,9 @@ _REDUCTIONS = ("mean", "sum", "none")
 class _Loss(Model):
     _primitive = ""
 
-    def __init__(self, reduction: str = "none", *, name: str | None = None, weighting: dict[str, Any] | None = None, **attrs: Any) -> None:
+    def __init__(
+        self, reduction: str = "none", *, name: str | None = None, weighting: dict[str, Any] | None = None, **attrs: Any
+    ) -> None:
         super().__init__(name=name)
         validation.choice(type(self).__name__, "reduction", reduction, _REDUCTIONS)
         self.reduction, self._attrs, self._weighting = reduction, attrs, weighting or {}
@@ -43,7 +45,7 @@ class _Loss(Model):
             self |= Primitive(reduction)(input=per_element, output=IOKey("output"))
         self._cin = self._keys["input"]
 
-    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         loss = Primitive(self._primitive, **attrs)
         if self._primitive != "cross_entropy":  # elementwise losses: target shaped like input, as in PyTorch
             loss.set_shapes(input=[("S", ...)], target=[("S", ...)])
@@ -98,10 +100,21 @@ class CrossEntropy(_Loss):
     ) -> None:
         validation.choice("CrossEntropy", "input_type", input_type, ("logits", "probs", "log_probs"))
         validation.boolean("CrossEntropy", "categorical", categorical)
-        weighting = {} if weights is None or weights is False or (isinstance(weights, str) and weights == "") else {"weights": weights}
-        super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, categorical=categorical, **_robust("CrossEntropy", robust, threshold))
+        weighting = (
+            {}
+            if weights is None or weights is False or (isinstance(weights, str) and weights == "")
+            else {"weights": weights}
+        )
+        super().__init__(
+            reduction,
+            name=name,
+            weighting=weighting,
+            input_type=input_type,
+            categorical=categorical,
+            **_robust("CrossEntropy", robust, threshold),
+        )
 
-    def _elementwise_loss(self, input: IOKey, target: Any, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _elementwise_loss(self, input: IOKey, target: Any, attrs: dict[str, Any]) -> Any:
         """Probabilities become log-probabilities first (:func:`probability_log`), so the primitive always
         takes logits or log-probabilities; class weights scale the loss by ``weights[target]`` (class targets)
         or the targets along the class axis 1 (probability targets, any rank)."""
@@ -114,7 +127,13 @@ class CrossEntropy(_Loss):
         if weights is not None:
             key = IOKey("weights") if weights is True else IOKey("weights", value=np.asarray(weights, dtype=float))
         if key is not None and not categorical:  # -sum_c w_c t_c log p_c: the targets scaled along axis 1
-            target = op(self, "swapaxes", op(self, "multiply", op(self, "swapaxes", target, axis1=1, axis2=-1), key), axis1=1, axis2=-1)
+            target = op(
+                self,
+                "swapaxes",
+                op(self, "multiply", op(self, "swapaxes", target, axis1=1, axis2=-1), key),
+                axis1=1,
+                axis2=-1,
+            )
         loss = Primitive(self._primitive, input_type=input_type, categorical=categorical)
         self |= loss(input=x, target=target)
         if key is None or not categorical:
@@ -147,11 +166,19 @@ class BinaryCrossEntropy(_Loss):
     ) -> None:
         validation.choice("BinaryCrossEntropy", "input_type", input_type, ("logits", "probs"))
         if isinstance(pos_weight, str) and pos_weight != "auto":
-            raise validation.fail("BinaryCrossEntropy", "pos_weight", "a number, True (an input key) or 'auto'", pos_weight)
+            raise validation.fail(
+                "BinaryCrossEntropy", "pos_weight", "a number, True (an input key) or 'auto'", pos_weight
+            )
         weighting = {} if pos_weight is None or pos_weight is False else {"pos_weight": pos_weight}
-        super().__init__(reduction, name=name, weighting=weighting, input_type=input_type, **_robust("BinaryCrossEntropy", robust, threshold))
+        super().__init__(
+            reduction,
+            name=name,
+            weighting=weighting,
+            input_type=input_type,
+            **_robust("BinaryCrossEntropy", robust, threshold),
+        )
 
-    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         """Logits without ``pos_weight``: the primitive. With ``pos_weight`` ``w``: the stable form
         ``(1 - t) x + (1 + (w - 1) t) softplus(-x)``. Probabilities: ``-(w t log p + (1 - t) log(1 - p))``
         with the logs of :func:`probability_log`."""
@@ -165,7 +192,12 @@ class BinaryCrossEntropy(_Loss):
                 return loss.output
             scale = op(self, "add", op(self, "multiply", op(self, "subtract", weight, 1.0), t), 1.0)
             neg_softplus = op(self, "softplus", op(self, "neg", x))
-            return op(self, "add", op(self, "multiply", op(self, "subtract", 1.0, t), x), op(self, "multiply", scale, neg_softplus))
+            return op(
+                self,
+                "add",
+                op(self, "multiply", op(self, "subtract", 1.0, t), x),
+                op(self, "multiply", scale, neg_softplus),
+            )
         robust, threshold = attrs["robust"], attrs["threshold"]
         log_p = probability_log(self, x, robust, threshold)
         log_q = probability_log(self, op(self, "subtract", 1.0, x), robust, threshold)

@@ -168,7 +168,7 @@ class DistanceEncoder(Model):
     input_type: str
 
     def __init__(
-        self, base_model: MDSCore | TSNECore, input_type: str = "distances", input: Any = TBD, coords: Any = TBD,  # noqa: A002 - Mithril's key
+        self, base_model: MDSCore | TSNECore, input_type: str = "distances", input: Any = TBD, coords: Any = TBD,
         norm: Any = TBD, *, name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -187,13 +187,17 @@ class DistanceEncoder(Model):
             distances: Any = data.output
         else:
             distances = IOKey("input")
-        connections: dict[str, Any] = {"distances": distances, "pred_distances": embedding.output, "output": IOKey("output")}
+        connections: dict[str, Any] = {
+            "distances": distances,
+            "pred_distances": embedding.output,
+            "output": IOKey("output"),
+        }
         if base_model.requires_norm:
             connections["norm"] = IOKey("norm")
         for key in base_model.input_keys:  # p_joint: a key of the encoder under its own name
             connections.setdefault(key, IOKey(key))
         self |= base_model(**connections)
-        from ..api_compat import Buffer  # noqa: PLC0415 - api_compat imports this package
+        from ..api_compat import Buffer  # here, not at the top: api_compat imports this package
 
         self |= Buffer()(input=IOKey("coords"), output=IOKey("predicted_coords"))
         set_given(self, input=input, coords=coords, norm=norm)
@@ -215,7 +219,7 @@ class MDS(DistanceEncoder):
     prediction_dim: int
 
     def __init__(
-        self, prediction_dim: int, input_type: str = "distances", input: Any = TBD, coords: Any = TBD,  # noqa: A002 - Mithril's key
+        self, prediction_dim: int, input_type: str = "distances", input: Any = TBD, coords: Any = TBD,
         norm: Any = TBD, *, name: str | None = None,
     ) -> None:
         prediction_dim = validation.positive_int("MDS", "prediction_dim", prediction_dim)
@@ -244,15 +248,25 @@ class TSNE(DistanceEncoder):
     preplexity: float
 
     def __init__(
-        self, prediction_dim: int, input_type: str = "distances", preplexity: float = 20.0, calculate_p_joint: bool = False,
-        input: Any = TBD, norm: Any = TBD, *, perplexity: float | None = None, name: str | None = None,  # noqa: A002 - Mithril's key
+        self,
+        prediction_dim: int,
+        input_type: str = "distances",
+        preplexity: float = 20.0,
+        calculate_p_joint: bool = False,
+        input: Any = TBD,
+        norm: Any = TBD,
+        *,
+        perplexity: float | None = None,
+        name: str | None = None,
     ) -> None:
         if perplexity is not None:
             warn_deprecated("TSNE(perplexity=)", "TSNE(preplexity=)")
             preplexity = perplexity
         prediction_dim = validation.positive_int("TSNE", "prediction_dim", prediction_dim)
         input_type = validation.choice("TSNE", "input_type", input_type, _INPUT_TYPES)
-        core = TSNECore(exact_distances=input_type == "distances", calculate_p_joint=calculate_p_joint, perplexity=preplexity)
+        core = TSNECore(
+            exact_distances=input_type == "distances", calculate_p_joint=calculate_p_joint, perplexity=preplexity
+        )
         super().__init__(core, input_type, input, TBD, norm, name=name)
         self.__dict__.update(prediction_dim=prediction_dim, preplexity=core.perplexity)
         self.set_shapes(coords=[None, prediction_dim])
@@ -269,7 +283,9 @@ class TSNE(DistanceEncoder):
         return {"p_joint": tsne_joint_probabilities(data, self.perplexity, self.input_type)}
 
 
-def tsne_joint_probabilities(data: Any, perplexity: float = 30.0, input_type: str = "points", *, tol: float = 1e-5, max_steps: int = 100) -> np.ndarray:
+def tsne_joint_probabilities(
+    data: Any, perplexity: float = 30.0, input_type: str = "points", *, tol: float = 1e-5, max_steps: int = 100
+) -> np.ndarray:
     """t-SNE's symmetric affinities ``P`` ``[N, N]`` (zero diagonal, sum 1) of the rows of ``data``
     ``[N, d]`` (``input_type="points"``, Euclidean distances), of a distance matrix ``[N, N]``
     (``"distances"``) or of squared distances (``"powered_distances"``). Each row's conditional
@@ -286,7 +302,9 @@ def tsne_joint_probabilities(data: Any, perplexity: float = 30.0, input_type: st
         sq = np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
     else:
         if x.ndim != 2 or x.shape[0] != x.shape[1]:
-            raise validation.fail("tsne_joint_probabilities", "data", "a square [N, N] distance matrix", f"shape {x.shape}")
+            raise validation.fail(
+                "tsne_joint_probabilities", "data", "a square [N, N] distance matrix", f"shape {x.shape}"
+            )
         sq = x**2 if input_type == "distances" else x
     n = sq.shape[0]
     if not 1.0 <= perplexity < n:

@@ -25,15 +25,15 @@ __all__ = ["HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence"]
 class _ComposedLoss(_Loss):
     """A loss whose per-element formula is :meth:`_formula` of ``input`` and ``target`` (same shape)."""
 
-    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _elementwise_loss(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         self.set_shapes(input=[("S", ...)], target=[("S", ...)])
         return self._formula(input, target, attrs)
 
-    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         raise NotImplementedError
 
 
-def _margin(model: _ComposedLoss, input: IOKey, target: IOKey) -> Any:  # noqa: A002
+def _margin(model: _ComposedLoss, input: IOKey, target: IOKey) -> Any:
     """``max(0, 1 - input * target)``, as ``maximum``: at the hinge (margin exactly 1) the gradient is half of
     each side's, as Mithril's (and ``torch.maximum``'s, ``jnp.maximum``'s) is; ``relu`` would give 0 there."""
     return op(model, "maximum", 0.0, op(model, "subtract", 1.0, op(model, "multiply", input, target)))
@@ -50,7 +50,7 @@ class HingeLoss(_ComposedLoss):
     def __init__(self, reduction: str = "none", *, name: str | None = None) -> None:
         super().__init__(reduction, name=name)
 
-    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         return _margin(self, input, target)
 
 
@@ -64,7 +64,7 @@ class QuadHingeLoss(_ComposedLoss):
     def __init__(self, reduction: str = "none", *, name: str | None = None) -> None:
         super().__init__(reduction, name=name)
 
-    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         return op(self, "square", _margin(self, input, target))
 
 
@@ -81,7 +81,7 @@ class QuantileLoss(_ComposedLoss):
         super().__init__(reduction, name=name, quantile=quantile)
         self.__dict__["quantile"] = quantile
 
-    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         q = attrs["quantile"]
         d = op(self, "subtract", target, input)
         return op(self, "maximum", op(self, "multiply", d, q), op(self, "multiply", d, q - 1.0))
@@ -99,11 +99,18 @@ class KLDivergence(_ComposedLoss):
     'none'
     """
 
-    def __init__(self, reduction: str = "none", *, threshold: float | None = None, eps: float | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        reduction: str = "none",
+        *,
+        threshold: float | None = None,
+        eps: float | None = None,
+        name: str | None = None,
+    ) -> None:
         threshold = checked_threshold("KLDivergence", threshold, eps=eps)
         super().__init__(reduction, name=name, threshold=threshold)
 
-    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:  # noqa: A002
+    def _formula(self, input: IOKey, target: IOKey, attrs: dict[str, Any]) -> Any:
         threshold = attrs["threshold"]
         log_t = robust_log(self, target, threshold)
         log_p = robust_log(self, input, threshold)

@@ -30,7 +30,10 @@ class _Metric(Model):
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
         self._declare_keys("input", "target")
-        self.expose(self._value(IOKey("input", type=self.input_type, shape=["N"]), IOKey("target", type="int", shape=["N"])), "output")
+        self.expose(
+            self._value(IOKey("input", type=self.input_type, shape=["N"]), IOKey("target", type="int", shape=["N"])),
+            "output",
+        )
         self._cin = self._keys["input"]
 
     def _value(self, pred: IOKey, true: IOKey) -> Any:
@@ -67,7 +70,11 @@ class _ClassMetric(_Metric):
 
     def _value(self, pred: IOKey, true: IOKey) -> Any:
         p, t = self._onehot(pred), self._onehot(true)
-        counts = {"tp": op(self, "sum", op(self, "multiply", p, t), axis=0), "predicted": op(self, "sum", p, axis=0), "actual": op(self, "sum", t, axis=0)}
+        counts = {
+            "tp": op(self, "sum", op(self, "multiply", p, t), axis=0),
+            "predicted": op(self, "sum", p, axis=0),
+            "actual": op(self, "sum", t, axis=0),
+        }
         if self.average == "micro":
             counts = {k: op(self, "sum", v) for k, v in counts.items()}
             return self._score(counts)
@@ -115,7 +122,9 @@ class F1(_ClassMetric):
     """
 
     def _score(self, counts: dict[str, Any]) -> Any:
-        return self._ratio(op(self, "multiply", counts["tp"], 2.0), op(self, "add", counts["predicted"], counts["actual"]))
+        return self._ratio(
+            op(self, "multiply", counts["tp"], 2.0), op(self, "add", counts["predicted"], counts["actual"])
+        )
 
 
 class AUC(_Metric):
@@ -135,6 +144,8 @@ class AUC(_Metric):
         row, column = op(self, "unsqueeze", pred, axis=1), op(self, "unsqueeze", pred, axis=0)
         ties = op(self, "multiply", as_float(self, op(self, "equal", row, column)), 0.5)
         wins = op(self, "add", as_float(self, op(self, "greater", row, column)), ties)
-        pairs = op(self, "multiply", op(self, "unsqueeze", positive, axis=1), op(self, "unsqueeze", negative, axis=0))  # [N, N]
+        pairs = op(
+            self, "multiply", op(self, "unsqueeze", positive, axis=1), op(self, "unsqueeze", negative, axis=0)
+        )  # [N, N]
         total = op(self, "multiply", op(self, "sum", positive), op(self, "sum", negative))
         return op(self, "divide", op(self, "sum", op(self, "multiply", wins, pairs)), total)

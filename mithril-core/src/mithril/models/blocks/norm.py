@@ -40,7 +40,9 @@ def _affine(model: Model, x: Connection, scale: bool, bias: bool, reshape: tuple
     return x
 
 
-def _scale_and_shift(model: Model, centered: Connection, variance: Connection, eps: float, scale: bool, shift: bool) -> Connection:
+def _scale_and_shift(
+    model: Model, centered: Connection, variance: Connection, eps: float, scale: bool, shift: bool
+) -> Connection:
     """``centered * rsqrt(variance + eps) * weight + bias`` per channel of ``[N, C, H, W]``; the per-channel
     factor first: one pass over the activations for the scale, not two."""
     factor = op(model, "rsqrt", variance + eps)
@@ -66,7 +68,9 @@ def batch_norm2d_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, An
     mean = op(model, "mean", x, axis=(0, 2, 3), keepdim=True)
     centered = x - mean
     variance = op(model, "mean", centered * centered, axis=(0, 2, 3), keepdim=True)
-    out = _scale_and_shift(model, centered, variance, attrs["eps"], shapes.get("weight") is not None, shapes.get("bias") is not None)
+    out = _scale_and_shift(
+        model, centered, variance, attrs["eps"], shapes.get("weight") is not None, shapes.get("bias") is not None
+    )
     model.expose(materialize_expression(out, model), "output", canonical=True)
     for key, stat in (("mean", mean), ("var", variance)):
         model.expose(op(model, "stop_gradient", op(model, "reshape", stat, shape=(-1,))), key)
@@ -95,22 +99,39 @@ class _Norm(Model):
 class LayerNorm(_Norm):
     """Normalise over the last axis, then ``* weight + bias`` (both ``[dim]``). ``LayerNorm(eps=1e-5)``."""
 
-    def __init__(self, dim: int | None = None, eps: float = 1e-5, use_scale: bool = True, use_bias: bool = True, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        dim: int | None = None,
+        eps: float = 1e-5,
+        use_scale: bool = True,
+        use_bias: bool = True,
+        *,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         dim = validation.positive_int("LayerNorm", "dim", dim, optional=True)
         eps = validation.number("LayerNorm", "eps", eps, low=0.0)
-        use_scale, use_bias = validation.boolean("LayerNorm", "use_scale", use_scale), validation.boolean("LayerNorm", "use_bias", use_bias)
+        use_scale, use_bias = (
+            validation.boolean("LayerNorm", "use_scale", use_scale),
+            validation.boolean("LayerNorm", "use_bias", use_bias),
+        )
         self._params(dim, use_scale, use_bias)
         x = self._declare(IOKey("input"))
         out = _affine(self, _normalize(self, x, -1, eps), use_scale, use_bias)
-        self.set_shapes(_param_shapes(input=[("B", ...), "d"], weight=["d"] if use_scale else None, bias=["d"] if use_bias else None))
+        self.set_shapes(
+            _param_shapes(
+                input=[("B", ...), "d"], weight=["d"] if use_scale else None, bias=["d"] if use_bias else None
+            )
+        )
         self._finish(out)
 
 
 class RMSNorm(_Norm):
     """``x * rsqrt(mean(x**2, -1) + eps) * weight`` (T5/LLaMA). ``RMSNorm(eps=1e-6)``."""
 
-    def __init__(self, dim: int | None = None, eps: float = 1e-6, use_scale: bool = True, *, name: str | None = None) -> None:
+    def __init__(
+        self, dim: int | None = None, eps: float = 1e-6, use_scale: bool = True, *, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         dim = validation.positive_int("RMSNorm", "dim", dim, optional=True)
         eps = validation.number("RMSNorm", "eps", eps, low=0.0)
@@ -129,7 +150,16 @@ class GroupNorm(_Norm):
     ``GroupNorm(num_groups=32, num_channels=256)``; ``spatial_dims`` is 2 for images.
     """
 
-    def __init__(self, num_groups: int, num_channels: int | None = None, eps: float = 1e-5, affine: bool = True, *, spatial_dims: int = 2, name: str | None = None) -> None:
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int | None = None,
+        eps: float = 1e-5,
+        affine: bool = True,
+        *,
+        spatial_dims: int = 2,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         num_groups = validation.positive_int("GroupNorm", "num_groups", num_groups)
         num_channels = validation.positive_int("GroupNorm", "num_channels", num_channels, optional=True)
@@ -186,10 +216,17 @@ class BatchNorm2d(_Norm):
         num_features = validation.positive_int("BatchNorm2d", "num_features", num_features, optional=True)
         eps = validation.number("BatchNorm2d", "eps", eps, low=0.0)
         momentum = validation.number("BatchNorm2d", "momentum", momentum, low=0.0, high=1.0)
-        for flag, value in (("affine", affine), ("track_running_stats", track_running_stats), ("use_batch_stats", use_batch_stats)):
+        for flag, value in (
+            ("affine", affine),
+            ("track_running_stats", track_running_stats),
+            ("use_batch_stats", use_batch_stats),
+        ):
             validation.boolean("BatchNorm2d", flag, value)
         if not use_batch_stats and not track_running_stats:
-            raise ArgumentError("BatchNorm2d: inference (use_batch_stats=False) needs the running statistics (track_running_stats=True), got track_running_stats=False")
+            raise ArgumentError(
+                "BatchNorm2d: inference (use_batch_stats=False) needs the running statistics "
+                "(track_running_stats=True), got track_running_stats=False"
+            )
         self._build(num_features, eps, momentum, affine, affine, track_running_stats, use_batch_stats)
 
     def _build(
@@ -216,7 +253,9 @@ class BatchNorm2d(_Norm):
         else:
             stats = {key: op(self, "reshape", value, shape=_PER_CHANNEL) for key, value in running.items()}
             out = _scale_and_shift(self, x - stats["running_mean"], stats["running_var"], eps, scale, shift)
-        self.set_shapes(_param_shapes(input=["N", "C", None, None], weight=["C"] if scale else None, bias=["C"] if shift else None))
+        self.set_shapes(
+            _param_shapes(input=["N", "C", None, None], weight=["C"] if scale else None, bias=["C"] if shift else None)
+        )
         self._finish(out)
 
 

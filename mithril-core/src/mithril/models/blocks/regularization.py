@@ -34,6 +34,8 @@ class Dropout(Model):
             training = connections.pop("training")
             training = validation.boolean(f"{self._path()}", "training (a constant)", training)
             if self._parent is not None:
-                raise ModelConnectionError(f"{self._path()}: training can only be set before the Dropout is added to a model")
+                raise ModelConnectionError(
+                    f"{self._path()}: training can only be set before the Dropout is added to a model"
+                )
             self._mask_node.attrs["training"] = training
         return super().__call__(**connections)

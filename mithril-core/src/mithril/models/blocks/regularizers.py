@@ -29,11 +29,16 @@ class QuadraticFormRegularizer(Model):
     ['output']
     """
 
-    def __init__(self, input: Any = TBD, kernel: Any = TBD, *, name: str | None = None) -> None:  # noqa: A002 - Mithril's key
+    def __init__(self, input: Any = TBD, kernel: Any = TBD, *, name: str | None = None) -> None:
         super().__init__(name=name)
         self._declare_keys("input", "kernel")  # .connect(input, kernel) is their order
         row = IOKey("input", shape=[1, "N"])
-        form = op(self, "matmul", op(self, "matmul", row, IOKey("kernel", shape=["N", "N"])), op(self, "swapaxes", IOKey("input")))
+        form = op(
+            self,
+            "matmul",
+            op(self, "matmul", row, IOKey("kernel", shape=["N", "N"])),
+            op(self, "swapaxes", IOKey("input")),
+        )
         self.expose(op(self, "multiply", form, 0.5), "output")
         self.set_shapes(input=[1, "N"], kernel=["N", "N"], output=[1, 1])
         set_given(self, input=input, kernel=kernel)

@@ -25,7 +25,15 @@ from ...deprecation import warn_deprecated
 from ...framework.model import Model
 from ._util import op
 
-__all__ = ["checked_threshold", "threshold_of", "robust_log", "robust_sqrt", "robust_power", "stable_reciprocal", "probability_log"]
+__all__ = [
+    "checked_threshold",
+    "threshold_of",
+    "robust_log",
+    "robust_sqrt",
+    "robust_power",
+    "stable_reciprocal",
+    "probability_log",
+]
 
 
 def checked_threshold(owner: str, threshold: float | None, *, eps: float | None = None) -> float | None:

@@ -94,7 +94,9 @@ class _Cell(Model):
     state_keys: tuple[str, ...] = ("hidden",)
     hidden_size: int  # set through ``__dict__`` (a Model's attributes are otherwise its connections)
 
-    def __init__(self, hidden_size: int, *, projected: bool = False, recurrent_bias: bool = True, name: str | None = None) -> None:
+    def __init__(
+        self, hidden_size: int, *, projected: bool = False, recurrent_bias: bool = True, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         h = validation.positive_int(type(self).__name__, "hidden_size", hidden_size)
         self.__dict__["hidden_size"] = h
@@ -105,7 +107,11 @@ class _Cell(Model):
         else:
             x = _input_projection(self, IOKey("input", shape=["B", "D"]), self.gates, h)
         prev = IOKey("prev_hidden", shape=["B", h])
-        bias = param("bias_hh", shape=[self.gates * h]) if validation.boolean(type(self).__name__, "recurrent_bias", recurrent_bias) else None
+        bias = (
+            param("bias_hh", shape=[self.gates * h])
+            if validation.boolean(type(self).__name__, "recurrent_bias", recurrent_bias)
+            else None
+        )
         recurrent = op(self, "linear", prev, param("weight_hh", shape=[self.gates * h, h]), bias)
         pre = op(self, "add", x, recurrent)
         state = self._step(pre, h)
@@ -161,9 +167,16 @@ def _cell_class(owner: str, cell_type: Any) -> type[_Cell]:
     torch_cell = {"TorchRNNCell": TorchRNNCell, "TorchLSTMCell": TorchLSTMCell}.get(getattr(mithril_cell, "_twin", ""))
     if torch_cell is not None:
         name, twin = mithril_cell.__name__, torch_cell.__name__
-        warn_deprecated(f"{owner}(cell_type={name})", f"cell_type={twin}; {name} is now Mithril's cell", stacklevel=5, mithrils=False)
+        warn_deprecated(
+            f"{owner}(cell_type={name})",
+            f"cell_type={twin}; {name} is now Mithril's cell",
+            stacklevel=5,
+            mithrils=False,
+        )
         return torch_cell
-    raise ArgumentError(f"{owner}: cell_type must be TorchRNNCell or TorchLSTMCell (the class or an instance), got {cell_type!r}")
+    raise ArgumentError(
+        f"{owner}: cell_type must be TorchRNNCell or TorchLSTMCell (the class or an instance), got {cell_type!r}"
+    )
 
 
 class _Unrolled(Model):
@@ -175,7 +188,9 @@ class _Unrolled(Model):
     length: int
     variable_length: bool
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         owner = type(self).__name__
         self.__dict__["cell_class"] = _cell_class(owner, cell_type)
@@ -209,7 +224,9 @@ class _Unrolled(Model):
         weights = weights if recurrent_bias else tuple(w for w in weights if w != "bias_hh")
         for t, x in enumerate(inputs):
             cell = self.cell_class(self.hidden_size, projected=projected, recurrent_bias=recurrent_bias)
-            self |= cell(input=x, **{f"prev_{s}": state[s] for s in cell.state_keys}, **{p: IOKey(prefix + p) for p in weights})
+            self |= cell(
+                input=x, **{f"prev_{s}": state[s] for s in cell.state_keys}, **{p: IOKey(prefix + p) for p in weights}
+            )
             new = {s: getattr(cell, s) for s in cell.state_keys}
             if lengths is None:
                 state = new
@@ -234,7 +251,9 @@ class _Unrolled(Model):
         """``[B, T, F]`` to its ``T = length`` steps ``[B, F]`` (one ``split``)."""
         return [op(self, "squeeze", part, axis=1) for part in _split(self, sequence, self.length, axis=1)]
 
-    def _read(self, key: str, state: dict[str, Any], prefix: str = "", lengths: Any = None) -> tuple[Any, dict[str, Any]]:
+    def _read(
+        self, key: str, state: dict[str, Any], prefix: str = "", lengths: Any = None
+    ) -> tuple[Any, dict[str, Any]]:
         """Run the cell over the sequence ``key`` ``[B, length, D]`` from ``state``: every step's hidden
         (a list of ``[B, H]``, or one ``[B, length, H]`` where an LSTM reads a fixed-length sequence with
         one ``lstm_recurrence``) and the final state."""
@@ -242,13 +261,21 @@ class _Unrolled(Model):
             return self._run(self._steps(key, prefix), state, prefix, lengths, projected=True)
 
         h = self.hidden_size
-        self._declare_keys(*(prefix + name for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")))  # the unrolled models' order
+        self._declare_keys(
+            *(prefix + name for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"))
+        )  # the unrolled models' order
         layer = Primitive("lstm_layer")
         weights = {
-            "weight_ih": param(prefix + "weight_ih", shape=[4 * h, "D"]), "weight_hh": param(prefix + "weight_hh", shape=[4 * h, h]),
+            "weight_ih": param(prefix + "weight_ih", shape=[4 * h, "D"]),
+            "weight_hh": param(prefix + "weight_hh", shape=[4 * h, h]),
             "bias_ih": param(prefix + "bias_ih", shape=[4 * h]), "bias_hh": param(prefix + "bias_hh", shape=[4 * h]),
         }  # fmt: skip
-        self |= layer(input=IOKey(key, shape=["B", self.length, "D"]), **weights, initial_hidden=state["hidden"], initial_cell=state["cell"])
+        self |= layer(
+            input=IOKey(key, shape=["B", self.length, "D"]),
+            **weights,
+            initial_hidden=state["hidden"],
+            initial_cell=state["cell"],
+        )
         return layer.output, {"hidden": layer.hidden, "cell": layer.cell}
 
     def _generate(self, x: Any, state: dict[str, Any], steps: int, lengths: Any = None, prefix: str = "") -> list[Any]:
@@ -284,7 +311,9 @@ class TorchManyToOne(_Unrolled):
     ['input', 'lengths', 'initial_hidden']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
+    ) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
         _, state = self._read("input", self._initial_state(), lengths=self._lengths())
@@ -304,7 +333,9 @@ class ManyToMany(_Unrolled):
     ['hidden', 'cell', 'output']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
+    ) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
         hiddens, state = self._read("input", self._initial_state(), lengths=self._lengths())
@@ -327,10 +358,14 @@ class TorchOneToMany(_Unrolled):
     ['output']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
+    ) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         self._declare("input")
-        predictions = self._generate(IOKey("input", shape=["B", "D"]), self._initial_state(), self.length, self._lengths())
+        predictions = self._generate(
+            IOKey("input", shape=["B", "D"]), self._initial_state(), self.length, self._lengths()
+        )
         self.expose(self._stack(predictions), "output")
         self._cin = self._keys["input"]
 
@@ -349,7 +384,16 @@ class TorchEncoderDecoder(_Unrolled):
     ['input', 'decoder_input']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, variable_length: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self,
+        cell_type: Any,
+        hidden_size: int,
+        length: int,
+        decoder_length: int,
+        *,
+        variable_length: bool = False,
+        name: str | None = None,
+    ) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
@@ -378,7 +422,16 @@ class TorchEncoderDecoderInference(_Unrolled):
     ['input', 'decoder_input', 'lengths']
     """
 
-    def __init__(self, cell_type: Any, hidden_size: int, length: int, decoder_length: int, *, variable_length: bool = True, name: str | None = None) -> None:
+    def __init__(
+        self,
+        cell_type: Any,
+        hidden_size: int,
+        length: int,
+        decoder_length: int,
+        *,
+        variable_length: bool = True,
+        name: str | None = None,
+    ) -> None:
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
         self._declare("input", "decoder_input")

@@ -27,8 +27,8 @@ from .robust import checked_threshold, robust_power, stable_reciprocal
 
 __all__ = [
     "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
-    "PolynomialFeatures", "NormModifier", "Trapezoid", "MaxPool1D", "AvgPool1D", "ShiftLeft", "ShiftRight", "PermuteTensor",
-    "StableReciprocal", "EncoderDistanceMatrix",
+    "PolynomialFeatures", "NormModifier", "Trapezoid", "MaxPool1D", "AvgPool1D", "ShiftLeft", "ShiftRight",
+    "PermuteTensor", "StableReciprocal", "EncoderDistanceMatrix",
 ]  # fmt: skip
 
 
@@ -48,7 +48,7 @@ class Clamp(_Block):
     ['input']
     """
 
-    def __init__(self, min: float | None = None, max: float | None = None, *, name: str | None = None) -> None:  # noqa: A002 - torch's names
+    def __init__(self, min: float | None = None, max: float | None = None, *, name: str | None = None) -> None:
         super().__init__(name=name)
         low = validation.number("Clamp", "min", min, optional=True)
         high = validation.number("Clamp", "max", max, optional=True)
@@ -76,7 +76,7 @@ class Eye(_Block):
 
     _on, _off = 1.0, 0.0
 
-    def __init__(self, N: int, M: int | None = None, *, name: str | None = None) -> None:  # noqa: N803 - np.eye's names
+    def __init__(self, N: int, M: int | None = None, *, name: str | None = None) -> None:
         super().__init__(name=name)
         n = validation.positive_int(type(self).__name__, "N", N)
         m = validation.positive_int(type(self).__name__, "M", M, optional=True) or n
@@ -146,12 +146,21 @@ class DistanceMatrix(_Block):
     """
 
     def __init__(
-        self, left: Any = TBD, right: Any = TBD, norm: Any = TBD, *, squared: bool | None = None, name: str | None = None
+        self,
+        left: Any = TBD,
+        right: Any = TBD,
+        norm: Any = TBD,
+        *,
+        squared: bool | None = None,
+        name: str | None = None,
     ) -> None:
         super().__init__(name=name)
         if squared is not None:
             squared = validation.boolean("DistanceMatrix", "squared", squared)
-            warn_deprecated(f"DistanceMatrix(squared={squared})", "DistanceMatrix(norm=2.0)" + ("" if squared else " and a square root"))
+            warn_deprecated(
+                f"DistanceMatrix(squared={squared})",
+                "DistanceMatrix(norm=2.0)" + ("" if squared else " and a square root"),
+            )
             if norm is not TBD:
                 raise ArgumentError("DistanceMatrix: squared= is deprecated; give norm= alone")
             norm = 2.0
@@ -227,7 +236,7 @@ class _RunTimeWidthPolynomialFeatures(_Block):
         for factor in factors[1:]:
             product = op(self, "multiply", product, factor)  # [N, d+1, ..., d+1]
         keep = op(self, "less_equal", places[0], places[1])
-        for a, b in zip(places[1:], places[2:]):
+        for a, b in itertools.pairwise(places[1:]):
             keep = op(self, "logical_and", keep, op(self, "less_equal", a, b))  # indices that do not decrease
         keep = op(self, "flatten", keep, start_dim=0)
         picked = op(self, "unique", op(self, "where", keep, op(self, "positions", keep, axis=0), 0))
@@ -262,7 +271,8 @@ def polynomial_features_decomposition(attrs: Mapping[str, Any], shapes: Mapping[
 
 class NormModifier(_Block):
     """Mithril's ``NormModifier``: maps any real ``input`` into ``[1, 5]`` with a triangle wave of period 8,
-    ``4 * (1 - 2 * |((input - 1) mod 8) / 8 - 0.5|) + 1`` (1 at 1 + 8k, 5 at 5 + 8k: the identity on ``[1, 5]``, slope -1 from 5 to 9).
+    ``4 * (1 - 2 * |((input - 1) mod 8) / 8 - 0.5|) + 1`` (1 at 1 + 8k, 5 at 5 + 8k: the identity on ``[1, 5]``,
+    slope -1 from 5 to 9).
 
     >>> NormModifier().input_keys
     ['input']
@@ -271,7 +281,9 @@ class NormModifier(_Block):
     def __init__(self, *, name: str | None = None) -> None:
         super().__init__(name=name)
         shifted = op(self, "subtract", IOKey("input"), 1.0)
-        wrapped = op(self, "subtract", shifted, op(self, "multiply", op(self, "floor", op(self, "divide", shifted, 8.0)), 8.0))
+        wrapped = op(
+            self, "subtract", shifted, op(self, "multiply", op(self, "floor", op(self, "divide", shifted, 8.0)), 8.0)
+        )
         inner = op(self, "subtract", op(self, "divide", wrapped, 8.0), 0.5)
         scaled = op(self, "multiply", op(self, "subtract", 1.0, op(self, "multiply", op(self, "abs", inner), 2.0)), 4.0)
         self._finish(op(self, "add", scaled, 1.0))
@@ -288,7 +300,15 @@ class EncoderDistanceMatrix(_Block):
     ['input1', 'input2', 'norm']
     """
 
-    def __init__(self, get_final_distance: bool = True, robust: bool = True, input1: Any = TBD, input2: Any = TBD, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        get_final_distance: bool = True,
+        robust: bool = True,
+        input1: Any = TBD,
+        input2: Any = TBD,
+        *,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         get_final_distance = validation.boolean("EncoderDistanceMatrix", "get_final_distance", get_final_distance)
         robust = validation.boolean("EncoderDistanceMatrix", "robust", robust)
@@ -328,7 +348,12 @@ class _Pool1D(_Block):
     _primitive = ""
 
     def __init__(
-        self, kernel_size: int, stride: int | None = None, padding: int | tuple[int, int] = 0, *, name: str | None = None
+        self,
+        kernel_size: int,
+        stride: int | None = None,
+        padding: int | tuple[int, int] = 0,
+        *,
+        name: str | None = None,
     ) -> None:
         super().__init__(name=name)
         owner = type(self).__name__
@@ -342,7 +367,9 @@ class _Pool1D(_Block):
             pads = (validation.positive_int(owner, "padding", padding, minimum=0),) * 2
         self.attributes = {"kernel_size": kernel_size, "stride": stride, "padding": pads}
         rows = op(self, "unsqueeze", IOKey("input"), axis=-2)  # [N, C, 1, L] or [C, 1, L]
-        pooled = op(self, self._primitive, rows, kernel_size=(1, kernel_size), stride=(1, stride), padding=((0, 0), pads))
+        pooled = op(
+            self, self._primitive, rows, kernel_size=(1, kernel_size), stride=(1, stride), padding=((0, 0), pads)
+        )
         self._finish(op(self, "squeeze", pooled, axis=-2))
 
 

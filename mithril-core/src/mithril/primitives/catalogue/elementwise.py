@@ -59,7 +59,11 @@ SPECS = (
     _unary("softplus", "np.logaddexp(input, 0)", float_result),
     _unary("erf", "scipy.special.erf(input)", float_result),
     _unary("floor", "np.floor(input)", differentiable=_NO_GRAD),
-    _unary("stop_gradient", "input, through which no gradient flows (jax.lax.stop_gradient, tensor.detach())", differentiable=_NO_GRAD),
+    _unary(
+        "stop_gradient",
+        "input, through which no gradient flows (jax.lax.stop_gradient, tensor.detach())",
+        differentiable=_NO_GRAD,
+    ),
     _unary("isnan", "np.isnan(input)", bool_result, differentiable=_NO_GRAD),
     _unary(
         "nan_to_num",

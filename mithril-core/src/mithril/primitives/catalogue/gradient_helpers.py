@@ -56,7 +56,15 @@ def _helper(
     **kw: Any,
 ) -> PrimitiveSpec:
     """A gradient helper's spec; by default its output is shaped like ``like`` and of its first input's kind."""
-    return PrimitiveSpec(name, inputs, rule or _output_like("like"), type_rule or kind_of(inputs[0]), differentiable=differentiable, doc=doc, **kw)
+    return PrimitiveSpec(
+        name,
+        inputs,
+        rule or _output_like("like"),
+        type_rule or kind_of(inputs[0]),
+        differentiable=differentiable,
+        doc=doc,
+        **kw,
+    )
 
 
 def _conv_helper(name: str, operand: str, doc: str) -> PrimitiveSpec:
@@ -67,7 +75,12 @@ def _conv_helper(name: str, operand: str, doc: str) -> PrimitiveSpec:
 # The three ``*_like`` helpers also appear in forward graphs (GroupNorm reshapes back with
 # ``reshape_like``), so gradients flow through their ``input``; ``like`` only lends its shape.
 SPECS = (
-    _helper("sum_to_like", ("input", "like"), "sum input over its broadcast axes so it has like's shape", differentiable=("input",)),
+    _helper(
+        "sum_to_like",
+        ("input", "like"),
+        "sum input over its broadcast axes so it has like's shape",
+        differentiable=("input",),
+    ),
     _helper("reshape_like", ("input", "like"), "input.reshape(like.shape)", differentiable=("input",)),
     _helper("broadcast_to_like", ("input", "like"), "np.broadcast_to(input, like.shape)", differentiable=("input",)),
     _helper(
@@ -115,7 +128,12 @@ SPECS = (
         ("output_grad", "input", "like"),
         "scatter-add of output_grad rows into zeros shaped like the weight, at the integer indices input",
     ),
-    _helper("index_grad", ("output_grad", "like"), "zeros like `like` with output_grad added at [key]", attributes={"key": REQUIRED}),
+    _helper(
+        "index_grad",
+        ("output_grad", "like"),
+        "zeros like `like` with output_grad added at [key]",
+        attributes={"key": REQUIRED},
+    ),
     _helper(
         "gather_grad",
         ("output_grad", "index", "like"),

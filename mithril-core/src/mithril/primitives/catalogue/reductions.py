@@ -47,9 +47,25 @@ SPECS = (
     _reduce("max", "np.max(input, axis, keepdims=keepdim)", rule=_reduction_with_no_identity),
     _reduce("min", "np.min(input, axis, keepdims=keepdim)", rule=_reduction_with_no_identity),
     _reduce("prod", "np.prod(input, axis, keepdims=keepdim)", _sum_kind),
-    _reduce("argmax", "np.argmax(input, axis, keepdims=keepdim); axis=None is over the flattened input", int_result, differentiable=(), rule=_reduction_with_no_identity),
-    _reduce("argmin", "np.argmin(input, axis, keepdims=keepdim); axis=None is over the flattened input", int_result, differentiable=(), rule=_reduction_with_no_identity),
+    _reduce(
+        "argmax",
+        "np.argmax(input, axis, keepdims=keepdim); axis=None is over the flattened input",
+        int_result,
+        differentiable=(),
+        rule=_reduction_with_no_identity,
+    ),
+    _reduce(
+        "argmin",
+        "np.argmin(input, axis, keepdims=keepdim); axis=None is over the flattened input",
+        int_result,
+        differentiable=(),
+        rule=_reduction_with_no_identity,
+    ),
     _reduce("var", "np.var(input, axis, keepdims=keepdim, ddof=correction)", float_result, {"correction": 0}),
-    PrimitiveSpec("softmax", ("input",), same_shape, float_result, attributes={"axis": -1}, doc="exp(x - logsumexp(x, axis))"),
-    PrimitiveSpec("log_softmax", ("input",), same_shape, float_result, attributes={"axis": -1}, doc="x - logsumexp(x, axis)"),
+    PrimitiveSpec(
+        "softmax", ("input",), same_shape, float_result, attributes={"axis": -1}, doc="exp(x - logsumexp(x, axis))"
+    ),
+    PrimitiveSpec(
+        "log_softmax", ("input",), same_shape, float_result, attributes={"axis": -1}, doc="x - logsumexp(x, axis)"
+    ),
 )

@@ -88,7 +88,7 @@ def _reshape_to(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
         return False
     known, total = math.prod(others), math.prod(sizes)  # type: ignore[arg-type]
     if known == 0 or total % known:
-        raise ShapeMismatch(f"cannot reshape {tuple(sizes)} into {tuple(others[:j]) + (-1,) + tuple(others[j:])}")
+        raise ShapeMismatch(f"cannot reshape {tuple(sizes)} into {(*others[:j], -1, *others[j:])}")
     out[j].set(total // known)
     return True
 
@@ -121,7 +121,10 @@ def _flatten(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     dims = io["input"].dims()
     if dims is None:
         return False
-    start, end = normalize_axis(attrs["start_dim"], max(len(dims), 1)), normalize_axis(attrs["end_dim"], max(len(dims), 1))
+    start, end = (
+        normalize_axis(attrs["start_dim"], max(len(dims), 1)),
+        normalize_axis(attrs["end_dim"], max(len(dims), 1)),
+    )
     middle = dims[start : end + 1]
     sizes = [d.value for d in middle]
     merged = Dim(math.prod(sizes)) if None not in sizes else Dim()  # type: ignore[arg-type]
@@ -353,7 +356,9 @@ def _gather(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
 
 def _check_dtype_constant(attrs: Mapping[str, Any]) -> None:
     if attrs["constant"] not in DTYPE_CONSTANTS:
-        raise ArgumentError(f"dtype_constant: constant must be one of {list(DTYPE_CONSTANTS)}, got {attrs['constant']!r}")
+        raise ArgumentError(
+            f"dtype_constant: constant must be one of {list(DTYPE_CONSTANTS)}, got {attrs['constant']!r}"
+        )
 
 
 def _creation_shape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -485,7 +490,14 @@ def _split_kinds(outputs: Callable[[Mapping[str, Any]], Sequence[str]]) -> TypeR
     return rule
 
 SPECS = (
-    PrimitiveSpec("reshape", ("input",), _reshape, same_kind, attributes=_SHAPE_ATTR, doc="input.reshape(shape); None keeps the input dim at that position"),
+    PrimitiveSpec(
+        "reshape",
+        ("input",),
+        _reshape,
+        same_kind,
+        attributes=_SHAPE_ATTR,
+        doc="input.reshape(shape); None keeps the input dim at that position",
+    ),
     PrimitiveSpec(
         "reshape_to",
         ("input", "shape"),
@@ -499,12 +511,37 @@ SPECS = (
         doc="input.reshape(shape) with shape a tuple of ints computed at run time (from other tensors' shapes); "
         "inferred: the position of its -1 entry, if any",
     ),
-    PrimitiveSpec("flatten", ("input",), _flatten, same_kind, attributes={"start_dim": 1, "end_dim": -1}, doc="merge axes start_dim..end_dim (torch.flatten)"),
-    PrimitiveSpec("transpose", ("input",), _transpose, same_kind, attributes={"axes": None}, doc="np.transpose(input, axes)"),
-    PrimitiveSpec("swapaxes", ("input",), _swapaxes, same_kind, attributes={"axis1": -2, "axis2": -1}, doc="np.swapaxes(input, axis1, axis2)"),
+    PrimitiveSpec(
+        "flatten",
+        ("input",),
+        _flatten,
+        same_kind,
+        attributes={"start_dim": 1, "end_dim": -1},
+        doc="merge axes start_dim..end_dim (torch.flatten)",
+    ),
+    PrimitiveSpec(
+        "transpose", ("input",), _transpose, same_kind, attributes={"axes": None}, doc="np.transpose(input, axes)"
+    ),
+    PrimitiveSpec(
+        "swapaxes",
+        ("input",),
+        _swapaxes,
+        same_kind,
+        attributes={"axis1": -2, "axis2": -1},
+        doc="np.swapaxes(input, axis1, axis2)",
+    ),
     PrimitiveSpec("squeeze", ("input",), _squeeze, same_kind, attributes={"axis": None}, doc="np.squeeze(input, axis)"),
-    PrimitiveSpec("unsqueeze", ("input",), _unsqueeze, same_kind, attributes={"axis": REQUIRED}, doc="np.expand_dims(input, axis)"),
-    PrimitiveSpec("broadcast_to", ("input",), _broadcast_to, same_kind, attributes=_SHAPE_ATTR, doc="np.broadcast_to(input, shape)"),
+    PrimitiveSpec(
+        "unsqueeze", ("input",), _unsqueeze, same_kind, attributes={"axis": REQUIRED}, doc="np.expand_dims(input, axis)"
+    ),
+    PrimitiveSpec(
+        "broadcast_to",
+        ("input",),
+        _broadcast_to,
+        same_kind,
+        attributes=_SHAPE_ATTR,
+        doc="np.broadcast_to(input, shape)",
+    ),
     PrimitiveSpec(
         "concat",
         lambda attrs: tuple(f"input_{i}" for i in range(attrs["n"])),
@@ -542,7 +579,14 @@ SPECS = (
         attributes={"pad_width": REQUIRED, "value": 0.0},
         doc="np.pad(input, pad_width, constant_values=value); pad_width is ((before, after), ...) per axis",
     ),
-    PrimitiveSpec("index", ("input",), _index, same_kind, attributes={"key": REQUIRED}, doc="input[key] with a static basic-indexing key"),
+    PrimitiveSpec(
+        "index",
+        ("input",),
+        _index,
+        same_kind,
+        attributes={"key": REQUIRED},
+        doc="input[key] with a static basic-indexing key",
+    ),
     PrimitiveSpec(
         "gather",
         ("input", "index"),
@@ -553,7 +597,14 @@ SPECS = (
         input_kinds={"index": ("int",)},
         doc="np.take_along_axis(input, index, axis)",
     ),
-    PrimitiveSpec("arange", (), _arange_shape, _attr_kind("start", "stop", "step"), attributes={"start": 0, "stop": None, "step": 1}, doc="np.arange(start, stop, step)"),
+    PrimitiveSpec(
+        "arange",
+        (),
+        _arange_shape,
+        _attr_kind("start", "stop", "step"),
+        attributes={"start": 0, "stop": None, "step": 1},
+        doc="np.arange(start, stop, step)",
+    ),
     PrimitiveSpec(
         "arange_between",
         ("start", "stop", "step"),
@@ -566,7 +617,14 @@ SPECS = (
     ),
     PrimitiveSpec("ones", (), _creation_shape, _full_kind, attributes=_CREATE, doc="np.ones(shape)"),
     PrimitiveSpec("zeros", (), _creation_shape, _full_kind, attributes=_CREATE, doc="np.zeros(shape)"),
-    PrimitiveSpec("full", (), _creation_shape, _full_kind, attributes={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None}, doc="np.full(shape, fill_value)"),
+    PrimitiveSpec(
+        "full",
+        (),
+        _creation_shape,
+        _full_kind,
+        attributes={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None},
+        doc="np.full(shape, fill_value)",
+    ),
     PrimitiveSpec("zeros_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.zeros_like(input)"),
     PrimitiveSpec("ones_like", ("input",), _like_shape, same_kind, differentiable=(), doc="np.ones_like(input)"),
     PrimitiveSpec(
@@ -591,7 +649,9 @@ SPECS = (
     ),
     PrimitiveSpec("shape", ("input",), _shape_of, int_result, differentiable=(), doc="np.array(input.shape)"),
     PrimitiveSpec("size", ("input",), _size_of, int_result, differentiable=(), doc="np.array(input.size)"),
-    PrimitiveSpec("at_least_1d", ("input",), _at_least_1d, same_kind, doc="np.atleast_1d(input): a scalar becomes shape [1]"),
+    PrimitiveSpec(
+        "at_least_1d", ("input",), _at_least_1d, same_kind, doc="np.atleast_1d(input): a scalar becomes shape [1]"
+    ),
     PrimitiveSpec(
         "unique",
         ("input",),
