@@ -10,7 +10,7 @@ values that depend on no parameter are left alone, as are consumers with no floa
 ``argmax``, ``shape``...), through which no framework propagates a gradient.
 
 Example:
-    >>> import mithril as ml                                                  # doctest: +SKIP
+    >>> import mithril as ml
     >>> from mithril.models import BinaryCrossEntropy, IOKey, Model, Sigmoid
     >>> model = Model()
     >>> model |= Sigmoid()(input="x", output="p")
