@@ -1,4 +1,5 @@
-"""``import mithril`` with no backend imported, in fresh interpreters. Target <= 0.3 s."""
+"""``import mithril`` with no backend imported, in fresh interpreters. Target <= 0.1 s (NumPy is imported on
+first use: :mod:`mithril.lazy_numpy`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 CODE = "import time; t = time.perf_counter(); import mithril; print(time.perf_counter() - t)"
 CHECK = (
-    "import sys, mithril; bad = [m for m in ('jax', 'torch', 'mlx', 'mithril_backend_numpy') if m in sys.modules]; "
+    "import sys, mithril; bad = [m for m in ('numpy', 'jax', 'torch', 'mlx', 'mithril_backend_numpy') if m in sys.modules]; "
     "print(bad)"
 )
 
@@ -18,8 +19,8 @@ def main() -> None:
     leaked = subprocess.check_output([sys.executable, "-c", CHECK], text=True).strip()
     median = statistics.median(samples)
     print(
-        f"import mithril: median {median:.3f} s over {len(samples)} fresh interpreters (target <= 0.3 s -> "
-        f"{'OK' if median <= 0.3 else 'MISSED'})"
+        f"import mithril: median {median:.3f} s over {len(samples)} fresh interpreters (target <= 0.1 s -> "
+        f"{'OK' if median <= 0.1 else 'MISSED'})"
     )
     print(f"backend modules imported by `import mithril`: {leaked}")
 

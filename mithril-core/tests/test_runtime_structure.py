@@ -121,10 +121,10 @@ def test_pass_hooks_stay_in_their_thread() -> None:
     assert counts == [_compile(_twins()).primitive_count]  # ...and everything there
 
 
-def test_import_mithril_loads_neither_the_plugins_nor_the_extension_surface() -> None:
+def test_import_mithril_loads_neither_the_plugins_nor_the_extension_surface_nor_numpy() -> None:
     code = (
         "import sys, mithril; print(sorted(m for m in ('mithril.plugins', 'mithril.extend', 'pluggy', "
-        "'mithril_backend_numpy') if m in sys.modules))"
+        "'mithril_backend_numpy', 'numpy') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"

@@ -23,9 +23,8 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
-
 from .errors import ArgumentError
+from .lazy_numpy import np
 
 __all__ = ["check", "sample", "normal", "fan_in_of", "SPECS"]
 

@@ -22,10 +22,9 @@ import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import numpy as np
-
 from .common import PaddingType
 from .errors import ArgumentError
+from .lazy_numpy import np
 
 __all__ = [
     "ATTRIBUTE_CHECKS",

@@ -22,12 +22,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic
 
-import numpy as np
-
 from .. import validation
 from ..compiler.codegen.python import generate_python
 from ..errors import ArgumentError, DtypeError, MissingAttributeError, UnsupportedPrimitiveError
 from ..extension import register_primitive
+from ..lazy_numpy import np
 from ..lazy_plugins import registry
 from ..parallel.plan import indivisible_dimension, mesh_axis_names, mesh_sizes
 from ..primitives import shape_rules

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import initializers, validation
 from ..backends.backend import Backend
 from ..errors import (
@@ -32,6 +30,7 @@ from ..errors import (
     UnsupportedPrimitiveError,
 )
 from ..gc_pause import with_paused_gc
+from ..lazy_numpy import np
 from ..lazy_plugins import registry
 from ..parallel import make_plan
 from ..runtime import CompileReport, PhysicalModel, ProgramSignature, RunSettings

@@ -17,10 +17,9 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..journal import touch
+from ..lazy_numpy import np
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
 from ..shapes import (

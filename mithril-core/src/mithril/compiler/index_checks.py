@@ -17,9 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import IndexRangeError
+from ..lazy_numpy import np
 from .graph import Graph, Node, Value
 
 __all__ = ["IndexCheck", "find_index_checks", "check_indices"]

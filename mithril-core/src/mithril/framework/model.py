@@ -23,8 +23,6 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..compiler.compile import compile as compile_model
 from ..compiler.graph import NOTHING, Graph, Value, as_constant
 from ..deprecation import warn_deprecated
@@ -33,6 +31,7 @@ from ..display.mixin import Displayable
 from ..errors import ArgumentError, DtypeError, MissingAttributeError, ModelConnectionError, ModelKeyError, ShapeError
 from ..gc_pause import paused_gc
 from ..journal import touch, transaction
+from ..lazy_numpy import np
 from ..lazy_plugins import registry
 from ..shapes import ShapeMismatch, ShapeUndetermined, note_change, shape_from_template, unify
 from ..types import Kind, kind_of_python_value

@@ -23,10 +23,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from ..backends.backend import within
 from ..errors import ArgumentError, CheckpointError
+from ..lazy_numpy import np
 
 __all__ = ["ExternalOptimizer", "external_optimizer"]
 

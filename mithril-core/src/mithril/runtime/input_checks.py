@@ -26,11 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ..compiler.graph import Value
 from ..compiler.index_checks import check_indices
 from ..errors import ArgumentError, DtypeError, ModelKeyError, ShapeError
+from ..lazy_numpy import np
 from .records import ProgramSignature
 
 __all__ = ["InputCheck", "InputChecks"]

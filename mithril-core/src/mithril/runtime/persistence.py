@@ -20,10 +20,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import initializers, validation
 from ..errors import ArgumentError, CheckpointError, MithrilError, ModelKeyError, ShapeError, UnsupportedPrimitiveError
+from ..lazy_numpy import np
 from ..serialization.files import check_output_directory, write_file_atomically
 from ..serialization.names import match_separators
 from ..serialization.safetensors import SafetensorsFile, save_safetensors

@@ -25,10 +25,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from ..compiler.train_step import TrainLayout
 from ..errors import ArgumentError, MithrilError, ModelKeyError
+from ..lazy_numpy import np
 from ..optim.state import TrainState
 from .runner import Runner
 

@@ -16,33 +16,54 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import re
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, BinaryIO
 
-import numpy as np
-
 from ..errors import ArgumentError, CheckpointError
+from ..lazy_numpy import np
 from ..progress import task
 from .files import write_file_atomically
 
 __all__ = ["SafetensorsFile", "save_safetensors", "read_safetensors_index", "parse_json", "DTYPES"]
 
-DTYPES: dict[str, np.dtype] = {
-    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
-    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
-    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
-    "BOOL": np.dtype("?"),
+_CODES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
+    "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?",
 }  # fmt: skip
+
+
+class _DtypeTable(Mapping[str, "np.dtype[Any]"]):
+    """safetensors dtype name -> NumPy dtype, the dtypes made when first read (``import mithril`` does not
+    import NumPy)."""
+
+    def __getitem__(self, name: str) -> np.dtype[Any]:
+        return np.dtype(_CODES[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_CODES)
+
+    def __len__(self) -> int:
+        return len(_CODES)
+
+
+DTYPES: Mapping[str, np.dtype[Any]] = _DtypeTable()
 """safetensors dtype name -> NumPy dtype of the stored bytes (BF16 is read as uint16, then widened)."""
 
-_NAMES = {dtype: name for name, dtype in DTYPES.items() if name not in ("BF16", "U16")} | {np.dtype("<u2"): "U16"}
+
+@functools.cache
+def _names() -> dict[np.dtype[Any], str]:
+    """NumPy dtype -> safetensors name (uint16 is U16: BF16 is only read)."""
+    return {np.dtype(code): name for name, code in _CODES.items() if name != "BF16"}
+
+
 _MAX_HEADER = 100 * 2**20
 _MAX_DEPTH = 16  # a valid header nests 3 deep (file, tensor, shape): deeper JSON is refused before it is parsed
 _MAX_DIMS = 32  # the most dimensions every NumPy version can hold
@@ -277,10 +298,10 @@ def save_safetensors(
     offset = 0
     for name, array in arrays.items():
         dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder not in ("|", "<") else array.dtype
-        if np.dtype(dtype) not in _NAMES:
+        if np.dtype(dtype) not in _names():
             raise CheckpointError(f"{where}: tensor {name!r} has unsupported dtype {array.dtype}")
         header[name] = {
-            "dtype": _NAMES[np.dtype(dtype)],
+            "dtype": _names()[np.dtype(dtype)],
             "shape": list(array.shape),
             "data_offsets": [offset, offset + array.nbytes],
         }

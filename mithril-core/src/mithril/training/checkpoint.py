@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import ArgumentError, CheckpointError
+from ..lazy_numpy import np
 from ..optim.state import TrainState
 from ..serialization.files import write_file_atomically
 from ..serialization.safetensors import SafetensorsFile, parse_json, save_safetensors

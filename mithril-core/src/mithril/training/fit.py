@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import validation
 from ..errors import ArgumentError, CheckpointError
+from ..lazy_numpy import np
 from ..optim.state import TrainState
 from ..progress import task
 from ..serialization.files import write_file_atomically

@@ -23,10 +23,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, overload
 
-import numpy as np
-
 from ..backends.backend import Backend
 from ..errors import ArgumentError
+from ..lazy_numpy import np
 from ..types import DataType
 
 __all__ = ["pack_data_into_time_slots", "unpack_time_slot_data"]

@@ -16,13 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from ... import validation
 from ...deprecation import warn_deprecated
 from ...errors import ArgumentError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
+from ...lazy_numpy import np
 from ._util import op, param, set_given
 from .linear import Linear
 from .robust import robust_power

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ... import validation
 from ...framework.keys import IOKey
 from ...framework.model import Model
+from ...lazy_numpy import np
 from ..primitive import Primitive
 from ._util import op
 from .robust import checked_threshold, probability_log

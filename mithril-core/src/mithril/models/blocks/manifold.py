@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ... import validation
 from ...deprecation import warn_deprecated
 from ...errors import ArgumentError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
+from ...lazy_numpy import np
 from ._util import op, param, set_given
 from .margin_losses import KLDivergence
 from .robust import robust_power

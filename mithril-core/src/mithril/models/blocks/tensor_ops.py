@@ -15,13 +15,12 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from ... import validation
 from ...deprecation import warn_deprecated
 from ...errors import ArgumentError, ShapeError
 from ...framework.keys import TBD, IOKey
 from ...framework.model import Model
+from ...lazy_numpy import np
 from ._util import op, set_given
 from .robust import checked_threshold, robust_power, stable_reciprocal
 
