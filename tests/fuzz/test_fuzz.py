@@ -331,6 +331,27 @@ def test_reproduction_file_runs_and_detects(tmp_path: Path) -> None:
         reproduction.run("numpy")
 
 
+def test_reproductions_are_written_within_the_line_length(tmp_path: Path) -> None:
+    import ast
+
+    from mithril_testing.fuzz import Recipe
+    from mithril_testing.fuzz._wrap import WIDTH, wrap_source
+
+    recipe = Recipe()
+    values = np.random.default_rng(0).normal(size=(6, 9))
+    (y,) = recipe.add_op("exp", {"input": recipe.add_input(values, role="param")})
+    recipe.exposed.append(y)
+    found = Disagreement(recipe, "numpy", __import__("mithril").float64, "default", "forward")
+    path = write_reproduction(found, tmp_path)
+    text = path.read_text()
+    assert max(map(len, text.splitlines())) <= WIDTH, text
+    (reproduction,) = _reproductions(path)
+    reproduction.run("numpy")  # the values survived the wrapping
+    code = 'f([1.25, "a, b", (2, 3)], key={"k": [4, 5, 6]})  # a comment, with commas, ' + "x" * 40
+    wrapped = wrap_source(code, width=30)
+    assert ast.dump(ast.parse(wrapped)) == ast.dump(ast.parse(code)) and wrapped != code
+
+
 def test_reproduction_values_round_trip() -> None:
     from mithril_testing.fuzz import compact_literal
 

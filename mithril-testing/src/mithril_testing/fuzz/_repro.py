@@ -42,6 +42,7 @@ from ._lifecycle import refilled
 from ._oracle import Oracle
 from ._passes import VARIANTS
 from ._recipe import Recipe, _nested, array_literal, kind_of_array
+from ._wrap import wrap_source
 
 __all__ = ["reproduction_source", "write_reproduction", "compact_literal", "ReproductionText"]
 
@@ -186,7 +187,7 @@ class ReproductionText:
         imports = "import numpy as np\n" if "np." in body else ""
         imports += "from mithril.models import IOKey, Model, Primitive\n"
         imports += "from mithril_testing.fuzz.replay import reproduction_test\n"
-        return f'"""{docstring}\n"""\n\n{imports}\n\n{body}'
+        return wrap_source(f'"""{docstring}\n"""\n\n{imports}\n\n{body}')
 
 
 def _number_keywords(
