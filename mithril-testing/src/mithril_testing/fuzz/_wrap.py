@@ -22,7 +22,7 @@ WIDTH = 120
 
 def _commas(source: str) -> dict[int, list[int]]:
     """Line number (1-based) -> columns just after each comma inside brackets on that line."""
-    depth, found = 0, {}
+    depth, found = 0, dict[int, list[int]]()
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type != tokenize.OP:
             continue
