@@ -136,7 +136,8 @@ def speed_section(names: list[str], backends: list[str], new: int, rounds: int) 
         model.save_pretrained(folder)
         params = sum(p.numel() for p in model.parameters()) / 1e6
         print(
-            f"\n{name} ({params:.0f}M parameters), {PROMPT}-token prompts, {new} new tokens (tokens/s, higher is better)"
+            f"\n{name} ({params:.0f}M parameters), {PROMPT}-token prompts, {new} new tokens "
+            "(tokens/s, higher is better)"
         )
         opened = {}
         for backend in backends:
