@@ -107,39 +107,25 @@ def _spatial(value: int | Sequence[int], n: int) -> tuple[int, ...]:
 
 
 # -- elementwise unary ---------------------------------------------------------------------------
-@reference
-def neg(input: Array) -> Array:
-    return typing.cast(Array, np.negative(input))
 
 
-@reference
-def abs_(input: Array) -> Array:
-    return typing.cast(Array, np.abs(input))
+def _elementwise(function: Callable[[Any], Any], in_float: bool) -> Callable[[Array], Array]:
+    """The reference of a one-input primitive that is a NumPy function (of the input cast to float64 when
+    ``in_float``: integer inputs of ``exp``, ``log``, ... compute in float)."""
+
+    def run(input: Array) -> Array:
+        return typing.cast(Array, function(_float(input) if in_float else input))
+
+    run.__name__ = function.__name__
+    return run
 
 
-@reference
-def sign(input: Array) -> Array:
-    return typing.cast(Array, np.sign(input))
-
-
-@reference
-def exp(input: Array) -> Array:
-    return typing.cast(Array, np.exp(_float(input)))
-
-
-@reference
-def log(input: Array) -> Array:
-    return typing.cast(Array, np.log(_float(input)))
-
-
-@reference
-def log1p(input: Array) -> Array:
-    return typing.cast(Array, np.log1p(_float(input)))
-
-
-@reference
-def sqrt(input: Array) -> Array:
-    return typing.cast(Array, np.sqrt(_float(input)))
+_EXACT = {"neg": np.negative, "abs": np.abs, "sign": np.sign, "floor": np.floor, "isnan": np.isnan,
+          "logical_not": np.logical_not}  # fmt: skip
+REFERENCES.update({name: _elementwise(function, in_float=False) for name, function in _EXACT.items()})
+REFERENCES.update(
+    {n: _elementwise(getattr(np, n), in_float=True) for n in ("exp", "log", "log1p", "sqrt", "sin", "cos", "tanh")}
+)
 
 
 @reference
@@ -150,21 +136,6 @@ def rsqrt(input: Array) -> Array:
 @reference
 def square(input: Array) -> Array:
     return typing.cast(Array, input * input)
-
-
-@reference
-def sin(input: Array) -> Array:
-    return typing.cast(Array, np.sin(_float(input)))
-
-
-@reference
-def cos(input: Array) -> Array:
-    return typing.cast(Array, np.cos(_float(input)))
-
-
-@reference
-def tanh(input: Array) -> Array:
-    return typing.cast(Array, np.tanh(_float(input)))
 
 
 @reference
@@ -208,16 +179,6 @@ def softplus(input: Array) -> Array:
 
 
 @reference
-def floor(input: Array) -> Array:
-    return typing.cast(Array, np.floor(input))
-
-
-@reference
-def isnan(input: Array) -> Array:
-    return typing.cast(Array, np.isnan(input))
-
-
-@reference
 def nan_to_num(
     input: Array, *, nan: float, posinf: float | None, neginf: float | None, float_dtype: DtypeLike = None
 ) -> Array:
@@ -247,11 +208,6 @@ def finite_max(dtype: Any) -> float:
 @reference
 def stop_gradient(input: Array) -> Array:
     return np.array(input, copy=True)
-
-
-@reference
-def logical_not(input: Array) -> Array:
-    return typing.cast(Array, np.logical_not(input))
 
 
 @reference
