@@ -28,8 +28,9 @@ LAYERS, DIMS, HEADS, VOCAB, SLOTS = 12, 768, 12, 50257, 64
 
 
 class HandBuiltGPT2:
-    """GPT-2 small's weights (``fmt``: ``q8_0`` or ``q4_0``, as in ``weights_path``) in a ggml context, and
-    the decode step built as a ggml graph per token."""
+    """GPT-2 small's weights (``fmt``: ``q8_0`` or ``q4_0``, as in ``weights_path``; ``f32``: the float32
+    program's weights, its matrices as float32 ggml matrices) in a ggml context, and the decode step built
+    as a ggml graph per token."""
 
     def __init__(self, weights_path: Path, fmt: str) -> None:
         import ggml
@@ -37,7 +38,8 @@ class HandBuiltGPT2:
 
         self.ggml = ggml
         ggml.ggml_cpu_init()
-        self.block_type = ggml.GGML_TYPE_Q8_0 if fmt == "q8_0" else ggml.GGML_TYPE_Q4_0
+        self.fmt = fmt
+        self.block_type = {"q8_0": ggml.GGML_TYPE_Q8_0, "q4_0": ggml.GGML_TYPE_Q4_0, "f32": ggml.GGML_TYPE_F32}[fmt]
         weights = [t for t in read_weights(weights_path) if t.data is not None]
         total = sum(t.nbytes for t in weights) + 2 * LAYERS * DIMS * SLOTS * 4 + (len(weights) + 64) * 1024
         self.ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=total, mem_buffer=None, no_alloc=False))
@@ -48,7 +50,7 @@ class HandBuiltGPT2:
     def _tensor(self, t: Any) -> Any:
         """A tensor of the context holding the data of ``t`` (quantized matrices as their blocks)."""
         ggml = self.ggml
-        if t.quant:
+        if t.quant or (self.fmt == "f32" and len(t.shape) == 2):
             tensor = ggml.ggml_new_tensor_2d(self.ctx, self.block_type, int(np.prod(t.shape[1:])), t.shape[0])
         else:
             tensor = ggml.ggml_new_tensor_1d(self.ctx, ggml.GGML_TYPE_F32, int(np.prod(t.shape)))
@@ -61,7 +63,8 @@ class HandBuiltGPT2:
 
     def _layer_norm(self, ctx: Any, x: Any, name: str) -> Any:
         g = self.ggml
-        return g.ggml_add(ctx, g.ggml_mul(ctx, g.ggml_norm(ctx, x, 1e-5), self.w[f"{name}.weight"]), self.w[f"{name}.bias"])
+        normed = g.ggml_mul(ctx, g.ggml_norm(ctx, x, 1e-5), self.w[f"{name}.weight"])
+        return g.ggml_add(ctx, normed, self.w[f"{name}.bias"])
 
     def _linear(self, ctx: Any, x: Any, name: str) -> Any:
         g = self.ggml
@@ -116,6 +119,12 @@ class HandBuiltGPT2:
             return np.ctypeslib.as_array(data, (VOCAB,)).copy(), seconds
         finally:
             g.ggml_free(ctx)
+
+    def last_logits(self, prompt: list[int]) -> np.ndarray:
+        """The logits after the last token of ``prompt`` (fed one token at a time)."""
+        for position, token in enumerate(prompt):
+            logits, _ = self.step(token, position)
+        return logits
 
     def time_per_token(self, prompt: list[int], new: int) -> tuple[float, int]:
         """The median compute time of a step while decoding ``new`` tokens greedily after ``prompt`` (fed

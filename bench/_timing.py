@@ -46,5 +46,5 @@ def report(title: str, times: dict[str, float], baseline: str, target: float | N
         ratio = seconds / base
         mark = ""
         if target is not None and name != baseline:
-            mark = f"  (target <= {target:.2f}: {'OK' if ratio <= target else 'MISSED'})"
+            mark = f"  (target <= {target:.2f}: {'met' if ratio <= target else 'MISSED'})"
         print(f"  {name:<34} {seconds * 1e3:9.3f} ms   ratio {ratio:5.2f}{mark}")

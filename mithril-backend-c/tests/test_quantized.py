@@ -96,6 +96,10 @@ _QLINEAR = """
 void t_qlinear(int format, long M, long N, long K, const float *X, const void *W, float *Y, void *s) {
     mt_qlinear_f32(format, M, N, K, X, W, Y, 0, s, 1);
 }
+void t_qlinear_nt(int format, long M, long N, long K, const float *X, const void *W, float *Y, int acc, void *s,
+                  int nt) {
+    mt_qlinear_f32(format, M, N, K, X, W, Y, acc, s, nt);
+}
 size_t t_scratch(long M, long K) { return mt_qlinear_scratch(M, K); }
 """
 
@@ -103,6 +107,7 @@ size_t t_scratch(long M, long K) { return mt_qlinear_scratch(M, K); }
 def _qlinear() -> Any:
     library = kernels.build_library("\n".join([*kernels.INCLUDES, _QLINEAR]))
     cdef = "void t_qlinear(int, long, long, long, const float *, const void *, float *, void *);" \
+           "void t_qlinear_nt(int, long, long, long, const float *, const void *, float *, int, void *, int);" \
            "size_t t_scratch(long, long);"  # fmt: skip
     return kernels.load_library(library, cdef)
 
@@ -141,6 +146,51 @@ def test_quantized_products_are_ggmls_bit_for_bit(fmt: str) -> None:
                 cpu.vec_dot(k, ctypes.byref(s), 0, w[j].ctypes.data, 0, xq.ctypes.data, 0, 1)
                 want[m, j] = s.value
         np.testing.assert_array_equal(y, want)
+
+
+def _ggml_products(ggml: Any, fmt: str, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w.T as ggml computes it: each row of x quantized to q8_0, then vec_dot with each weight row."""
+    cpu = ggml.ggml_get_type_traits_cpu(_ggml_type(ggml, fmt)).contents
+    activations = ggml.ggml_get_type_traits_cpu(cpu.vec_dot_type).contents  # q8_0 for both formats
+    rows, k = x.shape
+    want = np.zeros((rows, w.shape[0]), np.float32)
+    for m in range(rows):
+        xq = np.zeros(k // 32 * 34, np.uint8)
+        activations.from_float(x[m].ctypes.data_as(ctypes.POINTER(ctypes.c_float)), xq.ctypes.data, k)
+        for j in range(w.shape[0]):
+            s = ctypes.c_float()
+            cpu.vec_dot(k, ctypes.byref(s), 0, w[j].ctypes.data, 0, xq.ctypes.data, 0, 1)
+            want[m, j] = s.value
+    return want
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_quantized_products_of_every_tile_shape_are_ggmls(fmt: str) -> None:
+    """The several-row kernels at their edges: rows 1, 2, 3, 5 and 33 (tiles of 4 rows and what is left),
+    outputs not a multiple of 8 (the rows left over), one block per row, 1 and 2 threads, with and without
+    accumulating into Y; nothing written past the scratch space or Y."""
+    ggml = _ggml()
+    native = _qlinear()
+    ffi = native.ffi
+    rng = np.random.default_rng(5)
+    for rows, n, k in ((1, 13, 64), (2, 8, 32), (3, 13, 96), (5, 61, 768), (8, 64, 768), (33, 61, 768)):
+        w = kernels.quantize((rng.standard_normal((n, k)) * 0.05).astype(np.float32), fmt)
+        x = (rng.standard_normal((rows, k)) * 3).astype(np.float32)
+        x[0, :32] = (rng.integers(-127, 127, 32) + 0.5) / 8  # exact ties when quantized (scale 1/8) ...
+        x[0, 0] = 127 / 8
+        x[-1, k - 32 :] = 0  # ... and a zero block
+        want = _ggml_products(ggml, fmt, x, w)
+        for threads, accumulate in ((1, 0), (2, 0), (2, 1)):
+            start = (rng.standard_normal((rows, n)) * accumulate).astype(np.float32)
+            y = np.concatenate([start.reshape(-1), np.full(16, 7.0, np.float32)])  # a guard after Y
+            size = native.lib.t_scratch(rows, k)
+            scratch = np.full(size + 4 + 256, 0xA5, np.uint8)  # 4 bytes in (4-byte aligned), a guard after
+            native.lib.t_qlinear_nt(kernels.FORMATS[fmt].code, rows, n, k, ffi.cast("float *", x.ctypes.data),
+                                    ffi.cast("void *", w.ctypes.data), ffi.cast("float *", y.ctypes.data),
+                                    accumulate, ffi.cast("void *", scratch.ctypes.data + 4), threads)  # fmt: skip
+            expected = start + want if accumulate else want
+            np.testing.assert_array_equal(y[: rows * n].reshape(rows, n), expected, err_msg=f"{rows, n, k, threads}")
+            assert (y[rows * n :] == 7.0).all() and (scratch[4 + size :] == 0xA5).all() and (scratch[:4] == 0xA5).all()
 
 
 def _activations(x: np.ndarray) -> np.ndarray:

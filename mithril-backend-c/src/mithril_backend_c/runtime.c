@@ -56,11 +56,12 @@ void mt_blas_serial(void) { MT_BLAS_SERIAL(); }
 /* blocks per thread a split GEMM is cut into */
 #define MT_SPLIT_BLOCKS 2
 
-/* out[q] = max(out[q], r[q * stride]) for q in [lo, hi), NaN-propagating (a constant stride vectorises) */
-#define MT_MAX_ROW(T, out, r, lo, hi, stride)                                                             \
+/* out[q] = max(out[q], r[q * stride]) for q in [lo, hi), NaN-propagating (a constant stride vectorises:
+ * the select is mt_sel_*, which needs no if-conversion) */
+#define MT_MAX_ROW(T, S, out, r, lo, hi, stride)                                                          \
     for (long q = (lo); q < (hi); q++) {                                                                  \
         T v_ = (r)[q * (stride)], b_ = (out)[q];                                                          \
-        (out)[q] = (v_ > b_ || v_ != v_) ? v_ : b_;                                                       \
+        (out)[q] = mt_sel_##S((v_ > b_) | (v_ != v_), v_, b_);                                            \
     }
 
 /* Matrix-vector products (GEMMs with one row, M == 1: a decode step's every weight product) read each
@@ -513,9 +514,9 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
                                 const T *row = src + (h0 + i * dh) * W - pw;                              \
                                 for (long j = 0; j < kw; j++) {                                           \
                                     const T *r = row + j * dw;                                            \
-                                    if (sw == 1) MT_MAX_ROW(T, out, r, wlo, whi, 1)                       \
-                                    else if (sw == 2) MT_MAX_ROW(T, out, r, wlo, whi, 2)                  \
-                                    else MT_MAX_ROW(T, out, r, wlo, whi, sw)                              \
+                                    if (sw == 1) MT_MAX_ROW(T, S, out, r, wlo, whi, 1)                    \
+                                    else if (sw == 2) MT_MAX_ROW(T, S, out, r, wlo, whi, 2)               \
+                                    else MT_MAX_ROW(T, S, out, r, wlo, whi, sw)                           \
                                 }                                                                         \
                             }                                                                             \
                         } else {                                                                          \
@@ -603,6 +604,108 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
         }                                                                                                 \
     }
 
+/* ---- Float GEMM with AVX-512 (compiled where the compiler targets it: -march=native on such a CPU) ---
+ * Used instead of BLAS for every float GEMM on one thread (mt_gemm1_f32): OpenBLAS picks its kernels by
+ * CPU model and runs its AVX2 ones on CPUs it does not know or when $OPENBLAS_CORETYPE says so (0.3.34
+ * on AMD Zen 5: 125 GFLOP/s a core, against 230-250 here on the convolutions' shapes). C is computed in
+ * tiles of MT_X_MR rows by up to MT_X_NR columns (24 accumulator registers), over depth blocks of
+ * MT_X_KC: the block of B is packed (64 columns per depth step, zeros past N; 64 KB, in L1/L2), the rows
+ * of A are read in place (one broadcast per row and depth step). Tails use masked loads and stores, so
+ * nothing outside the operands is read or written. */
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MT_X512 1
+#define MT_X_MR 6   /* rows of C per tile */
+#define MT_X_NR 64  /* columns of C per tile (4 vectors) */
+#define MT_X_KC 256 /* depth per packed block of B */
+
+/* C tile [R x (16 NV, the last vector masked by `last`)] = alpha * A rows . bp + beta * C, where element
+ * (r, k) of A is a[r * ras + k * kas] and bp holds kc depth steps of 64 columns (beta 0: C not read) */
+static inline __attribute__((always_inline)) void mt_x512_tile(int R, int NV, long kc, const float *a, long ras,
+                                                             long kas, const float *bp, float *c, long ldc,
+                                                             float alpha, float beta, __mmask16 last) {
+    __m512 acc[MT_X_MR][4];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (long k = 0; k < kc; k++) {
+        __m512 b[4];
+        for (int v = 0; v < NV; v++) b[v] = _mm512_load_ps(bp + k * MT_X_NR + 16 * v);
+        for (int r = 0; r < R; r++) {
+            __m512 x = _mm512_set1_ps(a[r * ras + k * kas]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+        }
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < NV; v++) {
+            __mmask16 m = v == NV - 1 ? last : (__mmask16)0xffff;
+            float *out = c + r * ldc + 16 * v;
+            __m512 y = _mm512_mul_ps(va, acc[r][v]);
+            if (beta != 0) y = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, out), y);
+            _mm512_mask_storeu_ps(out, m, y);
+        }
+}
+
+/* mt_x512_tile with R (1 .. MT_X_MR) and NV (1 .. 4) as constants, so its loops unroll into registers */
+static void mt_x512_rows(int R, int NV, long kc, const float *a, long ras, long kas, const float *bp, float *c,
+                         long ldc, float alpha, float beta, __mmask16 last) {
+#define MT_X_CASE(R_, NV_)                                                                                 \
+    case R_ * 8 + NV_: mt_x512_tile(R_, NV_, kc, a, ras, kas, bp, c, ldc, alpha, beta, last); break;
+#define MT_X_ROW(R_) MT_X_CASE(R_, 1) MT_X_CASE(R_, 2) MT_X_CASE(R_, 3) MT_X_CASE(R_, 4)
+    switch (R * 8 + NV) {
+        MT_X_ROW(1) MT_X_ROW(2) MT_X_ROW(3) MT_X_ROW(4) MT_X_ROW(5) MT_X_ROW(6)
+    default: break;
+    }
+#undef MT_X_ROW
+#undef MT_X_CASE
+}
+
+/* rows k0 .. k0+kc-1 and columns j0 .. j0+n-1 (n <= 64) of op(B) into bp[k][64], zeros past n */
+static void mt_x512_pack_b(int tb, const float *B, long ldb, long k0, long kc, long j0, long n, float *bp) {
+    if (!tb) {
+        for (long k = 0; k < kc; k++) {
+            const float *src = B + (k0 + k) * ldb + j0;
+            float *dst = bp + k * MT_X_NR;
+            for (long j = 0; j < MT_X_NR; j += 16) {
+                long left = n - j; /* columns of B left from j (none: zeros, nothing read) */
+                __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (left > 0 ? left : 0)) - 1);
+                _mm512_store_ps(dst + j, left > 0 ? _mm512_maskz_loadu_ps(m, src + j) : _mm512_setzero_ps());
+            }
+        }
+        return;
+    }
+    if (n < MT_X_NR) memset(bp, 0, sizeof(float) * MT_X_NR * kc);
+    for (long j = 0; j < n; j++) { /* op(B)[k, j] = B[j, k]: each source row read in order */
+        const float *src = B + (j0 + j) * ldb + k0;
+        for (long k = 0; k < kc; k++) bp[k * MT_X_NR + j] = src[k];
+    }
+}
+
+/* C = alpha op(A) op(B) + beta C on the calling thread (row-major; M, N, K > 0) */
+static void mt_sgemm_x512(int ta, int tb, long M, long N, long K, float alpha, const float *A, long lda,
+                          const float *B, long ldb, float beta, float *C, long ldc) {
+    float bp[MT_X_KC * MT_X_NR] __attribute__((aligned(64)));
+    long ras = ta ? 1 : lda, kas = ta ? lda : 1;
+    for (long k0 = 0; k0 < K; k0 += MT_X_KC) {
+        long kc = K - k0 < MT_X_KC ? K - k0 : MT_X_KC;
+        float b = k0 > 0 ? 1.0f : beta; /* later depth blocks add to what the first wrote */
+        for (long j0 = 0; j0 < N; j0 += MT_X_NR) {
+            long n = N - j0 < MT_X_NR ? N - j0 : MT_X_NR;
+            __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1 : 0xffff);
+            mt_x512_pack_b(tb, B, ldb, k0, kc, j0, n, bp);
+            for (long i = 0; i < M; i += MT_X_MR) {
+                int R = M - i < MT_X_MR ? (int)(M - i) : MT_X_MR;
+                mt_x512_rows(R, (int)((n + 15) / 16), kc, A + i * ras + k0 * kas, ras, kas, bp, C + i * ldc + j0,
+                             ldc, alpha, b, last);
+            }
+        }
+    }
+}
+#define MT_X512_S mt_sgemm_x512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); return;
+#else
+#define MT_X512_S
+#endif
+
 #ifdef MT_USE_BLAS
 #define MT_BLAS_S cblas_sgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
 #define MT_BLAS_D cblas_dgemm(MT_BLAS_ORDER(101), MT_BLAS_TRANS(ta ? 112 : 111), MT_BLAS_TRANS(tb ? 112 : 111), (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc); return;
@@ -613,7 +716,7 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
 
 MT_GEMV_DEFINE(float, f32, mt_vf32)
 MT_GEMV_DEFINE(double, f64, mt_vf64)
-MT_DEFINE(float, f32, MT_BLAS_S)
+MT_DEFINE(float, f32, MT_X512_S MT_BLAS_S)
 MT_DEFINE(double, f64, MT_BLAS_D)
 
 /* ---- Block-quantized weights (see runtime.h) ------------------------------------------------------
@@ -815,15 +918,17 @@ static inline float mt_lanes_sum(const float a[8]) {
     return (r0 + r2) + (r1 + r3);
 }
 
-/* The quantized activations of mt_qlinear_f32 (in its scratch space): the q8_0 blocks, their scales as
- * floats and, per block, a correction c[l] = -k * (sum of the block's values 4l .. 4l+3), so that the
- * integer lane l of a weight block is c[l] + sum of u[j] * x[j] with u the weight's values made unsigned
- * (q4_0: the nibble, k = 8; q8_0: the value + 128, k = 128, used with VNNI's unsigned x signed products). */
+/* The quantized activations of mt_qlinear_f32 (in its scratch space): per row and block, a 64-byte line
+ * holding the block's 32 q8_0 values, then 8 corrections c[l] = -k * (sum of the values 4l .. 4l+3) as
+ * int32, so that the integer lane l of a weight block is c[l] + sum of u[j] * x[j] with u the weight's
+ * values made unsigned (q4_0: the nibble, k = 8; q8_0: the value + 128, k = 128, used with VNNI's unsigned
+ * x signed products); and the blocks' scales as floats. Block i of row m is i = m * nb + b. */
 typedef struct {
-    mt_block_q8_0 *q;
-    float *d;
-    int32_t *c; /* [blocks][8] */
+    int8_t *v; /* [blocks][64] */
+    float *d;  /* [blocks] */
 } mt_qacts;
+#define MT_QACT_X(a, i) ((a).v + 64 * (i))                        /* the 32 values of block i */
+#define MT_QACT_C(a, i) ((const int32_t *)((a).v + 64 * (i) + 32)) /* its 8 corrections */
 
 #ifdef MT_Q_AVX2
 static inline float mt_hsum8(__m256 v) {
@@ -861,13 +966,13 @@ static inline __m256i mt_lanes_Q8_0(const mt_block_q8_0 *w, __m256i x, __m256i c
 #endif
 }
 #define MT_QDOT_DEFINE(F, BLOCK)                                                                           \
-    /* s[r] = dot(weight row w, activation row r of a), r < R <= 4, the rows a.q + r * nb ... */          \
+    /* s[r] = dot(weight row w, activation row r of a), r < R <= 4 */                                  \
     static inline void mt_qdot_##F(const BLOCK *w, long nb, int R, mt_qacts a, float *s) {                \
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
         if (R == 1) { /* a decode step: memory-bound, the loop kept minimal */                          \
             for (long b = 0; b < nb; b++) {                                                               \
-                __m256i x = _mm256_loadu_si256((const __m256i *)a.q[b].qs);                               \
-                __m256i c = _mm256_loadu_si256((const __m256i *)(a.c + 8 * b));                          \
+                __m256i x = _mm256_load_si256((const __m256i *)MT_QACT_X(a, b));                          \
+                __m256i c = _mm256_load_si256((const __m256i *)MT_QACT_C(a, b));                          \
                 __m256 d = _mm256_set1_ps(_cvtsh_ss(w[b].d) * a.d[b]);                                    \
                 acc[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mt_lanes_##F(w + b, x, c)), acc[0]);       \
             }                                                                                             \
@@ -879,8 +984,8 @@ static inline __m256i mt_lanes_Q8_0(const mt_block_q8_0 *w, __m256i x, __m256i c
             for (int r = 0; r < 4; r++) {                                                                 \
                 if (r >= R) break;                                                                        \
                 long i = r * nb + b;                                                                      \
-                __m256i x = _mm256_loadu_si256((const __m256i *)a.q[i].qs);                               \
-                __m256i c = _mm256_loadu_si256((const __m256i *)(a.c + 8 * i));                           \
+                __m256i x = _mm256_load_si256((const __m256i *)MT_QACT_X(a, i));                          \
+                __m256i c = _mm256_load_si256((const __m256i *)MT_QACT_C(a, i));                          \
                 __m256 d = _mm256_set1_ps(dw * a.d[i]);                                                   \
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mt_lanes_##F(w + b, x, c)), acc[r]);       \
             }                                                                                             \
@@ -896,7 +1001,7 @@ static inline __m256i mt_lanes_Q8_0(const mt_block_q8_0 *w, __m256i x, __m256i c
             float acc[8] = {0};                                                                           \
             for (long b = 0; b < nb; b++) {                                                               \
                 float d = mt_half_to_float(w[b].d) * a.d[r * nb + b];                                     \
-                const int8_t *q = a.q[r * nb + b].qs;                                                     \
+                const int8_t *q = MT_QACT_X(a, r * nb + b);                                               \
                 for (int l = 0; l < 8; l++) {                                                             \
                     int t = 0;                                                                            \
                     for (int j = 4 * l; j < 4 * l + 4; j++) t += MT_W_VALUE_##F(w[b], j) * q[j];           \
@@ -912,165 +1017,185 @@ MT_QDOT_DEFINE(Q4_0, mt_block_q4_0)
 
 #define MT_Q_ROWS 4 /* activation rows per pass over a weight row (interleaving weight rows measured 4x slower) */
 
+/* weight row n of W (rows of nb blocks of the format) */
+static inline const void *mt_qrow(int format, const void *W, long n, long nb) {
+    return format == MT_Q8_0 ? (const void *)((const mt_block_q8_0 *)W + n * nb)
+                             : (const void *)((const mt_block_q4_0 *)W + n * nb);
+}
+
+/* y[m * ldy] (+)= dot(weight row w, activation row m of a) for m < M, the rows MT_Q_ROWS at a time */
+static void mt_qdot_rows(int format, const void *w, long nb, mt_qacts a, long M, float *y, long ldy,
+                         int accumulate) {
+    for (long m = 0; m < M; m += MT_Q_ROWS) {
+        int R = M - m < MT_Q_ROWS ? (int)(M - m) : MT_Q_ROWS;
+        mt_qacts rows = {MT_QACT_X(a, m * nb), a.d + m * nb};
+        float s[MT_Q_ROWS];
+        if (format == MT_Q8_0) mt_qdot_Q8_0((const mt_block_q8_0 *)w, nb, R, rows, s);
+        else mt_qdot_Q4_0((const mt_block_q4_0 *)w, nb, R, rows, s);
+        for (int r = 0; r < R; r++) {
+            float *o = y + (m + r) * ldy;
+            *o = accumulate ? *o + s[r] : s[r];
+        }
+    }
+}
+
 /* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1) */
 static void mt_qlinear_cols(int format, long M, long N, long nb, mt_qacts a, const void *W, float *Y,
                             int accumulate, long n0, long n1) {
-    for (long n = n0; n < n1; n++)
-        for (long m = 0; m < M; m += MT_Q_ROWS) {
-            int R = M - m < MT_Q_ROWS ? (int)(M - m) : MT_Q_ROWS;
-            mt_qacts rows = {a.q + m * nb, a.d + m * nb, a.c + 8 * m * nb};
-            float s[MT_Q_ROWS];
-            if (format == MT_Q8_0) mt_qdot_Q8_0((const mt_block_q8_0 *)W + n * nb, nb, R, rows, s);
-            else mt_qdot_Q4_0((const mt_block_q4_0 *)W + n * nb, nb, R, rows, s);
+    for (long n = n0; n < n1; n++) mt_qdot_rows(format, mt_qrow(format, W, n, nb), nb, a, M, Y + n, N, accumulate);
+}
+
+#if defined(MT_Q_AVX2) && defined(__AVX512F__) && defined(__AVX512VNNI__)
+/* Several activation rows (a prefill step): tiles of up to 4 activation rows by 8 weight rows (an octet),
+ * two weight rows per 512-bit register (row 2p in lanes 0-7, row 2p+1 in lanes 8-15), each lane computed
+ * as in the one-row kernels (the same integer lanes, the same fused multiply-adds block after block), and
+ * the 8 lanes of each output added in the same pairwise order, for 8 outputs at once with shuffles: the
+ * same bits. The octet's weights are unpacked once per call into a panel (the values as unsigned bytes,
+ * the scales as floats) that every tile of activation rows then reads. */
+#define MT_Q_TILES 1
+#define MT_OCTET_BYTES 288 /* panel bytes per block of an octet: 8 x 32 unsigned values, then 8 scales */
+#define MT_PANEL_BYTES(nb) ((MT_OCTET_BYTES * (nb) + 63) / 64 * 64) /* a thread's panel, whole cache lines */
+
+/* the panel of weight rows n .. n+7: u[nb][8][32] (q8_0: value + 128, q4_0: the nibble), then d[nb][8] */
+static void mt_qpack_octet(int format, const void *W, long n, long nb, unsigned char *panel) {
+    float *d = (float *)(panel + 256 * nb);
+    for (long b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            __m256i u;
+            if (format == MT_Q8_0) {
+                const mt_block_q8_0 *w = (const mt_block_q8_0 *)W + (n + j) * nb + b;
+                u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
+                d[8 * b + j] = _cvtsh_ss(w->d);
+            } else {
+                const mt_block_q4_0 *w = (const mt_block_q4_0 *)W + (n + j) * nb + b;
+                __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
+                u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+                d[8 * b + j] = _cvtsh_ss(w->d);
+            }
+            _mm256_storeu_si256((__m256i *)(panel + (8 * b + j) * 32), u);
+        }
+}
+
+/* y[0 .. 7] (+)= the outputs of the 4 registers acc (weight rows 2p, 2p+1 in register p), each the sum of
+ * its 8 lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
+static inline void mt_qtile_store(const __m512 acc[4], float *y, int accumulate) {
+    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(3, 1, 3, 1))); /* rows 0-3: l + l+4 */
+    __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(3, 1, 3, 1))); /* rows 4-7 */
+    __m512 u = _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 2, 3, 2))); /* (r0 + r2), (r1 + r3) */
+    __m512 f = _mm512_add_ps(_mm512_shuffle_ps(u, u, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(u, u, _MM_SHUFFLE(3, 1, 3, 1))); /* lane 4k: row k, 4k+1: k+4 */
+    __m256 out = _mm512_castps512_ps256(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), f));
+    if (accumulate) out = _mm256_add_ps(_mm256_loadu_ps(y), out);
+    _mm256_storeu_ps(y, out);
+}
+
+/* Y[m + r, 0 .. 7] (+)= the products of activation rows m + r (r < R) with the octet of panel (nb blocks) */
+static inline __attribute__((always_inline)) void mt_qtile(const unsigned char *panel, long nb, mt_qacts a,
+                                                           long m, int R, float *Y, long ldy, int accumulate) {
+    const float *dw = (const float *)(panel + 256 * nb);
+    __m512i pick[4]; /* lanes 0-7: product 2p, lanes 8-15: product 2p + 1 */
+    for (int p = 0; p < 4; p++)
+        pick[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
+    for (long b = 0; b < nb; b++) {
+        __m256 d8 = _mm256_load_ps(dw + 8 * b);
+        __m512i x[4], c[4];
+        __m512 d[4];
+        for (int r = 0; r < R; r++) {
+            long i = (m + r) * nb + b;
+            x[r] = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)MT_QACT_X(a, i)));
+            c[r] = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)MT_QACT_C(a, i)));
+            /* the 8 products d_w * d_x at once, spread over the lanes below (fewer multiplications) */
+            d[r] = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(a.d[i])));
+        }
+        for (int p = 0; p < 4; p++) { /* each pair's weights loaded once for the R rows */
+            __m512i u = _mm512_load_si512(panel + 256 * b + 64 * p);
             for (int r = 0; r < R; r++) {
-                float *y = Y + (m + r) * N + n;
-                *y = accumulate ? *y + s[r] : s[r];
+                __m512i s = _mm512_dpbusd_epi32(c[r], u, x[r]);
+                acc[r][p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], d[r]), _mm512_cvtepi32_ps(s), acc[r][p]);
             }
         }
-}
-
-#if defined(MT_Q_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-/* Several activation rows (a prefill step): two rows per 512-bit register, row 2p in lanes 0-7 and row 2p+1
- * in lanes 8-15, so each instruction does the work of two (the lanes of each row are added in the same
- * order as above: the same bits). The activations are laid out by pairs of rows: per pair and block, the two
- * rows' 32 values, their corrections and their scales (each repeated 8 times). */
-#define MT_Q_PAIRS 1
-#define MT_PAIR_BYTES 192 /* per pair of rows and block: 64 bytes of values, 16 corrections, 16 scales */
-#define MT_PAIR_GROUP 4   /* pairs of rows per pass over a weight row (the kernel's registers) */
-#define MT_PAIR_WEIGHTS 64 /* weight rows per pass over the groups of rows */
-
-/* the 32 values of weight block w as unsigned bytes (q8_0: + 128, q4_0: the nibble), in both halves */
-static inline __m512i mt_pair_weight_Q8_0(const mt_block_q8_0 *w) {
-    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w->qs));
-    return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
-}
-static inline __m512i mt_pair_weight_Q4_0(const mt_block_q4_0 *w) {
-    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
-    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-    return _mm512_broadcast_i64x4(u);
-}
-static inline float mt_hsum8_512(__m512 v, int high) {
-    float a[16];
-    _mm512_storeu_ps(a, v);
-    return mt_lanes_sum(a + 8 * high);
-}
-/* acc += (block b of the weight) . (block b of the pair of rows at p), as in the one-row kernels */
-#define MT_PAIR_STEP(acc, u, dw, p)                                                                        \
-    do {                                                                                                  \
-        __m512i sum_ = _mm512_dpbusd_epi32(_mm512_loadu_si512((p) + 64), (u), _mm512_loadu_si512(p));    \
-        __m512 d_ = _mm512_mul_ps((dw), _mm512_loadu_ps((const float *)((p) + 128)));                     \
-        (acc) = _mm512_fmadd_ps(d_, _mm512_cvtepi32_ps(sum_), (acc));                                     \
-    } while (0)
-#define MT_QPAIRS_DEFINE(F, BLOCK)                                                                         \
-    /* s[r] = dot(weight row w, activation row r) for the rows of np pairs (<= MT_PAIR_GROUP) at a */      \
-    static inline void mt_qpairs_##F(const BLOCK *w, long nb, int np, const unsigned char *a, long stride, \
-                                     float *s) {                                                          \
-        if (np == 4) { /* registers for the four pairs' sums */                                          \
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                  \
-            for (long b = 0; b < nb; b++) {                                                               \
-                __m512i u = mt_pair_weight_##F(w + b);                                                    \
-                __m512 dw = _mm512_set1_ps(_cvtsh_ss(w[b].d));                                            \
-                const unsigned char *p = a + b * MT_PAIR_BYTES;                                           \
-                MT_PAIR_STEP(a0, u, dw, p);                                                               \
-                MT_PAIR_STEP(a1, u, dw, p + stride);                                                      \
-                MT_PAIR_STEP(a2, u, dw, p + 2 * stride);                                                  \
-                MT_PAIR_STEP(a3, u, dw, p + 3 * stride);                                                  \
-            }                                                                                             \
-            __m512 acc[4] = {a0, a1, a2, a3};                                                             \
-            for (int j = 0; j < 4; j++) {                                                                 \
-                s[2 * j] = mt_hsum8_512(acc[j], 0);                                                       \
-                s[2 * j + 1] = mt_hsum8_512(acc[j], 1);                                                   \
-            }                                                                                             \
-            return;                                                                                       \
-        }                                                                                                 \
-        for (int j = 0; j < np; j++) {                                                                    \
-            __m512 acc = _mm512_setzero_ps();                                                             \
-            for (long b = 0; b < nb; b++) {                                                               \
-                __m512i u = mt_pair_weight_##F(w + b);                                                    \
-                __m512 dw = _mm512_set1_ps(_cvtsh_ss(w[b].d));                                            \
-                MT_PAIR_STEP(acc, u, dw, a + j * stride + b * MT_PAIR_BYTES);                             \
-            }                                                                                             \
-            s[2 * j] = mt_hsum8_512(acc, 0);                                                              \
-            s[2 * j + 1] = mt_hsum8_512(acc, 1);                                                          \
-        }                                                                                                 \
     }
-MT_QPAIRS_DEFINE(Q8_0, mt_block_q8_0)
-MT_QPAIRS_DEFINE(Q4_0, mt_block_q4_0)
-
-/* the number of pairs of rows laid out for M rows: whole groups (the rows past M are zeros) */
-static inline long mt_qpairs_count(long M) {
-    return ((M + 1) / 2 + MT_PAIR_GROUP - 1) / MT_PAIR_GROUP * MT_PAIR_GROUP;
+    for (int r = 0; r < R; r++) mt_qtile_store(acc[r], Y + (m + r) * ldy, accumulate);
 }
 
-/* the activations a (laid out by rows) by pairs of rows into pairs (M rows, nb blocks each) */
-static void mt_qpairs_layout(mt_qacts a, long M, long nb, unsigned char *pairs) {
-    for (long p = 0; p < mt_qpairs_count(M); p++)
-        for (long b = 0; b < nb; b++) {
-            unsigned char *out = pairs + (p * nb + b) * MT_PAIR_BYTES;
-            for (int h = 0; h < 2; h++) {
-                long m = 2 * p + h, i = m * nb + b;
-                int32_t *c = (int32_t *)(out + 64) + 8 * h;
-                float *d = (float *)(out + 128) + 8 * h;
-                if (m < M) {
-                    memcpy(out + 32 * h, a.q[i].qs, 32);
-                    memcpy(c, a.c + 8 * i, 32);
-                    for (int l = 0; l < 8; l++) d[l] = a.d[i];
-                } else { /* rows past M (an odd last row, a group's padding): zeros, which add nothing */
-                    memset(out + 32 * h, 0, 32);
-                    memset(c, 0, 32);
-                    memset(d, 0, 32);
-                }
-            }
-        }
-}
-
-/* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1), the rows by pairs */
-static void mt_qlinear_pairs(int format, long M, long N, long nb, const unsigned char *pairs, const void *W,
-                             float *Y, int accumulate, long n0, long n1) {
-    long npairs = mt_qpairs_count(M), stride = nb * MT_PAIR_BYTES;
-    for (long nb0 = n0; nb0 < n1; nb0 += MT_PAIR_WEIGHTS) /* weight rows kept in cache ... */
-        for (long p = 0; p < npairs; p += MT_PAIR_GROUP) { /* ... for each group of rows, kept in L1 */
-            int np = npairs - p < MT_PAIR_GROUP ? (int)(npairs - p) : MT_PAIR_GROUP;
-            const unsigned char *a = pairs + p * stride;
-            for (long n = nb0; n < n1 && n < nb0 + MT_PAIR_WEIGHTS; n++) {
-                float s[2 * MT_PAIR_GROUP];
-                if (format == MT_Q8_0) mt_qpairs_Q8_0((const mt_block_q8_0 *)W + n * nb, nb, np, a, stride, s);
-                else mt_qpairs_Q4_0((const mt_block_q4_0 *)W + n * nb, nb, np, a, stride, s);
-                for (int r = 0; r < 2 * np && 2 * p + r < M; r++) {
-                    float *y = Y + (2 * p + r) * N + n;
-                    *y = accumulate ? *y + s[r] : s[r];
-                }
-            }
-        }
+/* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1) (whole octets), m < M, the octets
+ * unpacked in turn into panel (MT_PANEL_BYTES(nb), 64-byte aligned) */
+static void mt_qlinear_tiles(int format, long M, long N, long nb, mt_qacts a, const void *W, float *Y,
+                             int accumulate, long n0, long n1, unsigned char *panel) {
+    for (long n = n0; n + 8 <= n1; n += 8) {
+        mt_qpack_octet(format, W, n, nb, panel);
+        long m = 0;
+        for (; m + 4 <= M; m += 4) mt_qtile(panel, nb, a, m, 4, Y + n, N, accumulate);
+        if (M - m == 3) mt_qtile(panel, nb, a, m, 3, Y + n, N, accumulate);
+        else if (M - m == 2) mt_qtile(panel, nb, a, m, 2, Y + n, N, accumulate);
+        else if (M - m == 1) mt_qtile(panel, nb, a, m, 1, Y + n, N, accumulate);
+    }
 }
 #endif
 
+/* the activations' lines and scales (68 bytes per row and block, within these 70, and 63 to align them),
+ * then room for the threads' weight panels (MT_PANEL_BYTES(nb) each: 2 or more), sized as an earlier
+ * layout of the rows by pairs was (the generated code's quantized_scratch computes the same) */
 size_t mt_qlinear_scratch(long M, long K) {
     size_t rows = (size_t)M * (size_t)(K / MT_QK) * (sizeof(mt_block_q8_0) + sizeof(float) + 8 * sizeof(int32_t)) + 64;
-    size_t groups = (size_t)(((M + 1) / 2 + 3) / 4); /* and the layout by pairs of rows, in groups of 4 pairs */
+    size_t groups = (size_t)(((M + 1) / 2 + 3) / 4);
     return rows + groups * 4 * (size_t)(K / MT_QK) * 192 + 64;
 }
 
 /* the quantized activations of `rows` rows of nb blocks laid out in scratch (mt_qlinear_scratch bytes) */
 static mt_qacts mt_qacts_in(void *scratch, long rows, long nb) {
     mt_qacts a;
-    a.c = (int32_t *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);
-    a.d = (float *)(a.c + 8 * rows * nb);
-    a.q = (mt_block_q8_0 *)(a.d + rows * nb);
+    a.v = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    a.d = (float *)(a.v + 64 * rows * nb);
     return a;
 }
 
-/* row m of the activations from the floats x (the blocks, their scales as floats, the corrections) */
+#ifdef MT_Q_AVX2
+/* one block of 32 floats v as mt_quantize_act_q8_0 rounds it (the same operations, 8 at a time): its
+ * line (values, corrections for k) and its scale d (the half, as a float) */
+static inline void mt_qact_block(const float *v, int8_t *line, float *d, int32_t k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 x[4], q[4], amax = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) {
+        x[j] = _mm256_loadu_ps(v + 8 * j);
+        amax = _mm256_max_ps(_mm256_andnot_ps(sign, x[j]), amax); /* NaN ignored, as the scalar code */
+    }
+    float m = mt_hmax8(amax), id = m != 0 ? 127.0f / m : 0.0f;
+    *d = mt_half_to_float(mt_float_to_half(m / 127.0f));
+    for (int j = 0; j < 4; j++) {
+        __m256 p = _mm256_mul_ps(x[j], _mm256_set1_ps(id));
+        __m256 r = _mm256_round_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); /* rintf */
+        r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+        q[j] = _mm256_and_ps(r, _mm256_cmp_ps(p, p, _CMP_ORD_Q)); /* NaN: 0 */
+    }
+    __m256i bytes = mt_pack_bytes(q[0], q[1], q[2], q[3]);
+    __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes), _mm256_set1_epi16(1));
+    _mm256_store_si256((__m256i *)line, bytes);
+    _mm256_store_si256((__m256i *)(line + 32), _mm256_mullo_epi32(sums, _mm256_set1_epi32(k)));
+}
+#else
+static inline void mt_qact_block(const float *v, int8_t *line, float *d, int32_t k) {
+    mt_block_q8_0 blk;
+    mt_quantize_act_q8_0(v, &blk, MT_QK);
+    int32_t c[8];
+    for (int l = 0; l < 8; l++) c[l] = k * (blk.qs[4 * l] + blk.qs[4 * l + 1] + blk.qs[4 * l + 2] + blk.qs[4 * l + 3]);
+    memcpy(line, blk.qs, MT_QK);
+    memcpy(line + 32, c, sizeof c);
+    *d = mt_half_to_float(blk.d);
+}
+#endif
+
+/* row m of the activations from the floats x (the lines of its blocks and their scales) */
 static void mt_qacts_row(int format, mt_qacts a, long m, long nb, const float *x) {
     int32_t k = format == MT_Q4_0 ? -8 : -128;
-    mt_quantize_act_q8_0(x, a.q + m * nb, nb * MT_QK);
-    for (long i = m * nb; i < (m + 1) * nb; i++) {
-        a.d[i] = mt_half_to_float(a.q[i].d);
-        for (int l = 0; l < 8; l++) {
-            const int8_t *q = a.q[i].qs + 4 * l;
-            a.c[8 * i + l] = k * (q[0] + q[1] + q[2] + q[3]);
-        }
-    }
+    for (long b = 0; b < nb; b++) mt_qact_block(x + b * MT_QK, MT_QACT_X(a, m * nb + b), a.d + m * nb + b, k);
 }
 
 void mt_qlinear_f32(int format, long M, long N, long K, const float *X, const void *W, float *Y, int accumulate,
@@ -1078,30 +1203,32 @@ void mt_qlinear_f32(int format, long M, long N, long K, const float *X, const vo
     long nb = K / MT_QK;
     mt_qacts a = mt_qacts_in(scratch, M, nb);
     for (long m = 0; m < M; m++) mt_qacts_row(format, a, m, nb, X + m * K);
-    const unsigned char *pairs = NULL;
-#ifdef MT_Q_PAIRS
-    if (M > 1) {
-        unsigned char *laid = (unsigned char *)(((uintptr_t)(a.q + M * nb) + 63) & ~(uintptr_t)63);
-        mt_qpairs_layout(a, M, nb, laid);
-        pairs = laid;
-    }
-#endif
     long parts = (N + 63) / 64;
     if (nt > parts) nt = (int)parts;
     if (nt <= 1 || M * N * K < MT_GEMV_MIN * 4) nt = 1;
+    unsigned char *panels = NULL;
+#ifdef MT_Q_TILES
+    if (M > 1 && N >= 8 && nb > 0) { /* a panel per thread, in the space after the activations */
+        panels = (unsigned char *)(((uintptr_t)(a.d + M * nb) + 63) & ~(uintptr_t)63);
+        long fit = (long)(((char *)scratch + mt_qlinear_scratch(M, K) - (char *)panels) / MT_PANEL_BYTES(nb));
+        if (fit < 1) panels = NULL; /* (not reached: the space holds 2 panels or more) */
+        else if (nt > fit) nt = (int)fit;
+    }
+#endif
     MT_OMP("omp parallel for schedule(static) num_threads(nt) if(nt > 1)")
     for (int part = 0; part < nt; part++) {
         long lo, hi;
-        mt_part_range(N, part, nt, 1, &lo, &hi);
-#ifdef MT_Q_PAIRS
-        if (pairs) {
-            mt_qlinear_pairs(format, M, N, nb, pairs, W, Y, accumulate, lo, hi);
-            continue;
+        mt_part_range(N, part, nt, 8, &lo, &hi);
+#ifdef MT_Q_TILES
+        if (panels) {
+            long whole = lo + (hi - lo) / 8 * 8;
+            mt_qlinear_tiles(format, M, N, nb, a, W, Y, accumulate, lo, whole, panels + part * MT_PANEL_BYTES(nb));
+            lo = whole;
         }
 #endif
         mt_qlinear_cols(format, M, N, nb, a, W, Y, accumulate, lo, hi);
     }
-    (void)pairs;
+    (void)panels;
 }
 
 size_t mt_qconv_scratch(long K, long pixels) {
@@ -1127,15 +1254,7 @@ void mt_qconv_block_f32(int format, const float *x, const void *W, float *y, lon
             }
         mt_qacts_row(format, a, p - p0, nb, row);
     }
-    for (long o = o0; o < o1; o++)
-        for (long m = 0; m < n; m += MT_Q_ROWS) {
-            int R = n - m < MT_Q_ROWS ? (int)(n - m) : MT_Q_ROWS;
-            mt_qacts rows = {a.q + m * nb, a.d + m * nb, a.c + 8 * m * nb};
-            float s[MT_Q_ROWS];
-            if (format == MT_Q8_0) mt_qdot_Q8_0((const mt_block_q8_0 *)W + o * nb, nb, R, rows, s);
-            else mt_qdot_Q4_0((const mt_block_q4_0 *)W + o * nb, nb, R, rows, s);
-            for (int r = 0; r < R; r++) y[o * ldy + p0 + m + r] = s[r];
-        }
+    for (long o = o0; o < o1; o++) mt_qdot_rows(format, mt_qrow(format, W, o, nb), nb, a, n, y + o * ldy + p0, 1, 0);
 }
 
 void mt_qrows_f32(int format, const void *W, const int64_t *index, long n, long dim, float *out) {

@@ -1,4 +1,5 @@
-/* Mithril C runtime: GEMM (BLAS or a blocked fallback), im2col/col2im, pooling and a stateless RNG.
+/* Mithril C runtime: GEMM (AVX-512 kernels where compiled for them, else BLAS or a blocked fallback),
+ * im2col/col2im, pooling, branch-free selects (mt_sel_*) and a stateless RNG.
  * Every function is pure: no global or static mutable state (BLAS is told to run single-threaded: the
  * generated code parallelises with its own OpenMP threads).
  *
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 /* MT_OMP("omp ..."): an OpenMP directive where OpenMP is on, nothing where it is off (so the code compiles
  * warning-free under -Wall -Wextra either way: without -fopenmp an OpenMP pragma line is an unknown pragma) */
 #ifdef _OPENMP
@@ -149,6 +151,42 @@ static inline double mt_uniform(uint64_t seed, uint64_t stream, uint64_t i) {
     }
 MT_FLOORDIV_FLOAT(float, f32, fmodf, floorf, copysignf)
 MT_FLOORDIV_FLOAT(double, f64, fmod, floor, copysign)
+
+/* c ? a : b without a branch (the bits of a or of b, both evaluated): the generated code is compiled with
+ * -fno-tree-loop-if-convert (toolchain.py: GCC 12.2 miscompiled if-converted selects), which leaves every
+ * loop holding a '?:' scalar; a select written as bit operations needs no if-conversion, so such loops
+ * (ReLU in a convolution's epilogue, where's gradients) are vectorised again, with no masked load */
+static inline float mt_sel_f32(int c, float a, float b) {
+    uint32_t x, y, m = (uint32_t)0 - (uint32_t)(c != 0);
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    x = (x & m) | (y & ~m);
+    memcpy(&a, &x, sizeof a);
+    return a;
+}
+static inline double mt_sel_f64(int c, double a, double b) {
+    uint64_t x, y, m = (uint64_t)0 - (uint64_t)(c != 0);
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    x = (x & m) | (y & ~m);
+    memcpy(&a, &x, sizeof a);
+    return a;
+}
+static inline int64_t mt_sel_i64(int c, int64_t a, int64_t b) {
+    uint64_t m = (uint64_t)0 - (uint64_t)(c != 0);
+    return (int64_t)(((uint64_t)a & m) | ((uint64_t)b & ~m));
+}
+
+/* 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below (never exp of a large positive): one exp, of
+ * -|x|, which is the one either form takes, and a select (the same bits as computing the chosen form) */
+static inline float mt_sigmoid_f32(float x) {
+    float t = expf(-fabsf(x));
+    return mt_sel_f32(x >= 0, 1 / (1 + t), t / (1 + t));
+}
+static inline double mt_sigmoid_f64(double x) {
+    double t = exp(-fabs(x));
+    return mt_sel_f64(x >= 0, 1 / (1 + t), t / (1 + t));
+}
 
 static inline int64_t mt_floordiv_i64(int64_t a, int64_t b) {
     if (b == 0) return 0;

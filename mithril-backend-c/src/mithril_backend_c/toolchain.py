@@ -192,7 +192,10 @@ def _write_cached(path: Path, text: str) -> None:
 _BASE_FLAGS = ["-O3", "-fPIC", "-fno-math-errno", "-std=gnu11"]
 # -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 if-converts selects ('c ? x : y', 'a || b') in
 # broadcast loop nests into masked vector loads at wrong addresses (wrong results, also in standalone
-# C programs; operands loaded into locals first are not enough), right at -O2 or without this pass
+# C programs; operands loaded into locals first are not enough), right at -O2 or without this pass. Without
+# it, no loop holding a '?:' vectorises: the emitters and the runtime write their selects branch-free
+# (mt_sel_* of runtime.h), which restored the speed this flag had cost (ReLU epilogues, max pooling, the
+# MLP's backward: tests/fuzz/regressions/test_c_where_gradient_if_conversion.py keeps the fix)
 _EXTRA_FLAGS = (["-march=native"], ["-fopenmp"], ["-fno-tree-loop-if-convert"])
 """Flags every build uses, and those used when the compiler accepts them (probed by :func:`flags`)."""
 

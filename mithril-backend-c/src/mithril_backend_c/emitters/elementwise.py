@@ -41,6 +41,23 @@ def _fn(ctx: Ctx, node: Node, name: str) -> str:
     return f"{name}f" if _math(ctx, node) == "float" else name
 
 
+def select(ct: str, c: str, a: str, b: str) -> str:
+    """``c ? a : b`` for a result of C type ``ct``, without a branch (``mt_sel_*`` of runtime.h: both
+    operands evaluated, the bits of one kept), so the loop holding it vectorises although the generated
+    code is compiled without GCC's if-conversion (:func:`~mithril_backend_c.toolchain.flags`). ``c`` must
+    have no side effect; write its ``||`` as ``|`` (both sides evaluated, no branch either)."""
+    helper = {"float": "mt_sel_f32", "double": "mt_sel_f64"}.get(ct)
+    if helper is None:
+        return f"({ct})mt_sel_i64({c}, (int64_t)({a}), (int64_t)({b}))"
+    return f"{helper}({c}, {a}, {b})"
+
+
+def _sel(ctx: Ctx, node: Node) -> Callable[[str, str, str], str]:
+    """:func:`select` for the C type of ``node``'s output."""
+    ct = ctx.ct(node.output)
+    return lambda c, a, b: select(ct, c, a, b)
+
+
 def _unary(ctx: Ctx, node: Node, expr: Expression) -> Spec:
     return [node.inputs["input"]], expr
 
@@ -54,11 +71,13 @@ def neg(ctx: Ctx, node: Node) -> Spec:
 
 
 def abs(ctx: Ctx, node: Node) -> Spec:
-    return _unary(ctx, node, lambda x: f"({x} < 0 ? -{x} : {x})")
+    sel = _sel(ctx, node)
+    return _unary(ctx, node, lambda x: sel(f"{x} < 0", f"-{x}", x))
 
 
 def sign(ctx: Ctx, node: Node) -> Spec:
-    return _unary(ctx, node, lambda x: f"({x} > 0 ? 1 : ({x} < 0 ? -1 : {x}))")
+    sel = _sel(ctx, node)
+    return _unary(ctx, node, lambda x: sel(f"{x} > 0", "1", sel(f"{x} < 0", "-1", x)))
 
 
 def _call(name: str):
@@ -90,19 +109,20 @@ def square(ctx: Ctx, node: Node) -> Spec:
 
 
 def sigmoid(ctx: Ctx, node: Node) -> Spec:
-    m, e = _math(ctx, node), _fn(ctx, node, "exp")
-    return _unary(
-        ctx, node, lambda x: f"({x} >= 0 ? ({m})1 / (1 + {e}(-({m}){x})) : {e}(({m}){x}) / (1 + {e}(({m}){x})))"
-    )
+    """``mt_sigmoid_*`` of runtime.h: ``1 / (1 + exp(-x))`` for x >= 0, ``exp(x) / (1 + exp(x))`` below."""
+    m = _math(ctx, node)
+    return _unary(ctx, node, lambda x: f"mt_sigmoid_{'f32' if m == 'float' else 'f64'}(({m}){x})")
 
 
 def relu(ctx: Ctx, node: Node) -> Spec:
-    return _unary(ctx, node, lambda x: f"({x} > 0 || {x} != {x} ? {x} : 0)")
+    sel = _sel(ctx, node)
+    return _unary(ctx, node, lambda x: sel(f"({x} > 0) | ({x} != {x})", x, "0"))
 
 
 def leaky_relu(ctx: Ctx, node: Node) -> Spec:
     slope = float_literal(node.attrs["slope"])
-    return _unary(ctx, node, lambda x: f"({x} > 0 ? {x} : {slope} * {x})")
+    sel = _sel(ctx, node)
+    return _unary(ctx, node, lambda x: sel(f"{x} > 0", x, f"{slope} * {x}"))
 
 
 def gelu(ctx: Ctx, node: Node) -> Spec:
@@ -119,7 +139,12 @@ def gelu(ctx: Ctx, node: Node) -> Spec:
 
 def softplus(ctx: Ctx, node: Node) -> Spec:
     m, e, l1p = _math(ctx, node), _fn(ctx, node, "exp"), _fn(ctx, node, "log1p")
-    return _unary(ctx, node, lambda x: f"(({x} > 0 ? ({m}){x} : 0) + {l1p}({e}(-({x} < 0 ? -({m}){x} : ({m}){x}))))")
+
+    def expr(x: str) -> str:  # max(x, 0) + log1p(exp(-|x|))
+        positive, magnitude = select(m, f"{x} > 0", f"({m}){x}", "0"), select(m, f"{x} < 0", f"-({m}){x}", f"({m}){x}")
+        return f"({positive} + {l1p}({e}(-{magnitude})))"
+
+    return _unary(ctx, node, expr)
 
 
 def isnan(ctx: Ctx, node: Node) -> Spec:
@@ -134,8 +159,9 @@ def nan_to_num(ctx: Ctx, node: Node) -> Spec:
     nan = float_literal(node.attrs["nan"])
     pos = big if node.attrs["posinf"] is None else float_literal(node.attrs["posinf"])
     neg_ = f"(-{big})" if node.attrs["neginf"] is None else float_literal(node.attrs["neginf"])
+    sel = _sel(ctx, node)
     return _unary(
-        ctx, node, lambda v: f"({v} != {v} ? {nan} : ({v} == INFINITY ? {pos} : ({v} == -INFINITY ? {neg_} : {v})))"
+        ctx, node, lambda v: sel(f"{v} != {v}", nan, sel(f"{v} == INFINITY", pos, sel(f"{v} == -INFINITY", neg_, v)))
     )
 
 
@@ -186,11 +212,13 @@ def power(ctx: Ctx, node: Node) -> Spec:
 
 
 def minimum(ctx: Ctx, node: Node) -> Spec:
-    return _binary(ctx, node, lambda a, b: f"({a} != {a} || {a} < {b} ? {a} : {b})")
+    sel = _sel(ctx, node)
+    return _binary(ctx, node, lambda a, b: sel(f"({a} != {a}) | ({a} < {b})", a, b))
 
 
 def maximum(ctx: Ctx, node: Node) -> Spec:
-    return _binary(ctx, node, lambda a, b: f"({a} != {a} || {a} > {b} ? {a} : {b})")
+    sel = _sel(ctx, node)
+    return _binary(ctx, node, lambda a, b: sel(f"({a} != {a}) | ({a} > {b})", a, b))
 
 
 def _compare(op: str, name: str):
@@ -223,7 +251,8 @@ def logical_xor(ctx: Ctx, node: Node) -> Spec:
 
 def where(ctx: Ctx, node: Node) -> Spec:
     ins = [node.inputs["condition"], node.inputs["left"], node.inputs["right"]]
-    return ins, lambda c, a, b: f"{c} ? {a} : {b}"
+    sel = _sel(ctx, node)
+    return ins, lambda c, a, b: sel(f"({c}) != 0", a, b)
 
 
 def _emitter(name: str, spec: Callable[[Ctx, Node], Spec]) -> Callable[[Ctx, Node], list[str]]:

@@ -7,6 +7,7 @@ import math
 from mithril.extend import Node
 
 from ..context import Ctx, float_literal
+from .elementwise import select
 
 __all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
 
@@ -74,5 +75,5 @@ def absolute_error(ctx: Ctx, node: Node) -> list[str]:
     return ctx.map(
         node.output,
         [node.inputs["input"], node.inputs["target"]],
-        lambda x, t: f"({x} - {t} < 0 ? {t} - {x} : {x} - {t})",
+        lambda x, t: select(ctx.ct(node.output), f"{x} - {t} < 0", f"{t} - {x}", f"{x} - {t}"),
     )
