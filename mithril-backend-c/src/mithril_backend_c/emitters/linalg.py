@@ -129,8 +129,9 @@ def linear(ctx: Ctx, node: Node) -> list[str]:
 
 def quantized_scratch(rows: int, k: int) -> int:
     """Bytes ``mt_qlinear_f32`` needs for ``rows`` activation rows of ``k`` values: ``mt_qlinear_scratch`` of
-    the runtime, which the tests compare with this (the rows' blocks, scales and corrections, then the rows
-    by pairs in groups of 4 pairs, 192 bytes per pair and block)."""
+    the runtime, which the tests compare with this (the rows' quantized lines and scales, then room for the
+    threads' weight panels, sized as the earlier layout of the rows by pairs of 192 bytes per pair and block
+    was: the panels take at most as many threads as fit)."""
     blocks = k // BLOCK
     groups = ((rows + 1) // 2 + 3) // 4
     return rows * blocks * (34 + 4 + 32) + 64 + groups * 4 * blocks * 192 + 64
