@@ -108,7 +108,8 @@ def export(
         raise ArgumentError(
             f"mithril_backend_c.export needs a model compiled with ml.CBackend(), not {type(pm.backend).__name__}"
         )
-    return pm.export(directory, params, randomize=randomize, seed=seed, overwrite=overwrite)
+    result: ExportResult = pm.export(directory, params, randomize=randomize, seed=seed, overwrite=overwrite)
+    return result
 
 
 def _write(directory: Path, name: str, content: Any) -> str:

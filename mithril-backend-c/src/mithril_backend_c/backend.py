@@ -27,7 +27,7 @@ from .program import CProgram
 __all__ = ["CBackend"]
 
 
-class CBackend(Backend):
+class CBackend(Backend[np.ndarray]):
     """Backend generating C; ``threads`` is the OpenMP thread count of each call (default: all cores).
 
     Every value's shape must be known at compile time: pass ``ml.compile(shapes=...)``.
@@ -58,7 +58,8 @@ class CBackend(Backend):
         resolved = self.resolve_dtype(dtype)
         if resolved in (Dtype.bfloat16, Dtype.float16):
             raise TypeError(f"CBackend cannot represent {resolved.value}; use float32 or float64")
-        return np.dtype(resolved.value)
+        native: np.dtype = np.dtype(resolved.value)
+        return native
 
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:
         """A C-contiguous ``np.ndarray``; floats get the backend dtype, ints int64, bools bool."""

@@ -57,7 +57,7 @@ from .csource import CFunction, CSource, Entry, Kernel, constant_array
 from .emission import EmittedFunction, emit_function
 from .emitters import emitter_table
 from .fusion import Unit, plan
-from .layout import FieldLayout, lay_out_fields, value_dtypes
+from .layout import FieldLayout, lay_out_fields, static_shape, value_dtypes
 from .liveness import last_uses
 from .options import SourceOptions
 from .quantize import format_of, reads_quantized
@@ -169,7 +169,9 @@ def _check_quantized_readers(live: Sequence[Node], fn: Any, options: SourceOptio
     ids = {v.id: k for k, v in fn.inputs.items() if k in options.quantized}
     for node in live:
         for name, value in node.inputs.items():
-            if value is not None and value.id in ids and not reads_quantized(node, name, tuple(value.shape.static())):
+            if value is None or value.id not in ids:
+                continue
+            if not reads_quantized(node, name, static_shape(value, ids[value.id])):
                 raise UnsupportedPrimitiveError(
                     f"CBackend: parameter {ids[value.id]!r} is passed quantized ({options.quantized[ids[value.id]]}), "
                     f"but {node.spec.name} at {node.path or '<root>'} reads it as {name!r}, which has no quantized "

@@ -26,6 +26,7 @@ from mithril.types import Dtype
 __all__ = [
     "C_TYPES", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "ALIGN", "Ctx", "Emitter", "IndexSite", "KernelFrame",
     "c_type", "omp", "float_literal", "literal", "contiguous_strides", "broadcast_strides", "view_layout",
+    "node_input",
 ]  # fmt: skip
 
 C_TYPES = {
@@ -160,6 +161,14 @@ class KernelFrame:
     args: list[tuple[str, str]] = field(default_factory=list)
     scratch: int = 0
     random: bool = False
+
+
+def node_input(node: Node, key: str) -> Value:
+    """The value of ``node``'s input ``key``, one the primitive requires (``Node.inputs`` holds ``None``
+    only for an absent optional input: read those from ``node.inputs`` itself)."""
+    value = node.inputs[key]
+    assert value is not None, f"{node.spec.name}: required input {key!r} is absent"
+    return value
 
 
 class Ctx:

@@ -43,7 +43,7 @@ CONV_ANCHORS = frozenset({"conv1d", "conv2d"})
 """Primitives that can take an elementwise epilogue."""
 
 
-def _elementwise(ctx: Ctx, node: Node, emitters: Mapping[str, Callable]) -> bool:
+def _elementwise(ctx: Ctx, node: Node, emitters: Mapping[str, Callable[..., list[str]]]) -> bool:
     name = node.spec.name
     return (
         name in elementwise.EXPRESSIONS
@@ -53,7 +53,7 @@ def _elementwise(ctx: Ctx, node: Node, emitters: Mapping[str, Callable]) -> bool
     )
 
 
-def _conv_anchor(ctx: Ctx, node: Node, emitters: Mapping[str, Callable]) -> bool:
+def _conv_anchor(ctx: Ctx, node: Node, emitters: Mapping[str, Callable[..., list[str]]]) -> bool:
     name = node.spec.name
     if name not in CONV_ANCHORS or emitters.get(name) is not getattr(nn, name):
         return False
@@ -71,7 +71,7 @@ def plan(
     nodes: Sequence[Node],
     returned: set[int],
     ctx: Ctx,
-    emitters: Mapping[str, Callable],
+    emitters: Mapping[str, Callable[..., list[str]]],
     *,
     single_output: bool = False,
 ) -> list[Unit]:
@@ -89,7 +89,7 @@ def plan(
     return units
 
 
-def _grouped(nodes: Sequence[Node], ctx: Ctx, emitters: Mapping[str, Callable]) -> list[Unit | _Group]:
+def _grouped(nodes: Sequence[Node], ctx: Ctx, emitters: Mapping[str, Callable[..., list[str]]]) -> list[Unit | _Group]:
     """The nodes in emission order: lone nodes as units, fusable chains as groups (each where its last
     member was: a node reading an open group's value either joins it or closes it first)."""
     order: list[Unit | _Group] = []

@@ -92,7 +92,8 @@ def _rows(array: Any, where: str) -> np.ndarray:
 
 def _round_half_away(v: np.ndarray) -> np.ndarray:
     t = np.trunc(v)
-    return t + np.sign(v) * (np.abs(v - t) >= 0.5)
+    rounded: np.ndarray = t + np.sign(v) * (np.abs(v - t) >= 0.5)
+    return rounded
 
 
 def _magnitudes(blocks: np.ndarray) -> np.ndarray:

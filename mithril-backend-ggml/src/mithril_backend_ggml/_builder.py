@@ -89,7 +89,7 @@ class Builder:
         return t is not None and t.tensor.contents.type in (self.ggml.GGML_TYPE_Q8_0, self.ggml.GGML_TYPE_Q4_0)
 
     def ggml_type(self, kind: str) -> int:
-        return self.ggml.GGML_TYPE_I32 if kind == "int" else self.ggml.GGML_TYPE_F32
+        return int(self.ggml.GGML_TYPE_I32 if kind == "int" else self.ggml.GGML_TYPE_F32)
 
     @staticmethod
     def ne(shape: Sequence[int]) -> list[int]:

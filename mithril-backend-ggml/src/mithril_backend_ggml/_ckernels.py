@@ -110,7 +110,8 @@ void mithril_ggml_call(struct ggml_tensor *dst, int ith, int nth, void *userdata
 def ggml_include_dir() -> Path:
     """The headers installed with ggml-python (``site-packages/include``), holding ``ggml.h``."""
     ggml = load_ggml()
-    candidates = [Path(ggml.__file__).parent / "include", Path(ggml.__file__).parent.parent / "include"]
+    here = ggml.__file__
+    candidates = [Path(here).parent / "include", Path(here).parent.parent / "include"] if here else []
     candidates += [Path(p) / "include" for p in sys.path if p]
     for path in candidates:
         if (path / "ggml.h").is_file():

@@ -193,7 +193,7 @@ class _GraphFunction:
         self.outputs: list[list[tuple[str, Any, tuple[int, ...], str, np.ndarray | None]]] = []
         gf = ggml.ggml_new_graph_custom(self.ctx, graph_size, False)
         for group in fn.returns:
-            entries = []
+            entries: list[tuple[str, Any, tuple[int, ...], str, np.ndarray | None]] = []
             for key, value in group.items():
                 kind = value.kind or "float"
                 if value.is_constant and value.producer is None:
@@ -273,7 +273,7 @@ class _GraphFunction:
             for entries in self.outputs:
                 out = {}
                 for key, tensor, shape, kind, fixed in entries:
-                    if tensor is None:
+                    if fixed is not None:  # a constant output (no tensor)
                         out[key] = fixed.copy()
                         continue
                     array = np.empty(shape, np.int32 if kind == "int" else np.float32)

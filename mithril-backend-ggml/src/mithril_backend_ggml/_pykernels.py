@@ -32,7 +32,7 @@ def _read(tensor: Any, shape: tuple[int, ...], kind: str) -> np.ndarray:
     dtype = np.int32 if kind == "int" else np.float32
     count = math.prod(shape)
     buffer = (ctypes.c_char * (count * 4)).from_address(tensor.contents.data)
-    array = np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape).copy()
+    array = np.frombuffer(memoryview(buffer).cast("B"), dtype=dtype, count=count).reshape(shape).copy()
     return array != 0 if kind == "bool" else array
 
 
@@ -40,7 +40,8 @@ def _write(tensor: Any, array: Any, shape: tuple[int, ...], kind: str) -> None:
     dtype = np.int32 if kind == "int" else np.float32
     count = math.prod(shape)
     buffer = (ctypes.c_char * (count * 4)).from_address(tensor.contents.data)
-    np.frombuffer(buffer, dtype=dtype, count=count)[:] = np.broadcast_to(np.asarray(array), shape).reshape(-1)
+    target = np.frombuffer(memoryview(buffer).cast("B"), dtype=dtype, count=count)
+    target[:] = np.broadcast_to(np.asarray(array), shape).reshape(-1)
 
 
 def python_custom(b: Builder, node: Any, args: Mapping[str, T | None]) -> dict[str, T]:
@@ -67,7 +68,16 @@ def python_custom(b: Builder, node: Any, args: Mapping[str, T | None]) -> dict[s
             static = np.shape(fn(probe if x.kind != "bool" else probe != 0, **attrs))
         shape = tuple(int(d) for d in static)
 
-        def run(dst: Any, ith: int, nth: int, userdata: Any, *, shape=shape, kind=kind, index=index) -> None:
+        def run(
+            dst: Any,
+            ith: int,
+            nth: int,
+            userdata: Any,
+            *,
+            shape: tuple[int, ...] = shape,
+            kind: str = kind,
+            index: int = index,
+        ) -> None:
             if ith != 0:
                 return
             try:

@@ -28,7 +28,7 @@ from .ops import fold
 __all__ = ["GGMLBackend"]
 
 
-class GGMLBackend(Backend):
+class GGMLBackend(Backend[np.ndarray]):
     """Backend running ggml compute graphs (float32 only).
 
     Args:
@@ -72,7 +72,8 @@ class GGMLBackend(Backend):
         resolved = self.resolve_dtype(dtype)
         if resolved is Dtype.bfloat16:
             raise TypeError("GGMLBackend arrays cannot be bfloat16; it computes in float32")
-        return np.dtype(resolved.value)
+        native: np.dtype = np.dtype(resolved.value)
+        return native
 
     # -- arrays ----------------------------------------------------------------------------------
     def array(self, data: Any, dtype: Dtype | Kind | None = None) -> np.ndarray:

@@ -145,6 +145,13 @@ def native(*names: str) -> Callable[[Callable[..., Built]], Callable[..., Built]
     return register
 
 
+def _arg(args: Mapping[str, T | None], key: str) -> T:
+    """The built input ``key`` of a builder's ``args``: a required input (never ``None``)."""
+    t = args[key]
+    assert t is not None, f"input {key!r} is absent"
+    return t
+
+
 def _floats(*ts: T | None) -> None:
     if any(t is not None and t.kind != "float" for t in ts):
         raise Fallback("non-float operand")
@@ -164,7 +171,7 @@ _UNARY = {
 
 @native(*_UNARY)
 def _unary(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     return {"output": b.wrap(getattr(b.ggml, _UNARY[node.spec.name])(b.ctx, x.tensor), x.shape)}
 
@@ -184,7 +191,7 @@ def _binary(b: Builder, op: str, left: T, right: T, shape: tuple[int, ...]) -> T
 
 @native(*_BINARY)
 def _arith(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    left, right = args["left"], args["right"]
+    left, right = _arg(args, "left"), _arg(args, "right")
     shape, kind = _out(node)
     _floats(left, right)
     if kind != "float" or len(shape) > 4:
@@ -199,7 +206,7 @@ def _arith(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 @native("greater", "less")
 def _compare(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     """``a > b`` as ``step(a - b)`` (exact for finite floats); bools are F32 0/1 inside the graph."""
-    left, right = args["left"], args["right"]
+    left, right = _arg(args, "left"), _arg(args, "right")
     _floats(left, right)
     if node.spec.name == "less":
         left, right = right, left
@@ -221,7 +228,7 @@ def _arith_sub(b: Builder, left: T, right: T, shape: tuple[int, ...]) -> T:
 @native("where")
 def _where(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     """``where(mask, x, 0)`` (and ``where(mask, 0, x)``) as a product with the 0/1 mask."""
-    cond, left, right = args["condition"], args["left"], args["right"]
+    cond, left, right = _arg(args, "condition"), _arg(args, "left"), _arg(args, "right")
     shape, kind = _out(node)
     if kind != "float" or cond.kind != "bool" or left.kind != "float" or right.kind != "float":
         raise Fallback("where on non-floats")
@@ -229,7 +236,7 @@ def _where(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
     def is_zero(key: str) -> bool:
         v = inputs[key]
-        return v.is_constant and v.producer is None and np.all(np.asarray(v.const) == 0)
+        return bool(v.is_constant and v.producer is None and np.all(np.asarray(v.const) == 0))
 
     if is_zero("right"):
         return {"output": _binary(b, "ggml_mul", b.wrap(cond.tensor, cond.shape), left, shape)}
@@ -242,7 +249,7 @@ def _where(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("matmul")
 def _matmul(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    left, right = args["left"], args["right"]
+    left, right = _arg(args, "left"), _arg(args, "right")
     shape, _ = _out(node)
     _floats(left, right)
     if len(left.shape) < 2 or len(right.shape) < 2 or len(shape) > 4:
@@ -262,7 +269,7 @@ def _matmul(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("linear")
 def _linear(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x, w, bias = args["input"], args["weight"], args["bias"]
+    x, w, bias = _arg(args, "input"), _arg(args, "weight"), args["bias"]
     _floats(x, w, bias)
     shape, _ = _out(node)
     if len(x.shape) > 4:
@@ -277,7 +284,7 @@ def _linear(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 @native("linear_grad_weight")
 def _linear_grad_weight(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     """``g[..., d]^T @ x[..., k]`` -> ``[d, k]``: mul_mat of the transposed, flattened operands."""
-    g, x = args["output_grad"], args["input"]
+    g, x = _arg(args, "output_grad"), _arg(args, "input")
     _floats(g, x)
     d, k = g.shape[-1], x.shape[-1]
     rows = math.prod(g.shape[:-1])
@@ -308,7 +315,7 @@ def _sum_keepdim(b: Builder, x: T, axes: tuple[int, ...]) -> T:
 
 @native("sum", "mean")
 def _sum(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     shape, _ = _out(node)
     if len(x.shape) > 4:
@@ -326,7 +333,7 @@ def _sum(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("sum_to_like")
 def _sum_to_like(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     shape, _ = _out(node)
     if x.shape == shape:
@@ -340,7 +347,7 @@ def _sum_to_like(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("broadcast_to", "broadcast_to_like")
 def _broadcast_to(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     shape, _ = _out(node)
     if len(shape) > 4 or x.kind == "int":
         raise Fallback("rank > 4")
@@ -349,7 +356,7 @@ def _broadcast_to(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("softmax")
 def _softmax(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     r = len(x.shape)
     if r == 0 or r > 4:
@@ -365,7 +372,7 @@ def _softmax(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 def _gelu(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     """Exact gelu is ``ggml_gelu_erf`` (``0.5 x (1 + erf(x / sqrt 2))`` in float32). The tanh approximation
     stays a C kernel: ``ggml_gelu`` reads an fp16 lookup table (errors ~1e-3, far above float32's)."""
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     if node.attrs["approximate"]:
         raise Fallback("ggml_gelu is a half-precision table")
@@ -389,7 +396,7 @@ def _log_softmax_rows(b: Builder, x: T) -> T:
 
 @native("log_softmax")
 def _log_softmax(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     r = len(x.shape)
     if r == 0 or r > 4 or x.shape[-1] == 0:
@@ -404,7 +411,7 @@ def _log_softmax(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 def _cross_entropy(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     """Logits ``[N, C]`` with class indices: ``-sum(one_hot(t) * log_softmax(x), axis=1)``; the one-hot rows
     are ``ggml_get_rows`` of a constant identity matrix."""
-    x, target = args["input"], args["target"]
+    x, target = _arg(args, "input"), _arg(args, "target")
     attrs = node.attrs
     if x.kind != "float" or len(x.shape) != 2 or attrs["input_type"] != "logits" or not attrs["categorical"]:
         raise Fallback("cross_entropy case")
@@ -423,7 +430,7 @@ def _attention_probs(b: Builder, node: Any, args: Mapping[str, T | None]) -> tup
     """``softmax(q k^T * scale + mask)``: ``ggml_mul_mat`` + ``ggml_soft_max_ext`` (its scale and additive
     mask; a causal mask is a constant ``0 / -inf`` matrix). Float or absent masks broadcast over the
     batch dims as ggml allows; boolean masks stay C kernels."""
-    q, k, mask = args["query"], args["key"], args["mask"]
+    q, k, mask = _arg(args, "query"), _arg(args, "key"), args["mask"]
     _floats(q, k)
     if len(q.shape) < 2 or len(q.shape) > 4 or q.shape[:-2] != k.shape[:-2] or q.shape[-1] != k.shape[-1]:
         raise Fallback("attention layout")
@@ -462,7 +469,7 @@ def _attention_weights(b: Builder, node: Any, args: Mapping[str, T | None]) -> B
 
 @native("scaled_dot_product_attention")
 def _attention(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    v = args["value"]
+    v = _arg(args, "value")
     _floats(v)
     probs, batch = _attention_probs(b, node, args)
     if v.shape[:-2] != batch or v.shape[-2] != probs.shape[-1]:
@@ -475,7 +482,7 @@ def _attention(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("reshape", "reshape_like", "flatten", "squeeze", "unsqueeze", "at_least_1d")
 def _reshape(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     shape, _ = _out(node)
     if len(shape) > 4 or len(x.shape) > 4:
         raise Fallback("rank > 4")
@@ -484,7 +491,7 @@ def _reshape(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("transpose", "swapaxes")
 def _transpose(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     r = len(x.shape)
     if r > 4 or x.kind == "int":
         raise Fallback("rank > 4")
@@ -525,7 +532,7 @@ def _conv2d_geometry(node: Any, x: T, w: T) -> tuple[int, int, int, int, int, in
 
 @native("conv2d")
 def _conv2d(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x, w, bias = args["input"], args["weight"], args["bias"]
+    x, w, bias = _arg(args, "input"), _arg(args, "weight"), args["bias"]
     _floats(x, w, bias)
     shape, _ = _out(node)
     if len(x.shape) != 4:
@@ -540,7 +547,7 @@ def _conv2d(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 @native("conv2d_grad_weight")
 def _conv2d_grad_weight(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     """``dW[o, c*kh*kw] = sum_{n, oh, ow} g[n, o, oh, ow] * im2col(x)[n, oh, ow, c*kh*kw]``."""
-    g, x, like = args["output_grad"], args["input"], args["like"]
+    g, x, like = _arg(args, "output_grad"), _arg(args, "input"), _arg(args, "like")
     _floats(g, x)
     if len(x.shape) != 4:
         raise Fallback("unbatched conv")
@@ -573,7 +580,7 @@ def _pool_geometry(node: Any, x: T) -> tuple[int, int, int, int]:
 
 @native("max_pool2d", "avg_pool2d")
 def _pool(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    x = args["input"]
+    x = _arg(args, "input")
     _floats(x)
     shape, _ = _out(node)
     k0, k1, s0, s1 = _pool_geometry(node, x)
@@ -583,7 +590,7 @@ def _pool(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
 
 @native("embedding")
 def _embedding(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
-    idx, w = args["input"], args["weight"]
+    idx, w = _arg(args, "input"), _arg(args, "weight")
     shape, _ = _out(node)
     if idx.kind != "int" or w.kind != "float" or len(w.shape) != 2 or len(shape) > 4:
         raise Fallback("embedding layout")
@@ -597,7 +604,7 @@ def _conv2d_quantized(b: Builder, node: Any, args: Mapping[str, T | None]) -> Bu
     """A convolution with block-quantized weights ``[O, C * kh * kw]``: ``ggml_im2col`` (rows of patches),
     ``ggml_mul_mat`` (ggml's quantized product, the patches quantized to q8_0) and the pixels moved behind
     the channels. ``ggml_im2col`` reads only the kernel's sizes: a small float tensor stands for it."""
-    x, w, bias = args["input"], args["weight"], args["bias"]
+    x, w, bias = _arg(args, "input"), _arg(args, "weight"), args["bias"]
     shape, _ = _out(node)
     _floats(x, bias)
     if len(x.shape) != 4 or len(w.shape) != 4:
@@ -678,7 +685,7 @@ def build_node(b: Builder, node: Any, args: Mapping[str, T | None]) -> tuple[Bui
 
 
 def _split(b: Builder, node: Any, args: Mapping[str, T | None]) -> T | None:
-    built = {v.id: args[k] for k, v in node.inputs.items() if v is not None}
+    built = {v.id: _arg(args, k) for k, v in node.inputs.items() if v is not None}
     inputs = [v for v in node.inputs.values() if v is not None]
     return build_fused(b, [node], inputs, node.output, lambda v: built[v.id])
 

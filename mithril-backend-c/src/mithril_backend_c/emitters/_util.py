@@ -14,7 +14,10 @@ def geometry2d(attrs: Mapping[str, Any], kernel: Sequence[int], size: Sequence[i
     stride, padding, dilation = attrs.get("stride"), attrs.get("padding", 0), attrs.get("dilation", 1)
     g = WindowGeometry.of(kernel, stride=stride, padding=padding, dilation=dilation, size=size)
     one_d = len(g.kernel) == 1
-    lift = (lambda v, fill=1: (fill, *v)) if one_d else (lambda v, fill=1: tuple(v))
+
+    def lift(v: Sequence[int], fill: int = 1) -> tuple[int, ...]:
+        return (fill, *v) if one_d else tuple(v)
+
     (kh, kw), (sh, sw), (dh, dw), (H, W), (OH, OW) = map(lift, (g.kernel, g.stride, g.dilation, g.size, g.out))
     ph, pw = lift(g.low, 0)
     return dict(kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw, H=H, W=W, OH=OH, OW=OW)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from mithril.extend import Node, Value
 
-from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal
+from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, node_input
 
 __all__ = ["EMITTERS", "EXPRESSIONS"]
 
@@ -59,11 +59,11 @@ def _sel(ctx: Ctx, node: Node) -> Callable[[str, str, str], str]:
 
 
 def _unary(ctx: Ctx, node: Node, expr: Expression) -> Spec:
-    return [node.inputs["input"]], expr
+    return [node_input(node, "input")], expr
 
 
 def _binary(ctx: Ctx, node: Node, expr: Expression) -> Spec:
-    return [node.inputs["left"], node.inputs["right"]], expr
+    return [node_input(node, "left"), node_input(node, "right")], expr
 
 
 def neg(ctx: Ctx, node: Node) -> Spec:
@@ -80,7 +80,7 @@ def sign(ctx: Ctx, node: Node) -> Spec:
     return _unary(ctx, node, lambda x: sel(f"{x} > 0", "1", sel(f"{x} < 0", "-1", x)))
 
 
-def _call(name: str):
+def _call(name: str) -> Callable[[Ctx, Node], Spec]:
     def emit(ctx: Ctx, node: Node) -> Spec:
         m, f = _math(ctx, node), _fn(ctx, node, name)
         return _unary(ctx, node, lambda x: f"{f}(({m}){x})")
@@ -152,7 +152,7 @@ def isnan(ctx: Ctx, node: Node) -> Spec:
 
 
 def nan_to_num(ctx: Ctx, node: Node) -> Spec:
-    x = node.inputs["input"]
+    x = node_input(node, "input")
     if ctx.np_dtype(x).kind != "f":
         return _unary(ctx, node, lambda v: v)
     big = "FLT_MAX" if ctx.ct(x) == "float" else "DBL_MAX"
@@ -221,7 +221,7 @@ def maximum(ctx: Ctx, node: Node) -> Spec:
     return _binary(ctx, node, lambda a, b: sel(f"({a} != {a}) | ({a} > {b})", a, b))
 
 
-def _compare(op: str, name: str):
+def _compare(op: str, name: str) -> Callable[[Ctx, Node], Spec]:
     def emit(ctx: Ctx, node: Node) -> Spec:
         return _binary(ctx, node, lambda a, b: f"{a} {op} {b}")
 
@@ -250,7 +250,7 @@ def logical_xor(ctx: Ctx, node: Node) -> Spec:
 
 
 def where(ctx: Ctx, node: Node) -> Spec:
-    ins = [node.inputs["condition"], node.inputs["left"], node.inputs["right"]]
+    ins = [node_input(node, "condition"), node_input(node, "left"), node_input(node, "right")]
     sel = _sel(ctx, node)
     return ins, lambda c, a, b: sel(f"({c}) != 0", a, b)
 
@@ -288,7 +288,8 @@ def where_rows(ctx: Ctx, node: Node) -> list[str] | None:
     as in an exported program whose cache is updated in place) is not copied at all, so a decode step
     writes one row per cache instead of rewriting every slot. Same values as the elementwise loop;
     ``None`` where it does not apply (rows shorter than 16, strided rows, conversions, split kernels)."""
-    cond, left, right, out = node.inputs["condition"], node.inputs["left"], node.inputs["right"], node.output
+    cond, left, right = node_input(node, "condition"), node_input(node, "left"), node_input(node, "right")
+    out = node.output
     shape = ctx.shape(out)
     if ctx.partitioned or ctx.lit(left) is not None or ctx.lit(right) is not None or not shape:
         return None

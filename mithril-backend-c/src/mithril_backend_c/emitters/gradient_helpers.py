@@ -7,7 +7,7 @@ import math
 
 from mithril.extend import Node, rules
 
-from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, view_layout
+from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, node_input, view_layout
 from . import nn
 from .linalg import gemm
 from .losses import log_prob_lines
@@ -22,7 +22,7 @@ __all__ = [
 
 
 def sum_to_like(ctx: Ctx, node: Node) -> list[str]:
-    x, like, out = node.inputs["input"], node.inputs["like"], node.output
+    x, like, out = node_input(node, "input"), node_input(node, "like"), node.output
     xs, ls = ctx.shape(x), ctx.shape(like)
     if xs == ls:
         return ctx.map(out, [x], lambda v: v)
@@ -44,11 +44,11 @@ def reshape_like(ctx: Ctx, node: Node) -> list[str]:
 
 
 def broadcast_to_like(ctx: Ctx, node: Node) -> list[str]:
-    return ctx.map(node.output, [node.inputs["input"]], lambda v: v)
+    return ctx.map(node.output, [node_input(node, "input")], lambda v: v)
 
 
 def linear_grad_weight(ctx: Ctx, node: Node) -> list[str]:
-    gy, x, out = node.inputs["output_grad"], node.inputs["input"], node.output
+    gy, x, out = node_input(node, "output_grad"), node_input(node, "input"), node.output
     d, k = ctx.shape(out)
     rows = ctx.size(gy) // d if d else 0
     return [gemm(ctx, 1, 0, d, k, rows, ctx.p(gy), d, ctx.p(x), k, ctx.p(out), k)]
@@ -61,7 +61,7 @@ avg_pool2d_grad = nn.pool_grad(False)
 
 
 def embedding_grad(ctx: Ctx, node: Node) -> list[str]:
-    gy, idx, out = node.inputs["output_grad"], node.inputs["input"], node.output
+    gy, idx, out = node_input(node, "output_grad"), node_input(node, "input"), node.output
     v, dim = ctx.shape(out)
     rows = ctx.size(idx)
     return (
@@ -77,7 +77,7 @@ def embedding_grad(ctx: Ctx, node: Node) -> list[str]:
 
 
 def index_grad(ctx: Ctx, node: Node) -> list[str]:
-    gy, out = node.inputs["output_grad"], node.output
+    gy, out = node_input(node, "output_grad"), node.output
     key = node.attrs["key"]
     key = tuple(key) if isinstance(key, list) else key
     offset, strides, vshape = view_layout(ctx.shape(out), lambda a: a[key])
@@ -86,7 +86,7 @@ def index_grad(ctx: Ctx, node: Node) -> list[str]:
 
 
 def gather_grad(ctx: Ctx, node: Node) -> list[str]:
-    gy, idx, out = node.inputs["output_grad"], node.inputs["index"], node.output
+    gy, idx, out = node_input(node, "output_grad"), node_input(node, "index"), node.output
     shape, ishape = ctx.shape(out), ctx.shape(idx)
     axis = rules.normalize_axis(node.attrs["axis"], len(shape))
     strides = contiguous_strides(shape)
@@ -108,7 +108,7 @@ def attention_weights(ctx: Ctx, node: Node) -> list[str]:
 
 
 def cross_entropy_grad(ctx: Ctx, node: Node) -> list[str]:
-    gy, x, t, out = node.inputs["output_grad"], node.inputs["input"], node.inputs["target"], node.output
+    gy, x, t, out = node_input(node, "output_grad"), node_input(node, "input"), node_input(node, "target"), node.output
     shape = ctx.shape(x)
     n, c, r = shape[0], shape[1], math.prod(shape[2:])
     X, T, G, Y = ctx.p(x), ctx.p(t), ctx.p(gy), ctx.p(out)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from mithril.extend import Node, Value
 
-from ..context import Ctx, broadcast_strides, contiguous_strides
+from ..context import Ctx, broadcast_strides, contiguous_strides, node_input
 from ..quantize import BLOCK, FORMATS
 
 __all__ = ["matmul", "linear"]
@@ -93,7 +93,7 @@ def _real(ctx: Ctx, *values: Value) -> bool:
 
 
 def matmul(ctx: Ctx, node: Node) -> list[str]:
-    left, right, out = node.inputs["left"], node.inputs["right"], node.output
+    left, right, out = node_input(node, "left"), node_input(node, "right"), node.output
     ls, rs = ctx.shape(left), ctx.shape(right)
     lshape = (1, *ls) if len(ls) == 1 else ls
     rshape = (*rs, 1) if len(rs) == 1 else rs
@@ -105,7 +105,7 @@ def matmul(ctx: Ctx, node: Node) -> list[str]:
 def linear(ctx: Ctx, node: Node) -> list[str]:
     """``input @ weight.T + bias``: the bias is broadcast into the output, then one GEMM with beta = 1 (a
     block-quantized weight: ``mt_qlinear_f32``, the input quantized per row)."""
-    x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
+    x, w, b, out = node_input(node, "input"), node_input(node, "weight"), node.inputs["bias"], node.output
     d, k = ctx.shape(w)
     rows = math.prod(ctx.shape(x)[:-1])
     Y = ctx.p(out)

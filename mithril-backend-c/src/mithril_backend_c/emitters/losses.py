@@ -6,7 +6,7 @@ import math
 
 from mithril.extend import Node
 
-from ..context import Ctx, float_literal
+from ..context import Ctx, float_literal, node_input
 from .elementwise import select
 
 __all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
@@ -32,7 +32,7 @@ def log_prob_lines(ctx: Ctx, node: Node, x: str, c: int, r: int) -> list[str]:
 
 
 def cross_entropy(ctx: Ctx, node: Node) -> list[str]:
-    x, t, out = node.inputs["input"], node.inputs["target"], node.output
+    x, t, out = node_input(node, "input"), node_input(node, "target"), node.output
     shape = ctx.shape(x)
     n, c, r = shape[0], shape[1], math.prod(shape[2:])
     X, T, Y = ctx.p(x), ctx.p(t), ctx.p(out)
@@ -50,7 +50,7 @@ def cross_entropy(ctx: Ctx, node: Node) -> list[str]:
 
 
 def binary_cross_entropy(ctx: Ctx, node: Node) -> list[str]:
-    ins = [node.inputs["input"], node.inputs["target"]]
+    ins = [node_input(node, "input"), node_input(node, "target")]
     if node.attrs["input_type"] == "logits":
         return ctx.map(
             node.output, ins, lambda x, t: f"fmax((double){x}, 0) - (double){x} * {t} + log1p(exp(-fabs((double){x})))"
@@ -67,13 +67,13 @@ def binary_cross_entropy(ctx: Ctx, node: Node) -> list[str]:
 
 def squared_error(ctx: Ctx, node: Node) -> list[str]:
     return ctx.map(
-        node.output, [node.inputs["input"], node.inputs["target"]], lambda x, t: f"({x} - {t}) * ({x} - {t})"
+        node.output, [node_input(node, "input"), node_input(node, "target")], lambda x, t: f"({x} - {t}) * ({x} - {t})"
     )
 
 
 def absolute_error(ctx: Ctx, node: Node) -> list[str]:
     return ctx.map(
         node.output,
-        [node.inputs["input"], node.inputs["target"]],
+        [node_input(node, "input"), node_input(node, "target")],
         lambda x, t: select(ctx.ct(node.output), f"{x} - {t} < 0", f"{t} - {x}", f"{x} - {t}"),
     )

@@ -19,12 +19,13 @@ Example (the blocks of a convolution whose BatchNorm and ReLU were fused)::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from mithril.extend import Node, Value
 
-from ..context import Ctx, broadcast_strides, contiguous_strides, float_literal, omp
+from ..context import Ctx, Emitter, broadcast_strides, contiguous_strides, float_literal, node_input, omp
 from ..quantize import FORMATS
 from ._util import geometry2d, geometry_args
 from .fused import Unit, chain_lines, pixel_strides
@@ -36,7 +37,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def conv_parts(ctx: Ctx, node: Node, x_shape, w_shape) -> dict:
+def conv_parts(ctx: Ctx, node: Node, x_shape: Sequence[int], w_shape: Sequence[int]) -> dict[str, Any]:
     n, c = x_shape[:2]
     o, cg = w_shape[:2]
     g = geometry2d(node.attrs, w_shape[2:], x_shape[2:])
@@ -82,7 +83,7 @@ WINO_MAX_FILTER_BYTES = 8 << 20
 pixels); a layer whose transformed filters would take more than this, all threads together, uses im2col."""
 
 
-def _conv_plan(ctx: Ctx, d: dict, quantized: bool = False) -> dict:
+def _conv_plan(ctx: Ctx, d: dict[str, Any], quantized: bool = False) -> dict[str, Any]:
     """How a convolution is computed: ``winograd`` (3x3, stride 1: F(2x2, 3x3), 2.25x fewer
     multiplications) or im2col blocks of ``block`` ``units`` (2x2 tiles or pixels); threads split the
     output channels (``by_rows``, ``rows`` at a time) when there are few units per thread, else the units;
@@ -131,13 +132,13 @@ def conv_forward(ctx: Ctx, node: Node, unit: Unit | None = None) -> list[str]:
 
     Threads split the output pixels, or the output channels when there are few pixels; each has its own
     scratch (``max_parts`` of them) and calls single-threaded GEMMs."""
-    x, w, b, out = node.inputs["input"], node.inputs["weight"], node.inputs["bias"], node.output
+    x, w, b, out = node_input(node, "input"), node_input(node, "weight"), node.inputs["bias"], node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(w))
     return _conv_region(ctx, d, ctx.p(x), ctx.p(w), ctx.quantized.get(w.id), b, out, unit)
 
 
 def _conv_region(
-    ctx: Ctx, d: dict, X: str, W: str, fmt: str | None, b: Value | None, out: Value, unit: Unit | None
+    ctx: Ctx, d: dict[str, Any], X: str, W: str, fmt: str | None, b: Value | None, out: Value, unit: Unit | None
 ) -> list[str]:
     """The parallel region of a convolution of ``d`` (:func:`conv_parts`) reading the input at ``X`` and
     the weight at ``W`` (``fmt``: its block quantization, or ``None``), writing ``out`` (and the fused
@@ -145,8 +146,8 @@ def _conv_region(
     plan = _conv_plan(ctx, d, quantized=fmt is not None)
     out_shape = ctx.shape(out)
     stored = {v.id for v in unit.stored} if unit is not None and unit.fused else {out.id}
-    acc_value = out if out.id in stored else unit.nodes[-1].output  # where the GEMM of im2col writes
-    at = _pixel_index(pixel_strides(out_shape, out_shape))
+    acc_value = out if unit is None or out.id in stored else unit.nodes[-1].output  # where the GEMM of im2col writes
+    at = _pixel_at(out_shape, out_shape)
     epilogue = _epilogue(ctx, unit, b, out, stored, at)
     src = f"{X} + n * {d['C'] * d['HW']} + gi * {d['Cg'] * d['HW']}"
     body = _part_range(ctx, d, plan)
@@ -170,6 +171,14 @@ def _pixel_index(strides: tuple[int, int, int]) -> str:
     return " + ".join(t for t in (*terms, pixel) if t) or "0"
 
 
+def _pixel_at(shape: Sequence[int], out_shape: Sequence[int]) -> str:
+    """:func:`_pixel_index` of an operand of ``shape`` read by a convolution output of ``out_shape`` (the
+    output itself, or a value of its fused chain: fusion admits only those with pixel strides)."""
+    strides = pixel_strides(shape, out_shape)
+    assert strides is not None, (shape, out_shape)
+    return _pixel_index(strides)
+
+
 def _epilogue(ctx: Ctx, unit: Unit | None, b: Value | None, out: Value, stored: set[int], at: str) -> Epilogue:
     """The lines finishing output (n, o, p) whose convolution sum is ``value`` (already at ``acc[at]``
     when ``in_memory``): bias, stores, the fused chain."""
@@ -184,13 +193,13 @@ def _epilogue(ctx: Ctx, unit: Unit | None, b: Value | None, out: Value, stored: 
         lines = [f"{real} {cv} = {value};"]
         if out.id in stored and not (in_memory and b is None):
             lines.append(f"{ctx.p(out)}[{at}] = {cv};")
-        strides = lambda v: _pixel_index(pixel_strides(ctx.shape(v), out_shape))  # noqa: E731
+        strides = lambda v: _pixel_at(ctx.shape(v), out_shape)  # noqa: E731
         return lines + chain_lines(ctx, unit, strides, {out.id: cv})
 
     return epilogue
 
 
-def _part_range(ctx: Ctx, d: dict, plan: dict) -> list[str]:
+def _part_range(ctx: Ctx, d: dict[str, Any], plan: dict[str, Any]) -> list[str]:
     """The first lines of a part: its scratch, and its output channels (``m0``..``m1``) or its range of
     blocks (``lo``..``hi``)."""
     per_part = plan["scratch"]
@@ -204,7 +213,7 @@ def _part_range(ctx: Ctx, d: dict, plan: dict) -> list[str]:
     return body
 
 
-def _block_loop(d: dict, plan: dict, inner: list[str]) -> list[str]:
+def _block_loop(d: dict[str, Any], plan: dict[str, Any], inner: list[str]) -> list[str]:
     """The loop over the part's blocks of ``block`` units (pixels or tiles) of each image and group."""
     units, block, groups = plan["units"], plan["block"], d["G"]
     image = "const long n = ng, gi = 0;" if groups == 1 else f"const long n = ng / {groups}, gi = ng % {groups};"
@@ -221,7 +230,7 @@ def _block_loop(d: dict, plan: dict, inner: list[str]) -> list[str]:
 
 
 def _im2col_block(
-    ctx: Ctx, d: dict, plan: dict, W: str, src: str, acc_value: Value, at: str, epilogue: Epilogue
+    ctx: Ctx, d: dict[str, Any], plan: dict[str, Any], W: str, src: str, acc_value: Value, at: str, epilogue: Epilogue
 ) -> list[str]:
     """One block by im2col (none for a pointwise convolution) and a GEMM into ``acc_value``, then the
     epilogue over the block."""
@@ -249,7 +258,7 @@ def _im2col_block(
 
 
 def _quantized_block(
-    ctx: Ctx, d: dict, code: int, W: str, src: str, acc_value: Value, at: str, epilogue: Epilogue
+    ctx: Ctx, d: dict[str, Any], code: int, W: str, src: str, acc_value: Value, at: str, epilogue: Epilogue
 ) -> list[str]:
     """One block with block-quantized weights (one group): each pixel's patch quantized, integer block
     products into ``acc_value``, then the epilogue over the block."""
@@ -270,7 +279,9 @@ def _quantized_block(
     return inner
 
 
-def _winograd_block(ctx: Ctx, d: dict, plan: dict, W: str, src: str, epilogue: Epilogue) -> tuple[list[str], list[str]]:
+def _winograd_block(
+    ctx: Ctx, d: dict[str, Any], plan: dict[str, Any], W: str, src: str, epilogue: Epilogue
+) -> tuple[list[str], list[str]]:
     """Winograd F(2x2, 3x3): the lines opening the part's turns over its output channels (transformed
     filters, once per turn when there is one group), and one block: input tiles transformed, 16 GEMMs,
     each tile's 2x2 outputs transformed back and finished by the epilogue."""
@@ -296,7 +307,7 @@ def _winograd_block(ctx: Ctx, d: dict, plan: dict, W: str, src: str, epilogue: E
     return head, inner + _winograd_outputs(ctx, g, og, tw, epilogue)
 
 
-def _winograd_outputs(ctx: Ctx, g: dict, og: int, tw: int, epilogue: Epilogue) -> list[str]:
+def _winograd_outputs(ctx: Ctx, g: dict[str, Any], og: int, tw: int, epilogue: Epilogue) -> list[str]:
     """The loop over a block's output channels and tiles: ``A^T m A`` for each tile, its 2x2 outputs
     finished by the epilogue (tiles on the bottom or right edge finish only the outputs inside)."""
     real, oh_, ow_ = ctx.real, g["OH"], g["OW"]
@@ -346,7 +357,7 @@ def _winograd_outputs(ctx: Ctx, g: dict, og: int, tw: int, epilogue: Epilogue) -
 conv1d = conv2d = conv_forward
 
 
-def _correlation_parts(d: dict) -> dict | None:
+def _correlation_parts(d: dict[str, Any]) -> dict[str, Any] | None:
     """The input gradient of a stride-1 convolution ``d`` as a convolution of the output gradient (the
     :func:`conv_parts` of that one), when it pays: the gradient is then computed like a forward convolution
     (in blocks, Winograd for 3x3 kernels) instead of a GEMM into columns of every pixel and a col2im
@@ -363,7 +374,7 @@ def _correlation_parts(d: dict) -> dict | None:
     return dict(d, C=c, O=o, Cg=cg, Og=og, Kc=cg * g["kh"] * g["kw"], P=d["HW"], HW=d["P"], geo=geo)
 
 
-def _flipped_weight(ctx: Ctx, d: dict, W: str) -> tuple[str, list[str]]:
+def _flipped_weight(ctx: Ctx, d: dict[str, Any], W: str) -> tuple[str, list[str]]:
     """Scratch holding the weight [O, Cg, kh, kw] of ``d`` as [C, Og, kh, kw]: element (gi Cg + c, o, i, j)
     is (gi Og + o, c, kh-1-i, kw-1-j) — the weight of :func:`_correlation_parts`' convolution."""
     cg, og, k = d["Cg"], d["Og"], d["geo"]["kh"] * d["geo"]["kw"]
@@ -379,7 +390,8 @@ def _flipped_weight(ctx: Ctx, d: dict, W: str) -> tuple[str, list[str]]:
 
 
 def conv_grad_input(ctx: Ctx, node: Node) -> list[str]:
-    gy, w, like, out = node.inputs["output_grad"], node.inputs["weight"], node.inputs["like"], node.output
+    gy, w, like = node_input(node, "output_grad"), node_input(node, "weight"), node_input(node, "like")
+    out = node.output
     d = conv_parts(ctx, node, ctx.shape(like), ctx.shape(w))
     GY, W, DX = ctx.p(gy), ctx.p(w), ctx.p(out)
     corr = _correlation_parts(d) if not ctx.partitioned else None
@@ -401,7 +413,7 @@ def conv_grad_input(ctx: Ctx, node: Node) -> list[str]:
 
 
 def conv_grad_weight(ctx: Ctx, node: Node) -> list[str]:
-    gy, x, like, out = node.inputs["output_grad"], node.inputs["input"], node.inputs["like"], node.output
+    gy, x, like, out = node_input(node, "output_grad"), node_input(node, "input"), node_input(node, "like"), node.output
     d = conv_parts(ctx, node, ctx.shape(x), ctx.shape(like))
     GY, X, DW = ctx.p(gy), ctx.p(x), ctx.p(out)
     if d["N"] == 0:  # no image: the batch loop below would never write the (accumulated) result
@@ -435,9 +447,9 @@ def conv_grad_weight(ctx: Ctx, node: Node) -> list[str]:
     return [*lines, "}"]
 
 
-def _pool(is_max: bool):
+def _pool(is_max: bool) -> Emitter:
     def emit(ctx: Ctx, node: Node) -> list[str]:
-        x, out = node.inputs["input"], node.output
+        x, out = node_input(node, "input"), node.output
         shape = ctx.shape(x)
         g = geometry2d({**node.attrs, "stride": node.attrs["stride"]}, _kernel(node), shape[-2:])
         lead = math.prod(shape[:-2])
@@ -450,16 +462,16 @@ def _pool(is_max: bool):
 
 def _kernel(node: Node) -> tuple[int, int]:
     k = node.attrs["kernel_size"]
-    return (k, k) if isinstance(k, int) else tuple(k)  # type: ignore[return-value]
+    return (k, k) if isinstance(k, int) else tuple(k)
 
 
 max_pool2d = _pool(True)
 avg_pool2d = _pool(False)
 
 
-def pool_grad(is_max: bool):
+def pool_grad(is_max: bool) -> Emitter:
     def emit(ctx: Ctx, node: Node) -> list[str]:
-        gy, x, out = node.inputs["output_grad"], node.inputs["input"], node.output
+        gy, x, out = node_input(node, "output_grad"), node_input(node, "input"), node.output
         shape = ctx.shape(x)
         g = geometry2d(node.attrs, _kernel(node), shape[-2:])
         lead = math.prod(shape[:-2])
@@ -473,7 +485,7 @@ def pool_grad(is_max: bool):
 
 
 def embedding(ctx: Ctx, node: Node) -> list[str]:
-    idx, w, out = node.inputs["input"], node.inputs["weight"], node.output
+    idx, w, out = node_input(node, "input"), node_input(node, "weight"), node.output
     v, dim = ctx.shape(w)
     rows = ctx.size(idx)
     lines = ctx.check_indices(idx, v, "input")
@@ -496,7 +508,7 @@ def embedding(ctx: Ctx, node: Node) -> list[str]:
 
 def attention_probs(ctx: Ctx, node: Node, probs: str) -> list[str]:
     """``softmax(q @ k^T * scale + mask)`` (causal: ``j > i`` masked) into ``probs`` ``[..., lq, lk]``."""
-    q, k, mask = node.inputs["query"], node.inputs["key"], node.inputs.get("mask")
+    q, k, mask = node_input(node, "query"), node_input(node, "key"), node.inputs.get("mask")
     qs, ks = ctx.shape(q), ctx.shape(k)
     scale = node.attrs["scale"]
     scale = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
@@ -541,7 +553,7 @@ _ROW_ON_STACK = 4096
 
 
 def scaled_dot_product_attention(ctx: Ctx, node: Node) -> list[str]:
-    q, k, v, out = node.inputs["query"], node.inputs["key"], node.inputs["value"], node.output
+    q, k, v, out = node_input(node, "query"), node_input(node, "key"), node_input(node, "value"), node.output
     qs, ks, vs = ctx.shape(q), ctx.shape(k), ctx.shape(v)
     batch = tuple(np.broadcast_shapes(qs[:-2], ks[:-2]))
     pshape = (*batch, qs[-2], ks[-2])

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from mithril.extend import Node, Value, rules
 
-from ..context import Ctx, contiguous_strides, float_literal
+from ..context import Ctx, Emitter, contiguous_strides, float_literal, node_input
 
 __all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "softmax", "log_softmax"]
 
@@ -23,7 +23,7 @@ def reduce_loops(
     out: Value,
     axes: Sequence[int],
     start: Callable[[], list[str]],
-    step: Callable[[str, str], list[str]],
+    step: Callable[..., list[str]],
     finish: Callable[[str], list[str]],
     passes: int = 1,
 ) -> list[str]:
@@ -60,7 +60,7 @@ def reduce_loops(
         for a, name in zip(red, names):
             lines.append(f"    for (long {name} = 0; {name} < {shape[a]}; {name}++)")
         index = " + ".join([base] + [f"{name} * {strides[a]}" for a, name in zip(red, names)])
-        inner_lines = step(f"{index}", counter) if passes == 1 else step(f"{index}", counter, p)  # type: ignore[call-arg]
+        inner_lines = step(f"{index}", counter) if passes == 1 else step(f"{index}", counter, p)
         lines.append("    {")
         lines += ["        " + line for line in inner_lines]
         lines.append(f"        {counter}++;")
@@ -79,9 +79,9 @@ def _acc_type(ctx: Ctx, x: Value) -> str:
     return "double" if ctx.np_dtype(x).kind == "f" else "int64_t"
 
 
-def _simple(init: str, update: str, finish: str = "acc"):
+def _simple(init: str, update: str, finish: str = "acc") -> Emitter:
     def emit(ctx: Ctx, node: Node) -> list[str]:
-        x, out = node.inputs["input"], node.output
+        x, out = node_input(node, "input"), node.output
         acc_t = _acc_type(ctx, x)
         if init == "first":
             start = lambda: [f"{acc_t} acc = 0; int has = 0;"]  # noqa: E731
@@ -104,9 +104,9 @@ max = _simple("first", "v > acc || v != v")
 min = _simple("first", "v < acc || v != v")
 
 
-def _arg(better: str):
+def _arg(better: str) -> Emitter:
     def emit(ctx: Ctx, node: Node) -> list[str]:
-        x, out = node.inputs["input"], node.output
+        x, out = node_input(node, "input"), node.output
         axis = node.attrs["axis"]
         rank = len(ctx.shape(x))
         axes = tuple(range(rank)) if axis is None else (rules.normalize_axis(axis, rank),)
@@ -126,7 +126,7 @@ argmin = _arg("<")
 
 
 def var(ctx: Ctx, node: Node) -> list[str]:
-    x, out = node.inputs["input"], node.output
+    x, out = node_input(node, "input"), node.output
     axes = _axes(node, x, ctx)
     count = math.prod(ctx.shape(x)[a] for a in axes)
     ddof = float_literal(float(node.attrs["correction"]))
@@ -142,9 +142,9 @@ def var(ctx: Ctx, node: Node) -> list[str]:
     return reduce_loops(ctx, x, out, axes, start, step, fin, passes=2)
 
 
-def _softmax(log: bool):
+def _softmax(log: bool) -> Emitter:
     def emit(ctx: Ctx, node: Node) -> list[str]:
-        x, out = node.inputs["input"], node.output
+        x, out = node_input(node, "input"), node.output
         shape = ctx.shape(x)
         axis = rules.normalize_axis(node.attrs["axis"], len(shape))
         outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])

@@ -6,12 +6,13 @@ strided copy. ``reshape``-like primitives alias their input (see ``ALIAS_PRIMITI
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from mithril.extend import Node, rules
 from mithril.extend import dtype_constant as dtype_constant_value
 
-from ..context import Ctx, contiguous_strides, literal, view_layout
+from ..context import Ctx, Emitter, contiguous_strides, literal, node_input, view_layout
 
 __all__ = [
     "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
@@ -27,9 +28,9 @@ def _alias(ctx: Ctx, node: Node) -> list[str]:
 reshape = flatten = squeeze = unsqueeze = at_least_1d = _alias
 
 
-def copy_from_view(ctx: Ctx, node: Node, view) -> list[str]:
+def copy_from_view(ctx: Ctx, node: Node, view: Callable[[np.ndarray], np.ndarray]) -> list[str]:
     """``output = view(input)`` as a strided copy."""
-    x, out = node.inputs["input"], node.output
+    x, out = node_input(node, "input"), node.output
     offset, strides, shape = view_layout(ctx.shape(x), view)
     assert tuple(shape) == ctx.shape(out), (shape, ctx.shape(out))
     return ctx.copy_view(ctx.p(out), (0, contiguous_strides(shape)), ctx.p(x), (offset, strides), shape)
@@ -59,16 +60,21 @@ def _slices(rank: int, axis: int, start: int, stop: int) -> tuple[slice, ...]:
     return tuple(slice(start, stop) if i == axis else slice(None) for i in range(rank))
 
 
+def _selector(key: tuple[slice, ...]) -> Callable[[np.ndarray], np.ndarray]:
+    """The view ``a[key]`` (a function for :func:`~mithril_backend_c.context.view_layout`)."""
+    return lambda a: a[key]
+
+
 def concat(ctx: Ctx, node: Node) -> list[str]:
     out = node.output
     shape = ctx.shape(out)
     axis = rules.normalize_axis(node.attrs["axis"], len(shape))
     lines, start = [], 0
     for i in range(node.attrs["n"]):
-        x = node.inputs[f"input_{i}"]
+        x = node_input(node, f"input_{i}")
         xs = ctx.shape(x)
         stop = start + xs[axis]
-        offset, strides, vshape = view_layout(shape, lambda a, lo=start, hi=stop: a[_slices(len(shape), axis, lo, hi)])
+        offset, strides, vshape = view_layout(shape, _selector(_slices(len(shape), axis, start, stop)))
         cast = f"({ctx.ct(out)})"
         lines += ctx.copy_view(ctx.p(out), (offset, strides), ctx.p(x), (0, contiguous_strides(xs)), vshape, cast)
         start += xs[axis]
@@ -76,21 +82,21 @@ def concat(ctx: Ctx, node: Node) -> list[str]:
 
 
 def split(ctx: Ctx, node: Node) -> list[str]:
-    x = node.inputs["input"]
+    x = node_input(node, "input")
     shape = ctx.shape(x)
     axis = rules.normalize_axis(node.attrs["axis"], len(shape))
     lines, start = [], 0
     for out in node.outputs.values():
         os_ = ctx.shape(out)
         stop = start + os_[axis]
-        offset, strides, vshape = view_layout(shape, lambda a, lo=start, hi=stop: a[_slices(len(shape), axis, lo, hi)])
+        offset, strides, vshape = view_layout(shape, _selector(_slices(len(shape), axis, start, stop)))
         lines += ctx.copy_view(ctx.p(out), (0, contiguous_strides(os_)), ctx.p(x), (offset, strides), vshape)
         start += os_[axis]
     return lines
 
 
 def pad(ctx: Ctx, node: Node) -> list[str]:
-    x, out = node.inputs["input"], node.output
+    x, out = node_input(node, "input"), node.output
     widths = [tuple(p) for p in node.attrs["pad_width"]]
     xs, shape = ctx.shape(x), ctx.shape(out)
     lines = ctx.fill(out, literal(node.attrs["value"], ctx.np_dtype(out)))
@@ -101,7 +107,7 @@ def pad(ctx: Ctx, node: Node) -> list[str]:
 
 def gather(ctx: Ctx, node: Node) -> list[str]:
     """``np.take_along_axis``: the output walks the index's shape; the input axis comes from the index."""
-    x, idx, out = node.inputs["input"], node.inputs["index"], node.output
+    x, idx, out = node_input(node, "input"), node_input(node, "index"), node.output
     xs, ishape = ctx.shape(x), ctx.shape(idx)
     axis = rules.normalize_axis(node.attrs["axis"], len(xs))
     xstrides = list(contiguous_strides(xs))
@@ -134,7 +140,7 @@ def arange(ctx: Ctx, node: Node) -> list[str]:
     ]
 
 
-def _const_fill(value):
+def _const_fill(value: int | None) -> Emitter:
     def emit(ctx: Ctx, node: Node) -> list[str]:
         fill = node.attrs.get("fill_value", value) if value is None else value
         return ctx.fill(node.output, literal(fill, ctx.np_dtype(node.output)))
@@ -159,9 +165,9 @@ def positions(ctx: Ctx, node: Node) -> list[str]:
 
 
 def shape(ctx: Ctx, node: Node) -> list[str]:
-    dims = ctx.shape(node.inputs["input"])
+    dims = ctx.shape(node_input(node, "input"))
     return [f"{ctx.p(node.output)}[{i}] = {d};" for i, d in enumerate(dims)]
 
 
 def size(ctx: Ctx, node: Node) -> list[str]:
-    return [f"{ctx.p(node.output)}[0] = {math.prod(ctx.shape(node.inputs['input']))};"]
+    return [f"{ctx.p(node.output)}[0] = {math.prod(ctx.shape(node_input(node, 'input')))};"]
