@@ -1,5 +1,5 @@
 # The two quick-start commands: `make demo` and `make test`. Both build .venv from scratch when needed.
-# `make docs` builds the documentation site (strict) into site/; `make lint` runs ruff and mypy (strict, core's public modules).
+# `make docs` builds the documentation site (strict) into site/; `make lint` runs ruff, mypy (strict, every package) and lint-imports.
 PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt
