@@ -1299,8 +1299,10 @@ def _step(draw: st.DrawFn, g: _Gen, families: list[str]) -> bool:
 def recipes(draw: st.DrawFn, profile: FuzzProfile = FuzzProfile()) -> Recipe:
     """Strategy of random models (:class:`Recipe`) within ``profile``'s limits.
 
-    >>> from hypothesis import find
-    >>> r = find(recipes(FuzzProfile(max_ops=3)), lambda r: any(op.primitive == "exp" for op in r.ops))
+    >>> from hypothesis import find, settings
+    >>> repeatable = settings(database=None, derandomize=True)  # the same model on every machine
+    >>> has_exp = lambda r: any(op.primitive == "exp" for op in r.ops)
+    >>> r = find(recipes(FuzzProfile(max_ops=3)), has_exp, settings=repeatable)
     >>> r.ops[-1].primitive, len(r.ops) <= 3  # exp, after the adapters that keep its operand in range
     ('exp', True)
     """
