@@ -12,11 +12,14 @@ own documentation, with ``tokenizers``' trainers (nothing is downloaded).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the export tests' helpers: ``from _export_helpers import ...``
 
 ROOT = Path(__file__).resolve().parents[2]
 EDGE_TEXTS = [
@@ -138,3 +141,12 @@ def hf_tokenizer_folder() -> Callable[[str, Any, Path], Path]:
     """:func:`save_with_transformers`, as a fixture."""
     pytest.importorskip("transformers")
     return save_with_transformers
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environments of the export tests: ``build`` has a PATH of the compiler tools only (no Python), ``run``
+    an empty PATH (see ``_export_helpers.tool_paths``)."""
+    from _export_helpers import tool_paths  # needs torch and transformers: only the tests that use it import it
+
+    return tool_paths(tmp_path_factory)

@@ -6,7 +6,6 @@ the GGML backend running the same decode step with the same quantization."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from copy import deepcopy
@@ -20,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from _export_helpers import build, run, run_tokens  # noqa: E402
 from mithril_models import export_program, load_hf  # noqa: E402
 from mithril_models.export import read_weights, resolve_model  # noqa: E402
 from mithril_models.kv_cache import cache_names  # noqa: E402
@@ -39,20 +39,6 @@ PROMPTS = ([5, 17, 42, 8, 33, 21, 9], [12, 40, 3], [30, 2, 44, 19, 11, 7, 60, 25
 """Prompts for prefill steps of 4 tokens: overlapping chunks, shorter than a chunk, whole chunks."""
 NEW = 12
 FORMATS = ("q8_0", "q4_0")
-
-
-def _helpers() -> Any:
-    """The helpers of ``test_export_program.py`` (loaded by path: tests run with --import-mode=importlib)."""
-    path = Path(__file__).with_name("test_export_program.py")
-    spec = importlib.util.spec_from_file_location("export_program_helpers_llama", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_base = _helpers()
-build, run, run_tokens, tool_paths = _base.build, _base.run, _base.run_tokens, _base.tool_paths
 
 
 def reference(seed: int = 0, mistral: bool = False, **options: Any) -> Any:
@@ -110,11 +96,6 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 def rms_error(got: np.ndarray, want: np.ndarray) -> float:
     """The root mean square of the differences relative to that of the logits."""
     return float(np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want**2)))
-
-
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return tool_paths(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

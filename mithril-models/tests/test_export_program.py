@@ -17,66 +17,18 @@ import numpy as np
 import pytest
 import torch
 from mithril.errors import BackendNotAvailableError
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2LMHeadModel
 
-from mithril_models import export_program, from_hf_config, generate, load_hf, save_safetensors
+from _export_helpers import build, numpy_gpt, random_state, reference, run, run_tokens
+from mithril_models import export_program, generate, load_hf, save_safetensors
 from mithril_models.export import read_weights, resolve_model
 from mithril_models.export.weights import INPUT, Tensor, write_weights
 from mithril_models.resnet import resnet18
 
-SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
 PROMPT = [42, 31, 25, 13, 15]
 NEW = 11  # 5 + 11 - 1 = 15 of the 16 cache slots
-TOOLS = ("cc", "as", "ld", "sh", "dirname", "rm", "make")
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
-
-
-def reference(sizes: dict[str, int] = SIZES, seed: int = 0, std: float = 0.1) -> GPT2LMHeadModel:
-    """A ``GPT2LMHeadModel`` in eval mode with every parameter random (layer-norm scales around 1)."""
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(**sizes, bos_token_id=None, eos_token_id=None)).eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if ".ln_" in name and name.endswith("weight") else 0.0, std)
-    return model
-
-
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Environments: ``build`` has a PATH of the compiler tools only (no Python), ``run`` an empty PATH."""
-    return tool_paths(tmp_path_factory)
-
-
-def tool_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The PATHs of :func:`tools` (for other modules' fixtures)."""
-    bin_dir = tmp_path_factory.mktemp("bin")
-    for tool in TOOLS:
-        found = shutil.which(tool)
-        if found:
-            (bin_dir / tool).symlink_to(found)
-    assert not any(p.name.startswith("python") for p in bin_dir.iterdir())
-    return {"build": str(bin_dir), "run": str(tmp_path_factory.mktemp("empty"))}
-
-
-def build(directory: Path, tools: dict[str, str], cflags: str = "-O2 -Werror") -> None:
-    """``sh build.sh`` with only the compiler tools on PATH; every warning is an error."""
-    env = {"PATH": tools["build"], "CFLAGS": cflags, "HOME": str(directory)}
-    done = subprocess.run(["/bin/sh", "build.sh"], cwd=directory, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "warning" not in done.stderr, done.stderr
-
-
-def run(binary: Path, tools: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """The program with an empty PATH, from an unrelated working directory."""
-    env = {"PATH": tools["run"]}
-    return subprocess.run([str(binary), *args], cwd=tools["run"], env=env, capture_output=True, text=True)
-
-
-def run_tokens(binary: Path, tools: dict[str, str], *args: str) -> list[int]:
-    done = run(binary, tools, *args)
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    return [int(t) for t in done.stdout.split()]
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +43,6 @@ def gpt_program(gpt: GPT2LMHeadModel, tools: dict[str, str], tmp_path_factory: p
     assert exported.program == "generate" and exported.binary == out / "generate"
     build(out, tools)
     return out / "generate"
-
-
-def numpy_gpt(model: GPT2LMHeadModel) -> tuple[Any, dict[str, Any]]:
-    pm = ml.compile(from_hf_config(model.config), ml.NumpyBackend(dtype=ml.float32), data_keys={"input"})
-    return pm, load_hf(pm, model.state_dict())
 
 
 def test_greedy_tokens_are_those_of_generate_and_transformers(
@@ -345,22 +292,6 @@ def resnet_check(model: Any, program: Path, tools: dict[str, str], image: np.nda
     assert [int(c) for c, _ in lines] == order.tolist() and len(lines) == min(5, expected.size)
     probabilities = np.exp(expected - expected.max()) / np.exp(expected - expected.max()).sum()
     np.testing.assert_allclose([float(s) for _, s in lines], probabilities[order], atol=2e-6)
-
-
-def random_state(pm: Any, seed: int) -> dict[str, np.ndarray]:
-    """Random parameters and running statistics (variances positive), by logical path."""
-    rng = np.random.default_rng(seed)
-    state = {}
-    for key, value in pm.randomize_params(seed=seed).items():
-        path = pm.input_paths.get(key, key)
-        shape = np.shape(value)
-        if path.endswith("running_var"):
-            state[path] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
-        elif path.endswith("running_mean") or path.endswith("bias"):
-            state[path] = rng.normal(0, 0.1, shape).astype(np.float32)
-        else:
-            state[path] = np.asarray(value, np.float32)
-    return state
 
 
 def test_without_the_c_backend_the_error_names_the_edge_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

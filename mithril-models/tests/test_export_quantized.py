@@ -4,7 +4,6 @@ quantization, and the prompt processed in prefill steps with the tokens of token
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import mithril as ml
 import numpy as np
 import pytest
 
+from _export_helpers import build, numpy_gpt, random_state, reference, run, run_tokens
 from mithril_models import export_program, generate, load_hf
 from mithril_models.export import read_weights, resolve_model
 from mithril_models.export.weights import Tensor
@@ -22,28 +22,8 @@ from mithril_models.kv_cache import cache_names
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 
-
-def _helpers() -> Any:
-    """The helpers of ``test_export_program.py`` (loaded by path: tests run with --import-mode=importlib)."""
-    path = Path(__file__).with_name("test_export_program.py")
-    spec = importlib.util.spec_from_file_location("export_program_helpers", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_base = _helpers()
-build, numpy_gpt, random_state, reference = _base.build, _base.numpy_gpt, _base.random_state, _base.reference
-run, run_tokens, tool_paths = _base.run, _base.run_tokens, _base.tool_paths
-
 FORMATS = ("q8_0", "q4_0")
 LONG = [42, 31, 25, 13, 15, 7, 9, 11, 3, 8, 21, 5, 17]  # 13 tokens: chunks of 4 at 0, 4, 8 and 9 (overlapping)
-
-
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return tool_paths(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

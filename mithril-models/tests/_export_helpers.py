@@ -1,0 +1,85 @@
+"""Helpers of the ``export_program`` tests (``test_export_program.py``, ``test_export_quantized.py``,
+``test_export_llama.py``): the compiler-only and empty PATHs the programs are built and run with, building
+and running them, and the random-weight GPT-2 references. ``conftest.py`` puts this folder on ``sys.path``
+and provides the ``tools`` fixture."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import mithril as ml
+import numpy as np
+import pytest
+
+from mithril_models import from_hf_config, load_hf
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
+TOOLS = ("cc", "as", "ld", "sh", "dirname", "rm", "make")
+
+
+def reference(sizes: dict[str, int] = SIZES, seed: int = 0, std: float = 0.1) -> Any:
+    """A ``GPT2LMHeadModel`` in eval mode with every parameter random (layer-norm scales around 1)."""
+    torch.manual_seed(seed)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes, bos_token_id=None, eos_token_id=None)).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.normal_(1.0 if ".ln_" in name and name.endswith("weight") else 0.0, std)
+    return model
+
+
+def tool_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environments: ``build`` has a PATH of the compiler tools only (no Python), ``run`` an empty PATH."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    assert not any(p.name.startswith("python") for p in bin_dir.iterdir())
+    return {"build": str(bin_dir), "run": str(tmp_path_factory.mktemp("empty"))}
+
+
+def build(directory: Path, tools: dict[str, str], cflags: str = "-O2 -Werror") -> None:
+    """``sh build.sh`` with only the compiler tools on PATH; every warning is an error."""
+    env = {"PATH": tools["build"], "CFLAGS": cflags, "HOME": str(directory)}
+    done = subprocess.run(["/bin/sh", "build.sh"], cwd=directory, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stderr, done.stderr
+
+
+def run(binary: Path, tools: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The program with an empty PATH, from an unrelated working directory."""
+    env = {"PATH": tools["run"]}
+    return subprocess.run([str(binary), *args], cwd=tools["run"], env=env, capture_output=True, text=True)
+
+
+def run_tokens(binary: Path, tools: dict[str, str], *args: str) -> list[int]:
+    done = run(binary, tools, *args)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return [int(t) for t in done.stdout.split()]
+
+
+def numpy_gpt(model: Any) -> tuple[Any, dict[str, Any]]:
+    pm = ml.compile(from_hf_config(model.config), ml.NumpyBackend(dtype=ml.float32), data_keys={"input"})
+    return pm, load_hf(pm, model.state_dict())
+
+
+def random_state(pm: Any, seed: int) -> dict[str, np.ndarray]:
+    """Random parameters and running statistics (variances positive), by logical path."""
+    rng = np.random.default_rng(seed)
+    state = {}
+    for key, value in pm.randomize_params(seed=seed).items():
+        path = pm.input_paths.get(key, key)
+        shape = np.shape(value)
+        if path.endswith("running_var"):
+            state[path] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+        elif path.endswith("running_mean") or path.endswith("bias"):
+            state[path] = rng.normal(0, 0.1, shape).astype(np.float32)
+        else:
+            state[path] = np.asarray(value, np.float32)
+    return state
