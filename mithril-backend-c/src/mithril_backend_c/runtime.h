@@ -156,22 +156,17 @@ MT_FLOORDIV_FLOAT(double, f64, fmod, floor, copysign)
  * -fno-tree-loop-if-convert (toolchain.py: GCC 12.2 miscompiled if-converted selects), which leaves every
  * loop holding a '?:' scalar; a select written as bit operations needs no if-conversion, so such loops
  * (ReLU in a convolution's epilogue, where's gradients) are vectorised again, with no masked load */
-static inline float mt_sel_f32(int c, float a, float b) {
-    uint32_t x, y, m = (uint32_t)0 - (uint32_t)(c != 0);
-    memcpy(&x, &a, sizeof x);
-    memcpy(&y, &b, sizeof y);
-    x = (x & m) | (y & ~m);
-    memcpy(&a, &x, sizeof a);
-    return a;
-}
-static inline double mt_sel_f64(int c, double a, double b) {
-    uint64_t x, y, m = (uint64_t)0 - (uint64_t)(c != 0);
-    memcpy(&x, &a, sizeof x);
-    memcpy(&y, &b, sizeof y);
-    x = (x & m) | (y & ~m);
-    memcpy(&a, &x, sizeof a);
-    return a;
-}
+#define MT_SEL_FLOAT(T, S, BITS)                                                                           \
+    static inline T mt_sel_##S(int c, T a, T b) {                                                         \
+        BITS x, y, m = (BITS)0 - (BITS)(c != 0);                                                          \
+        memcpy(&x, &a, sizeof x);                                                                         \
+        memcpy(&y, &b, sizeof y);                                                                         \
+        x = (x & m) | (y & ~m);                                                                           \
+        memcpy(&a, &x, sizeof a);                                                                         \
+        return a;                                                                                         \
+    }
+MT_SEL_FLOAT(float, f32, uint32_t)
+MT_SEL_FLOAT(double, f64, uint64_t)
 static inline int64_t mt_sel_i64(int c, int64_t a, int64_t b) {
     uint64_t m = (uint64_t)0 - (uint64_t)(c != 0);
     return (int64_t)(((uint64_t)a & m) | ((uint64_t)b & ~m));
