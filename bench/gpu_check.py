@@ -193,7 +193,20 @@ def run_step(done: Callable[[Any], Any], pm: Any, params: Any, data: Any, grads:
     return done(pm.evaluate(params, data, output_gradients=grads)[1])
 
 
-def _transformers_gpt2(sizes: Sizes, device: str) -> Any:
+def torch_device(targets: list[Target]) -> str:
+    """The device the PyTorch references run on: the GPU PyTorch sees, else the CPU."""
+    return next((t.device for t in targets if t.framework == "torch"), "cpu")
+
+
+def gpt2_inputs(hf: Any, sizes: Sizes) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids ``[batch, seq]`` and an output cotangent for GPT-2's forward+backward checks."""
+    ids = np.random.default_rng(0).integers(0, hf.config.vocab_size, (sizes.batch, sizes.seq))
+    cotangent = np.random.default_rng(1).normal(size=(sizes.batch, sizes.seq, hf.config.vocab_size))
+    return ids, cotangent.astype(np.float32)
+
+
+def transformers_gpt2(sizes: Sizes, device: str) -> Any:
+    """The reference GPT-2 (random weights, seed 0) on ``device``, in eval mode."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -214,7 +227,7 @@ def _mithril_gpt2(hf: Any, target: Target, sizes: Sizes, length: int, **options:
         num_layers=config.n_layer,
         vocab_size=config.vocab_size,
     )
-    backend = target.backend(**options.pop("backend_options", {}))
+    backend = target.backend()
     pm = ml.compile(
         gpt, backend, shapes={"input": [sizes.batch, length]}, data_keys={"input"}, use_short_namings=False, **options
     )
@@ -222,18 +235,15 @@ def _mithril_gpt2(hf: Any, target: Target, sizes: Sizes, length: int, **options:
     return backend, pm, params
 
 
-def gpt2(targets: list[Target], sizes: Sizes, results: Results) -> None:
-    """GPT-2 forward, forward+backward and greedy decoding against transformers on the same device."""
+def gpt2(hf: Any, targets: list[Target], sizes: Sizes, results: Results) -> None:
+    """GPT-2 forward, forward+backward and greedy decoding against transformers (``hf``) on the same device."""
     import torch
 
-    torch_device = next((t.device for t in targets if t.framework == "torch"), "cpu")
-    hf = _transformers_gpt2(sizes, torch_device)
-    ids_np = np.random.default_rng(0).integers(0, hf.config.vocab_size, (sizes.batch, sizes.seq))
-    ids = torch.tensor(ids_np, device=torch_device)
-    cot_np = np.random.default_rng(1).normal(size=(sizes.batch, sizes.seq, hf.config.vocab_size)).astype(np.float32)
-    cot = torch.tensor(cot_np, device=torch_device)
+    device = next(hf.parameters()).device
+    ids_np, cot_np = gpt2_inputs(hf, sizes)
+    ids, cot = torch.tensor(ids_np, device=device), torch.tensor(cot_np, device=device)
     hf_params = list(hf.parameters())
-    wait = sync(Target("torch", torch_device))
+    wait = sync(Target("torch", device.type))
     with torch.no_grad():
         reference = hf(ids).logits.float().cpu().numpy()
     with torch.no_grad():
@@ -293,7 +303,7 @@ def resnet18(targets: list[Target], sizes: Sizes, results: Results) -> None:
     model = build(num_classes=1000, training=False)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     params: dict[str, np.ndarray] | None = None
-    torch_device = next((t.device for t in targets if t.framework == "torch"), "cpu")
+    device = torch_device(targets)
     for target in targets:
         backend = target.backend()
         pm = ml.compile(
@@ -301,8 +311,8 @@ def resnet18(targets: list[Target], sizes: Sizes, results: Results) -> None:
         )
         if params is None:
             params = random_params({k: np.shape(v) for k, v in pm.randomize_params(seed=0).items()})
-            net, tx = torch_resnet18(params).to(torch_device), torch.tensor(x, device=torch_device)
-            wait = sync(Target("torch", torch_device))
+            net, tx = torch_resnet18(params).to(device), torch.tensor(x, device=device)
+            wait = sync(Target("torch", device))
             with torch.no_grad():
                 reference = net(tx).double().cpu().numpy()
                 baseline = timed(lambda: wait(net(tx)), sizes.repeats)  # noqa: B023 (called at once, here)
@@ -315,11 +325,9 @@ def resnet18(targets: list[Target], sizes: Sizes, results: Results) -> None:
         )
 
 
-def mixed_precision(targets: list[Target], sizes: Sizes, results: Results) -> None:
-    """``precision="bf16-mixed"`` GPT-2 forward+backward against float32 on the same backend."""
-    hf = _transformers_gpt2(sizes, "cpu")
-    ids_np = np.random.default_rng(0).integers(0, hf.config.vocab_size, (sizes.batch, sizes.seq))
-    cot_np = np.random.default_rng(1).normal(size=(sizes.batch, sizes.seq, hf.config.vocab_size)).astype(np.float32)
+def mixed_precision(hf: Any, targets: list[Target], sizes: Sizes, results: Results) -> None:
+    """``precision="bf16-mixed"`` GPT-2 (``hf``'s weights) forward+backward against float32 on each backend."""
+    ids_np, cot_np = gpt2_inputs(hf, sizes)
     for target in targets:
         runs = {}
         for precision in (None, "bf16-mixed"):
@@ -396,9 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes, results, started = (QUICK if args.quick else Sizes()), Results(), time.perf_counter()
     print(f"gpu-check on {card_name(args.device)}: {', '.join(f'{t.framework}:{t.device}' for t in targets)}")
     conformance(targets, sizes, results)
-    gpt2(targets, sizes, results)
+    hf = transformers_gpt2(sizes, torch_device(targets))
+    gpt2(hf, targets, sizes, results)
     resnet18(targets, sizes, results)
-    mixed_precision(targets, sizes, results)
+    mixed_precision(hf, targets, sizes, results)
     data_parallel(targets, results)
     print(f"gpu-check took {time.perf_counter() - started:.0f} s")
     if args.record:
