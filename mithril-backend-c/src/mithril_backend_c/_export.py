@@ -50,7 +50,7 @@ from .context import C_TYPES
 from .csource import CFunction
 from .standalone import model_header, standalone_source
 
-__all__ = ["ExportResult", "export", "export_program", "data_file_names"]
+__all__ = ["ExportResult", "data_file_names", "export", "export_program"]
 
 PREFIX = "mithril"
 

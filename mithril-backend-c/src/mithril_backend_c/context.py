@@ -24,9 +24,22 @@ from mithril.extend import Node, Value
 from mithril.types import Dtype
 
 __all__ = [
-    "C_TYPES", "ALIAS_PRIMITIVES", "PAR_THRESHOLD", "ALIGN", "Ctx", "Emitter", "IndexSite", "KernelFrame",
-    "c_type", "omp", "float_literal", "literal", "contiguous_strides", "broadcast_strides", "view_layout",
+    "ALIAS_PRIMITIVES",
+    "ALIGN",
+    "C_TYPES",
+    "PAR_THRESHOLD",
+    "Ctx",
+    "Emitter",
+    "IndexSite",
+    "KernelFrame",
+    "broadcast_strides",
+    "c_type",
+    "contiguous_strides",
+    "float_literal",
+    "literal",
     "node_input",
+    "omp",
+    "view_layout",
 ]  # fmt: skip
 
 C_TYPES = {

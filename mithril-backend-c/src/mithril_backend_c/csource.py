@@ -29,8 +29,20 @@ from .options import Includes
 from .partitioning import entry_head
 
 __all__ = [
-    "CField", "CFunction", "CSource", "Entry", "INCLUDES", "Kernel", "MT_ERR_ALLOC", "MT_ERR_INDEX", "MT_OK",
-    "TranslationUnit", "constant_array", "entry_declarations", "merge_sources", "struct_text",
+    "INCLUDES",
+    "MT_ERR_ALLOC",
+    "MT_ERR_INDEX",
+    "MT_OK",
+    "CField",
+    "CFunction",
+    "CSource",
+    "Entry",
+    "Kernel",
+    "TranslationUnit",
+    "constant_array",
+    "entry_declarations",
+    "merge_sources",
+    "struct_text",
 ]  # fmt: skip
 
 MT_OK = 0

@@ -37,7 +37,7 @@ from .context import Ctx
 from .emitters import elementwise, nn
 from .emitters.fused import Unit, pixel_strides
 
-__all__ = ["Unit", "plan", "CONV_ANCHORS"]
+__all__ = ["CONV_ANCHORS", "Unit", "plan"]
 
 CONV_ANCHORS = frozenset({"conv1d", "conv2d"})
 """Primitives that can take an elementwise epilogue."""

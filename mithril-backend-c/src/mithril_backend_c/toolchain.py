@@ -62,11 +62,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLAS_CHOICES",
+    "MAX_JOBS",
+    "STALE_TEMPORARY_SECONDS",
     "CCompileError",
     "CacheError",
-    "STALE_TEMPORARY_SECONDS",
+    "NativeLibrary",
     "blas_info",
-    "MAX_JOBS",
     "build_library",
     "build_units",
     "cache_dir",
@@ -76,7 +77,6 @@ __all__ = [
     "flags",
     "jobs",
     "load_library",
-    "NativeLibrary",
     "runtime_source",
     "verify_entry",
 ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from types import ModuleType
 
-__all__ = ["REQUIRED_GGML_VERSION", "REQUIRED_GGML_PYTHON", "load_ggml", "ggml_versions"]
+__all__ = ["REQUIRED_GGML_PYTHON", "REQUIRED_GGML_VERSION", "ggml_versions", "load_ggml"]
 
 REQUIRED_GGML_VERSION = "0.15.3"
 """The libggml version whose C API (struct layouts, op signatures) the builders are written against."""

@@ -40,7 +40,7 @@ from ._builder import Builder, T
 from ._ckernels import c_emitters, slot_address, trampoline
 from ._pykernels import python_custom
 
-__all__ = ["BUILDERS", "NATIVE", "SPLIT_FIRST", "Fallback", "build_node", "build_fused", "fold"]
+__all__ = ["BUILDERS", "NATIVE", "SPLIT_FIRST", "Fallback", "build_fused", "build_node", "fold"]
 
 Built = Mapping[str, T]
 

@@ -16,7 +16,7 @@ from mithril.extend import lazy_exports
 if TYPE_CHECKING:
     from .backend import MlxBackend
 
-__all__ = ["MlxBackend", "MLXBackend"]
+__all__ = ["MLXBackend", "MlxBackend"]
 
 
 __getattr__ = lazy_exports(

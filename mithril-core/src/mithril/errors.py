@@ -5,19 +5,19 @@ from __future__ import annotations
 from .deprecation import deprecated_attribute
 
 __all__ = [
-    "MithrilError",
-    "ShapeError",
-    "DtypeError",
-    "ModelKeyError",
-    "ModelConnectionError",
-    "MissingAttributeError",
-    "BackendNotAvailableError",
-    "BackendAttributeError",
-    "UnsupportedPrimitiveError",
-    "PluginError",
     "ArgumentError",
+    "BackendAttributeError",
+    "BackendNotAvailableError",
     "CheckpointError",
+    "DtypeError",
     "IndexRangeError",
+    "MissingAttributeError",
+    "MithrilError",
+    "ModelConnectionError",
+    "ModelKeyError",
+    "PluginError",
+    "ShapeError",
+    "UnsupportedPrimitiveError",
 ]
 
 

@@ -26,7 +26,7 @@ from .primitives import shape_rules
 from .primitives.registry import uses_backend
 from .primitives.spec import PrimitiveSpec
 
-__all__ = ["register_primitive", "register_implementation", "register_gradient"]
+__all__ = ["register_gradient", "register_implementation", "register_primitive"]
 
 
 def register_primitive(

@@ -26,7 +26,7 @@ import re
 from .errors import ArgumentError
 from .lazy_numpy import np
 
-__all__ = ["check", "sample", "normal", "fan_in_of", "SPECS"]
+__all__ = ["SPECS", "check", "fan_in_of", "normal", "sample"]
 
 SPECS = (
     "fan_in",

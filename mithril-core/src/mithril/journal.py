@@ -28,7 +28,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["transaction", "touch", "active"]
+__all__ = ["active", "touch", "transaction"]
 
 
 class _Trail:

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from .errors import DtypeError
 
-__all__ = ["DataType", "Dtype", "Kind", "KINDS", "promote_kinds", "kind_of_python_value"]
+__all__ = ["KINDS", "DataType", "Dtype", "Kind", "kind_of_python_value", "promote_kinds"]
 
 DataType = TypeVar("DataType")
 """A backend's array type (``np.ndarray``, ``jax.Array``, ``torch.Tensor``, ``mx.array``), for annotations:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["run", "ModelRow"]
+__all__ = ["ModelRow", "run"]
 
 PROMPT = [[3, 14, 15, 9, 2, 6]]
 NEW_TOKENS = 8

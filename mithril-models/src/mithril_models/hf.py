@@ -18,7 +18,7 @@ from typing import Any
 
 from ._config import config_value
 
-__all__ = ["from_hf_config", "FAMILIES"]
+__all__ = ["FAMILIES", "from_hf_config"]
 
 FAMILIES: dict[str, str] = {
     "gpt2": "gpt", "clip": "clip_family", "t5": "t5", "resnet": "resnet", "llama": "llama", "mistral": "llama",

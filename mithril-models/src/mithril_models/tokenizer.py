@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from mithril.errors import ArgumentError
 
-__all__ = ["BatchEncoding", "SPECIAL_TOKEN_NAMES", "Tokenizer", "TokenizerError", "load_tokenizer"]
+__all__ = ["SPECIAL_TOKEN_NAMES", "BatchEncoding", "Tokenizer", "TokenizerError", "load_tokenizer"]
 
 INSTALL = 'pip install "mithril-models[tokenizers]"'
 

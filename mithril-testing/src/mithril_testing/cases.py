@@ -25,18 +25,18 @@ from mithril.extend import PrimitiveSpec, plugin_registry
 from mithril.types import Dtype
 
 __all__ = [
-    "Case",
     "CASES",
-    "normal",
-    "uniform",
-    "positive",
+    "Case",
     "away_from_zero",
+    "booleans",
     "distinct",
     "integers",
-    "booleans",
+    "normal",
+    "positive",
     "probabilities",
     "spd",
     "spec_for",
+    "uniform",
 ]
 
 InputFn = Callable[[np.random.Generator], np.ndarray]

@@ -52,7 +52,12 @@ from .cases import CASES, Case, spec_for
 from .references import REFERENCES
 
 __all__ = [
-    "BackendConformanceTests", "TOLERANCES", "Tolerance", "FD_EPS", "RANDOM_PRIMITIVES", "required_primitives",
+    "FD_EPS",
+    "RANDOM_PRIMITIVES",
+    "TOLERANCES",
+    "BackendConformanceTests",
+    "Tolerance",
+    "required_primitives",
 ]  # fmt: skip
 
 

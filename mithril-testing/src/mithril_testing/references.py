@@ -30,7 +30,7 @@ import numpy as np
 from mithril.extend import window_attributes
 from mithril.types import Dtype
 
-__all__ = ["REFERENCES", "reference", "numpy_dtype", "finite_max"]
+__all__ = ["REFERENCES", "finite_max", "numpy_dtype", "reference"]
 
 Array = np.ndarray
 """What references take and return: NumPy arrays (NumPy scalars too, where NumPy gives one: a reduction

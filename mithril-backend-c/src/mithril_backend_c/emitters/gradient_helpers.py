@@ -14,10 +14,21 @@ from .losses import log_prob_lines
 from .reductions import reduce_loops
 
 __all__ = [
-    "sum_to_like", "reshape_like", "broadcast_to_like", "linear_grad_weight",
-    "conv1d_grad_input", "conv2d_grad_input", "conv1d_grad_weight", "conv2d_grad_weight",
-    "max_pool2d_grad", "avg_pool2d_grad", "embedding_grad", "index_grad", "gather_grad",
-    "attention_weights", "cross_entropy_grad",
+    "attention_weights",
+    "avg_pool2d_grad",
+    "broadcast_to_like",
+    "conv1d_grad_input",
+    "conv1d_grad_weight",
+    "conv2d_grad_input",
+    "conv2d_grad_weight",
+    "cross_entropy_grad",
+    "embedding_grad",
+    "gather_grad",
+    "index_grad",
+    "linear_grad_weight",
+    "max_pool2d_grad",
+    "reshape_like",
+    "sum_to_like",
 ]  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from mithril.extend import Node, Value
 from ..context import Ctx, broadcast_strides, contiguous_strides, node_input
 from ..quantize import BLOCK, FORMATS
 
-__all__ = ["matmul", "linear"]
+__all__ = ["linear", "matmul"]
 
 
 def gemm(

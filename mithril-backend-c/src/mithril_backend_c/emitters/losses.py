@@ -9,7 +9,7 @@ from mithril.extend import Node
 from ..context import Ctx, float_literal, node_input
 from .elementwise import select
 
-__all__ = ["cross_entropy", "binary_cross_entropy", "squared_error", "absolute_error"]
+__all__ = ["absolute_error", "binary_cross_entropy", "cross_entropy", "squared_error"]
 
 
 def log_prob_lines(ctx: Ctx, node: Node, x: str, c: int, r: int) -> list[str]:

@@ -32,8 +32,15 @@ from .fused import Unit, chain_lines, pixel_strides
 from .linalg import batched_gemm, gemm, quantized_scratch
 
 __all__ = [
-    "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "embedding", "scaled_dot_product_attention",
-    "dropout_mask", "randn", "randint",
+    "avg_pool2d",
+    "conv1d",
+    "conv2d",
+    "dropout_mask",
+    "embedding",
+    "max_pool2d",
+    "randint",
+    "randn",
+    "scaled_dot_product_attention",
 ]  # fmt: skip
 
 

@@ -14,7 +14,7 @@ from mithril.extend import Node, Value, rules
 
 from ..context import Ctx, Emitter, contiguous_strides, float_literal, node_input
 
-__all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "softmax", "log_softmax"]
+__all__ = ["argmax", "argmin", "log_softmax", "max", "mean", "min", "prod", "softmax", "sum", "var"]
 
 
 def reduce_loops(

@@ -15,9 +15,29 @@ from mithril.extend import dtype_constant as dtype_constant_value
 from ..context import Ctx, Emitter, contiguous_strides, literal, node_input, view_layout
 
 __all__ = [
-    "reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "concat", "split",
-    "pad", "index", "gather", "arange", "ones", "zeros", "full", "zeros_like", "ones_like", "dtype_constant",
-    "positions", "shape", "size", "at_least_1d",
+    "arange",
+    "at_least_1d",
+    "broadcast_to",
+    "concat",
+    "dtype_constant",
+    "flatten",
+    "full",
+    "gather",
+    "index",
+    "ones",
+    "ones_like",
+    "pad",
+    "positions",
+    "reshape",
+    "shape",
+    "size",
+    "split",
+    "squeeze",
+    "swapaxes",
+    "transpose",
+    "unsqueeze",
+    "zeros",
+    "zeros_like",
 ]  # fmt: skip
 
 

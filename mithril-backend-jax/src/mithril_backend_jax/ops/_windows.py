@@ -21,7 +21,12 @@ import numpy as np
 from mithril.extend import WindowGeometry, check_groups
 
 __all__ = [
-    "conv_forward", "max_pool", "max_pool_route", "avg_pool", "pool_geometry", "lowest",
+    "avg_pool",
+    "conv_forward",
+    "lowest",
+    "max_pool",
+    "max_pool_route",
+    "pool_geometry",
 ]  # fmt: skip
 
 _SPATIAL = "DHW"

@@ -14,7 +14,7 @@ from typing import Any
 import mlx.core as mx
 from mithril.extend import WindowGeometry
 
-__all__ = ["max_pool", "avg_pool"]
+__all__ = ["avg_pool", "max_pool"]
 
 _FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
 

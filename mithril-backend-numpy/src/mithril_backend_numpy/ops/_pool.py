@@ -17,7 +17,7 @@ from mithril.extend import WindowGeometry
 
 from ._windows import Index, crop_spatial, pad_spatial
 
-__all__ = ["max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad"]
+__all__ = ["avg_pool", "avg_pool_grad", "max_pool", "max_pool_grad"]
 
 
 def _geometry(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> WindowGeometry:

@@ -18,7 +18,7 @@ from types import EllipsisType
 import numpy as np
 from mithril.extend import WindowGeometry
 
-__all__ = ["pad_spatial", "crop_spatial", "window_view", "prod", "Index"]
+__all__ = ["Index", "crop_spatial", "pad_spatial", "prod", "window_view"]
 
 Index = tuple[EllipsisType | slice, ...]
 """``x[(..., *slices)]``: the trailing axes sliced (annotating the key spares mypy inferring it from the

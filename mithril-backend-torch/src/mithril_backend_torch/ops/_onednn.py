@@ -20,7 +20,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-__all__ = ["available", "usable", "linear"]
+__all__ = ["available", "linear", "usable"]
 
 
 @functools.cache

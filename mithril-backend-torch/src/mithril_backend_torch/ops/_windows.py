@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from mithril.extend import spatial, window_attributes
 
-__all__ = ["torch_padding", "pad_spatial", "pool_geometry"]
+__all__ = ["pad_spatial", "pool_geometry", "torch_padding"]
 
 Pads = Sequence[tuple[int, int]]
 

@@ -35,7 +35,7 @@ from ..shapes import (
 from ..types import Kind, kind_of_python_value
 from ..union_find import find_root
 
-__all__ = ["NOTHING", "Value", "Node", "Graph", "as_constant", "constant_kind"]
+__all__ = ["NOTHING", "Graph", "Node", "Value", "as_constant", "constant_kind"]
 
 
 class _Nothing:

@@ -21,7 +21,7 @@ from ..errors import IndexRangeError
 from ..lazy_numpy import np
 from .graph import Graph, Node, Value
 
-__all__ = ["IndexCheck", "find_index_checks", "check_indices"]
+__all__ = ["IndexCheck", "check_indices", "find_index_checks"]
 
 # primitive -> (index input, indexed input, axis of the indexed input that bounds the index)
 INDEX_SLOTS: dict[str, tuple[str, str, Callable[[Node], int]]] = {

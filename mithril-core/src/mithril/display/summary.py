@@ -37,7 +37,7 @@ from ..compiler.codegen.escape import display_text
 from ..types import Dtype
 from ._tree import ModelView, dtype_bytes, format_bytes, value_label
 
-__all__ = ["Summary", "summarize", "show_summary"]
+__all__ = ["Summary", "show_summary", "summarize"]
 
 _COLUMNS = ("Block", "Type", "Input shape", "Output shape", "Params")
 _READABLE_ROWS = 40

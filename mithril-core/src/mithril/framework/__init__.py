@@ -8,4 +8,4 @@ blocks can build on them without importing the package that publishes them."""
 from .keys import TBD, Connection, IOKey
 from .tensor_types import Tensor
 
-__all__ = ["IOKey", "Connection", "TBD", "Tensor"]  # Mithril's `from mithril.framework import IOKey, Tensor`
+__all__ = ["TBD", "Connection", "IOKey", "Tensor"]  # Mithril's `from mithril.framework import IOKey, Tensor`

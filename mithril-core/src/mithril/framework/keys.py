@@ -24,8 +24,20 @@ if TYPE_CHECKING:
     from .model import Model
 
 __all__ = [
-    "TBD", "IOKey", "Connection", "Deferred", "Expr", "DtypeOf", "Operators", "INITIALISERS", "KeyShape", "DimRef",
-    "ShapeRef", "known_rank", "materialize_expression", "register_expression_builder",
+    "INITIALISERS",
+    "TBD",
+    "Connection",
+    "Deferred",
+    "DimRef",
+    "DtypeOf",
+    "Expr",
+    "IOKey",
+    "KeyShape",
+    "Operators",
+    "ShapeRef",
+    "known_rank",
+    "materialize_expression",
+    "register_expression_builder",
 ]  # fmt: skip
 
 INITIALISERS = (None, *initializers.SPECS)

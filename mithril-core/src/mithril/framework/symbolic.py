@@ -27,7 +27,7 @@ from ..errors import ArgumentError, ShapeError
 from ..primitives.host import HOST_OPERATIONS
 from .keys import Connection, Deferred, DimRef, Expr, IOKey, KeyShape, ShapeRef
 
-__all__ = ["ShapeRef", "KeyShape", "DimRef", "reshape_target", "static_shape", "has_dim_refs", "is_dim", "dim_value"]
+__all__ = ["DimRef", "KeyShape", "ShapeRef", "dim_value", "has_dim_refs", "is_dim", "reshape_target", "static_shape"]
 
 
 def is_dim(entry: Any) -> bool:

@@ -36,7 +36,7 @@ from ..types import (  # DataType is defined (once) in mithril.types, as in Mith
     kind_of_python_value,
 )
 
-__all__ = ["Tensor", "DataType", "describe_shape", "parse_kind", "tensor_kind"]
+__all__ = ["DataType", "Tensor", "describe_shape", "parse_kind", "tensor_kind"]
 
 
 class _Unset:

@@ -33,19 +33,19 @@ from .blocks.robust import checked_threshold, robust_log, robust_power, robust_s
 from .primitive import Primitive
 
 __all__ = [
-    "Reshape",
-    "Randn",
-    "Cast",
     "Arange",
-    "Size",
     "Buffer",
-    "ScaledDotProduct",
+    "Cast",
     "Concat",
-    "Split",
-    "SiLU",
-    "Power",
-    "Sqrt",
     "Log",
+    "Power",
+    "Randn",
+    "Reshape",
+    "ScaledDotProduct",
+    "SiLU",
+    "Size",
+    "Split",
+    "Sqrt",
 ]
 
 

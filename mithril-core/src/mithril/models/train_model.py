@@ -34,7 +34,7 @@ from ..framework.model import Model
 from .blocks._util import op
 from .primitive_models import Mean  # type: ignore[attr-defined]
 
-__all__ = ["TrainModel", "L1", "L2"]
+__all__ = ["L1", "L2", "TrainModel"]
 
 
 class L1(Model):

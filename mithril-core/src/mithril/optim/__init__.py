@@ -18,6 +18,19 @@ from .optimizers import SGD, Adam, AdamW, Lion, Optimizer, ParamInfo, RMSprop
 from .schedules import Schedule, constant, cosine_decay, join, linear_warmup, step_decay, warmup_cosine
 
 __all__ = [
-    "Optimizer", "ParamInfo", "SGD", "Adam", "AdamW", "RMSprop", "Lion", "Schedule", "schedules",
-    "constant", "linear_warmup", "cosine_decay", "step_decay", "join", "warmup_cosine",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "Lion",
+    "Optimizer",
+    "ParamInfo",
+    "RMSprop",
+    "Schedule",
+    "constant",
+    "cosine_decay",
+    "join",
+    "linear_warmup",
+    "schedules",
+    "step_decay",
+    "warmup_cosine",
 ]  # fmt: skip

@@ -28,7 +28,7 @@ from .. import validation
 from ..errors import ArgumentError
 from .schedules import Schedule, as_schedule
 
-__all__ = ["Optimizer", "ParamInfo", "SGD", "Adam", "AdamW", "RMSprop", "Lion"]
+__all__ = ["SGD", "Adam", "AdamW", "Lion", "Optimizer", "ParamInfo", "RMSprop"]
 
 DecayMask = str | re.Pattern[str] | Callable[[str, str, int | None], bool] | None
 

@@ -28,13 +28,13 @@ _PI = math.pi
 
 __all__ = [
     "Schedule",
-    "constant",
-    "linear_warmup",
-    "cosine_decay",
-    "step_decay",
-    "join",
-    "warmup_cosine",
     "as_schedule",
+    "constant",
+    "cosine_decay",
+    "join",
+    "linear_warmup",
+    "step_decay",
+    "warmup_cosine",
 ]
 
 

@@ -18,11 +18,11 @@ from .manager import BrokenPlugin, PluginInfo, PluginManager, list_plugins, mana
 list = list_plugins  # ``mithril.plugins.list()`` is the documented name
 
 __all__ = [
-    "hookimpl",
-    "hookspec",
     "BrokenPlugin",
     "PluginInfo",
     "PluginManager",
+    "hookimpl",
+    "hookspec",
     "list",
     "manager",
     "registry",

@@ -8,7 +8,7 @@ from ..errors import BackendAttributeError, BackendNotAvailableError, MissingAtt
 from ..primitives.registry import resolve_target
 from .manager import manager
 
-__all__ = ["KNOWN_BACKENDS", "KNOWN_MODELS", "backend_class", "model_builder", "available_backends"]
+__all__ = ["KNOWN_BACKENDS", "KNOWN_MODELS", "available_backends", "backend_class", "model_builder"]
 
 # Backends Mithril publishes: attribute name -> (registry name, distribution, extra)
 KNOWN_BACKENDS: dict[str, tuple[str, str, str]] = {

@@ -27,7 +27,7 @@ from ..errors import ModelKeyError
 from ..primitives.registry import Registry
 from . import builtin, hookspecs
 
-__all__ = ["PluginInfo", "BrokenPlugin", "PluginManager", "manager", "registry", "reset", "list_plugins"]
+__all__ = ["BrokenPlugin", "PluginInfo", "PluginManager", "list_plugins", "manager", "registry", "reset"]
 
 log = logging.getLogger("mithril.plugins")
 ENTRY_POINT_GROUP = "mithril"

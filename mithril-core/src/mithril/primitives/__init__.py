@@ -7,4 +7,4 @@ from . import shape_rules
 from .registry import Registry, resolve_target, uses_backend
 from .spec import REQUIRED, PrimitiveSpec, ShapeIO
 
-__all__ = ["PrimitiveSpec", "REQUIRED", "Registry", "ShapeIO", "resolve_target", "shape_rules", "uses_backend"]
+__all__ = ["REQUIRED", "PrimitiveSpec", "Registry", "ShapeIO", "resolve_target", "shape_rules", "uses_backend"]

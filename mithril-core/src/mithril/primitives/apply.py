@@ -11,7 +11,7 @@ from ..shapes import Shape, ShapeMismatch, ShapeUndetermined
 from ..types import Kind
 from .spec import PrimitiveSpec, ShapeIO
 
-__all__ = ["run_shape_rule", "run_type_rule", "describe_shapes"]
+__all__ = ["describe_shapes", "run_shape_rule", "run_type_rule"]
 
 
 def describe_shapes(io: Mapping[str, Shape]) -> str:

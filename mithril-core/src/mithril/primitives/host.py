@@ -26,8 +26,8 @@ from typing import Any
 from .spec import PrimitiveSpec
 
 __all__ = [
-    "HOST_PREFIX",
     "HOST_OPERATIONS",
+    "HOST_PREFIX",
     "as_host_value",
     "base_attributes",
     "host_implementation",

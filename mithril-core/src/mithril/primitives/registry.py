@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import ModelKeyError, PluginError, UnsupportedPrimitiveError
 from .spec import PrimitiveSpec
 
-__all__ = ["Registry", "BackendEntry", "uses_backend", "resolve_target", "module_implementations"]
+__all__ = ["BackendEntry", "Registry", "module_implementations", "resolve_target", "uses_backend"]
 
 Impl = Callable[..., Any]
 VjpRule = Callable[..., Mapping[str, Any]]

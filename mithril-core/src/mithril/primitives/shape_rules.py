@@ -27,24 +27,24 @@ if TYPE_CHECKING:
     from .spec import ShapeRule, TypeRule
 
 __all__ = [
-    "normalize_axis",
-    "normalize_axes",
-    "same_shape",
+    "bool_result",
     "broadcast",
     "broadcast_dims",
     "broadcast_sum_axes",
-    "reduction",
-    "scalar_output",
-    "pair",
-    "same_kind",
-    "float_result",
-    "bool_result",
-    "int_result",
-    "promote",
-    "kind_of",
     "creation_kind",
     "fixed",
+    "float_result",
+    "int_result",
+    "kind_of",
+    "normalize_axes",
+    "normalize_axis",
+    "pair",
+    "promote",
     "rank_from_host_shape",
+    "reduction",
+    "same_kind",
+    "same_shape",
+    "scalar_output",
 ]
 
 
@@ -272,4 +272,4 @@ def template(**templates: Sequence[object]) -> ShapeRule:
     return rule
 
 
-__all__ += ["template", "Variadic", "unify_dims"]
+__all__ += ["Variadic", "template", "unify_dims"]

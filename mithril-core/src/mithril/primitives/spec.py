@@ -27,7 +27,7 @@ from ..shapes import Shape
 from ..types import Kind
 from ..validation import check_attributes
 
-__all__ = ["PrimitiveSpec", "REQUIRED", "ShapeIO", "ShapeRule", "TypeRule"]
+__all__ = ["REQUIRED", "PrimitiveSpec", "ShapeIO", "ShapeRule", "TypeRule"]
 
 
 class _Required:

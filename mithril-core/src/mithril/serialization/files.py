@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 from ..errors import ArgumentError, CheckpointError, MithrilError
 
-__all__ = ["write_file_atomically", "check_output_directory"]
+__all__ = ["check_output_directory", "write_file_atomically"]
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 

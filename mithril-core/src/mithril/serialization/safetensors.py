@@ -32,7 +32,7 @@ from ..lazy_numpy import np
 from ..progress import task
 from .files import write_file_atomically
 
-__all__ = ["SafetensorsFile", "save_safetensors", "read_safetensors_index", "parse_json", "DTYPES"]
+__all__ = ["DTYPES", "SafetensorsFile", "parse_json", "read_safetensors_index", "save_safetensors"]
 
 _CODES = {
     "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",

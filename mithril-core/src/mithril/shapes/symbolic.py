@@ -27,8 +27,18 @@ from ..journal import _CURRENT, touch
 from ..union_find import find_root
 
 __all__ = [
-    "Dim", "Variadic", "Shape", "ShapeMismatch", "ShapeUndetermined", "unify", "unify_dims", "epoch", "changes_since",
-    "note_change", "reset_change_log", "describe_shape",
+    "Dim",
+    "Shape",
+    "ShapeMismatch",
+    "ShapeUndetermined",
+    "Variadic",
+    "changes_since",
+    "describe_shape",
+    "epoch",
+    "note_change",
+    "reset_change_log",
+    "unify",
+    "unify_dims",
 ]  # fmt: skip
 
 _counter = itertools.count()

@@ -13,12 +13,12 @@ from .checkpoint import load_state, save_state
 from .fit import Callback, EarlyStopping, History, LambdaCallback, fit, latest_checkpoint
 
 __all__ = [
-    "fit",
-    "History",
     "Callback",
     "EarlyStopping",
+    "History",
     "LambdaCallback",
-    "save_state",
-    "load_state",
+    "fit",
     "latest_checkpoint",
+    "load_state",
+    "save_state",
 ]

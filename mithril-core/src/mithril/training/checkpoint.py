@@ -24,7 +24,7 @@ from ..optim.state import TrainState
 from ..serialization.files import write_file_atomically
 from ..serialization.safetensors import SafetensorsFile, parse_json, save_safetensors
 
-__all__ = ["save_state", "load_state", "manifest_path", "FORMAT"]
+__all__ = ["FORMAT", "load_state", "manifest_path", "save_state"]
 
 FORMAT = "mithril-train-state"
 VERSION = 1

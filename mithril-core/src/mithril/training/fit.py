@@ -29,7 +29,7 @@ from ..serialization.files import write_file_atomically
 from ..serialization.safetensors import parse_json
 from .checkpoint import load_state, manifest_path, save_state
 
-__all__ = ["fit", "History", "Callback", "EarlyStopping", "LambdaCallback"]
+__all__ = ["Callback", "EarlyStopping", "History", "LambdaCallback", "fit"]
 
 _CHECKPOINT = re.compile(r"^step-(\d{1,12})\.safetensors$")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["Layout", "Part", "Target", "transpose", "take", "merge_layouts", "never"]
+__all__ = ["Layout", "Part", "Target", "merge_layouts", "never", "take", "transpose"]
 
 Transform = Callable[[np.ndarray], np.ndarray]
 

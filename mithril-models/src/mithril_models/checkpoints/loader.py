@@ -22,7 +22,7 @@ from .errors import CheckpointError
 from .layout import Layout, Target
 from .source import TensorSource, open_checkpoint
 
-__all__ = ["load_hf", "LoadReport"]
+__all__ = ["LoadReport", "load_hf"]
 
 
 @dataclass

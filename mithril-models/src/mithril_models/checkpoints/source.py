@@ -25,7 +25,7 @@ from mithril.extend import SafetensorsFile, read_safetensors_index
 
 from .errors import CheckpointError
 
-__all__ = ["TensorSource", "StateDictSource", "ShardedSource", "open_checkpoint"]
+__all__ = ["ShardedSource", "StateDictSource", "TensorSource", "open_checkpoint"]
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 

@@ -21,7 +21,7 @@ from typing import Any
 from .._config import config_value
 from .rope import check_rope_scaling, rope_frequencies
 
-__all__ = ["ACTIVATIONS", "LlamaConfig", "MODEL_TYPES"]
+__all__ = ["ACTIVATIONS", "MODEL_TYPES", "LlamaConfig"]
 
 ACTIVATIONS: tuple[str, ...] = ("silu", "swish")
 """Supported ``hidden_act`` values (both name ``x * sigmoid(x)``, the SwiGLU gate)."""

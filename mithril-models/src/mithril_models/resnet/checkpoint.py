@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from ..checkpoints.layout import Layout, Target
 from .config import ResNetConfig
 
-__all__ = ["hf_layout", "torchvision_layout", "model_paths"]
+__all__ = ["hf_layout", "model_paths", "torchvision_layout"]
 
 _BN_KEYS = ("weight", "bias", "running_mean", "running_var")
 

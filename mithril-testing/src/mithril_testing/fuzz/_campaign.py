@@ -40,17 +40,17 @@ from ._reduce import reduce_disagreement
 from ._repro import write_reproduction
 
 __all__ = [
-    "CampaignResult",
-    "run_campaign",
-    "default_profile",
-    "batches",
-    "variant_strategy",
-    "QUICK_EXAMPLES",
-    "QUICK_LIFECYCLE_EXAMPLES",
     "BATCH",
+    "ISOLATED_BACKENDS",
     "JIT_CHOICES",
     "NATIVE_BACKENDS",
-    "ISOLATED_BACKENDS",
+    "QUICK_EXAMPLES",
+    "QUICK_LIFECYCLE_EXAMPLES",
+    "CampaignResult",
+    "batches",
+    "default_profile",
+    "run_campaign",
+    "variant_strategy",
 ]
 
 QUICK_EXAMPLES: dict[str, int] = {"numpy": 200, "torch": 200, "mlx": 200, "jax": 200, "c": 200, "ggml": 200}

@@ -41,14 +41,14 @@ from ._passes import PASSES, VARIANTS, passes_disabled, passes_recorded
 from ._recipe import Recipe, combine, kind_of_array
 
 __all__ = [
+    "NOISE_FACTOR",
+    "BatchCheck",
     "Disagreement",
     "Mismatch",
-    "check_recipe",
-    "check_batch",
-    "BatchCheck",
-    "make_backend",
     "backend_dtype",
-    "NOISE_FACTOR",
+    "check_batch",
+    "check_recipe",
+    "make_backend",
     "tolerance_for",
 ]
 

@@ -42,12 +42,12 @@ from ..references import REFERENCES
 from ._recipe import Const, Recipe, kind_of_array
 
 __all__ = [
-    "FuzzProfile",
-    "recipes",
     "FAMILIES",
     "GENERATED_PRIMITIVES",
     "NOT_GENERATED",
+    "FuzzProfile",
     "checked_call",
+    "recipes",
     "valid_recipe",
 ]
 

@@ -32,7 +32,7 @@ from mithril.types import Dtype
 from ._check import Disagreement, backend_dtype, check_recipe
 from ._recipe import Recipe
 
-__all__ = ["IsolatedChecker", "CRASH_TIMEOUT", "STALL_FACTOR"]
+__all__ = ["CRASH_TIMEOUT", "STALL_FACTOR", "IsolatedChecker"]
 
 CRASH_TIMEOUT = 300.0
 """CPU seconds (the worker's and its compilers') one model may take before it counts as hung and is

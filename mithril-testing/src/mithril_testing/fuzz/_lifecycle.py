@@ -61,9 +61,9 @@ from ._generate import valid_recipe
 from ._recipe import Recipe, kind_of_array
 
 __all__ = [
+    "CALLS_PER_THREAD",
     "LIFECYCLE_STEPS",
     "THREADS",
-    "CALLS_PER_THREAD",
     "Call",
     "Feed",
     "Lifecycle",

@@ -34,7 +34,7 @@ import numpy as np
 from ..conformance import FD_EPS
 from ._recipe import Recipe, evaluate_reference, kind_of_array, plan
 
-__all__ = ["Oracle", "GradientOracle", "FULL_FD_ELEMENTS", "DIRECTIONS"]
+__all__ = ["DIRECTIONS", "FULL_FD_ELEMENTS", "GradientOracle", "Oracle"]
 
 FULL_FD_ELEMENTS = 32
 """Parameters with at most this many elements get a finite difference per element."""

@@ -37,14 +37,14 @@ from ..cases import spec_for
 from ..references import REFERENCES
 
 __all__ = [
+    "ROLES",
     "Const",
     "Input",
     "Op",
     "Recipe",
-    "ROLES",
+    "array_literal",
     "combine",
     "evaluate_reference",
-    "array_literal",
     "kind_of_array",
 ]
 

@@ -36,7 +36,7 @@ from ._check import Disagreement, check_recipe
 from ._generate import valid_recipe
 from ._recipe import Const, Input, Recipe, kind_of_array
 
-__all__ = ["reduce_disagreement", "prune", "renumber"]
+__all__ = ["prune", "reduce_disagreement", "renumber"]
 
 Checker = Callable[..., "Disagreement | None"]
 

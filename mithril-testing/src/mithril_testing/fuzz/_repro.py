@@ -44,7 +44,7 @@ from ._passes import VARIANTS
 from ._recipe import Recipe, _nested, array_literal, kind_of_array
 from ._wrap import wrap_source
 
-__all__ = ["reproduction_source", "write_reproduction", "compact_literal", "ReproductionText"]
+__all__ = ["ReproductionText", "compact_literal", "reproduction_source", "write_reproduction"]
 
 
 def _full_gradient(oracle: Oracle, name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ import io
 import textwrap
 import tokenize
 
-__all__ = ["wrap_source", "WIDTH"]
+__all__ = ["WIDTH", "wrap_source"]
 
 WIDTH = 120
 """The project's line length (``[tool.ruff] line-length``)."""

@@ -23,6 +23,14 @@ from ._table import op_table
 from .derived import GRADIENT_HELPERS, derived_gradient_helpers
 
 __all__ = [
-    "Binding", "GRADIENT_HELPERS", "Impl", "conversions", "derived_gradient_helpers", "elementwise", "linalg", "nn",
-    "op_table", "recurrent",
+    "GRADIENT_HELPERS",
+    "Binding",
+    "Impl",
+    "conversions",
+    "derived_gradient_helpers",
+    "elementwise",
+    "linalg",
+    "nn",
+    "op_table",
+    "recurrent",
 ]  # fmt: skip

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._binding import Binding, Impl
 
-__all__ = ["build", "backprop", "forward"]
+__all__ = ["backprop", "build", "forward"]
 
 
 def backprop(b: Binding) -> Impl:

@@ -27,7 +27,7 @@ from .linear import Linear
 from .robust import robust_power
 from .tensor_ops import DistanceMatrix, PolynomialFeatures
 
-__all__ = ["LogisticRegression", "PolynomialRegression", "LinearSVM", "RBFKernel", "PolynomialKernel", "KernelizedSVM"]
+__all__ = ["KernelizedSVM", "LinearSVM", "LogisticRegression", "PolynomialKernel", "PolynomialRegression", "RBFKernel"]
 
 
 class LogisticRegression(Model):

@@ -11,7 +11,7 @@ from ...framework.model import Model
 from ..primitive import Primitive
 from ._util import param
 
-__all__ = ["Conv1d", "Conv2d", "MaxPool2D", "AvgPool2D", "Flatten"]
+__all__ = ["AvgPool2D", "Conv1d", "Conv2d", "Flatten", "MaxPool2D"]
 
 
 class _ConvNd(Model):

@@ -28,7 +28,7 @@ from ._masks import as_float
 from ._util import op
 from .tensor_ops import _identity_mask
 
-__all__ = ["GaussProcessRegressionCore", "GPRLoss"]
+__all__ = ["GPRLoss", "GaussProcessRegressionCore"]
 
 
 def _eye_like(model: Model, matrix: Any, axis: int = 0) -> Any:

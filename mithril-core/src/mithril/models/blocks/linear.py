@@ -13,7 +13,7 @@ from ..primitive import Primitive
 from ..primitive_models import Relu  # type: ignore[attr-defined]
 from ._util import param
 
-__all__ = ["Linear", "MLP", "Layer", "ElementWiseAffine"]
+__all__ = ["MLP", "ElementWiseAffine", "Layer", "Linear"]
 
 
 class Linear(Model):

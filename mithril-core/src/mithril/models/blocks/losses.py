@@ -21,7 +21,7 @@ from ..primitive import Primitive
 from ._util import op
 from .robust import checked_threshold, probability_log
 
-__all__ = ["CrossEntropy", "BinaryCrossEntropy", "SquaredError", "AbsoluteError"]
+__all__ = ["AbsoluteError", "BinaryCrossEntropy", "CrossEntropy", "SquaredError"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -35,7 +35,7 @@ from .margin_losses import KLDivergence
 from .robust import robust_power
 from .tensor_ops import EncoderDistanceMatrix, NormModifier, StableReciprocal, _identity_mask
 
-__all__ = ["MDSCore", "TSNECore", "DistanceEncoder", "MDS", "TSNE", "tsne_joint_probabilities"]
+__all__ = ["MDS", "TSNE", "DistanceEncoder", "MDSCore", "TSNECore", "tsne_joint_probabilities"]
 
 _INPUT_TYPES = ("distances", "powered_distances", "points")
 

@@ -19,7 +19,7 @@ from ._util import op
 from .losses import _Loss
 from .robust import checked_threshold, robust_log
 
-__all__ = ["HingeLoss", "QuadHingeLoss", "QuantileLoss", "KLDivergence"]
+__all__ = ["HingeLoss", "KLDivergence", "QuadHingeLoss", "QuantileLoss"]
 
 
 class _ComposedLoss(_Loss):

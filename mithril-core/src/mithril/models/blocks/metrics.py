@@ -19,7 +19,7 @@ from ...framework.model import Model
 from ._masks import as_float
 from ._util import op
 
-__all__ = ["Accuracy", "Precision", "Recall", "F1", "AUC"]
+__all__ = ["AUC", "F1", "Accuracy", "Precision", "Recall"]
 
 _AVERAGES = ("micro", "macro", "weighted")
 

@@ -12,7 +12,7 @@ from ...framework.model import Model
 from ..primitive import Primitive
 from ._util import op, param, set_given
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d", "BatchNorm2D", "batch_norm2d_decomposition"]
+__all__ = ["BatchNorm2D", "BatchNorm2d", "GroupNorm", "LayerNorm", "RMSNorm", "batch_norm2d_decomposition"]
 
 _PER_CHANNEL = (-1, 1, 1)  # a [C] vector against [N, C, H, W]
 

@@ -44,8 +44,14 @@ from . import sequence
 from ._util import op, param, set_given
 
 __all__ = [
-    "Cell", "RNNCell", "LSTMCell", "ManyToOne", "OneToMany", "OneToManyInference", "EncoderDecoder",
+    "Cell",
+    "EncoderDecoder",
     "EncoderDecoderInference",
+    "LSTMCell",
+    "ManyToOne",
+    "OneToMany",
+    "OneToManyInference",
+    "RNNCell",
 ]  # fmt: skip
 
 

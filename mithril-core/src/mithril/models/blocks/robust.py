@@ -27,12 +27,12 @@ from ._util import op
 
 __all__ = [
     "checked_threshold",
-    "threshold_of",
-    "robust_log",
-    "robust_sqrt",
-    "robust_power",
-    "stable_reciprocal",
     "probability_log",
+    "robust_log",
+    "robust_power",
+    "robust_sqrt",
+    "stable_reciprocal",
+    "threshold_of",
 ]
 
 

@@ -43,8 +43,16 @@ from ..primitive import Primitive
 from ._util import op, param
 
 __all__ = [
-    "TorchRNNCell", "TorchLSTMCell", "TorchManyToOne", "ManyToMany", "TorchOneToMany", "TorchEncoderDecoder",
-    "TorchEncoderDecoderInference", "lstm_update", "lstm_layer_decomposition", "lstm_recurrence_decomposition",
+    "ManyToMany",
+    "TorchEncoderDecoder",
+    "TorchEncoderDecoderInference",
+    "TorchLSTMCell",
+    "TorchManyToOne",
+    "TorchOneToMany",
+    "TorchRNNCell",
+    "lstm_layer_decomposition",
+    "lstm_recurrence_decomposition",
+    "lstm_update",
 ]  # fmt: skip
 
 PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")

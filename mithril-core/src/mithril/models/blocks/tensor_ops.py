@@ -25,9 +25,22 @@ from ._util import op, set_given
 from .robust import checked_threshold, robust_power, stable_reciprocal
 
 __all__ = [
-    "Clamp", "Eye", "EyeComplement", "TransposedDiagonal", "CartesianDifference", "DistanceMatrix",
-    "PolynomialFeatures", "NormModifier", "Trapezoid", "MaxPool1D", "AvgPool1D", "ShiftLeft", "ShiftRight",
-    "PermuteTensor", "StableReciprocal", "EncoderDistanceMatrix",
+    "AvgPool1D",
+    "CartesianDifference",
+    "Clamp",
+    "DistanceMatrix",
+    "EncoderDistanceMatrix",
+    "Eye",
+    "EyeComplement",
+    "MaxPool1D",
+    "NormModifier",
+    "PermuteTensor",
+    "PolynomialFeatures",
+    "ShiftLeft",
+    "ShiftRight",
+    "StableReciprocal",
+    "TransposedDiagonal",
+    "Trapezoid",
 ]  # fmt: skip
 
 

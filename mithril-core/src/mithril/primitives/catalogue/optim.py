@@ -23,7 +23,7 @@ from ...shapes import Shape, unify
 from ..shape_rules import float_results
 from ..spec import PrimitiveSpec
 
-__all__ = ["SPECS", "ADAM_INPUTS", "ADAM_OUTPUTS"]
+__all__ = ["ADAM_INPUTS", "ADAM_OUTPUTS", "SPECS"]
 
 ADAM_INPUTS = ("param", "grad", "m", "v", "step_size", "eps_hat", "shrink")
 ADAM_OUTPUTS = ("new_param", "new_m", "new_v")

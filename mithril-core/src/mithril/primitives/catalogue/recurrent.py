@@ -22,7 +22,7 @@ from ...shapes import Dim, Shape, ShapeMismatch, unify
 from ..shape_rules import float_results
 from ..spec import PrimitiveSpec
 
-__all__ = ["SPECS", "LSTM_INPUTS", "LSTM_LAYER_INPUTS", "LSTM_OUTPUTS"]
+__all__ = ["LSTM_INPUTS", "LSTM_LAYER_INPUTS", "LSTM_OUTPUTS", "SPECS"]
 
 LSTM_INPUTS = ("input", "weight_hh", "initial_hidden", "initial_cell")
 LSTM_LAYER_INPUTS = ("input", "weight_ih", "weight_hh", "bias_ih", "bias_hh", "initial_hidden", "initial_cell")
