@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import EllipsisType
 from typing import Any, TypeVar
 
@@ -109,7 +109,7 @@ def _spatial(value: int | Sequence[int], n: int) -> tuple[int, ...]:
 # -- elementwise unary ---------------------------------------------------------------------------
 
 
-def _elementwise(function: Callable[[Any], Any], in_float: bool) -> Callable[[Array], Array]:
+def _unary(function: Callable[[Any], Any], in_float: bool = False) -> Callable[[Array], Array]:
     """The reference of a one-input primitive that is a NumPy function (of the input cast to float64 when
     ``in_float``: integer inputs of ``exp``, ``log``, ... compute in float)."""
 
@@ -122,9 +122,9 @@ def _elementwise(function: Callable[[Any], Any], in_float: bool) -> Callable[[Ar
 
 _EXACT = {"neg": np.negative, "abs": np.abs, "sign": np.sign, "floor": np.floor, "isnan": np.isnan,
           "logical_not": np.logical_not}  # fmt: skip
-REFERENCES.update({name: _elementwise(function, in_float=False) for name, function in _EXACT.items()})
+REFERENCES.update({name: _unary(function) for name, function in _EXACT.items()})
 REFERENCES.update(
-    {n: _elementwise(getattr(np, n), in_float=True) for n in ("exp", "log", "log1p", "sqrt", "sin", "cos", "tanh")}
+    {n: _unary(getattr(np, n), in_float=True) for n in ("exp", "log", "log1p", "sqrt", "sin", "cos", "tanh")}
 )
 
 
@@ -216,89 +216,24 @@ def cast(input: Array, *, dtype: DtypeLike) -> Array:
 
 
 # -- elementwise binary --------------------------------------------------------------------------
-@reference
-def add(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.add(left, right))
+def _binary(function: Callable[[Any, Any], Any]) -> Callable[[Array, Array], Array]:
+    """The reference of a two-input primitive that is a NumPy function of ``(left, right)``."""
+
+    def run(left: Array, right: Array) -> Array:
+        return typing.cast(Array, function(left, right))
+
+    run.__name__ = function.__name__
+    return run
 
 
-@reference
-def subtract(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.subtract(left, right))
-
-
-@reference
-def multiply(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.multiply(left, right))
+_BINARY = ("add", "subtract", "multiply", "floor_divide", "power", "minimum", "maximum", "equal", "not_equal", "less",
+           "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor")  # fmt: skip
+REFERENCES.update({name: _binary(getattr(np, name)) for name in _BINARY})
 
 
 @reference
 def divide(left: Array, right: Array) -> Array:
     return typing.cast(Array, np.true_divide(_float(left), right))
-
-
-@reference
-def floor_divide(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.floor_divide(left, right))
-
-
-@reference
-def power(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.power(left, right))
-
-
-@reference
-def minimum(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.minimum(left, right))
-
-
-@reference
-def maximum(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.maximum(left, right))
-
-
-@reference
-def equal(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.equal(left, right))
-
-
-@reference
-def not_equal(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.not_equal(left, right))
-
-
-@reference
-def less(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.less(left, right))
-
-
-@reference
-def less_equal(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.less_equal(left, right))
-
-
-@reference
-def greater(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.greater(left, right))
-
-
-@reference
-def greater_equal(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.greater_equal(left, right))
-
-
-@reference
-def logical_and(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.logical_and(left, right))
-
-
-@reference
-def logical_or(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.logical_or(left, right))
-
-
-@reference
-def logical_xor(left: Array, right: Array) -> Array:
-    return typing.cast(Array, np.logical_xor(left, right))
 
 
 @reference
@@ -415,14 +350,7 @@ def eigvalsh_grad(output_grad: Array, input: Array) -> Array:
 
 
 # -- shape manipulation --------------------------------------------------------------------------
-@reference
-def at_least_1d(input: Array) -> Array:
-    return np.atleast_1d(input)
-
-
-@reference
-def unique(input: Array) -> Array:
-    return np.unique(input)
+REFERENCES.update({"at_least_1d": _unary(np.atleast_1d), "unique": _unary(np.unique)})
 
 
 @reference
@@ -562,14 +490,7 @@ def full(*, shape: Sequence[int], fill_value: float, dtype: DtypeLike) -> Array:
     return np.full(tuple(shape), fill_value, dtype=numpy_dtype(dtype))
 
 
-@reference
-def zeros_like(input: Array) -> Array:
-    return np.zeros_like(input)
-
-
-@reference
-def ones_like(input: Array) -> Array:
-    return np.ones_like(input)
+REFERENCES.update({"zeros_like": _unary(np.zeros_like), "ones_like": _unary(np.ones_like)})
 
 
 @reference
@@ -645,6 +566,26 @@ def _conv_setup(
     return stride, pads, dilation, _out_sizes(padded, kernel, stride, dilation)
 
 
+def _conv_taps(
+    kernel: Sequence[int],
+    out_sizes: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    in_per_group: int,
+    out_per_group: int,
+) -> Iterator[tuple[Index, Index, Index, Index]]:
+    """Every (kernel offset, group) of a convolution: the padded input's view at that offset (all output
+    positions at once), the group's input channels and output channels (of an ``[N, C, ...]`` array), and
+    its weight taps ``w[group's outputs, :, *offset]``."""
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        window: Index = (slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))
+        for g in range(groups):
+            ins: Index = (slice(None), slice(g * in_per_group, (g + 1) * in_per_group))
+            outs: Index = (slice(None), slice(g * out_per_group, (g + 1) * out_per_group))
+            yield window, ins, outs, (outs[1], slice(None), *offset)
+
+
 @reference_as("conv1d", "conv2d")
 def _conv(
     input: Array, weight: Array, bias: Array | None, *, stride: Window, padding: Padding, dilation: Window, groups: int
@@ -657,12 +598,8 @@ def _conv(
     batch, channels, out_channels = x.shape[0], x.shape[1], w.shape[0]
     cg, og = channels // groups, out_channels // groups
     out = np.zeros((batch, out_channels, *out_sizes), dtype=np.result_type(x, w))
-    for offset in itertools.product(*(range(k) for k in kernel)):
-        patch = xp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
-        for g in range(groups):
-            taps: Index = (slice(g * og, (g + 1) * og), slice(None), *offset)
-            wg = w[taps]  # [og, cg]
-            out[:, g * og : (g + 1) * og] += np.einsum("nc...,oc->no...", patch[:, g * cg : (g + 1) * cg], wg)
+    for window, ins, outs, taps in _conv_taps(kernel, out_sizes, stride, dilation, groups, cg, og):
+        out[outs] += np.einsum("nc...,oc->no...", xp[window][ins], w[taps])
     if bias is not None:
         out = out + np.asarray(bias).reshape(1, out_channels, *([1] * len(kernel)))
     return out
@@ -679,12 +616,8 @@ def _conv_grad_input(
     padded_shape = [*like.shape[:2], *(like.shape[2 + i] + sum(pads[i]) for i in range(len(kernel)))]
     gxp = np.zeros(padded_shape, dtype=np.result_type(g_out, w))
     cg, og = like.shape[1] // groups, w.shape[0] // groups
-    for offset in itertools.product(*(range(k) for k in kernel)):
-        view = gxp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
-        for g in range(groups):
-            taps: Index = (slice(g * og, (g + 1) * og), slice(None), *offset)
-            wg = w[taps]
-            view[:, g * cg : (g + 1) * cg] += np.einsum("no...,oc->nc...", g_out[:, g * og : (g + 1) * og], wg)
+    for window, ins, outs, taps in _conv_taps(kernel, out_sizes, stride, dilation, groups, cg, og):
+        gxp[window][ins] += np.einsum("no...,oc->nc...", g_out[outs], w[taps])
     crop = tuple(slice(before, before + like.shape[2 + i]) for i, (before, _) in enumerate(pads))
     return gxp[(slice(None), slice(None), *crop)].copy()
 
@@ -699,14 +632,9 @@ def _conv_grad_weight(
     xp = np.pad(x, [(0, 0), (0, 0), *pads])
     gw = np.zeros(like.shape, dtype=np.result_type(g_out, x))
     cg, og = x.shape[1] // groups, like.shape[0] // groups
-    for offset in itertools.product(*(range(k) for k in kernel)):
-        patch = xp[(slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))]
-        for g in range(groups):
-            summed = [0, *range(2, patch.ndim)]  # batch and output positions
-            taps: Index = (slice(g * og, (g + 1) * og), slice(None), *offset)
-            gw[taps] += np.tensordot(
-                g_out[:, g * og : (g + 1) * og], patch[:, g * cg : (g + 1) * cg], axes=(summed, summed)
-            )
+    summed = [0, *range(2, xp.ndim)]  # batch and output positions
+    for window, ins, outs, taps in _conv_taps(kernel, out_sizes, stride, dilation, groups, cg, og):
+        gw[taps] += np.tensordot(g_out[outs], xp[window][ins], axes=(summed, summed))
     return gw
 
 
