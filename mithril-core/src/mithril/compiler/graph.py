@@ -14,12 +14,14 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..journal import touch
 from ..lazy_numpy import np
+from ..primitives import operators
 from ..primitives.apply import run_shape_rule, run_type_rule
 from ..primitives.spec import PrimitiveSpec, ShapeIO
 from ..shapes import (
@@ -120,63 +122,36 @@ class Value:
         path = self.producer.path + ".grad" if self.producer is not None and self.producer.path else "grad"
         return self.graph.emit(name, *args, path=path)  # type: ignore[return-value]
 
-    def __add__(self, other: Any) -> Value:
-        return self._emit("add", self, other)
-
-    def __radd__(self, other: Any) -> Value:
-        return self._emit("add", other, self)
-
-    def __sub__(self, other: Any) -> Value:
-        return self._emit("subtract", self, other)
-
-    def __rsub__(self, other: Any) -> Value:
-        return self._emit("subtract", other, self)
-
-    def __mul__(self, other: Any) -> Value:
-        return self._emit("multiply", self, other)
-
-    def __rmul__(self, other: Any) -> Value:
-        return self._emit("multiply", other, self)
-
-    def __truediv__(self, other: Any) -> Value:
-        return self._emit("divide", self, other)
-
-    def __rtruediv__(self, other: Any) -> Value:
-        return self._emit("divide", other, self)
-
-    def __neg__(self) -> Value:
-        return self._emit("neg", self)
-
-    def __pow__(self, other: Any) -> Value:
-        return self._emit("power", self, other)
-
-    def __matmul__(self, other: Any) -> Value:
-        return self._emit("matmul", self, other)
+    __add__: _Operator = operators.binary("add")
+    __radd__: _Operator = operators.reflected("add")
+    __sub__: _Operator = operators.binary("subtract")
+    __rsub__: _Operator = operators.reflected("subtract")
+    __mul__: _Operator = operators.binary("multiply")
+    __rmul__: _Operator = operators.reflected("multiply")
+    __truediv__: _Operator = operators.binary("divide")
+    __rtruediv__: _Operator = operators.reflected("divide")
+    __pow__: _Operator = operators.binary("power")
+    __matmul__: _Operator = operators.binary("matmul")
+    __neg__: Callable[[Value], Value] = operators.unary("neg")
 
 
+_Operator = Callable[[Value, Any], Value]
+"""The type of ``Value``'s binary operators (made by :mod:`mithril.primitives.operators`)."""
+
+
+@dataclass(eq=False, repr=False, slots=True)
 class Node:
     """One primitive call. ``inputs`` maps input keys to values (``None`` for absent optional inputs)."""
 
-    __slots__ = ("attrs", "id", "inputs", "kinds_seen", "outputs", "path", "shape_done", "spec", "type_done")
-
-    def __init__(
-        self,
-        id: int,
-        spec: PrimitiveSpec,
-        attrs: dict[str, Any],
-        inputs: dict[str, Value | None],
-        outputs: dict[str, Value],
-        path: str,
-    ) -> None:
-        self.id = id
-        self.spec = spec
-        self.attrs = attrs
-        self.inputs = inputs
-        self.outputs = outputs
-        self.path = path
-        self.shape_done = False
-        self.type_done = False
-        self.kinds_seen: tuple[Any, ...] | None = None  # input kinds the pending type rule last saw
+    id: int
+    spec: PrimitiveSpec
+    attrs: dict[str, Any]
+    inputs: dict[str, Value | None]
+    outputs: dict[str, Value]
+    path: str
+    shape_done: bool = field(default=False, init=False)
+    type_done: bool = field(default=False, init=False)
+    kinds_seen: tuple[Any, ...] | None = field(default=None, init=False)  # input kinds the pending type rule last saw
 
     @property
     def output(self) -> Value:

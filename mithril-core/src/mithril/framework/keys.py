@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import initializers, validation
 from ..errors import ArgumentError, DtypeError, MithrilError, ShapeError
+from ..primitives import operators
 from .tensor_types import describe_shape, parse_kind, tensor_kind
 
 if TYPE_CHECKING:
@@ -105,82 +106,24 @@ class Operators:
 
     __slots__ = ()
 
+    _emit = staticmethod(_emit)  # what the operators made by mithril.primitives.operators call
+
     # arithmetic
-    def __add__(self, o: Any) -> Any:
-        return _emit("add", self, o)
-
-    def __radd__(self, o: Any) -> Any:
-        return _emit("add", o, self)
-
-    def __sub__(self, o: Any) -> Any:
-        return _emit("subtract", self, o)
-
-    def __rsub__(self, o: Any) -> Any:
-        return _emit("subtract", o, self)
-
-    def __mul__(self, o: Any) -> Any:
-        return _emit("multiply", self, o)
-
-    def __rmul__(self, o: Any) -> Any:
-        return _emit("multiply", o, self)
-
-    def __truediv__(self, o: Any) -> Any:
-        return _emit("divide", self, o)
-
-    def __rtruediv__(self, o: Any) -> Any:
-        return _emit("divide", o, self)
-
-    def __floordiv__(self, o: Any) -> Any:
-        return _emit("floor_divide", self, o)
-
-    def __pow__(self, o: Any) -> Any:
-        return _emit("power", self, o)
-
-    def __rpow__(self, o: Any) -> Any:
-        return _emit("power", o, self)
-
-    def __matmul__(self, o: Any) -> Any:
-        return _emit("matmul", self, o)
-
-    def __rmatmul__(self, o: Any) -> Any:
-        return _emit("matmul", o, self)
-
-    def __neg__(self) -> Any:
-        return _emit("neg", self)
-
-    def __abs__(self) -> Any:
-        return _emit("abs", self)
-
-    def __gt__(self, o: Any) -> Any:
-        return _emit("greater", self, o)
-
-    def __ge__(self, o: Any) -> Any:
-        return _emit("greater_equal", self, o)
-
-    def __lt__(self, o: Any) -> Any:
-        return _emit("less", self, o)
-
-    def __le__(self, o: Any) -> Any:
-        return _emit("less_equal", self, o)
-
-    def __and__(self, o: Any) -> Any:
-        return _emit("logical_and", self, o)
-
-    def __or__(self, o: Any) -> Any:
-        return _emit("logical_or", self, o)
-
-    def __xor__(self, o: Any) -> Any:
-        return _emit("logical_xor", self, o)
-
-    def __invert__(self) -> Any:
-        return _emit("logical_not", self)
-
-    def eq(self, o: Any) -> Any:
-        """Elementwise ``==`` (``__eq__`` stays identity so connections can live in sets and dicts)."""
-        return _emit("equal", self, o)
-
-    def ne(self, o: Any) -> Any:
-        return _emit("not_equal", self, o)
+    __add__, __radd__ = operators.binary("add"), operators.reflected("add")
+    __sub__, __rsub__ = operators.binary("subtract"), operators.reflected("subtract")
+    __mul__, __rmul__ = operators.binary("multiply"), operators.reflected("multiply")
+    __truediv__, __rtruediv__ = operators.binary("divide"), operators.reflected("divide")
+    __floordiv__ = operators.binary("floor_divide")
+    __pow__, __rpow__ = operators.binary("power"), operators.reflected("power")
+    __matmul__, __rmatmul__ = operators.binary("matmul"), operators.reflected("matmul")
+    __neg__, __abs__ = operators.unary("neg"), operators.unary("abs")
+    __gt__, __ge__ = operators.binary("greater"), operators.binary("greater_equal")
+    __lt__, __le__ = operators.binary("less"), operators.binary("less_equal")
+    __and__, __or__ = operators.binary("logical_and"), operators.binary("logical_or")
+    __xor__, __invert__ = operators.binary("logical_xor"), operators.unary("logical_not")
+    eq = operators.binary("equal")
+    """Elementwise ``==`` (``__eq__`` stays identity so connections can live in sets and dicts)."""
+    ne = operators.binary("not_equal")
 
     def __getitem__(self, key: Any) -> Any:
         return _emit("index", self, key=key)
@@ -208,50 +151,16 @@ class Operators:
     def swapaxes(self, axis1: int, axis2: int) -> Any:
         return _emit("swapaxes", self, axis1=axis1, axis2=axis2)
 
-    def sum(self, axis: Any = None, keepdim: bool = False) -> Any:
-        return _emit("sum", self, axis=axis, keepdim=keepdim)
-
-    def mean(self, axis: Any = None, keepdim: bool = False) -> Any:
-        return _emit("mean", self, axis=axis, keepdim=keepdim)
-
-    def max(self, axis: Any = None, keepdim: bool = False) -> Any:
-        return _emit("max", self, axis=axis, keepdim=keepdim)
-
-    def min(self, axis: Any = None, keepdim: bool = False) -> Any:
-        return _emit("min", self, axis=axis, keepdim=keepdim)
-
-    def prod(self, axis: Any = None, keepdim: bool = False) -> Any:
-        return _emit("prod", self, axis=axis, keepdim=keepdim)
+    sum, mean = operators.reduction("sum"), operators.reduction("mean")
+    max, min = operators.reduction("max"), operators.reduction("min")
+    prod, argmax = operators.reduction("prod"), operators.reduction("argmax")
 
     def var(self, axis: Any = None, keepdim: bool = False, correction: int = 0) -> Any:
         return _emit("var", self, axis=axis, keepdim=keepdim, correction=correction)
 
-    def argmax(self, axis: Any = None, keepdim: bool = False) -> Any:
-        return _emit("argmax", self, axis=axis, keepdim=keepdim)
-
-    def exp(self) -> Any:
-        return _emit("exp", self)
-
-    def log(self) -> Any:
-        return _emit("log", self)
-
-    def sqrt(self) -> Any:
-        return _emit("sqrt", self)
-
-    def tanh(self) -> Any:
-        return _emit("tanh", self)
-
-    def sin(self) -> Any:
-        return _emit("sin", self)
-
-    def cos(self) -> Any:
-        return _emit("cos", self)
-
-    def sigmoid(self) -> Any:
-        return _emit("sigmoid", self)
-
-    def relu(self) -> Any:
-        return _emit("relu", self)
+    exp, log, sqrt = operators.unary("exp"), operators.unary("log"), operators.unary("sqrt")
+    tanh, sin, cos = operators.unary("tanh"), operators.unary("sin"), operators.unary("cos")
+    sigmoid, relu, abs = operators.unary("sigmoid"), operators.unary("relu"), operators.unary("abs")
 
     def cast(self, dtype: Any) -> Any:
         if isinstance(dtype, DtypeOf):
@@ -260,12 +169,10 @@ class Operators:
             dtype = dtype.known()
         return _emit("cast", self, dtype=dtype)
 
-    def abs(self) -> Any:
-        return _emit("abs", self)
-
     def dtype(self) -> DtypeOf:
         """This value's element kind, for ``other.cast(x.dtype())`` (resolved when the cast is built)."""
         return DtypeOf(self)
+
 
 @dataclass(frozen=True)
 class IOKey(Operators):
