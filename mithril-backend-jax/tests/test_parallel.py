@@ -229,14 +229,6 @@ emit({
     assert "size 6" in found["fixed_batch"] and "'input'" in found["fixed_batch"]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_processes_train_data_parallel_on_one_global_mesh(tmp_path) -> None:
     """``jax.distributed.initialize`` with a coordinator on 127.0.0.1: 2 processes x 2 simulated devices
@@ -249,9 +241,9 @@ def test_two_processes_train_data_parallel_on_one_global_mesh(tmp_path) -> None:
     import mithril as ml
     import numpy as np
     from mithril.models import MLP
-    from mithril_testing.devices import simulated_devices_env
+    from mithril_testing.devices import free_port, simulated_devices_env
 
-    worker, port, out = Path(__file__).with_name("_multiprocess_worker.py"), _free_port(), tmp_path / "found.json"
+    worker, port, out = Path(__file__).with_name("_multiprocess_worker.py"), free_port(), tmp_path / "found.json"
     env = simulated_devices_env(2)
     procs = [
         subprocess.Popen(

@@ -5,30 +5,18 @@ numbers (the worker is ``_distributed_worker.py``); a mesh outside a distributed
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import mithril as ml
 import pytest
 from mithril.errors import ArgumentError
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from mithril_testing.devices import run_torchrun
 
 
 @pytest.mark.slow
 def test_torchrun_data_and_model_parallel_match_one_process(tmp_path: Path) -> None:
     out = tmp_path / "found.json"
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-        "--master_port", str(_free_port()), str(Path(__file__).with_name("_distributed_worker.py")), str(out),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    done = run_torchrun(Path(__file__).with_name("_distributed_worker.py"), out, timeout=400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads(out.read_text())
     assert found.pop("world") == 2

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from mithril.models import Linear, Model, Primitive, Relu
 from mithril.types import Dtype
 from mithril_testing.cases import FLOAT_UNARY, Case
 from mithril_testing.conformance import run_reference
+from mithril_testing.devices import run_torchrun
 
 from mithril_backend_torch import TorchBackend
 
@@ -151,12 +149,6 @@ print("checked", flush=True)
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts the gloo threads through /proc (Linux)")
 @pytest.mark.parametrize("ending", ["exit", "user-destroys"])
@@ -168,11 +160,7 @@ def test_torchrun_scripts_on_a_mesh_exit_cleanly(tmp_path: Path, ending: str) ->
     script = tmp_path / "job.py"
     script.write_text(_EXIT_SCRIPT)
     for _ in range(2):
-        command = [
-            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-            "--master_port", str(_free_port()), str(script), ending,
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        done = run_torchrun(script, ending)
         log = done.stdout[-3000:] + done.stderr[-3000:]
         assert done.returncode == 0 and done.stdout.count("checked") == 2, log
         assert "terminate called" not in done.stderr and "mesh group alive" not in done.stdout, log

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import socket
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -19,7 +16,7 @@ import pytest
 from mithril.errors import ArgumentError, DtypeError, IndexRangeError
 from mithril.models import CrossEntropy, Embedding, Primitive
 from mithril.plugins.lookup import available_backends, backend_class
-from mithril_testing.devices import run_with_jax_devices
+from mithril_testing.devices import run_torchrun, run_with_jax_devices
 
 BAD_INDICES = [2**40, 2**32 + 3, -1, 2**31]
 """Beyond int32 (wrapping to 0 and 3), negative, and int32's overflow (wrapping to -2**31)."""
@@ -189,12 +186,6 @@ with open(os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.txt"), "w") as ou
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_torch_tensor_split_that_the_mesh_does_not_divide_is_refused(tmp_path: Path) -> None:
     """Before: DTensor split 3 rows over 2 processes unevenly (JAX refused with its own IndivisibleError)."""
@@ -202,11 +193,7 @@ def test_torch_tensor_split_that_the_mesh_does_not_divide_is_refused(tmp_path: P
         pytest.skip("PyTorch backend not installed")
     script = tmp_path / "split.py"
     script.write_text(_TORCH_SPLIT_SCRIPT)
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-        "--master_port", str(_free_port()), str(script), str(tmp_path),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = run_torchrun(script, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     expected = (
         "refused: TorchBackend array creation: tensor_split=(0,) splits dimension 0 of an array of shape (3, 5) over "
