@@ -11,6 +11,7 @@ import sys
 import mithril as ml
 import numpy as np
 import pytest
+from _hardening_helpers import BACKENDS, PYTHON_BACKENDS, make_backend
 from mithril.errors import (
     ArgumentError,
     CheckpointError,
@@ -21,16 +22,7 @@ from mithril.errors import (
     ShapeError,
 )
 from mithril.models import Add, Conv2d, CrossEntropy, Embedding, IOKey, Linear, MaxPool2D, Model, Positions, Relu
-from mithril.plugins.lookup import available_backends, backend_class
 from mithril.shapes import ShapeMismatch
-
-BACKENDS = sorted(b for b in available_backends() if b != "*")
-PYTHON_BACKENDS = [b for b in BACKENDS if backend_class(b).codegen == "python"]
-
-
-def _backend(name: str):
-    return backend_class(name)(dtype=ml.float32)
-
 
 # -- generated code is inert ---------------------------------------------------------------------
 HOSTILE = "x\nimport os; os.environ['MITHRIL_PWNED'] = '1'\n#"
@@ -44,7 +36,7 @@ def test_block_and_key_names_cannot_inject_python(name, monkeypatch):
     out_key = "out\"\n" + HOSTILE
     model |= Linear(3, name=HOSTILE)(input=key)
     model += Relu(name=HOSTILE + "2")(output=IOKey(out_key))
-    backend = _backend(name)
+    backend = make_backend(name)
     pm = ml.compile(model, backend, shapes={key: [1, 2]})
     params = pm.randomize_params(seed=0)
     out = pm.evaluate(params, {key: backend.array(np.ones((1, 2)))})
@@ -60,7 +52,7 @@ def test_block_and_key_names_cannot_inject_python(name, monkeypatch):
 def test_embedding_index_out_of_range_is_an_error_naming_key_value_and_range(name, bad):
     model = Model()
     model |= Embedding(10, 4)(input="tokens", output=IOKey("output"))
-    backend = _backend(name)
+    backend = make_backend(name)
     pm = ml.compile(model, backend, shapes={"tokens": [2, 3]})
     params = pm.randomize_params(seed=0)
     ids = np.array([[1, 2, 3], [4, 5, bad]])
@@ -73,7 +65,7 @@ def test_class_target_out_of_range_is_an_error(name):
     model = Model()
     model |= Linear(5)(input="input", output="logits")
     model |= CrossEntropy(reduction="mean")(input="logits", target="target", output=IOKey("loss"))
-    backend = _backend(name)
+    backend = make_backend(name)
     pm = ml.compile(model, backend, shapes={"input": [2, 3]})
     params = pm.randomize_params(seed=0)
     with pytest.raises(IndexRangeError, match=r"'target' holds index 5.*0 <= index < 5"):
@@ -94,7 +86,7 @@ def test_positions_longer_than_the_table_are_an_error():
 # -- silent wrong answers ------------------------------------------------------------------------
 @pytest.mark.parametrize("name", BACKENDS)
 def test_empty_output_gradients_is_an_error_not_zero_gradients(name):
-    backend = _backend(name)
+    backend = make_backend(name)
     pm = ml.compile(Linear(3), backend, shapes={"input": [2, 4]})
     with pytest.raises(ModelKeyError, match=r"output_gradients is empty.*\['output'\]"):
         pm.evaluate(pm.randomize_params(seed=0), {"input": np.ones((2, 4))}, output_gradients={})
@@ -102,7 +94,7 @@ def test_empty_output_gradients_is_an_error_not_zero_gradients(name):
 
 @pytest.mark.parametrize("name", [b for b in PYTHON_BACKENDS if b != "numpy"] or ["numpy"])
 def test_wrong_cotangent_shape_is_mithrils_error_before_the_framework_sees_it(name):
-    backend = _backend(name)
+    backend = make_backend(name)
     pm = ml.compile(Linear(3), backend, shapes={"input": [None, 4]}, data_keys={"input"})
     params = pm.randomize_params(seed=0)
     with pytest.raises(ShapeError, match=r"'output' axis 0 has size 5.*'input' axis 0, of size 2"):
@@ -268,7 +260,7 @@ def test_shapes_numpy_refuses_are_refused_at_compile_time(name, primitive, attrs
     model = Model()
     model |= Primitive(primitive, **attrs)(input="x", output=IOKey("y"))
     with pytest.raises(ShapeError, match=re.escape(fragment)):
-        ml.compile(model, _backend(name), shapes={"x": shape})
+        ml.compile(model, make_backend(name), shapes={"x": shape})
 
 
 def test_broadcast_to_and_empty_reductions_that_numpy_accepts_still_compile():
@@ -287,12 +279,12 @@ def test_broadcast_to_and_empty_reductions_that_numpy_accepts_still_compile():
 def test_data_the_backend_cannot_hold_is_an_error_naming_the_key():
     model = Model()
     model |= Add()(left=IOKey("a", type=ml.Tensor[int]), right="b", output=IOKey("y"))
-    pm = ml.compile(model, _backend("ggml"), shapes={"a": [2], "b": [2]}, data_keys={"a", "b"})
+    pm = ml.compile(model, make_backend("ggml"), shapes={"a": [2], "b": [2]}, data_keys={"a", "b"})
     with pytest.raises(DtypeError, match=r"'a'.*int32.*1099511627776"):
         pm.evaluate({}, {"a": np.array([1, 2**40]), "b": np.array([1, 2])})
     # an index the backend cannot hold is first of all out of range: the more specific error
     model = Model()
     model |= Embedding(10, 3)(input="ids", output=IOKey("y"))
-    pm = ml.compile(model, _backend("ggml"), shapes={"ids": [2]}, data_keys={"ids"})
+    pm = ml.compile(model, make_backend("ggml"), shapes={"ids": [2]}, data_keys={"ids"})
     with pytest.raises(IndexRangeError, match=r"'ids' holds index 1099511627776"):
         pm.evaluate(pm.randomize_params(), {"ids": np.array([1, 2**40])})

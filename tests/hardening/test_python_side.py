@@ -12,6 +12,7 @@ from pathlib import Path
 import mithril as ml
 import numpy as np
 import pytest
+from _hardening_helpers import BACKENDS, PYTHON_BACKENDS, make_backend
 from mithril.errors import (
     ArgumentError,
     CheckpointError,
@@ -43,18 +44,12 @@ from mithril.models import (
     RMSNorm,
     Sum,
 )
-from mithril.plugins.lookup import available_backends, backend_class
+from mithril.plugins.lookup import backend_class
 from mithril.types import Dtype
 from mithril_testing.cases import CASES
 from mithril_testing.conformance import run_reference
 
-BACKENDS = sorted(b for b in available_backends() if b != "*")
-PYTHON_BACKENDS = [b for b in BACKENDS if backend_class(b).codegen == "python"]
 CORE_SRC = Path(ml.__file__).parent
-
-
-def _backend(name: str, dtype: Dtype = ml.float32):
-    return backend_class(name)(dtype=dtype)
 
 
 # -- 1. special values ---------------------------------------------------------------------------
@@ -98,7 +93,7 @@ def Case_(primitive: str, **inputs):
 )
 def test_special_values_match_numpy_on_every_python_backend(name, case_id):
     case = _case(case_id)
-    backend = _backend(name)
+    backend = make_backend(name)
     arrays = {k: v.astype(np.float32) for k, v in case.make_inputs().items()}
     model = Primitive(case.primitive, **case.attrs)
     pm = ml.compile(
@@ -290,7 +285,7 @@ def _embedding_linear(backend):
 
 @pytest.mark.parametrize("name", PYTHON_BACKENDS)
 def test_evaluate_errors_name_key_expected_and_given_on_every_python_backend(name):
-    backend = _backend(name)
+    backend = make_backend(name)
     pm, params = _embedding_linear(backend)
     tokens = np.ones((2, 5), np.int64)
     cotangents = {"output": np.ones((2, 5, 3)), "hidden": np.zeros((2, 5, 4))}
@@ -322,7 +317,7 @@ def test_evaluate_errors_name_key_expected_and_given_on_every_python_backend(nam
 @pytest.mark.parametrize("name", PYTHON_BACKENDS)
 def test_cotangents_whose_shape_follows_no_input_are_checked(name):
     """``reshape(-1)`` of a dynamic input: the cotangent's size is known only in the call."""
-    backend = _backend(name)
+    backend = make_backend(name)
     model = Model()
     model |= Linear(3)(input="input", output="hidden")
     model |= Reshape(shape=(-1,))(input="hidden", output=IOKey("output"))
@@ -340,7 +335,7 @@ def test_cotangents_whose_shape_follows_no_input_are_checked(name):
 
 @pytest.mark.parametrize("name", PYTHON_BACKENDS)
 def test_cotangents_are_converted_to_the_models_dtype(name):
-    backend = _backend(name)
+    backend = make_backend(name)
     pm = ml.compile(Linear(3), backend, shapes={"input": [2, 4]})
     params = pm.randomize_params(seed=0)
     x = np.ones((2, 4), np.float32)
@@ -359,7 +354,7 @@ def test_cotangents_are_converted_to_the_models_dtype(name):
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_output_gradients_naming_a_non_output_is_an_error(name):
-    backend = _backend(name)
+    backend = make_backend(name)
     pm, params = _embedding_linear(backend)
     tokens = np.ones((2, 5), np.int64)
     good = {"output": np.ones((2, 5, 3))}
