@@ -72,6 +72,18 @@ def _conv_helper(name: str, operand: str, doc: str) -> PrimitiveSpec:
     return _helper(name, ("output_grad", operand, "like"), doc, attributes=_CONV_ATTRS)
 
 
+def _matmul_helper(operand: str) -> PrimitiveSpec:
+    """``matmul_grad_left`` / ``matmul_grad_right``: the gradient of ``matmul(left, right)`` in ``operand``."""
+    return _helper(
+        f"matmul_grad_{operand}",
+        ("output_grad", "left", "right"),
+        f"d matmul(left, right) / d {operand} times output_grad (NumPy's 1-D promotion, batch axes summed back), "
+        f"shaped like {operand}",
+        rule=_output_like(operand),
+        type_rule=float_result,
+    )
+
+
 # The three ``*_like`` helpers also appear in forward graphs (GroupNorm reshapes back with
 # ``reshape_like``), so gradients flow through their ``input``; ``like`` only lends its shape.
 SPECS = (
@@ -89,22 +101,8 @@ SPECS = (
         "output_grad[..., d]^T @ input[..., k] summed over all leading axes -> [d, k]",
         rule=_linear_grad_weight,
     ),
-    _helper(
-        "matmul_grad_left",
-        ("output_grad", "left", "right"),
-        "d matmul(left, right) / d left times output_grad (NumPy's 1-D promotion, batch axes summed back), "
-        "shaped like left",
-        rule=_output_like("left"),
-        type_rule=float_result,
-    ),
-    _helper(
-        "matmul_grad_right",
-        ("output_grad", "left", "right"),
-        "d matmul(left, right) / d right times output_grad (NumPy's 1-D promotion, batch axes summed back), "
-        "shaped like right",
-        rule=_output_like("right"),
-        type_rule=float_result,
-    ),
+    _matmul_helper("left"),
+    _matmul_helper("right"),
     _conv_helper("conv1d_grad_input", "weight", "gradient of conv1d with respect to its input (shaped like `like`)"),
     _conv_helper("conv2d_grad_input", "weight", "gradient of conv2d with respect to its input (shaped like `like`)"),
     _conv_helper("conv1d_grad_weight", "input", "gradient of conv1d with respect to its weight (shaped like `like`)"),

@@ -126,24 +126,26 @@ def _batch_norm_rule(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
 
 _CONV_ATTRS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 _POOL_ATTRS = {"kernel_size": REQUIRED, "stride": None, "padding": 0, "dilation": 1}
+
+
+def _conv_spec(rank: int, doc: str) -> PrimitiveSpec:
+    """``conv1d`` / ``conv2d``: ``(input, weight, bias)``, ``bias`` optional, with the convolution attributes."""
+    return PrimitiveSpec(
+        f"conv{rank}d",
+        ("input", "weight", "bias"),
+        _conv_rule(rank),
+        promote,
+        attributes=_CONV_ATTRS,
+        optional_inputs=frozenset({"bias"}),
+        doc=doc,
+    )
+
+
 SPECS: tuple[PrimitiveSpec, ...] = (
-    PrimitiveSpec(
-        "conv1d",
-        ("input", "weight", "bias"),
-        _conv_rule(1),
-        promote,
-        attributes=_CONV_ATTRS,
-        optional_inputs=frozenset({"bias"}),
-        doc="torch.nn.functional.conv1d: input [N, C, L], weight [O, C/groups, k], bias [O] or None",
-    ),
-    PrimitiveSpec(
-        "conv2d",
-        ("input", "weight", "bias"),
-        _conv_rule(2),
-        promote,
-        attributes=_CONV_ATTRS,
-        optional_inputs=frozenset({"bias"}),
-        doc="torch.nn.functional.conv2d: input [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or None; "
+    _conv_spec(1, "torch.nn.functional.conv1d: input [N, C, L], weight [O, C/groups, k], bias [O] or None"),
+    _conv_spec(
+        2,
+        "torch.nn.functional.conv2d: input [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or None; "
         "padding is an int, a pair, ((top, bottom), (left, right)), 'valid' or 'same'",
     ),
     PrimitiveSpec(

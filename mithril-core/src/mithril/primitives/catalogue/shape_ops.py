@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,7 +23,19 @@ from ..shape_rules import (
     same_kind,
     scalar_output,
 )
-from ..spec import REQUIRED, PrimitiveSpec, ShapeIO, TypeRule
+from ..spec import REQUIRED, PrimitiveSpec, ShapeIO, ShapeRule, TypeRule
+
+
+def _with_input_dims(rule: Callable[[ShapeIO, Mapping[str, Any], list[Dim]], bool]) -> ShapeRule:
+    """A shape rule that needs the input's rank: ``rule(io, attrs, dims)`` with the input's dims once its rank
+    is known; until then the rule waits (``False``)."""
+
+    @functools.wraps(rule)
+    def run(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
+        dims = io["input"].dims()
+        return False if dims is None else rule(io, attrs, dims)
+
+    return run
 
 
 def _reshape(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
@@ -117,10 +130,8 @@ def _infer_with_shared_dims(src_dims: Sequence[Dim], out_dims: Sequence[Dim], in
     out_dims[inferred].set(known_in // known_out)
 
 
-def _flatten(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _flatten(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     start, end = (
         normalize_axis(attrs["start_dim"], max(len(dims), 1)),
         normalize_axis(attrs["end_dim"], max(len(dims), 1)),
@@ -150,10 +161,8 @@ def _transpose(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _swapaxes(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _swapaxes(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     a, b = normalize_axis(attrs["axis1"], len(dims)), normalize_axis(attrs["axis2"], len(dims))
     order = list(dims)
     order[a], order[b] = order[b], order[a]
@@ -161,10 +170,8 @@ def _swapaxes(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _squeeze(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _squeeze(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     axis = attrs["axis"]
     if axis is None:
         if any(d.value is None for d in dims):
@@ -181,10 +188,8 @@ def _squeeze(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _unsqueeze(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _unsqueeze(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     axis = attrs["axis"]
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     rank = len(dims) + len(axes)
@@ -244,10 +249,8 @@ def _split_outputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(f"output_{i}" for i in range(count))
 
 
-def _split(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _split(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     axis = normalize_axis(attrs["axis"], len(dims))
     size = dims[axis].value
     sections = attrs["sections"]
@@ -270,11 +273,9 @@ def _split_at_outputs(attrs: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(f"output_{i}" for i in range(attrs["parts"]))
 
 
-def _split_at(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+@_with_input_dims
+def _split_at(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     """Each part has the input's dims but along ``axis``, where its size is known only when it runs."""
-    dims = io["input"].dims()
-    if dims is None:
-        return False
     axis = normalize_axis(attrs["axis"], len(dims))
     for key in _split_at_outputs(attrs):
         unify(io[key], Shape([Dim() if j == axis else d for j, d in enumerate(dims)]))
@@ -336,10 +337,8 @@ def index_dims(dims: Sequence[Dim], key: Any) -> list[Dim]:
     return out
 
 
-def _index(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _index(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     unify(io["output"], Shape(index_dims(dims, attrs["key"])))
     return all(d.value is not None for d in dims)
 
@@ -415,10 +414,8 @@ def _size_of(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _positions_shape(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _positions_shape(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     length = Dim()
     unify(io["output"], Shape([length]))
     unify_dims(length, dims[normalize_axis(attrs["axis"], len(dims))])
@@ -430,10 +427,8 @@ def _like_shape(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
     return True
 
 
-def _at_least_1d(io: ShapeIO, attrs: Mapping[str, Any]) -> bool:
-    dims = io["input"].dims()
-    if dims is None:
-        return False
+@_with_input_dims
+def _at_least_1d(io: ShapeIO, attrs: Mapping[str, Any], dims: list[Dim]) -> bool:
     unify(io["output"], Shape([Dim(1)]) if not dims else io["input"])
     return True
 
@@ -480,6 +475,7 @@ def _sequence_spec(name: str, kind: str) -> PrimitiveSpec:
 _SHAPE_ATTR = {"shape": REQUIRED}
 _CREATE = {"shape": REQUIRED, "dtype": None}
 
+
 def _split_kinds(outputs: Callable[[Mapping[str, Any]], Sequence[str]]) -> TypeRule:
     """Type rule: every output (as ``outputs(attrs)`` names them) is of the input's kind."""
 
@@ -488,6 +484,7 @@ def _split_kinds(outputs: Callable[[Mapping[str, Any]], Sequence[str]]) -> TypeR
         return None if kind is None else {k: kind for k in outputs(attrs)}
 
     return rule
+
 
 SPECS = (
     PrimitiveSpec(
