@@ -39,7 +39,7 @@ from ..shapes import ShapeMismatch, ShapeUndetermined, shape_from_template, unif
 from .backward import build_backward
 from .codegen.python import FunctionSpec
 from .flatten import FlatModel, flatten
-from .graph import Graph, Value, as_constant, constant_kind
+from .graph import Graph, Value, constant_kind, fit_constant
 from .index_checks import find_index_checks
 from .options import ACCEPTED_OPTIONS, CompileOptions, compile_options
 from .passes import (
@@ -504,18 +504,19 @@ def _check_names(
 
 def _apply_constants(flat: FlatModel, constants: Mapping[str, Any]) -> None:
     for name, value in constants.items():
-        target = flat.inputs.pop(name)
-        array, shape = as_constant(value)
-        try:
-            unify(target.shape, shape)
-        except ShapeMismatch as exc:
-            raise ShapeError(
-                f"ml.compile(constant_keys): {name!r} expects shape {target.shape!r}, got {list(np.shape(array))} "
-                f"({exc})"
-            ) from None
-        target.const = array
-        if target.kind is None:
-            target.set_kind(constant_kind(array))
+        _apply_constant(name, flat.inputs.pop(name), value)
+
+
+def _apply_constant(name: str, target: Value, value: Any) -> None:
+    target.const = fit_constant(
+        target,
+        value,
+        lambda array, _, exc: (
+            f"ml.compile(constant_keys): {name!r} expects shape {target.shape!r}, got {list(np.shape(array))} ({exc})"
+        ),
+    )
+    if target.kind is None:
+        target.set_kind(constant_kind(target.const))
 
 
 def _apply_shapes(flat: FlatModel, shapes: Mapping[str, Any]) -> None:

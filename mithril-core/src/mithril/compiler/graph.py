@@ -37,7 +37,7 @@ from ..shapes import (
 from ..types import Kind, kind_of_python_value
 from ..union_find import find_root
 
-__all__ = ["NOTHING", "Graph", "Node", "Value", "as_constant", "constant_kind"]
+__all__ = ["NOTHING", "Graph", "Node", "Value", "as_constant", "constant_kind", "fit_constant"]
 
 
 class _Nothing:
@@ -65,6 +65,17 @@ def as_constant(value: Any) -> tuple[Any, Shape]:
         return value, Shape()
     array = np.asarray(value)
     return array, Shape.of(list(array.shape))
+
+
+def fit_constant(target: Value, value: Any, mismatch: Callable[[Any, Shape, ShapeMismatch], str]) -> Any:
+    """``value`` as stored in the graph (:func:`as_constant`), its shape unified into ``target``'s; where it
+    does not fit, a ``ShapeError`` whose message is ``mismatch(constant, its shape, the mismatch)``."""
+    array, shape = as_constant(value)
+    try:
+        unify(target.shape, shape)
+    except ShapeMismatch as exc:
+        raise ShapeError(mismatch(array, shape, exc)) from None
+    return array
 
 
 class Value:

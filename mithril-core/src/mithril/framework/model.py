@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..compiler.compile import compile as compile_model
-from ..compiler.graph import NOTHING, Graph, Value, as_constant
+from ..compiler.graph import NOTHING, Graph, Value, fit_constant
 from ..deprecation import warn_deprecated
 from ..display._tree import ModelView
 from ..display.mixin import Displayable
@@ -556,13 +556,13 @@ class Model(Displayable):
         kind = kind_of_python_value(constant)
         if kind is None:
             raise DtypeError(f"{where}: constant {constant!r} is not a number, bool or array")
-        array, shape = as_constant(constant)
-        try:
-            unify(root.shape, shape)
-        except ShapeMismatch as exc:
-            raise ShapeError(
+        array = fit_constant(
+            root,
+            constant,
+            lambda _, shape, exc: (
                 f"{where}: constant of shape {describe_shape(shape)} does not fit {root.shape!r} ({exc})"
-            ) from None
+            ),
+        )
         if root.const is not NOTHING and not _same_constant(root.const, array):
             raise ModelConnectionError(f"{where}: already has constant {root.const!r}")
         touch(root)
