@@ -35,16 +35,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import mithril as ml  # noqa: E402
 from _timing import interleaved, report  # noqa: E402
 from mithril import optim  # noqa: E402
+from mithril.plugins.lookup import backend_class  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = {
-    "numpy": "NumpyBackend",
-    "torch": "TorchBackend",
-    "jax": "JaxBackend",
-    "c": "CBackend",
-    "ggml": "GGMLBackend",
-    "mlx": "MlxBackend",
-}
+BACKENDS = ("numpy", "torch", "jax", "c", "ggml", "mlx")
 FLOAT32_ONLY = {"ggml", "mlx"}
 LR, WEIGHT_DECAY = 1e-3, 0.01
 
@@ -140,7 +134,7 @@ def curves(names: list[str], steps: int) -> None:
         for precision in ("float64", "float32"):
             if precision == "float64" and name in FLOAT32_ONLY:
                 continue
-            backend = getattr(ml, BACKENDS[name])(dtype=getattr(ml, precision))
+            backend = backend_class(name)(dtype=getattr(ml, precision))
             pm, seconds = mithril_step(backend, vocab, layers, dims, heads, batch, seq)
             initial, expected = references[precision]
             state = pm.init_state(load_hf(pm, initial))
@@ -221,7 +215,7 @@ def speed(names: list[str]) -> None:
     if "torch" in names:
         variants.append(("torch", True))  # the same step under torch.compile
     for name, jit in variants:
-        backend = getattr(ml, BACKENDS[name])()
+        backend = backend_class(name)()
         pm, seconds = mithril_step(backend, vocab, layers, dims, heads, batch, seq, jit=jit)
         holder = {"state": pm.init_state(load_hf(pm, initial))}
         arrays = [{k: backend.array(v, "int") for k, v in b.items()} for b in data]
@@ -289,7 +283,7 @@ def resnet(names: list[str]) -> None:
     for name in names:
         if name in ("mlx", "ggml", "jax"):
             continue  # NumPy, C and PyTorch here; JAX's ResNet training step is traced per shape (see speed)
-        backend = getattr(ml, BACKENDS[name])()
+        backend = backend_class(name)()
         train = TrainModel(from_hf_config(config, training=True))
         train.add_loss(CrossEntropy(), reduce_steps=[ml.Mean()], input="output", target="label")
         started = time.perf_counter()
@@ -364,7 +358,7 @@ def main() -> None:
     available = []
     for name in names:
         try:
-            getattr(ml, BACKENDS[name])()
+            backend_class(name)()
             available.append(name)
         except Exception as exc:  # a plugin that is not installed here
             print(f"(skipping {name}: {exc})")

@@ -27,7 +27,7 @@ from mithril.models import (
     StableReciprocal,
 )
 from mithril.models.blocks._util import op
-from mithril.plugins.lookup import available_backends
+from mithril.plugins import lookup
 
 RNG = np.random.default_rng(7)
 DTYPES = [pytest.param(ml.float32, id="float32"), pytest.param(ml.float64, id="float64")]
@@ -80,18 +80,8 @@ def _single(block: Model, **keys: str) -> Model:
 # -- the dtype constants, on every backend ---------------------------------------------------------
 def _backend_dtypes() -> list[Any]:
     cases = []
-    for name in available_backends():
-        cls = getattr(
-            ml,
-            {
-                "numpy": "NumpyBackend",
-                "jax": "JaxBackend",
-                "torch": "TorchBackend",
-                "mlx": "MlxBackend",
-                "c": "CBackend",
-                "ggml": "GGMLBackend",
-            }[name],
-        )
+    for name in lookup.available_backends():
+        cls = lookup.backend_class(name)
         for dtype in cls.supported_dtypes:
             cases.append(pytest.param(cls, dtype, id=f"{name}-{dtype.value}"))
     return cases
