@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.extend import Backend
+from mithril.extend import Backend, NumpyArrays
 from mithril.types import Dtype, Kind
 
 from .codegen import generate_source
@@ -27,7 +27,7 @@ from .program import CProgram
 __all__ = ["CBackend"]
 
 
-class CBackend(Backend[np.ndarray]):
+class CBackend(NumpyArrays, Backend[np.ndarray]):
     """Backend generating C; ``threads`` is the OpenMP thread count of each call (default: all cores).
 
     Every value's shape must be known at compile time: pass ``ml.compile(shapes=...)``.
@@ -74,16 +74,6 @@ class CBackend(Backend[np.ndarray]):
         if kind == "b":
             return np.asarray(values, order="C")
         raise TypeError(f"CBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
-
-    def to_numpy(self, array: Any) -> np.ndarray:
-        return np.asarray(array)
-
-    def is_array(self, value: Any) -> bool:
-        return isinstance(value, np.ndarray)
-
-    def get_backend_array_type(self) -> type[np.ndarray]:
-        """``np.ndarray`` (also ``backend.DataType``)."""
-        return np.ndarray
 
     def generate_program(self, graph: Any, functions: Sequence[Any], *, param_names: set[str], header: str) -> CProgram:
         """C source for every function plus a loader (see :class:`~mithril_backend_c.program.CProgram`)."""

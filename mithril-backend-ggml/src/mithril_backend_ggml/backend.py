@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.extend import Backend, refuse_wrapping_ints
+from mithril.extend import Backend, NumpyArrays, refuse_wrapping_ints
 from mithril.types import Dtype, Kind
 
 from ._lib import load_ggml
@@ -28,7 +28,7 @@ from .ops import fold
 __all__ = ["GGMLBackend"]
 
 
-class GGMLBackend(Backend[np.ndarray]):
+class GGMLBackend(NumpyArrays, Backend[np.ndarray]):
     """Backend running ggml compute graphs (float32 only).
 
     Args:
@@ -100,16 +100,6 @@ class GGMLBackend(Backend[np.ndarray]):
         if kind == "b":
             return values
         raise TypeError(f"GGMLBackend.array: unsupported data of dtype {values.dtype} ({type(data).__name__})")
-
-    def to_numpy(self, array: Any) -> np.ndarray:
-        return np.asarray(array)
-
-    def is_array(self, value: Any) -> bool:
-        return isinstance(value, np.ndarray)
-
-    def get_backend_array_type(self) -> type[np.ndarray]:
-        """``np.ndarray`` (also ``backend.DataType``)."""
-        return np.ndarray
 
     # -- code generation -------------------------------------------------------------------------
     def generate_program(

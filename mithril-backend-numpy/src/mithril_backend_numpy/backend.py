@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.extend import Backend, dtype_table
+from mithril.extend import Backend, NumpyArrays, dtype_table
 from mithril.types import Dtype, Kind
 
 from . import _program
@@ -22,7 +22,7 @@ from . import _program
 __all__ = ["NumpyBackend"]
 
 
-class NumpyBackend(Backend[np.ndarray]):
+class NumpyBackend(NumpyArrays, Backend[np.ndarray]):
     """Backend computing with plain NumPy on the CPU, in float16, float32 (default) or float64."""
 
     backend_type: ClassVar[str] = "numpy"
@@ -44,17 +44,9 @@ class NumpyBackend(Backend[np.ndarray]):
         target = self.target_dtype(values.dtype.kind, dtype, values, data)
         return values if target is None else values.astype(target, copy=False)
 
-    def to_numpy(self, array: Any) -> np.ndarray:
-        """The array itself (NumPy arrays are already NumPy)."""
-        return np.asarray(array)
-
     def is_array(self, value: Any) -> bool:
         """Whether ``value`` is a NumPy array (or NumPy scalar)."""
         return isinstance(value, (np.ndarray, np.generic))  # reductions may return NumPy scalars
-
-    def get_backend_array_type(self) -> type[np.ndarray]:
-        """``np.ndarray`` (also ``backend.DataType``)."""
-        return np.ndarray
 
     def generate_program(self, graph: Any, functions: Any, *, param_names: set[str], header: str) -> Any:
         """Core's generated Python, where elementwise ops write into intermediates nothing reads

@@ -35,7 +35,7 @@ from ..primitives.shape_rules import creation_kind
 from ..types import KINDS, Dtype, Kind
 from ..types import DataType as ArrayT  # another name here: ``Backend.DataType`` is the property below
 
-__all__ = ["Backend", "dtype_table", "refuse_wrapping_ints", "within"]
+__all__ = ["Backend", "NumpyArrays", "dtype_table", "refuse_wrapping_ints", "within"]
 
 
 class Backend(ABC, Generic[ArrayT]):
@@ -840,6 +840,29 @@ class Backend(ABC, Generic[ArrayT]):
             f"ml.compile(static_shapes={static}): {type(self).__name__} has no JIT compiler; its generated code runs "
             "for any size of a dimension left symbolic (give shapes= to fix sizes at compile time)"
         )
+
+
+
+class NumpyArrays:
+    """The array methods of a backend whose arrays are ``np.ndarray`` (NumPy, C, GGML): listed before
+    :class:`Backend` in its bases, ``class CBackend(NumpyArrays, Backend[np.ndarray])``.
+
+    >>> class Arrays(NumpyArrays): ...
+    >>> Arrays().is_array(np.zeros(2)), Arrays().get_backend_array_type()
+    (True, <class 'numpy.ndarray'>)
+    """
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """The array as NumPy (the array itself when it already is one)."""
+        return np.asarray(array)
+
+    def is_array(self, value: Any) -> bool:
+        """Whether ``value`` is an ``np.ndarray``."""
+        return isinstance(value, np.ndarray)
+
+    def get_backend_array_type(self) -> type[np.ndarray]:
+        """``np.ndarray`` (also ``backend.DataType``)."""
+        return np.ndarray
 
 
 def refuse_wrapping_ints(owner: str, values: Any, target: Any) -> Any:
