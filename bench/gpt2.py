@@ -62,6 +62,26 @@ def _backend(name: str):
     return makers[name]()
 
 
+def _backends(names: list[str]):
+    """``(name, backend)`` for each of ``names`` this machine can make; the others are printed as skipped."""
+    for name in names:
+        try:
+            backend = _backend(name)
+        except Exception as exc:
+            print(f"{name}: skipped ({type(exc).__name__}: {exc})")
+            continue
+        yield name, backend
+
+
+def _mithril_gpt2(hf):
+    """Mithril's GPT-2 small with the sizes of ``hf``'s vocabulary."""
+    from mithril_models import create_gpt
+
+    return create_gpt(
+        bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size
+    )
+
+
 def forward_section(hf, names: list[str], seq: int, with_backward: bool) -> None:
     import torch
 
@@ -81,24 +101,17 @@ def forward_section(hf, names: list[str], seq: int, with_backward: bool) -> None
         return torch.autograd.grad(logits, hf_params, cot)
 
     reference = hf_forward().numpy()
-    for name in names:
-        try:
-            backend = _backend(name)
-        except Exception as exc:
-            print(f"{name}: skipped ({type(exc).__name__}: {exc})")
-            continue
+    for name, backend in _backends(names):
         _forward_backend(name, backend, hf, ids_np, cot_np, reference, hf_forward, hf_forward_backward, with_backward)
 
 
 def _forward_backend(
     name, backend, hf, ids_np, cot_np, reference, hf_forward, hf_forward_backward, with_backward
 ) -> None:
-    from mithril_models import create_gpt, load_hf
+    from mithril_models import load_hf
 
     seq = ids_np.shape[1]
-    gpt = create_gpt(
-        bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size
-    )
+    gpt = _mithril_gpt2(hf)
     native = name in ("c", "ggml")  # forward only: their gradients of GPT-2 small take a long C build
     started = time.perf_counter()
     pm = ml.compile(
@@ -191,21 +204,14 @@ def generate_section(hf, names: list[str]) -> None:
         return out[:, PROMPT:].numpy()
 
     reference = hf_generate()
-    for name in names:
-        try:
-            backend = _backend(name)
-        except Exception as exc:
-            print(f"{name}: skipped ({type(exc).__name__}: {exc})")
-            continue
+    for name, backend in _backends(names):
         _generate_backend(name, backend, hf, prompt, reference, hf_generate)
 
 
 def _generate_backend(name, backend, hf, prompt, reference, hf_generate) -> None:
-    from mithril_models import create_gpt, generate, load_hf
+    from mithril_models import generate, load_hf
 
-    gpt = create_gpt(
-        bias=True, block_size=1024, dims=768, num_heads=HEADS, num_layers=LAYERS, vocab_size=hf.config.vocab_size
-    )
+    gpt = _mithril_gpt2(hf)
     pm = ml.compile(gpt, backend, shapes={"input": [1, PROMPT + NEW_TOKENS]}, data_keys={"input"}, inference=True)
     params = load_hf(pm, hf.state_dict())
     started = time.perf_counter()
