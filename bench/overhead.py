@@ -192,33 +192,36 @@ def per_call_section() -> None:
             )
 
 
+def _jax_framework() -> tuple:
+    import jax
+
+    return ml.JaxBackend(dtype=ml.float32), jax_models, jax.block_until_ready, True, "hand-written jax.jit"
+
+
+def _torch_framework() -> tuple:
+    import torch  # noqa: F401  (the section needs PyTorch itself, not only the backend's package)
+
+    return ml.TorchBackend(dtype=ml.float32), torch_models, lambda value: value, False, "PyTorch eager"
+
+
+AUTOGRAD_FRAMEWORKS = {"JAX": _jax_framework, "PyTorch": _torch_framework}
+"""Section name -> (Mithril backend, hand-written models builder, sync, jit, baseline label), for
+:func:`autograd_section`; a framework that is not installed raises ImportError/AttributeError."""
+
+
 def main() -> None:
     if "--calls" in sys.argv[1:]:
         per_call_section()
         return
     per_call_section()
     numpy_section()
-    try:
-        import jax
-
-        backend = ml.JaxBackend(dtype=ml.float32)
-    except (ImportError, AttributeError) as exc:
-        print(f"JAX section skipped: {exc}")
-    else:
-        autograd_section(
-            "JAX", backend, jax_models(GPT_LAYERS, GPT_HEADS), jax.block_until_ready, True, "hand-written jax.jit"
-        )
-    try:
-        import torch
-
-        backend = ml.TorchBackend(dtype=ml.float32)
-    except (ImportError, AttributeError) as exc:
-        print(f"PyTorch section skipped: {exc}")
-    else:
-        autograd_section(
-            "PyTorch", backend, torch_models(GPT_LAYERS, GPT_HEADS), lambda value: value, False, "PyTorch eager"
-        )
-        del torch
+    for name, framework in AUTOGRAD_FRAMEWORKS.items():
+        try:
+            backend, hand_written_models, sync, jit, baseline = framework()
+        except (ImportError, AttributeError) as exc:
+            print(f"{name} section skipped: {exc}")
+        else:
+            autograd_section(name, backend, hand_written_models(GPT_LAYERS, GPT_HEADS), sync, jit, baseline)
 
 
 if __name__ == "__main__":
