@@ -3,6 +3,8 @@
 Example:
     >>> read_config({"d_model": 512}, "d_model", num_heads=8)
     (512, 8)
+    >>> config_fields({"n_embd": 32}, {"dims": "n_embd", "bias": ("bias", True)})
+    {'dims': 32, 'bias': True}
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["config_value", "read_config"]
+__all__ = ["config_fields", "config_value", "read_config"]
 
 _MISSING: Any = object()
 
@@ -33,3 +35,12 @@ def read_config(config: Any, *names: str, **defaults: Any) -> tuple[Any, ...]:
     return tuple(config_value(config, n) for n in names) + tuple(
         config_value(config, n, d) for n, d in defaults.items()
     )
+
+
+def config_fields(config: Any, fields: Mapping[str, str | tuple[str, Any]]) -> dict[str, Any]:
+    """Our field name -> its value in ``config``, read under the name ``fields`` gives it there (or a pair: that
+    name and the default when it is absent), in the order of ``fields``."""
+    return {
+        ours: config_value(config, *theirs) if isinstance(theirs, tuple) else config_value(config, theirs)
+        for ours, theirs in fields.items()
+    }

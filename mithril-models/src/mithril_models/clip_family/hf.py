@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._config import config_value
+from .._config import config_fields, config_value
 from .config import ACTIVATIONS, CLIPConfig, TextConfig, VisionConfig
 from .model import CLIP
 
@@ -34,17 +34,21 @@ def _activation(sub: Any, which: str) -> str:
     return act
 
 
+_TOWER: dict[str, str | tuple[str, Any]] = {
+    "width": "hidden_size",
+    "heads": "num_attention_heads",
+    "layers": "num_hidden_layers",
+    "intermediate_size": "intermediate_size",
+    "layer_norm_eps": ("layer_norm_eps", 1e-5),
+}
+"""The fields both towers read from their config: ours -> the ``transformers`` name (or the name and a default)."""
+
+
 def _text(sub: Any, projection_dim: int) -> TextConfig:
     eos = config_value(sub, "eos_token_id", None)
     return TextConfig(
         embed_dim=projection_dim,
-        context_length=config_value(sub, "max_position_embeddings"),
-        vocab_size=config_value(sub, "vocab_size"),
-        width=config_value(sub, "hidden_size"),
-        heads=config_value(sub, "num_attention_heads"),
-        layers=config_value(sub, "num_hidden_layers"),
-        intermediate_size=config_value(sub, "intermediate_size"),
-        layer_norm_eps=config_value(sub, "layer_norm_eps", 1e-5),
+        **config_fields(sub, {"context_length": "max_position_embeddings", "vocab_size": "vocab_size", **_TOWER}),
         activation=_activation(sub, "text_config"),
         eos_token_id=None if eos in (None, _LEGACY_EOS) else eos,
     )
@@ -53,13 +57,7 @@ def _text(sub: Any, projection_dim: int) -> TextConfig:
 def _vision(sub: Any, projection_dim: int) -> VisionConfig:
     return VisionConfig(
         embed_dim=projection_dim,
-        image_resolution=config_value(sub, "image_size"),
-        layers=config_value(sub, "num_hidden_layers"),
-        width=config_value(sub, "hidden_size"),
-        patch_size=config_value(sub, "patch_size"),
-        heads=config_value(sub, "num_attention_heads"),
-        intermediate_size=config_value(sub, "intermediate_size"),
-        layer_norm_eps=config_value(sub, "layer_norm_eps", 1e-5),
+        **config_fields(sub, {"image_resolution": "image_size", "patch_size": "patch_size", **_TOWER}),
         activation=_activation(sub, "vision_config"),
         num_channels=config_value(sub, "num_channels", 3),
     )
