@@ -16,6 +16,8 @@ from typing import Any
 from mithril.extend import initializers, op, param
 from mithril.models import Connection, IOKey, LayerNorm, Linear, Model
 
+from .config import TextConfig, VisionConfig
+
 __all__ = ["Attention", "EncoderLayer", "LearnedTable", "activation", "attend"]
 
 
@@ -146,6 +148,27 @@ class EncoderLayer(Model):
         self |= fc2(input=activation(self, fc1.output, act))
         self.expose(hidden + fc2.output)
         self._cin = self._keys["input"]
+
+
+def encoder_layers(
+    tower: Model, hidden: Any, config: TextConfig | VisionConfig, layers: int, prefix: str, *, causal: bool = False
+) -> Any:
+    """A tower's ``layers`` :class:`EncoderLayer` blocks (named ``{prefix}.<i>``, sized and initialised from
+    ``config``) added to ``tower`` one after the other from ``hidden``: the last one's output."""
+    for i in range(layers):
+        layer = EncoderLayer(
+            config.width,
+            config.heads,
+            config.intermediate_size,
+            causal=causal,
+            layer_norm_eps=config.layer_norm_eps,
+            act=config.activation,
+            num_layers=layers,
+            name=f"{prefix}.{i}",
+        )
+        tower |= layer(input=hidden)
+        hidden = layer.output
+    return hidden
 
 
 class LearnedTable(Model):

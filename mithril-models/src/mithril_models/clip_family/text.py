@@ -18,7 +18,7 @@ from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel
 from .config import TextConfig
-from .layers import EncoderLayer
+from .layers import encoder_layers
 
 __all__ = ["EncodeText", "pool_end_of_text"]
 
@@ -66,19 +66,7 @@ class EncodeText(FamilyModel):
         positions = Embedding(config.context_length, width, name="text_model.embeddings.position_embedding")
         self |= positions(input=op(self, "positions", text, axis=-1))
         hidden = tokens.output + positions.output
-        for i in range(config.layers):
-            layer = EncoderLayer(
-                width,
-                config.heads,
-                config.intermediate_size,
-                causal=True,
-                layer_norm_eps=config.layer_norm_eps,
-                act=config.activation,
-                num_layers=config.layers,
-                name=f"text_model.encoder.layers.{i}",
-            )
-            self |= layer(input=hidden)
-            hidden = layer.output
+        hidden = encoder_layers(self, hidden, config, config.layers, "text_model.encoder.layers", causal=True)
         final = LayerNorm(width, eps=config.layer_norm_eps, name="text_model.final_layer_norm")
         self |= final(input=hidden)
         pooled = pool_end_of_text(self, final.output, text, config.eos_token_id)

@@ -24,7 +24,7 @@ from mithril.models import Connection, Conv2d, IOKey, LayerNorm, Linear, Model
 from ..checkpoints.layout import Layout
 from ..family import FamilyModel
 from .config import VisionConfig
-from .layers import EncoderLayer, LearnedTable
+from .layers import LearnedTable, encoder_layers
 from .resnet import ModifiedResNet
 
 __all__ = ["EncodeImage", "VisionEmbeddings"]
@@ -73,19 +73,7 @@ def _vit(tower: Model, config: VisionConfig, image: IOKey) -> Connection:
     tower |= embeddings(input=image)
     pre = LayerNorm(config.width, eps=config.layer_norm_eps, name="vision_model.pre_layrnorm")
     tower |= pre(input=embeddings.output)
-    hidden = pre.output
-    for i in range(config.vit_layers):
-        layer = EncoderLayer(
-            config.width,
-            config.heads,
-            config.intermediate_size,
-            layer_norm_eps=config.layer_norm_eps,
-            act=config.activation,
-            num_layers=config.vit_layers,
-            name=f"vision_model.encoder.layers.{i}",
-        )
-        tower |= layer(input=hidden)
-        hidden = layer.output
+    hidden = encoder_layers(tower, pre.output, config, config.vit_layers, "vision_model.encoder.layers")
     post = LayerNorm(config.width, eps=config.layer_norm_eps, name="vision_model.post_layernorm")
     tower |= post(input=hidden[:, 0, :])
     return post.output
