@@ -119,8 +119,17 @@ def test_generated_scratch_matches_the_runtime() -> None:
             assert native.lib.t_scratch(rows, k) == quantized_scratch(rows, k), (rows, k)
 
 
+def _assert_ggmls(got: np.ndarray, want: np.ndarray, rows: int, where: str = "") -> None:
+    """One row (a decode step) is ggml's bit for bit; several rows (the strips of 16 weight rows) sum each
+    block's exact integer product in another float order: within a few ulp of the row's largest output."""
+    if rows == 1:
+        np.testing.assert_array_equal(got, want, err_msg=where)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * float(np.abs(want).max()), err_msg=where)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_quantized_products_are_ggmls_bit_for_bit(fmt: str) -> None:
+def test_quantized_products_are_ggmls(fmt: str) -> None:
     """mt_qlinear_f32 (one row, and several rows at once) against ggml's quantize-and-vec_dot."""
     ggml = _ggml()
     cpu = ggml.ggml_get_type_traits_cpu(_ggml_type(ggml, fmt)).contents
@@ -145,7 +154,7 @@ def test_quantized_products_are_ggmls_bit_for_bit(fmt: str) -> None:
                 s = ctypes.c_float()
                 cpu.vec_dot(k, ctypes.byref(s), 0, w[j].ctypes.data, 0, xq.ctypes.data, 0, 1)
                 want[m, j] = s.value
-        np.testing.assert_array_equal(y, want)
+        _assert_ggmls(y, want, rows)
 
 
 def _ggml_products(ggml: Any, fmt: str, x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -166,14 +175,14 @@ def _ggml_products(ggml: Any, fmt: str, x: np.ndarray, w: np.ndarray) -> np.ndar
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantized_products_of_every_tile_shape_are_ggmls(fmt: str) -> None:
-    """The several-row kernels at their edges: rows 1, 2, 3, 5 and 33 (tiles of 4 rows and what is left),
-    outputs not a multiple of 8 (the rows left over), one block per row, 1 and 2 threads, with and without
-    accumulating into Y; nothing written past the scratch space or Y."""
+    """The several-row kernels at their edges: rows 1, 2, 3, 5, 8, 9 and 33 (tiles of 8 rows and what is
+    left), outputs not a multiple of 16 (the rows left over), one block per row, 1 and 2 threads, with and
+    without accumulating into Y; nothing written past the scratch space or Y."""
     ggml = _ggml()
     native = _qlinear()
     ffi = native.ffi
     rng = np.random.default_rng(5)
-    for rows, n, k in ((1, 13, 64), (2, 8, 32), (3, 13, 96), (5, 61, 768), (8, 64, 768), (33, 61, 768)):
+    for rows, n, k in ((1, 13, 64), (2, 16, 32), (3, 13, 96), (5, 61, 768), (8, 64, 768), (9, 48, 64), (33, 61, 768)):
         w = kernels.quantize((rng.standard_normal((n, k)) * 0.05).astype(np.float32), fmt)
         x = (rng.standard_normal((rows, k)) * 3).astype(np.float32)
         x[0, :32] = (rng.integers(-127, 127, 32) + 0.5) / 8  # exact ties when quantized (scale 1/8) ...
@@ -189,7 +198,7 @@ def test_quantized_products_of_every_tile_shape_are_ggmls(fmt: str) -> None:
                                     ffi.cast("void *", w.ctypes.data), ffi.cast("float *", y.ctypes.data),
                                     accumulate, ffi.cast("void *", scratch.ctypes.data + 4), threads)  # fmt: skip
             expected = start + want if accumulate else want
-            np.testing.assert_array_equal(y[: rows * n].reshape(rows, n), expected, err_msg=f"{rows, n, k, threads}")
+            _assert_ggmls(y[: rows * n].reshape(rows, n), expected, rows, f"{rows, n, k, threads}")
             assert (y[rows * n :] == 7.0).all() and (scratch[4 + size :] == 0xA5).all() and (scratch[:4] == 0xA5).all()
 
 
@@ -269,7 +278,7 @@ def test_attention_computes_each_exponential_once() -> None:
     model |= ScaledDotProduct(is_causal=True)(query="q", key="k", value="v", output=IOKey("output"))
     shapes = {name: [1, 2, 8, 16] for name in ("q", "k", "v")}
     pm = ml.compile(model, ml.CBackend(threads=1), shapes=shapes, data_keys=set(shapes), inference=True)
-    assert "double e[8];" in pm.source and pm.source.count("exp((double)") == 1
+    assert pm.source.count("mt_softmax_row_f32(v, 8);") == 1 and "exp((double)" not in pm.source
     rng = np.random.default_rng(0)
     data = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
     scores = data["q"] @ data["k"].swapaxes(-1, -2) / 4 + np.triu(np.full((8, 8), -np.inf), 1)

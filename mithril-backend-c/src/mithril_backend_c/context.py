@@ -346,10 +346,12 @@ class Ctx:
     # -- loops -------------------------------------------------------------------------------------
     @staticmethod
     def par(count: int, extra: str = "") -> str:
-        """An OpenMP ``parallel for`` line (:func:`omp`) for a loop doing ``count`` units of work, or ``""``."""
+        """An OpenMP ``parallel for`` line (:func:`omp`) for a loop doing ``count`` units of work, or ``""``.
+        Its ``if`` names ``parallel``: a bare ``if`` applies to every construct of the combined directive, so
+        ``parallel for simd ... if(nt > 1)`` would not vectorise on one thread."""
         if count < PAR_THRESHOLD:
             return ""
-        return omp(f"parallel for{extra} num_threads(nt) if(nt > 1)")
+        return omp(f"parallel for{extra} num_threads(nt) if(parallel: nt > 1)")
 
     def parallel(self, body: Sequence[str], work: int) -> list[str]:
         """``body`` run as part ``part`` of ``nparts`` (C variables in its scope), each part doing its own
@@ -385,7 +387,7 @@ class Ctx:
         dims = self._merged_dims(shape, operands) or [(1, [0 for _ in operands])]
         names = [self.fresh("i") for _ in dims]
         lines = ["long lo, hi;", f"mt_part_range({dims[0][0]}, part, nparts, 1, &lo, &hi);"]
-        for depth, ((n, _), name) in enumerate(zip(dims, names)):
+        for depth, ((n, _), name) in enumerate(zip(dims, names, strict=True)):
             if depth == len(dims) - 1 and n >= 8:
                 lines.append(omp("simd"))
             bounds = ("lo", "hi") if depth == 0 else ("0", str(n))
@@ -404,7 +406,7 @@ class Ctx:
             if n == 1:
                 continue
             strides = [s[axis] for _, s in operands]
-            if dims and all(a == b * n for a, b in zip(dims[-1][1], strides)):
+            if dims and all(a == b * n for a, b in zip(dims[-1][1], strides, strict=True)):
                 dims[-1] = (dims[-1][0] * n, strides)
             else:
                 dims.append((n, strides))
@@ -417,7 +419,7 @@ class Ctx:
         indices = []
         for j, (offset, _) in enumerate(operands):
             terms = [str(offset)] if offset else []
-            for (_, strides), name in zip(dims, names):
+            for (_, strides), name in zip(dims, names, strict=True):
                 s = strides[j]
                 if s == 1:
                     terms.append(name)
@@ -443,7 +445,7 @@ class Ctx:
         lines: list[str] = []
         total = math.prod(shape)
         names = [self.fresh("i") for _ in dims]
-        for depth, ((n, _), name) in enumerate(zip(dims, names)):
+        for depth, ((n, _), name) in enumerate(zip(dims, names, strict=True)):
             innermost = depth == len(dims) - 1
             pragma = self.par(total) if depth == 0 and parallel else ""
             if pragma and innermost and simd:
@@ -470,7 +472,8 @@ class Ctx:
         def body(idx: list[str]) -> list[str]:
             # every operand loaded unconditionally into a local first: GCC 12 with -O3 -mavx2 miscompiles
             # ``out[i] = c[j] ? x[i] : 0.0`` (a conditional load in a vectorised, broadcast loop)
-            loads = [f"{self.ct(v)} mt_in{k} = {self.elem(v, i)};" for k, (v, i) in enumerate(zip(inputs, idx[1:]))]
+            pairs = enumerate(zip(inputs, idx[1:], strict=True))
+            loads = [f"{self.ct(v)} mt_in{k} = {self.elem(v, i)};" for k, (v, i) in pairs]
             value = expr(*(f"mt_in{k}" for k in range(len(inputs))))
             return ["{", *loads, f"{self.p(out)}[{idx[0]}] = ({ct})({value});", "}"]
 

@@ -660,6 +660,25 @@ static void mt_x512_rows(int R, int NV, long kc, const float *a, long ras, long 
 #undef MT_X_CASE
 }
 
+/* out[g] = lane g of each of the 8 rows r[0..7] (an 8 x 8 transpose of 32-bit lanes) */
+static inline void mt_transpose8_epi32(const __m256i r[8], __m256i out[8]) {
+    __m256i t[8], q[8];
+    for (int i = 0; i < 4; i++) { /* pairs of rows interleaved: lanes (0, 1), (4, 5) of each 128-bit half */
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) { /* rows 4i .. 4i+3: q[4i + c] holds lane c (low half) and c + 4 (high) */
+        q[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        q[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        q[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        q[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        out[c] = _mm256_permute2x128_si256(q[c], q[4 + c], 0x20);
+        out[c + 4] = _mm256_permute2x128_si256(q[c], q[4 + c], 0x31);
+    }
+}
+
 /* rows k0 .. k0+kc-1 and columns j0 .. j0+n-1 (n <= 64) of op(B) into bp[k][64], zeros past n */
 static void mt_x512_pack_b(int tb, const float *B, long ldb, long k0, long kc, long j0, long n, float *bp) {
     if (!tb) {
@@ -675,7 +694,19 @@ static void mt_x512_pack_b(int tb, const float *B, long ldb, long k0, long kc, l
         return;
     }
     if (n < MT_X_NR) memset(bp, 0, sizeof(float) * MT_X_NR * kc);
-    for (long j = 0; j < n; j++) { /* op(B)[k, j] = B[j, k]: each source row read in order */
+    long j = 0, k8 = kc / 8 * 8;
+    for (; j + 8 <= n; j += 8) { /* op(B)[k, j] = B[j, k]: blocks of 8 x 8 transposed in registers */
+        const float *src = B + (j0 + j) * ldb + k0;
+        for (long k = 0; k < k8; k += 8) {
+            __m256i rows[8], cols[8];
+            for (int r = 0; r < 8; r++) rows[r] = _mm256_castps_si256(_mm256_loadu_ps(src + r * ldb + k));
+            mt_transpose8_epi32(rows, cols);
+            for (int c = 0; c < 8; c++) _mm256_storeu_ps(bp + (k + c) * MT_X_NR + j, _mm256_castsi256_ps(cols[c]));
+        }
+        for (int r = 0; r < 8; r++)
+            for (long k = k8; k < kc; k++) bp[k * MT_X_NR + j + r] = src[r * ldb + k];
+    }
+    for (; j < n; j++) { /* the columns left: each source row read in order */
         const float *src = B + (j0 + j) * ldb + k0;
         for (long k = 0; k < kc; k++) bp[k * MT_X_NR + j] = src[k];
     }
@@ -1046,107 +1077,113 @@ static void mt_qlinear_cols(int format, long M, long N, long nb, mt_qacts a, con
 }
 
 #if defined(MT_Q_AVX2) && defined(__AVX512F__) && defined(__AVX512VNNI__)
-/* Several activation rows (a prefill step): tiles of up to 4 activation rows by 8 weight rows (an octet),
- * two weight rows per 512-bit register (row 2p in lanes 0-7, row 2p+1 in lanes 8-15), each lane computed
- * as in the one-row kernels (the same integer lanes, the same fused multiply-adds block after block), and
- * the 8 lanes of each output added in the same pairwise order, for 8 outputs at once with shuffles: the
- * same bits. The octet's weights are unpacked once per call into a panel (the values as unsigned bytes,
- * the scales as floats) that every tile of activation rows then reads. */
+/* Several activation rows (a prefill step): strips of 16 weight rows, one per 32-bit lane of a 512-bit
+ * register. A strip's weights are unpacked once per call into a panel (per block, 8 groups of 4 values of
+ * the 16 rows as unsigned bytes, lane j holding row j's; then the 16 scales as floats) that every tile of up
+ * to 8 activation rows then reads: per block and activation row, 8 VNNI products (each group's 4 activation
+ * bytes broadcast to the 16 lanes) give the 16 rows' integer dot products at once, converted and scaled in
+ * one multiply-add. The integer dot product of a block is exact, so each output is the same sum as the
+ * one-row kernel's up to the order of float additions (within a few ulp of the scale, not bit for bit). */
 #define MT_Q_TILES 1
-#define MT_OCTET_BYTES 288 /* panel bytes per block of an octet: 8 x 32 unsigned values, then 8 scales */
-#define MT_PANEL_BYTES(nb) ((MT_OCTET_BYTES * (nb) + 63) / 64 * 64) /* a thread's panel, whole cache lines */
+#define MT_STRIP 16             /* weight rows per strip */
+#define MT_STRIP_TILE 8         /* activation rows per tile */
+#define MT_STRIP_BLOCK_BYTES 576 /* panel bytes per block: 8 groups x 16 rows x 4 values, then 16 scales */
+#define MT_PANEL_BYTES(nb) ((MT_STRIP_BLOCK_BYTES * (nb) + 63) / 64 * 64) /* a thread's panel, whole lines */
 
-/* the panel of weight rows n .. n+7: u[nb][8][32] (q8_0: value + 128, q4_0: the nibble), then d[nb][8] */
-static void mt_qpack_octet(int format, const void *W, long n, long nb, unsigned char *panel) {
-    float *d = (float *)(panel + 256 * nb);
-    for (long b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            __m256i u;
-            if (format == MT_Q8_0) {
-                const mt_block_q8_0 *w = (const mt_block_q8_0 *)W + (n + j) * nb + b;
-                u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
-                d[8 * b + j] = _cvtsh_ss(w->d);
-            } else {
-                const mt_block_q4_0 *w = (const mt_block_q4_0 *)W + (n + j) * nb + b;
-                __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
-                u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-                d[8 * b + j] = _cvtsh_ss(w->d);
-            }
-            _mm256_storeu_si256((__m256i *)(panel + (8 * b + j) * 32), u);
-        }
+/* the 32 values of a weight block as unsigned bytes (q8_0: value + 128, q4_0: the nibble), and its scale */
+static inline __m256i mt_qblock_unsigned(int format, const void *W, long row, long nb, long b, float *d) {
+    if (format == MT_Q8_0) {
+        const mt_block_q8_0 *w = (const mt_block_q8_0 *)W + row * nb + b;
+        *d = _cvtsh_ss(w->d);
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
+    }
+    const mt_block_q4_0 *w = (const mt_block_q4_0 *)W + row * nb + b;
+    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
+    *d = _cvtsh_ss(w->d);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
 }
 
-/* y[0 .. 7] (+)= the outputs of the 4 registers acc (weight rows 2p, 2p+1 in register p), each the sum of
- * its 8 lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
-static inline void mt_qtile_store(const __m512 acc[4], float *y, int accumulate) {
-    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(acc[0], acc[1], _MM_SHUFFLE(3, 1, 3, 1))); /* rows 0-3: l + l+4 */
-    __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(acc[2], acc[3], _MM_SHUFFLE(3, 1, 3, 1))); /* rows 4-7 */
-    __m512 u = _mm512_add_ps(_mm512_shuffle_ps(s, t, _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(s, t, _MM_SHUFFLE(3, 2, 3, 2))); /* (r0 + r2), (r1 + r3) */
-    __m512 f = _mm512_add_ps(_mm512_shuffle_ps(u, u, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_ps(u, u, _MM_SHUFFLE(3, 1, 3, 1))); /* lane 4k: row k, 4k+1: k+4 */
-    __m256 out = _mm512_castps512_ps256(
-        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), f));
-    if (accumulate) out = _mm256_add_ps(_mm256_loadu_ps(y), out);
-    _mm256_storeu_ps(y, out);
-}
-
-/* Y[m + r, 0 .. 7] (+)= the products of activation rows m + r (r < R) with the octet of panel (nb blocks) */
-static inline __attribute__((always_inline)) void mt_qtile(const unsigned char *panel, long nb, mt_qacts a,
-                                                           long m, int R, float *Y, long ldy, int accumulate) {
-    const float *dw = (const float *)(panel + 256 * nb);
-    __m512i pick[4]; /* lanes 0-7: product 2p, lanes 8-15: product 2p + 1 */
-    for (int p = 0; p < 4; p++)
-        pick[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-    __m512 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
+/* the panel of weight rows n .. n+15 (see above): u[nb][8][16] 4-byte groups, then d[nb][16] */
+static void mt_qpack_strip(int format, const void *W, long n, long nb, unsigned char *panel) {
+    float *d = (float *)(panel + 512 * nb);
     for (long b = 0; b < nb; b++) {
-        __m256 d8 = _mm256_load_ps(dw + 8 * b);
-        __m512i x[4], c[4];
-        __m512 d[4];
+        __m256i rows[16], groups[2][8];
+        for (int j = 0; j < 16; j++) rows[j] = mt_qblock_unsigned(format, W, n + j, nb, b, d + 16 * b + j);
+        mt_transpose8_epi32(rows, groups[0]);
+        mt_transpose8_epi32(rows + 8, groups[1]);
+        for (int g = 0; g < 8; g++)
+            _mm512_store_si512(panel + 512 * b + 64 * g,
+                               _mm512_inserti64x4(_mm512_castsi256_si512(groups[0][g]), groups[1][g], 1));
+    }
+}
+
+/* Y[m + r, 0 .. 15] (+)= the products of activation rows m + r (r < R) with the strip of panel (nb blocks);
+ * k[i]: the correction of activation block i (the sum of its line's 8 corrections) */
+static inline __attribute__((always_inline)) void mt_qstrip_tile(const unsigned char *panel, long nb, mt_qacts a,
+                                                                 const int32_t *k, long m, int R, float *Y, long ldy,
+                                                                 int accumulate) {
+    const float *dw = (const float *)(panel + 512 * nb);
+    __m512 acc[MT_STRIP_TILE]; /* kept in registers: the loops over r and g unrolled */
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (long b = 0; b < nb; b++) {
+        __m512i u[8];
+        for (int g = 0; g < 8; g++) u[g] = _mm512_load_si512(panel + 512 * b + 64 * g);
+        __m512 d16 = _mm512_load_ps(dw + 16 * b);
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             long i = (m + r) * nb + b;
-            x[r] = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)MT_QACT_X(a, i)));
-            c[r] = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)MT_QACT_C(a, i)));
-            /* the 8 products d_w * d_x at once, spread over the lanes below (fewer multiplications) */
-            d[r] = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(a.d[i])));
-        }
-        for (int p = 0; p < 4; p++) { /* each pair's weights loaded once for the R rows */
-            __m512i u = _mm512_load_si512(panel + 256 * b + 64 * p);
-            for (int r = 0; r < R; r++) {
-                __m512i s = _mm512_dpbusd_epi32(c[r], u, x[r]);
-                acc[r][p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], d[r]), _mm512_cvtepi32_ps(s), acc[r][p]);
+            const int8_t *x = MT_QACT_X(a, i);
+            __m512i s = _mm512_set1_epi32(k[i]);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                int32_t group;
+                memcpy(&group, x + 4 * g, sizeof group);
+                s = _mm512_dpbusd_epi32(s, u[g], _mm512_set1_epi32(group));
             }
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d16, _mm512_set1_ps(a.d[i])), _mm512_cvtepi32_ps(s), acc[r]);
         }
     }
-    for (int r = 0; r < R; r++) mt_qtile_store(acc[r], Y + (m + r) * ldy, accumulate);
+    for (int r = 0; r < R; r++) {
+        float *y = Y + (m + r) * ldy;
+        _mm512_storeu_ps(y, accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), acc[r]) : acc[r]);
+    }
 }
 
-/* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1) (whole octets), m < M, the octets
+/* Y[m, n] (+)= dot(weight row n, activation row m) for n in [n0, n1) (whole strips), m < M, the strips
  * unpacked in turn into panel (MT_PANEL_BYTES(nb), 64-byte aligned) */
-static void mt_qlinear_tiles(int format, long M, long N, long nb, mt_qacts a, const void *W, float *Y,
-                             int accumulate, long n0, long n1, unsigned char *panel) {
-    for (long n = n0; n + 8 <= n1; n += 8) {
-        mt_qpack_octet(format, W, n, nb, panel);
+static void mt_qlinear_tiles(int format, long M, long N, long nb, mt_qacts a, const int32_t *k, const void *W,
+                             float *Y, int accumulate, long n0, long n1, unsigned char *panel) {
+    size_t row_bytes = (size_t)nb * (format == MT_Q8_0 ? sizeof(mt_block_q8_0) : sizeof(mt_block_q4_0));
+    for (long n = n0; n + MT_STRIP <= n1; n += MT_STRIP) {
+        if (n + 2 * MT_STRIP <= n1) { /* the next strip's rows (contiguous) towards the cache, while this one runs */
+            const char *next = (const char *)W + (size_t)(n + MT_STRIP) * row_bytes;
+            for (size_t at = 0; at < MT_STRIP * row_bytes; at += 64) _mm_prefetch(next + at, _MM_HINT_T1);
+        }
+        mt_qpack_strip(format, W, n, nb, panel);
         long m = 0;
-        for (; m + 4 <= M; m += 4) mt_qtile(panel, nb, a, m, 4, Y + n, N, accumulate);
-        if (M - m == 3) mt_qtile(panel, nb, a, m, 3, Y + n, N, accumulate);
-        else if (M - m == 2) mt_qtile(panel, nb, a, m, 2, Y + n, N, accumulate);
-        else if (M - m == 1) mt_qtile(panel, nb, a, m, 1, Y + n, N, accumulate);
+        for (; m + MT_STRIP_TILE <= M; m += MT_STRIP_TILE)
+            mt_qstrip_tile(panel, nb, a, k, m, MT_STRIP_TILE, Y + n, N, accumulate);
+        switch (M - m) { /* the rows left, each count its own unrolled tile */
+        case 7: mt_qstrip_tile(panel, nb, a, k, m, 7, Y + n, N, accumulate); break;
+        case 6: mt_qstrip_tile(panel, nb, a, k, m, 6, Y + n, N, accumulate); break;
+        case 5: mt_qstrip_tile(panel, nb, a, k, m, 5, Y + n, N, accumulate); break;
+        case 4: mt_qstrip_tile(panel, nb, a, k, m, 4, Y + n, N, accumulate); break;
+        case 3: mt_qstrip_tile(panel, nb, a, k, m, 3, Y + n, N, accumulate); break;
+        case 2: mt_qstrip_tile(panel, nb, a, k, m, 2, Y + n, N, accumulate); break;
+        case 1: mt_qstrip_tile(panel, nb, a, k, m, 1, Y + n, N, accumulate); break;
+        default: break;
+        }
     }
 }
 #endif
 
-/* the activations' lines and scales (68 bytes per row and block, within these 70, and 63 to align them),
- * then room for the threads' weight panels (MT_PANEL_BYTES(nb) each: 2 or more), sized as an earlier
- * layout of the rows by pairs was (the generated code's quantized_scratch computes the same) */
+/* the activations' lines, scales and corrections (72 bytes per row and block, and 63 to align them), then,
+ * for more than one row, room for min(8, 2 + M / 8) threads' weight panels of 16 rows (MT_PANEL_BYTES(nb)
+ * each, 576 bytes per block; the generated code's quantized_scratch computes the same) */
 size_t mt_qlinear_scratch(long M, long K) {
-    size_t rows = (size_t)M * (size_t)(K / MT_QK) * (sizeof(mt_block_q8_0) + sizeof(float) + 8 * sizeof(int32_t)) + 64;
-    size_t groups = (size_t)(((M + 1) / 2 + 3) / 4);
-    return rows + groups * 4 * (size_t)(K / MT_QK) * 192 + 64;
+    size_t nb = (size_t)(K / MT_QK), rows = (size_t)M * nb * 72 + 64;
+    size_t panels = M < 2 ? 0 : (size_t)(M / 8 + 2 < 8 ? M / 8 + 2 : 8);
+    return rows + panels * ((576 * nb + 63) / 64 * 64) + 64;
 }
 
 /* the quantized activations of `rows` rows of nb blocks laid out in scratch (mt_qlinear_scratch bytes) */
@@ -1208,21 +1245,26 @@ void mt_qlinear_f32(int format, long M, long N, long K, const float *X, const vo
     if (nt <= 1 || M * N * K < MT_GEMV_MIN * 4) nt = 1;
     unsigned char *panels = NULL;
 #ifdef MT_Q_TILES
-    if (M > 1 && N >= 8 && nb > 0) { /* a panel per thread, in the space after the activations */
-        panels = (unsigned char *)(((uintptr_t)(a.d + M * nb) + 63) & ~(uintptr_t)63);
+    int32_t *k = (int32_t *)(a.d + M * nb); /* each block's correction, then a panel per thread */
+    if (M > 1 && N >= MT_STRIP && nb > 0) {
+        panels = (unsigned char *)(((uintptr_t)(k + M * nb) + 63) & ~(uintptr_t)63);
         long fit = (long)(((char *)scratch + mt_qlinear_scratch(M, K) - (char *)panels) / MT_PANEL_BYTES(nb));
         if (fit < 1) panels = NULL; /* (not reached: the space holds 2 panels or more) */
         else if (nt > fit) nt = (int)fit;
+        for (long i = 0; panels && i < M * nb; i++) {
+            const int32_t *c = MT_QACT_C(a, i);
+            k[i] = c[0] + c[1] + c[2] + c[3] + c[4] + c[5] + c[6] + c[7];
+        }
     }
 #endif
     MT_OMP("omp parallel for schedule(static) num_threads(nt) if(nt > 1)")
     for (int part = 0; part < nt; part++) {
         long lo, hi;
-        mt_part_range(N, part, nt, 8, &lo, &hi);
+        mt_part_range(N, part, nt, 16, &lo, &hi);
 #ifdef MT_Q_TILES
         if (panels) {
-            long whole = lo + (hi - lo) / 8 * 8;
-            mt_qlinear_tiles(format, M, N, nb, a, W, Y, accumulate, lo, whole, panels + part * MT_PANEL_BYTES(nb));
+            long whole = lo + (hi - lo) / MT_STRIP * MT_STRIP;
+            mt_qlinear_tiles(format, M, N, nb, a, k, W, Y, accumulate, lo, whole, panels + part * MT_PANEL_BYTES(nb));
             lo = whole;
         }
 #endif

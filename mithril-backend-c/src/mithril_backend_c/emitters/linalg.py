@@ -37,7 +37,7 @@ def gemm(
 
 
 def _offsets(batch: Sequence[int], strides: Sequence[int]) -> list[int]:
-    return [int(sum(i * s for i, s in zip(idx, strides))) for idx in np.ndindex(*batch)] if batch else [0]
+    return [int(sum(i * s for i, s in zip(idx, strides, strict=True))) for idx in np.ndindex(*batch)] if batch else [0]
 
 
 def batched_gemm(
@@ -129,9 +129,9 @@ def linear(ctx: Ctx, node: Node) -> list[str]:
 
 def quantized_scratch(rows: int, k: int) -> int:
     """Bytes ``mt_qlinear_f32`` needs for ``rows`` activation rows of ``k`` values: ``mt_qlinear_scratch`` of
-    the runtime, which the tests compare with this (the rows' quantized lines and scales, then room for the
-    threads' weight panels, sized as the earlier layout of the rows by pairs of 192 bytes per pair and block
-    was: the panels take at most as many threads as fit)."""
+    the runtime, which the tests compare with this (the rows' quantized lines, scales and corrections, 72
+    bytes per row and block, then, for more than one row, room for ``min(8, 2 + rows // 8)`` threads' panels
+    of 16 weight rows, 576 bytes per block: the panels take at most as many threads as fit)."""
     blocks = k // BLOCK
-    groups = ((rows + 1) // 2 + 3) // 4
-    return rows * blocks * (34 + 4 + 32) + 64 + groups * 4 * blocks * 192 + 64
+    panels = 0 if rows < 2 else min(8, 2 + rows // 8)
+    return rows * blocks * 72 + 64 + panels * (-(-576 * blocks // 64) * 64) + 64

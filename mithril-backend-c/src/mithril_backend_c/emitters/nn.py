@@ -520,7 +520,7 @@ def attention_probs(ctx: Ctx, node: Node, probs: str) -> list[str]:
     scale = node.attrs["scale"]
     scale = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
     lq, lk = qs[-2], ks[-2]
-    pshape = (*__import__("numpy").broadcast_shapes(qs[:-2], ks[:-2]), lq, lk)
+    pshape = (*np.broadcast_shapes(qs[:-2], ks[:-2]), lq, lk)
     lines = batched_gemm(ctx, ctx.p(q), ctx.p(k), probs, qs, ks, tb=1, alpha=float_literal(scale))
     if mask is not None:
         ms = ctx.shape(mask)
@@ -531,27 +531,29 @@ def attention_probs(ctx: Ctx, node: Node, probs: str) -> list[str]:
             body = lambda i: [f"{probs}[{i[0]}] += {ctx.p(mask)}[{i[1]}];"]  # noqa: E731
         lines += ctx.loops(pshape, operands, body, simd=False)
     rows = math.prod(pshape[:-1])
-    causal = "if (j > r % " + str(lq) + ") v[j] = -INFINITY; " if node.attrs["causal"] else ""
-    if lk <= _ROW_ON_STACK:  # each exponential computed once, kept in double (the same values as before)
-        normalise = [
-            f"    double e[{lk}];",
-            f"    for (long j = 0; j < {lk}; j++) {{ e[j] = exp((double)v[j] - mx); s += e[j]; }}",
-            f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(e[j] / s);",
+    lines += [ctx.par(rows * lk), f"for (long r = 0; r < {rows}; r++) {{", f"    {ctx.real} *v = {probs} + r * {lk};"]
+    if ctx.real == "float":  # mt_exp_f32: vectorised, one exponential per element
+        if node.attrs["causal"]:
+            lines.append(f"    for (long j = r % {lq} + 1; j < {lk}; j++) v[j] = -INFINITY;")
+        lines.append(f"    mt_softmax_row_f32(v, {lk});")
+    else:
+        causal = "if (j > r % " + str(lq) + ") v[j] = -INFINITY; " if node.attrs["causal"] else ""
+        lines += [
+            "    double mx = -INFINITY, s = 0;",
+            f"    for (long j = 0; j < {lk}; j++) {{ {causal}if (v[j] > mx || v[j] != v[j]) mx = v[j]; }}",
         ]
-    else:  # a row too long for the stack: the exponentials computed again
-        normalise = [
-            f"    for (long j = 0; j < {lk}; j++) s += exp((double)v[j] - mx);",
-            f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(exp((double)v[j] - mx) / s);",
-        ]
-    lines += [
-        ctx.par(rows * lk),
-        f"for (long r = 0; r < {rows}; r++) {{",
-        f"    {ctx.real} *v = {probs} + r * {lk};",
-        "    double mx = -INFINITY, s = 0;",
-        f"    for (long j = 0; j < {lk}; j++) {{ {causal}if (v[j] > mx || v[j] != v[j]) mx = v[j]; }}",
-        *normalise,
-        "}",
-    ]
+        if lk <= _ROW_ON_STACK:  # each exponential computed once, kept in double
+            lines += [
+                f"    double e[{lk}];",
+                f"    for (long j = 0; j < {lk}; j++) {{ e[j] = exp((double)v[j] - mx); s += e[j]; }}",
+                f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(e[j] / s);",
+            ]
+        else:  # a row too long for the stack: the exponentials computed again
+            lines += [
+                f"    for (long j = 0; j < {lk}; j++) s += exp((double)v[j] - mx);",
+                f"    for (long j = 0; j < {lk}; j++) v[j] = ({ctx.real})(exp((double)v[j] - mx) / s);",
+            ]
+    lines.append("}")
     return [line for line in lines if line]
 
 

@@ -57,9 +57,9 @@ def reduce_loops(
         counter = ctx.fresh("k")
         lines.append(f"    long {counter} = 0;")
         names = [ctx.fresh("r") for _ in red]
-        for a, name in zip(red, names):
+        for a, name in zip(red, names, strict=True):
             lines.append(f"    for (long {name} = 0; {name} < {shape[a]}; {name}++)")
-        index = " + ".join([base] + [f"{name} * {strides[a]}" for a, name in zip(red, names)])
+        index = " + ".join([base] + [f"{name} * {strides[a]}" for a, name in zip(red, names, strict=True)])
         inner_lines = step(f"{index}", counter) if passes == 1 else step(f"{index}", counter, p)
         lines.append("    {")
         lines += ["        " + line for line in inner_lines]
@@ -153,6 +153,14 @@ def _softmax(log: bool) -> Emitter:
         pragma = ctx.par(outer * n * inner)
         if pragma and outer * inner > 1:
             lines.append(pragma)
+        if not log and inner == 1 and ct == "float" and ctx.ct(x) == "float":  # contiguous rows: vectorised
+            return [
+                *lines,
+                f"for (long t = 0; t < {outer}; t++) {{",
+                f"    memmove({Y} + t * {n}, {X} + t * {n}, {n} * sizeof(float));",
+                f"    mt_softmax_row_f32({Y} + t * {n}, {n});",
+                "}",
+            ]
         lines += [
             f"for (long t = 0; t < {outer * inner}; t++) {{",
             f"    long base = (t / {inner}) * {n * inner} + t % {inner};",
