@@ -1,23 +1,14 @@
 """A GPT-2-shaped model built from core blocks (used by the benchmarks; the full GPT builder with
-checkpoint loading lives in mithril-models)."""
+checkpoint loading lives in mithril-models). Its block and a stack of blocks (``gpt_block``, ``block_stack``)
+are mithril_testing.models', which the tests use too."""
 
 from __future__ import annotations
 
-from mithril.models import Add, Embedding, Gelu, IOKey, LayerNorm, Linear, Model, MultiHeadAttention
+from mithril.models import Add, Embedding, IOKey, LayerNorm, Linear, Model
+from mithril_testing.models import gpt2_block as gpt_block
+from mithril_testing.models import gpt2_stack as block_stack
 
-
-def gpt_block(dims: int, heads: int, name: str) -> Model:
-    """Pre-norm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(x))."""
-    block = Model(name=name)
-    block |= LayerNorm(name="ln_1")(input="input")
-    block += MultiHeadAttention(dims, heads, causal=True, name="attn")
-    block |= Add()(left="input", right=block.cout, output="residual")
-    block |= LayerNorm(name="ln_2")(input="residual")
-    block += Linear(4 * dims, name="c_fc")
-    block += Gelu(approximate=True)
-    block += Linear(dims, name="c_proj")
-    block |= Add()(left="residual", right=block.cout, output=IOKey("output"))
-    return block
+__all__ = ["block_stack", "gpt", "gpt_block"]
 
 
 def gpt(num_layers: int = 12, dims: int = 768, heads: int = 12, vocab: int = 50257, block_size: int = 1024) -> Model:
@@ -30,13 +21,4 @@ def gpt(num_layers: int = 12, dims: int = 768, heads: int = 12, vocab: int = 502
         model += gpt_block(dims, heads, name=f"h_{i}")
     model += LayerNorm(name="ln_f")
     model += Linear(vocab, use_bias=False, name="lm_head")(output=IOKey("logits"))
-    return model
-
-
-def block_stack(num_layers: int = 2, dims: int = 768, heads: int = 12) -> Model:
-    """``num_layers`` GPT-2 blocks on an input ``[batch, seq, dims]`` (no embeddings or head)."""
-    model = Model(name="stack")
-    for i in range(num_layers):
-        block = gpt_block(dims, heads, name=f"h_{i}")
-        model += block(input="input") if i == 0 else block
     return model

@@ -12,33 +12,18 @@ from typing import Any
 import mithril as ml
 import numpy as np
 import pytest
-from mithril.models import Add, Gelu, IOKey, LayerNorm, Linear, Model, MultiHeadAttention
+from mithril.models import Model
+from mithril_testing.caches import DAMAGES, damage_entry
+from mithril_testing.models import gpt2_stack
 
 from mithril_backend_c import toolchain
 
 DIMS, HEADS, SEQ = 16, 2, 4
 
 
-def _block(name: str) -> Model:
-    """A pre-norm GPT-2 block: x + attn(ln_1(x)), then + mlp(ln_2(x))."""
-    block = Model(name=name)
-    block |= LayerNorm(name="ln_1")(input="input")
-    block += MultiHeadAttention(DIMS, HEADS, causal=True, name="attn")
-    block |= Add()(left="input", right=block.cout, output="residual")
-    block |= LayerNorm(name="ln_2")(input="residual")
-    block += Linear(4 * DIMS, name="c_fc")
-    block += Gelu(approximate=True)
-    block += Linear(DIMS, name="c_proj")
-    block |= Add()(left="residual", right=block.cout, output=IOKey("output"))
-    return block
-
-
 def _stack(layers: int) -> Model:
-    model = Model(name="stack")
-    for i in range(layers):
-        block = _block(f"h_{i}")
-        model += block(input="input") if i == 0 else block
-    return model
+    """``layers`` GPT-2 blocks of this file's sizes."""
+    return gpt2_stack(layers, DIMS, HEADS)
 
 
 def _compile(layers: int) -> Any:
@@ -121,20 +106,14 @@ def test_a_deeper_model_reuses_the_kernel_objects(cache) -> None:
     assert toolchain.compiler_runs() - before == len(new) + 1
 
 
-@pytest.mark.parametrize("damage", ["truncate", "empty", "no-record"])
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_part_is_rebuilt(cache, damage) -> None:
     pm = _compile(2)
     out, grads = _run(pm)
     parts = sorted(cache.glob("part-*.o"), key=lambda p: p.stat().st_size)
     assert len(parts) == len(pm.program.code.units())
     part = parts[-1]
-    data = part.read_bytes()
-    if damage == "truncate":
-        part.write_bytes(data[: len(data) // 3])
-    elif damage == "empty":
-        part.write_bytes(b"")
-    else:
-        part.with_name(part.name + ".meta").unlink()
+    damage_entry(part, damage)
     library = pm.program.library_path
     library.unlink()  # the model must be linked again, from its parts
     assert not toolchain.verify_entry(part)

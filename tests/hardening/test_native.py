@@ -25,6 +25,7 @@ import pytest
 from mithril.errors import ArgumentError, MithrilError
 from mithril.models import IOKey, Linear, Model, Relu, Softplus
 from mithril.plugins.lookup import available_backends, backend_class
+from mithril_testing.caches import DAMAGES, damage_entry
 
 NATIVE = sorted({"c", "ggml"} & set(available_backends()))
 HAVE_CC = shutil.which("cc") is not None or shutil.which("gcc") is not None
@@ -314,7 +315,7 @@ print(float(out.sum()))
 
 
 @pytest.mark.skipif("c" not in NATIVE, reason="needs the C backend")
-@pytest.mark.parametrize("damage", ["truncate", "empty", "no-record"])
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_cache_entries_are_rebuilt(damage, tmp_path):
     """A truncated cached library killed the process with SIGBUS and an empty one failed forever with
     'file too short': each entry's size and hash are recorded at write and checked before loading."""
@@ -322,13 +323,7 @@ def test_damaged_cache_entries_are_rebuilt(damage, tmp_path):
     first = _isolated(_CACHE_SNIPPET, tmp_path, env)
     assert first.returncode == 0, first.stderr
     library = Path(first.stdout.split()[0])
-    data = library.read_bytes()
-    if damage == "truncate":
-        library.write_bytes(data[: len(data) // 3])
-    elif damage == "empty":
-        library.write_bytes(b"")
-    else:
-        library.with_name(library.name + ".meta").unlink()
+    data = damage_entry(library, damage)
     second = _isolated(_CACHE_SNIPPET, tmp_path, env)
     assert second.returncode == 0, f"died with {second.returncode}: {second.stderr[-2000:]}"
     assert second.stdout.split()[1] == first.stdout.split()[1]

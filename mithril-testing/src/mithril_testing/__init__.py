@@ -7,7 +7,9 @@
 A backend package's tests subclass :class:`BackendConformanceTests` (``mithril_testing.conformance``) to run
 every primitive x dtype, forward and gradient, against the references; ``mithril_testing.fuzz`` is the
 differential fuzzer, ``mithril_testing.blocks`` runs a model on every installed backend and
-``mithril_testing.devices`` runs code with several simulated JAX devices.
+``mithril_testing.devices`` runs code with several simulated JAX devices (or processes);
+``mithril_testing.models`` and ``mithril_testing.caches`` hold small models and cache damages that tests and
+benchmarks share.
 
 ``BackendConformanceTests`` and ``TOLERANCES`` import pytest and are imported on first use, so ``CASES`` and
 ``REFERENCES`` are usable without it.
