@@ -30,7 +30,25 @@ from .tensor_ops import DistanceMatrix, PolynomialFeatures
 __all__ = ["KernelizedSVM", "LinearSVM", "LogisticRegression", "PolynomialKernel", "PolynomialRegression", "RBFKernel"]
 
 
-class LogisticRegression(Model):
+class _LinearClassifier(Model):
+    """``output = input @ weight.T + bias`` (``[N, 1]``) and a second output computed from it: a subclass names
+    it (``_second``) and computes it (``_from_output``)."""
+
+    _second = ""
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        linear = Linear(1)
+        self |= linear(input=IOKey("input"), weight="weight", bias="bias")
+        self.expose(self._from_output(linear.output), self._second, canonical=False)
+        self.expose(linear.output, "output")
+        self._cin = self._keys["input"]
+
+    def _from_output(self, output: Any) -> Any:
+        raise NotImplementedError
+
+
+class LogisticRegression(_LinearClassifier):
     """``output = input @ weight.T + bias`` (the logits, ``[N, 1]``) and ``probs_output = sigmoid(output)``;
     train ``output`` with ``BinaryCrossEntropy()`` (logits). ``weight`` ``[1, d]`` is scikit-learn's
     ``coef_``, ``bias`` its ``intercept_``.
@@ -39,13 +57,10 @@ class LogisticRegression(Model):
     ['probs_output', 'output']
     """
 
-    def __init__(self, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        linear = Linear(1)
-        self |= linear(input=IOKey("input"), weight="weight", bias="bias")
-        self.expose(op(self, "sigmoid", linear.output), "probs_output", canonical=False)
-        self.expose(linear.output, "output")
-        self._cin = self._keys["input"]
+    _second = "probs_output"
+
+    def _from_output(self, output: Any) -> Any:
+        return op(self, "sigmoid", output)
 
 
 class PolynomialRegression(Model):
@@ -70,7 +85,7 @@ class PolynomialRegression(Model):
         self._cin = self._keys["input"]
 
 
-class LinearSVM(Model):
+class LinearSVM(_LinearClassifier):
     """A linear support-vector machine: ``output = input @ weight.T + bias`` (the decision function,
     ``[N, 1]``) and ``decision_output`` its sign in {-1, +1}; train ``output`` with ``HingeLoss()`` (targets
     in {-1, +1}) plus ``L2`` on ``weight``.
@@ -79,15 +94,10 @@ class LinearSVM(Model):
     ['decision_output', 'output']
     """
 
-    def __init__(self, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        linear = Linear(1)
-        self |= linear(input=IOKey("input"), weight="weight", bias="bias")
-        self.expose(
-            op(self, "where", op(self, "less", linear.output, 0.0), -1.0, 1.0), "decision_output", canonical=False
-        )
-        self.expose(linear.output, "output")
-        self._cin = self._keys["input"]
+    _second = "decision_output"
+
+    def _from_output(self, output: Any) -> Any:
+        return op(self, "where", op(self, "less", output, 0.0), -1.0, 1.0)
 
 
 def _input_or_constant(name: str, value: Any, **hints: Any) -> Any:

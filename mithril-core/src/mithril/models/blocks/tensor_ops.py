@@ -409,32 +409,37 @@ class AvgPool1D(_Pool1D):
     _primitive = "avg_pool2d"
 
 
-class ShiftLeft(_Block):
+class _Shift(_Block):
+    """A bit shift of the integers ``input`` by ``shift``: ``input`` and ``2 ** shift`` combined by
+    ``_primitive``."""
+
+    _primitive = ""
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self._declare_keys("input", "shift")
+        factor = op(self, "power", 2, IOKey("shift", type="int"))
+        self._finish(op(self, self._primitive, IOKey("input", type="int"), factor))
+
+
+class ShiftLeft(_Shift):
     """``input << shift`` for integers (``input * 2 ** shift``).
 
     >>> ShiftLeft().input_keys
     ['input', 'shift']
     """
 
-    def __init__(self, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        self._declare_keys("input", "shift")
-        factor = op(self, "power", 2, IOKey("shift", type="int"))
-        self._finish(op(self, "multiply", IOKey("input", type="int"), factor))
+    _primitive = "multiply"
 
 
-class ShiftRight(_Block):
+class ShiftRight(_Shift):
     """``input >> shift`` for integers (arithmetic shift: ``input // 2 ** shift``).
 
     >>> ShiftRight().input_keys
     ['input', 'shift']
     """
 
-    def __init__(self, *, name: str | None = None) -> None:
-        super().__init__(name=name)
-        self._declare_keys("input", "shift")
-        factor = op(self, "power", 2, IOKey("shift", type="int"))
-        self._finish(op(self, "floor_divide", IOKey("input", type="int"), factor))
+    _primitive = "floor_divide"
 
 
 class PermuteTensor(_Block):
