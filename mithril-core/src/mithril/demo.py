@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from .types import Dtype
 
 __all__ = [
     "DEVIATION_TOLERANCE", "DemoFailed", "DemoRow", "build_cnn", "build_mlp_with_loss", "classification_data",
-    "deviation_failure", "disagreements", "plot_losses", "run_demo",
+    "deviation_failure", "disagreements", "plot_losses", "print_table", "run_demo",
 ]  # fmt: skip
 
 DEVIATION_TOLERANCE = 1e-3
@@ -150,6 +150,16 @@ def deviation_failure(backend: str, what: str, deviation: float, tolerance: floa
     return f"{backend}: {what} differ from NumPy's by {deviation:.2e}, more than the tolerance {tolerance:.0e}"
 
 
+def print_table(print_fn: Callable[[str], None], header: str, lines: Iterable[str], failures: Iterable[str]) -> None:
+    """A demo's results: ``header`` over a rule, a line per backend, then a ``FAILED`` line per failure."""
+    print_fn(header)
+    print_fn("-" * len(header))
+    for line in lines:
+        print_fn(line)
+    for failure in failures:
+        print_fn(f"{'FAILED':<16}{failure}")
+
+
 def disagreements(rows: Sequence[DemoRow], tolerance: float = DEVIATION_TOLERANCE) -> list[str]:
     """The failures of the demo table: a row whose training diverged (a final loss that is not finite: its
     logits are then not compared), and a row whose MLP logits or CNN outputs differ from NumPy's by more than
@@ -218,17 +228,14 @@ def run_demo(
     header = (
         f"{'backend':<16}{'compile ms':>12}{'step ms':>10}{'final loss':>12}{'max dev (MLP)':>15}{'max dev (CNN)':>15}"
     )
-    print_fn("")
-    print_fn(header)
-    print_fn("-" * len(header))
-    for r in rows:
-        print_fn(
-            f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}"
-            f"{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}"
-        )
     failures += disagreements(rows)
-    for failure in failures:
-        print_fn(f"{'FAILED':<16}{failure}")
+    print_fn("")
+    lines = [
+        f"{r.backend:<16}{r.compile_ms:>12.1f}{r.step_ms:>10.3f}"
+        f"{r.final_loss:>12.4f}{r.max_deviation:>15.2e}{r.cnn_deviation:>15.2e}"
+        for r in rows
+    ]
+    print_table(print_fn, header, lines, failures)
     if plot is not None and rows:
         plot_losses(rows, plot)
         print_fn(f"loss curves of {len(rows)} backends written to {plot}")

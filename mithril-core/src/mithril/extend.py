@@ -37,8 +37,8 @@ gradient rule, a backend or a model family, without importing Mithril's internal
   :func:`dtype_constant` (the robust functions' per-dtype thresholds), :func:`mesh_axis_names`.
 - Model families: :func:`op` (add a primitive to a model, return its output) and :func:`param` (a trainable
   key with an initialiser hint), :mod:`initializers`, :class:`SafetensorsFile`, :func:`save_safetensors`,
-  :func:`read_safetensors_index`, :func:`task` (progress output for long work), :class:`DemoFailed` and
-  :func:`deviation_failure` for a package's ``demo`` command.
+  :func:`read_safetensors_index`, :func:`task` (progress output for long work), :class:`DemoFailed`,
+  :func:`deviation_failure` and :func:`print_table` for a package's ``demo`` command.
 - The plugin registry and backends: :func:`plugin_registry`, :func:`available_backends`, :func:`backend_class`.
 - Testing: ``BackendConformanceTests`` (imported on first use from the ``mithril-testing`` package:
   ``pip install mithril-testing``), to subclass in a backend package's tests for the full op x dtype x
@@ -68,7 +68,7 @@ from .compiler.codegen.python import FunctionSpec
 from .compiler.graph import Graph, Node, Value
 from .compiler.passes.hooks import PASS_NAMES, PassHook, pass_hook
 from .compiler.passes.pruning import live_nodes
-from .demo import DemoFailed, deviation_failure
+from .demo import DemoFailed, deviation_failure, print_table
 from .errors import BackendNotAvailableError, MissingAttributeError
 from .extension import register_gradient, register_implementation, register_primitive
 from .gradients.context import GradContext, Ops
@@ -140,6 +140,7 @@ __all__ = [
     "param",
     "pass_hook",
     "plugin_registry",
+    "print_table",
     "read_safetensors_index",
     "refuse_wrapping_ints",
     "register_gradient",

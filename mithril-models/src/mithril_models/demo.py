@@ -93,7 +93,7 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
     """Run the section on every installed backend, print its table; raise ``DemoFailed`` if a backend
     fails or disagrees with NumPy on the greedy tokens, the predicted class or the ResNet's logits."""
     import mithril as ml
-    from mithril.extend import DemoFailed, available_backends, backend_class, deviation_failure
+    from mithril.extend import DemoFailed, available_backends, backend_class, deviation_failure, print_table
 
     print_fn(
         "mithril-models: a small GPT-2 and ResNet written as .safetensors (HF / torchvision names), "
@@ -129,17 +129,12 @@ def run(print_fn: Callable[[str], None] = print) -> list[ModelRow]:
                 disagreements.append(failure)
             rows.append(row)
     columns = f"{'backend':<16}{'load ms':>10}{'generate ms':>13}{'classify ms':>13}{'max dev (ResNet)':>18}"
-    header = f"{columns}  greedy tokens (same as NumPy?)"
-    print_fn(header)
-    print_fn("-" * len(header))
-    for r in rows:
-        print_fn(
-            f"{r.backend:<16}{r.load_ms:>10.1f}{r.generate_ms:>13.1f}{r.classify_ms:>13.2f}"
-            f"{r.logits_deviation:>18.2e}  "
-            f"{' '.join(map(str, r.tokens))} ({'yes' if r.same_tokens else 'NO'})"
-        )
-    for failure in disagreements:
-        print_fn(f"{'FAILED':<16}{failure}")
+    lines = [
+        f"{r.backend:<16}{r.load_ms:>10.1f}{r.generate_ms:>13.1f}{r.classify_ms:>13.2f}{r.logits_deviation:>18.2e}  "
+        f"{' '.join(map(str, r.tokens))} ({'yes' if r.same_tokens else 'NO'})"
+        for r in rows
+    ]
+    print_table(print_fn, f"{columns}  greedy tokens (same as NumPy?)", lines, disagreements)
     if failures or disagreements:
         raise DemoFailed(failures + disagreements)
     return rows
