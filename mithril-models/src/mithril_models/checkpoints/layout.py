@@ -16,12 +16,13 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["Layout", "Part", "Target", "merge_layouts", "never", "take", "transpose"]
+__all__ = ["Layout", "Part", "Target", "merge_layouts", "never", "searching", "take", "task_prefixed", "transpose"]
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -58,6 +59,34 @@ def never(key: str) -> bool:
 
 def _identity(key: str) -> str:
     return key
+
+
+def searching(pattern: str) -> Callable[[str], bool]:
+    """A :attr:`Layout.ignorable`: the keys in which the regex ``pattern`` is found (buffers of older files).
+
+    >>> searching(r"(^|\\.)inv_freq$")("layers.0.rotary_emb.inv_freq")
+    True
+    """
+    compiled = re.compile(pattern)
+
+    def ignorable(key: str) -> bool:
+        return compiled.search(key) is not None
+
+    return ignorable
+
+
+def task_prefixed(prefix: str, *heads: str) -> Callable[[str], str]:
+    """A :attr:`Layout.canonical` that reads the files of a base model (``GPT2Model``) as the task model's
+    (``GPT2LMHeadModel``): a key that starts with neither ``prefix`` nor one of the task's ``heads`` gets ``prefix``.
+
+    >>> task_prefixed("model.", "lm_head.")("layers.0.mlp.up_proj.weight")
+    'model.layers.0.mlp.up_proj.weight'
+    """
+
+    def canonical(key: str) -> str:
+        return key if key.startswith((prefix, *heads)) else f"{prefix}{key}"
+
+    return canonical
 
 
 @dataclass(frozen=True)

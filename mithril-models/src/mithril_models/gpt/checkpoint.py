@@ -15,24 +15,10 @@ Example:
 
 from __future__ import annotations
 
-import re
-
-from ..checkpoints.layout import Layout, Target, transpose
+from ..checkpoints.layout import Layout, Target, searching, task_prefixed, transpose
 from .config import GPTConfig
 
 __all__ = ["hf_layout"]
-
-_MASK_BUFFER = re.compile(r"(^|\.)h\.\d+\.attn\.(bias|masked_bias)$")
-
-
-def _is_mask_buffer(key: str) -> bool:
-    """GPT-2's non-persistent causal-mask buffers, still present in older checkpoint files."""
-    return _MASK_BUFFER.search(key) is not None
-
-
-def _canonical(key: str) -> str:
-    """``GPT2Model`` keys (``h.0.ln_1.weight``) -> ``GPT2LMHeadModel`` keys (``transformer.h.0.ln_1.weight``)."""
-    return key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}"
 
 
 def hf_layout(config: GPTConfig) -> Layout:
@@ -65,5 +51,8 @@ def hf_layout(config: GPTConfig) -> Layout:
     norm("transformer.ln_f")
     entries["lm_head.weight"] = [Target("transformer.wte.weight" if config.tie_word_embeddings else "lm_head.weight")]
     return Layout(
-        "Hugging Face transformers (GPT2LMHeadModel)", entries, ignorable=_is_mask_buffer, canonical=_canonical
+        "Hugging Face transformers (GPT2LMHeadModel)",
+        entries,
+        ignorable=searching(r"(^|\.)h\.\d+\.attn\.(bias|masked_bias)$"),  # causal-mask buffers, in older files
+        canonical=task_prefixed("transformer.", "lm_head."),  # GPT2Model files: h.0.ln_1.weight...
     )

@@ -17,24 +17,10 @@ Example:
 
 from __future__ import annotations
 
-import re
-
-from ..checkpoints.layout import Layout, Target
+from ..checkpoints.layout import Layout, Target, searching, task_prefixed
 from .config import LlamaConfig
 
 __all__ = ["hf_layout"]
-
-_ROTARY_BUFFER = re.compile(r"(^|\.)(rotary_emb\.inv_freq|self_attn\.rotary_emb\.inv_freq)$")
-
-
-def _is_rotary_buffer(key: str) -> bool:
-    """The rotary ``inv_freq`` buffers of older checkpoint files."""
-    return _ROTARY_BUFFER.search(key) is not None
-
-
-def _canonical(key: str) -> str:
-    """``LlamaModel`` keys (``layers.0.mlp.up_proj.weight``) -> ``LlamaForCausalLM`` keys (``model.layers...``)."""
-    return key if key.startswith(("model.", "lm_head.")) else f"model.{key}"
 
 
 def hf_layout(config: LlamaConfig) -> Layout:
@@ -60,4 +46,9 @@ def hf_layout(config: LlamaConfig) -> Layout:
         Target("model.embed_tokens.weight" if config.tie_word_embeddings else "lm_head.weight")
     ]
     family = "MistralForCausalLM" if config.model_type == "mistral" else "LlamaForCausalLM"
-    return Layout(f"Hugging Face transformers ({family})", entries, ignorable=_is_rotary_buffer, canonical=_canonical)
+    return Layout(
+        f"Hugging Face transformers ({family})",
+        entries,
+        ignorable=searching(r"(^|\.)(rotary_emb\.inv_freq|self_attn\.rotary_emb\.inv_freq)$"),  # old files' buffers
+        canonical=task_prefixed("model.", "lm_head."),  # LlamaModel files: layers.0.mlp.up_proj.weight...
+    )
