@@ -516,85 +516,44 @@ def _creation_cases() -> list[Case]:
     ]
 
 
+def _conv(
+    primitive: str, input: tuple[int, ...], weight: tuple[int, ...], *, bias: bool = False, id: str = "", **attrs: Any
+) -> Case:
+    """A ``conv1d``/``conv2d`` case of normal ``input`` and ``weight`` of these shapes (and a ``bias`` of the
+    weight's output channels)."""
+    inputs = {"input": normal(*input), "weight": normal(*weight)}
+    if bias:
+        inputs["bias"] = normal(weight[0])
+    return Case(primitive, inputs, attrs, id=id)
+
+
 def _conv_cases() -> list[Case]:
     return [
-        Case("conv1d", {"input": normal(2, 3, 8), "weight": normal(4, 3, 3), "bias": normal(4)}),
-        Case("conv1d", {"input": normal(2, 3, 8), "weight": normal(4, 3, 3)}, id="conv1d-no-bias"),
-        Case(
-            "conv1d",
-            {"input": normal(2, 3, 9), "weight": normal(4, 3, 3), "bias": normal(4)},
-            {"stride": 2, "padding": 1},
-            id="conv1d-stride-padding",
-        ),
-        Case("conv1d", {"input": normal(1, 2, 10), "weight": normal(3, 2, 3)}, {"dilation": 2}, id="conv1d-dilation"),
-        Case(
-            "conv1d",
-            {"input": normal(2, 4, 7), "weight": normal(6, 2, 3), "bias": normal(6)},
-            {"groups": 2},
-            id="conv1d-groups",
-        ),
-        Case(
-            "conv1d", {"input": normal(2, 3, 7), "weight": normal(2, 3, 4)}, {"padding": "same"}, id="conv1d-same-even"
-        ),
-        Case(
-            "conv1d",
-            {"input": normal(2, 3, 7), "weight": normal(2, 3, 3)},
-            {"padding": ((2, 1),)},
-            id="conv1d-asymmetric",
-        ),
-        Case("conv2d", {"input": normal(2, 3, 6, 5), "weight": normal(4, 3, 3, 3), "bias": normal(4)}),
-        Case("conv2d", {"input": normal(1, 2, 5, 5), "weight": normal(3, 2, 2, 3)}, id="conv2d-no-bias-rect"),
-        Case(
+        _conv("conv1d", (2, 3, 8), (4, 3, 3), bias=True),
+        _conv("conv1d", (2, 3, 8), (4, 3, 3), id="conv1d-no-bias"),
+        _conv("conv1d", (2, 3, 9), (4, 3, 3), bias=True, stride=2, padding=1, id="conv1d-stride-padding"),
+        _conv("conv1d", (1, 2, 10), (3, 2, 3), dilation=2, id="conv1d-dilation"),
+        _conv("conv1d", (2, 4, 7), (6, 2, 3), bias=True, groups=2, id="conv1d-groups"),
+        _conv("conv1d", (2, 3, 7), (2, 3, 4), padding="same", id="conv1d-same-even"),
+        _conv("conv1d", (2, 3, 7), (2, 3, 3), padding=((2, 1),), id="conv1d-asymmetric"),
+        _conv("conv2d", (2, 3, 6, 5), (4, 3, 3, 3), bias=True),
+        _conv("conv2d", (1, 2, 5, 5), (3, 2, 2, 3), id="conv2d-no-bias-rect"),
+        _conv("conv2d", (2, 2, 7, 6), (3, 2, 3, 3), bias=True, stride=2, padding=1, id="conv2d-stride2-pad1"),
+        _conv(
             "conv2d",
-            {"input": normal(2, 2, 7, 6), "weight": normal(3, 2, 3, 3), "bias": normal(3)},
-            {"stride": 2, "padding": 1},
-            id="conv2d-stride2-pad1",
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(1, 2, 7, 6), "weight": normal(2, 2, 3, 2)},
-            {"stride": (2, 1), "padding": ((1, 0), (2, 1))},
+            (1, 2, 7, 6),
+            (2, 2, 3, 2),
+            stride=(2, 1),
+            padding=((1, 0), (2, 1)),
             id="conv2d-stride-asymmetric-padding",
         ),
-        Case(
-            "conv2d", {"input": normal(1, 2, 6, 6), "weight": normal(3, 2, 3, 3)}, {"padding": "same"}, id="conv2d-same"
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(1, 2, 6, 5), "weight": normal(2, 2, 4, 2)},
-            {"padding": "same"},
-            id="conv2d-same-even",
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(1, 2, 8, 8), "weight": normal(2, 2, 3, 3)},
-            {"padding": "same", "dilation": 2},
-            id="conv2d-same-dilation",
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(1, 2, 9, 7), "weight": normal(3, 2, 3, 3)},
-            {"dilation": (2, 1)},
-            id="conv2d-dilation",
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(2, 4, 5, 5), "weight": normal(6, 2, 3, 3), "bias": normal(6)},
-            {"groups": 2},
-            id="conv2d-groups",
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(1, 3, 5, 5), "weight": normal(3, 1, 3, 3)},
-            {"groups": 3, "padding": 1},
-            id="conv2d-depthwise",
-        ),
-        Case(
-            "conv2d",
-            {"input": normal(1, 2, 5, 5), "weight": normal(2, 2, 3, 3)},
-            {"padding": "valid"},
-            id="conv2d-valid",
-        ),
+        _conv("conv2d", (1, 2, 6, 6), (3, 2, 3, 3), padding="same", id="conv2d-same"),
+        _conv("conv2d", (1, 2, 6, 5), (2, 2, 4, 2), padding="same", id="conv2d-same-even"),
+        _conv("conv2d", (1, 2, 8, 8), (2, 2, 3, 3), padding="same", dilation=2, id="conv2d-same-dilation"),
+        _conv("conv2d", (1, 2, 9, 7), (3, 2, 3, 3), dilation=(2, 1), id="conv2d-dilation"),
+        _conv("conv2d", (2, 4, 5, 5), (6, 2, 3, 3), bias=True, groups=2, id="conv2d-groups"),
+        _conv("conv2d", (1, 3, 5, 5), (3, 1, 3, 3), groups=3, padding=1, id="conv2d-depthwise"),
+        _conv("conv2d", (1, 2, 5, 5), (2, 2, 3, 3), padding="valid", id="conv2d-valid"),
     ]
 
 
@@ -707,7 +666,7 @@ def _lstm_cases() -> list[Case]:
     backward = {"output_grad": normal(2, 3, 2), "hidden_grad": normal(2, 2), "cell_grad": normal(2, 2)}
     backward |= {
         k: kept(k, *shape, scale=0.5 if k == "weight_hh" else 1.0)
-        for k, shape in zip(keys, ((2, 3, 8), (8, 2), (2, 2), (2, 2)))
+        for k, shape in zip(keys, ((2, 3, 8), (8, 2), (2, 2), (2, 2)), strict=True)
     }
     backward["output"] = lambda rng: lstm_recurrence(*(drawn[k] for k in keys))[0]
     return [
