@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ... import validation
 from ...deprecation import warn_deprecated
@@ -52,7 +52,16 @@ def _reciprocal(model: Model, value: Any) -> Any:
     return block.output
 
 
-class MDSCore(Model):
+class _DistanceLoss(Model):
+    """What :class:`DistanceEncoder` takes as its ``base_model``: a loss between ``distances`` and
+    ``pred_distances``."""
+
+    requires_norm: ClassVar[bool]
+    """Whether ``DistanceEncoder`` connects its ``norm`` to this model's."""
+    exact_distances: bool
+
+
+class MDSCore(_DistanceLoss):
     """Mithril's ``MDSCore``: the normalised stress between ``distances`` ``[N, N]`` and ``pred_distances``
     ``[N, N]`` of order ``p = NormModifier(norm)`` (``norm`` one number; ``p = 2`` gives Kruskal's stress-1,
     scikit-learn's ``normalized_stress``):
@@ -70,8 +79,6 @@ class MDSCore(Model):
     """
 
     requires_norm = True
-    """``DistanceEncoder`` connects its ``norm`` to this model's."""
-    exact_distances: bool
     robust: bool
 
     def __init__(
@@ -102,7 +109,7 @@ class MDSCore(Model):
         self._cin = self._keys["distances"]
 
 
-class TSNECore(Model):
+class TSNECore(_DistanceLoss):
     """Mithril's ``TSNECore``: t-SNE's objective ``output = sum P * (log P - log Q)`` (``KL(P || Q)``,
     ``KLDivergence`` summed) of the affinities ``p_joint`` ``P`` ``[N, N]`` and the Student-t similarities
     of the predicted squared distances ``pred_distances`` ``[N, N]``: ``Q_ij ~ 1 / (1 + pred_ij)`` off the
@@ -117,8 +124,6 @@ class TSNECore(Model):
     """
 
     requires_norm = False
-    """``DistanceEncoder`` does not connect its ``norm`` to this model."""
-    exact_distances: bool
     perplexity: float
 
     def __init__(
