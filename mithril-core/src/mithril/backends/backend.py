@@ -857,8 +857,8 @@ class NumpyArrays:
         return np.asarray(array)
 
     def is_array(self, value: Any) -> bool:
-        """Whether ``value`` is an ``np.ndarray``."""
-        return isinstance(value, np.ndarray)
+        """Whether ``value`` is an instance of :meth:`get_backend_array_type` (``np.ndarray``)."""
+        return isinstance(value, self.get_backend_array_type())
 
     def get_backend_array_type(self) -> type[np.ndarray]:
         """``np.ndarray`` (also ``backend.DataType``)."""
