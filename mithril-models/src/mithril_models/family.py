@@ -29,8 +29,18 @@ class FamilyModel(Model):
 
     family: ClassVar[str] = ""
     """Short family name (``"resnet"``, ``"gpt2"``, ``"clip"``, ``"t5"``)."""
+    config_type: ClassVar[type] = object
+    """The class ``config`` must be (``object``: any); another is refused with a ``TypeError`` naming
+    :attr:`made_by`."""
+    made_by: ClassVar[str] = ""
+    """What makes a ``config`` of the right class (``"create_gpt(...) or from_hf_config(...)"``)."""
 
     def __init__(self, config: Any, *, name: str | None = None) -> None:
+        if not isinstance(config, self.config_type):
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.config_type.__name__}, got {type(config).__name__}; "
+                f"use {self.made_by}"
+            )
         super().__init__(name=name)
         self.config = config
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import mithril as ml
 import numpy as np
@@ -302,8 +302,6 @@ class DecodeStepModel(FamilyModel):
     >>> GPTDecodeStep.of(config, StepShape(2, 4, prompt=True)).input_keys
     ['input']
     """
-
-    config_type: ClassVar[type] = object
 
     def __init__(
         self,

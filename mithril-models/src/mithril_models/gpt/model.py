@@ -35,13 +35,11 @@ class GPT(FamilyModel):
     """
 
     family = "gpt2"
+    config_type = GPTConfig
+    made_by = "create_gpt(...) or from_hf_config(...)"
     config: GPTConfig
 
     def __init__(self, config: GPTConfig, *, name: str | None = None) -> None:
-        if not isinstance(config, GPTConfig):
-            raise TypeError(
-                f"GPT needs a GPTConfig, got {type(config).__name__}; use create_gpt(...) or from_hf_config(...)"
-            )
         super().__init__(config, name=name)
         build_gpt(self, config)
 

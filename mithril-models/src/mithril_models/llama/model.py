@@ -36,13 +36,11 @@ class Llama(FamilyModel):
     """
 
     family = "llama"
+    config_type = LlamaConfig
+    made_by = "create_llama(...) or from_hf_config(...)"
     config: LlamaConfig
 
     def __init__(self, config: LlamaConfig, *, name: str | None = None) -> None:
-        if not isinstance(config, LlamaConfig):
-            raise TypeError(
-                f"Llama needs a LlamaConfig, got {type(config).__name__}; use create_llama(...) or from_hf_config(...)"
-            )
         super().__init__(config, name=name)
         build_llama(self, config)
 

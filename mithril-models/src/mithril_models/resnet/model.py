@@ -138,14 +138,11 @@ class ResNet(FamilyModel):
     """
 
     family = "resnet"
+    config_type = ResNetConfig
+    made_by = "resnet(...), resnet18(...) or from_hf_config(transformers.ResNetConfig(...))"
     config: ResNetConfig
 
     def __init__(self, config: ResNetConfig, *, name: str | None = None) -> None:
-        if not isinstance(config, ResNetConfig):
-            raise TypeError(
-                f"ResNet needs a ResNetConfig, got {type(config).__name__}; use resnet(...), resnet18(...) or "
-                "from_hf_config(transformers.ResNetConfig(...))"
-            )
         super().__init__(config, name=name)
         self._build()
 
