@@ -1,7 +1,7 @@
 """Helpers of the ``export_program`` tests (``test_export_program.py``, ``test_export_quantized.py``,
 ``test_export_llama.py``): the compiler-only and empty PATHs the programs are built and run with, building
-and running them, and the random-weight GPT-2 references. ``conftest.py`` puts this folder on ``sys.path``
-and provides the ``tools`` fixture."""
+and running them (the random-weight references are ``_hf_references``'). ``conftest.py`` puts this folder on
+``sys.path`` and provides the ``tools`` fixture."""
 
 from __future__ import annotations
 
@@ -16,21 +16,7 @@ import pytest
 
 from mithril_models import from_hf_config, load_hf
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
 TOOLS = ("cc", "as", "ld", "sh", "dirname", "rm", "make")
-
-
-def reference(sizes: dict[str, int] = SIZES, seed: int = 0, std: float = 0.1) -> Any:
-    """A ``GPT2LMHeadModel`` in eval mode with every parameter random (layer-norm scales around 1)."""
-    torch.manual_seed(seed)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes, bos_token_id=None, eos_token_id=None)).eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if ".ln_" in name and name.endswith("weight") else 0.0, std)
-    return model
 
 
 def tool_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:

@@ -147,6 +147,6 @@ def hf_tokenizer_folder() -> Callable[[str, Any, Path], Path]:
 def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Environments of the export tests: ``build`` has a PATH of the compiler tools only (no Python), ``run``
     an empty PATH (see ``_export_helpers.tool_paths``)."""
-    from _export_helpers import tool_paths  # needs torch and transformers: only the tests that use it import it
+    from _export_helpers import tool_paths  # imported by the tests that use it only
 
     return tool_paths(tmp_path_factory)

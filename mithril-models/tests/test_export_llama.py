@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from _export_helpers import build, run, run_tokens  # noqa: E402
+from _hf_references import LLAMA3_SCALING, LLAMA_SIZES, greedy_tokens, llama_reference  # noqa: E402
 from mithril_models import export_program, load_hf  # noqa: E402
 from mithril_models.export import read_weights, resolve_model  # noqa: E402
 from mithril_models.kv_cache import cache_names  # noqa: E402
@@ -27,14 +28,8 @@ from mithril_models.llama import LlamaConfig, LlamaDecodeStep  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 
-SIZES = dict(
-    vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, max_position_embeddings=32, bos_token_id=None, eos_token_id=None,
-)  # fmt: skip
-LLAMA3 = {
-    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8,
-}  # fmt: skip
+SIZES = {**LLAMA_SIZES, "max_position_embeddings": 32}
+LLAMA3 = {**LLAMA3_SCALING, "original_max_position_embeddings": 8}
 PROMPTS = ([5, 17, 42, 8, 33, 21, 9], [12, 40, 3], [30, 2, 44, 19, 11, 7, 60, 25])
 """Prompts for prefill steps of 4 tokens: overlapping chunks, shorter than a chunk, whole chunks."""
 NEW = 12
@@ -42,28 +37,13 @@ FORMATS = ("q8_0", "q4_0")
 
 
 def reference(seed: int = 0, mistral: bool = False, **options: Any) -> Any:
-    """A random-weight ``LlamaForCausalLM`` (``MistralForCausalLM``) in eval mode, norms' scales around 1."""
-    torch.manual_seed(seed)
-    sizes = {**SIZES, **options}
-    if mistral:
-        model = transformers.MistralForCausalLM(transformers.MistralConfig(**sizes))
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**sizes))
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if name.endswith("norm.weight") else 0.0, 0.1)
-    return model.eval()
+    """A random-weight ``LlamaForCausalLM`` (``MistralForCausalLM``) of ``SIZES`` (32 positions)."""
+    return llama_reference(SIZES, seed, mistral, **options)
 
 
 def hf_greedy(model: Any, prompt: list[int], new: int) -> list[int]:
     """``transformers``' greedy tokens, checked to have no near-ties (so float rounding cannot flip one)."""
-    with torch.no_grad():
-        options = {"do_sample": False, "output_scores": True, "return_dict_in_generate": True}
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=new, **options)
-    scores = torch.stack(out.scores, 1)
-    top = scores.topk(2, dim=-1).values
-    assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > 1e-4
-    tokens: list[int] = out.sequences[0, len(prompt) :].tolist()
+    tokens: list[int] = greedy_tokens(model, [prompt], new, min_gap=1e-4)[0].tolist()
     return tokens
 
 

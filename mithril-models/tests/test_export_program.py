@@ -19,7 +19,8 @@ import torch
 from mithril.errors import BackendNotAvailableError
 from transformers import GPT2LMHeadModel
 
-from _export_helpers import build, numpy_gpt, random_state, reference, run, run_tokens
+from _export_helpers import build, numpy_gpt, random_state, run, run_tokens
+from _hf_references import gpt2_reference, greedy_tokens
 from mithril_models import export_program, generate, load_hf, save_safetensors
 from mithril_models.export import read_weights, resolve_model
 from mithril_models.export.weights import INPUT, Tensor, write_weights
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C co
 
 @pytest.fixture(scope="module")
 def gpt() -> GPT2LMHeadModel:
-    return reference()
+    return gpt2_reference()
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +52,7 @@ def test_greedy_tokens_are_those_of_generate_and_transformers(
     got = run_tokens(gpt_program, tools, "--tokens", " ".join(map(str, PROMPT)), "--max-new-tokens", str(NEW))
     pm, params = numpy_gpt(gpt)
     ours = generate(pm, params, [PROMPT], NEW, top_k=1)[0].tolist()
-    with torch.no_grad():
-        options = {"do_sample": False, "output_scores": True, "return_dict_in_generate": True}
-        out = gpt.generate(torch.tensor([PROMPT]), max_new_tokens=NEW, **options)
-    scores = torch.stack(out.scores, 1)
-    top = scores.topk(2, dim=-1).values
-    assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > 1e-3  # no near-ties
-    theirs = out.sequences[0, len(PROMPT) :].tolist()
+    theirs = greedy_tokens(gpt, [PROMPT], NEW, min_gap=1e-3)[0].tolist()  # no near-ties
     assert len(set(theirs)) > 3  # not one token repeated
     assert got == ours == theirs
     # the weights file is found next to the program and by --weights; a prompt filling the cache works
@@ -327,7 +322,8 @@ def test_resnet18_classify_matches_numpy(tools: dict[str, str], tmp_path: Path) 
 
 @pytest.mark.slow
 def test_gpt2_small_sized_export_generates_the_numpy_tokens(tools: dict[str, str], tmp_path: Path) -> None:
-    model = reference({"n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 1024, "vocab_size": 50257}, std=0.02)
+    small = {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 1024, "vocab_size": 50257}  # GPT-2 small
+    model = gpt2_reference(small, std=0.02)
     exported = export_program(model.config, model.state_dict(), tmp_path / "gpt2", cache_len=64)
     build(exported.directory, tools)
     prompt = [464, 3290, 318, 257]

@@ -12,7 +12,8 @@ import mithril as ml
 import numpy as np
 import pytest
 
-from _export_helpers import build, numpy_gpt, random_state, reference, run, run_tokens
+from _export_helpers import build, numpy_gpt, random_state, run, run_tokens
+from _hf_references import gpt2_reference
 from mithril_models import export_program, generate, load_hf
 from mithril_models.export import read_weights, resolve_model
 from mithril_models.export.weights import Tensor
@@ -28,7 +29,7 @@ LONG = [42, 31, 25, 13, 15, 7, 9, 11, 3, 8, 21, 5, 17]  # 13 tokens: chunks of 4
 
 @pytest.fixture(scope="module")
 def gpt() -> Any:
-    return reference()
+    return gpt2_reference()
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,9 @@ import pytest
 import torch
 from mithril.errors import MithrilError
 from mithril.models import IOKey, Model
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2LMHeadModel
 
+from _hf_references import GPT2_SIZES, gpt2_reference, greedy_tokens
 from mithril_models import from_hf_config, generate, load_hf
 from mithril_models.generation import clear_decode_cache
 from mithril_models.generation import decoders as decoders_module
@@ -23,37 +24,19 @@ from mithril_models.generation.decoders import decoder_for
 from mithril_models.generation.prompts import Prompts
 from mithril_models.testing import assert_matches, backend_names, backend_params, make_backend
 
-SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
-PROMPT = np.random.default_rng(0).integers(0, SIZES["vocab_size"], (2, 5))
+PROMPT = np.random.default_rng(0).integers(0, GPT2_SIZES["vocab_size"], (2, 5))
 NEW = 11  # 5 + 11 - 1 = 15 positions are fed: the cache spans the whole block (16)
-
-
-def reference(seed: int = 0, std: float = 0.1) -> GPT2LMHeadModel:
-    """A ``GPT2LMHeadModel`` in eval mode with every parameter random (layer-norm scales around 1)."""
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(**SIZES, bos_token_id=None, eos_token_id=None)).eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if ".ln_" in name and name.endswith("weight") else 0.0, std)
-    return model
 
 
 @pytest.fixture(scope="module")
 def model() -> GPT2LMHeadModel:
-    return reference()
+    return gpt2_reference()
 
 
 @pytest.fixture(scope="module")
 def greedy(model: GPT2LMHeadModel) -> np.ndarray:
     """``transformers``' greedy tokens; the top two logits are apart at every step (no near-ties)."""
-    with torch.no_grad():
-        out = model.generate(
-            torch.tensor(PROMPT), max_new_tokens=NEW, do_sample=False, output_scores=True, return_dict_in_generate=True
-        )
-    scores = torch.stack(out.scores, 1)  # [B, NEW, vocab]
-    top = scores.topk(2, dim=-1).values
-    assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > 1e-3
-    tokens = out.sequences[:, PROMPT.shape[1] :].numpy()
+    tokens = greedy_tokens(model, PROMPT, NEW, min_gap=1e-3)
     assert len(np.unique(tokens)) > 3  # not one token repeated
     return tokens
 
@@ -63,7 +46,7 @@ def compiled(
 ) -> tuple[Any, dict[str, Any]]:
     backend = make_backend(backend_name, dtype)
     if shapes is None and backend.codegen != "python":
-        shapes = [2, SIZES["n_positions"]]  # C and GGML: static shapes
+        shapes = [2, GPT2_SIZES["n_positions"]]  # C and GGML: static shapes
     pm = ml.compile(
         from_hf_config(model.config), backend, shapes={"input": shapes} if shapes else None, data_keys={"input"}
     )
@@ -89,7 +72,7 @@ def test_decode_step_logits_match_the_reference(model: GPT2LMHeadModel, backend_
     """The chunked prefill (prompts of different lengths, left padded) and every one-token step give the
     logits of the full model at that position, for each row."""
     pm, params = compiled(model, backend_name, dtype)
-    continuation = np.random.default_rng(3).integers(0, SIZES["vocab_size"], (2, 6))
+    continuation = np.random.default_rng(3).integers(0, GPT2_SIZES["vocab_size"], (2, 6))
     prompts = Prompts([PROMPT[0], PROMPT[1, :3]])
     decoder = decoder_for("generate", pm, params, None, None, prefill_chunk=2)
     seen = [decoder.start(prompts, continuation.shape[1] + 1, reorder=False)]

@@ -13,25 +13,14 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from _hf_references import GPT2_SIZES, gpt2_reference
 from mithril_models import from_hf_config, load_hf
 from mithril_models.checkpoints import CheckpointError, to_checkpoint
 from mithril_models.gpt import GPT, GPTConfig, create_gpt
 from mithril_models.gpt import from_hf_config as gpt_from_hf_config
 from mithril_models.testing import assert_matches, backend_names, backend_params, make_backend
 
-SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
 BATCH, LENGTH = 2, 16
-
-
-def reference(seed: int = 0, std: float = 0.1, **options: Any) -> GPT2LMHeadModel:
-    """A ``GPT2LMHeadModel`` in eval mode with every parameter random (layer-norm scales around 1)."""
-    torch.manual_seed(seed)
-    config = GPT2Config(**{**SIZES, "bos_token_id": None, "eos_token_id": None, **options})
-    model = GPT2LMHeadModel(config).eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if ".ln_" in name and name.endswith("weight") else 0.0, std)
-    return model
 
 
 def reference_logits(model: GPT2LMHeadModel, ids: np.ndarray, double: bool = False) -> np.ndarray:
@@ -41,7 +30,7 @@ def reference_logits(model: GPT2LMHeadModel, ids: np.ndarray, double: bool = Fal
 
 
 def token_ids(batch: int = BATCH, length: int = LENGTH, seed: int = 1) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, SIZES["vocab_size"], (batch, length))
+    return np.random.default_rng(seed).integers(0, GPT2_SIZES["vocab_size"], (batch, length))
 
 
 def compile_gpt(gpt: GPT, backend: Any, shapes: Any = ((BATCH, LENGTH),), **options: Any) -> Any:
@@ -60,7 +49,7 @@ def require(backend_name: str) -> None:
 
 @pytest.fixture(scope="module")
 def tied() -> GPT2LMHeadModel:
-    return reference()
+    return gpt2_reference()
 
 
 @pytest.mark.slow
@@ -103,7 +92,7 @@ def test_parameters_written_back_in_hf_names_load_into_transformers(tied: GPT2LM
     pm = compile_gpt(from_hf_config(tied.config), make_backend("numpy", ml.float64))
     exported = to_checkpoint(pm, load_hf(pm, tied.state_dict()))
     assert set(exported) == set(tied.state_dict()) - {"lm_head.weight"}  # tied: written once, as save_pretrained
-    fresh = reference(seed=9).double()
+    fresh = gpt2_reference(seed=9).double()
     result = fresh.load_state_dict({key: torch.from_numpy(value) for key, value in exported.items()}, strict=False)
     assert result.missing_keys == ["lm_head.weight"] and not result.unexpected_keys
     assert fresh.lm_head.weight is fresh.transformer.wte.weight
@@ -113,7 +102,7 @@ def test_parameters_written_back_in_hf_names_load_into_transformers(tied: GPT2LM
 
 def test_attention_mask_buffers_of_older_files_are_ignored(tied: GPT2LMHeadModel) -> None:
     state = dict(tied.state_dict())
-    for i in range(SIZES["n_layer"]):
+    for i in range(GPT2_SIZES["n_layer"]):
         state[f"transformer.h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 16, 16))
         state[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
     pm = compile_gpt(from_hf_config(tied.config), make_backend("numpy", ml.float64))
@@ -122,7 +111,7 @@ def test_attention_mask_buffers_of_older_files_are_ignored(tied: GPT2LMHeadModel
 
 
 def test_untied_head_loads_lm_head_weight() -> None:
-    untied = reference(seed=3, tie_word_embeddings=False)
+    untied = gpt2_reference(seed=3, tie_word_embeddings=False)
     assert not torch.equal(untied.lm_head.weight, untied.transformer.wte.weight)
     gpt = from_hf_config(untied.config)
     assert not gpt.config.tie_word_embeddings
@@ -147,7 +136,7 @@ def test_tied_head_reports_a_checkpoint_whose_lm_head_differs(tied: GPT2LMHeadMo
 
 
 def test_wrong_sizes_and_extra_layers_are_listed(tied: GPT2LMHeadModel) -> None:
-    bigger = reference(n_layer=3, n_positions=20)  # one layer more, four positions more
+    bigger = gpt2_reference(n_layer=3, n_positions=20)  # one layer more, four positions more
     pm = compile_gpt(from_hf_config(tied.config), make_backend("numpy"), use_short_namings=False)
     with pytest.raises(CheckpointError) as error:
         load_hf(pm, bigger.state_dict())
@@ -169,7 +158,7 @@ def test_bias_false_drops_every_bias() -> None:
     pm = compile_gpt(gpt, make_backend("numpy", ml.float64), use_short_namings=False)
     assert not [key for key in pm.param_keys if key.endswith("bias")]
     with torch.no_grad():  # the same network as HF's with every bias zero
-        zeroed = reference()
+        zeroed = gpt2_reference()
         for name, parameter in zeroed.named_parameters():
             if name.endswith("bias"):
                 parameter.zero_()
@@ -191,7 +180,7 @@ def test_bias_false_drops_every_bias() -> None:
     ids=["gelu-exact", "gelu-pytorch-tanh", "n_inner", "epsilon"],
 )
 def test_hf_config_options(options: dict[str, Any]) -> None:
-    model = reference(seed=5, **options)
+    model = gpt2_reference(seed=5, **options)
     pm = compile_gpt(from_hf_config(model.config), make_backend("numpy", ml.float64))
     ids = token_ids()
     assert_matches(
@@ -217,9 +206,9 @@ def test_symbolic_batch_and_length_on_python_backends(tied: GPT2LMHeadModel, bac
 def test_gradients_match_torch_autograd(backend_name: str, dtype: Any) -> None:
     require(backend_name)
     double = dtype == ml.float64
-    model = reference().double() if double else reference()
+    model = gpt2_reference().double() if double else gpt2_reference()
     ids = token_ids()
-    cotangent = np.random.default_rng(7).normal(size=(BATCH, LENGTH, SIZES["vocab_size"]))
+    cotangent = np.random.default_rng(7).normal(size=(BATCH, LENGTH, GPT2_SIZES["vocab_size"]))
     logits = model(torch.tensor(ids)).logits
     (logits * torch.tensor(cotangent, dtype=logits.dtype)).sum().backward()
     parameters = dict(model.named_parameters())
@@ -241,7 +230,7 @@ def test_builders_are_registered_and_dispatched() -> None:
     from mithril.models import create_gpt as registered
 
     assert registered is create_gpt
-    config = GPT2Config(**SIZES)
+    config = GPT2Config(**GPT2_SIZES)
     for built in (from_hf_config(config), gpt_from_hf_config(config), gpt_from_hf_config(config.to_dict())):
         assert isinstance(built, GPT) and built.family == "gpt2"
         assert built.config == GPTConfig(bias=True, block_size=16, dims=32, num_heads=4, num_layers=2, vocab_size=50)
@@ -253,9 +242,9 @@ def test_bad_configurations_say_what_was_expected() -> None:
     with pytest.raises(ValueError, match="num_layers must be a positive int, got 0"):
         create_gpt(bias=True, block_size=16, dims=32, num_heads=4, num_layers=0, vocab_size=50)
     with pytest.raises(ValueError, match="activation_function 'relu' is not supported; supported: gelu_new"):
-        from_hf_config(GPT2Config(**SIZES, activation_function="relu"))
+        from_hf_config(GPT2Config(**GPT2_SIZES, activation_function="relu"))
     with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx=True is not supported"):
-        from_hf_config(GPT2Config(**SIZES, scale_attn_by_inverse_layer_idx=True))
+        from_hf_config(GPT2Config(**GPT2_SIZES, scale_attn_by_inverse_layer_idx=True))
     with pytest.raises(TypeError, match="GPT needs a GPTConfig, got dict"):
         GPT({"dims": 32})  # type: ignore[arg-type]
     with pytest.raises(KeyError, match="has no field 'n_positions'"):

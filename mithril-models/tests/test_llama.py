@@ -17,49 +17,25 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from _hf_references import LLAMA3_SCALING, LLAMA_SIZES, greedy_tokens, llama_reference  # noqa: E402
 from mithril_models import CheckpointError, create_llama, from_hf_config, generate, load_hf  # noqa: E402
 from mithril_models.llama import Llama, LlamaConfig, rope_frequencies  # noqa: E402
 from mithril_models.llama import from_hf_config as llama_from_hf_config  # noqa: E402
 from mithril_models.testing import assert_matches, backend_params, make_backend  # noqa: E402
 
-SIZES = dict(
-    vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, max_position_embeddings=64, bos_token_id=None, eos_token_id=None,
-)  # fmt: skip
-LLAMA3 = {
-    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 16,
-}  # fmt: skip
 VARIANTS: dict[str, dict[str, Any]] = {
     "mqa": {"num_key_value_heads": 1},
     "mha-tied": {"num_key_value_heads": 4, "tie_word_embeddings": True},
     "biases": {"attention_bias": True, "mlp_bias": True},
     "rope-linear": {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
-    "rope-llama3": {"rope_scaling": LLAMA3, "rope_theta": 500000.0},
+    "rope-llama3": {"rope_scaling": LLAMA3_SCALING, "rope_theta": 500000.0},
     "rope-dynamic": {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
     "rope-yarn": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}},
     "head-dim-24": {"head_dim": 24},
     "mistral-window-5": {"mistral": True, "sliding_window": 5},
 }
-IDS = np.random.default_rng(0).integers(0, SIZES["vocab_size"], (2, 12))
+IDS = np.random.default_rng(0).integers(0, LLAMA_SIZES["vocab_size"], (2, 12))
 PROMPT, NEW = IDS[:, :5], 16
-
-
-def reference(seed: int = 0, mistral: bool = False, **options: Any) -> Any:
-    """A random-weight ``LlamaForCausalLM`` (``MistralForCausalLM``) in eval mode, norms' scales around 1."""
-    torch.manual_seed(seed)
-    sizes = {**SIZES, **options}
-    if mistral:
-        config: Any = transformers.MistralConfig(**sizes)
-        model = transformers.MistralForCausalLM(config)
-    else:
-        config = transformers.LlamaConfig(**sizes)
-        model = transformers.LlamaForCausalLM(config)
-    model.eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if name.endswith("norm.weight") else 0.0, 0.1)
-    return model
 
 
 def logits_of(model: Any, ids: np.ndarray) -> np.ndarray:
@@ -81,20 +57,13 @@ def run(pm: Any, params: dict[str, Any], ids: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def gqa() -> Any:
-    return reference()
+    return llama_reference()
 
 
 @pytest.fixture(scope="module")
 def greedy(gqa: Any) -> np.ndarray:
     """``transformers``' greedy tokens (the top two logits apart at every step: no near-ties)."""
-    with torch.no_grad():
-        out = gqa.generate(
-            torch.tensor(PROMPT), max_new_tokens=NEW, do_sample=False, output_scores=True, return_dict_in_generate=True
-        )
-    scores = torch.stack(out.scores, 1)
-    top = scores.topk(2, dim=-1).values
-    assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > 1e-4
-    tokens = out.sequences[:, PROMPT.shape[1] :].numpy()
+    tokens = greedy_tokens(gqa, PROMPT, NEW, min_gap=1e-4)
     assert len(np.unique(tokens)) > 3
     return tokens
 
@@ -116,15 +85,15 @@ def test_greedy_tokens_are_those_of_transformers(gqa: Any, greedy: np.ndarray, b
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variants_match_transformers_on_numpy(variant: str) -> None:
-    model = reference(**VARIANTS[variant])
+    model = llama_reference(**VARIANTS[variant])
     pm, params = compiled(model, "numpy")
     assert_matches(run(pm, params, IDS), logits_of(model, IDS), ml.float32, variant)
 
 
 def test_mistral_window_masks_and_generates_as_transformers() -> None:
     """The window changes the logits (so the test sees it), and cached decoding past the window matches."""
-    mistral = reference(mistral=True, sliding_window=4)
-    unwindowed = reference(mistral=True, sliding_window=None)
+    mistral = llama_reference(mistral=True, sliding_window=4)
+    unwindowed = llama_reference(mistral=True, sliding_window=None)
     assert np.abs(logits_of(mistral, IDS) - logits_of(unwindowed, IDS)).max() > 1e-3
     pm, params = compiled(mistral, "numpy")
     assert pm.model.config.sliding_window == 4
@@ -134,7 +103,7 @@ def test_mistral_window_masks_and_generates_as_transformers() -> None:
 
 
 def test_multi_query_greedy_tokens_on_numpy() -> None:
-    model = reference(num_key_value_heads=1, tie_word_embeddings=True)
+    model = llama_reference(num_key_value_heads=1, tie_word_embeddings=True)
     pm, params = compiled(model, "numpy")
     with torch.no_grad():
         want = model.generate(torch.tensor(PROMPT), max_new_tokens=NEW, do_sample=False)[:, PROMPT.shape[1] :]
@@ -147,15 +116,15 @@ def test_symbolic_batch_and_length_on_python_backends(gqa: Any, backend_name: st
         pytest.skip(f"{backend_name} is not installed")
     pm, params = compiled(gqa, backend_name)
     for batch, length in ((1, 3), (3, 9)):
-        ids = np.random.default_rng(length).integers(0, SIZES["vocab_size"], (batch, length))
+        ids = np.random.default_rng(length).integers(0, LLAMA_SIZES["vocab_size"], (batch, length))
         assert_matches(run(pm, params, ids), logits_of(gqa, ids), ml.float32, f"batch {batch}, length {length}")
 
 
 @pytest.mark.parametrize("backend_name, dtype", [("numpy", ml.float32), ("torch", ml.float32)])
 def test_gradients_match_torch_autograd(backend_name: str, dtype: Any) -> None:
     """float32 only: ``LlamaRMSNorm`` computes in float32 even in a float64 model."""
-    model = reference(tie_word_embeddings=True)
-    cotangent = np.random.default_rng(3).normal(size=(*IDS.shape, SIZES["vocab_size"]))
+    model = llama_reference(tie_word_embeddings=True)
+    cotangent = np.random.default_rng(3).normal(size=(*IDS.shape, LLAMA_SIZES["vocab_size"]))
     logits = model(torch.tensor(IDS)).logits
     (logits * torch.tensor(cotangent, dtype=logits.dtype)).sum().backward()
     want = dict(model.named_parameters())
@@ -176,7 +145,7 @@ def test_parameter_names_are_those_of_the_checkpoint(gqa: Any) -> None:
     base = {k.removeprefix("model."): v for k, v in gqa.state_dict().items() if k != "lm_head.weight"}
     with pytest.raises(CheckpointError, match=r"(?s)missing.*lm_head\.weight"):  # a LlamaModel file has no head
         load_hf(pm, base)
-    tied = reference(tie_word_embeddings=True)
+    tied = llama_reference(tie_word_embeddings=True)
     pm_tied = ml.compile(from_hf_config(tied.config), ml.NumpyBackend(), data_keys={"input"})
     base = {k.removeprefix("model."): v for k, v in tied.state_dict().items() if k != "lm_head.weight"}
     params = load_hf(pm_tied, {**base, "model.rotary_emb.inv_freq": np.ones(8, np.float32)})  # old buffer: ignored
@@ -192,11 +161,11 @@ def test_configs_of_both_transformers_generations() -> None:
     assert (config.rope_theta, config.rope_scaling, config.num_key_value_heads, config.head_dim) == (
         500000.0, {"rope_type": "linear", "factor": 4.0}, 2, 8,
     )  # fmt: skip
-    v5 = transformers.LlamaConfig(**{**SIZES, "rope_scaling": LLAMA3, "rope_theta": 500000.0})
+    v5 = transformers.LlamaConfig(**{**LLAMA_SIZES, "rope_scaling": LLAMA3_SCALING, "rope_theta": 500000.0})
     config = LlamaConfig.from_hf(v5)
     assert config.rope_type == "llama3" and config.rope_theta == 500000.0
     assert LlamaConfig.from_dict(config.to_dict()) == config
-    mistral = LlamaConfig.from_hf(transformers.MistralConfig(**SIZES, sliding_window=8))
+    mistral = LlamaConfig.from_hf(transformers.MistralConfig(**LLAMA_SIZES, sliding_window=8))
     assert (mistral.model_type, mistral.sliding_window) == ("mistral", 8)
     inv_freq, scaling = rope_frequencies(16, 10000.0, None, 64)
     np.testing.assert_allclose(inv_freq, 1.0 / 10000.0 ** (np.arange(0, 16, 2) / 16), rtol=1e-6)
@@ -213,7 +182,7 @@ def test_builders_are_registered_and_dispatched(gqa: Any) -> None:
         create_llama(100, 64, 128, 2, 4),
     ):
         assert isinstance(built, Llama) and built.family == "llama"
-    assert isinstance(from_hf_config(transformers.MistralConfig(**SIZES)), Llama)
+    assert isinstance(from_hf_config(transformers.MistralConfig(**LLAMA_SIZES)), Llama)
 
 
 def test_bad_configurations_say_what_was_expected() -> None:

@@ -1,0 +1,71 @@
+"""The random-weight ``transformers`` references the model tests compare with (nothing is downloaded), and
+their greedy tokens checked for near-ties. ``conftest.py`` puts this folder on ``sys.path``.
+
+- ``gpt2_reference``: a ``GPT2LMHeadModel`` of ``GPT2_SIZES`` (2 layers, 32 wide) unless told otherwise;
+- ``llama_reference``: a ``LlamaForCausalLM`` (or ``MistralForCausalLM``) of ``LLAMA_SIZES`` (2 layers, 64 wide,
+  grouped-query attention with 2 key-value heads); ``LLAMA3_SCALING`` is a ``rope_scaling`` of type llama3;
+- ``greedy_tokens``: ``transformers``' greedy tokens, asserting that the top two logits are apart at every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+GPT2_SIZES = {"n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 16, "vocab_size": 50}
+LLAMA_SIZES = dict(
+    vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, max_position_embeddings=64, bos_token_id=None, eos_token_id=None,
+)  # fmt: skip
+LLAMA3_SCALING = {
+    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}  # fmt: skip
+
+
+def _randomize(model: Any, is_norm_scale: Any, std: float) -> Any:
+    """Every parameter of ``model`` drawn from normal(0, std), norm scales from normal(1, std); ``model``."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.normal_(1.0 if is_norm_scale(name) else 0.0, std)
+    return model
+
+
+def gpt2_reference(sizes: dict[str, int] = GPT2_SIZES, seed: int = 0, std: float = 0.1, **options: Any) -> Any:
+    """A ``GPT2LMHeadModel`` of ``sizes`` (and config ``options``) in eval mode with every parameter random
+    (layer-norm scales around 1)."""
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(**{**sizes, "bos_token_id": None, "eos_token_id": None, **options})
+    model = transformers.GPT2LMHeadModel(config).eval()
+    return _randomize(model, lambda name: ".ln_" in name and name.endswith("weight"), std)
+
+
+def llama_reference(sizes: dict[str, Any] = LLAMA_SIZES, seed: int = 0, mistral: bool = False, **options: Any) -> Any:
+    """A random-weight ``LlamaForCausalLM`` (``MistralForCausalLM``) of ``sizes`` (and config ``options``) in eval
+    mode, norms' scales around 1."""
+    torch.manual_seed(seed)
+    config = {**sizes, **options}
+    if mistral:
+        model = transformers.MistralForCausalLM(transformers.MistralConfig(**config))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config))
+    return _randomize(model.eval(), lambda name: name.endswith("norm.weight"), 0.1)
+
+
+def greedy_tokens(model: Any, prompts: Sequence[Sequence[int]] | np.ndarray, new: int, min_gap: float) -> np.ndarray:
+    """``transformers``' ``new`` greedy tokens after each prompt (``[batch, new]``), asserting no near-ties: at
+    every step the top two logits are more than ``min_gap`` (relative to the largest logit) apart, so float
+    rounding cannot flip a token."""
+    with torch.no_grad():
+        options = {"do_sample": False, "output_scores": True, "return_dict_in_generate": True}
+        out = model.generate(torch.tensor(np.asarray(prompts)), max_new_tokens=new, **options)
+    scores = torch.stack(out.scores, 1)  # [batch, new, vocab]
+    top = scores.topk(2, dim=-1).values
+    assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > min_gap
+    return np.asarray(out.sequences[:, len(prompts[0]) :].numpy())
