@@ -98,23 +98,6 @@ def _prompts(vocab: int, batch: int) -> list[list[int]]:
     return [rng.integers(1, vocab, PROMPT - i % 4).tolist() for i in range(batch)]
 
 
-def _hf_generate(name: str, model, rows: list[list[int]], new: int, beams: int) -> np.ndarray:
-    import torch
-
-    width = max(len(r) for r in rows)
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for i, row in enumerate(rows):
-        where = slice(0, len(row)) if name == "t5" else slice(width - len(row), width)
-        ids[i, where], mask[i, where] = row, 1
-    with torch.no_grad():
-        out = model.generate(
-            torch.tensor(ids), attention_mask=torch.tensor(mask), max_new_tokens=new, min_new_tokens=new,
-            num_beams=beams, do_sample=False, pad_token_id=0,
-        )  # fmt: skip
-    return out[:, 1:].numpy() if name == "t5" else out[:, width:].numpy()
-
-
 def _alternating(fns: dict[str, object], rounds: int) -> dict[str, float]:
     """Median seconds of each function, the functions alternating round by round (noise hits all alike)."""
     samples: dict[str, list[float]] = {label: [] for label in fns}
@@ -129,6 +112,7 @@ def _alternating(fns: dict[str, object], rounds: int) -> dict[str, float]:
 
 def speed_section(names: list[str], backends: list[str], new: int, rounds: int) -> None:
     from mithril_models import from_pretrained
+    from mithril_models.testing import transformers_generate
 
     for name in names:
         model = _reference(name)
@@ -146,8 +130,12 @@ def speed_section(names: list[str], backends: list[str], new: int, rounds: int) 
             print(f"  Mithril {backend}: from_pretrained {time.perf_counter() - started:.2f} s")
         for batch, beams in CASES:
             rows = _prompts(model.config.vocab_size, batch)
-            want = _hf_generate(name, model, rows, new, beams)
-            fns = {"transformers.generate": lambda n=name, m=model, r=rows, b=beams: _hf_generate(n, m, r, new, b)}
+            want = transformers_generate(model, rows, max_new_tokens=new, min_new_tokens=new, num_beams=beams)
+            fns = {
+                "transformers.generate": lambda m=model, r=rows, b=beams: transformers_generate(
+                    m, r, max_new_tokens=new, min_new_tokens=new, num_beams=b
+                )
+            }
             same = {}
             for backend, pretrained in opened.items():
                 started = time.perf_counter()

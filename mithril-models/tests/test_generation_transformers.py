@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 from mithril.extend import available_backends  # noqa: E402
 
 from mithril_models import GenerationConfig, Pretrained, from_pretrained, generate  # noqa: E402
+from mithril_models.testing import transformers_generate  # noqa: E402
 
 VOCAB = 60
 FAMILIES = ("gpt2", "llama", "t5")
@@ -96,25 +97,10 @@ def opened(folders: dict[str, tuple[Path, Any]], family: str, backend: str) -> P
     return _OPENED[key]
 
 
-def hf_generate(family: str, model: Any, rows: list[list[int]], **options: Any) -> np.ndarray:
-    """``transformers``' new tokens for ``rows`` (left padded for decoder-only models, right padded for T5,
-    with the attention mask)."""
-    width = max(len(r) for r in rows)
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for i, row in enumerate(rows):
-        where = slice(0, len(row)) if family == "t5" else slice(width - len(row), width)
-        ids[i, where], mask[i, where] = row, 1
-    options.setdefault("pad_token_id", 0)
-    with torch.no_grad():
-        out = model.generate(torch.tensor(ids), attention_mask=torch.tensor(mask), do_sample=False, **options)
-    return out[:, 1:].numpy() if family == "t5" else out[:, width:].numpy()
-
-
 def _early_eos(folders: dict[str, tuple[Path, Any]], family: str, **options: Any) -> int:
     """An end-of-sequence id the first prompt emits early without one (greedy, or with ``options``), so
     that stopping is exercised."""
-    tokens = hf_generate(family, folders[family][1], ROWS[:1], max_new_tokens=NEW, **options)[0]
+    tokens = transformers_generate(folders[family][1], ROWS[:1], max_new_tokens=NEW, **options)[0]
     return int(tokens[2])
 
 
@@ -145,7 +131,7 @@ def test_beam_search_gives_the_tokens_of_transformers(
     finished_early = 0
     for case in BEAM_OPTIONS:
         options = _options(folders, family, case)
-        want = hf_generate(family, model, ROWS, max_new_tokens=NEW, num_beams=4, **options)
+        want = transformers_generate(model, ROWS, max_new_tokens=NEW, num_beams=4, **options)
         got = pretrained.generate(ROWS, max_new_tokens=NEW, num_beams=4, pad_token_id=0, **options)
         np.testing.assert_array_equal(got, want, err_msg=f"{family} on {backend}, {options}")
         eos = options.get("eos_token_id", -1)
@@ -166,7 +152,7 @@ def test_greedy_and_end_of_sequence_padding_as_transformers(
     pretrained, model = opened(folders, family, backend), folders[family][1]
     for case in GREEDY_OPTIONS:
         options = _options(folders, family, case)
-        want = hf_generate(family, model, ROWS, max_new_tokens=NEW, **options)
+        want = transformers_generate(model, ROWS, max_new_tokens=NEW, **options)
         assert len({tuple(row) for row in want}) == len(ROWS) and len(np.unique(want)) > 4  # not one token
         got = pretrained.generate(ROWS, max_new_tokens=NEW, pad_token_id=0, **options)
         np.testing.assert_array_equal(got, want, err_msg=f"{family} on {backend}, {options}")
@@ -230,7 +216,7 @@ def test_t5_folder_on_static_shape_backends(folders: dict[str, tuple[Path, Any]]
     assert t5.models["decoder"].shapes["memory"] == [1, 256, model.config.d_model]
     for case in ({}, {"eos": 1, "num_beams": 4}):
         options = _options(folders, "t5", case)
-        want = hf_generate("t5", model, ROWS, max_new_tokens=NEW, **options)
+        want = transformers_generate(model, ROWS, max_new_tokens=NEW, **options)
         got = t5.generate(ROWS, max_new_tokens=NEW, pad_token_id=0, **options)
         np.testing.assert_array_equal(got, want, err_msg=f"t5 on {backend}, {options}")
 
@@ -246,6 +232,6 @@ def test_every_backend_generates_the_tokens_of_transformers(folders: dict[str, t
         pretrained, model = opened(folders, family, backend), folders[family][1]
         for case in ({"eos": 1}, {"eos": 1, "num_beams": 4}) if python else ({"eos": 1, "num_beams": 4},):
             options = _options(folders, family, case)
-            want = hf_generate(family, model, ROWS, max_new_tokens=NEW, **options)
+            want = transformers_generate(model, ROWS, max_new_tokens=NEW, **options)
             got = pretrained.generate(ROWS, max_new_tokens=NEW, pad_token_id=0, **options)
             np.testing.assert_array_equal(got, want, err_msg=f"{family} on {backend}, {options}")

@@ -1,4 +1,5 @@
-"""Helpers for testing model families: every installed backend, and the error measure of the model tests.
+"""Helpers for testing model families: every installed backend, the error measure of the model tests, and
+``transformers``' generation of prompts of different lengths (the reference of ``generate``).
 
 Tests compare a family against an implementation nobody here wrote (``transformers``, hand-written
 PyTorch, OpenAI's CLIP) built with random weights from a config object; nothing is fetched from a hub.
@@ -18,9 +19,10 @@ __all__ = [
     "backend_params",
     "make_backend",
     "max_relative_error",
+    "transformers_generate",
 ]
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import mithril as ml
@@ -67,3 +69,25 @@ def assert_matches(got: Any, ref: Any, dtype: Any, what: str = "") -> None:
     tolerance = FLOAT64_TOLERANCE if dtype == ml.float64 else FLOAT32_TOLERANCE
     error = max_relative_error(got, ref)
     assert error <= tolerance, f"{what}: max relative error {error:.3g} > {tolerance:g}"
+
+
+def transformers_generate(model: Any, rows: Sequence[Sequence[int]], **options: Any) -> np.ndarray:
+    """``model.generate`` (a ``transformers`` model, ``do_sample=False``) of prompts of any lengths, padded as
+    ``transformers`` expects: on the left for a decoder-only model, on the right for an encoder-decoder (T5),
+    with the attention mask and ``pad_token_id=0`` unless ``options`` say otherwise. The new tokens
+    ``[batch, new]`` (an encoder-decoder's without its decoder start token)."""
+    import torch
+
+    encoder_decoder = bool(model.config.is_encoder_decoder)
+    width = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for i, row in enumerate(rows):
+        where = slice(0, len(row)) if encoder_decoder else slice(width - len(row), width)
+        ids[i, where], mask[i, where] = row, 1
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor(ids), attention_mask=torch.tensor(mask), do_sample=False, **{"pad_token_id": 0, **options}
+        )
+    new: np.ndarray = out[:, 1:].numpy() if encoder_decoder else out[:, width:].numpy()
+    return new
