@@ -47,6 +47,13 @@ def _fraction(where: str, name: str, value: Any) -> float:
     return float(validation.number(where, name, value, low=0.0, high=1.0, high_open=True))
 
 
+def _betas(where: str, betas: Any) -> tuple[float, float]:
+    """``(beta1, beta2)``, each a number in ``[0, 1)`` (Adam's and Lion's ``betas``)."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise validation.fail(where, "betas", "a pair (beta1, beta2) of numbers in [0, 1)", betas)
+    return _fraction(where, "betas[0]", betas[0]), _fraction(where, "betas[1]", betas[1])
+
+
 def _nonnegative(where: str, name: str, value: Any) -> float:
     number = float(validation.number(where, name, value, low=0.0))
     if not _math.isfinite(number):
@@ -242,9 +249,7 @@ class Adam(Optimizer):
     ) -> None:
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
         where = type(self).__name__
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise validation.fail(where, "betas", "a pair (beta1, beta2) of numbers in [0, 1)", betas)
-        self.betas = (_fraction(where, "betas[0]", betas[0]), _fraction(where, "betas[1]", betas[1]))
+        self.betas = _betas(where, betas)
         self.eps = validation.positive_finite(where, "eps", eps)
 
     def update(
@@ -403,9 +408,7 @@ class Lion(Optimizer):
         decay_mask: DecayMask = None,
     ) -> None:
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise validation.fail("Lion", "betas", "a pair (beta1, beta2) of numbers in [0, 1)", betas)
-        self.betas = (_fraction("Lion", "betas[0]", betas[0]), _fraction("Lion", "betas[1]", betas[1]))
+        self.betas = _betas("Lion", betas)
 
     def update(
         self, math: Any, param: Any, grad: Any, state: dict[str, Any], lr: Any, t: Any, decay: bool
