@@ -378,19 +378,10 @@ class TorchOneToMany(_Unrolled):
         self._cin = self._keys["input"]
 
 
-class TorchEncoderDecoder(_Unrolled):
-    """Sequence to sequence with teacher forcing: an encoder (parameters ``encoder_*``) reads ``input``
-    ``[B, length, D]``; its final state starts a decoder (``decoder_*``) that reads ``decoder_input``
-    ``[B, decoder_length, E]``; ``output`` ``[B, decoder_length, O]`` projects each decoder step with
-    ``weight_out`` ``[O, H]`` and ``bias_out``. ``variable_length=True``: the encoder reads ``lengths[b]``
-    steps of sample ``b`` (its state at its last step starts the decoder).
-
-    This project's ``EncoderDecoder(cell_type, hidden_size, length, decoder_length)`` before
-    ``EncoderDecoder`` became Mithril's model.
-
-    >>> TorchEncoderDecoder(TorchLSTMCell, hidden_size=4, length=3, decoder_length=2).input_keys[:2]
-    ['input', 'decoder_input']
-    """
+class _Seq2Seq(_Unrolled):
+    """An encoder (parameters ``encoder_*``) reading ``input`` ``[B, length, D]`` (``lengths[b]`` steps of
+    sample ``b`` with ``variable_length=True``) whose final state starts a decoder (``decoder_*``) that
+    gives ``output`` from ``decoder_input`` in ``decoder_length`` steps (:meth:`_decode`)."""
 
     def __init__(
         self,
@@ -406,17 +397,38 @@ class TorchEncoderDecoder(_Unrolled):
         decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
         _, state = self._read("input", self._initial_state(), "encoder_", self._lengths())
+        self.expose(self._decode(state, decoder_length), "output")
+        self._cin = self._keys["input"]
+
+    def _decode(self, state: dict[str, Any], decoder_length: int) -> Any:
+        """The decoder from the encoder's final ``state``: ``output`` ``[B, decoder_length, O]``."""
+        raise NotImplementedError
+
+
+class TorchEncoderDecoder(_Seq2Seq):
+    """Sequence to sequence with teacher forcing: an encoder (parameters ``encoder_*``) reads ``input``
+    ``[B, length, D]``; its final state starts a decoder (``decoder_*``) that reads ``decoder_input``
+    ``[B, decoder_length, E]``; ``output`` ``[B, decoder_length, O]`` projects each decoder step with
+    ``weight_out`` ``[O, H]`` and ``bias_out``. ``variable_length=True``: the encoder reads ``lengths[b]``
+    steps of sample ``b`` (its state at its last step starts the decoder).
+
+    This project's ``EncoderDecoder(cell_type, hidden_size, length, decoder_length)`` before
+    ``EncoderDecoder`` became Mithril's model.
+
+    >>> TorchEncoderDecoder(TorchLSTMCell, hidden_size=4, length=3, decoder_length=2).input_keys[:2]
+    ['input', 'decoder_input']
+    """
+
+    def _decode(self, state: dict[str, Any], decoder_length: int) -> Any:
         self.__dict__["length"] = decoder_length
         hiddens, _ = self._read("decoder_input", state, "decoder_")
         weight_out, bias_out = param("weight_out", shape=["O", self.hidden_size]), param("bias_out", shape=["O"])
         if isinstance(hiddens, list):
-            self.expose(self._stack([op(self, "linear", h, weight_out, bias_out) for h in hiddens]), "output")
-        else:
-            self.expose(op(self, "linear", hiddens, weight_out, bias_out), "output")
-        self._cin = self._keys["input"]
+            return self._stack([op(self, "linear", h, weight_out, bias_out) for h in hiddens])
+        return op(self, "linear", hiddens, weight_out, bias_out)
 
 
-class TorchEncoderDecoderInference(_Unrolled):
+class TorchEncoderDecoderInference(_Seq2Seq):
     """``TorchEncoderDecoder``'s generation: the encoder (``encoder_*``) reads ``input`` ``[B, length, D]``
     (``lengths[b]`` steps of sample ``b`` with ``variable_length=True``, the default); the decoder
     (``decoder_*``) starts from its final state with ``decoder_input`` ``[B, O]`` (a start token) and feeds
@@ -440,13 +452,11 @@ class TorchEncoderDecoderInference(_Unrolled):
         variable_length: bool = True,
         name: str | None = None,
     ) -> None:
-        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
-        decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
-        self._declare("input", "decoder_input")
-        _, state = self._read("input", self._initial_state(), "encoder_", self._lengths())
+        super().__init__(cell_type, hidden_size, length, decoder_length, variable_length=variable_length, name=name)
+
+    def _decode(self, state: dict[str, Any], decoder_length: int) -> Any:
         predictions = self._generate(IOKey("decoder_input", shape=["B", "O"]), state, decoder_length, prefix="decoder_")
-        self.expose(self._stack(predictions), "output")
-        self._cin = self._keys["input"]
+        return self._stack(predictions)
 
 
 class _LSTMRecurrence(_Unrolled):
