@@ -42,7 +42,7 @@ class FamilyModel(Model):
                 f"use {self.made_by}"
             )
         super().__init__(name=name)
-        self.config = config
+        self.config: Any = config
 
     def checkpoint_layouts(self) -> list[Layout]:
         """Every checkpoint naming convention this model loads from, paths relative to this model."""
