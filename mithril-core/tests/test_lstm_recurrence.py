@@ -14,7 +14,7 @@ from mithril.errors import UnsupportedPrimitiveError
 from mithril.models import IOKey, ManyToMany, Model, Primitive, TorchLSTMCell, TorchManyToOne
 from mithril.models.blocks.sequence import lstm_layer_decomposition, lstm_recurrence_decomposition
 from mithril.plugins.lookup import backend_class
-from mithril_testing.blocks import backends, tolerance
+from mithril_testing.blocks import DTYPES, backends, tolerance
 
 B, T, H = 3, 5, 4
 INPUTS = ("input", "weight_hh", "initial_hidden", "initial_cell")
@@ -54,7 +54,7 @@ def _close(got: dict, expected: dict, rtol: float, where: str) -> None:
         np.testing.assert_allclose(got[key], value, rtol=rtol, atol=rtol, err_msg=f"{where}: {key}")
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_primitive_equals_its_decomposition_and_nn_lstm(backend: str, dtype: str, arrays: dict) -> None:
     torch = pytest.importorskip("torch")
@@ -82,7 +82,7 @@ def test_primitive_equals_its_decomposition_and_nn_lstm(backend: str, dtype: str
     _close(grads, expected_grads, rtol * 10, f"{backend} primitive vs nn.LSTM, gradients")
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_lstm_layer_equals_nn_lstm(backend: str, dtype: str, arrays: dict) -> None:
     torch = pytest.importorskip("torch")

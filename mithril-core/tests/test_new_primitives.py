@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from mithril.errors import UnsupportedPrimitiveError
 from mithril.models import Cholesky, Eigvalsh, IOKey, Model
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 
 LINALG_GAPS = {"c", "ggml"}  # declared in their capability tables
 
@@ -38,7 +38,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("backend", backends())
 def test_factorisation_matches_torch_autograd(backend: str, name: str, dtype: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mithril.models import AUC, BinaryCrossEntropy, IOKey, LogisticRegression, Model, TrainModel
-from mithril_testing.blocks import backends, evaluate_model
+from mithril_testing.blocks import DTYPES, backends, evaluate_model
 from sklearn.metrics import roc_auc_score
 
 rng = np.random.default_rng(11)
@@ -20,7 +20,7 @@ def _wrap(block: Model) -> Model:
     return model
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_auc_matches_scikit_learn(backend: str, dtype: str) -> None:
     assert len(np.unique(SCORES)) < len(SCORES)  # the data has ties

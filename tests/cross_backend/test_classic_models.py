@@ -23,7 +23,7 @@ from mithril.models import (
     TrainModel,
 )
 from mithril.plugins.lookup import backend_class
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LinearRegression
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression
@@ -56,7 +56,7 @@ def _train(model: Model, params: dict, data: dict, steps: int, lr: float) -> tup
     return {k: backend.to_numpy(v) for k, v in values.items()}, costs
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_kernels_match_scikit_learn(backend: str, dtype: str) -> None:
     left, right = X[:5], X[10:14]

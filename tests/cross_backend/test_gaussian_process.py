@@ -12,7 +12,7 @@ import pytest
 import torch
 from mithril.models import GaussProcessRegressionCore, GPRLoss, IOKey, Model, RBFKernel
 from mithril.plugins.lookup import backend_class
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.metrics.pairwise import rbf_kernel
@@ -45,7 +45,7 @@ def _regression_model() -> Model:
     return model
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gpr_matches_scikit_learn(backend: str, dtype: str, sk_gp: GaussianProcessRegressor) -> None:
     data = {

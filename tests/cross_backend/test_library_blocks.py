@@ -26,10 +26,9 @@ from mithril.models import (
     TransposedDiagonal,
     Trapezoid,
 )
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 from sklearn.preprocessing import PolynomialFeatures as SkPolynomialFeatures
 
-DTYPES = ("float64", "float32")
 rng = np.random.default_rng(161)
 T = torch.tensor
 

@@ -22,10 +22,9 @@ from mithril.models import (
     SquaredError,
     TrainModel,
 )
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 from sklearn.metrics import hinge_loss, mean_pinball_loss
 
-DTYPES = ("float64", "float32")
 rng = np.random.default_rng(16)
 X = rng.normal(size=(5, 3))
 SIGNS = np.where(rng.normal(size=(5, 3)) > 0, 1.0, -1.0)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from mithril.models import MDS, TSNE, IOKey, Model, tsne_joint_probabilities
 from mithril.plugins.lookup import backend_class
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 from sklearn.datasets import make_blobs
 from sklearn.manifold import MDS as SkMDS
 from sklearn.manifold import TSNE as SkTSNE
@@ -76,7 +76,7 @@ def test_tsne_joint_probabilities_match_scikit_learn() -> None:
 
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_mds_loss_is_scikit_learn_normalized_stress(backend: str, dtype: str, sk_mds: SkMDS) -> None:
     rtol = tolerance(dtype) * 10
@@ -93,7 +93,7 @@ def test_mds_loss_is_scikit_learn_normalized_stress(backend: str, dtype: str, sk
         np.testing.assert_allclose(grads["coords"], c.grad.numpy(), rtol=rtol, atol=rtol * np.abs(c.grad.numpy()).max())
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_tsne_loss_is_scikit_learn_kl_divergence(backend: str, dtype: str, sk_tsne: SkTSNE) -> None:
     rtol = tolerance(dtype) * 10

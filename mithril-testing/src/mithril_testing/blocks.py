@@ -22,9 +22,11 @@ from mithril import compile as ml_compile
 from mithril.extend import available_backends, backend_class
 from mithril.types import Dtype
 
-__all__ = ["backends", "evaluate_model", "tolerance"]
+__all__ = ["DTYPES", "backends", "evaluate_model", "tolerance"]
 
 _TOLERANCE = {"float64": 1e-7, "float32": 2e-4}
+DTYPES = tuple(_TOLERANCE)
+"""The dtypes the comparisons run in (``"float64"``, ``"float32"``): those :func:`tolerance` knows."""
 
 
 def backends() -> list[str]:
