@@ -1,10 +1,16 @@
-"""Models shared by the summary, graph and docs tests: the seeds' CNN and a small GPT-2."""
+"""Models shared by the summary, graph and docs tests: the seeds' CNN and a small GPT-2 (and this folder on
+``sys.path``, for the helper modules beside the tests)."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 from mithril.demo import build_cnn
 from mithril.models import Model
+
+sys.path.insert(0, str(Path(__file__).parent))  # the sequence tests' helpers: ``from _sequence_helpers import ...``
 
 
 def build_seed_cnn() -> Model:

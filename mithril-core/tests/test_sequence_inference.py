@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_params
 from mithril.models import (
     IOKey,
     ManyToMany,
@@ -17,10 +18,8 @@ from mithril.models import (
     TorchOneToMany,
     TorchRNNCell,
 )
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 
-torch = pytest.importorskip("torch", reason="the sequence models are checked against PyTorch")
-nn = torch.nn
 pack = nn.utils.rnn.pack_padded_sequence
 unpack = nn.utils.rnn.pad_packed_sequence
 B, T, D, H = 3, 5, 4, 6
@@ -29,27 +28,7 @@ LENGTHS = np.array([5, 2, 3])
 
 @pytest.fixture(scope="module")
 def data() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(17)
-    return {
-        "x": rng.normal(size=(B, T, D)),
-        "h0": rng.normal(size=(B, H)),
-        "c0": rng.normal(size=(B, H)),
-        "cot": rng.normal(size=(B, T, H)),
-    }
-
-
-def _params(module: torch.nn.Module, prefix: str = "") -> dict[str, np.ndarray]:
-    """``nn.LSTM``/``nn.LSTMCell``/``nn.Linear`` parameters under our names (``weight_ih_l0`` -> ``weight_ih``,
-    a head's ``weight`` -> ``weight_out``)."""
-    names = {"weight": "weight_out", "bias": "bias_out"}
-    return {
-        prefix + names.get(k, k.removesuffix("_l0")): v.detach().numpy().copy() for k, v in module.named_parameters()
-    }
-
-
-def _grads(module: torch.nn.Module, prefix: str = "") -> dict[str, np.ndarray]:
-    names = {"weight": "weight_out", "bias": "bias_out"}
-    return {prefix + names.get(k, k.removesuffix("_l0")): v.grad.numpy() for k, v in module.named_parameters()}
+    return sequence_data(17, B, T, D, H)
 
 
 def _close(actual: np.ndarray, expected: torch.Tensor | np.ndarray, dtype: str, where: str, scale: float = 1.0) -> None:
@@ -58,7 +37,7 @@ def _close(actual: np.ndarray, expected: torch.Tensor | np.ndarray, dtype: str, 
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol, err_msg=where)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -> None:
     torch.manual_seed(0)
@@ -82,13 +61,13 @@ def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -
     )
     feed = {"lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
     outs, grads = evaluate_model(
-        backend, model, {**_params(lstm), "input": data["x"]}, feed, dtype=dtype, cotangent=data["cot"]
+        backend, model, {**torch_params(lstm), "input": data["x"]}, feed, dtype=dtype, cotangent=data["cot"]
     )
     where = f"packed LSTM on {backend}/{dtype}"
     _close(outs["output"], out, dtype, f"{where}: output")
     _close(outs["hidden"], hn[0], dtype, f"{where}: h_n")
     _close(outs["cell"], cn[0], dtype, f"{where}: c_n", scale=10)
-    for key, value in {**_grads(lstm), "input": x.grad.numpy()}.items():
+    for key, value in {**torch_grads(lstm), "input": x.grad.numpy()}.items():
         _close(grads[key], value, dtype, f"{where}: d/d{key}", scale=10)
     assert np.all(grads["input"][1, 2:] == 0) and np.all(grads["input"][2, 3:] == 0)  # padding ignored
 
@@ -108,7 +87,7 @@ def test_many_to_one_gives_each_samples_last_state(backend: str, data: dict) -> 
     outs, grads = evaluate_model(
         backend,
         model,
-        _params(rnn),
+        torch_params(rnn),
         {"input": data["x"], "lengths": LENGTHS, "h0": data["h0"]},
         cotangent=data["cot"][:, 0],
     )
@@ -145,9 +124,9 @@ def test_one_to_many_generates_per_sample_lengths(backend: str, data: dict) -> N
         input="input", lengths="lengths", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
     feed = {"input": data["x"][:, 0], "lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
-    outs, grads = evaluate_model(backend, model, {**_params(cell), **_params(head)}, feed, cotangent=cot)
+    outs, grads = evaluate_model(backend, model, {**torch_params(cell), **torch_params(head)}, feed, cotangent=cot)
     _close(outs["output"], expected, "float32", f"TorchOneToMany(lengths) on {backend}")
-    for key, value in {**_grads(cell), **_grads(head)}.items():
+    for key, value in {**torch_grads(cell), **torch_grads(head)}.items():
         _close(grads[key], value, "float32", f"TorchOneToMany(lengths) on {backend}: d/d{key}", scale=10)
 
 
@@ -175,11 +154,11 @@ def test_encoder_decoder_inference(backend: str, data: dict) -> None:
         initial_cell="c0",
         output=IOKey("output"),
     )
-    params = {**_params(encoder, "encoder_"), **_params(decoder, "decoder_"), **_params(head)}
+    params = {**torch_params(encoder, "encoder_"), **torch_params(decoder, "decoder_"), **torch_params(head)}
     feed = {"input": data["x"], "decoder_input": start, "lengths": LENGTHS, "h0": data["h0"], "c0": data["c0"]}
     outs, grads = evaluate_model(backend, model, params, feed, cotangent=cot)
     _close(outs["output"], expected, "float32", f"TorchEncoderDecoderInference on {backend}")
-    expected_grads = {**_grads(encoder, "encoder_"), **_grads(decoder, "decoder_"), **_grads(head)}
+    expected_grads = {**torch_grads(encoder, "encoder_"), **torch_grads(decoder, "decoder_"), **torch_grads(head)}
     for key, value in expected_grads.items():
         _close(grads[key], value, "float32", f"TorchEncoderDecoderInference on {backend}: d/d{key}", scale=10)
 
@@ -188,7 +167,7 @@ def test_encoder_decoder_inference(backend: str, data: dict) -> None:
 def test_fixed_length_models_unchanged_by_full_lengths(backend: str, data: dict) -> None:
     """lengths == length everywhere gives the fixed-length model's numbers."""
     torch.manual_seed(4)
-    params = _params(nn.LSTMCell(D, H).double())
+    params = torch_params(nn.LSTMCell(D, H).double())
     outs = {}
     for variable in (False, True):
         model = Model()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_params
 from mithril.models import (
     CrossEntropy,
     IOKey,
@@ -20,20 +21,9 @@ from mithril.models import (
     TorchRNNCell,
     TrainModel,
 )
-from mithril_testing.blocks import backends, evaluate_model, tolerance
+from mithril_testing.blocks import DTYPES, backends, evaluate_model, tolerance
 
-torch = pytest.importorskip("torch", reason="the sequence models are checked against PyTorch")
-nn = torch.nn
 B, T, D, H = 3, 4, 5, 6
-
-
-def _params(module: torch.nn.Module, prefix: str = "", suffix: str = "") -> dict[str, np.ndarray]:
-    """The module's parameters under our names (``weight_ih_l0`` -> ``weight_ih``)."""
-    return {prefix + k.removesuffix(suffix): v.detach().numpy().copy() for k, v in module.named_parameters()}
-
-
-def _grads(module: torch.nn.Module, prefix: str = "", suffix: str = "") -> dict[str, np.ndarray]:
-    return {prefix + k.removesuffix(suffix): v.grad.numpy() for k, v in module.named_parameters()}
 
 
 def _check(out: np.ndarray, grads: dict, expected: torch.Tensor, expected_grads: dict, dtype: str, where: str) -> None:
@@ -45,16 +35,10 @@ def _check(out: np.ndarray, grads: dict, expected: torch.Tensor, expected_grads:
 
 @pytest.fixture(scope="module")
 def data() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(7)
-    return {
-        "x": rng.normal(size=(B, T, D)),
-        "h0": rng.normal(size=(B, H)),
-        "c0": rng.normal(size=(B, H)),
-        "cot": rng.normal(size=(B, T, H)),
-    }
+    return sequence_data(7, B, T, D, H)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_lstm_layer_loads_nn_lstm_weights(backend: str, dtype: str, data: dict) -> None:
     """ManyToMany(TorchLSTMCell) = nn.LSTM(batch_first=True) with its own weight_ih_l0..., outputs and gradients."""
@@ -67,12 +51,12 @@ def test_lstm_layer_loads_nn_lstm_weights(backend: str, dtype: str, data: dict) 
     model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T)(
         input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output"), cell=IOKey("cell")
     )
-    params = {**_params(lstm, suffix="_l0"), "input": data["x"]}
+    params = {**torch_params(lstm), "input": data["x"]}
     outs, grads = evaluate_model(
         backend, model, params, {"h0": data["h0"], "c0": data["c0"]}, dtype=dtype, cotangent=data["cot"]
     )
     _check(
-        outs["output"], grads, out, {**_grads(lstm, suffix="_l0"), "input": x.grad.numpy()}, dtype, f"LSTM on {backend}"
+        outs["output"], grads, out, {**torch_grads(lstm), "input": x.grad.numpy()}, dtype, f"LSTM on {backend}"
     )
     np.testing.assert_allclose(outs["cell"], cn[0].detach().numpy(), rtol=tolerance(dtype) * 10, atol=tolerance(dtype))
 
@@ -90,8 +74,9 @@ def test_rnn_cell_and_many_to_one(backend: str, data: dict) -> None:
     model |= TorchManyToOne(TorchRNNCell(H), hidden_size=H, length=T)(
         input="input", initial_hidden="h0", output=IOKey("output")
     )
-    outs, grads = evaluate_model(backend, model, _params(cell), {"input": data["x"], "h0": data["h0"]}, cotangent=cot)
-    _check(outs["output"], grads, h, _grads(cell), "float32", f"TorchManyToOne(TorchRNNCell) on {backend}")
+    feed = {"input": data["x"], "h0": data["h0"]}
+    outs, grads = evaluate_model(backend, model, torch_params(cell), feed, cotangent=cot)
+    _check(outs["output"], grads, h, torch_grads(cell), "float32", f"TorchManyToOne(TorchRNNCell) on {backend}")
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -110,8 +95,8 @@ def test_one_to_many(backend: str, data: dict) -> None:
     model |= TorchOneToMany(TorchLSTMCell, hidden_size=H, length=T)(
         input="input", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
-    params = {**_params(cell), "weight_out": head.weight.detach().numpy(), "bias_out": head.bias.detach().numpy()}
-    expected_grads = {**_grads(cell), "weight_out": head.weight.grad.numpy(), "bias_out": head.bias.grad.numpy()}
+    params = {**torch_params(cell), **torch_params(head)}  # the head's weight_out, bias_out
+    expected_grads = {**torch_grads(cell), **torch_grads(head)}
     outs, grads = evaluate_model(
         backend, model, params, {"input": data["x"][:, 0], "h0": data["h0"], "c0": data["c0"]}, cotangent=cot
     )
@@ -136,15 +121,10 @@ def test_encoder_decoder(backend: str, data: dict) -> None:
     model |= TorchEncoderDecoder(TorchLSTMCell, hidden_size=H, length=T, decoder_length=2)(
         input="input", decoder_input="decoder_input", initial_hidden="h0", initial_cell="c0", output=IOKey("output")
     )
-    params = {
-        **_params(encoder, "encoder_", "_l0"),
-        **_params(decoder, "decoder_", "_l0"),
-        "weight_out": head.weight.detach().numpy(),
-        "bias_out": head.bias.detach().numpy(),
-    }
+    params = {**torch_params(encoder, "encoder_"), **torch_params(decoder, "decoder_"), **torch_params(head)}
     expected_grads = {
-        **_grads(encoder, "encoder_", "_l0"),
-        **_grads(decoder, "decoder_", "_l0"),
+        **torch_grads(encoder, "encoder_"),
+        **torch_grads(decoder, "decoder_"),
         "weight_out": head.weight.grad.numpy(),
     }
     feed = {"input": data["x"], "decoder_input": dec_in, "h0": data["h0"], "c0": data["c0"]}
@@ -171,7 +151,7 @@ def test_char_lstm_trains_like_torch_step_by_step(backend: str) -> None:
     torch.manual_seed(0)
     lstm, head = nn.LSTM(len(vocab), hidden, batch_first=True).double(), nn.Linear(hidden, len(vocab)).double()
     params = {
-        **_params(lstm, suffix="_l0"),
+        **torch_params(lstm),
         "weight": head.weight.detach().numpy().copy(),
         "bias": head.bias.detach().numpy().copy(),
     }
