@@ -86,7 +86,11 @@ SUITES: dict[str, str] = {
 
 _SKIPPED_UPSTREAM = "skipped by Mithril's own harness (popped in tests/scripts/test_models.py)"
 _INJECTS_INTERNAL = "injects a value for Mithril's internal key TsnePJoint_<n>_output (and Mithril's harness skips it)"
+_SKIPPED_UPSTREAM_MODELS = (
+    "test_power_1", "test_power_5", "test_robust_log_3", "test_robust_power_7", "test_tsne_core_2", "test_tsne_core_3",
+)  # fmt: skip
 _OLD_LINEAR = "expects the pre-rename Linear layout (w [in, out], b) that current Mithril no longer has"
+_OLD_LINEAR_KINDS = ("init_shapes", "static_shapes", "static_inputs")  # of the Linear and MLP shape cases 1
 _UNDERDETERMINED = (
     "the input shape asked for is one of several that fit the model (broadcasting also accepts a higher rank or "
     "the full dims); Mithril's solver picks one, this project leaves it open and accepts every shape that fits"
@@ -116,24 +120,11 @@ _MESSAGE_TEXT = (
 EXCLUSIONS: dict[tuple[str, str], str] = {
     ("models", "test_GaussProcessRegressionLayer"): _SKIPPED_UPSTREAM + "; expected values are of an older reduction",
     ("models", "test_GaussProcessRegressionLayer_2"): _SKIPPED_UPSTREAM + "; expected values are of an older reduction",
-    ("models", "test_power_1"): _SKIPPED_UPSTREAM,
-    ("models", "test_power_5"): _SKIPPED_UPSTREAM,
-    ("models", "test_robust_log_3"): _SKIPPED_UPSTREAM,
-    ("models", "test_robust_power_7"): _SKIPPED_UPSTREAM,
-    ("models", "test_tsne_1"): _INJECTS_INTERNAL,
-    ("models", "test_tsne_core_1"): _INJECTS_INTERNAL,
-    ("models", "test_tsne_core_2"): _SKIPPED_UPSTREAM,
-    ("models", "test_tsne_core_3"): _SKIPPED_UPSTREAM,
+    **{("models", name): _SKIPPED_UPSTREAM for name in _SKIPPED_UPSTREAM_MODELS},
+    **{("models", name): _INJECTS_INTERNAL for name in ("test_tsne_1", "test_tsne_core_1")},
     ("integration", "test_linear_9"): "obsolete 'train_context' format that no Mithril code reads (skipped upstream)",
-    ("integration", "test_tsne_core_1"): _INJECTS_INTERNAL,
-    ("integration", "test_tsne_core_2"): _INJECTS_INTERNAL,
-    ("integration", "test_tsne_2"): _INJECTS_INTERNAL,
-    ("shapes", "test_Linear_1_init_shapes"): _OLD_LINEAR,
-    ("shapes", "test_Linear_1_static_shapes"): _OLD_LINEAR,
-    ("shapes", "test_Linear_1_static_inputs"): _OLD_LINEAR,
-    ("shapes", "test_MLP_1_init_shapes"): _OLD_LINEAR,
-    ("shapes", "test_MLP_1_static_shapes"): _OLD_LINEAR,
-    ("shapes", "test_MLP_1_static_inputs"): _OLD_LINEAR,
+    **{("integration", name): _INJECTS_INTERNAL for name in ("test_tsne_core_1", "test_tsne_core_2", "test_tsne_2")},
+    **{("shapes", f"test_{model}_1_{kind}"): _OLD_LINEAR for model in ("Linear", "MLP") for kind in _OLD_LINEAR_KINDS},
     ("shapes", "test_KernelizedSVM_1"): "obsolete case format ('model'/'input_models') that no Mithril code reads",
     (
         "shapes",
@@ -211,6 +202,11 @@ class CaseResult:
     seconds: float = 0.0
 
 
+def _status_count(status: str) -> property:
+    """A :class:`SuiteResult` property: how many of its cases have ``status``."""
+    return property(lambda self: self.count(status), doc=f"How many cases {status}.")
+
+
 @dataclass
 class SuiteResult:
     suite: str
@@ -221,21 +217,10 @@ class SuiteResult:
     def count(self, status: str) -> int:
         return sum(1 for c in self.cases if c.status == status)
 
-    @property
-    def passed(self) -> int:
-        return self.count(PASSED)
-
-    @property
-    def failed(self) -> int:
-        return self.count(FAILED)
-
-    @property
-    def errored(self) -> int:
-        return self.count(ERRORED)
-
-    @property
-    def excluded(self) -> int:
-        return self.count(EXCLUDED)
+    passed = _status_count(PASSED)
+    failed = _status_count(FAILED)
+    errored = _status_count(ERRORED)
+    excluded = _status_count(EXCLUDED)
 
     @property
     def total(self) -> int:
