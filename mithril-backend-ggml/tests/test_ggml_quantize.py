@@ -51,7 +51,7 @@ def _c_quantized(model: Model, shapes: dict[str, list[int]], fmt: str, params: d
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("build", [_dense, _conv])
-def test_quantized_ggml_gives_the_bits_of_the_quantized_c_code(build, fmt: str) -> None:
+def test_quantized_ggml_agrees_with_the_quantized_c_code(build, fmt: str) -> None:
     model, shapes = build()
     backend = ml.GGMLBackend(threads=2)
     pm = ml.compile(model, backend, shapes=shapes, data_keys=set(shapes), inference=True, quantize=fmt)
@@ -62,8 +62,8 @@ def test_quantized_ggml_gives_the_bits_of_the_quantized_c_code(build, fmt: str) 
             rng.standard_normal(shapes["input"]).astype(np.float32)}  # fmt: skip
     got = pm.evaluate(params, data)["output"]
     want = _c_quantized(model, shapes, fmt, {pm.input_paths[k]: v for k, v in params.items()}, data)
-    if build is _dense:
-        np.testing.assert_array_equal(got, want)
+    if build is _dense:  # ggml's vec_dot per row; the C code's strips of 16 weight rows add in another order
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(want).max())
     else:  # ggml's im2col and the C patches feed the same products; the layers around them are C kernels
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     plain = ml.compile(model, backend, shapes=shapes, data_keys=set(shapes), inference=True).evaluate(params, data)

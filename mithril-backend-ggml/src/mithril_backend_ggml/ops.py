@@ -64,7 +64,7 @@ def custom(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     if not b.ckernels.supports(node):
         return python_custom(b, node, args)
     values = [node.inputs[k] for k, t in args.items() if t is not None]
-    sources = [(v, t.kind) for v, t in zip(values, present)]
+    sources = [(v, t.kind) for v, t in zip(values, present, strict=True)]
     outs: dict[str, T] = {}
     for index, (key, value) in enumerate(node.outputs.items()):
         kind = value.kind or "float"
@@ -189,6 +189,13 @@ def _binary(b: Builder, op: str, left: T, right: T, shape: tuple[int, ...]) -> T
     return b.wrap(getattr(b.ggml, op)(b.ctx, left.tensor, right.tensor), shape)
 
 
+def _repeats_innermost(operand: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether broadcasting ``operand`` to ``shape`` repeats each of its values along the last axis (a
+    per-channel [C, 1, 1] against [N, C, H, W]): ggml's binary ops then run element by element (measured 8%
+    of a batch-statistics BatchNorm stack), where the split C kernel streams the rows."""
+    return len(operand) > 0 and math.prod(operand) > 1 and operand[-1] == 1 and shape[-1] > 1
+
+
 @native(*_BINARY)
 def _arith(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     left, right = _arg(args, "left"), _arg(args, "right")
@@ -196,6 +203,8 @@ def _arith(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     _floats(left, right)
     if kind != "float" or len(shape) > 4:
         raise Fallback("non-float result")
+    if any(_repeats_innermost(t.shape, shape) for t in (left, right)):
+        raise Fallback("broadcast along the innermost axis")
     op = _BINARY[node.spec.name]
     if op == "ggml_sub" and left.shape != shape and right.shape == shape:  # c - x = (-x) + c
         negated = b.wrap(b.ggml.ggml_neg(b.ctx, right.tensor), shape)
@@ -261,7 +270,7 @@ def _matmul(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
         left = b.broadcast(left, (*batch, m, k))
     # ggml_mul_mat(a, b): a ne=(k, n, ...), b ne=(k, m, ...) -> ne=(n, m, ...); a broadcasts over b's batch
     rt = b.permute(right, (*range(len(rb)), len(rb) + 1, len(rb)))
-    if any(bb % max(r, 1) for bb, r in zip(reversed(batch), reversed(rb))):
+    if any(bb % max(r, 1) for bb, r in zip(reversed(batch), reversed(rb), strict=False)):  # rb: up to batch's rank
         raise Fallback("batch broadcast")
     out = b.ggml.ggml_mul_mat(b.ctx, rt.tensor, left.tensor)
     return {"output": b.wrap(out, shape)}
@@ -321,6 +330,10 @@ def _sum(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
     if len(x.shape) > 4:
         raise Fallback("rank > 4")
     axes = _axes(node.attrs["axis"], len(x.shape))
+    if len(axes) < len(x.shape):
+        # ggml_sum_rows is a serial double sum on one thread (after a copy moving the reduced axes last):
+        # 11% of a batch-statistics BatchNorm stack; the C kernel reads in place, vectorised, threaded
+        raise Fallback("a partial sum")
     if len(axes) == len(x.shape) and x.shape:
         total = b.wrap(b.ggml.ggml_sum(b.ctx, x.tensor), ())
     else:
@@ -443,7 +456,7 @@ def _attention_probs(b: Builder, node: Any, args: Mapping[str, T | None]) -> tup
         if mask.kind != "float" or len(mask.shape) > len(q.shape):
             raise Fallback("boolean attention mask")
         full = (1,) * (len(q.shape) - len(mask.shape)) + tuple(mask.shape)
-        if full[-2:] != (lq, lk) or any(m not in (1, bb) for m, bb in zip(full[:-2], batch)):
+        if full[-2:] != (lq, lk) or any(m not in (1, bb) for m, bb in zip(full[:-2], batch, strict=True)):
             raise Fallback("attention mask broadcast")
         additive = b.broadcast(b.reshape(mask, full), (*batch, lq, lk)) if full[:-2] != batch else b.reshape(mask, full)
     if node.attrs["causal"]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from mithril.extend import Node, Value, rules
 
-from ..context import Ctx, Emitter, contiguous_strides, float_literal, node_input
+from ..context import Ctx, Emitter, contiguous_strides, float_literal, node_input, omp
 
 __all__ = ["argmax", "argmin", "log_softmax", "max", "mean", "min", "prod", "softmax", "sum", "var"]
 
@@ -26,11 +26,15 @@ def reduce_loops(
     step: Callable[..., list[str]],
     finish: Callable[[str], list[str]],
     passes: int = 1,
+    sums: Sequence[str] = (),
 ) -> list[str]:
     """``for each kept index o: start(); for pass: for each reduced r: step(x_index, counter); finish(out_index)``.
 
     ``step`` receives the input element's index and a running counter over the reduced elements
     (row-major), plus the pass number through ``ctx`` convention (``passes`` > 1 calls it per pass).
+    ``sums``: per pass, the accumulator that pass only adds to (``acc += ...``): when the last reduced axis
+    is the input's last, the innermost loop is then an ``omp simd`` sum (several partial sums added at the
+    end, so it vectorises; a serial double sum runs at one add per latency, ~4 cycles an element).
     """
     shape = ctx.shape(x)
     strides = contiguous_strides(shape)
@@ -57,7 +61,9 @@ def reduce_loops(
         counter = ctx.fresh("k")
         lines.append(f"    long {counter} = 0;")
         names = [ctx.fresh("r") for _ in red]
-        for a, name in zip(red, names, strict=True):
+        for depth, (a, name) in enumerate(zip(red, names, strict=True)):
+            if depth == len(red) - 1 and p < len(sums) and a == len(shape) - 1:
+                lines.append(f"    {omp(f'simd reduction(+:{sums[p]}, {counter})')}")
             lines.append(f"    for (long {name} = 0; {name} < {shape[a]}; {name}++)")
         index = " + ".join([base] + [f"{name} * {strides[a]}" for a, name in zip(red, names, strict=True)])
         inner_lines = step(f"{index}", counter) if passes == 1 else step(f"{index}", counter, p)
@@ -80,6 +86,8 @@ def _acc_type(ctx: Ctx, x: Value) -> str:
 
 
 def _simple(init: str, update: str, finish: str = "acc") -> Emitter:
+    sums = ("acc",) if update == "acc += v;" else ()
+
     def emit(ctx: Ctx, node: Node) -> list[str]:
         x, out = node_input(node, "input"), node.output
         acc_t = _acc_type(ctx, x)
@@ -92,7 +100,8 @@ def _simple(init: str, update: str, finish: str = "acc") -> Emitter:
         axes = _axes(node, x, ctx)
         count = math.prod(ctx.shape(x)[a] for a in axes)
         fin = finish.replace("COUNT", str(count))
-        return reduce_loops(ctx, x, out, axes, start, step, lambda o: [f"{ctx.p(out)}[{o}] = ({ctx.ct(out)})({fin});"])
+        fill = lambda o: [f"{ctx.p(out)}[{o}] = ({ctx.ct(out)})({fin});"]  # noqa: E731
+        return reduce_loops(ctx, x, out, axes, start, step, fill, sums=sums)
 
     return emit
 
@@ -139,7 +148,7 @@ def var(ctx: Ctx, node: Node) -> list[str]:
 
     # NumPy divides by max(count - ddof, 0): 0 / 0 is NaN for an empty or too small sample
     fin = lambda o: [f"{ctx.p(out)}[{o}] = ({ctx.ct(out)})(q / fmax({count} - {ddof}, 0.0));"]  # noqa: E731
-    return reduce_loops(ctx, x, out, axes, start, step, fin, passes=2)
+    return reduce_loops(ctx, x, out, axes, start, step, fin, passes=2, sums=("s", "q"))
 
 
 def _softmax(log: bool) -> Emitter:
