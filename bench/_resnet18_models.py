@@ -2,7 +2,8 @@
 the parameter dict of ``mithril_models.resnet18`` compiled with ``use_short_namings=False`` (torchvision's
 module paths: ``layer1.0.conv1.weight``, ``bn1.running_mean``, ...):
 
-- :func:`torch_resnet18`: a PyTorch eager ``nn.Module`` with the same weights;
+- :func:`torch_resnet18`: a PyTorch eager ``nn.Module`` with the same weights (``mithril_models.testing``'s
+  torchvision-named ResNet, the reference of the model tests too);
 - :func:`jax_resnet18`: a ``jax.jit`` function over the same parameter dict.
 """
 
@@ -38,48 +39,9 @@ def random_params(keys: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, 
 def torch_resnet18(params: dict[str, np.ndarray]) -> Any:
     """A hand-written PyTorch eager ResNet-18 (``eval()``) holding ``params``."""
     import torch
-    from torch import nn
+    from mithril_models.testing import torch_resnet
 
-    class Block(nn.Module):
-        def __init__(self, cin: int, cout: int, stride: int) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-            self.downsample = None
-            if stride != 1 or cin != cout:
-                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-        def forward(self, x: Any) -> Any:
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.bn2(self.conv2(out))
-            return self.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-    class Net(nn.Module):
-        def __init__(self, num_classes: int) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            layers, channels = [], 64
-            for cout, stride in STAGES:
-                blocks = []
-                for i in range(BLOCKS_PER_STAGE):
-                    blocks.append(Block(channels, cout, stride if i == 0 else 1))
-                    channels = cout
-                layers.append(nn.Sequential(*blocks))
-            self.layer1, self.layer2, self.layer3, self.layer4 = layers
-            self.fc = nn.Linear(512, num_classes)
-
-        def forward(self, x: Any) -> Any:
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            return self.fc(torch.flatten(x.mean((2, 3)), 1))
-
-    net = Net(params["fc.weight"].shape[0])
+    net = torch_resnet(num_classes=params["fc.weight"].shape[0])
     state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in params.items()}
     missing, unexpected = net.load_state_dict(state, strict=False)
     if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):

@@ -15,7 +15,7 @@ from torch import nn
 from mithril_models import from_hf_config, load_hf, save_safetensors
 from mithril_models.checkpoints import CheckpointError
 from mithril_models.resnet import ResNet, ResNetConfig, resnet, resnet18, resnet34, resnet50, resnet101, resnet152
-from mithril_models.testing import assert_matches, backend_params, make_backend, max_relative_error
+from mithril_models.testing import assert_matches, backend_params, make_backend, max_relative_error, torch_resnet
 
 IMAGE = [2, 3, 32, 32]
 TRAIN_IMAGE = [2, 3, 64, 64]  # batch statistics over 2x2 maps in the last stage, not 1x1: better conditioned
@@ -24,76 +24,6 @@ TINY = {
     "bottleneck": {"block": "bottleneck", "depths": (2, 1), "widths": (4, 8), "stem_width": 8, "num_classes": 3},
 }
 BACKENDS = [*backend_params(), pytest.param("numpy", ml.float64, id="numpy-float64")]
-
-
-# -- the reference: torchvision's module names, written here (torchvision is not installed) ------------------
-class BasicBlock(nn.Module):
-    expansion = 1
-
-    def __init__(self, inplanes: int, planes: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.downsample = _shortcut(inplanes, planes, stride)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return torch.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
-class Bottleneck(nn.Module):
-    expansion = 4
-
-    def __init__(self, inplanes: int, planes: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(planes * 4)
-        self.downsample = _shortcut(inplanes, planes * 4, stride)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = torch.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        return torch.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
-def _shortcut(inplanes: int, outplanes: int, stride: int) -> nn.Module | None:
-    if stride == 1 and inplanes == outplanes:
-        return None
-    return nn.Sequential(nn.Conv2d(inplanes, outplanes, 1, stride, bias=False), nn.BatchNorm2d(outplanes))
-
-
-class TorchResNet(nn.Module):
-    def __init__(
-        self, block: str, depths: tuple[int, ...], widths: tuple[int, ...], stem_width: int, num_classes: int
-    ) -> None:
-        super().__init__()
-        kind = BasicBlock if block == "basic" else Bottleneck
-        self.conv1 = nn.Conv2d(3, stem_width, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(stem_width)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        channels = stem_width
-        for stage, (depth, width) in enumerate(zip(depths, widths)):
-            blocks = []
-            for index in range(depth):
-                blocks.append(kind(channels, width, (2 if stage else 1) if index == 0 else 1))
-                channels = width * kind.expansion
-            setattr(self, f"layer{stage + 1}", nn.Sequential(*blocks))
-        self.stages = len(depths)
-        self.fc = nn.Linear(channels, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(torch.relu(self.bn1(self.conv1(x))))
-        for stage in range(self.stages):
-            x = getattr(self, f"layer{stage + 1}")(x)
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
 def _randomise_batch_norms(module: nn.Module, seed: int) -> nn.Module:
@@ -111,9 +41,10 @@ def _randomise_batch_norms(module: nn.Module, seed: int) -> nn.Module:
     return module
 
 
-def _torch_reference(kind: str, seed: int = 0) -> TorchResNet:
+def _torch_reference(kind: str, seed: int = 0) -> nn.Module:
+    """The torchvision-named reference (``mithril_models.testing.torch_resnet``) of ``TINY[kind]``'s sizes."""
     torch.manual_seed(seed)
-    return _randomise_batch_norms(TorchResNet(**TINY[kind]), seed).eval()
+    return _randomise_batch_norms(torch_resnet(**TINY[kind]), seed).eval()
 
 
 def _images(seed: int = 1, shape: list[int] = IMAGE) -> np.ndarray:

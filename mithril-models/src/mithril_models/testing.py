@@ -1,5 +1,6 @@
-"""Helpers for testing model families: every installed backend, the error measure of the model tests, and
-``transformers``' generation of prompts of different lengths (the reference of ``generate``).
+"""Helpers for testing model families: every installed backend, the error measure of the model tests,
+``transformers``' generation of prompts of different lengths (the reference of ``generate``) and a PyTorch
+ResNet with torchvision's module names (the reference of ``mithril_models.resnet``).
 
 Tests compare a family against an implementation nobody here wrote (``transformers``, hand-written
 PyTorch, OpenAI's CLIP) built with random weights from a config object; nothing is fetched from a hub.
@@ -19,9 +20,11 @@ __all__ = [
     "backend_params",
     "make_backend",
     "max_relative_error",
+    "torch_resnet",
     "transformers_generate",
 ]
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -91,3 +94,99 @@ def transformers_generate(model: Any, rows: Sequence[Sequence[int]], **options: 
         )
     new: np.ndarray = out[:, 1:].numpy() if encoder_decoder else out[:, width:].numpy()
     return new
+
+
+def torch_resnet(
+    block: str = "basic",
+    depths: Sequence[int] = (2, 2, 2, 2),
+    widths: Sequence[int] = (64, 128, 256, 512),
+    stem_width: int = 64,
+    num_classes: int = 1000,
+) -> Any:
+    """A hand-written PyTorch ResNet (``torch.nn.Module``, PyTorch's default initialisation) with torchvision's
+    architecture and module names (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer2.0.downsample.0``, ``fc``):
+    ``basic`` or ``bottleneck`` blocks, ``depths[i]`` of them of width ``widths[i]`` in stage ``i``, the first
+    block of every stage after the first with stride 2, 1x1 convolution + BatchNorm shortcuts. The defaults are
+    ResNet-18. torchvision itself is not a dependency."""
+    resnet_class = _torch_resnet_class()
+    return resnet_class(block, tuple(depths), tuple(widths), stem_width, num_classes)
+
+
+@functools.cache
+def _torch_resnet_class() -> Any:
+    """The classes of :func:`torch_resnet` (defined on first use: PyTorch is imported then)."""
+    import torch
+    from torch import nn
+
+    def shortcut(inplanes: int, outplanes: int, stride: int) -> nn.Module | None:
+        if stride == 1 and inplanes == outplanes:
+            return None
+        return nn.Sequential(nn.Conv2d(inplanes, outplanes, 1, stride, bias=False), nn.BatchNorm2d(outplanes))
+
+    class BasicBlock(nn.Module):
+        expansion = 1
+
+        def __init__(self, inplanes: int, planes: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = shortcut(inplanes, planes, stride)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            summed: torch.Tensor = self.relu(out + (x if self.downsample is None else self.downsample(x)))
+            return summed
+
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, inplanes: int, planes: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(planes * 4)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = shortcut(inplanes, planes * 4, stride)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            out = self.bn3(self.conv3(out))
+            summed: torch.Tensor = self.relu(out + (x if self.downsample is None else self.downsample(x)))
+            return summed
+
+    class TorchResNet(nn.Module):
+        def __init__(
+            self, block: str, depths: tuple[int, ...], widths: tuple[int, ...], stem_width: int, num_classes: int
+        ) -> None:
+            super().__init__()
+            kind = BasicBlock if block == "basic" else Bottleneck
+            self.conv1 = nn.Conv2d(3, stem_width, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(stem_width)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            channels = stem_width
+            for stage, (depth, width) in enumerate(zip(depths, widths, strict=True)):
+                blocks = []
+                for index in range(depth):
+                    blocks.append(kind(channels, width, (2 if stage else 1) if index == 0 else 1))
+                    channels = width * kind.expansion
+                setattr(self, f"layer{stage + 1}", nn.Sequential(*blocks))
+            self.stages = len(depths)
+            self.fc = nn.Linear(channels, num_classes)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            for stage in range(self.stages):
+                x = getattr(self, f"layer{stage + 1}")(x)
+            out: torch.Tensor = self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+            return out
+
+    return TorchResNet
