@@ -311,7 +311,7 @@ def _axes(axis: Any, rank: int) -> tuple[int, ...]:
 
 def _sum_keepdim(b: Builder, x: T, axes: tuple[int, ...]) -> T:
     """Sum over ``axes`` keeping them as 1s: move them last (one contiguous copy unless they already
-    are), then one multithreaded ``ggml_sum_rows`` over the flattened reduced block."""
+    are), then one ``ggml_sum_rows`` over the flattened reduced block."""
     kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     if kept == x.shape:
         return x
