@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from mithril_models import from_hf_config, load_hf
+from mithril_models.kv_cache import cache_names
 
 TOOLS = ("cc", "as", "ld", "sh", "dirname", "rm", "make")
 
@@ -48,6 +49,25 @@ def run_tokens(binary: Path, tools: dict[str, str], *args: str) -> list[int]:
     done = run(binary, tools, *args)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     return [int(t) for t in done.stdout.split()]
+
+
+def ggml_decode(
+    step: Any, num_layers: int, cache_shape: list[int], state: dict[str, Any], fmt: str, prompt: list[int]
+) -> np.ndarray:
+    """The last logits of ``prompt`` fed token by token to the decode ``step`` (a ``GPTDecodeStep`` or
+    ``LlamaDecodeStep`` of batch 1; each of its ``num_layers`` caches ``cache_shape``) on the GGML backend,
+    compiled with ``quantize=fmt`` and the weights of the ``transformers`` ``state`` dict."""
+    caches = cache_names(num_layers)
+    shapes = {name: cache_shape for pair in caches for name in pair} | {"input": [1, 1]}
+    data_keys = {"input", "positions", *(past for past, _ in caches)}
+    pm = ml.compile(step, ml.GGMLBackend(threads=2), shapes=shapes, data_keys=data_keys, inference=True, quantize=fmt)
+    params = load_hf(pm, state)
+    data: dict[str, np.ndarray] = {past: np.zeros(cache_shape, np.float32) for past, _ in caches}
+    for position, token in enumerate(prompt):
+        data["input"], data["positions"] = np.array([[token]]), np.array([position])
+        out = pm.evaluate(params, data)
+        data.update({past: out[present] for past, present in caches})
+    return np.asarray(out["output"][0])
 
 
 def numpy_gpt(model: Any) -> tuple[Any, dict[str, Any]]:

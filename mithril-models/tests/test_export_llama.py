@@ -12,18 +12,16 @@ from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
-import mithril as ml
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from _export_helpers import build, run, run_tokens  # noqa: E402
+from _export_helpers import build, ggml_decode, run, run_tokens  # noqa: E402
 from _hf_references import LLAMA3_SCALING, LLAMA_SIZES, greedy_tokens, llama_reference  # noqa: E402
-from mithril_models import export_program, load_hf  # noqa: E402
+from mithril_models import export_program  # noqa: E402
 from mithril_models.export import read_weights, resolve_model  # noqa: E402
-from mithril_models.kv_cache import cache_names  # noqa: E402
 from mithril_models.llama import LlamaConfig, LlamaDecodeStep  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
@@ -134,19 +132,8 @@ def _ggml_decode(llama: Any, fmt: str, prompt: list[int]) -> np.ndarray:
     """The last logits of ``prompt`` fed token by token to the program's decode step (32 slots) on the GGML
     backend compiled with ``quantize=fmt``."""
     config = LlamaConfig.from_hf(llama.config)
-    caches = cache_names(config.num_hidden_layers)
-    shapes: dict[str, list[int]] = {name: [1, 2, 32, 16] for pair in caches for name in pair}
-    shapes["input"] = [1, 1]
-    data_keys = {"input", "positions", *(past for past, _ in caches)}
-    pm = ml.compile(LlamaDecodeStep(config, 1, 32), ml.GGMLBackend(threads=2), shapes=shapes, data_keys=data_keys,
-                    inference=True, quantize=fmt)  # fmt: skip
-    params = load_hf(pm, llama.state_dict())
-    data: dict[str, np.ndarray] = {past: np.zeros(shapes[past], np.float32) for past, _ in caches}
-    for position, token in enumerate(prompt):
-        data["input"], data["positions"] = np.array([[token]]), np.array([position])
-        out = pm.evaluate(params, data)
-        data.update({past: out[present] for past, present in caches})
-    return np.asarray(out["output"][0])
+    step = LlamaDecodeStep(config, 1, 32)
+    return ggml_decode(step, config.num_hidden_layers, [1, 2, 32, 16], llama.state_dict(), fmt, prompt)
 
 
 def dequantized(model: Any, tensors: list[Any], fmt: str) -> Any:

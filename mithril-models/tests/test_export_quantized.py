@@ -8,18 +8,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import mithril as ml
 import numpy as np
 import pytest
 
-from _export_helpers import build, numpy_gpt, random_state, run, run_tokens
+from _export_helpers import build, ggml_decode, numpy_gpt, random_state, run, run_tokens
 from _hf_references import gpt2_reference
 from mithril_models import export_program, generate, load_hf
 from mithril_models.export import read_weights, resolve_model
 from mithril_models.export.weights import Tensor
 from mithril_models.gpt.config import config_from_hf
 from mithril_models.gpt.decode import GPTDecodeStep
-from mithril_models.kv_cache import cache_names
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 
@@ -71,20 +69,9 @@ def _ggml_decode(gpt: Any, fmt: str, prompt: list[int]) -> np.ndarray:
     """The last logits of ``prompt`` fed token by token to the program's decode step on the GGML backend
     compiled with ``quantize=fmt``."""
     config = config_from_hf(gpt.config)
-    caches = cache_names(config.num_layers)
     length = config.block_size
-    shapes = {name: [1, config.num_heads, length, config.head_dim] for pair in caches for name in pair}
-    shapes["input"] = [1, 1]
-    data_keys = {"input", "positions", *(past for past, _ in caches)}
-    pm = ml.compile(GPTDecodeStep(config, 1, length), ml.GGMLBackend(threads=2), shapes=shapes, data_keys=data_keys,
-                    inference=True, quantize=fmt)  # fmt: skip
-    params = load_hf(pm, gpt.state_dict())
-    data = {past: np.zeros(shapes[past], np.float32) for past, _ in caches}
-    for position, token in enumerate(prompt):
-        data["input"], data["positions"] = np.array([[token]]), np.array([position])
-        out = pm.evaluate(params, data)
-        data.update({past: out[present] for past, present in caches})
-    return np.asarray(out["output"][0])
+    cache_shape = [1, config.num_heads, length, config.head_dim]
+    return ggml_decode(GPTDecodeStep(config, 1, length), config.num_layers, cache_shape, gpt.state_dict(), fmt, prompt)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
