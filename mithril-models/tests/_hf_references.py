@@ -4,7 +4,8 @@ their greedy tokens checked for near-ties. ``conftest.py`` puts this folder on `
 - ``gpt2_reference``: a ``GPT2LMHeadModel`` of ``GPT2_SIZES`` (2 layers, 32 wide) unless told otherwise;
 - ``llama_reference``: a ``LlamaForCausalLM`` (or ``MistralForCausalLM``) of ``LLAMA_SIZES`` (2 layers, 64 wide,
   grouped-query attention with 2 key-value heads); ``LLAMA3_SCALING`` is a ``rope_scaling`` of type llama3;
-- ``greedy_tokens``: ``transformers``' greedy tokens, asserting that the top two logits are apart at every step.
+- ``greedy_tokens``: ``transformers``' greedy tokens, asserting that the top two logits are apart at every step;
+- ``tiny_clip_config``: a ``CLIPConfig`` of two small ViT-B-shaped towers (32 wide, 32x32 images in 8x8 patches).
 """
 
 from __future__ import annotations
@@ -56,6 +57,46 @@ def llama_reference(sizes: dict[str, Any] = LLAMA_SIZES, seed: int = 0, mistral:
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config))
     return _randomize(model.eval(), lambda name: name.endswith("norm.weight"), 0.1)
+
+
+def tiny_clip_config(
+    *,
+    vocab_size: int,
+    context: int,
+    projection_dim: int,
+    text_width: int = 32,
+    text_heads: int = 4,
+    text_mlp: int = 64,
+    text_layers: int = 2,
+    vision_width: int = 32,
+    vision_heads: int = 4,
+    vision_mlp: int = 64,
+    act: str = "quick_gelu",
+    **token_ids: int,
+) -> Any:
+    """A ``transformers.CLIPConfig``: a text tower of ``text_layers`` over ``context`` positions and a 2-layer
+    vision tower on 32x32 images in 8x8 patches, both with activation ``act``; ``token_ids`` (``eos_token_id``,
+    ``bos_token_id``, ``pad_token_id``) go to the text config, which has ``transformers``' defaults otherwise."""
+    text = {
+        "vocab_size": vocab_size,
+        "hidden_size": text_width,
+        "intermediate_size": text_mlp,
+        "num_attention_heads": text_heads,
+        "num_hidden_layers": text_layers,
+        "max_position_embeddings": context,
+        **token_ids,
+        "hidden_act": act,
+    }
+    vision = {
+        "hidden_size": vision_width,
+        "intermediate_size": vision_mlp,
+        "num_attention_heads": vision_heads,
+        "num_hidden_layers": 2,
+        "image_size": 32,
+        "patch_size": 8,
+        "hidden_act": act,
+    }
+    return transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection_dim)
 
 
 def greedy_tokens(model: Any, prompts: Sequence[Sequence[int]] | np.ndarray, new: int, min_gap: float) -> np.ndarray:

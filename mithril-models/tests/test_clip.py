@@ -17,6 +17,7 @@ import torch
 from transformers import CLIPConfig, CLIPModel
 
 import mithril_models
+from _hf_references import tiny_clip_config
 from mithril_models import load_hf
 from mithril_models.checkpoints import CheckpointError, to_checkpoint
 from mithril_models.clip_family import CLIP, clip, encode_image, encode_text, from_hf_config
@@ -42,40 +43,19 @@ def _slow_compilers(params: list[Any]) -> list[Any]:
 BACKENDS = _slow_compilers([*backend_params(), pytest.param("numpy", ml.float64, id="numpy-float64")])
 
 
-def hf_config(
-    *,
-    text_width: int = 32,
-    text_heads: int = 4,
-    text_mlp: int = 64,
-    vision_width: int = 32,
-    vision_heads: int = 4,
-    vision_mlp: int = 64,
-    text_layers: int = 2,
-    eos: int = EOS,
-    act: str = "quick_gelu",
-) -> CLIPConfig:
-    text = {
-        "vocab_size": VOCAB,
-        "hidden_size": text_width,
-        "intermediate_size": text_mlp,
-        "num_attention_heads": text_heads,
-        "num_hidden_layers": text_layers,
-        "max_position_embeddings": CONTEXT,
-        "eos_token_id": eos,
-        "bos_token_id": 1,
-        "pad_token_id": 0,
-        "hidden_act": act,
-    }
-    vision = {
-        "hidden_size": vision_width,
-        "intermediate_size": vision_mlp,
-        "num_attention_heads": vision_heads,
-        "num_hidden_layers": 2,
-        "image_size": 32,
-        "patch_size": 8,
-        "hidden_act": act,
-    }
-    return CLIPConfig(text_config=text, vision_config=vision, projection_dim=EMBED)
+def hf_config(*, eos: int = EOS, **sizes: Any) -> CLIPConfig:
+    """The tests' small ``CLIPConfig`` (``_hf_references.tiny_clip_config``, ``sizes`` passed on) with
+    OpenAI's token ids: end of text ``eos`` (the highest id), start 1, padding 0."""
+    config: CLIPConfig = tiny_clip_config(
+        vocab_size=VOCAB,
+        context=CONTEXT,
+        projection_dim=EMBED,
+        eos_token_id=eos,
+        bos_token_id=1,
+        pad_token_id=0,
+        **sizes,
+    )
+    return config
 
 
 def token_ids(

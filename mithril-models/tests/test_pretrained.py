@@ -21,6 +21,7 @@ pytest.importorskip("tokenizers")
 
 from mithril.errors import ArgumentError  # noqa: E402
 
+from _hf_references import tiny_clip_config  # noqa: E402
 from mithril_models import Pretrained, Tokenizer, from_pretrained  # noqa: E402
 from mithril_models.pretrained import PretrainedError, detect_family  # noqa: E402
 from mithril_models.testing import assert_matches  # noqa: E402
@@ -132,20 +133,7 @@ def test_t5_folder(tmp_path: Path, trained_tokenizers: dict[str, Any], hf_tokeni
 
 
 def test_clip_folder(tmp_path: Path) -> None:
-    text = dict(
-        vocab_size=99,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=16,
-    )
-    vision = dict(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8
-    )
-    model = randomized(
-        transformers.CLIPModel(transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16))
-    )
+    model = randomized(transformers.CLIPModel(tiny_clip_config(vocab_size=99, context=16, projection_dim=16)))
     model.save_pretrained(tmp_path)
     clip = from_pretrained(tmp_path, "numpy")
     tokens = np.random.default_rng(1).integers(0, 99, (2, 7))
