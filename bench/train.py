@@ -58,36 +58,32 @@ def batches(ids: np.ndarray, count: int, batch: int, seq: int, seed: int = 0) ->
     return [{"input": w[:, :-1], "target": w[:, 1:]} for w in windows]
 
 
-def hf_model(vocab: int, layers: int, dims: int, heads: int, seq: int, dtype: object):
+def gpt2_config(vocab: int, layers: int, dims: int, heads: int, seq: int):
+    """The GPT-2 both sides train: ``transformers``' config (dropout off, so that the losses can agree step by
+    step), which Mithril's model is built from too (``mithril_models.from_hf_config``)."""
+    from transformers import GPT2Config
+
+    sizes = {"vocab_size": vocab, "n_positions": seq, "n_embd": dims, "n_layer": layers, "n_head": heads}
+    no_dropout = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+    return GPT2Config(**sizes, **no_dropout, bos_token_id=0, eos_token_id=0)
+
+
+def hf_model(config, dtype: object):
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
     torch.set_num_threads(THREADS)
-    config = GPT2Config(
-        vocab_size=vocab,
-        n_positions=seq,
-        n_embd=dims,
-        n_layer=layers,
-        n_head=heads,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
     return GPT2LMHeadModel(config).to(dtype)
 
 
-def mithril_step(
-    backend: ml.Backend, vocab: int, layers: int, dims: int, heads: int, batch: int, seq: int, jit: bool | None = None
-):
+def mithril_step(backend: ml.Backend, config, batch: int, jit: bool | None = None):
+    """Mithril's compiled AdamW training step of the GPT-2 of ``config`` on batches ``[batch, n_positions]``."""
     from mithril.models import CrossEntropy, TrainModel
-    from mithril_models import create_gpt
+    from mithril_models import from_hf_config
 
-    train = TrainModel(
-        create_gpt(bias=True, block_size=seq, dims=dims, num_heads=heads, num_layers=layers, vocab_size=vocab)
-    )
+    seq = config.n_positions
+    train = TrainModel(from_hf_config(config))
     train.add_loss(CrossEntropy(), input=train.output.transpose((0, 2, 1)), target="target", reduce_steps=[ml.Mean()])
     started = time.perf_counter()
     pm = ml.compile(
@@ -125,9 +121,10 @@ def curves(names: list[str], steps: int) -> None:
         f"Loss curves: 2-layer char GPT-2 (vocab {vocab}, {dims} wide), batch {batch}, seq {seq}, {steps} AdamW "
         "steps; max relative loss difference vs transformers + torch.optim.AdamW"
     )
+    config = gpt2_config(vocab, layers, dims, heads, seq)
     references = {}
     for precision, dtype in (("float64", torch.float64), ("float32", torch.float32)):
-        hf = hf_model(vocab, layers, dims, heads, seq, dtype)
+        hf = hf_model(config, dtype)
         initial = {k: v.detach().clone() for k, v in hf.state_dict().items()}
         references[precision] = (initial, torch_loop(hf, data))
     for name in names:
@@ -135,7 +132,7 @@ def curves(names: list[str], steps: int) -> None:
             if precision == "float64" and name in FLOAT32_ONLY:
                 continue
             backend = backend_class(name)(dtype=getattr(ml, precision))
-            pm, seconds = mithril_step(backend, vocab, layers, dims, heads, batch, seq)
+            pm, seconds = mithril_step(backend, config, batch)
             initial, expected = references[precision]
             state = pm.init_state(load_hf(pm, initial))
             losses = []
@@ -156,12 +153,13 @@ def speed(names: list[str]) -> None:
     import optax
     import torch
     from _hand_written import jax_gpt2_function
-    from mithril_models import load_hf
+    from mithril_models import from_hf_config, load_hf
 
     ids, vocab = corpus()
     layers, dims, heads, batch, seq = 6, 384, 6, 8, 128
     data = batches(ids, 4, batch, seq, seed=1)
-    hf = hf_model(vocab, layers, dims, heads, seq, torch.float32)
+    config = gpt2_config(vocab, layers, dims, heads, seq)
+    hf = hf_model(config, torch.float32)
     initial = {k: v.detach().clone() for k, v in hf.state_dict().items()}
     optimizer = torch.optim.AdamW(hf.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     counter = {"i": 0}
@@ -183,14 +181,9 @@ def speed(names: list[str]) -> None:
     if "jax" in names:
         gpt2 = jax_gpt2_function(layers, heads)
         tx = optax.adamw(LR, weight_decay=WEIGHT_DECAY)
+        mithril_gpt2 = from_hf_config(config)
         inference = ml.compile(
-            __import__("mithril_models").create_gpt(
-                bias=True, block_size=seq, dims=dims, num_heads=heads, num_layers=layers, vocab_size=vocab
-            ),
-            ml.NumpyBackend(),
-            shapes={"input": [batch, seq]},
-            use_short_namings=False,
-            inference=True,
+            mithril_gpt2, ml.NumpyBackend(), shapes={"input": [batch, seq]}, use_short_namings=False, inference=True
         )
         jparams = {k: jax.numpy.asarray(v) for k, v in load_hf(inference, initial).items()}
 
@@ -216,7 +209,7 @@ def speed(names: list[str]) -> None:
         variants.append(("torch", True))  # the same step under torch.compile
     for name, jit in variants:
         backend = backend_class(name)()
-        pm, seconds = mithril_step(backend, vocab, layers, dims, heads, batch, seq, jit=jit)
+        pm, seconds = mithril_step(backend, config, batch, jit=jit)
         holder = {"state": pm.init_state(load_hf(pm, initial))}
         arrays = [{k: backend.array(v, "int") for k, v in b.items()} for b in data]
 
@@ -318,7 +311,7 @@ def resnet(names: list[str]) -> None:
 def fit_overhead() -> None:
     ids, vocab = corpus()
     backend = ml.NumpyBackend()
-    pm, _ = mithril_step(backend, vocab, 2, 64, 2, 4, 32)
+    pm, _ = mithril_step(backend, gpt2_config(vocab, 2, 64, 2, 32), 4)
     data = batches(ids, 100, 4, 32, seed=2)
     params = pm.randomize_params(seed=0)
 
