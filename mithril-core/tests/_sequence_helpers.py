@@ -28,6 +28,11 @@ def sequence_data(seed: int, batch: int, length: int, features: int, hidden: int
     }
 
 
+def torch_initial_state(data: dict[str, np.ndarray]) -> tuple[Any, Any]:
+    """``nn.LSTM``'s ``(h_0, c_0)`` (one layer) from :func:`sequence_data`'s ``h0`` and ``c0``."""
+    return torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]
+
+
 def _mithril_name(prefix: str, name: str) -> str:
     return prefix + _NAMES.get(name, name.removesuffix("_l0"))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_params
+from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_initial_state, torch_params
 from mithril.models import (
     IOKey,
     ManyToMany,
@@ -45,7 +45,7 @@ def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -
     x = torch.tensor(data["x"], requires_grad=True)
     packed_out, (hn, cn) = lstm(
         pack(x, torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False),
-        (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]),
+        torch_initial_state(data),
     )
     out, _ = unpack(packed_out, batch_first=True, total_length=T)
     out.backward(torch.tensor(data["cot"]))
@@ -141,7 +141,7 @@ def test_encoder_decoder_inference(backend: str, data: dict) -> None:
     )
     start = np.random.default_rng(4).normal(size=(B, 2))
     packed = pack(torch.tensor(data["x"]), torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False)
-    _, (hn, cn) = encoder(packed, (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
+    _, (hn, cn) = encoder(packed, torch_initial_state(data))
     expected = _generate(decoder, head, torch.tensor(start), (hn[0], cn[0]), 6)
     cot = np.random.default_rng(5).normal(size=(B, 6, 2))
     expected.backward(torch.tensor(cot))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_params
+from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_initial_state, torch_params
 from mithril.models import (
     CrossEntropy,
     IOKey,
@@ -45,7 +45,7 @@ def test_lstm_layer_loads_nn_lstm_weights(backend: str, dtype: str, data: dict) 
     torch.manual_seed(0)
     lstm = nn.LSTM(D, H, batch_first=True).double()
     x = torch.tensor(data["x"], requires_grad=True)
-    out, (_hn, cn) = lstm(x, (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
+    out, (_hn, cn) = lstm(x, torch_initial_state(data))
     out.backward(torch.tensor(data["cot"]))
     model = Model()
     model |= ManyToMany(TorchLSTMCell, hidden_size=H, length=T)(
@@ -112,7 +112,7 @@ def test_encoder_decoder(backend: str, data: dict) -> None:
         nn.Linear(H, 3).double(),
     )
     dec_in = np.random.default_rng(4).normal(size=(B, 2, 2))
-    _, state = encoder(torch.tensor(data["x"]), (torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]))
+    _, state = encoder(torch.tensor(data["x"]), torch_initial_state(data))
     hidden, _ = decoder(torch.tensor(dec_in), state)
     expected = head(hidden)
     cot = np.random.default_rng(5).normal(size=(B, 2, 3))
