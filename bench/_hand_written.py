@@ -103,7 +103,7 @@ def torch_models(num_layers: int, heads: int) -> dict[str, Any]:
             leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
             out = fn(leaves, x)
             grads = torch.autograd.grad(out, list(leaves.values()), g)
-            return out.detach(), dict(zip(leaves, grads))
+            return out.detach(), dict(zip(leaves, grads, strict=True))
 
         return run
 

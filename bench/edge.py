@@ -135,7 +135,7 @@ class Programs:
 def sizes(programs: Programs) -> None:
     base = programs.exported["float32"].weights_bytes
     print("Sizes (GPT-2 small, random weights)")
-    for fmt, target in zip(FORMATS, (None, 3.5, 6.0)):
+    for fmt, target in zip(FORMATS, (None, 3.5, 6.0), strict=True):
         exported = programs.exported[fmt]
         ratio = base / exported.weights_bytes
         mark = "" if target is None else f" (target >= {target}x: {verdict(ratio >= target)})"
@@ -158,7 +158,7 @@ def decode(programs: Programs, rounds: int = 5) -> None:
     wall = {fmt: statistics.median(s[0] for s in samples[fmt]) for fmt in FORMATS}
     cpu = {fmt: statistics.median(s[1] for s in samples[fmt]) for fmt in FORMATS}
     print(f"Decode, one thread, prompt {len(PROMPT)} tokens, {NEW} new (median of {rounds} rounds; {load_line()})")
-    for fmt, target in zip(FORMATS, (None, 2.0, 3.0)):
+    for fmt, target in zip(FORMATS, (None, 2.0, 3.0), strict=True):
         speedup = cpu["float32"] / cpu[fmt]
         mark = "" if target is None else (
             f"; x{speedup:.2f} float32 by CPU time (target >= {target}x: {verdict(speedup >= target)})"
@@ -203,9 +203,11 @@ def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
     ggml_reference = [float_graph.last_logits(ids) for ids in prompts]
     float_graph.close()
     for fmt, target in (("q8_0", 0.01), ("q4_0", 0.06)):
-        errors = [relative_rms(logits(programs.binary(fmt), ids), want) for ids, want in zip(prompts, reference)]
+        errors = [
+            relative_rms(logits(programs.binary(fmt), ids), want) for ids, want in zip(prompts, reference, strict=True)
+        ]
         graph = HandBuiltGPT2(programs.exported[fmt].directory / "weights.bin", fmt)
-        theirs = [relative_rms(graph.last_logits(ids), want) for ids, want in zip(prompts, ggml_reference)]
+        theirs = [relative_rms(graph.last_logits(ids), want) for ids, want in zip(prompts, ggml_reference, strict=True)]
         graph.close()
         print(f"  {fmt:8} mean {np.mean(errors):.4f}, max {np.max(errors):.4f} (target <= {target}: "
               f"{verdict(np.max(errors) <= target)}); ggml's own {fmt} graph against its float32 graph, the same "

@@ -89,7 +89,7 @@ class HandGGML:
         self.inputs = inputs
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        for t, a in zip(self.inputs, arrays):
+        for t, a in zip(self.inputs, arrays, strict=True):
             ggml.ggml_backend_tensor_set(t, a.ctypes.data, 0, a.nbytes)
         ggml.ggml_backend_graph_compute(self.backend, self.gf)
         results = []
@@ -166,7 +166,8 @@ def main() -> None:
     ggml_times = [median_times([mithril_fn, hand_fn], args.repeats) for _, mithril_fn, hand_fn, _, _ in cases]
     numpy_times = [median_times([numpy_fn], args.repeats)[0] for _, _, _, numpy_fn, _ in cases]
     rows = [
-        (label, t_m, t_h, t_n, flops) for (label, *_, flops), (t_m, t_h), t_n in zip(cases, ggml_times, numpy_times)
+        (label, t_m, t_h, t_n, flops)
+        for (label, *_, flops), (t_m, t_h), t_n in zip(cases, ggml_times, numpy_times, strict=True)
     ]
     print(f"MLP {width}-{width}-{width}, batch {batch}, {args.threads} threads, libggml {ggml.ggml_version().decode()}")
     print(

@@ -139,7 +139,7 @@ def curves(names: list[str], steps: int) -> None:
             for b in data:
                 state, outputs = pm.train_step(state, b)
                 losses.append(float(np.asarray(backend.to_numpy(outputs["final_cost"]))))
-            worst = max(abs(a - e) / abs(e) for a, e in zip(losses, expected))
+            worst = max(abs(a - e) / abs(e) for a, e in zip(losses, expected, strict=True))
             goal = 1e-9 if precision == "float64" else 1e-4
             print(
                 f"  Mithril {name:<6} {precision}: compiled in {seconds:5.2f} s; loss {losses[0]:.4f} -> "

@@ -678,9 +678,14 @@ def compare_values(
         raise CaseMismatch(f"{kind} keys differ: expected {sorted(expected)}, got {sorted(actual)}")
     for key in sorted(expected):
         want, got = pick_backend_value(expected[key], backend_type), actual[key]
-        pairs = list(zip(want, got)) if isinstance(want, list) and isinstance(got, list | tuple) else [(want, got)]
-        if isinstance(want, list) and len(want) != len(pairs):
-            raise CaseMismatch(f"{kind} {key!r}: expected {len(want)} arrays, got {len(pairs)}")
+        if isinstance(want, list) and isinstance(got, list | tuple):
+            if len(got) != len(want):  # more arrays than expected fails too (a zip would drop them)
+                raise CaseMismatch(f"{kind} {key!r}: expected {len(want)} arrays, got {len(got)}")
+            pairs = list(zip(want, got, strict=True))
+        else:
+            if isinstance(want, list) and len(want) != 1:
+                raise CaseMismatch(f"{kind} {key!r}: expected {len(want)} arrays, got 1")
+            pairs = [(want, got)]
         for item_want, item_got in pairs:
             if not close_enough(item_want, item_got, atol, rtol):
                 raise CaseMismatch(f"{kind} {key!r} differs {difference(item_want, item_got)}")

@@ -63,7 +63,7 @@ def test_programs_merge_into_one_standalone_source_with_renamed_entry_points() -
     backend = ml.CBackend(threads=1)
     pms = [ml.compile(Add(), backend, shapes={"left": [n], "right": [n]}, inference=True) for n in (4, 8)]
     sources = []
-    for n, pm in zip((4, 8), pms):
+    for n, pm in zip((4, 8), pms, strict=True):
         code, (function,) = kernels.compiled_source(pm)
         sources.append(code.renamed({function.name: f"slots{n}_evaluate"}))
     merged = kernels.merge_sources(sources)

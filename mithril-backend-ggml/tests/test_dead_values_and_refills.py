@@ -347,5 +347,5 @@ def test_arrays_refilled_in_place_between_calls_give_the_new_results(backend_nam
     pm = ml.compile(build(), backend, shapes=shapes, trainable_keys=set(param_keys), data_keys=set(old[1]))
     groups = [_to_backend(backend, group) for group in old]
     _assert_close(_evaluate(pm, *groups), _reference(build(), *old, shapes=shapes), "first call")
-    groups = [_refill(backend, group, values) for group, values in zip(groups, new)]
+    groups = [_refill(backend, group, values) for group, values in zip(groups, new, strict=True)]
     _assert_close(_evaluate(pm, *groups), _reference(build(), *new, shapes=shapes), "after the refill")

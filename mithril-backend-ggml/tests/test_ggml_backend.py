@@ -59,7 +59,7 @@ def test_seed_cnn_matches_reference_with_split_conv_kernels():
     conv_w = [k for k in names if w[k].ndim == 4]
     conv_b = [k.replace("weight", "bias") for k in conv_w]
     h = x.astype(np.float64)
-    for cw, cb in zip(conv_w, conv_b):
+    for cw, cb in zip(conv_w, conv_b, strict=True):
         h = R["max_pool2d"](np.maximum(R["conv2d"](h, w[cw], w[cb], **conv), 0), **pool)
     lin_w = next(k for k in names if w[k].ndim == 2)
     y = h.reshape(2, -1) @ w[lin_w].T + w[lin_w.replace("weight", "bias")]

@@ -28,7 +28,7 @@ def test_plot_has_one_curve_per_backend_with_its_losses(tmp_path: Path) -> None:
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = figure.axes[0].get_lines()
     assert [line.get_label() for line in lines] == [row.backend for row in rows]
-    for line, row in zip(lines, rows):
+    for line, row in zip(lines, rows, strict=True):
         assert len(row.losses) == 8 and row.losses[-1] < row.losses[0]  # it trained
         np.testing.assert_array_equal(line.get_ydata(), row.losses)
     if len(rows) > 1:  # the same numbers everywhere: the curves lie on each other

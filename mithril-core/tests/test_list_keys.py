@@ -47,11 +47,11 @@ def test_concat_of_a_to_list_of_tensors_matches_numpy_with_gradients(backend):
         model, backend, trainable_keys={"a", "b", "c"}, shapes={"a": [2, None], "b": [2, None], "c": [2, None]}
     )
     rng = np.random.default_rng(0)
-    arrays = {k: rng.normal(size=(2, n)) for k, n in zip("abc", (1, 3, 2))}
+    arrays = {k: rng.normal(size=(2, n)) for k, n in zip("abc", (1, 3, 2), strict=True)}
     seed = rng.normal(size=(2, 6))
     out, grads = pm.evaluate(
         {k: backend.array(v) for k, v in arrays.items()}, output_gradients={"output": backend.array(seed)}
     )
     np.testing.assert_allclose(backend.to_numpy(out["output"]), np.concatenate(list(arrays.values()), axis=-1))
-    for key, (lo, hi) in zip("abc", ((0, 1), (1, 4), (4, 6))):
+    for key, (lo, hi) in zip("abc", ((0, 1), (1, 4), (4, 6)), strict=True):
         np.testing.assert_allclose(backend.to_numpy(grads[key]), seed[:, lo:hi])

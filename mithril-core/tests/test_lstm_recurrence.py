@@ -74,7 +74,8 @@ def test_primitive_equals_its_decomposition_and_nn_lstm(backend: str, dtype: str
         lstm.bias_hh_l0.zero_()
     leaves = {k: torch.tensor(arrays[k], requires_grad=True) for k in ("input", "initial_hidden", "initial_cell")}
     out, (hn, cn) = lstm(leaves["input"], (leaves["initial_hidden"][None], leaves["initial_cell"][None]))
-    loss = sum((v * torch.from_numpy(arrays[f"{k}_cot"])).sum() for k, v in zip(OUTPUTS, (out, hn[0], cn[0])))
+    outputs = zip(OUTPUTS, (out, hn[0], cn[0]), strict=True)
+    loss = sum((v * torch.from_numpy(arrays[f"{k}_cot"])).sum() for k, v in outputs)
     loss.backward()
     expected = {"output": out.detach().numpy(), "hidden": hn[0].detach().numpy(), "cell": cn[0].detach().numpy()}
     _close(outs, expected, rtol, f"{backend} primitive vs nn.LSTM, outputs")
@@ -100,7 +101,8 @@ def test_lstm_layer_equals_nn_lstm(backend: str, dtype: str, arrays: dict) -> No
     outs, grads, pm = _run(backend, Primitive("lstm_layer"), arrays | layer, dtype, inputs)
     leaves = {k: torch.tensor(layer[k], requires_grad=True) for k in ("input", "initial_hidden", "initial_cell")}
     out, (hn, cn) = lstm(leaves["input"], (leaves["initial_hidden"][None], leaves["initial_cell"][None]))
-    loss = sum((v * torch.from_numpy(arrays[f"{k}_cot"])).sum() for k, v in zip(OUTPUTS, (out, hn[0], cn[0])))
+    outputs = zip(OUTPUTS, (out, hn[0], cn[0]), strict=True)
+    loss = sum((v * torch.from_numpy(arrays[f"{k}_cot"])).sum() for k, v in outputs)
     loss.backward()
     rtol = tolerance(dtype)
     expected = {"output": out.detach().numpy(), "hidden": hn[0].detach().numpy(), "cell": cn[0].detach().numpy()}

@@ -54,7 +54,7 @@ def test_mithril_key_names_are_the_keys(cls, keys, old) -> None:
         warnings.simplefilter("error", DeprecationWarning)
         assert cls().input_keys == keys
         assert [getattr(cls(), key).key for key in keys] == keys
-    for old_key, key in zip(old, keys):
+    for old_key, key in zip(old, keys, strict=True):
         with pytest.warns(DeprecationWarning, match=f"'{old_key}' is deprecated; use '{key}'"):
             assert getattr(cls(), old_key).key == key
 

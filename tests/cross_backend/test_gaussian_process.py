@@ -101,7 +101,7 @@ def test_gpr_gradients_match_torch_autograd(backend: str) -> None:
             t.grad = None
         value.backward(None if cot is None else torch.tensor(cot), retain_graph=True)
         _, grads = evaluate_model(backend, model, params, data, dtype="float64", cotangent=cot, output=output)
-        for key, tensor in zip(("k", "label", "s", "k_star"), (tk, ty, ts, tks)):
+        for key, tensor in zip(("k", "label", "s", "k_star"), (tk, ty, ts, tks), strict=True):
             expected = np.zeros(tensor.shape) if tensor.grad is None else tensor.grad.numpy()
             np.testing.assert_allclose(grads[key], expected, rtol=1e-6, atol=1e-8, err_msg=f"{where}: d{output}/d{key}")
 

@@ -145,6 +145,7 @@ def test_special_values_match_numpy_on_every_python_backend(name, case_id):
         (lambda: Flatten("a"), "Flatten: start_dim must be an int axis, got 'a'"),
         (lambda: Sum(axis="x"), r"Sum\('sum'\): axis must be an int axis or a tuple of them or None, got 'x'"),
         (lambda: Sum(1, 2, 3), "Sum takes at most 2 positional attributes"),
+        (lambda: ml.NumpyBackend().sum(np.ones(3), 0, False, 7), r"NumpyBackend.sum takes at most 3 positional"),
         (lambda: Reshape(shape="x"), r"shape must be a tuple of ints >= -1 or None, got 'x'"),
         (lambda: Primitive("sum", foo=1), r"unknown attribute\(s\) \['foo'\]"),
         (lambda: Primitive("reshape"), r"needs attribute\(s\) \['shape'\]"),

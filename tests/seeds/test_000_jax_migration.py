@@ -16,7 +16,7 @@ from mithril_testing.devices import run_with_jax_devices
 def create_mlp(layer_sizes):
     """Block 01's builder, as written (``input_size=`` at connect time fixes the input features)."""
     model = Model()
-    for i, (in_size, out_size) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:])):  # noqa: RUF007 - as written
+    for i, (in_size, out_size) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:], strict=False)):  # noqa: RUF007 - as written
         if i == 0:
             model |= Linear(dimension=out_size)(input_size=in_size)
         else:

@@ -50,7 +50,7 @@ def test_fit_equals_a_loop_of_train_steps() -> None:
     by_hand = pm.init_state(params)
     for batch in data * 2:
         by_hand, _ = pm.train_step(by_hand, batch)
-    assert all(np.array_equal(a, b) for a, b in zip(snapshot(state).values(), snapshot(by_hand).values()))
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(state).values(), snapshot(by_hand).values(), strict=True))
 
 
 def test_fit_reports_metrics_from_train_model() -> None:
@@ -276,7 +276,7 @@ def test_resume_counts_batches_not_updates(tmp_path) -> None:
         ml.fit(pm, start, data, epochs=2, checkpoint_dir=tmp_path, callbacks=[_kill_at(6)])
     resumed, history = ml.fit(pm, start, data, epochs=2, checkpoint_dir=tmp_path, resume=True)
     assert resumed.step_count == whole.step_count == 11 and history.loss == whole_history.loss
-    assert all(np.array_equal(a, b) for a, b in zip(snapshot(whole).values(), snapshot(resumed).values()))
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(whole).values(), snapshot(resumed).values(), strict=True))
 
 
 def test_resume_replays_finished_epochs_into_callbacks(tmp_path) -> None:

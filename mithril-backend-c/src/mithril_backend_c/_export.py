@@ -214,7 +214,7 @@ def export_program(
         "files": written,
         "weights": [
             {"key": f.key, "dtype": f.dtype.name, "shape": list(f.shape), "offset": offset}
-            for f, offset in zip(weights, np.cumsum([0] + [a.nbytes for a in arrays]).tolist())
+            for f, offset in zip(weights, np.cumsum([0] + [a.nbytes for a in arrays]).tolist()[:-1], strict=True)
         ],
         "inputs": {f.key: {"file": inputs[f.key], "dtype": f.dtype.name, "shape": list(f.shape)} for f in data_fields},
         "outputs": {f.key: {"file": outputs[f.key], "dtype": f.dtype.name, "shape": list(f.shape)} for f in out_fields},

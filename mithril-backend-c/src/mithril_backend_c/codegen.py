@@ -195,7 +195,7 @@ def function_body(layout: FieldLayout, emitted: EmittedFunction, allocation: All
     constants it reads first and to what it stores, and its kernel's call), then the copies of the
     returns not computed in place; pointers nothing reads are left out."""
     body = layout.pointer_lines()
-    for unit, scratch in zip(emitted.units, allocation.scratch):
+    for unit, scratch in zip(emitted.units, allocation.scratch, strict=True):
         body += unit.constants
         body += [storage.declaration(allocation.offsets) for storage in unit.stored]
         body.append(f"{{  /* {escape.c_comment(unit.label)} */")

@@ -129,8 +129,8 @@ def emit_function(
     for unit in units:
         result.units.append(_emit_unit(ctx, unit, layout.direct, options, result))
         result.random |= any(n.spec.random for n in unit.nodes)
-    for group, fields in zip(returns, layout.returns):
-        for (key, value), f in zip(group.items(), fields):
+    for group, fields in zip(returns, layout.returns, strict=True):
+        for (key, value), f in zip(group.items(), fields, strict=True):
             if layout.direct.get(value.id) is f:
                 continue
             if value.id not in ctx.names:

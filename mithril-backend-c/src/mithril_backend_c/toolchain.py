@@ -219,7 +219,7 @@ def flags() -> tuple[str, ...]:
         return chosen
 
     masks = itertools.product((False, True), repeat=len(extras))
-    answers = [base + [flag for on, extra in zip(mask, extras) if on for flag in extra] for mask in masks]
+    answers = [base + [flag for on, extra in zip(mask, extras, strict=True) if on for flag in extra] for mask in masks]
     key = [cc, _compiler_version(cc), _cpu_model(), *(" ".join(extra) for extra in extras)]  # new extras: new probe
     return tuple(_remembered("flags", key, probe, answers))
 
@@ -711,7 +711,8 @@ def build_units(
     keys = unit_keys(toolchain)
     objects = [directory / f"part-{key}.o" for key in keys]
     todo = sorted(
-        ((unit, obj) for unit, obj in zip(units, objects) if not verify_entry(obj)), key=lambda item: -len(item[0].text)
+        ((unit, obj) for unit, obj in zip(units, objects, strict=True) if not verify_entry(obj)),
+        key=lambda item: -len(item[0].text),
     )
     include = _include_dir(directory, header)
     plain = [("-O0" if flag.startswith("-O") else flag) for flag in cflags]  # entry points: only calls

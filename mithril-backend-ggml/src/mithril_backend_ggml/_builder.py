@@ -133,7 +133,7 @@ class Builder:
         if x.shape == shape:
             return x
         tail = shape[len(shape) - len(x.shape) :] if len(x.shape) <= len(shape) else None
-        if tail is None or any(s not in (1, t) for s, t in zip(x.shape, tail)):
+        if tail is None or any(s not in (1, t) for s, t in zip(x.shape, tail, strict=True)):
             # NumPy's rule; ggml_repeat would tile instead, or abort the process (GGML_ASSERT)
             raise ShapeError(
                 f"GGMLBackend: cannot broadcast shape {list(x.shape)} to {list(shape)} (NumPy broadcasting)"

@@ -320,7 +320,7 @@ class CKernels:
         names: list[str] = []
         setup: list[str] = []
         after: list[str] = []
-        for i, (field, (_, kind)) in enumerate(zip(layout.inputs, inputs)):
+        for i, (field, (_, kind)) in enumerate(zip(layout.inputs, inputs, strict=True)):
             count = math.prod(field.shape)
             want = _CTYPES[field.dtype.name]
             have = _ggml_ctype(kind)

@@ -238,7 +238,7 @@ class _GraphFunction:
 
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         ggml = self.ggml
-        sources = dict(zip(("params", "data", "cotangents"), groups))
+        sources = dict(zip(("params", "data", "cotangents"), groups, strict=False))  # cotangents: gradient functions
         with self.lock:
             for label, name, tensor, shape, dtype in self.inputs:
                 array = sources[label][name]

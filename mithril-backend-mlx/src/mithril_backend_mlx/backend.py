@@ -300,7 +300,7 @@ class MlxBackend(Backend[mx.array]):
 
         def flat(*arrays: mx.array) -> list[mx.array]:
             outputs.clear()
-            outputs.update(fn({**primals, **dict(zip(names, arrays))}))
+            outputs.update(fn({**primals, **dict(zip(names, arrays, strict=True))}))
             results = [_differentiable(outputs[key], self.native_dtype()) for key in order]
             if len(results) > 1:
                 # two outputs can be one graph node (CSE twins; broadcast_to/reshape to the same shape
@@ -315,7 +315,7 @@ class MlxBackend(Backend[mx.array]):
                 return dict(fn(dict(primals))), gradients
             seeds = [self.array(cotangents[k]) for k in order]
             _, grads = mx.vjp(flat, [primals[k] for k in names], seeds)
-            gradients.update(zip(names, grads))
+            gradients.update(zip(names, grads, strict=True))
         return dict(outputs), gradients
 
     def prepare_forward(
@@ -363,8 +363,8 @@ class MlxBackend(Backend[mx.array]):
             def flat(key: mx.array, *arrays: mx.array) -> list[mx.array]:
                 saved, backend._key = backend._key, key
                 try:
-                    params = dict(zip(param_keys, arrays[:n_params]))
-                    data = dict(zip(data_keys, arrays[n_params:]))
+                    params = dict(zip(param_keys, arrays[:n_params], strict=True))
+                    data = dict(zip(data_keys, arrays[n_params:], strict=True))
                     outputs = fn(params, data)
                     key_out = backend._key
                 finally:
@@ -382,7 +382,7 @@ class MlxBackend(Backend[mx.array]):
             flat, output_keys, _ = compiled[layout]
             with mx.stream(backend._mx_device):
                 *values, backend._key = flat(backend._key, *params.values(), *data.values())
-            return dict(zip(output_keys, values))
+            return dict(zip(output_keys, values, strict=True))
 
         run.__wrapped__ = fn  # type: ignore[attr-defined]  # an attribute of the returned function
         return run

@@ -242,7 +242,7 @@ class TorchBackend(Backend[torch.Tensor]):
                 if isinstance(outputs.get(k), torch.Tensor) and outputs[k].requires_grad and cotangents[k] is not None
             ]
             wrt = [k for k, v in params.items() if isinstance(v, torch.Tensor) and v.requires_grad]
-            found: Sequence[torch.Tensor | None] = ()
+            grads: dict[str, torch.Tensor | None] = {}  # none: nothing differentiated, every gradient is zero
             if keys and wrt:
                 found = torch.autograd.grad(
                     [outputs[k] for k in keys],
@@ -250,7 +250,7 @@ class TorchBackend(Backend[torch.Tensor]):
                     [self._cotangent(cotangents[k], outputs[k]) for k in keys],
                     allow_unused=True,
                 )
-        grads = dict(zip(wrt, found))
+                grads = dict(zip(wrt, found, strict=True))
         gradients = {}
         for name, value in params.items():
             grad = grads.get(name)

@@ -71,7 +71,7 @@ def build_cnn(image_size: int | None = None, channels: tuple[int, int] = (16, 32
     ['input']
     """
     model = Model()
-    for c_in, c_out in zip((3, channels[0]), channels):
+    for c_in, c_out in zip((3, channels[0]), channels, strict=True):
         model += Conv2d(in_channels=c_in, out_channels=c_out, kernel_size=3, padding="same")
         model += Relu()
         model += MaxPool2D(kernel_size=2, stride=2)

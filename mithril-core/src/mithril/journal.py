@@ -104,7 +104,7 @@ def _restore(trail: _Trail) -> None:
             obj.__dict__.update(state)
         else:
             cls: type = type(obj)
-            for name, value in zip(_slot_names(cls) or (), state):
+            for name, value in zip(_slot_names(cls) or (), state, strict=True):
                 if value is _MISSING:
                     if hasattr(obj, name):
                         object.__delattr__(obj, name)

@@ -438,7 +438,10 @@ class Pretrained:
         shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
         probs = shifted / shifted.sum(axis=-1, keepdims=True)
         order = np.argsort(-probs, axis=-1)[:, : int(top_k)]
-        return [[(str(labels.get(str(i), labels.get(i, i))), float(p[i])) for i in row] for p, row in zip(probs, order)]
+        return [
+            [(str(labels.get(str(i), labels.get(i, i))), float(p[i])) for i in row]
+            for p, row in zip(probs, order, strict=True)
+        ]
 
 
 # -- building and compiling ----------------------------------------------------------------------------

@@ -380,8 +380,8 @@ def _template_specials(backend: Any) -> tuple[str | None, str | None]:
         if "Sequence" not in kinds:
             continue
         at = kinds.index("Sequence")
-        before = [n for n, k in zip(names[:at], kinds[:at]) if k == "SpecialToken"]
-        after = [n for n, k in zip(names[at + 1 :], kinds[at + 1 :]) if k == "SpecialToken"]
+        before = [n for n, k in zip(names[:at], kinds[:at], strict=True) if k == "SpecialToken"]
+        after = [n for n, k in zip(names[at + 1 :], kinds[at + 1 :], strict=True) if k == "SpecialToken"]
         return (before[0] if before else None), (after[-1] if after else None)
     return None, None
 

@@ -959,7 +959,7 @@ def lstm_recurrence_grad(
             moved = [p.copy() for p in primals]
             moved[k][idx] += 1j * step
             outs = lstm_recurrence(*moved)
-            grad[idx] = sum(np.sum(o.imag * g) for o, g in zip(outs, cotangents)) / step
+            grad[idx] = sum(np.sum(o.imag * g) for o, g in zip(outs, cotangents, strict=True)) / step
         grads.append(grad)
     return tuple(grads)
 

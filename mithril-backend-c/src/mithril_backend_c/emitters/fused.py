@@ -80,7 +80,7 @@ def pixel_strides(shape: Sequence[int], out_shape: Sequence[int]) -> tuple[int, 
     ((0, 1, 0), (36, 9, 1))
     """
     strides = broadcast_strides(shape, out_shape)
-    spatial = [(s, n) for s, n in zip(strides[2:], out_shape[2:]) if n != 1]
+    spatial = [(s, n) for s, n in zip(strides[2:], out_shape[2:], strict=True) if n != 1]
     if not spatial:
         return strides[0], strides[1], 0
     pixel = expected = spatial[-1][0]
@@ -127,7 +127,7 @@ def elementwise_group(ctx: Ctx, unit: Unit) -> list[str]:
     keys = [v.id for v in unit.stored] + [v.id for v in external]
 
     def body(idx: list[str]) -> list[str]:
-        where = dict(zip(keys, idx))
+        where = dict(zip(keys, idx, strict=True))
         return chain_lines(ctx, unit, lambda v: where.get(v.id, "0"))
 
     return ctx.parallel_loops(shape, operands, body)

@@ -120,7 +120,7 @@ def pad(ctx: Ctx, node: Node) -> list[str]:
     widths = [tuple(p) for p in node.attrs["pad_width"]]
     xs, shape = ctx.shape(x), ctx.shape(out)
     lines = ctx.fill(out, literal(node.attrs["value"], ctx.np_dtype(out)))
-    key = tuple(slice(b, b + n) for (b, _), n in zip(widths, xs))
+    key = tuple(slice(b, b + n) for (b, _), n in zip(widths, xs, strict=True))
     offset, strides, vshape = view_layout(shape, lambda a: a[key])
     return lines + ctx.copy_view(ctx.p(out), (offset, strides), ctx.p(x), (0, contiguous_strides(xs)), vshape)
 

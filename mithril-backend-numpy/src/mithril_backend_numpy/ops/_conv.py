@@ -70,7 +70,7 @@ def _padded(x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
     if not geometry.padded:
         return x
     xp, _ = _scratch(("padded", x.shape, geometry.pads), (*x.shape[:2], *geometry.padded_size), x.dtype)
-    inner: Index = (..., *(slice(b, b + s) for s, (b, _) in zip(x.shape[2:], geometry.pads)))
+    inner: Index = (..., *(slice(b, b + s) for s, (b, _) in zip(x.shape[2:], geometry.pads, strict=True)))
     xp[inner] = x  # the border keeps the zeros the array was made with
     return xp
 
@@ -200,7 +200,7 @@ def _full_correlation_pays(geometry: WindowGeometry, channels: int, groups: int)
     faster as one correlation (im2col + one GEMM) than as a GEMM followed by a col2im slice-add per kernel
     offset (measured: 0.7x the time at 64 channels x 56x56, 1.2-1.7x slower at 256+ channels x 14x14)."""
     stride_one = all(s == 1 for s in geometry.stride) and all(d == 1 for d in geometry.dilation)
-    pads_fit = all(b <= k - 1 and a <= k - 1 for (b, a), k in zip(geometry.pads, geometry.kernel))
+    pads_fit = all(b <= k - 1 and a <= k - 1 for (b, a), k in zip(geometry.pads, geometry.kernel, strict=True))
     return stride_one and pads_fit and groups == 1 and not geometry.pointwise and prod(geometry.size) >= 2 * channels
 
 
@@ -212,7 +212,7 @@ def _grad_input_by_correlation(
     flipped = np.ascontiguousarray(
         np.flip(np.asarray(weight, dtype=dtype), axis=tuple(range(2, weight.ndim))).swapaxes(0, 1)
     )
-    pads = [(k - 1 - b, k - 1 - a) for (b, a), k in zip(geometry.pads, geometry.kernel)]
+    pads = [(k - 1 - b, k - 1 - a) for (b, a), k in zip(geometry.pads, geometry.kernel, strict=True)]
     return conv_forward(
         np.asarray(output_grad, dtype=dtype), flipped, None, stride=1, padding=pads, dilation=1, groups=1
     )

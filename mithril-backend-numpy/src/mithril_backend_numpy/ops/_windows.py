@@ -30,9 +30,9 @@ def pad_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]], value: float = 0
     if not any(b or a for b, a in pads):
         return x
     n = len(pads)
-    shape = (*x.shape[:-n], *(s + b + a for s, (b, a) in zip(x.shape[-n:], pads)))
+    shape = (*x.shape[:-n], *(s + b + a for s, (b, a) in zip(x.shape[-n:], pads, strict=True)))
     out = np.full(shape, value, dtype=x.dtype) if value else np.zeros(shape, dtype=x.dtype)
-    inner: Index = (..., *(slice(b, b + s) for s, (b, _) in zip(x.shape[-n:], pads)))
+    inner: Index = (..., *(slice(b, b + s) for s, (b, _) in zip(x.shape[-n:], pads, strict=True)))
     out[inner] = x
     return out
 
@@ -42,7 +42,7 @@ def crop_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]]) -> np.ndarray:
     if not any(b or a for b, a in pads):
         return x
     n = len(pads)
-    inner: Index = (..., *(slice(b, s - a) for s, (b, a) in zip(x.shape[-n:], pads)))
+    inner: Index = (..., *(slice(b, s - a) for s, (b, a) in zip(x.shape[-n:], pads, strict=True)))
     return x[inner]
 
 
@@ -60,8 +60,8 @@ def window_view(xp: np.ndarray, geometry: WindowGeometry, lead_order: Sequence[i
     shape = (*lead_shape, *geometry.kernel, *geometry.out)
     strides = (
         *lead_strides,
-        *(d * s for d, s in zip(geometry.dilation, spatial)),
-        *(t * s for t, s in zip(geometry.stride, spatial)),
+        *(d * s for d, s in zip(geometry.dilation, spatial, strict=True)),
+        *(t * s for t, s in zip(geometry.stride, spatial, strict=True)),
     )
     return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
 

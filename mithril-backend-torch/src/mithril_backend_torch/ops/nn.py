@@ -63,7 +63,8 @@ def _fitting(pads: Any, limits: Any) -> tuple[int, ...] | None:
     """The padding of a torch pool for ``pads``, or ``None`` when it cannot express them: torch pools pad
     symmetrically, at most half the (effective) kernel per side."""
     symmetric = torch_padding(pads)
-    return symmetric if symmetric is not None and all(p <= limit for p, limit in zip(symmetric, limits)) else None
+    fits = symmetric is not None and all(p <= limit for p, limit in zip(symmetric, limits, strict=True))
+    return symmetric if fits else None
 
 
 def max_pool2d(input: Tensor, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> Tensor:
@@ -73,7 +74,7 @@ def max_pool2d(input: Tensor, *, kernel_size: Any, stride: Any, padding: Any, di
     integer = not x.is_floating_point()
     if integer:
         x = x.to(torch.float64)
-    effective = [(d * (k - 1) + 1) // 2 for k, d in zip(kernel, dilations)]
+    effective = [(d * (k - 1) + 1) // 2 for k, d in zip(kernel, dilations, strict=True)]
     symmetric = _fitting(pads, effective)
     if symmetric is None:
         x, symmetric = pad_spatial(x, pads, -math.inf), (0, 0)

@@ -725,7 +725,13 @@ class Backend(ABC, Generic[ArrayT]):
                     inputs.append(kwargs.pop(key))
                 elif key in spec.optional_inputs:
                     inputs.append(None)
-            for attr_name, value in zip(attr_names, args[len(keys) :]):
+            if len(args) > len(keys) + len(attr_names):
+                raise ArgumentError(
+                    f"{type(self).__name__}.{name} takes at most {len(keys) + len(attr_names)} positional arguments "
+                    f"(inputs {keys}, then attributes {attr_names}), got {len(args)}"
+                )
+            # the positional arguments after the inputs are the first attributes, the rest by name
+            for attr_name, value in zip(attr_names, args[len(keys) :], strict=False):
                 kwargs[attr_name] = value
             attrs = spec.resolve_attributes(kwargs, f"{type(self).__name__}.{name}")
             return impl(*inputs, **attrs)

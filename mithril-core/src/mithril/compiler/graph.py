@@ -228,7 +228,7 @@ class Graph:
         keys = spec.input_keys(attrs)
         if len(args) > len(keys):
             raise ArgumentError(f"{primitive} takes inputs {keys}, got {len(args)} positional arguments")
-        given = dict(zip(keys, args)) | input_kwargs
+        given = dict(zip(keys, args, strict=False)) | input_kwargs
         unknown = set(given) - set(keys)
         if unknown:
             raise ArgumentError(f"{primitive}: unknown input(s) {sorted(unknown)}; inputs are {keys}")

@@ -197,7 +197,7 @@ class ModelView:
                 if name in self.compiled_keys:
                     self._compiled_roles[id(self.compiled_keys[name].find())] = role
         flat.graph.solve()
-        for logical, copy in zip(_topological(list(self.tree.nodes)), flat.graph.nodes):
+        for logical, copy in zip(_topological(list(self.tree.nodes)), flat.graph.nodes, strict=True):
             for group, copies in ((logical.inputs, copy.inputs), (logical.outputs, copy.outputs)):
                 for key, value in group.items():
                     copied = copies.get(key)

@@ -84,7 +84,8 @@ class Summary:
         widths = [max(len(r[i]) for r in [_COLUMNS, *self.rows]) for i in range(len(_COLUMNS))]
 
         def line(row: Sequence[str]) -> str:
-            return "  ".join(c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            cells = enumerate(zip(row, widths, strict=True))
+            return "  ".join(c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in cells).rstrip()
 
         rule = "-" * len(line(_COLUMNS))
         body = [self.title, rule, line(_COLUMNS), rule, *map(line, self.rows), rule]
@@ -192,7 +193,7 @@ def _compiled_details(pm: Any, view: ModelView, counts: dict[str, int | None]) -
         ("parameters", [*pm.param_keys, *pm.buffer_keys]),
     ):
         shapes = [view.shape_text(keys[k]) if k in keys else str(pm.shapes.get(k)) for k in names]
-        listed = [f"{display_text(k)} {display_text(shape)}" for k, shape in zip(names, shapes)]
+        listed = [f"{display_text(k)} {display_text(shape)}" for k, shape in zip(names, shapes, strict=True)]
         if len(listed) > 8:  # GPT-2 has ~150 parameters: pm.param_keys lists them all
             listed = [*listed[:6], f"... {len(listed) - 6} more"]
         details.append((label, ", ".join(listed) or "none"))

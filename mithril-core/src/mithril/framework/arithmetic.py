@@ -112,7 +112,7 @@ def build(root: Model, op: str, args: Sequence[Any], attrs: dict[str, Any]) -> C
         return part
     child = Primitive(op, **attrs)
     keys = child.input_keys
-    root._add(child, dict(zip(keys, targets)), extend=False, canonical_update=False)
+    root._add(child, dict(zip(keys, targets, strict=True)), extend=False, canonical_update=False)
     return Connection(child, "output")
 
 

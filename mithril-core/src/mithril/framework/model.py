@@ -176,7 +176,7 @@ def _expand_groups(
                 raise ModelConnectionError(
                     f"{where}: {type(child).__name__}.{key} has {len(connections)} parts, got {len(target)} targets"
                 )
-            expanded.update({conn.key: t for conn, t in zip(connections, target)})
+            expanded.update({conn.key: t for conn, t in zip(connections, target, strict=True)})
         elif isinstance(target, str) or (isinstance(target, IOKey) and target.name):
             groups[target if isinstance(target, str) else str(target.name)] = tuple(connections)
         else:
@@ -249,7 +249,7 @@ class Model(Displayable):
                     f"{type(self).__name__}.connect takes at most {len(order)} positional connections {order}, got "
                     f"{len(args)}"
                 )
-            for key, target in zip(order, args):
+            for key, target in zip(order, args, strict=False):
                 if key in connections:
                     raise ArgumentError(f"{type(self).__name__}.connect: key {key!r} given positionally and by name")
                 connections[key] = target
@@ -813,7 +813,7 @@ class Model(Displayable):
                 if members is not None and isinstance(value, (list, tuple)):
                     if len(value) != len(members):
                         members = self._resize_key_group(key, len(value), where)
-                    for member, item in zip(members, value):
+                    for member, item in zip(members, value, strict=True):
                         self._set_constant(member.value, item, where)
                     continue
                 self._set_constant(self._resolve(key, "set_values"), value, where)

@@ -189,7 +189,7 @@ def _make(class_name: str, primitive: str) -> type[Primitive]:
                 f"{class_name} takes at most {len(attr_names)} positional attributes {attr_names}, got {len(args)}: "
                 f"{args!r}"
             )
-        attrs = dict(zip(attr_names, args))
+        attrs = dict(zip(attr_names, args, strict=False))
         constants = {}
         for key, value in kwargs.items():
             if key in spec.attributes:

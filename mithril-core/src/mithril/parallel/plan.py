@@ -70,7 +70,7 @@ def indivisible_dimension(
     >>> indivisible_dimension(("mesh_0", None), (3, 4), ("mesh_0",), (2,))
     (0, 'mesh_0', 2)
     """
-    for dim, (axis, size) in enumerate(zip(spec, shape)):
+    for dim, (axis, size) in enumerate(zip(spec, shape, strict=False)):  # a spec may leave trailing dims unsplit
         if axis is not None and size % mesh_shape[list(mesh_axes).index(axis)]:
             return dim, axis, mesh_shape[list(mesh_axes).index(axis)]
     return None

@@ -80,7 +80,7 @@ def conv_padding(
         if any(s != 1 for s in stride):
             raise ShapeMismatch("padding='same' needs stride 1 (as in PyTorch)")
         result = []
-        for k, d in zip(kernel, dilation):
+        for k, d in zip(kernel, dilation, strict=True):
             total = d * (k - 1)
             result.append((total // 2, total - total // 2))
         return result
@@ -144,7 +144,10 @@ class WindowGeometry:
         st, pads, dil = window_attributes(kernel, stride=stride, padding=padding, dilation=dilation)
         size = tuple(int(s) for s in size)
         try:
-            out = tuple(conv_output_size(s, k, t, b + a, d) for s, k, t, (b, a), d in zip(size, kernel, st, pads, dil))
+            out = tuple(
+                conv_output_size(s, k, t, b + a, d)
+                for s, k, t, (b, a), d in zip(size, kernel, st, pads, dil, strict=True)
+            )
         except ShapeMismatch:
             raise ShapeError(
                 f"window {kernel} (dilation {dil}) does not fit the padded input {size} {list(pads)}"
@@ -166,7 +169,7 @@ class WindowGeometry:
     @property
     def padded_size(self) -> tuple[int, ...]:
         """The spatial size of the padded input."""
-        return tuple(s + b + a for s, (b, a) in zip(self.size, self.pads))
+        return tuple(s + b + a for s, (b, a) in zip(self.size, self.pads, strict=True))
 
     @property
     def pointwise(self) -> bool:
@@ -190,6 +193,6 @@ class WindowGeometry:
                 offset,
                 tuple(
                     slice(o * d, o * d + t * (m - 1) + 1, t)
-                    for o, d, t, m in zip(offset, self.dilation, self.stride, self.out)
+                    for o, d, t, m in zip(offset, self.dilation, self.stride, self.out, strict=True)
                 ),
             )

@@ -121,7 +121,7 @@ def with_run_time_attributes(
     keys = spec.input_keys(spec.attributes)
 
     def call(*inputs: Any, **attrs: Any) -> Any:
-        values = dict(zip(keys, inputs))
+        values = dict(zip(keys, inputs, strict=True))
         arrays = [values[k] for k in keys if k not in spec.host_inputs]
         return base(
             *arrays, **base_attributes(spec, base_spec, attrs, {k: values[k] for k in keys if k in spec.host_inputs})

@@ -336,7 +336,7 @@ def check_shape(
     if expected is None:
         return
     shape = tuple(value.shape)
-    if len(shape) != len(expected) or any(e is not None and e != s for e, s in zip(expected, shape)):
+    if len(shape) != len(expected) or any(e is not None and e != s for e, s in zip(expected, shape, strict=True)):
         shown = tuple("?" if e is None else e for e in expected)
         raise ShapeError(f"{where}({label}): {name!r} has shape {shape}, expected {shown}")
 

@@ -197,7 +197,7 @@ class Runner:
                     raise ArgumentError(
                         f"evaluate: {name!r} is a list of {len(members)} arrays ({', '.join(members)}), got {values!r}"
                     )
-                for member, value in zip(members, values):
+                for member, value in zip(members, values, strict=True):
                     (params if member in self.checks.state_keys else data)[member] = value
         return params, data
 

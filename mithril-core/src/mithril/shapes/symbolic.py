@@ -275,7 +275,7 @@ def unify(a: Shape, b: Shape) -> None:
     if v1 is None and v2 is None:
         if len(p1) + len(s1) != len(p2) + len(s2):
             raise ShapeMismatch(f"rank {len(p1) + len(s1)} != rank {len(p2) + len(s2)}")
-        for x, y in zip(p1 + s1, p2 + s2):
+        for x, y in zip(p1 + s1, p2 + s2, strict=True):
             unify_dims(x, y)
         return
     if v1 is None:  # make ``a`` the variadic side
@@ -285,15 +285,15 @@ def unify(a: Shape, b: Shape) -> None:
         full = p2 + s2
         if len(full) < len(p1) + len(s1):
             raise ShapeMismatch(f"rank {len(full)} < required rank >= {len(p1) + len(s1)}")
-        for x, y in zip(p1, full):
+        for x, y in zip(p1, full, strict=False):  # the fixed prefix and suffix against the ends of the longer shape
             unify_dims(x, y)
-        for x, y in zip(reversed(s1), reversed(full)):
+        for x, y in zip(reversed(s1), reversed(full), strict=False):
             unify_dims(x, y)
         v1.bind(full[len(p1) : len(full) - len(s1)], None, [])
         return
     # both variadic: align the common prefix and suffix, then share one fresh segment.
     n = min(len(p1), len(p2))
-    for x, y in zip(p1[:n], p2[:n]):
+    for x, y in zip(p1[:n], p2[:n], strict=True):
         unify_dims(x, y)
     m = min(len(s1), len(s2))
     for i in range(1, m + 1):

@@ -165,7 +165,8 @@ def load_state(pm: Any, path: str | os.PathLike[str]) -> TrainState:
         array = file.read(tensor)
         expected = shapes.get(name)
         if expected is not None and (
-            len(expected) != array.ndim or any(e is not None and e != s for e, s in zip(expected, array.shape))
+            len(expected) != array.ndim
+            or any(e is not None and e != s for e, s in zip(expected, array.shape, strict=True))
         ):
             raise CheckpointError(
                 f"{where}: {what} {name!r} has shape {list(array.shape)} in the file, the model expects {expected}"

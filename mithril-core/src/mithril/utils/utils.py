@@ -196,7 +196,7 @@ def _lengths(backend: Backend[Any], lengths: Any, measured: list[int]) -> list[i
     if values.dtype.kind not in "iu" or len(values) != len(measured):
         raise ArgumentError(f"{_PACK}: lengths must be {len(measured)} ints (one per sample), got {lengths!r}")
     sizes = [int(v) for v in values]
-    for i, (size, full) in enumerate(zip(sizes, measured)):
+    for i, (size, full) in enumerate(zip(sizes, measured, strict=True)):
         if not 0 < size <= full:
             raise ArgumentError(f"{_PACK}: lengths[{i}] = {size}, but sample {i} has {full} steps (give 1 to {full})")
     return sizes

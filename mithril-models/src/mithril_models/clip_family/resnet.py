@@ -124,7 +124,7 @@ class ModifiedResNet(Model):
         self |= pool(input=out)
         out = pool.output
         inplanes = width
-        for stage, (blocks, stride) in enumerate(zip(config.resnet_layers, (1, 2, 2, 2)), start=1):
+        for stage, (blocks, stride) in enumerate(zip(config.resnet_layers, (1, 2, 2, 2), strict=True), start=1):
             planes = width * 2 ** (stage - 1)
             for index in range(blocks):
                 block = Bottleneck(inplanes, planes, stride if index == 0 else 1, name=f"layer{stage}.{index}")

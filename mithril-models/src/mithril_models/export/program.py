@@ -269,7 +269,7 @@ def _model_files(pm: Any, source: Any) -> tuple[dict[str, Any], list[Tensor], di
         paths = [pm.input_paths.get(w["key"], w["key"]) for w in manifest["weights"]]
         tensors = [
             Tensor(_entry_name(path), np.asarray(params[w["key"]], np.float32))
-            for path, w in zip(paths, manifest["weights"])
+            for path, w in zip(paths, manifest["weights"], strict=True)
         ]
         tensors += [
             Tensor(key, shape=tuple(spec["shape"]), role=INPUT, dtype=np.dtype(spec["dtype"]))

@@ -156,7 +156,7 @@ def checksum(data: bytes | memoryview | np.ndarray, start: int = 0) -> int:
 def _write_data(handle: BinaryIO, tensors: Sequence[Tensor], offsets: list[int], data_offset: int, end: int) -> int:
     """Write the data of ``tensors`` at ``offsets`` (the file's length becomes ``end``); returns their checksum."""
     total = 0
-    for tensor, offset in zip(tensors, offsets):
+    for tensor, offset in zip(tensors, offsets, strict=True):
         if tensor.data is None:
             continue
         raw = tensor.data.astype(tensor.data.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8)
@@ -185,7 +185,7 @@ def write_weights(path: str | Path, tensors: Sequence[Tensor]) -> int:
             t.name.encode(), t.role, t.code, len(t.dims), 0,
             *(list(t.dims) + [0] * (MAX_DIMS - len(t.dims))), offset, t.nbytes,
         )
-        for t, offset in zip(tensors, offsets)
+        for t, offset in zip(tensors, offsets, strict=True)
     )  # fmt: skip
 
     def write(handle: BinaryIO) -> None:

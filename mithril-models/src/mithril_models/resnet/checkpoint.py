@@ -35,7 +35,7 @@ def _modules(config: ResNetConfig) -> Iterator[tuple[str, str, str]]:
     yield "bn", "bn1", "resnet.embedder.embedder.normalization"
     channels = config.stem_width
     convs = 2 if config.block == "basic" else 3
-    for stage, (depth, width) in enumerate(zip(config.depths, config.widths)):
+    for stage, (depth, width) in enumerate(zip(config.depths, config.widths, strict=True)):
         out_channels = width * config.expansion
         for index in range(depth):
             ours, theirs = f"layer{stage + 1}.{index}", f"resnet.encoder.stages.{stage}.layers.{index}"

@@ -162,7 +162,7 @@ class ResNet(FamilyModel):
         self += _activation(config.activation, "relu")
         self += MaxPool2D(kernel_size=3, stride=2, padding=1, name="maxpool")
         channels = config.stem_width
-        for stage, (depth, width) in enumerate(zip(config.depths, config.widths)):
+        for stage, (depth, width) in enumerate(zip(config.depths, config.widths, strict=True)):
             for index in range(depth):
                 stride = config.stage_stride(stage) if index == 0 else 1
                 self += _block(config, channels, width, stride, f"layer{stage + 1}.{index}")

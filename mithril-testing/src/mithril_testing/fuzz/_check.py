@@ -357,7 +357,7 @@ def _check_gradients(
                 )
         else:
             scale = _scale(got64) if np.all(np.isfinite(got64)) else math.inf
-            for i, (u, value) in enumerate(zip(g.directions, g.directional)):
+            for i, (u, value) in enumerate(zip(g.directions, g.directional, strict=True)):
                 projected = float(np.sum(got64 * u))
                 norm = float(np.sqrt(np.sum(u * u)))
                 allowed = (

@@ -270,7 +270,7 @@ class _Gen:
             if isinstance(ref, str) and ref in self.recipe.inputs and self.recipe.inputs[ref].role == "data_default":
                 self.recipe.inputs[ref].role = "data"
         outs = self.recipe.add_op(primitive, inputs, attrs)
-        for name, r in zip(outs, results):
+        for name, r in zip(outs, results, strict=True):
             if r.dtype.kind == "f":
                 r = r.astype(np.float64)
             elif r.dtype.kind in "iu":
@@ -329,7 +329,7 @@ def checked_call(
         if r.dtype.kind in "iu" and np.max(np.abs(r)) > LIMIT:
             raise _Skip("huge int result")
     check = MARGIN_CHECKS.get(primitive)
-    if check is not None and not check(dict(zip(keys, ordered)), resolved, results):
+    if check is not None and not check(dict(zip(keys, ordered, strict=True)), resolved, results):
         raise _Skip("too close to a kink or tie")
     return results
 
@@ -354,7 +354,7 @@ def valid_recipe(recipe: Recipe) -> bool:
             results = checked_call(op.primitive, args, op.attrs)
         except _Skip:
             return False
-        for name, r in zip(op.outputs.values(), results):
+        for name, r in zip(op.outputs.values(), results, strict=True):
             values[name] = r
     return True
 

@@ -183,7 +183,7 @@ class _Arrays:
 
     def refill(self, feed: Feed) -> None:
         """Write ``feed``'s values into the held arrays, in place."""
-        for held, values in zip(self.held, (feed.params, feed.data, feed.cotangents)):
+        for held, values in zip(self.held, (feed.params, feed.data, feed.cotangents), strict=True):
             for key, target in held.items():
                 target[...] = backend_array(self.backend, values[key]) if self.writable else values[key]
 
@@ -219,7 +219,7 @@ class _Workers:
         """Run ``jobs[t]`` on thread ``t``; how many did not finish within ``timeout`` seconds (then these
         threads are given up: the next :meth:`shared` starts new ones)."""
         events = []
-        for queue_, job in zip(self.jobs, jobs):
+        for queue_, job in zip(self.jobs, jobs, strict=True):
             events.append(threading.Event())
             queue_.put((job, events[-1]))
         deadline = time.monotonic() + timeout

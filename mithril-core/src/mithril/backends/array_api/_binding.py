@@ -29,7 +29,7 @@ def python_scan(xp: Any) -> Callable[..., Any]:
             carry, y = step(carry, xs[t])
             ys.append(y)
         if ys and isinstance(ys[0], tuple):
-            return carry, tuple(stack(part, 0) for part in zip(*ys))
+            return carry, tuple(stack(part, 0) for part in zip(*ys, strict=True))
         return carry, stack(ys, 0)
 
     return scan

@@ -66,7 +66,7 @@ def _derive(name: str, forward: Impl) -> Impl:
                 f"{name}: expected inputs (output_grad, {', '.join(expected)}), given {1 + len(inputs)}; "
                 f"missing {', '.join(repr(k) for k in expected[len(inputs) :]) or 'none'}"
             )
-        given = dict(zip(expected, inputs))
+        given = dict(zip(expected, inputs, strict=True))
 
         def run(params: Mapping[str, Any]) -> dict[str, Any]:
             args = [params["x"] if k == "@" else None if k is None else given[k] for k in wiring]
@@ -125,11 +125,13 @@ def _derive_whole(name: str, forward: Impl) -> Impl:
                 f"{name}: expected the cotangents of {', '.join(outputs)} and the inputs {', '.join(inputs)} of "
                 f"{primitive}, given {len(given)} arrays"
             )
-        cotangents = dict(zip(outputs, given))
-        primals = dict(zip(inputs, given[len(outputs) :]))
+        # arrays after the inputs (lstm_recurrence_grad's forward output, which a backend's own helper reads)
+        # are not needed here: the vjp recomputes the forward
+        cotangents = dict(zip(outputs, given, strict=False))
+        primals = dict(zip(inputs, given[len(outputs) :], strict=False))
 
         def run(params: Mapping[str, Any]) -> dict[str, Any]:
-            return dict(zip(outputs, _call(backend, forward, [params[k] for k in inputs], {})))
+            return dict(zip(outputs, _call(backend, forward, [params[k] for k in inputs], {}), strict=True))
 
         _, grads = backend.vjp(run, primals, cotangents)
         return tuple(grads[k] for k in inputs)

@@ -31,7 +31,7 @@ def fold_constants(graph: Graph, evaluate: Callable[[str, list[Any], dict[str, A
         # Only arithmetic on Python numbers stays weakly typed; a creation primitive (no inputs, e.g.
         # ``ones(shape=())``) makes an array of the backend's dtype even when it is 0-d.
         numbers = any(v is not None for v in inputs) and all(v is None or _is_number(v.const) for v in inputs)
-        for out, value in zip(node.outputs.values(), values):
+        for out, value in zip(node.outputs.values(), values, strict=True):
             out.const = _as_number(value) if numbers else value
             out.producer = None
         folded += 1

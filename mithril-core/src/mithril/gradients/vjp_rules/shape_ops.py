@@ -70,7 +70,7 @@ def split(ctx: GradContext) -> Cotangents:
     given = [ctx.cotangents.get(k) for k in keys]
     if all(g is None for g in given):
         return {"input": None}
-    parts = [g if g is not None else ctx.ops.zeros_like(ctx.outputs[k]) for k, g in zip(keys, given)]
+    parts = [g if g is not None else ctx.ops.zeros_like(ctx.outputs[k]) for k, g in zip(keys, given, strict=True)]
     if len(parts) == 1:
         return {"input": parts[0]}
     return {"input": ctx.ops.concat(*parts, n=len(parts), axis=ctx.attrs["axis"])}

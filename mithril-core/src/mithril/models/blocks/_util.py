@@ -31,5 +31,5 @@ def set_given(model: Model, **values: Any) -> None:
 def op(model: Model, primitive: str, *inputs: object, **attrs: Any) -> Connection:
     """Add ``primitive`` with ``inputs`` (filling its input keys in order) to ``model``; return its output."""
     child = Primitive(primitive, **attrs)
-    model |= child(**dict(zip(child.input_keys, inputs)))
+    model |= child(**dict(zip(child.input_keys, inputs, strict=False)))  # optional trailing inputs may be left out
     return child.output

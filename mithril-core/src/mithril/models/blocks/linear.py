@@ -124,7 +124,7 @@ class MLP(Model):
             act_cls = activation or Relu
             dims = [*(hidden_sizes or ()), output_size]
             acts = [act_cls for _ in dims[:-1]] + [None]
-        for i, (dim, act) in enumerate(zip(dims, acts)):
+        for i, (dim, act) in enumerate(zip(dims, acts, strict=True)):
             layer = Linear(dim, use_bias=use_bias, in_features=input_size if i == 0 else None)
             connections: dict[str, Any] = (
                 {"weight": IOKey(f"weight{i}"), "bias": IOKey(f"bias{i}")}

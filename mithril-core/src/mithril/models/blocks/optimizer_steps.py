@@ -28,7 +28,7 @@ def adam_update_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, Any
     math = _ModelMath(model)
     inputs = [IOKey(key) for key in ADAM_INPUTS if key != "shrink" or shapes.get("shrink") is not None]
     results = adam_step(math, *inputs, beta1=attrs["beta1"], beta2=attrs["beta2"], l2=attrs["l2"])
-    for key, result in zip(ADAM_OUTPUTS, results):
+    for key, result in zip(ADAM_OUTPUTS, results, strict=True):
         model.expose(materialize_expression(result, model), key, canonical=key == "new_param")
     return model
 

@@ -291,7 +291,7 @@ def _pad(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     assert dims is not None
     if len(widths) != len(dims):
         raise ShapeMismatch(f"pad_width has {len(widths)} entries for an input of rank {len(dims)}")
-    out = [Dim(d.value + a + b) if d.value is not None else Dim() for d, (a, b) in zip(dims, widths)]
+    out = [Dim(d.value + a + b) if d.value is not None else Dim() for d, (a, b) in zip(dims, widths, strict=True)]
     unify(io["output"], Shape(out))
     return all(d.value is not None for d in dims)
 
