@@ -1,9 +1,10 @@
 """``FamilyModel``: the logical model a builder returns, carrying its configuration and its checkpoint layouts.
 
-A family (ResNet, GPT-2, CLIP, T5) subclasses it, builds its graph in ``__init__`` and says in
-:meth:`FamilyModel.checkpoint_layouts` how each published checkpoint format names its tensors. Child
-blocks are named after the modules of the most common checkpoint (``transformer.h.0.attn.c_attn``), so
-``ml.compile(..., use_short_namings=False)`` gives parameter names a PyTorch user already knows.
+A family (ResNet, GPT-2, CLIP, T5) subclasses it, builds its graph in :meth:`FamilyModel._build` (or in
+its own ``__init__``, after ``super().__init__``) and says in :meth:`FamilyModel.checkpoint_layouts` how
+each published checkpoint format names its tensors. Child blocks are named after the modules of the most
+common checkpoint (``transformer.h.0.attn.c_attn``), so ``ml.compile(..., use_short_namings=False)`` gives
+parameter names a PyTorch user already knows.
 
 Example:
     >>> from mithril_models import create_gpt
@@ -43,6 +44,10 @@ class FamilyModel(Model):
             )
         super().__init__(name=name)
         self.config: Any = config
+        self._build()
+
+    def _build(self) -> None:
+        """Build the graph from ``self.config``; called once by ``__init__`` (the default builds nothing)."""
 
     def checkpoint_layouts(self) -> list[Layout]:
         """Every checkpoint naming convention this model loads from, paths relative to this model."""

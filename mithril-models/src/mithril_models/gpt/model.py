@@ -39,9 +39,8 @@ class GPT(FamilyModel):
     made_by = "create_gpt(...) or from_hf_config(...)"
     config: GPTConfig
 
-    def __init__(self, config: GPTConfig, *, name: str | None = None) -> None:
-        super().__init__(config, name=name)
-        build_gpt(self, config)
+    def _build(self) -> None:
+        build_gpt(self, self.config)
 
     def checkpoint_layouts(self) -> list[Layout]:
         """Hugging Face ``GPT2LMHeadModel`` names (also ``GPT2Model`` files without ``transformer.``)."""

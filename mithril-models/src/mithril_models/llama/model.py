@@ -40,9 +40,8 @@ class Llama(FamilyModel):
     made_by = "create_llama(...) or from_hf_config(...)"
     config: LlamaConfig
 
-    def __init__(self, config: LlamaConfig, *, name: str | None = None) -> None:
-        super().__init__(config, name=name)
-        build_llama(self, config)
+    def _build(self) -> None:
+        build_llama(self, self.config)
 
     def checkpoint_layouts(self) -> list[Layout]:
         """Hugging Face ``LlamaForCausalLM`` names (also ``LlamaModel`` files without ``model.``)."""
