@@ -19,6 +19,7 @@ NumPy generator: only their shapes, kinds and distributions are comparable, neve
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import typing
@@ -557,33 +558,56 @@ def _offset_slices(
     )
 
 
-def _conv_setup(
-    input_shape: Sequence[int], kernel: Sequence[int], stride: Window, padding: Padding, dilation: Window
-) -> tuple[tuple[int, ...], list[tuple[int, int]], tuple[int, ...], list[int]]:
-    n = len(kernel)
-    stride, pads, dilation = _conv_geometry(kernel, stride, padding, dilation)
-    padded = [input_shape[2 + i] + sum(pads[i]) for i in range(n)]
-    return stride, pads, dilation, _out_sizes(padded, kernel, stride, dilation)
+@dataclasses.dataclass(frozen=True)
+class _ConvPlan:
+    """A convolution's geometry: ``input`` ``[N, C, ...]`` padded by ``pads`` gives ``out_sizes`` output
+    positions; :meth:`taps` walks its kernel offsets and groups."""
+
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pads: list[tuple[int, int]]
+    dilation: tuple[int, ...]
+    out_sizes: list[int]
+    groups: int
+    in_per_group: int
+    out_per_group: int
+
+    def pad(self, x: Array) -> Array:
+        """``x`` zero-padded on its spatial axes."""
+        return np.pad(x, [(0, 0), (0, 0), *self.pads])
+
+    def padded_shape(self, shape: Sequence[int]) -> list[int]:
+        """The shape of an ``[N, C, ...]`` array of ``shape`` once padded."""
+        return [*shape[:2], *(shape[2 + i] + sum(pad) for i, pad in enumerate(self.pads))]
+
+    def taps(self) -> Iterator[tuple[Index, Index, Index, Index]]:
+        """Every (kernel offset, group) of the convolution: the padded input's view at that offset (all output
+        positions at once), the group's input channels and output channels (of an ``[N, C, ...]`` array), and
+        its weight taps ``w[group's outputs, :, *offset]``."""
+        for offset in itertools.product(*(range(k) for k in self.kernel)):
+            spatial = _offset_slices(offset, self.out_sizes, self.stride, self.dilation)
+            window: Index = (slice(None), slice(None), *spatial)
+            for g in range(self.groups):
+                ins: Index = (slice(None), slice(g * self.in_per_group, (g + 1) * self.in_per_group))
+                outs: Index = (slice(None), slice(g * self.out_per_group, (g + 1) * self.out_per_group))
+                yield window, ins, outs, (outs[1], slice(None), *offset)
 
 
-def _conv_taps(
-    kernel: Sequence[int],
-    out_sizes: Sequence[int],
-    stride: Sequence[int],
-    dilation: Sequence[int],
+def _conv_plan(
+    input_shape: Sequence[int],
+    weight_shape: Sequence[int],
+    stride: Window,
+    padding: Padding,
+    dilation: Window,
     groups: int,
-    in_per_group: int,
-    out_per_group: int,
-) -> Iterator[tuple[Index, Index, Index, Index]]:
-    """Every (kernel offset, group) of a convolution: the padded input's view at that offset (all output
-    positions at once), the group's input channels and output channels (of an ``[N, C, ...]`` array), and
-    its weight taps ``w[group's outputs, :, *offset]``."""
-    for offset in itertools.product(*(range(k) for k in kernel)):
-        window: Index = (slice(None), slice(None), *_offset_slices(offset, out_sizes, stride, dilation))
-        for g in range(groups):
-            ins: Index = (slice(None), slice(g * in_per_group, (g + 1) * in_per_group))
-            outs: Index = (slice(None), slice(g * out_per_group, (g + 1) * out_per_group))
-            yield window, ins, outs, (outs[1], slice(None), *offset)
+) -> _ConvPlan:
+    """The geometry of convolving an ``input_shape`` input with an ``[O, C / groups, *kernel]`` weight."""
+    kernel = tuple(weight_shape[2:])
+    stride, pads, dilation = _conv_geometry(kernel, stride, padding, dilation)
+    padded = [input_shape[2 + i] + sum(pads[i]) for i in range(len(kernel))]
+    out_sizes = _out_sizes(padded, kernel, stride, dilation)
+    in_per_group, out_per_group = input_shape[1] // groups, weight_shape[0] // groups
+    return _ConvPlan(kernel, stride, pads, dilation, out_sizes, groups, in_per_group, out_per_group)
 
 
 @reference_as("conv1d", "conv2d")
@@ -592,16 +616,14 @@ def _conv(
 ) -> Array:
     """out[n, o, *y] = sum_{c, *k} x_pad[n, g*Cg + c, *(y*stride + k*dilation)] * w[o, c, *k] + b[o]."""
     x, w = np.asarray(input), np.asarray(weight)
-    kernel = w.shape[2:]
-    stride, pads, dilation, out_sizes = _conv_setup(x.shape, kernel, stride, padding, dilation)
-    xp = np.pad(x, [(0, 0), (0, 0), *pads])
-    batch, channels, out_channels = x.shape[0], x.shape[1], w.shape[0]
-    cg, og = channels // groups, out_channels // groups
-    out = np.zeros((batch, out_channels, *out_sizes), dtype=np.result_type(x, w))
-    for window, ins, outs, taps in _conv_taps(kernel, out_sizes, stride, dilation, groups, cg, og):
+    plan = _conv_plan(x.shape, w.shape, stride, padding, dilation, groups)
+    xp = plan.pad(x)
+    out_channels = w.shape[0]
+    out = np.zeros((x.shape[0], out_channels, *plan.out_sizes), dtype=np.result_type(x, w))
+    for window, ins, outs, taps in plan.taps():
         out[outs] += np.einsum("nc...,oc->no...", xp[window][ins], w[taps])
     if bias is not None:
-        out = out + np.asarray(bias).reshape(1, out_channels, *([1] * len(kernel)))
+        out = out + np.asarray(bias).reshape(1, out_channels, *([1] * len(plan.kernel)))
     return out
 
 
@@ -611,14 +633,11 @@ def _conv_grad_input(
 ) -> Array:
     """Transpose of :func:`_conv` in its input: scatter-add every kernel position's contribution."""
     g_out, w = np.asarray(output_grad), np.asarray(weight)
-    kernel = w.shape[2:]
-    stride, pads, dilation, out_sizes = _conv_setup(like.shape, kernel, stride, padding, dilation)
-    padded_shape = [*like.shape[:2], *(like.shape[2 + i] + sum(pads[i]) for i in range(len(kernel)))]
-    gxp = np.zeros(padded_shape, dtype=np.result_type(g_out, w))
-    cg, og = like.shape[1] // groups, w.shape[0] // groups
-    for window, ins, outs, taps in _conv_taps(kernel, out_sizes, stride, dilation, groups, cg, og):
+    plan = _conv_plan(like.shape, w.shape, stride, padding, dilation, groups)
+    gxp = np.zeros(plan.padded_shape(like.shape), dtype=np.result_type(g_out, w))
+    for window, ins, outs, taps in plan.taps():
         gxp[window][ins] += np.einsum("no...,oc->nc...", g_out[outs], w[taps])
-    crop = tuple(slice(before, before + like.shape[2 + i]) for i, (before, _) in enumerate(pads))
+    crop = tuple(slice(before, before + like.shape[2 + i]) for i, (before, _) in enumerate(plan.pads))
     return gxp[(slice(None), slice(None), *crop)].copy()
 
 
@@ -627,13 +646,11 @@ def _conv_grad_weight(
     output_grad: Array, input: Array, like: Array, *, stride: Window, padding: Padding, dilation: Window, groups: int
 ) -> Array:
     g_out, x = np.asarray(output_grad), np.asarray(input)
-    kernel = like.shape[2:]
-    stride, pads, dilation, out_sizes = _conv_setup(x.shape, kernel, stride, padding, dilation)
-    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    plan = _conv_plan(x.shape, like.shape, stride, padding, dilation, groups)
+    xp = plan.pad(x)
     gw = np.zeros(like.shape, dtype=np.result_type(g_out, x))
-    cg, og = x.shape[1] // groups, like.shape[0] // groups
     summed = [0, *range(2, xp.ndim)]  # batch and output positions
-    for window, ins, outs, taps in _conv_taps(kernel, out_sizes, stride, dilation, groups, cg, og):
+    for window, ins, outs, taps in plan.taps():
         gw[taps] += np.tensordot(g_out[outs], xp[window][ins], axes=(summed, summed))
     return gw
 
