@@ -604,6 +604,26 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
         }                                                                                                 \
     }
 
+/* ---- Rows (see runtime.h) ---------------------------------------------------------------------- */
+void mt_softmax_row_f32(float *v, long n) {
+    float mx = -INFINITY;
+    int nan = 0;
+    MT_OMP("omp simd reduction(max : mx) reduction(| : nan)")
+    for (long j = 0; j < n; j++) { /* a max reduction: vectorised without if-conversion */
+        nan |= v[j] != v[j];
+        mx = mx > v[j] ? mx : v[j];
+    }
+    mx = mt_sel_f32(nan, NAN, mx);
+    double s = 0;
+    MT_OMP("omp simd reduction(+ : s)")
+    for (long j = 0; j < n; j++) {
+        v[j] = mt_exp_f32(v[j] - mx);
+        s += v[j];
+    }
+    double inv = 1 / s;
+    for (long j = 0; j < n; j++) v[j] = (float)(v[j] * inv);
+}
+
 /* ---- Float GEMM with AVX-512 (compiled where the compiler targets it: -march=native on such a CPU) ---
  * Used instead of BLAS for every float GEMM on one thread (mt_gemm1_f32): OpenBLAS picks its kernels by
  * CPU model and runs its AVX2 ones on CPUs it does not know or when $OPENBLAS_CORETYPE says so (0.3.34
@@ -646,14 +666,14 @@ static inline __attribute__((always_inline)) void mt_x512_tile(int R, int NV, lo
         }
 }
 
-/* mt_x512_tile with R (1 .. MT_X_MR) and NV (1 .. 4) as constants, so its loops unroll into registers */
+/* mt_x512_tile with R (1, 2, 4 or MT_X_MR) and NV (1 .. 4) as constants, so its loops unroll into registers */
 static void mt_x512_rows(int R, int NV, long kc, const float *a, long ras, long kas, const float *bp, float *c,
                          long ldc, float alpha, float beta, __mmask16 last) {
 #define MT_X_CASE(R_, NV_)                                                                                 \
     case R_ * 8 + NV_: mt_x512_tile(R_, NV_, kc, a, ras, kas, bp, c, ldc, alpha, beta, last); break;
 #define MT_X_ROW(R_) MT_X_CASE(R_, 1) MT_X_CASE(R_, 2) MT_X_CASE(R_, 3) MT_X_CASE(R_, 4)
     switch (R * 8 + NV) {
-        MT_X_ROW(1) MT_X_ROW(2) MT_X_ROW(3) MT_X_ROW(4) MT_X_ROW(5) MT_X_ROW(6)
+        MT_X_ROW(1) MT_X_ROW(2) MT_X_ROW(4) MT_X_ROW(6) /* the row counts mt_sgemm_x512 passes */
     default: break;
     }
 #undef MT_X_ROW
@@ -724,9 +744,9 @@ static void mt_sgemm_x512(int ta, int tb, long M, long N, long K, float alpha, c
             long n = N - j0 < MT_X_NR ? N - j0 : MT_X_NR;
             __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1 : 0xffff);
             mt_x512_pack_b(tb, B, ldb, k0, kc, j0, n, bp);
-            for (long i = 0; i < M; i += MT_X_MR) {
-                int R = M - i < MT_X_MR ? (int)(M - i) : MT_X_MR;
-                mt_x512_rows(R, (int)((n + 15) / 16), kc, A + i * ras + k0 * kas, ras, kas, bp, C + i * ldc + j0,
+            for (long i = 0, R; i < M; i += R) { /* tiles of 6 rows, the rest as 4, 2 and 1 */
+                R = M - i >= MT_X_MR ? MT_X_MR : M - i >= 4 ? 4 : M - i >= 2 ? 2 : 1;
+                mt_x512_rows((int)R, (int)((n + 15) / 16), kc, A + i * ras + k0 * kas, ras, kas, bp, C + i * ldc + j0,
                              ldc, alpha, b, last);
             }
         }
@@ -1163,16 +1183,10 @@ static void mt_qlinear_tiles(int format, long M, long N, long nb, mt_qacts a, co
         long m = 0;
         for (; m + MT_STRIP_TILE <= M; m += MT_STRIP_TILE)
             mt_qstrip_tile(panel, nb, a, k, m, MT_STRIP_TILE, Y + n, N, accumulate);
-        switch (M - m) { /* the rows left, each count its own unrolled tile */
-        case 7: mt_qstrip_tile(panel, nb, a, k, m, 7, Y + n, N, accumulate); break;
-        case 6: mt_qstrip_tile(panel, nb, a, k, m, 6, Y + n, N, accumulate); break;
-        case 5: mt_qstrip_tile(panel, nb, a, k, m, 5, Y + n, N, accumulate); break;
-        case 4: mt_qstrip_tile(panel, nb, a, k, m, 4, Y + n, N, accumulate); break;
-        case 3: mt_qstrip_tile(panel, nb, a, k, m, 3, Y + n, N, accumulate); break;
-        case 2: mt_qstrip_tile(panel, nb, a, k, m, 2, Y + n, N, accumulate); break;
-        case 1: mt_qstrip_tile(panel, nb, a, k, m, 1, Y + n, N, accumulate); break;
-        default: break;
-        }
+        /* the rows left (up to 7) as tiles of 4, 2 and 1: three unrolled bodies, not seven (a smaller binary) */
+        if (M - m >= 4) mt_qstrip_tile(panel, nb, a, k, m, 4, Y + n, N, accumulate), m += 4;
+        if (M - m >= 2) mt_qstrip_tile(panel, nb, a, k, m, 2, Y + n, N, accumulate), m += 2;
+        if (M - m >= 1) mt_qstrip_tile(panel, nb, a, k, m, 1, Y + n, N, accumulate);
     }
 }
 #endif

@@ -222,24 +222,7 @@ static inline float mt_tanh_f32(float x) {
 /* softmax of a contiguous float row in place: the max (NaN anywhere makes the row NaN), the exponentials by
  * mt_exp_f32 (one per element, vectorised; masked slots underflow to 0 without glibc's slow path), their sum
  * in double */
-static inline void mt_softmax_row_f32(float *v, long n) {
-    float mx = -INFINITY;
-    int nan = 0;
-    MT_OMP("omp simd reduction(max : mx) reduction(| : nan)")
-    for (long j = 0; j < n; j++) { /* a max reduction: vectorised without if-conversion */
-        nan |= v[j] != v[j];
-        mx = mx > v[j] ? mx : v[j];
-    }
-    mx = mt_sel_f32(nan, NAN, mx);
-    double s = 0;
-    MT_OMP("omp simd reduction(+ : s)")
-    for (long j = 0; j < n; j++) {
-        v[j] = mt_exp_f32(v[j] - mx);
-        s += v[j];
-    }
-    double inv = 1 / s;
-    for (long j = 0; j < n; j++) v[j] = (float)(v[j] * inv);
-}
+void mt_softmax_row_f32(float *v, long n);
 
 /* 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below (never exp of a large positive): one exp, of
  * -|x|, which is the one either form takes, and a select (the same bits as computing the chosen form) */
