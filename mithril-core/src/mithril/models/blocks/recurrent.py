@@ -287,7 +287,21 @@ class _Recurrent(_Renamed):
         return step, {key: getattr(step, key) for key in cell.state_keys}
 
 
-class ManyToOne(_Recurrent):
+class _Unrolled(_Recurrent):
+    """A cell unrolled over ``max_sequence_length`` steps: ``_cell`` (the template, see
+    :func:`_template_cell`) and ``_length``, both checked in ``owner``'s name."""
+
+    def __init__(self, owner: str, cell_type: Any, max_sequence_length: Any, *, name: str | None) -> None:
+        super().__init__(name=name)
+        self._cell = _template_cell(owner, cell_type)
+        self._length = validation.positive_int(owner, "max_sequence_length", max_sequence_length)
+
+    def _initial_state(self) -> dict[str, Any]:
+        """The first step's state: the inputs ``initial_<state key>``."""
+        return {key: f"initial_{key}" for key in self._cell.state_keys}
+
+
+class ManyToOne(_Unrolled):
     """Read ``max_sequence_length`` time slots ``input0``, ``input1``... (``input<t>`` ``[N_t, 1, d_in]``,
     ``N_t`` the number of sequences longer than ``t``) from ``initial_hidden`` (and ``initial_cell`` for an
     LSTM, with the same batch size); ``output<t>`` is each step's output projection. ``hidden_concat`` holds the
@@ -309,15 +323,14 @@ class ManyToOne(_Recurrent):
         self, cell_type: Cell | type[Cell], max_sequence_length: int, hidden_concat: Any = TBD, *,
         name: str | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(name=name)
-        cell = _template_cell("ManyToOne", cell_type)
-        length = validation.positive_int("ManyToOne", "max_sequence_length", max_sequence_length)
+        super().__init__("ManyToOne", cell_type, max_sequence_length, name=name)
+        cell, length = self._cell, self._length
         if hidden_concat is not TBD:
             raise ArgumentError("ManyToOne: hidden_concat is the model's output; it takes no value")
         self._declare_keys(
             *(f"input{t}" for t in range(length)), *(f"initial_{s}" for s in cell.state_keys), *cell.shared_keys
         )
-        state: dict[str, Any] = {key: f"initial_{key}" for key in cell.state_keys}
+        state = self._initial_state()
         passed_on: list[Any] = []
         for t in range(length):
             step, state = self._step(cell, f"input{t}", state, f"output{t}")
@@ -332,7 +345,7 @@ class ManyToOne(_Recurrent):
         self._cin = self._keys["input0"]
 
 
-class OneToMany(_Recurrent):
+class OneToMany(_Unrolled):
     """Generate ``max_sequence_length`` outputs ``output0``... from ``input`` ``[N, 1, d_in]`` and
     ``initial_hidden`` (and ``initial_cell``): step ``t >= 1`` reads the previous output, or with
     ``teacher_forcing`` ``target<t-1>``, cut to the rows of ``target<t>`` (the sequences longer than ``t``; its
@@ -354,15 +367,14 @@ class OneToMany(_Recurrent):
         self, cell_type: Cell | type[Cell], max_sequence_length: int, teacher_forcing: bool = False,
         input: Any = TBD, *, name: str | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(name=name)
-        cell = _template_cell("OneToMany", cell_type)
-        length = validation.positive_int("OneToMany", "max_sequence_length", max_sequence_length)
+        super().__init__("OneToMany", cell_type, max_sequence_length, name=name)
+        cell, length = self._cell, self._length
         forcing = validation.boolean("OneToMany", "teacher_forcing", teacher_forcing)
         targets = range(0 if forcing else 1, length)
         self._declare_keys(
             "input", *(f"initial_{s}" for s in cell.state_keys), *(f"target{t}" for t in targets), *cell.shared_keys
         )
-        state: dict[str, Any] = {key: f"initial_{key}" for key in cell.state_keys}
+        state = self._initial_state()
         x: Any = "input"
         for t in range(length):
             step, state = self._step(cell, x, state, f"output{t}")
@@ -375,7 +387,7 @@ class OneToMany(_Recurrent):
         self._cout = self._keys[f"output{length - 1}"]
 
 
-class OneToManyInference(_Recurrent):
+class OneToManyInference(_Unrolled):
     """``OneToMany``'s generation: every output is the next step's input, uncut, ``max_sequence_length``
     times (outputs ``output0``...), with ``OneToMany``'s parameters. The initial states may have different
     batch sizes (each cell reads the rows it needs).
@@ -390,11 +402,10 @@ class OneToManyInference(_Recurrent):
         self, cell_type: Cell | type[Cell], max_sequence_length: int, input: Any = TBD, *,
         name: str | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(name=name)
-        cell = _template_cell("OneToManyInference", cell_type)
-        length = validation.positive_int("OneToManyInference", "max_sequence_length", max_sequence_length)
+        super().__init__("OneToManyInference", cell_type, max_sequence_length, name=name)
+        cell, length = self._cell, self._length
         self._declare_keys("input", *(f"initial_{s}" for s in cell.state_keys), *cell.shared_keys)
-        state: dict[str, Any] = {key: f"initial_{key}" for key in cell.state_keys}
+        state = self._initial_state()
         x: Any = "input"
         for t in range(length):
             step, state = self._step(cell, x, state, f"output{t}")
