@@ -33,6 +33,13 @@ def torch_initial_state(data: dict[str, np.ndarray]) -> tuple[Any, Any]:
     return torch.tensor(data["h0"])[None], torch.tensor(data["c0"])[None]
 
 
+def seeded_lstm(data: dict[str, np.ndarray], features: int, hidden: int) -> tuple[Any, Any]:
+    """The reference: a float64 ``nn.LSTM(features, hidden, batch_first=True)`` drawn after
+    ``torch.manual_seed(0)``, and :func:`sequence_data`'s ``x`` as a tensor that collects its gradient."""
+    torch.manual_seed(0)
+    return nn.LSTM(features, hidden, batch_first=True).double(), torch.tensor(data["x"], requires_grad=True)
+
+
 def _mithril_name(prefix: str, name: str) -> str:
     return prefix + _NAMES.get(name, name.removesuffix("_l0"))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_initial_state, torch_params
+from _sequence_helpers import nn, seeded_lstm, sequence_data, torch, torch_grads, torch_initial_state, torch_params
 from mithril.models import (
     IOKey,
     ManyToMany,
@@ -40,9 +40,7 @@ def _close(actual: np.ndarray, expected: torch.Tensor | np.ndarray, dtype: str, 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", backends())
 def test_many_to_many_equals_packed_lstm(backend: str, dtype: str, data: dict) -> None:
-    torch.manual_seed(0)
-    lstm = nn.LSTM(D, H, batch_first=True).double()
-    x = torch.tensor(data["x"], requires_grad=True)
+    lstm, x = seeded_lstm(data, D, H)
     packed_out, (hn, cn) = lstm(
         pack(x, torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False),
         torch_initial_state(data),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _sequence_helpers import nn, sequence_data, torch, torch_grads, torch_initial_state, torch_params
+from _sequence_helpers import nn, seeded_lstm, sequence_data, torch, torch_grads, torch_initial_state, torch_params
 from mithril.models import (
     CrossEntropy,
     IOKey,
@@ -42,9 +42,7 @@ def data() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("backend", backends())
 def test_lstm_layer_loads_nn_lstm_weights(backend: str, dtype: str, data: dict) -> None:
     """ManyToMany(TorchLSTMCell) = nn.LSTM(batch_first=True) with its own weight_ih_l0..., outputs and gradients."""
-    torch.manual_seed(0)
-    lstm = nn.LSTM(D, H, batch_first=True).double()
-    x = torch.tensor(data["x"], requires_grad=True)
+    lstm, x = seeded_lstm(data, D, H)
     out, (_hn, cn) = lstm(x, torch_initial_state(data))
     out.backward(torch.tensor(data["cot"]))
     model = Model()
