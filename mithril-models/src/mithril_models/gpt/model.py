@@ -39,6 +39,9 @@ class GPT(FamilyModel):
     made_by = "create_gpt(...) or from_hf_config(...)"
     config: GPTConfig
 
+    def __init__(self, config: GPTConfig, *, name: str | None = None) -> None:  # the typed signature
+        super().__init__(config, name=name)
+
     def _build(self) -> None:
         build_gpt(self, self.config)
 

@@ -40,6 +40,9 @@ class Llama(FamilyModel):
     made_by = "create_llama(...) or from_hf_config(...)"
     config: LlamaConfig
 
+    def __init__(self, config: LlamaConfig, *, name: str | None = None) -> None:  # the typed signature
+        super().__init__(config, name=name)
+
     def _build(self) -> None:
         build_llama(self, self.config)
 

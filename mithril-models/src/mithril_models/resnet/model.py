@@ -142,6 +142,9 @@ class ResNet(FamilyModel):
     made_by = "resnet(...), resnet18(...) or from_hf_config(transformers.ResNetConfig(...))"
     config: ResNetConfig
 
+    def __init__(self, config: ResNetConfig, *, name: str | None = None) -> None:  # the typed signature
+        super().__init__(config, name=name)
+
     def _build(self) -> None:
         config = self.config
         self |= Conv2d(
