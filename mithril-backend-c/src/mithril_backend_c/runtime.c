@@ -1000,17 +1000,24 @@ static inline __m256i mt_lanes_unsigned(__m256i c, __m256i u, __m256i x) {
     return _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
 #endif
 }
+/* the 32 values of a q4_0 block as unsigned bytes (the nibbles: value j low in byte j, j + 16 high) */
+static inline __m256i mt_unsigned_Q4_0(const mt_block_q4_0 *w) {
+    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+/* the 32 values of a q8_0 block as unsigned bytes (value + 128) */
+static inline __m256i mt_unsigned_Q8_0(const mt_block_q8_0 *w) {
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
+}
 /* the integer lanes of a weight block with activations x (c: their correction) */
 static inline __m256i mt_lanes_Q4_0(const mt_block_q4_0 *w, __m256i x, __m256i c) {
-    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
-    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-    return mt_lanes_unsigned(c, u, x);
+    return mt_lanes_unsigned(c, mt_unsigned_Q4_0(w), x);
 }
 static inline __m256i mt_lanes_Q8_0(const mt_block_q8_0 *w, __m256i x, __m256i c) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)w->qs);
 #ifdef MT_VNNI
-    return MT_VNNI(c, _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)), x);
+    return MT_VNNI(c, mt_unsigned_Q8_0(w), x);
 #else
+    __m256i v = _mm256_loadu_si256((const __m256i *)w->qs);
     (void)c; /* |w| times x * sign(w) */
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
                              _mm256_set1_epi16(1));
@@ -1110,17 +1117,16 @@ static void mt_qlinear_cols(int format, long M, long N, long nb, mt_qacts a, con
 #define MT_STRIP_BLOCK_BYTES 576 /* panel bytes per block: 8 groups x 16 rows x 4 values, then 16 scales */
 #define MT_PANEL_BYTES(nb) ((MT_STRIP_BLOCK_BYTES * (nb) + 63) / 64 * 64) /* a thread's panel, whole lines */
 
-/* the 32 values of a weight block as unsigned bytes (q8_0: value + 128, q4_0: the nibble), and its scale */
+/* block b of weight row `row` as unsigned bytes (mt_unsigned_*), and its scale */
 static inline __m256i mt_qblock_unsigned(int format, const void *W, long row, long nb, long b, float *d) {
     if (format == MT_Q8_0) {
         const mt_block_q8_0 *w = (const mt_block_q8_0 *)W + row * nb + b;
         *d = _cvtsh_ss(w->d);
-        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
+        return mt_unsigned_Q8_0(w);
     }
     const mt_block_q4_0 *w = (const mt_block_q4_0 *)W + row * nb + b;
-    __m128i t = _mm_loadu_si128((const __m128i *)w->qs);
     *d = _cvtsh_ss(w->d);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+    return mt_unsigned_Q4_0(w);
 }
 
 /* the panel of weight rows n .. n+15 (see above): u[nb][8][16] 4-byte groups, then d[nb][16] */
@@ -1173,12 +1179,7 @@ static inline __attribute__((always_inline)) void mt_qstrip_tile(const unsigned 
  * unpacked in turn into panel (MT_PANEL_BYTES(nb), 64-byte aligned) */
 static void mt_qlinear_tiles(int format, long M, long N, long nb, mt_qacts a, const int32_t *k, const void *W,
                              float *Y, int accumulate, long n0, long n1, unsigned char *panel) {
-    size_t row_bytes = (size_t)nb * (format == MT_Q8_0 ? sizeof(mt_block_q8_0) : sizeof(mt_block_q4_0));
     for (long n = n0; n + MT_STRIP <= n1; n += MT_STRIP) {
-        if (n + 2 * MT_STRIP <= n1) { /* the next strip's rows (contiguous) towards the cache, while this one runs */
-            const char *next = (const char *)W + (size_t)(n + MT_STRIP) * row_bytes;
-            for (size_t at = 0; at < MT_STRIP * row_bytes; at += 64) _mm_prefetch(next + at, _MM_HINT_T1);
-        }
         mt_qpack_strip(format, W, n, nb, panel);
         long m = 0;
         for (; m + MT_STRIP_TILE <= M; m += MT_STRIP_TILE)

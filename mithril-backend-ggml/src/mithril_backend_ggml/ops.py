@@ -334,10 +334,7 @@ def _sum(b: Builder, node: Any, args: Mapping[str, T | None]) -> Built:
         # ggml_sum_rows is a serial double sum on one thread (after a copy moving the reduced axes last):
         # 11% of a batch-statistics BatchNorm stack; the C kernel reads in place, vectorised, threaded
         raise Fallback("a partial sum")
-    if len(axes) == len(x.shape) and x.shape:
-        total = b.wrap(b.ggml.ggml_sum(b.ctx, x.tensor), ())
-    else:
-        total = _sum_keepdim(b, x, axes)
+    total = b.wrap(b.ggml.ggml_sum(b.ctx, x.tensor), ()) if x.shape else x  # every axis (a scalar: itself)
     if node.spec.name == "mean":
         count = math.prod(x.shape[a] for a in axes)
         total = b.wrap(b.ggml.ggml_scale(b.ctx, total.tensor, 1.0 / max(count, 1)), total.shape)

@@ -85,8 +85,9 @@ def _acc_type(ctx: Ctx, x: Value) -> str:
     return "double" if ctx.np_dtype(x).kind == "f" else "int64_t"
 
 
-def _simple(init: str, update: str, finish: str = "acc") -> Emitter:
-    sums = ("acc",) if update == "acc += v;" else ()
+def _simple(init: str, update: str, finish: str = "acc", *, additive: bool = False) -> Emitter:
+    """``additive``: ``update`` only adds to ``acc`` (a vectorisable sum: :func:`reduce_loops`' ``sums``)."""
+    sums = ("acc",) if additive else ()
 
     def emit(ctx: Ctx, node: Node) -> list[str]:
         x, out = node_input(node, "input"), node.output
@@ -106,8 +107,8 @@ def _simple(init: str, update: str, finish: str = "acc") -> Emitter:
     return emit
 
 
-sum = _simple("0", "acc += v;")
-mean = _simple("0", "acc += v;", "(double)acc / COUNT")
+sum = _simple("0", "acc += v;", additive=True)
+mean = _simple("0", "acc += v;", "(double)acc / COUNT", additive=True)
 prod = _simple("1", "acc *= v;")
 max = _simple("first", "v > acc || v != v")
 min = _simple("first", "v < acc || v != v")
