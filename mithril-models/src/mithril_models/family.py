@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from mithril.models import Model
 
@@ -24,9 +24,17 @@ from .checkpoints.layout import Layout
 
 __all__ = ["FamilyModel", "find_family_models"]
 
+ConfigT = TypeVar("ConfigT")
 
-class FamilyModel(Model):
-    """A model of a known family: ``config`` holds the builder's arguments (or the ``transformers`` config)."""
+
+class FamilyModel(Model, Generic[ConfigT]):
+    """A model of a known family: ``config`` holds the builder's arguments (or the ``transformers`` config).
+
+    The type parameter is the config's class, so ``class GPT(FamilyModel[GPTConfig])`` is constructed as
+    ``GPT(config: GPTConfig)`` and its ``self.config`` is a ``GPTConfig``, with no ``__init__`` of its own.
+    """
+
+    config: ConfigT
 
     family: ClassVar[str] = ""
     """Short family name (``"resnet"``, ``"gpt2"``, ``"clip"``, ``"t5"``)."""
@@ -36,14 +44,14 @@ class FamilyModel(Model):
     made_by: ClassVar[str] = ""
     """What makes a ``config`` of the right class (``"create_gpt(...) or from_hf_config(...)"``)."""
 
-    def __init__(self, config: Any, *, name: str | None = None) -> None:
+    def __init__(self, config: ConfigT, *, name: str | None = None) -> None:
         if not isinstance(config, self.config_type):
             raise TypeError(
                 f"{type(self).__name__} needs a {self.config_type.__name__}, got {type(config).__name__}; "
                 f"use {self.made_by}"
             )
         super().__init__(name=name)
-        self.config: Any = config
+        self.config = config
         self._build()
 
     def _build(self) -> None:
@@ -54,7 +62,7 @@ class FamilyModel(Model):
         raise NotImplementedError(f"{type(self).__name__} declares no checkpoint layouts")
 
 
-def find_family_models(model: Model, prefix: str = "") -> Iterator[tuple[str, FamilyModel]]:
+def find_family_models(model: Model, prefix: str = "") -> Iterator[tuple[str, FamilyModel[Any]]]:
     """``(path prefix, model)`` for the outermost family models in ``model``'s tree (``model`` itself first)."""
     if isinstance(model, FamilyModel):
         yield prefix, model

@@ -40,7 +40,7 @@ from mithril.errors import ModelKeyError
 from mithril.extend import op, validation
 from mithril.models import Connection, IOKey, Model
 
-from .family import FamilyModel
+from .family import ConfigT, FamilyModel
 
 __all__ = [
     "MASKED", "DecodeStepModel", "DecodeSteps", "StepShape", "cache_names", "cached_attention", "layer_cache_keys",
@@ -287,10 +287,10 @@ def cached_attention(
     return op(model, "scaled_dot_product_attention", q, repeat(k), repeat(v), extra, causal=step.prompt, scale=scale)
 
 
-_Step = TypeVar("_Step", bound="DecodeStepModel")
+_Step = TypeVar("_Step", bound="DecodeStepModel[Any]")
 
 
-class DecodeStepModel(FamilyModel):
+class DecodeStepModel(FamilyModel[ConfigT]):
     """A family's decode step of shape :class:`StepShape` (``prompt``, ``tokens``, ``padded``, ``reorder``
     as there) for ``batch`` sequences with caches of ``cache_len`` slots: a subclass names its ``family``
     and ``config_type`` and builds the graph in :meth:`build` (the full model's blocks and child names, so
@@ -305,7 +305,7 @@ class DecodeStepModel(FamilyModel):
 
     def __init__(
         self,
-        config: Any,
+        config: ConfigT,
         batch: int,
         cache_len: int,
         *,
@@ -324,7 +324,7 @@ class DecodeStepModel(FamilyModel):
         self.shape = StepShape(batch, cache_len, bool(prompt), tokens, bool(padded), bool(reorder))
         self.build(config, self.shape)
 
-    def build(self, config: Any, step: StepShape) -> None:
+    def build(self, config: ConfigT, step: StepShape) -> None:
         """Add the step's graph to this (empty) model."""
         raise NotImplementedError(f"{type(self).__name__} does not build a step")
 

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from mithril.extend import op, param
 from mithril.models import Connection, IOKey
@@ -29,14 +30,14 @@ from .vision import EncodeImage
 __all__ = ["CLIP", "clip", "encode_image", "encode_text"]
 
 
-def _l2_normalise(model: FamilyModel, x: Connection) -> Connection:
+def _l2_normalise(model: FamilyModel[Any], x: Connection) -> Connection:
     """``x / ||x||`` over the last axis (no epsilon, as OpenAI and ``transformers`` do)."""
     norm = op(model, "sqrt", (x * x).sum(axis=-1, keepdim=True))
     normalised: Connection = x / norm
     return normalised
 
 
-class CLIP(FamilyModel):
+class CLIP(FamilyModel[CLIPConfig]):
     """CLIP: an :class:`EncodeImage` child ``vision`` and an :class:`EncodeText` child ``text``, the scalar
     parameter ``logit_scale`` and the similarity head. Build it with :func:`clip` or ``from_hf_config``.
 

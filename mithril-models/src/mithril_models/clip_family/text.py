@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from mithril.extend import initializers, op
 from mithril.models import Connection, Embedding, IOKey, LayerNorm, Linear
 
@@ -23,7 +25,9 @@ from .layers import encoder_layers
 __all__ = ["EncodeText", "pool_end_of_text"]
 
 
-def pool_end_of_text(model: FamilyModel, hidden: Connection, text: Connection, eos_token_id: int | None) -> Connection:
+def pool_end_of_text(
+    model: FamilyModel[Any], hidden: Connection, text: Connection, eos_token_id: int | None
+) -> Connection:
     """``hidden[b, t_b]`` (``[batch, width]``) where ``t_b`` is the end-of-text position of row ``b``.
 
     ``t_b = argmax(text[b])`` (the highest id, OpenAI's rule) or, with ``eos_token_id``, the first position
@@ -45,7 +49,7 @@ def pool_end_of_text(model: FamilyModel, hidden: Connection, text: Connection, e
     return pooled
 
 
-class EncodeText(FamilyModel):
+class EncodeText(FamilyModel[TextConfig]):
     """The text tower (see the module docstring); build it with :func:`mithril_models.clip_family.encode_text`.
 
     Children follow ``transformers``' ``CLIPTextModelWithProjection``: ``text_model.embeddings.*``,

@@ -79,7 +79,7 @@ def _vit(tower: Model, config: VisionConfig, image: IOKey) -> Connection:
     return post.output
 
 
-class EncodeImage(FamilyModel):
+class EncodeImage(FamilyModel[VisionConfig]):
     """The image tower (see the module docstring); build it with :func:`mithril_models.clip_family.encode_image`.
 
     >>> EncodeImage(VisionConfig(16, 64, (1, 1, 1, 1), 16)).config.kind

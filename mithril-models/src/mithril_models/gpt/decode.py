@@ -32,7 +32,7 @@ from .layers import build_gpt
 __all__ = ["GPTDecodeStep", "KVDecoder"]
 
 
-class GPTDecodeStep(DecodeStepModel):
+class GPTDecodeStep(DecodeStepModel[GPTConfig]):
     """A decode step of GPT-2 for ``batch`` sequences with caches of ``cache_len`` slots: the prompt step
     (``prompt=True``), the one-token step, or a chunk step of ``tokens`` tokens with ``padded``/``reorder``
     inputs (see :class:`~mithril_models.kv_cache.StepShape`).
@@ -45,7 +45,6 @@ class GPTDecodeStep(DecodeStepModel):
 
     family = "gpt2"
     config_type = GPTConfig
-    config: GPTConfig
 
     def build(self, config: GPTConfig, step: StepShape) -> None:
         build_gpt(self, config, step)

@@ -25,7 +25,7 @@ from .layers import build_gpt
 __all__ = ["GPT", "create_gpt", "from_hf_config"]
 
 
-class GPT(FamilyModel):
+class GPT(FamilyModel[GPTConfig]):
     """GPT-2 (a :class:`FamilyModel`, ``family = "gpt2"``): ``input`` (int token ids ``[B, T]``, any
     ``T <= block_size``) -> ``output`` (logits ``[B, T, vocab_size]``).
 
@@ -37,10 +37,6 @@ class GPT(FamilyModel):
     family = "gpt2"
     config_type = GPTConfig
     made_by = "create_gpt(...) or from_hf_config(...)"
-    config: GPTConfig
-
-    def __init__(self, config: GPTConfig, *, name: str | None = None) -> None:  # the typed signature
-        super().__init__(config, name=name)
 
     def _build(self) -> None:
         build_gpt(self, self.config)

@@ -26,7 +26,7 @@ from .layers import build_llama
 __all__ = ["LlamaDecodeStep", "LlamaKVDecoder"]
 
 
-class LlamaDecodeStep(DecodeStepModel):
+class LlamaDecodeStep(DecodeStepModel[LlamaConfig]):
     """A decode step of a Llama-style decoder for ``batch`` sequences with caches of ``cache_len`` slots:
     the prompt step (``prompt=True``: ``input [batch, T]`` -> ``output`` and ``present_*``), the one-token
     step (``input [batch, 1]``, ``positions [1]``, ``past_*`` -> ``output`` and ``present_*``) or a chunk
@@ -41,7 +41,6 @@ class LlamaDecodeStep(DecodeStepModel):
 
     family = "llama"
     config_type = LlamaConfig
-    config: LlamaConfig
 
     def build(self, config: LlamaConfig, step: StepShape) -> None:
         build_llama(self, config, step)

@@ -25,7 +25,7 @@ from .layers import build_llama
 __all__ = ["Llama", "create_llama", "from_hf_config"]
 
 
-class Llama(FamilyModel):
+class Llama(FamilyModel[LlamaConfig]):
     """A Llama-style decoder (a :class:`FamilyModel`, ``family = "llama"``): ``input`` (int token ids
     ``[B, T]``) -> ``output`` (logits ``[B, T, vocab_size]``).
 
@@ -38,10 +38,6 @@ class Llama(FamilyModel):
     family = "llama"
     config_type = LlamaConfig
     made_by = "create_llama(...) or from_hf_config(...)"
-    config: LlamaConfig
-
-    def __init__(self, config: LlamaConfig, *, name: str | None = None) -> None:  # the typed signature
-        super().__init__(config, name=name)
 
     def _build(self) -> None:
         build_llama(self, self.config)

@@ -123,7 +123,7 @@ def _block(config: ResNetConfig, in_channels: int, width: int, stride: int, name
     return block
 
 
-class ResNet(FamilyModel):
+class ResNet(FamilyModel[ResNetConfig]):
     """A ResNet built from a :class:`ResNetConfig`; ``input`` ``[N, C, H, W]`` -> ``output`` logits.
 
     ``config.training`` picks BatchNorm's mode: ``False`` uses the running statistics (buffers
@@ -140,10 +140,6 @@ class ResNet(FamilyModel):
     family = "resnet"
     config_type = ResNetConfig
     made_by = "resnet(...), resnet18(...) or from_hf_config(transformers.ResNetConfig(...))"
-    config: ResNetConfig
-
-    def __init__(self, config: ResNetConfig, *, name: str | None = None) -> None:  # the typed signature
-        super().__init__(config, name=name)
 
     def _build(self) -> None:
         config = self.config

@@ -118,7 +118,7 @@ def _block(s: T5Settings, step: StepShape, index: int) -> Model:
     return block
 
 
-class T5DecodeStep(FamilyModel):
+class T5DecodeStep(FamilyModel[T5Settings]):
     """The T5 decoder (with its LM head) as a decode step of shape ``step`` (see the module docstring).
 
     >>> from mithril_models.t5.config import T5Settings
@@ -162,7 +162,7 @@ class T5DecodeStep(FamilyModel):
         return decoder_layouts(self.settings)
 
 
-class T5CrossCaches(FamilyModel):
+class T5CrossCaches(FamilyModel[T5Settings]):
     """``memory`` ``[batch, S, d_model]`` (the encoder's states) -> ``cross_key_<i>``/``cross_value_<i>``
     ``[batch, heads, S, d_kv]`` for every decoder layer, with the decoder's ``EncDecAttention.k``/``v``.
 

@@ -31,7 +31,7 @@ from .layers import T5Block
 __all__ = ["T5Decoder", "T5Encoder", "from_hf_config", "t5_decode", "t5_encode"]
 
 
-class _T5Stack(FamilyModel):
+class _T5Stack(FamilyModel[Any]):
     family: ClassVar[str] = "t5"
     settings: T5Settings
 
