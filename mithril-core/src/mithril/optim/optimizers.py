@@ -229,6 +229,7 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """Adam (``torch.optim.Adam``); ``weight_decay`` adds ``weight_decay * param`` to the gradient (L2).
+    ``weight_decay=None`` is the class's default (Adam: ``0.0``, AdamW: ``0.01``, as in PyTorch).
 
     >>> Adam(lr=1e-3).betas
     (0.9, 0.999)
@@ -236,6 +237,7 @@ class Adam(Optimizer):
 
     slots = ("m", "v")
     decoupled = False
+    default_weight_decay = 0.0
 
     def __init__(
         self,
@@ -243,10 +245,12 @@ class Adam(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         *,
-        weight_decay: float = 0.0,
+        weight_decay: float | None = None,
         clip_norm: float | None = None,
         decay_mask: DecayMask = None,
     ) -> None:
+        if weight_decay is None:
+            weight_decay = self.default_weight_decay
         super().__init__(lr, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
         where = type(self).__name__
         self.betas = _betas(where, betas)
@@ -335,18 +339,7 @@ class AdamW(Adam):
 
     decoupled = True
     default_mask = "matrices"
-
-    def __init__(
-        self,
-        lr: float | Schedule = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        *,
-        weight_decay: float = 0.01,
-        clip_norm: float | None = None,
-        decay_mask: DecayMask = None,
-    ) -> None:
-        super().__init__(lr, betas, eps, weight_decay=weight_decay, clip_norm=clip_norm, decay_mask=decay_mask)
+    default_weight_decay = 0.01
 
 
 class RMSprop(Optimizer):
