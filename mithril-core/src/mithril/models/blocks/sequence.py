@@ -381,7 +381,10 @@ class TorchOneToMany(_Unrolled):
 class _Seq2Seq(_Unrolled):
     """An encoder (parameters ``encoder_*``) reading ``input`` ``[B, length, D]`` (``lengths[b]`` steps of
     sample ``b`` with ``variable_length=True``) whose final state starts a decoder (``decoder_*``) that
-    gives ``output`` from ``decoder_input`` in ``decoder_length`` steps (:meth:`_decode`)."""
+    gives ``output`` from ``decoder_input`` in ``decoder_length`` steps (:meth:`_decode`).
+    ``variable_length=None`` is the class's ``default_variable_length``."""
+
+    default_variable_length = False
 
     def __init__(
         self,
@@ -390,9 +393,11 @@ class _Seq2Seq(_Unrolled):
         length: int,
         decoder_length: int,
         *,
-        variable_length: bool = False,
+        variable_length: bool | None = None,
         name: str | None = None,
     ) -> None:
+        if variable_length is None:
+            variable_length = self.default_variable_length
         super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
         decoder_length = validation.positive_int(type(self).__name__, "decoder_length", decoder_length)
         self._declare("input", "decoder_input")
@@ -442,17 +447,7 @@ class TorchEncoderDecoderInference(_Seq2Seq):
     ['input', 'decoder_input', 'lengths']
     """
 
-    def __init__(
-        self,
-        cell_type: Any,
-        hidden_size: int,
-        length: int,
-        decoder_length: int,
-        *,
-        variable_length: bool = True,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(cell_type, hidden_size, length, decoder_length, variable_length=variable_length, name=name)
+    default_variable_length = True
 
     def _decode(self, state: dict[str, Any], decoder_length: int) -> Any:
         predictions = self._generate(IOKey("decoder_input", shape=["B", "O"]), state, decoder_length, prefix="decoder_")
