@@ -12,12 +12,11 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.extend import Backend, NumpyArrays
+from mithril.extend import NumpyArrays, ThreadedBackend
 from mithril.types import Dtype, Kind
 
 from .codegen import generate_source
@@ -27,7 +26,7 @@ from .program import CProgram
 __all__ = ["CBackend"]
 
 
-class CBackend(NumpyArrays, Backend[np.ndarray]):
+class CBackend(NumpyArrays, ThreadedBackend[np.ndarray]):
     """Backend generating C; ``threads`` is the OpenMP thread count of each call (default: all cores).
 
     Every value's shape must be known at compile time: pass ``ml.compile(shapes=...)``.
@@ -37,21 +36,6 @@ class CBackend(NumpyArrays, Backend[np.ndarray]):
     supports_autograd: ClassVar[bool] = False
     codegen: ClassVar[str] = "c"
     supported_dtypes: ClassVar[tuple[Dtype, ...]] = (Dtype.float32, Dtype.float64)
-
-    def __init__(
-        self,
-        dtype: Dtype | str = Dtype.float32,
-        device: str = "cpu",
-        seed: int | None = None,
-        threads: int | None = None,
-    ) -> None:
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"CBackend(threads=...) must be a positive int, got {threads!r}")
-        self.threads = threads if threads is not None else (os.cpu_count() or 1)
-        super().__init__(dtype, device, seed)
-
-    def __repr__(self) -> str:
-        return f"CBackend(dtype={self.dtype.value}, threads={self.threads})"
 
     def native_dtype(self, dtype: Dtype | Kind | None = None) -> np.dtype:
         """``None``/``"float"`` -> the backend float dtype; ``"int"`` -> int64; ``"bool"`` -> bool."""

@@ -13,12 +13,11 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from mithril.extend import Backend, NumpyArrays, refuse_wrapping_ints
+from mithril.extend import NumpyArrays, ThreadedBackend, refuse_wrapping_ints
 from mithril.types import Dtype, Kind
 
 from ._lib import load_ggml
@@ -28,7 +27,7 @@ from .ops import fold
 __all__ = ["GGMLBackend"]
 
 
-class GGMLBackend(NumpyArrays, Backend[np.ndarray]):
+class GGMLBackend(NumpyArrays, ThreadedBackend[np.ndarray]):
     """Backend running ggml compute graphs (float32 only).
 
     Args:
@@ -52,16 +51,8 @@ class GGMLBackend(NumpyArrays, Backend[np.ndarray]):
         seed: int | None = None,
         threads: int | None = None,
     ) -> None:
-        super().__init__(dtype=dtype, device=device, seed=seed)
-        if threads is None:
-            threads = os.cpu_count() or 1
-        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-            raise ValueError(f"GGMLBackend(threads=...) must be a positive int, got {threads!r}")
-        self.threads = threads
+        super().__init__(dtype, device, seed, threads)
         load_ggml()  # fail early (missing package, wrong libggml version), not at the first compile
-
-    def __repr__(self) -> str:
-        return f"GGMLBackend(dtype={self.dtype.value}, device={self.device!r}, threads={self.threads})"
 
     # -- dtypes ----------------------------------------------------------------------------------
     def kind_dtype(self, kind: Kind) -> Dtype:

@@ -7,9 +7,9 @@ gradient rule, a backend or a model family, without importing Mithril's internal
   new rules.
 - Gradients: :class:`GradContext` (what a VJP rule receives) and :class:`Ops` (emitting primitives).
 - Backends: the :class:`Backend` base class and :class:`Dtype` (:class:`NumpyArrays`: the array methods of a
-  backend whose arrays are NumPy's); for a Python backend package,
-  :func:`op_table` (the shared array-API implementations bound to a framework namespace, plus the
-  backend's overrides), :class:`Binding`, :data:`Impl` and :func:`module_implementations` (the
+  backend whose arrays are NumPy's; :class:`ThreadedBackend`: a backend's ``threads`` option, for C and GGML);
+  for a Python backend package, :func:`op_table` (the shared array-API implementations bound to a framework
+  namespace, plus the backend's overrides), :class:`Binding`, :data:`Impl` and :func:`module_implementations` (the
   implementations a module of overrides holds: its public functions); for every backend package, :func:`backend_plugin`
   (its ``plugin.py`` in one call) and :func:`lazy_exports` (its ``__init__`` exports imported on first use);
   :class:`InputsNeedChecking` for entry points that check their own inputs (:mod:`mithril.backends.direct`).
@@ -60,7 +60,7 @@ from typing import Any
 from . import initializers, validation
 from .backends import array_api
 from .backends.array_api import Binding, Impl, op_table
-from .backends.backend import Backend, NumpyArrays, dtype_table, refuse_wrapping_ints, within
+from .backends.backend import Backend, NumpyArrays, ThreadedBackend, dtype_table, refuse_wrapping_ints, within
 from .backends.direct import InputsNeedChecking
 from .backends.plugin import BackendPlugin, backend_plugin, lazy_exports
 from .compiler.codegen import escape
@@ -116,6 +116,7 @@ __all__ = [
     "Shape",
     "ShapeIO",
     "ShapeMismatch",
+    "ThreadedBackend",
     "Value",
     "WindowGeometry",
     "array_api",

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import inspect
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic
@@ -35,7 +36,7 @@ from ..primitives.shape_rules import creation_kind
 from ..types import KINDS, Dtype, Kind
 from ..types import DataType as ArrayT  # another name here: ``Backend.DataType`` is the property below
 
-__all__ = ["Backend", "NumpyArrays", "dtype_table", "refuse_wrapping_ints", "within"]
+__all__ = ["Backend", "NumpyArrays", "ThreadedBackend", "dtype_table", "refuse_wrapping_ints", "within"]
 
 
 class Backend(ABC, Generic[ArrayT]):
@@ -972,3 +973,27 @@ def _placing(create: Callable[..., Any]) -> Callable[..., Any]:
 
 for _name in _CREATORS:
     setattr(Backend, _name, _placing(Backend.__dict__[_name]))
+
+
+class ThreadedBackend(Backend[ArrayT]):
+    """A backend computing on ``threads`` CPU threads (C, GGML): ``threads`` is a positive int, by default
+    every core (``os.cpu_count()``); the other options are :class:`Backend`'s. ``class
+    CBackend(NumpyArrays, ThreadedBackend[np.ndarray])``; ``CBackend(threads=0)`` raises ``ValueError``.
+    """
+
+    def __init__(
+        self,
+        dtype: Dtype | str = Dtype.float32,
+        device: str = "cpu",
+        seed: int | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if threads is None:
+            threads = os.cpu_count() or 1
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"{type(self).__name__}(threads=...) must be a positive int, got {threads!r}")
+        self.threads = threads
+        super().__init__(dtype, device, seed)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(dtype={self.dtype.value}, device={self.device!r}, threads={self.threads})"
