@@ -205,6 +205,11 @@ class _Unrolled(Model):
         self.__dict__["hidden_size"] = validation.positive_int(owner, "hidden_size", hidden_size)
         self.__dict__["length"] = validation.positive_int(owner, "length", length)
         self.__dict__["variable_length"] = validation.boolean(owner, "variable_length", variable_length)
+        self._build()
+
+    def _build(self) -> None:
+        """Build the graph from the checked arguments; called once by ``__init__`` (the default builds
+        nothing: a subclass with more arguments builds in its own ``__init__``)."""
 
     def _declare(self, *keys: str) -> None:
         """Declare the inputs ``keys`` first, in this order, then ``lengths`` (when ``variable_length``) and
@@ -319,10 +324,7 @@ class TorchManyToOne(_Unrolled):
     ['input', 'lengths', 'initial_hidden']
     """
 
-    def __init__(
-        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
-    ) -> None:
-        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+    def _build(self) -> None:
         self._declare("input")
         _, state = self._read("input", self._initial_state(), lengths=self._lengths())
         if "cell" in state:
@@ -341,10 +343,7 @@ class ManyToMany(_Unrolled):
     ['hidden', 'cell', 'output']
     """
 
-    def __init__(
-        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
-    ) -> None:
-        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+    def _build(self) -> None:
         self._declare("input")
         hiddens, state = self._read("input", self._initial_state(), lengths=self._lengths())
         for key, value in state.items():
@@ -366,10 +365,7 @@ class TorchOneToMany(_Unrolled):
     ['output']
     """
 
-    def __init__(
-        self, cell_type: Any, hidden_size: int, length: int, *, variable_length: bool = False, name: str | None = None
-    ) -> None:
-        super().__init__(cell_type, hidden_size, length, variable_length=variable_length, name=name)
+    def _build(self) -> None:
         self._declare("input")
         predictions = self._generate(
             IOKey("input", shape=["B", "D"]), self._initial_state(), self.length, self._lengths()
