@@ -5,6 +5,7 @@ their greedy tokens checked for near-ties. ``conftest.py`` puts this folder on `
 - ``llama_reference``: a ``LlamaForCausalLM`` (or ``MistralForCausalLM``) of ``LLAMA_SIZES`` (2 layers, 64 wide,
   grouped-query attention with 2 key-value heads); ``LLAMA3_SCALING`` is a ``rope_scaling`` of type llama3;
 - ``greedy_tokens``: ``transformers``' greedy tokens, asserting that the top two logits are apart at every step;
+- ``compiled_reference``: a reference's Mithril model (``from_hf_config``) compiled on a backend, with its weights;
 - ``tiny_clip_config``: a ``CLIPConfig`` of two small ViT-B-shaped towers (32 wide, 32x32 images in 8x8 patches).
 """
 
@@ -13,8 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import mithril as ml
 import numpy as np
 import pytest
+
+from mithril_models import from_hf_config, load_hf
+from mithril_models.testing import make_backend
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -99,14 +104,34 @@ def tiny_clip_config(
     return transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection_dim)
 
 
-def greedy_tokens(model: Any, prompts: Sequence[Sequence[int]] | np.ndarray, new: int, min_gap: float) -> np.ndarray:
+def greedy_tokens(
+    model: Any, prompts: Sequence[Sequence[int]] | np.ndarray, new: int, min_gap: float, varied: bool = False
+) -> np.ndarray:
     """``transformers``' ``new`` greedy tokens after each prompt (``[batch, new]``), asserting no near-ties: at
     every step the top two logits are more than ``min_gap`` (relative to the largest logit) apart, so float
-    rounding cannot flip a token."""
+    rounding cannot flip a token. ``varied``: also that they are not one token repeated (more than 3 distinct),
+    so a test comparing them sees the logits."""
     with torch.no_grad():
         options = {"do_sample": False, "output_scores": True, "return_dict_in_generate": True}
         out = model.generate(torch.tensor(np.asarray(prompts)), max_new_tokens=new, **options)
     scores = torch.stack(out.scores, 1)  # [batch, new, vocab]
     top = scores.topk(2, dim=-1).values
     assert ((top[..., 0] - top[..., 1]) / scores.abs().amax(-1)).min() > min_gap
-    return np.asarray(out.sequences[:, len(prompts[0]) :].numpy())
+    tokens = np.asarray(out.sequences[:, len(prompts[0]) :].numpy())
+    assert not varied or len(np.unique(tokens)) > 3
+    return tokens
+
+
+def compiled_reference(
+    model: Any, backend_name: str, static_shape: Sequence[int], dtype: Any = ml.float32, shape: Any = None,
+    **options: Any,
+) -> tuple[Any, dict[str, Any]]:
+    """``(pm, params)``: ``from_hf_config(model.config)`` compiled on ``backend_name`` in ``dtype`` with ``model``'s
+    weights. ``input``'s shape is ``shape`` when given, else ``static_shape`` on the backends that need static
+    shapes (C, GGML), else symbolic; ``options`` go to ``ml.compile``."""
+    backend = make_backend(backend_name, dtype)
+    if shape is None and backend.codegen != "python":
+        shape = static_shape
+    shapes = {"input": list(shape)} if shape is not None else None
+    pm = ml.compile(from_hf_config(model.config), backend, shapes=shapes, data_keys={"input"}, **options)
+    return pm, load_hf(pm, model.state_dict())

@@ -16,7 +16,7 @@ from mithril.errors import MithrilError
 from mithril.models import IOKey, Model
 from transformers import GPT2LMHeadModel
 
-from _hf_references import GPT2_SIZES, gpt2_reference, greedy_tokens
+from _hf_references import GPT2_SIZES, compiled_reference, gpt2_reference, greedy_tokens
 from mithril_models import from_hf_config, generate, load_hf
 from mithril_models.generation import clear_decode_cache
 from mithril_models.generation import decoders as decoders_module
@@ -35,22 +35,14 @@ def model() -> GPT2LMHeadModel:
 
 @pytest.fixture(scope="module")
 def greedy(model: GPT2LMHeadModel) -> np.ndarray:
-    """``transformers``' greedy tokens; the top two logits are apart at every step (no near-ties)."""
-    tokens = greedy_tokens(model, PROMPT, NEW, min_gap=1e-3)
-    assert len(np.unique(tokens)) > 3  # not one token repeated
-    return tokens
+    return greedy_tokens(model, PROMPT, NEW, min_gap=1e-3, varied=True)
 
 
 def compiled(
     model: GPT2LMHeadModel, backend_name: str, dtype: Any = ml.float32, shapes: Any = None
 ) -> tuple[Any, dict[str, Any]]:
-    backend = make_backend(backend_name, dtype)
-    if shapes is None and backend.codegen != "python":
-        shapes = [2, GPT2_SIZES["n_positions"]]  # C and GGML: static shapes
-    pm = ml.compile(
-        from_hf_config(model.config), backend, shapes={"input": shapes} if shapes else None, data_keys={"input"}
-    )
-    return pm, load_hf(pm, model.state_dict())
+    """On C and GGML (static shapes) the whole block: two rows of ``n_positions`` tokens."""
+    return compiled_reference(model, backend_name, [2, GPT2_SIZES["n_positions"]], dtype, shapes)
 
 
 @pytest.mark.slow
