@@ -44,15 +44,12 @@ class GGMLBackend(NumpyArrays, ThreadedBackend[np.ndarray]):
     quantize_formats: ClassVar[tuple[str, ...]] = ("q8_0", "q4_0")
     """``ml.compile(quantize=...)``: ggml's block formats for the weights of an inference model."""
 
-    def __init__(
-        self,
-        dtype: Dtype | str = Dtype.float32,
-        device: str = "cpu",
-        seed: int | None = None,
-        threads: int | None = None,
-    ) -> None:
-        super().__init__(dtype, device, seed, threads)
-        load_ggml()  # fail early (missing package, wrong libggml version), not at the first compile
+    @classmethod
+    def available_devices(cls) -> tuple[str, ...]:
+        """The CPU, once libggml loads: a missing ggml-python or a wrong libggml version fails here, when the
+        backend is created, not at the first compile."""
+        load_ggml()
+        return super().available_devices()
 
     # -- dtypes ----------------------------------------------------------------------------------
     def kind_dtype(self, kind: Kind) -> Dtype:

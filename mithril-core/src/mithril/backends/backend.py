@@ -978,7 +978,7 @@ for _name in _CREATORS:
 class ThreadedBackend(Backend[ArrayT]):
     """A backend computing on ``threads`` CPU threads (C, GGML): ``threads`` is a positive int, by default
     every core (``os.cpu_count()``); the other options are :class:`Backend`'s. ``class
-    CBackend(NumpyArrays, ThreadedBackend[np.ndarray])``; ``CBackend(threads=0)`` raises ``ValueError``.
+    CBackend(NumpyArrays, ThreadedBackend[np.ndarray])``; ``CBackend(threads=0)`` raises an ``ArgumentError``.
     """
 
     def __init__(
@@ -987,13 +987,11 @@ class ThreadedBackend(Backend[ArrayT]):
         device: str = "cpu",
         seed: int | None = None,
         threads: int | None = None,
+        **unknown: Any,
     ) -> None:
-        if threads is None:
-            threads = os.cpu_count() or 1
-        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-            raise ValueError(f"{type(self).__name__}(threads=...) must be a positive int, got {threads!r}")
-        self.threads = threads
-        super().__init__(dtype, device, seed)
+        threads = validation.positive_int(type(self).__name__, "threads", threads, optional=True)
+        self.threads: int = (os.cpu_count() or 1) if threads is None else threads
+        super().__init__(dtype, device, seed, **unknown)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(dtype={self.dtype.value}, device={self.device!r}, threads={self.threads})"
