@@ -241,34 +241,25 @@ def _bool_mask_rows(lq: int, lk: int) -> InputFn:
 
 
 # -- the cases -----------------------------------------------------------------------------------
+def _on_3x4(values: Callable[..., InputFn], *primitives: str) -> list[Case]:
+    """One case per primitive of one ``input`` ``[3, 4]`` drawn by ``values`` (``normal``, ``positive``...)."""
+    return [Case(primitive, {"input": values(3, 4)}) for primitive in primitives]
+
+
 def _unary_cases() -> list[Case]:
     """Elementwise functions of one input, casts included."""
     return [
-        Case("neg", {"input": normal(3, 4)}),
-        Case("abs", {"input": away_from_zero(3, 4)}),
-        Case("sign", {"input": away_from_zero(3, 4)}),
-        Case("exp", {"input": normal(3, 4)}),
-        Case("log", {"input": positive(3, 4)}),
-        Case("log1p", {"input": positive(3, 4)}),
-        Case("sqrt", {"input": positive(3, 4)}),
-        Case("rsqrt", {"input": positive(3, 4)}),
-        Case("square", {"input": normal(3, 4)}),
-        Case("sin", {"input": normal(3, 4)}),
-        Case("cos", {"input": normal(3, 4)}),
-        Case("tanh", {"input": normal(3, 4)}),
+        *_on_3x4(normal, "neg", "exp", "square", "sin", "cos", "tanh", "erf", "stop_gradient", "nan_to_num"),
+        *_on_3x4(away_from_zero, "abs", "sign", "relu", "leaky_relu"),  # kinks at 0
+        *_on_3x4(positive, "log", "log1p", "sqrt", "rsqrt"),
         Case("sigmoid", {"input": normal(3, 4, scale=2.0)}),
-        Case("relu", {"input": away_from_zero(3, 4)}),
         Case("relu", {"input": away_from_zero(2, 3, 4)}, id="relu-3d"),
-        Case("leaky_relu", {"input": away_from_zero(3, 4)}),
         Case("leaky_relu", {"input": away_from_zero(3, 4)}, {"slope": 0.2}, id="leaky_relu-slope"),
         Case("gelu", {"input": normal(3, 4, scale=2.0)}),
         Case("gelu", {"input": normal(3, 4, scale=2.0)}, {"approximate": True}, id="gelu-tanh"),
         Case("softplus", {"input": normal(3, 4, scale=3.0)}),
-        Case("erf", {"input": normal(3, 4)}),
         Case("floor", {"input": _frac(3, 4)}),
-        Case("stop_gradient", {"input": normal(3, 4)}),
         Case("isnan", {"input": _with_nans}),
-        Case("nan_to_num", {"input": normal(3, 4)}),
         Case("nan_to_num", {"input": _with_nans}, id="nan_to_num-nan", grad=False),
         Case(
             "nan_to_num",
