@@ -77,6 +77,20 @@ def batch_norm2d_decomposition(attrs: Mapping[str, Any], shapes: Mapping[str, An
     return model
 
 
+def _batch_norm_args(
+    where: str, num_features: Any, eps: Any, momentum: Any, **flags: Any
+) -> tuple[int | None, float, float]:
+    """A batch norm's checked ``num_features`` (a positive int or ``None``), ``eps`` (``>= 0``) and ``momentum``
+    (in ``[0, 1]``), after checking that each of ``flags`` is a bool."""
+    for flag, value in flags.items():
+        validation.boolean(where, flag, value)
+    return (
+        validation.positive_int(where, "num_features", num_features, optional=True),
+        validation.number(where, "eps", eps, low=0.0),
+        validation.number(where, "momentum", momentum, low=0.0, high=1.0),
+    )
+
+
 class _Norm(Model):
     def _declare(self, key: IOKey) -> Connection:
         """Create a named key of this block before any child uses it."""
@@ -213,15 +227,10 @@ class BatchNorm2d(_Norm):
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
-        num_features = validation.positive_int("BatchNorm2d", "num_features", num_features, optional=True)
-        eps = validation.number("BatchNorm2d", "eps", eps, low=0.0)
-        momentum = validation.number("BatchNorm2d", "momentum", momentum, low=0.0, high=1.0)
-        for flag, value in (
-            ("affine", affine),
-            ("track_running_stats", track_running_stats),
-            ("use_batch_stats", use_batch_stats),
-        ):
-            validation.boolean("BatchNorm2d", flag, value)
+        num_features, eps, momentum = _batch_norm_args(
+            "BatchNorm2d", num_features, eps, momentum,
+            affine=affine, track_running_stats=track_running_stats, use_batch_stats=use_batch_stats,
+        )  # fmt: skip
         if not use_batch_stats and not track_running_stats:
             raise ArgumentError(
                 "BatchNorm2d: inference (use_batch_stats=False) needs the running statistics "
@@ -284,11 +293,8 @@ class BatchNorm2D(BatchNorm2d):
         name: str | None = None,
     ) -> None:
         _Norm.__init__(self, name=name)
-        where = "BatchNorm2D"
-        num_features = validation.positive_int(where, "num_features", num_features, optional=True)
-        eps = validation.number(where, "eps", eps, low=0.0)
-        momentum = validation.number(where, "momentum", momentum, low=0.0, high=1.0)
-        for flag, value in (("use_scale", use_scale), ("use_bias", use_bias), ("inference", inference)):
-            validation.boolean(where, flag, value)
+        num_features, eps, momentum = _batch_norm_args(
+            "BatchNorm2D", num_features, eps, momentum, use_scale=use_scale, use_bias=use_bias, inference=inference
+        )
         self._build(num_features, eps, momentum, use_scale, use_bias, True, not inference)
         set_given(self, input=input, weight=weight, bias=bias)
