@@ -12,7 +12,8 @@
 - ``accuracy``: last-position logits of 20 prompts (English text, one token per byte) against float32,
   relative RMS (targets: q8_0 <= 1%, q4_0 <= 6%), beside the same measure for ggml's own quantization of
   these weights (the hand-built ggml graph below, quantized against its float32 graph: what the formats
-  give on this random model), and the same quantized model on the GGML backend (``ml.compile(...,
+  give on this random model) and the error of the quantized weights alone (:func:`weights_alone`: the
+  format's floor on these weights, whatever the kernels), and the same quantized model on the GGML backend (``ml.compile(...,
   quantize=...)``, the program's decode steps) against the program (target <= 1e-5);
 - ``ggml``: time per token of the program's decode step against a hand-built ggml graph of GPT-2 with
   the same quantized weights (the program's own ``weights.bin``), computed by ``ggml-python`` in this
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -209,9 +211,11 @@ def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
         graph = HandBuiltGPT2(programs.exported[fmt].directory / "weights.bin", fmt)
         theirs = [relative_rms(graph.last_logits(ids), want) for ids, want in zip(prompts, ggml_reference, strict=True)]
         graph.close()
+        floor = weights_alone(programs.model, prompts, fmt)
         print(f"  {fmt:8} mean {np.mean(errors):.4f}, max {np.max(errors):.4f} (target <= {target}: "
               f"{verdict(np.max(errors) <= target)}); ggml's own {fmt} graph against its float32 graph, the same "
-              f"weights: mean {np.mean(theirs):.4f}, max {np.max(theirs):.4f}")  # fmt: skip
+              f"weights: mean {np.mean(theirs):.4f}, max {np.max(theirs):.4f}; the weights alone (dequantized, "
+              f"float64 transformers): mean {np.mean(floor):.4f}, max {np.max(floor):.4f}")  # fmt: skip
     for fmt in ("q8_0", "q4_0"):
         worst = max(
             relative_rms(ggml_decode_logits(programs, fmt, ids), logits(programs.binary(fmt), ids, "--prefill", "0"))
@@ -219,6 +223,34 @@ def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
         )
         print(f"  GGML backend (quantize={fmt!r}, the program's decode steps) against the program, {ggml_prompts} "
               f"prompts: max relative RMS {worst:.2e} (target <= 1e-5: {verdict(worst <= 1e-5)})")  # fmt: skip
+
+
+def weights_alone(model: Any, prompts: list[list[int]], fmt: str) -> list[float]:
+    """The error the block format alone gives: relative RMS of the last logits of ``prompts`` when every 2-d
+    weight of ``model`` (a ``transformers`` GPT-2, the tensors the program stores quantized) is replaced by
+    its ``fmt`` blocks dequantized, the rest computed in float64 with no kernel of ours (no quantized
+    activations, no float32 sums): a floor for the programs' error on these weights."""
+    import copy
+
+    import torch
+    from mithril_backend_c.kernels import dequantize, quantize
+
+    def roundtrip(rows: np.ndarray) -> np.ndarray:  # blocks of 32 along each row, as the program stores them
+        return dequantize(quantize(rows, fmt), fmt, rows.shape)
+
+    def last_logits(net: Any) -> list[np.ndarray]:
+        with torch.no_grad():
+            return [net(torch.tensor([ids])).logits[0, -1].numpy() for ids in prompts]
+
+    exact = copy.deepcopy(model).double()
+    quantized = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, weight in quantized.named_parameters():
+            if weight.ndim == 2:  # Conv1D weights are [in, out]: the program's rows are their columns
+                rows = weight.numpy().T if name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")) else None
+                weight.copy_(torch.from_numpy(roundtrip(rows).T if rows is not None else roundtrip(weight.numpy())))
+    pairs = zip(last_logits(quantized.double()), last_logits(exact), strict=True)
+    return [relative_rms(got, want) for got, want in pairs]
 
 
 def ggml_decode_logits(programs: Programs, fmt: str, ids: list[int]) -> np.ndarray:

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,17 @@ _WINOGRAD_BT = ((1.0, 0.0, -1.0, 0.0), (0.0, 1.0, 1.0, 0.0), (0.0, -1.0, 1.0, 0.
 _WINOGRAD_AT = ((1.0, 1.0, 1.0, 0.0), (0.0, 1.0, -1.0, -1.0))
 
 
+@lru_cache(maxsize=8)
+def _winograd_transforms(dtype: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The filter, input and output transforms as Kronecker products (``kron(G, G)`` [16, 9], ``kron(B^T,
+    B^T)`` [16, 16], ``kron(A^T, A^T)`` [4, 16]) in ``dtype``, read-only, made once per dtype: three
+    ``np.kron`` calls cost 0.15 ms, 1.5 ms of a ResNet-18 forward's 35."""
+    g, bt, at = (np.kron(t, t).astype(dtype) for t in map(np.asarray, (_WINOGRAD_G, _WINOGRAD_BT, _WINOGRAD_AT)))
+    for product in (g, bt, at):
+        product.flags.writeable = False
+    return g, bt, at
+
+
 def _winograd_pays(x: np.ndarray, weight: np.ndarray, geometry: WindowGeometry, groups: int) -> bool:
     """A 3x3, stride-1, undilated, ungrouped 2-d float convolution over at least 8x8 outputs."""
     if weight.ndim != 4 or groups != 1 or x.dtype.kind != "f" or geometry.kernel != (3, 3):
@@ -126,15 +138,15 @@ def _winograd(x: np.ndarray, weight: np.ndarray, geometry: WindowGeometry) -> np
     n, (o, c) = x.shape[0], weight.shape[:2]
     oh, ow = geometry.out
     th, tw = (oh + 1) // 2, (ow + 1) // 2
-    g, bt, at = (np.asarray(t, dtype=x.dtype) for t in (_WINOGRAD_G, _WINOGRAD_BT, _WINOGRAD_AT))
-    u = (np.kron(g, g) @ weight.reshape(o * c, 9).T).reshape(16, o, c)  # G g G^T of each (o, c)
+    gg, bb, aa = _winograd_transforms(x.dtype)
+    u = (gg @ weight.reshape(o * c, 9).T).reshape(16, o, c)  # G g G^T of each (o, c)
     key = ("winograd-out", x.shape, weight.shape, geometry.pads)
     v, _ = _scratch((*key, "v"), (16, c * n * th * tw), x.dtype)
-    np.matmul(np.kron(bt, bt), _winograd_tiles(x, geometry, th, tw), out=v)  # B^T d B of each tile
+    np.matmul(bb, _winograd_tiles(x, geometry, th, tw), out=v)  # B^T d B of each tile
     m, _ = _scratch((*key, "m"), (16, o, n * th * tw), x.dtype)
     np.matmul(u, v.reshape(16, c, n * th * tw), out=m)
     ys, _ = _scratch((*key, "y"), (4, o * n * th * tw), x.dtype)
-    np.matmul(np.kron(at, at), m.reshape(16, -1), out=ys)  # A^T m A: output (a, b) of each tile in row 2a + b
+    np.matmul(aa, m.reshape(16, -1), out=ys)  # A^T m A: output (a, b) of each tile in row 2a + b
     y = np.empty((n, o, 2 * th, 2 * tw), dtype=x.dtype)
     for ab, outputs in enumerate(ys.reshape(4, o, n, th, tw)):
         y[:, :, ab // 2 :: 2, ab % 2 :: 2] = outputs.transpose(1, 0, 2, 3)
