@@ -1,8 +1,9 @@
 """``FamilyModel``: the logical model a builder returns, carrying its configuration and its checkpoint layouts.
 
 A family (ResNet, GPT-2, CLIP, T5) subclasses it, builds its graph in :meth:`FamilyModel._build` (or in
-its own ``__init__``, after ``super().__init__``) and says in :meth:`FamilyModel.checkpoint_layouts` how
-each published checkpoint format names its tensors. Child blocks are named after the modules of the most
+its own ``__init__``, after ``super().__init__``; or names the function that builds it in
+:attr:`FamilyModel.builder`) and says in :meth:`FamilyModel.checkpoint_layouts` (or :attr:`FamilyModel.layouts`)
+how each published checkpoint format names its tensors. Child blocks are named after the modules of the most
 common checkpoint (``transformer.h.0.attn.c_attn``), so ``ml.compile(..., use_short_namings=False)`` gives
 parameter names a PyTorch user already knows.
 
@@ -15,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Generic, TypeVar
 
 from mithril.models import Model
@@ -43,6 +44,12 @@ class FamilyModel(Model, Generic[ConfigT]):
     :attr:`made_by`."""
     made_by: ClassVar[str] = ""
     """What makes a ``config`` of the right class (``"create_gpt(...) or from_hf_config(...)"``)."""
+    builder: ClassVar[Callable[..., None] | None] = None
+    """The function that adds the family's graph to an empty model, ``builder(model, config)`` (a decode step
+    calls ``builder(model, config, step)``), as ``staticmethod(build_gpt)``; ``None``: :meth:`_build` builds."""
+    layouts: ClassVar[tuple[Callable[[Any], Layout], ...]] = ()
+    """The functions that make the family's checkpoint layouts from ``config`` (``(hf_layout,)``), which the
+    default :meth:`checkpoint_layouts` returns."""
 
     def __init__(self, config: ConfigT, *, name: str | None = None) -> None:
         if not isinstance(config, self.config_type):
@@ -55,11 +62,17 @@ class FamilyModel(Model, Generic[ConfigT]):
         self._build()
 
     def _build(self) -> None:
-        """Build the graph from ``self.config``; called once by ``__init__`` (the default builds nothing)."""
+        """Build the graph from ``self.config``; called once by ``__init__`` (the default calls :attr:`builder`,
+        or builds nothing without one)."""
+        if self.builder is not None:
+            self.builder(self, self.config)
 
     def checkpoint_layouts(self) -> list[Layout]:
-        """Every checkpoint naming convention this model loads from, paths relative to this model."""
-        raise NotImplementedError(f"{type(self).__name__} declares no checkpoint layouts")
+        """Every checkpoint naming convention this model loads from, paths relative to this model (the
+        default: one from each of :attr:`layouts`)."""
+        if not self.layouts:
+            raise NotImplementedError(f"{type(self).__name__} declares no checkpoint layouts")
+        return [layout(self.config) for layout in self.layouts]
 
 
 def find_family_models(model: Model, prefix: str = "") -> Iterator[tuple[str, FamilyModel[Any]]]:

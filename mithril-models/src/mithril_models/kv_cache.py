@@ -293,8 +293,9 @@ _Step = TypeVar("_Step", bound="DecodeStepModel[Any]")
 class DecodeStepModel(FamilyModel[ConfigT]):
     """A family's decode step of shape :class:`StepShape` (``prompt``, ``tokens``, ``padded``, ``reorder``
     as there) for ``batch`` sequences with caches of ``cache_len`` slots: a subclass names its ``family``
-    and ``config_type`` and builds the graph in :meth:`build` (the full model's blocks and child names, so
-    the parameters have its paths).
+    and ``config_type`` and builds the graph in :meth:`build` or with its ``builder`` (the full model's
+    blocks and child names, so the parameters have its paths); ``class GPTDecodeStep(DecodeStepModel[GPTConfig],
+    model=GPT)`` takes all four from the full model's class.
 
     >>> from mithril_models.gpt.decode import GPTDecodeStep
     >>> from mithril_models.gpt.config import GPTConfig
@@ -324,9 +325,22 @@ class DecodeStepModel(FamilyModel[ConfigT]):
         self.shape = StepShape(batch, cache_len, bool(prompt), tokens, bool(padded), bool(reorder))
         self.build(config, self.shape)
 
+    def __init_subclass__(cls, model: type[FamilyModel[Any]] | None = None, **kwargs: Any) -> None:
+        """``model``: the full model's class, whose ``family``, ``config_type``, ``builder`` and ``layouts``
+        the step takes."""
+        super().__init_subclass__(**kwargs)
+        if model is not None:
+            cls.family, cls.config_type, cls.layouts = model.family, model.config_type, model.layouts
+            cls.builder = None if model.builder is None else staticmethod(model.builder)
+
+    def _build(self) -> None:
+        """Nothing: the step's graph needs its shape, so ``__init__`` builds it with :meth:`build`."""
+
     def build(self, config: ConfigT, step: StepShape) -> None:
-        """Add the step's graph to this (empty) model."""
-        raise NotImplementedError(f"{type(self).__name__} does not build a step")
+        """Add the step's graph to this (empty) model (the default: ``builder(self, config, step)``)."""
+        if self.builder is None:
+            raise NotImplementedError(f"{type(self).__name__} does not build a step")
+        self.builder(self, config, step)
 
     @classmethod
     def of(cls: type[_Step], config: Any, step: StepShape) -> _Step:

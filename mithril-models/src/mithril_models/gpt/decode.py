@@ -23,16 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checkpoints.layout import Layout
-from ..kv_cache import DecodeStepModel, DecodeSteps, StepShape
-from .checkpoint import hf_layout
+from ..kv_cache import DecodeStepModel, DecodeSteps
 from .config import GPTConfig
-from .layers import build_gpt
+from .model import GPT
 
 __all__ = ["GPTDecodeStep", "KVDecoder"]
 
 
-class GPTDecodeStep(DecodeStepModel[GPTConfig]):
+class GPTDecodeStep(DecodeStepModel[GPTConfig], model=GPT):
     """A decode step of GPT-2 for ``batch`` sequences with caches of ``cache_len`` slots: the prompt step
     (``prompt=True``), the one-token step, or a chunk step of ``tokens`` tokens with ``padded``/``reorder``
     inputs (see :class:`~mithril_models.kv_cache.StepShape`).
@@ -42,15 +40,6 @@ class GPTDecodeStep(DecodeStepModel[GPTConfig]):
     >>> GPTDecodeStep(config, batch=2, cache_len=4, prompt=True).input_keys
     ['input']
     """
-
-    family = "gpt2"
-    config_type = GPTConfig
-
-    def build(self, config: GPTConfig, step: StepShape) -> None:
-        build_gpt(self, config, step)
-
-    def checkpoint_layouts(self) -> list[Layout]:
-        return [hf_layout(self.config)]
 
 
 class KVDecoder(DecodeSteps):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checkpoints.layout import Layout
 from ..family import FamilyModel
 from .checkpoint import hf_layout
 from .config import GPTConfig, config_from_hf
@@ -37,13 +36,9 @@ class GPT(FamilyModel[GPTConfig]):
     family = "gpt2"
     config_type = GPTConfig
     made_by = "create_gpt(...) or from_hf_config(...)"
-
-    def _build(self) -> None:
-        build_gpt(self, self.config)
-
-    def checkpoint_layouts(self) -> list[Layout]:
-        """Hugging Face ``GPT2LMHeadModel`` names (also ``GPT2Model`` files without ``transformer.``)."""
-        return [hf_layout(self.config)]
+    builder = staticmethod(build_gpt)
+    layouts = (hf_layout,)
+    """Hugging Face ``GPT2LMHeadModel`` names (also ``GPT2Model`` files without ``transformer.``)."""
 
 
 def create_gpt(

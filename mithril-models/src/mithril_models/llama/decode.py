@@ -17,16 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checkpoints.layout import Layout
-from ..kv_cache import DecodeStepModel, DecodeSteps, StepShape
-from .checkpoint import hf_layout
+from ..kv_cache import DecodeStepModel, DecodeSteps
 from .config import LlamaConfig
-from .layers import build_llama
+from .model import Llama
 
 __all__ = ["LlamaDecodeStep", "LlamaKVDecoder"]
 
 
-class LlamaDecodeStep(DecodeStepModel[LlamaConfig]):
+class LlamaDecodeStep(DecodeStepModel[LlamaConfig], model=Llama):
     """A decode step of a Llama-style decoder for ``batch`` sequences with caches of ``cache_len`` slots:
     the prompt step (``prompt=True``: ``input [batch, T]`` -> ``output`` and ``present_*``), the one-token
     step (``input [batch, 1]``, ``positions [1]``, ``past_*`` -> ``output`` and ``present_*``) or a chunk
@@ -38,15 +36,6 @@ class LlamaDecodeStep(DecodeStepModel[LlamaConfig]):
     >>> LlamaDecodeStep(config, batch=2, cache_len=4, prompt=True).input_keys
     ['input']
     """
-
-    family = "llama"
-    config_type = LlamaConfig
-
-    def build(self, config: LlamaConfig, step: StepShape) -> None:
-        build_llama(self, config, step)
-
-    def checkpoint_layouts(self) -> list[Layout]:
-        return [hf_layout(self.config)]
 
 
 class LlamaKVDecoder(DecodeSteps):

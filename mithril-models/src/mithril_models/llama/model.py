@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checkpoints.layout import Layout
 from ..family import FamilyModel
 from .checkpoint import hf_layout
 from .config import LlamaConfig
@@ -38,13 +37,9 @@ class Llama(FamilyModel[LlamaConfig]):
     family = "llama"
     config_type = LlamaConfig
     made_by = "create_llama(...) or from_hf_config(...)"
-
-    def _build(self) -> None:
-        build_llama(self, self.config)
-
-    def checkpoint_layouts(self) -> list[Layout]:
-        """Hugging Face ``LlamaForCausalLM`` names (also ``LlamaModel`` files without ``model.``)."""
-        return [hf_layout(self.config)]
+    builder = staticmethod(build_llama)
+    layouts = (hf_layout,)
+    """Hugging Face ``LlamaForCausalLM`` names (also ``LlamaModel`` files without ``model.``)."""
 
 
 def create_llama(
