@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ... import validation
@@ -300,6 +301,22 @@ class _Unrolled(_Recurrent):
         """The first step's state: the inputs ``initial_<state key>``."""
         return {key: f"initial_{key}" for key in self._cell.state_keys}
 
+    def _generate(self, next_input: Callable[[Cell, int], Any], targets: list[str], **given: Any) -> None:
+        """Unroll from the input ``input``: step ``t`` writes ``output<t>``, and ``next_input(step, t)`` is
+        step ``t + 1``'s input (``targets``: the other inputs it reads); ``given``: the keys' values."""
+        cell, length = self._cell, self._length
+        self._declare_keys("input", *(f"initial_{s}" for s in cell.state_keys), *targets, *cell.shared_keys)
+        state = self._initial_state()
+        x: Any = "input"
+        for t in range(length):
+            step, state = self._step(cell, x, state, f"output{t}")
+            if t + 1 < length:
+                x = next_input(step, t)
+        self._tie_states(cell)
+        set_given(self, **given)
+        self._cin = self._keys["input"]
+        self._cout = self._keys[f"output{length - 1}"]
+
 
 class ManyToOne(_Unrolled):
     """Read ``max_sequence_length`` time slots ``input0``, ``input1``... (``input<t>`` ``[N_t, 1, d_in]``,
@@ -368,23 +385,14 @@ class OneToMany(_Unrolled):
         input: Any = TBD, *, name: str | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__("OneToMany", cell_type, max_sequence_length, name=name)
-        cell, length = self._cell, self._length
         forcing = validation.boolean("OneToMany", "teacher_forcing", teacher_forcing)
-        targets = range(0 if forcing else 1, length)
-        self._declare_keys(
-            "input", *(f"initial_{s}" for s in cell.state_keys), *(f"target{t}" for t in targets), *cell.shared_keys
-        )
-        state = self._initial_state()
-        x: Any = "input"
-        for t in range(length):
-            step, state = self._step(cell, x, state, f"output{t}")
-            if t + 1 < length:  # the next step's input: this output (or target<t>), cut to target<t+1>'s rows
-                source = IOKey(f"target{t}") if forcing else getattr(step, cell.out_key)
-                x = _leading_rows(self, source, IOKey(f"target{t + 1}"))
-        self._tie_states(cell)
-        set_given(self, input=input, **kwargs)
-        self._cin = self._keys["input"]
-        self._cout = self._keys[f"output{length - 1}"]
+
+        def next_input(step: Cell, t: int) -> Any:  # this output (or target<t>), cut to target<t+1>'s rows
+            source = IOKey(f"target{t}") if forcing else getattr(step, self._cell.out_key)
+            return _leading_rows(self, source, IOKey(f"target{t + 1}"))
+
+        targets = range(0 if forcing else 1, self._length)
+        self._generate(next_input, [f"target{t}" for t in targets], input=input, **kwargs)
 
 
 class OneToManyInference(_Unrolled):
@@ -403,16 +411,7 @@ class OneToManyInference(_Unrolled):
         name: str | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__("OneToManyInference", cell_type, max_sequence_length, name=name)
-        cell, length = self._cell, self._length
-        self._declare_keys("input", *(f"initial_{s}" for s in cell.state_keys), *cell.shared_keys)
-        state = self._initial_state()
-        x: Any = "input"
-        for t in range(length):
-            step, state = self._step(cell, x, state, f"output{t}")
-            x = getattr(step, cell.out_key)
-        set_given(self, input=input, **kwargs)
-        self._cin = self._keys["input"]
-        self._cout = self._keys[f"output{length - 1}"]
+        self._generate(lambda step, t: getattr(step, self._cell.out_key), [], input=input, **kwargs)
 
 
 class _InferenceEncoder(ManyToOne):
