@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import mithril as ml
 import numpy as np
@@ -43,8 +43,9 @@ from mithril.models import Connection, IOKey, Model
 from .family import ConfigT, FamilyModel
 
 __all__ = [
-    "MASKED", "DecodeStepModel", "DecodeSteps", "StepShape", "cache_names", "cached_attention", "layer_cache_keys",
-    "root_cache_keys", "slot_tensors", "step_keys", "step_positions", "window_mask",
+    "MASKED", "DecodeStepModel", "DecodeSteps", "FamilyDecodeSteps", "KVCacheConfig", "StepShape", "cache_names",
+    "cached_attention", "layer_cache_keys", "root_cache_keys", "slot_tensors", "step_keys", "step_positions",
+    "window_mask",
 ]  # fmt: skip
 
 MASKED = -65504.0
@@ -435,3 +436,35 @@ class DecodeSteps:
                 )
             result[name] = params[source]
         return result
+
+
+class KVCacheConfig(Protocol):
+    """A configuration whose decode steps keep KV caches (:class:`FamilyDecodeSteps`)."""
+
+    @property
+    def kv_cache_sizes(self) -> tuple[int, int, int]:
+        """``(num_layers, cache_heads, head_dim)``: the layers with caches and a cache's heads and width."""
+        ...
+
+
+_CacheConfigT = TypeVar("_CacheConfigT", bound=KVCacheConfig)
+
+
+class FamilyDecodeSteps(DecodeSteps, Generic[_CacheConfigT]):
+    """The :class:`DecodeSteps` of a family's :class:`DecodeStepModel` (``step_type``) for one configuration,
+    caches sized by its ``kv_cache_sizes``: ``class KVDecoder(FamilyDecodeSteps[GPTConfig])`` is constructed
+    as ``KVDecoder(config: GPTConfig, backend, batch, cache_len)``.
+    """
+
+    step_type: ClassVar[type[DecodeStepModel[Any]]]
+    """The family's decode step."""
+    config: _CacheConfigT
+
+    def __init__(self, config: _CacheConfigT, backend: Any, batch: int, cache_len: int) -> None:
+        num_layers, cache_heads, head_dim = config.kv_cache_sizes
+        step_type = self.step_type
+        super().__init__(
+            lambda step: step_type.of(config, step), backend, batch, cache_len, num_layers=num_layers,
+            cache_heads=cache_heads, head_dim=head_dim,
+        )  # fmt: skip
+        self.config = config

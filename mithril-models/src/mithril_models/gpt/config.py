@@ -90,6 +90,11 @@ class GPTConfig:
     def approximate_gelu(self) -> bool:
         return ACTIVATIONS[self.activation]
 
+    @property
+    def kv_cache_sizes(self) -> tuple[int, int, int]:
+        """The decode steps' caches: one per layer, every head (:class:`~mithril_models.gpt.KVDecoder`)."""
+        return self.num_layers, self.num_heads, self.head_dim
+
 
 def _refuse(config: Any, name: str, supported: Any) -> None:
     value = config_value(config, name, supported)

@@ -21,9 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..kv_cache import DecodeStepModel, DecodeSteps
+from ..kv_cache import DecodeStepModel, FamilyDecodeSteps
 from .config import GPTConfig
 from .model import GPT
 
@@ -42,7 +40,7 @@ class GPTDecodeStep(DecodeStepModel[GPTConfig], model=GPT):
     """
 
 
-class KVDecoder(DecodeSteps):
+class KVDecoder(FamilyDecodeSteps[GPTConfig]):
     """The decode steps of GPT-2 compiled on one backend for one batch size and cache length (see
     :class:`~mithril_models.kv_cache.DecodeSteps`).
 
@@ -51,11 +49,4 @@ class KVDecoder(DecodeSteps):
         >>> one_token = decoder.step(False)                                       # doctest: +SKIP
     """
 
-    config: Any
-
-    def __init__(self, config: GPTConfig, backend: Any, batch: int, cache_len: int) -> None:
-        super().__init__(
-            lambda step: GPTDecodeStep.of(config, step), backend, batch, cache_len, num_layers=config.num_layers,
-            cache_heads=config.num_heads, head_dim=config.head_dim,
-        )  # fmt: skip
-        self.config = config
+    step_type = GPTDecodeStep

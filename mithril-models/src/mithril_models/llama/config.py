@@ -146,6 +146,11 @@ class LlamaConfig:
         return int(self.head_dim)
 
     @property
+    def kv_cache_sizes(self) -> tuple[int, int, int]:
+        """The decode steps' caches: one per layer, the key-value heads only (grouped-query attention)."""
+        return self.num_hidden_layers, self.kv_heads, self.head_width
+
+    @property
     def num_key_value_groups(self) -> int:
         """Query heads per key-value head."""
         return self.num_attention_heads // self.kv_heads

@@ -15,9 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..kv_cache import DecodeStepModel, DecodeSteps
+from ..kv_cache import DecodeStepModel, FamilyDecodeSteps
 from .config import LlamaConfig
 from .model import Llama
 
@@ -38,7 +36,7 @@ class LlamaDecodeStep(DecodeStepModel[LlamaConfig], model=Llama):
     """
 
 
-class LlamaKVDecoder(DecodeSteps):
+class LlamaKVDecoder(FamilyDecodeSteps[LlamaConfig]):
     """The decode steps of a Llama-style decoder compiled on one backend for one batch size and cache length
     (see :class:`~mithril_models.kv_cache.DecodeSteps`).
 
@@ -47,11 +45,4 @@ class LlamaKVDecoder(DecodeSteps):
         >>> one_token = decoder.step(False)                                             # doctest: +SKIP
     """
 
-    config: Any
-
-    def __init__(self, config: LlamaConfig, backend: Any, batch: int, cache_len: int) -> None:
-        super().__init__(
-            lambda step: LlamaDecodeStep.of(config, step), backend, batch, cache_len,
-            num_layers=config.num_hidden_layers, cache_heads=config.kv_heads, head_dim=config.head_width,
-        )  # fmt: skip
-        self.config = config
+    step_type = LlamaDecodeStep
