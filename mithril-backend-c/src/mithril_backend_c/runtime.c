@@ -277,6 +277,19 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
     }
 #endif
 
+/* [*lo, *hi): the q in [q0, q1) whose index q * stride + off lies in [0, size) (the outputs of a kernel tap
+ * that read inside the image's rows or columns; an empty range has *lo == *hi) */
+static inline void mt_span(long off, long stride, long size, long q0, long q1, long *lo, long *hi) {
+    long a = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    long b = size - off > 0 ? (size - off + stride - 1) / stride : 0;
+    if (a < q0) a = q0;
+    if (a > q1) a = q1;
+    if (b > q1) b = q1;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
 #define MT_DEFINE(T, S, BLASFN)                                                                            \
     static void mt_gemm_fallback_##S(int ta, int tb, long M, long N, long K, T alpha, const T *A, long lda, \
                                      const T *B, long ldb, T beta, T *C, long ldc, int nt) {             \
@@ -338,6 +351,16 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
                              C + lo * ldc, ldc);                                                          \
         }                                                                                                 \
     }                                                                                                     \
+    /* d[q] = s[q * sw + off] for q in [lo, hi), zero for q in [q0, lo) and [hi, q1): a row of columns */ \
+    static inline void mt_row_##S(T *d, const T *s, long sw, long off, long q0, long lo, long hi, long q1) { \
+        for (long q = q0; q < lo; q++) d[q] = 0;                                                          \
+        if (sw == 1) {                                                                                    \
+            if (hi > lo) memcpy(d + lo, s + lo + off, (hi - lo) * sizeof(T));                             \
+        } else {                                                                                          \
+            for (long q = lo; q < hi; q++) d[q] = s[q * sw + off];                                        \
+        }                                                                                                 \
+        for (long q = hi; q < q1; q++) d[q] = 0;                                                          \
+    }                                                                                                     \
     void mt_im2col_range_##S(const T *x, T *cols, long C, long H, long W, long kh, long kw, long sh,      \
                              long sw, long ph, long pw, long dh, long dw, long OH, long OW, long p0,      \
                              long p1) {                                                                   \
@@ -356,26 +379,10 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
                         T *dd = d + (p - ow); /* dd[ow'] is the column of output (oh, ow') */             \
                         if (h < 0 || h >= H) {                                                            \
                             for (long q = ow; q < end; q++) dd[q] = 0;                                    \
-                        } else if (sw == 1) {                                                             \
-                            const T *s = src + h * W + off; /* s[q] = x[h, q + off] */                    \
-                            long lo = -off > ow ? -off : ow, hi = W - off < end ? W - off : end;          \
-                            if (lo > end) lo = end;                                                       \
-                            if (hi < lo) hi = lo;                                                         \
-                            for (long q = ow; q < lo; q++) dd[q] = 0;                                     \
-                            if (hi > lo) memcpy(dd + lo, s + lo, (hi - lo) * sizeof(T));                  \
-                            for (long q = hi; q < end; q++) dd[q] = 0;                                    \
                         } else {                                                                          \
-                            /* q in [lo, hi) reads inside the row: w = q * sw + off in [0, W) */          \
-                            const T *s = src + h * W + off;                                               \
-                            long lo = off >= 0 ? 0 : (-off + sw - 1) / sw;                                \
-                            long hi = W - off > 0 ? (W - off + sw - 1) / sw : 0;                          \
-                            if (lo < ow) lo = ow;                                                         \
-                            if (lo > end) lo = end;                                                       \
-                            if (hi > end) hi = end;                                                       \
-                            if (hi < lo) hi = lo;                                                         \
-                            for (long q = ow; q < lo; q++) dd[q] = 0;                                     \
-                            for (long q = lo; q < hi; q++) dd[q] = s[q * sw];                             \
-                            for (long q = hi; q < end; q++) dd[q] = 0;                                    \
+                            long lo, hi; /* q in [lo, hi) reads inside row h: w = q * sw + off in [0, W) */ \
+                            mt_span(off, sw, W, ow, end, &lo, &hi);                                       \
+                            mt_row_##S(dd, src + h * W, sw, off, ow, lo, hi, end);                        \
                         }                                                                                 \
                         p += end - ow;                                                                    \
                     }                                                                                     \
@@ -390,17 +397,13 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
                 long i = r / kw, j = r % kw;                                                              \
                 T *dst = cols + ((c * kh + i) * kw + j) * OH * OW;                                        \
                 const T *src = x + c * H * W;                                                             \
+                long offh = i * dh - ph, offw = j * dw - pw, oh0, oh1, ow0, ow1;                          \
+                mt_span(offh, sh, H, 0, OH, &oh0, &oh1); /* output rows reading inside the image */       \
+                mt_span(offw, sw, W, 0, OW, &ow0, &ow1); /* output columns reading inside a row */        \
                 for (long oh = 0; oh < OH; oh++) {                                                        \
-                    long h = oh * sh - ph + i * dh;                                                       \
                     T *d = dst + oh * OW;                                                                 \
-                    if (h < 0 || h >= H) { for (long ow = 0; ow < OW; ow++) d[ow] = 0; continue; }        \
-                    const T *s = src + h * W;                                                             \
-                    long off = j * dw - pw;                                                               \
-                    if (sw == 1 && off >= 0 && off + OW <= W) { memcpy(d, s + off, OW * sizeof(T)); continue; } \
-                    for (long ow = 0; ow < OW; ow++) {                                                    \
-                        long w = ow * sw + off;                                                           \
-                        d[ow] = (w >= 0 && w < W) ? s[w] : 0;                                             \
-                    }                                                                                     \
+                    if (oh < oh0 || oh >= oh1) { for (long ow = 0; ow < OW; ow++) d[ow] = 0; continue; }  \
+                    mt_row_##S(d, src + (oh * sh + offh) * W, sw, offw, 0, ow0, ow1, OW);                 \
                 }                                                                                         \
             }                                                                                             \
     }                                                                                                     \
@@ -473,18 +476,17 @@ MT_TILE_DEFINE(double, f64, mt_tf64)
         (void)nt; /* without OpenMP */                                                                    \
         MT_OMP("omp parallel for num_threads(nt) if(nt > 1 && C * kh * kw * OH * OW > 65536)")           \
         for (long c = 0; c < C; c++)                                                                      \
-            for (long r = 0; r < kh * kw; r++) {                                                          \
-                long i = r / kw, j = r % kw;                                                              \
-                const T *src = cols + ((c * kh + i) * kw + j) * OH * OW;                                  \
-                T *dst = x + c * H * W;                                                                   \
-                for (long oh = 0; oh < OH; oh++) {                                                        \
-                    long h = oh * sh - ph + i * dh;                                                       \
-                    if (h < 0 || h >= H) continue;                                                        \
-                    const T *s = src + oh * OW;                                                           \
-                    T *d = dst + h * W;                                                                   \
-                    for (long ow = 0; ow < OW; ow++) {                                                    \
-                        long w = ow * sw - pw + j * dw;                                                   \
-                        if (w >= 0 && w < W) d[w] += s[ow];                                               \
+            for (long i = 0; i < kh; i++) {                                                               \
+                long offh = i * dh - ph, oh0, oh1;                                                        \
+                mt_span(offh, sh, H, 0, OH, &oh0, &oh1); /* the output rows that read inside the image */ \
+                for (long j = 0; j < kw; j++) {                                                           \
+                    long offw = j * dw - pw, ow0, ow1;                                                    \
+                    mt_span(offw, sw, W, 0, OW, &ow0, &ow1);                                              \
+                    const T *src = cols + ((c * kh + i) * kw + j) * OH * OW;                              \
+                    for (long oh = oh0; oh < oh1; oh++) {                                                 \
+                        const T *s = src + oh * OW;                                                       \
+                        T *d = x + c * H * W + (oh * sh + offh) * W; /* the image row output row oh reads */ \
+                        for (long ow = ow0; ow < ow1; ow++) d[ow * sw + offw] += s[ow];                   \
                     }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
