@@ -11,25 +11,17 @@ from __future__ import annotations
 
 import torch
 from mithril.errors import ArgumentError
+from mithril.extend import array_api
 
 Tensor = torch.Tensor
-
-
-def _log_probabilities(input: Tensor, input_type: str, eps: float) -> Tensor:
-    """``log p`` over the class axis 1 for input given as ``logits``, ``probs`` or ``log_probs``."""
-    if input_type == "logits":
-        return torch.log_softmax(input, dim=1)
-    if input_type == "probs":
-        return torch.log(torch.clamp_min(input, eps))
-    if input_type == "log_probs":
-        return input
-    raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
 def cross_entropy(input: Tensor, target: Tensor, *, input_type: str, categorical: bool, eps: float) -> Tensor:
     """``-sum(target_onehot * log p, axis=1)``: input [N, C, ...]; target class indices [N, ...] when
     ``categorical``, else probabilities shaped like input. Output [N, ...]."""
-    log_p = _log_probabilities(input, input_type, eps)
+    log_p: Tensor = array_api.nn.log_probabilities(
+        input, input_type, lambda x: torch.log_softmax(x, dim=1), lambda p: torch.log(torch.clamp_min(p, eps))
+    )
     if categorical:
         picked = torch.gather(log_p, 1, target.to(torch.int64).unsqueeze(1))
         return -picked.squeeze(1)

@@ -19,7 +19,7 @@ from ...errors import ArgumentError
 from ...primitives import uses_backend
 from ._binding import Binding, Impl
 
-__all__ = ["build", "dropout_mask_drawing"]
+__all__ = ["build", "dropout_mask_drawing", "log_probabilities"]
 
 
 def dropout_mask_drawing(xp: Any, uniform: Callable[[Any, tuple[int, ...]], Any]) -> Impl:
@@ -47,6 +47,26 @@ def dropout_mask_drawing(xp: Any, uniform: Callable[[Any, tuple[int, ...]], Any]
         return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
 
     return dropout_mask
+
+
+def log_probabilities(
+    input: Any, input_type: str, log_softmax: Callable[[Any], Any], clamped_log: Callable[[Any], Any]
+) -> Any:
+    """``log p`` over the class axis 1 for input given as ``logits`` (``log_softmax(input)``, over axis 1),
+    ``probs`` (``clamped_log(input)``: the log of the input clamped below at ``eps``) or ``log_probs``
+    (``input``); the cross entropy of every Python backend.
+
+    >>> import numpy as np
+    >>> log_probabilities(np.array([[0.5, 0.5]]), "probs", None, np.log).round(4).tolist()
+    [[-0.6931, -0.6931]]
+    """
+    if input_type == "logits":
+        return log_softmax(input)
+    if input_type == "probs":
+        return clamped_log(input)
+    if input_type == "log_probs":
+        return input
+    raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
 
 
 def build(b: Binding) -> dict[str, Impl]:
@@ -85,20 +105,10 @@ def build(b: Binding) -> dict[str, Impl]:
         """``softmax(q @ k^T * scale + mask) @ v`` with torch's masking rules (see ``attention_weights``)."""
         return matmul(attention_weights(query, key, mask, causal=causal, scale=scale), value)
 
-    def log_probabilities(input: Any, input_type: str, eps: float) -> Any:
-        """``log p`` over the class axis 1 for input given as ``logits``, ``probs`` or ``log_probs``."""
-        if input_type == "logits":
-            return log_softmax(input, axis=1)
-        if input_type == "probs":
-            return log(maximum(input, eps))
-        if input_type == "log_probs":
-            return input
-        raise ArgumentError(f"cross_entropy: input_type must be 'logits', 'probs' or 'log_probs', got {input_type!r}")
-
     def cross_entropy(input: Any, target: Any, *, input_type: str, categorical: bool, eps: float) -> Any:
         """``-sum(target_onehot * log p, axis=1)``: input [N, C, ...]; target class indices [N, ...] when
         ``categorical``, else probabilities shaped like input. Output [N, ...]."""
-        log_p = log_probabilities(input, input_type, eps)
+        log_p = log_probabilities(input, input_type, lambda x: log_softmax(x, axis=1), lambda p: log(maximum(p, eps)))
         if categorical:
             return -squeeze(take_along_axis(log_p, expand_dims(target, 1), axis=1), axis=1)
         return -sum_(target * log_p, axis=1)
