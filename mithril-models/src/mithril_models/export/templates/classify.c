@@ -34,27 +34,25 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strncmp(flag, "--", 2) != 0) {
-            if (o->input) { snprintf(err, len, "one input file expected, got '%s' and '%s'", o->input, flag); return 1; }
+            if (o->input) return mtc_error(err, len, "one input file expected, got '%s' and '%s'", o->input, flag);
             o->input = flag;
             continue;
         }
         const char *arg = i + 1 < argc ? argv[++i] : NULL;
-        if (!arg) { snprintf(err, len, "%s needs a value", flag); return 1; }
+        if (!arg) return mtc_error(err, len, "%s needs a value", flag);
         if (strcmp(flag, "--weights") == 0) o->weights = arg;
         else if (strcmp(flag, "--logits") == 0) o->logits = arg;
         else if (strcmp(flag, "--threads") == 0) {
             if (mtc_int(arg, 1, 1024, &value)) {
-                snprintf(err, len, "--threads must be an integer in 1..1024, got '%s'", arg);
-                return 1;
+                return mtc_error(err, len, "--threads must be an integer in 1..1024, got '%s'", arg);
             }
             o->threads = (int)value;
         } else {
-            snprintf(err, len, "unknown option '%s'; usage: classify input.f32 [--weights PATH] [--threads N] "
-                     "[--logits OUT.f32]", flag);
-            return 1;
+            return mtc_error(err, len, "unknown option '%s'; usage: classify input.f32 [--weights PATH] [--threads N] "
+                             "[--logits OUT.f32]", flag);
         }
     }
-    if (!o->input) { snprintf(err, len, "usage: classify input.f32 [--weights PATH] [--threads N] [--logits OUT.f32]"); return 1; }
+    if (!o->input) return mtc_error(err, len, "usage: classify input.f32 [--weights PATH] [--threads N] [--logits OUT.f32]");
     return 0;
 }
 
@@ -63,14 +61,13 @@ static int read_input(const char *path, float *dst, size_t count, const mtw_expe
     char dims[160];
     mtw_shape_text(dims, sizeof dims, shape->ndim, shape->shape);
     FILE *in = fopen(path, "rb");
-    if (!in) { snprintf(err, len, "cannot open the input file %s", path); return 1; }
+    if (!in) return mtc_error(err, len, "cannot open the input file %s", path);
     long size = fseek(in, 0, SEEK_END) == 0 ? ftell(in) : -1;
     if (size != (long)(count * sizeof(float)) || fseek(in, 0, SEEK_SET) != 0 ||
         fread(dst, sizeof(float), count, in) != count) {
         fclose(in);
-        snprintf(err, len, "%s has %ld bytes, expected %zu: raw little-endian float32 NCHW %s", path, size,
-                 count * sizeof(float), dims);
-        return 1;
+        return mtc_error(err, len, "%s has %ld bytes, expected %zu: raw little-endian float32 NCHW %s", path, size,
+                         count * sizeof(float), dims);
     }
     fclose(in);
     return 0;

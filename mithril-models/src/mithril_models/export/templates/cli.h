@@ -25,6 +25,15 @@ static int mtc_fail(const char *program, int status, const char *fmt, ...) {
     return status;
 }
 
+/* Write the message into `err` (`len` bytes) and return 1: what a parser answers to bad input. */
+static int mtc_error(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
 /* Parse exactly the `n` characters at `text` (decimal digits after an optional sign, any number of them, nothing
  * else) into lo..hi. The text after them must not continue the number (a separator or the end of the string). */
 static int mtc_int_span(const char *text, size_t n, long long lo, long long hi, long long *out) {

@@ -239,53 +239,46 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!arg) { snprintf(err, len, "%s needs a value (see the usage at the top of main.c)", flag); return 1; }
+        if (!arg) return mtc_error(err, len, "%s needs a value (see the usage at the top of main.c)", flag);
         i++;
         if (strcmp(flag, "--tokens") == 0) o->tokens = arg;
         else if (strcmp(flag, "--weights") == 0) o->weights = arg;
         else if (strcmp(flag, "--logits") == 0) o->logits = arg;
         else if (strcmp(flag, "--max-new-tokens") == 0) {
             if (mtc_int(arg, 0, MTP_CACHE_LEN, &value)) {
-                snprintf(err, len, "--max-new-tokens must be an integer in 0..%d, got '%s'", MTP_CACHE_LEN, arg);
-                return 1;
+                return mtc_error(err, len, "--max-new-tokens must be an integer in 0..%d, got '%s'", MTP_CACHE_LEN, arg);
             }
             o->max_new = value;
         } else if (strcmp(flag, "--top-k") == 0) {
             if (mtc_int(arg, 1, MTP_VOCAB, &value)) {
-                snprintf(err, len, "--top-k must be an integer in 1..%d (1: greedy), got '%s'", MTP_VOCAB, arg);
-                return 1;
+                return mtc_error(err, len, "--top-k must be an integer in 1..%d (1: greedy), got '%s'", MTP_VOCAB, arg);
             }
             o->top_k = value;
         } else if (strcmp(flag, "--seed") == 0) {
             if (mtc_int(arg, 0, INT64_MAX, &value)) {
-                snprintf(err, len, "--seed must be an integer >= 0, got '%s'", arg);
-                return 1;
+                return mtc_error(err, len, "--seed must be an integer >= 0, got '%s'", arg);
             }
             o->seed = (unsigned long long)value;
         } else if (strcmp(flag, "--threads") == 0) {
             if (mtc_int(arg, 1, 1024, &value)) {
-                snprintf(err, len, "--threads must be an integer in 1..1024, got '%s'", arg);
-                return 1;
+                return mtc_error(err, len, "--threads must be an integer in 1..1024, got '%s'", arg);
             }
             o->threads = (int)value;
         } else if (strcmp(flag, "--prefill") == 0) {
             if (mtc_int(arg, 0, 1, &value)) {
-                snprintf(err, len, "--prefill must be 1 (prompt in chunks) or 0 (token by token), got '%s'", arg);
-                return 1;
+                return mtc_error(err, len, "--prefill must be 1 (prompt in chunks) or 0 (token by token), got '%s'", arg);
             }
             o->prefill = (int)value;
         } else if (strcmp(flag, "--temperature") == 0) {
             if (mtc_positive(arg, &o->temperature)) {
-                snprintf(err, len, "--temperature must be a number > 0, got '%s'", arg);
-                return 1;
+                return mtc_error(err, len, "--temperature must be a number > 0, got '%s'", arg);
             }
         } else {
-            snprintf(err, len, "unknown option '%s'; options: --tokens, --max-new-tokens, --top-k, --seed, "
-                     "--temperature, --weights, --threads, --logits, --prefill", flag);
-            return 1;
+            return mtc_error(err, len, "unknown option '%s'; options: --tokens, --max-new-tokens, --top-k, --seed, "
+                             "--temperature, --weights, --threads, --logits, --prefill", flag);
         }
     }
-    if (!o->tokens) { snprintf(err, len, "--tokens \"ID ID ...\" is required (the prompt's token ids)"); return 1; }
+    if (!o->tokens) return mtc_error(err, len, "--tokens \"ID ID ...\" is required (the prompt's token ids)");
     return 0;
 }
 
@@ -301,23 +294,20 @@ static int parse_tokens(const char *text, int64_t *ids, long capacity, long *cou
         long long value;
         if (mtc_int_span(p, w, INT64_MIN, INT64_MAX, &value)) {
             int shown = w > 64 ? 64 : (int)w;
-            snprintf(err, len, "--tokens: '%.*s%s' (token %ld) is not an integer in 0..%d", shown, p,
-                     w > 64 ? "..." : "", n, MTP_VOCAB - 1);
-            return 1;
+            return mtc_error(err, len, "--tokens: '%.*s%s' (token %ld) is not an integer in 0..%d", shown, p,
+                             w > 64 ? "..." : "", n, MTP_VOCAB - 1);
         }
         if (value < 0 || value >= MTP_VOCAB) {
-            snprintf(err, len, "--tokens: token id %lld (token %ld) is out of range 0..%d", value, n, MTP_VOCAB - 1);
-            return 1;
+            return mtc_error(err, len, "--tokens: token id %lld (token %ld) is out of range 0..%d", value, n, MTP_VOCAB - 1);
         }
         if (n == capacity) {
-            snprintf(err, len, "--tokens: more than %ld tokens (the export's cache holds %d positions)", capacity,
-                     MTP_CACHE_LEN);
-            return 1;
+            return mtc_error(err, len, "--tokens: more than %ld tokens (the export's cache holds %d positions)", capacity,
+                             MTP_CACHE_LEN);
         }
         ids[n++] = value;
         p += w;
     }
-    if (n == 0) { snprintf(err, len, "--tokens: no token ids given"); return 1; }
+    if (n == 0) return mtc_error(err, len, "--tokens: no token ids given");
     *count = n;
     return 0;
 }
