@@ -13,8 +13,9 @@
   relative RMS (targets: q8_0 <= 1%, q4_0 <= 6%), beside the same measure for ggml's own quantization of
   these weights (the hand-built ggml graph below, quantized against its float32 graph: what the formats
   give on this random model) and the error of the quantized weights alone (:func:`weights_alone`: the
-  format's floor on these weights, whatever the kernels), and the same quantized model on the GGML backend (``ml.compile(...,
-  quantize=...)``, the program's decode steps) against the program (target <= 1e-5);
+  format's floor on these weights, whatever the kernels), and the same quantized model on the GGML
+  backend (``ml.compile(..., quantize=...)``, the program's decode steps) against the program (target
+  <= 1e-5);
 - ``ggml``: time per token of the program's decode step against a hand-built ggml graph of GPT-2 with
   the same quantized weights (the program's own ``weights.bin``), computed by ``ggml-python`` in this
   process on one thread (graph building not timed; target <= 1.05x);
