@@ -12,7 +12,7 @@
 - ``accuracy``: last-position logits of 20 prompts (English text, one token per byte) against float32,
   relative RMS (targets: q8_0 <= 1%, q4_0 <= 6%), beside the same measure for ggml's own quantization of
   these weights (the hand-built ggml graph below, quantized against its float32 graph: what the formats
-  give on this random model) and the error of the quantized weights alone (:func:`weights_alone`: the
+  give on this random model) and the error of the quantized weights alone (:func:`float64_logits`: the
   format's floor on these weights, whatever the kernels), and the same quantized model on the GGML
   backend (``ml.compile(..., quantize=...)``, the program's decode steps) against the program (target
   <= 1e-5);
@@ -205,6 +205,7 @@ def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
     float_graph = HandBuiltGPT2(programs.exported["float32"].directory / "weights.bin", "f32")
     ggml_reference = [float_graph.last_logits(ids) for ids in prompts]
     float_graph.close()
+    exact = float64_logits(programs.model, prompts)  # the reference of the weights-alone figures
     for fmt, target in (("q8_0", 0.01), ("q4_0", 0.06)):
         errors = [
             relative_rms(logits(programs.binary(fmt), ids), want) for ids, want in zip(prompts, reference, strict=True)
@@ -212,7 +213,10 @@ def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
         graph = HandBuiltGPT2(programs.exported[fmt].directory / "weights.bin", fmt)
         theirs = [relative_rms(graph.last_logits(ids), want) for ids, want in zip(prompts, ggml_reference, strict=True)]
         graph.close()
-        floor = weights_alone(programs.model, prompts, fmt)
+        floor = [
+            relative_rms(got, want)
+            for got, want in zip(float64_logits(programs.model, prompts, fmt), exact, strict=True)
+        ]
         print(f"  {fmt:8} mean {np.mean(errors):.4f}, max {np.max(errors):.4f} (target <= {target}: "
               f"{verdict(np.max(errors) <= target)}); ggml's own {fmt} graph against its float32 graph, the same "
               f"weights: mean {np.mean(theirs):.4f}, max {np.max(theirs):.4f}; the weights alone (dequantized, "
@@ -226,32 +230,29 @@ def accuracy(programs: Programs, ggml_prompts: int = 3) -> None:
               f"prompts: max relative RMS {worst:.2e} (target <= 1e-5: {verdict(worst <= 1e-5)})")  # fmt: skip
 
 
-def weights_alone(model: Any, prompts: list[list[int]], fmt: str) -> list[float]:
-    """The error the block format alone gives: relative RMS of the last logits of ``prompts`` when every 2-d
-    weight of ``model`` (a ``transformers`` GPT-2, the tensors the program stores quantized) is replaced by
-    its ``fmt`` blocks dequantized, the rest computed in float64 with no kernel of ours (no quantized
-    activations, no float32 sums): a floor for the programs' error on these weights."""
+def float64_logits(model: Any, prompts: list[list[int]], fmt: str | None = None) -> list[np.ndarray]:
+    """The last logits of ``prompts`` from a float64 copy of ``model`` (a ``transformers`` GPT-2), no kernel
+    of ours; with ``fmt``, every 2-d weight (the tensors the program stores quantized) first replaced by its
+    ``fmt`` blocks dequantized (:func:`accuracy`'s "weights alone": the format's floor on these weights, with
+    no quantized activations and no float32 sums)."""
     import copy
 
     import torch
     from mithril_backend_c.kernels import dequantize, quantize
+    from transformers.pytorch_utils import Conv1D
 
-    def roundtrip(rows: np.ndarray) -> np.ndarray:  # blocks of 32 along each row, as the program stores them
-        return dequantize(quantize(rows, fmt), fmt, rows.shape)
-
-    def last_logits(net: Any) -> list[np.ndarray]:
+    net = copy.deepcopy(model)
+    if fmt is not None:
+        transposed = {id(m.weight) for m in net.modules() if isinstance(m, Conv1D)}  # [in, out]: rows are columns
         with torch.no_grad():
-            return [net(torch.tensor([ids])).logits[0, -1].numpy() for ids in prompts]
-
-    exact = copy.deepcopy(model).double()
-    quantized = copy.deepcopy(model)
+            for weight in net.parameters():  # each tied tensor once (wte is also the LM head)
+                if weight.ndim == 2:
+                    rows = weight.numpy().T if id(weight) in transposed else weight.numpy()
+                    rounded = dequantize(quantize(rows, fmt), fmt, rows.shape)  # blocks of 32 along each row
+                    weight.copy_(torch.from_numpy(rounded.T if id(weight) in transposed else rounded))
+    net = net.double()
     with torch.no_grad():
-        for name, weight in quantized.named_parameters():
-            if weight.ndim == 2:  # Conv1D weights are [in, out]: the program's rows are their columns
-                rows = weight.numpy().T if name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")) else None
-                weight.copy_(torch.from_numpy(roundtrip(rows).T if rows is not None else roundtrip(weight.numpy())))
-    pairs = zip(last_logits(quantized.double()), last_logits(exact), strict=True)
-    return [relative_rms(got, want) for got, want in pairs]
+        return [net(torch.tensor([ids])).logits[0, -1].numpy() for ids in prompts]
 
 
 def ggml_decode_logits(programs: Programs, fmt: str, ids: list[int]) -> np.ndarray:
