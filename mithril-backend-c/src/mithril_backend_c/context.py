@@ -209,6 +209,7 @@ class Ctx:
         self.node: Node | None = None
         self.salt = 0  # per-node stream of random primitives
         self.checks: list[IndexSite] = []  # index checks emitted so far (site = position in this list)
+        self._checked: dict[int, int] = {}  # value id -> the tightest bound an earlier check holds it to
         self.input_keys: dict[int, str] = {}  # value id -> key of the function input it is
         self._shapes: dict[int, tuple[int, ...]] = {}  # value id -> static shape (asked for many times)
         self.kernel: KernelFrame | None = None  # the kernel being emitted (see :meth:`begin_kernel`)
@@ -307,7 +308,10 @@ class Ctx:
         """Lines that make the generated function return ``MT_ERR_INDEX`` (``a->error`` = site, value,
         flat position) unless every element of ``index`` is in ``[0, bound)``. They run serially before
         the node's own loops (a branch-free pass over the indices, then a search only on failure), so
-        they may sit in no OpenMP region; an emitter puts them first.
+        they may sit in no OpenMP region; an emitter puts them first. A value an earlier check of this
+        function already held to a bound no larger is not checked again (the function's units run in
+        order, and a failed check returns): the 24 KV-cache writes of a GPT-2 chunk step check their
+        ``start`` once.
 
         >>> ctx.check_indices(idx, 50, "input")[-2]  # doctest: +SKIP
         '            if ((uint64_t)(int64_t)v3[k] >= (uint64_t)50) MT_FAIL_INDEX(0, v3[k], k);'
@@ -316,6 +320,10 @@ class Ctx:
         source = index
         while source.producer is not None and source.producer.spec.name in ALIAS_PRIMITIVES:
             source = next(v for v in source.producer.inputs.values() if v is not None)
+        held = self._checked.get(source.id)
+        if held is not None and held <= bound:
+            return []
+        self._checked[source.id] = int(bound)
         site = len(self.checks) - (self.kernel.site0 if self.kernel is not None else 0)
         self.checks.append(
             IndexSite(

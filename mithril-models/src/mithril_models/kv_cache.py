@@ -13,8 +13,9 @@ cache_len, head_dim]`` that are model inputs (``past_key_<i>``, ``past_value_<i>
   T]`` slot matrix);
 - a chunk step (``prompt=False``): ``T`` tokens (``tokens``; ``1`` for the one-token step) in slots
   ``positions .. positions + T - 1`` (``positions`` is an int ``[1]`` input); the past caches come in, the
-  chunk's slots are replaced (``where(hit, new, past)``) and every query attends the slots up to its own
-  (an additive mask: 0 or :data:`MASKED`);
+  chunk's slots are replaced (one token: ``where(hit, new, past)``; more: ``dynamic_update_slice(past,
+  new, start)``, which writes only those slots) and every query attends the slots up to its own (an
+  additive mask: 0 or :data:`MASKED`);
 - ``padded``: input ``pads`` ``[batch, 1]`` (int), the number of left-padding slots of each row: they are
   hidden from every query and a token's position (for position embeddings) is its slot minus its row's
   padding, so a padded row gives the numbers of the same prompt run alone;
@@ -106,13 +107,13 @@ def step_keys(step: StepShape | None, *, mask: bool = True) -> tuple[str, ...]:
     whether the prompt step has a mask, i.e. a sliding window; chunk steps always have one).
 
     >>> step_keys(StepShape(1, 8, tokens=2, reorder=True))
-    ('hit', 'write', 'mask', 'beams', 'past_key', 'past_value', 'present_key', 'present_value')
+    ('start', 'mask', 'beams', 'past_key', 'past_value', 'present_key', 'present_value')
     """
     if step is None:
         return ("mask",) if mask else ()
     if step.prompt:
         return ("write", "present_key", "present_value", *(("mask",) if mask else ()))
-    written = ("hit", "write") if step.length != 1 else ("hit",)
+    written = ("start",) if step.length != 1 else ("hit",)
     beams = ("beams",) if step.reorder else ()
     return (*written, "mask", *beams, "past_key", "past_value", "present_key", "present_value")
 
@@ -171,8 +172,9 @@ def step_positions(model: Model, tokens: Connection, step: StepShape) -> Connect
 def slot_tensors(model: Model, tokens: Connection, step: StepShape, *, window: int | None = None) -> dict[str, Any]:
     """The tensors every attention block of a step takes, computed once in ``model`` (the family's top block,
     after :func:`step_positions`) from ``arange(cache_len)``, the token ids ``tokens`` (``[batch, T]``; only
-    their count is used) and the step's inputs (see the module docstring): ``write`` (``[L, T]``), ``hit``
-    (``[L, 1]``), the additive ``mask`` and ``beams``, as the step has them.
+    their count is used) and the step's inputs (see the module docstring): ``write`` (``[L, T]``, the prompt
+    step), ``hit`` (``[L, 1]``, the one-token step), ``start`` (the chunk's first slot, ``[1]``), the
+    additive ``mask`` and ``beams``, as the step has them.
 
     ``window``: hide the slots that fell out of a sliding window of that many positions (Mistral).
     """
@@ -222,16 +224,10 @@ def _one_token(model: Model, slots: Connection, step: StepShape, window: int | N
 
 
 def _chunk(model: Model, slots: Connection, tokens: Connection, step: StepShape, window: int | None) -> dict[str, Any]:
-    """:func:`slot_tensors` of a chunk of ``T > 1`` tokens in slots ``positions + 0 .. T-1``: ``hit``
-    ``[L, 1]``, ``write`` ``[L, T]`` and the additive ``mask`` ``[T, L]`` (``[B, 1, T, L]`` when padded)."""
-    column = op(model, "reshape", slots, shape=(-1, 1))  # [L, 1]
+    """:func:`slot_tensors` of a chunk of ``T > 1`` tokens in slots ``positions + 0 .. T-1``: ``start``
+    (``positions``, ``[1]``) and the additive ``mask`` ``[T, L]`` (``[B, 1, T, L]`` when padded)."""
     queries = op(model, "add", op(model, "positions", tokens, axis=-1), _input(model, "positions", [1]))  # [T]
-    start = Connection(model, "positions")
-    after = op(model, "greater_equal", column, start)
-    shared = {
-        "hit": op(model, "logical_and", after, op(model, "less", column, start + step.length)),  # [L, 1]
-        "write": op(model, "cast", op(model, "equal", column, queries), dtype="float"),  # [L, T]
-    }
+    shared: dict[str, Any] = {"start": Connection(model, "positions")}
     rows, keys = op(model, "reshape", queries, shape=(-1, 1)), op(model, "reshape", slots, shape=(1, -1))
     visible = op(model, "less_equal", keys, rows)  # [T, L]: causal
     if window is not None:
@@ -253,9 +249,10 @@ def _write(model: Model, kind: str, new: Connection, step: StepShape, heads: int
         if step.reorder:  # past[beams]: the rows of the beams being continued
             flat = op(model, "embedding", IOKey("beams"), op(model, "reshape", past, shape=(step.batch, -1)))
             past = op(model, "reshape", flat, shape=tuple(shape))
-        if step.length != 1:
-            new = op(model, "matmul", IOKey("write"), new)  # [L, T] @ [B, H, T, D]: the chunk in its slots
-        present = op(model, "where", IOKey("hit"), new, past)  # [L, 1] picks the chunk's slots
+        if step.length == 1:
+            present = op(model, "where", IOKey("hit"), new, past)  # [L, 1] picks the token's slot
+        else:  # the chunk's T slots, written in place of the past's
+            present = op(model, "dynamic_update_slice", past, new, IOKey("start"), axis=2)
     model.expose(present, f"present_{kind}", canonical=False)
     return present
 

@@ -467,6 +467,23 @@ def _join_and_index_cases() -> list[Case]:
         Case("gather", {"input": normal(3, 5), "index": integers(0, 5, 3, 4)}),
         Case("gather", {"input": normal(3, 5), "index": integers(0, 3, 2, 5)}, {"axis": 0}, id="gather-axis0"),
         Case("gather", {"input": normal(2, 3, 4), "index": integers(0, 3, 2, 5, 4)}, {"axis": 1}, id="gather-3d"),
+        Case(
+            "dynamic_update_slice",
+            {"input": normal(6, 3), "update": normal(2, 3), "start": integers(0, 5, 1)},
+            id="dynamic-update-slice",
+        ),
+        Case(
+            "dynamic_update_slice",
+            {"input": normal(2, 3, 8, 4), "update": normal(2, 3, 3, 4), "start": integers(0, 6, 1)},
+            {"axis": 2},
+            id="dynamic-update-slice-kv-cache",
+        ),
+        Case(
+            "dynamic_update_slice",
+            {"input": normal(3, 5), "update": normal(3, 5), "start": integers(0, 1, 1)},
+            {"axis": -1},
+            id="dynamic-update-slice-whole",
+        ),
     ]
 
 

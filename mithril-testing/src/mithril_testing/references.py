@@ -438,6 +438,15 @@ def gather(input: Array, index: Array, *, axis: int) -> Array:
     return np.take_along_axis(np.asarray(input), np.asarray(index), axis=axis)
 
 
+@reference
+def dynamic_update_slice(input: Array, update: Array, start: Array, *, axis: int) -> Array:
+    result = np.array(input, copy=True)
+    first = int(np.asarray(start).reshape(-1)[0])
+    moved = np.moveaxis(result, axis, 0)  # a view: writing it writes result
+    moved[first : first + np.shape(update)[axis]] = np.moveaxis(np.asarray(update), axis, 0)
+    return result
+
+
 def _creation_dtype(dtype: DtypeLike, default: str) -> np.dtype:
     return numpy_dtype(default if dtype is None else dtype)
 

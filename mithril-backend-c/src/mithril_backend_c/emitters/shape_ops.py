@@ -20,6 +20,7 @@ __all__ = [
     "broadcast_to",
     "concat",
     "dtype_constant",
+    "dynamic_update_slice",
     "flatten",
     "full",
     "gather",
@@ -142,6 +143,28 @@ def gather(ctx: Ctx, node: Node) -> list[str]:
         ]
 
     return ctx.check_indices(idx, n, "index") + ctx.loops(ishape, operands, body, simd=False)
+
+
+def dynamic_update_slice(ctx: Ctx, node: Node) -> list[str]:
+    """The input copied to the output (skipped when they are the same memory, as an exported program's
+    KV cache updated in place), then the update copied to slots ``start .. start + T - 1`` of the axis:
+    ``T`` rows per outer index, not a pass over every slot. ``start`` outside ``[0, size - T]`` returns
+    ``MT_ERR_INDEX``."""
+    x, update, start = (node_input(node, key) for key in ("input", "update", "start"))
+    out = node.output
+    shape, ushape = ctx.shape(out), ctx.shape(update)
+    axis = rules.normalize_axis(node.attrs["axis"], len(shape))
+    lines = ctx.check_indices(start, shape[axis] - ushape[axis] + 1, "start")
+    nbytes = math.prod(shape) * ctx.np_dtype(out).itemsize
+    if nbytes:
+        lines.append(f"if ({ctx.p(out)} != {ctx.p(x)}) memcpy({ctx.p(out)}, {ctx.p(x)}, {nbytes});")
+    if not math.prod(ushape):
+        return lines
+    strides = contiguous_strides(shape)
+    cast = "" if ctx.ct(update) == ctx.ct(out) else f"({ctx.ct(out)})"
+    dst = f"({ctx.p(out)} + {ctx.p(start)}[0] * {strides[axis]})"
+    copy = ctx.copy_view(dst, (0, strides), ctx.p(update), (0, contiguous_strides(ushape)), ushape, cast)
+    return [*lines, *copy]
 
 
 def arange(ctx: Ctx, node: Node) -> list[str]:

@@ -96,6 +96,11 @@ def index(input: Array, *, key: Any) -> Array:
     return jnp.asarray(input)[key]
 
 
+def dynamic_update_slice(input: Array, update: Array, start: Array, *, axis: int) -> Array:
+    """``jax.lax.dynamic_update_slice_in_dim`` (XLA updates in place where the input's buffer allows)."""
+    return jax.lax.dynamic_update_slice_in_dim(input, update.astype(input.dtype), jnp.reshape(start, ())[()], axis)
+
+
 @uses_backend
 def avg_pool2d(
     backend: Any, input: Array, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any, count_include_pad: bool
@@ -122,6 +127,7 @@ def randint(backend: Any, *, low: int, high: int, shape: Any) -> Array:
 TABLE: dict[str, Callable[..., Any]] = {
     **{name: _floating(name, fn) for name, fn in _FLOATING.items()},
     "relu": relu, "linear": linear, "divide": divide, "index": index, "avg_pool2d": avg_pool2d,
+    "dynamic_update_slice": dynamic_update_slice,
     "conv1d": _windows.conv_forward, "conv2d": _windows.conv_forward, "max_pool2d": _windows.max_pool,
     "softmax": jax.nn.softmax, "log_softmax": jax.nn.log_softmax,
     "dropout_mask": array_api.nn.dropout_mask_drawing(

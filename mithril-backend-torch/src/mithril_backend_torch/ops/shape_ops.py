@@ -147,6 +147,13 @@ def gather(input: Tensor, index: Tensor, *, axis: int) -> Tensor:
     return torch.take_along_dim(input, index, dim=axis)
 
 
+def dynamic_update_slice(input: Tensor, update: Tensor, start: Tensor, *, axis: int) -> Tensor:
+    """``input`` with ``update`` written at ``start .. start + T - 1`` along ``axis`` (``index_copy``: no
+    host sync for ``start``)."""
+    slots = start.reshape(1) + torch.arange(update.shape[axis], device=update.device, dtype=start.dtype)
+    return input.index_copy(axis, slots, update.to(input.dtype))
+
+
 @uses_backend
 def arange(backend: Any, *, start: float, stop: float | None, step: float) -> Tensor:
     """``np.arange(start, stop, step)``: backend float dtype if any bound is a float, else int64."""

@@ -28,6 +28,7 @@ INDEX_SLOTS: dict[str, tuple[str, str, Callable[[Node], int]]] = {
     "embedding": ("input", "weight", lambda node: 0),
     "cross_entropy": ("target", "input", lambda node: 1),
     "gather": ("index", "input", lambda node: int(node.attrs["axis"])),
+    "dynamic_update_slice": ("start", "input", lambda node: int(node.attrs["axis"])),
 }
 _PASS_THROUGH = frozenset(
     {"reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "index", "concat"}
@@ -80,6 +81,13 @@ def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[
         axis = axis_of(node)
         dims = indexed.shape.ints()
         size = dims[axis] if dims is not None and -len(dims) <= axis < len(dims) else None
+        if node.spec.name == "dynamic_update_slice":  # a start: the update's rows must fit after it
+            update = node.inputs.get("update")
+            dims_of_update = None if update is None else update.shape.ints()
+            rows = None if dims_of_update is None else dims_of_update[axis]
+            if size is None or rows is None:
+                continue
+            size -= rows - 1
         size_from = (names[indexed.id], axis) if size is None and indexed.id in names else None
         if size is None and size_from is None:
             continue

@@ -88,6 +88,17 @@ def _layout(b: Binding) -> dict[str, Impl]:
         """``take_along_axis(input, index, axis)``"""
         return take_along_axis(input, index, axis=axis)
 
+    def dynamic_update_slice(input: Any, update: Any, start: Any, *, axis: int) -> Any:
+        """``input`` with ``update`` written at ``start .. start + T - 1`` along ``axis`` (``T`` = its size
+        there): a ``where`` over the input of the update's rows taken at ``slot - start``."""
+        axis %= input.ndim
+        size, length = input.shape[axis], update.shape[axis]
+        offsets = xp.arange(size) - reshape_(start, seq((1,)))  # [size]: slot - start
+        hit = (offsets >= 0) & (offsets < length)
+        taken = xp.take(update, xp.clip(offsets, 0, length - 1), axis=axis).astype(input.dtype)
+        column = seq(size if i == axis else 1 for i in range(input.ndim))
+        return xp.where(reshape_(hit, column), taken, input)
+
     functions = (
         reshape,
         flatten,
@@ -101,6 +112,7 @@ def _layout(b: Binding) -> dict[str, Impl]:
         pad,
         index,
         gather,
+        dynamic_update_slice,
     )
     return {f.__name__: f for f in functions}
 

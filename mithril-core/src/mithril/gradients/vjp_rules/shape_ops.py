@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...compiler.graph import Value
 from ..context import Cotangents, GradContext
 from ._common import wants
 
@@ -90,6 +91,21 @@ def gather(ctx: GradContext) -> Cotangents:
     return {"input": ctx.ops.gather_grad(ctx.cotangent, ctx["index"], ctx["input"], axis=ctx.attrs["axis"])}
 
 
+def dynamic_update_slice(ctx: GradContext) -> Cotangents:
+    """``input``: the cotangent with the written slice zeroed; ``update``: the cotangent's slice, gathered at
+    ``start + 0 .. T-1`` along the axis."""
+    g, update, start = ctx.cotangent, ctx["update"], ctx["start"]
+    axis = ctx.axis(ctx["input"], ctx.attrs["axis"])
+    grads: dict[str, Value | None] = {"input": None, "update": None}
+    if wants(ctx, "input"):
+        grads["input"] = ctx.ops.dynamic_update_slice(g, ctx.ops.zeros_like(update), start, axis=axis)
+    if wants(ctx, "update"):
+        offsets = ctx.ops.add(ctx.ops.positions(update, axis=axis), ctx.ops.reshape(start, shape=(1,)))  # [T]
+        column = ctx.ops.reshape(offsets, shape=tuple(-1 if i == axis else 1 for i in range(ctx.rank(update))))
+        grads["update"] = ctx.ops.gather(g, ctx.ops.broadcast_to_like(column, update), axis=axis)
+    return grads
+
+
 RULES = {
     "reshape": reshape,
     "reshape_to": reshape_to,
@@ -109,4 +125,5 @@ RULES = {
     "pad": pad,
     "index": index,
     "gather": gather,
+    "dynamic_update_slice": dynamic_update_slice,
 }

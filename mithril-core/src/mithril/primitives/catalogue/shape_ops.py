@@ -353,6 +353,29 @@ def _gather(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _dynamic_update_slice(io: Mapping[str, Shape], attrs: Mapping[str, Any]) -> bool:
+    """The output has the input's shape; ``update`` has its rank and dims, but at most as many along ``axis``;
+    ``start`` holds one int (shape ``[]`` or ``[1]``)."""
+    unify(io["output"], io["input"])
+    start = io["start"].dims()
+    if start is not None and (len(start) > 1 or (start and start[0].value not in (None, 1))):
+        raise ShapeMismatch(f"dynamic_update_slice: start must hold one int (shape [] or [1]), got shape {io['start']}")
+    dims, upd = io["input"].dims(), io["update"].dims()
+    if dims is None or upd is None:
+        return False
+    if len(dims) != len(upd):
+        raise ShapeMismatch(f"dynamic_update_slice: update rank {len(upd)} != input rank {len(dims)}")
+    axis = normalize_axis(int(attrs["axis"]), len(dims))
+    for i, (d, u) in enumerate(zip(dims, upd, strict=True)):
+        if i != axis:
+            unify_dims(d, u)
+        elif d.value is not None and u.value is not None and u.value > d.value:
+            raise ShapeMismatch(
+                f"dynamic_update_slice: update has {u.value} entries along axis {axis}, the input only {d.value}"
+            )
+    return all(d.value is not None for d in (*dims, *upd)) and start is not None
+
+
 def _check_dtype_constant(attrs: Mapping[str, Any]) -> None:
     if attrs["constant"] not in DTYPE_CONSTANTS:
         raise ArgumentError(
@@ -593,6 +616,17 @@ SPECS = (
         differentiable=("input",),
         input_kinds={"index": ("int",)},
         doc="np.take_along_axis(input, index, axis)",
+    ),
+    PrimitiveSpec(
+        "dynamic_update_slice",
+        ("input", "update", "start"),
+        _dynamic_update_slice,
+        same_kind,
+        attributes={"axis": 0},
+        differentiable=("input", "update"),
+        input_kinds={"start": ("int",)},
+        doc="jax.lax.dynamic_update_slice_in_dim(input, update, start, axis): input with update written at "
+        "start .. start + update.shape[axis] - 1 along axis (start a run-time int; out of range is an error)",
     ),
     PrimitiveSpec(
         "arange",
