@@ -1011,7 +1011,16 @@ def fam_pool(g: _Gen) -> None:
 
 
 def fam_gather_embedding(g: _Gen) -> None:
-    what = g.integer(0, 2)
+    what = g.integer(0, 3)
+    if what == 3:  # a slice written at a run-time start, as a KV-cache chunk
+        x = g.operand("float", lambda a: a.ndim >= 1 and a.size > 0)
+        a = g.values[x]
+        axis = _axis(g, a.ndim)
+        shape = list(a.shape)
+        shape[axis] = g.integer(1, a.shape[axis])
+        start = g.new_input([1], "int", high=a.shape[axis] - shape[axis] + 1)
+        g.emit("dynamic_update_slice", {"input": x, "update": g.new_input(shape), "start": start}, {"axis": axis})
+        return
     if what == 0:
         x = g.operand("float", lambda a: a.ndim >= 1)
         a = g.values[x]
@@ -1273,7 +1282,8 @@ GENERATED_PRIMITIVES: frozenset[str] = frozenset(
         "positions", "shape", "size", "reshape", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten",
         "broadcast_to", "index", "pad", "at_least_1d", "concat", "split", "linear", "matmul", "conv1d", "conv2d",
         "conv1d_grad_input", "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d",
-        "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad", "gather", "gather_grad", "embedding", "embedding_grad",
+        "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad", "gather", "gather_grad", "dynamic_update_slice",
+        "embedding", "embedding_grad",
         "index_grad", "attention_weights", "scaled_dot_product_attention", "squared_error", "absolute_error",
         "cross_entropy", "binary_cross_entropy", "cross_entropy_grad", "sum_to_like", "reshape_like",
         "broadcast_to_like", "linear_grad_weight", "full", "ones", "zeros", "arange", "lstm_recurrence",
