@@ -61,6 +61,9 @@ def test_prefill_steps_give_the_tokens_of_generate(gpt: Any, programs: dict[str,
         np.testing.assert_allclose(chunked, single, rtol=1e-5, atol=1e-5 * np.abs(single).max())
     model_c = (binary.parent / "model.c").read_text()
     assert "int mithril_slots16_chunk4_evaluate(const" in model_c and "int mithril_slots16_evaluate(const" in model_c
+    # the prefill steps return the last hidden state [1, 32]; the LM head alone makes the logits, once
+    assert "/* output 'output': float32[1, 32] */" in (binary.parent / "model.h").read_text()
+    assert "int mithril_head_evaluate(const" in model_c
     done = run(binary, tools, "--tokens", "1 2", "--prefill", "2")
     assert done.returncode == 2 and "--prefill must be 1" in done.stderr
 

@@ -39,14 +39,14 @@ import mithril as ml
 import numpy as np
 from mithril.errors import ModelKeyError
 from mithril.extend import op, validation
-from mithril.models import Connection, IOKey, Model
+from mithril.models import Connection, IOKey, Linear, Model
 
 from .family import ConfigT, FamilyModel
 
 __all__ = [
     "MASKED", "DecodeStepModel", "DecodeSteps", "FamilyDecodeSteps", "KVCacheConfig", "StepShape", "cache_names",
-    "cached_attention", "layer_cache_keys", "root_cache_keys", "slot_tensors", "step_keys", "step_positions",
-    "window_mask",
+    "cached_attention", "layer_cache_keys", "lm_head", "root_cache_keys", "slot_tensors", "step_keys",
+    "step_positions", "window_mask",
 ]  # fmt: skip
 
 MASKED = -65504.0
@@ -59,7 +59,9 @@ class StepShape:
     """A decode step (see the module docstring): ``batch`` sequences, caches of ``cache_len`` slots, the
     prompt step or a chunk of ``tokens`` tokens (``None``: one token, as the one-token step of
     :class:`~mithril_models.gpt.decode.KVDecoder`), with left padding (``padded``) and cache reordering
-    (``reorder``) inputs or not.
+    (``reorder``) inputs or not; ``head=False``: ``output`` is the last position's final hidden state
+    (``[batch, dims]``, after the final norm) instead of its logits, for prefill chunks whose logits no one
+    reads (an exported program applies the LM head once, after the last chunk).
 
     >>> StepShape(1, 8).length, StepShape(1, 8, prompt=True).length, StepShape(1, 8, tokens=4).length
     (1, None, 4)
@@ -71,6 +73,7 @@ class StepShape:
     tokens: int | None = None
     padded: bool = False
     reorder: bool = False
+    head: bool = True
 
     @property
     def length(self) -> int | None:
@@ -285,6 +288,28 @@ def cached_attention(
     return op(model, "scaled_dot_product_attention", q, repeat(k), repeat(v), extra, causal=step.prompt, scale=scale)
 
 
+def lm_head(vocab: int, dims: int, tied: tuple[str, str] | None) -> Model:
+    """A decoder's LM head alone, for the hidden states of steps built with ``head=False``: ``input``
+    ``[batch, dims]`` (after the final norm) -> ``output`` ``[batch, vocab]``, its weight at the full
+    model's path: ``lm_head.weight``, or with tied embeddings (``tied``: the names of the decoder block and
+    its embedding) the embedding's.
+
+    >>> lm_head(8, 4, ("transformer", "wte")).output_keys
+    ['output']
+    """
+    root = Model()
+    hidden = IOKey("input", shape=[None, dims], type="float")
+    if tied is None:
+        root |= Linear(vocab, use_bias=False, name="lm_head")(input=hidden, output=IOKey("output"))
+        return root
+    decoder, embedding = Model(name=tied[0]), Model(name=tied[1])
+    weight = IOKey("weight", shape=[vocab, dims], type="float", differentiable=True)
+    embedding.expose(op(embedding, "linear", hidden, weight, None), "output")
+    decoder |= embedding(input=IOKey("input"), output=IOKey("output"))
+    root |= decoder(input=IOKey("input"), output=IOKey("output"))
+    return root
+
+
 _Step = TypeVar("_Step", bound="DecodeStepModel[Any]")
 
 
@@ -312,6 +337,7 @@ class DecodeStepModel(FamilyModel[ConfigT]):
         tokens: int | None = None,
         padded: bool = False,
         reorder: bool = False,
+        head: bool = True,
         name: str | None = None,
     ) -> None:
         where = type(self).__name__
@@ -320,7 +346,7 @@ class DecodeStepModel(FamilyModel[ConfigT]):
         batch = validation.positive_int(where, "batch", batch)
         cache_len = validation.positive_int(where, "cache_len", cache_len)
         super().__init__(config, name=name)
-        self.shape = StepShape(batch, cache_len, bool(prompt), tokens, bool(padded), bool(reorder))
+        self.shape = StepShape(batch, cache_len, bool(prompt), tokens, bool(padded), bool(reorder), bool(head))
         self.build(config, self.shape)
 
     def __init_subclass__(cls, model: type[FamilyModel[Any]] | None = None, **kwargs: Any) -> None:
@@ -344,7 +370,7 @@ class DecodeStepModel(FamilyModel[ConfigT]):
     def of(cls: type[_Step], config: Any, step: StepShape) -> _Step:
         """The step of shape ``step``."""
         return cls(config, step.batch, step.cache_len, prompt=step.prompt, tokens=step.tokens, padded=step.padded,
-                   reorder=step.reorder)  # fmt: skip
+                   reorder=step.reorder, head=step.head)  # fmt: skip
 
 
 class DecodeSteps:

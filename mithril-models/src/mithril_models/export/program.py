@@ -43,7 +43,7 @@ from ..gpt.config import GPTConfig, config_from_hf
 from ..gpt.decode import KVDecoder
 from ..gpt.model import create_gpt
 from ..hf import from_hf_config
-from ..kv_cache import DecodeSteps
+from ..kv_cache import DecodeSteps, lm_head
 from ..llama.config import MODEL_TYPES as LLAMA_TYPES
 from ..llama.config import LlamaConfig
 from ..llama.decode import LlamaKVDecoder
@@ -220,6 +220,18 @@ def _decoder(config: GPTConfig | LlamaConfig, cache_len: int) -> DecodeSteps:
     return LlamaKVDecoder(config, backend, batch=1, cache_len=cache_len)
 
 
+def _head(config: GPTConfig | LlamaConfig) -> Any:
+    """The LM head alone (:func:`~mithril_models.kv_cache.lm_head`), compiled by the C backend for one
+    sequence: the prefill steps' last hidden state -> the logits."""
+    if isinstance(config, GPTConfig):
+        dims, tied = config.dims, ("transformer", "wte")
+    else:
+        dims, tied = config.hidden_size, ("model", "embed_tokens")
+    head = lm_head(config.vocab_size, dims, tied if config.tie_word_embeddings else None)
+    backend = ml.CBackend(dtype=ml.float32, threads=1)
+    return ml.compile(head, backend, shapes={"input": [1, dims]}, data_keys={"input"}, inference=True)
+
+
 def _entry_name(path: str) -> str:
     """A tensor's name in ``weights.bin``: its logical path, or its last ``NAME - 1`` bytes when longer."""
     encoded = path.encode()
@@ -365,7 +377,7 @@ def export_program(
     if family in DECODERS:
         slots = cache_steps(pm.shapes["past_key_0"][2], smaller_caches)
         spec = _family_config(config)[1]
-        variants = decoder_variants(lambda n: _decoder(spec, n), slots, prefill_chunk)
+        variants = decoder_variants(lambda n: _decoder(spec, n), slots, prefill_chunk, lambda: _head(spec))
         texts["model.c"], texts["model.h"], steps = merge_steps(_c_kernels(), variants, paths, quantize)
     else:
         kernels = _c_kernels()
@@ -373,7 +385,8 @@ def export_program(
         evaluate = next(f for f in functions if f.name == "evaluate")
         steps = [step_of(evaluate, 0, 1, [w["key"] for w in manifest["weights"]])]
         texts["model.c"], texts["model.h"] = kernels.standalone_source(code), kernels.model_header(functions)
-    tensors = _quantized(tensors, steps[0].weight_formats())
+    read = zip(*(step.weight_formats() for step in steps), strict=True)  # per tensor: its format in each step
+    tensors = _quantized(tensors, [next((f for f in formats if f is not None), "") for formats in read])
     program = PROGRAMS[family]
     model_sources = " ".join(name for name in texts if name.endswith(".c"))
     texts["program.h"] = _program_h(family, manifest, tensors, steps)

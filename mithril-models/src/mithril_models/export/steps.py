@@ -3,8 +3,10 @@
 A ``classify`` program has one entry point (``mithril_evaluate``). A ``generate`` program has, for each
 cache size (``slots``), a one-token decode step (``mithril_slots<S>_evaluate``) and, unless the prompt
 is fed token by token, a prefill step of ``tokens`` tokens (``mithril_slots<S>_chunk<T>_evaluate``, the
-chunk step of :mod:`mithril_models.kv_cache`): the prompt runs in chunks of ``T`` tokens, the last one
-overlapping the one before so that it ends at the prompt's last token. All of them share one ``model.c``
+chunk step of :mod:`mithril_models.kv_cache`, built without the LM head: it returns the last position's
+final hidden state) and one LM head (``mithril_head_evaluate``) that turns the last chunk's hidden state
+into logits: the prompt runs in chunks of ``T`` tokens, the last one overlapping the one before so that
+it ends at the prompt's last token, and only that chunk's logits are computed. All of them share one ``model.c``
 (kernels and constants named by the hash of their text, so the steps share every weight product's
 kernel of the same shape) and the weights of ``weights.bin``.
 
@@ -15,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -31,15 +33,18 @@ __all__ = ["Step", "cache_steps", "classify_bindings", "decode_bindings", "decod
 class Step:
     """One compiled entry point of the program: ``symbol`` (``mithril_evaluate``, or
     ``mithril_slots<S>[_chunk<T>]_evaluate`` for a decode step with ``slots`` cache slots and ``tokens``
-    tokens), ``fields``: key -> field of its argument struct, ``weights``: its keys of the tensors of
-    ``weights.bin``, in order; ``quant``: key -> block format of the weights it reads quantized."""
+    tokens, ``mithril_head_evaluate`` for the LM head: ``slots`` and ``tokens`` 0), ``fields``: key ->
+    field of its argument struct, ``weights``: its keys of the tensors of ``weights.bin``, in order
+    (``None`` for a tensor it does not read); ``quant``: key -> block format of the weights it reads
+    quantized."""
 
     slots: int
     symbol: str
     fields: dict[str, str]
-    weights: list[str]
+    weights: list[str | None]
     tokens: int = 1
     quant: dict[str, str] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # key -> shape of its field
 
     def field(self, key: str) -> str:
         if key not in self.fields:
@@ -49,14 +54,15 @@ class Step:
         return self.fields[key]
 
     def bind_weights(self) -> list[str]:
-        return [f"    a->{self.field(key)} = t[{i}];" for i, key in enumerate(self.weights)]
+        return [f"    a->{self.field(key)} = t[{i}];" for i, key in enumerate(self.weights) if key is not None]
 
-    def weight_formats(self) -> list[str]:
-        """The block format of each tensor of ``weights.bin`` this step reads (``""``: float)."""
-        return [self.quant.get(key, "") for key in self.weights]
+    def weight_formats(self) -> list[str | None]:
+        """The block format of each tensor of ``weights.bin`` this step reads (``""``: float; ``None``: a
+        tensor it does not read)."""
+        return [None if key is None else self.quant.get(key, "") for key in self.weights]
 
 
-def step_of(function: Any, slots: int, tokens: int, weights: list[str]) -> Step:
+def step_of(function: Any, slots: int, tokens: int, weights: list[str | None]) -> Step:
     """The :class:`Step` of entry point ``function`` (a C backend ``CFunction``).
 
     >>> step_of(function, 64, 1, ["transformer.wte.weight"]).symbol       # doctest: +SKIP
@@ -64,7 +70,8 @@ def step_of(function: Any, slots: int, tokens: int, weights: list[str]) -> Step:
     """
     fields = {f.key: f.name for f in function.fields}
     quant = {f.key: f.quant for f in function.inputs if f.quant}
-    return Step(slots, function.symbol, fields, weights, tokens, quant)
+    shapes = {f.key: tuple(f.shape) for f in function.fields}
+    return Step(slots, function.symbol, fields, weights, tokens, quant, shapes)
 
 
 def cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
@@ -86,14 +93,18 @@ def cache_steps(cache_len: int, smaller: Sequence[int] | None) -> list[int]:
     return [*sorted(set(sizes)), cache_len]
 
 
-def decoder_variants(decoder: Any, slots: Sequence[int], chunk: int) -> list[tuple[int, int, Any]]:
+def decoder_variants(
+    decoder: Any, slots: Sequence[int], chunk: int, head: Callable[[], Any]
+) -> list[tuple[int, int, Any]]:
     """``(slots, tokens, compiled step)`` of every entry point of a ``generate`` program: per cache size the
-    one-token step and, when ``chunk > 1``, the prefill step of ``min(chunk, slots)`` tokens (``tokens`` 1
-    are decode steps). ``decoder(slots)``: the :class:`~mithril_models.kv_cache.DecodeSteps` of a cache size
-    (GPT-2's :class:`~mithril_models.gpt.decode.KVDecoder`, :class:`~mithril_models.llama.LlamaKVDecoder`).
+    one-token step and, when ``chunk > 1``, the prefill step of ``min(chunk, slots)`` tokens without the LM
+    head, and then the LM head once (``(0, 0, head())``; ``tokens`` 1 are decode steps). ``decoder(slots)``:
+    the :class:`~mithril_models.kv_cache.DecodeSteps` of a cache size (GPT-2's
+    :class:`~mithril_models.gpt.decode.KVDecoder`, :class:`~mithril_models.llama.LlamaKVDecoder`);
+    ``head()``: the compiled :func:`~mithril_models.kv_cache.lm_head`.
 
-    >>> [(s, t) for s, t, _ in decoder_variants(decoder, [64, 256], 32)]         # doctest: +SKIP
-    [(64, 1), (64, 32), (256, 1), (256, 32)]
+    >>> [(s, t) for s, t, _ in decoder_variants(decoder, [64, 256], 32, head)]    # doctest: +SKIP
+    [(64, 1), (64, 32), (256, 1), (256, 32), (0, 0)]
     """
     variants = []
     for size in slots:
@@ -101,7 +112,9 @@ def decoder_variants(decoder: Any, slots: Sequence[int], chunk: int) -> list[tup
         variants.append((size, 1, steps.step(False)))
         if chunk > 1:
             tokens = min(chunk, size)
-            variants.append((size, tokens, steps.compiled(StepShape(1, size, tokens=tokens))))
+            variants.append((size, tokens, steps.compiled(StepShape(1, size, tokens=tokens, head=False))))
+    if chunk > 1:
+        variants.append((0, 0, head()))
     return variants
 
 
@@ -124,15 +137,16 @@ def merge_steps(
             raise RuntimeError(
                 f"export_program: a decode step compiles to one entry point, got {[f.name for f in functions]}"
             )
-        name = f"slots{slots}_evaluate" if tokens == 1 else f"slots{slots}_chunk{tokens}_evaluate"
+        name = {0: "head_evaluate", 1: f"slots{slots}_evaluate"}.get(tokens, f"slots{slots}_chunk{tokens}_evaluate")
         renamed = code.renamed({functions[0].name: name})
         sources.append(renamed)
         (function,) = [entry.function for entry in renamed.entries]
         by_path = {path: key for key, path in step.input_paths.items()}
-        result.append(step_of(function, slots, tokens, [by_path.get(path, path) for path in weights]))
-    formats = {tuple(step.weight_formats()) for step in result}
-    if len(formats) != 1:
-        raise RuntimeError("export_program: the steps of the program quantize different weights")
+        result.append(step_of(function, slots, tokens, [by_path.get(path) for path in weights]))
+    for i, path in enumerate(weights):
+        formats = {fmt for step in result if (fmt := step.weight_formats()[i]) is not None}
+        if len(formats) > 1:
+            raise RuntimeError(f"export_program: the steps of the program read {path} in different formats {formats}")
     merged = kernels.merge_sources(sources, header=sources[-1].header)
     functions = [entry.function for entry in merged.entries]
     return kernels.standalone_source(merged), kernels.model_header(functions), result
@@ -170,8 +184,11 @@ def decode_bindings(shapes: Mapping[str, Any], steps: list[Step]) -> list[str]:
     _, heads, length, head_dim = shapes[caches[0][0]]
     decode = [s for s in steps if s.tokens == 1]
     chunks = [s for s in steps if s.tokens > 1]
+    lm_heads = [s for s in steps if s.tokens == 0]
     if chunks and [s.slots for s in chunks] != [s.slots for s in decode]:
         raise RuntimeError("export_program: every cache size needs a decode and a prefill step")
+    if len(lm_heads) != (1 if chunks else 0):
+        raise RuntimeError("export_program: prefill steps need one LM head, and only they")
     lines = [
         f"#define MTP_VOCAB {shapes['output'][-1]}",
         f"#define MTP_CACHE_LEN {length} /* the cache slots of the largest step */",
@@ -197,7 +214,29 @@ def decode_bindings(shapes: Mapping[str, Any], steps: list[Step]) -> list[str]:
     ]
     if chunks:
         lines += _bind_function("mtp_bind_chunk", "mtp_chunk_args", "c", chunks, caches, "tokens")
+        lines += _head_binding(lm_heads[0])
     return lines
+
+
+def _head_binding(head: Step) -> list[str]:
+    """The LM head's sizes and binding: the prefill steps return the last position's hidden state
+    (``MTP_HIDDEN`` floats) and ``mtp_bind_head`` points the head at it, the weights and the logits."""
+    symbol = head.symbol
+    return [
+        f"#define MTP_HIDDEN {int(np.prod(head.shapes['input']))} /* floats of a prefill step's hidden state */",
+        f"typedef {symbol}_args mtp_head_args;",
+        f"static size_t mtp_head_workspace_size(void) {{ return {symbol}_workspace_size(); }}",
+        f"static int mtp_head_evaluate(const mtp_head_args *a, int threads) {{ return {symbol}(a, threads); }}",
+        f"static const char *mtp_head_check_site(long site) {{ return {symbol}_check_site(site); }}",
+        "static void mtp_bind_head(mtp_head_args *a, const void *const *t, const float *hidden, float *logits,",
+        "                          void *workspace, int64_t *error) {",
+        *head.bind_weights(),
+        f"    a->{head.field('input')} = hidden;",
+        f"    a->{head.field('output')} = logits;",
+        "    a->workspace = workspace;",
+        "    a->error = error;",
+        "}",
+    ]
 
 
 def _bind_function(

@@ -136,7 +136,7 @@ def _transformer(config: GPTConfig, step: StepShape | None) -> Model:
     ln_f = _layer_norm(config, "ln_f")
     model |= ln_f(input=x)
     model.expose(ln_f.output, "output")
-    if config.tie_word_embeddings:
+    if config.tie_word_embeddings and (step is None or step.head):
         logits = op(model, "linear", ln_f.output, wte.weight, None)  # the tied head: x @ wte^T, no bias
         model.expose(logits, "logits", canonical=False)
     return model
@@ -151,7 +151,9 @@ def build_gpt(root: Model, config: GPTConfig, step: StepShape | None = None) -> 
     """
     transformer = _transformer(config, step)
     root |= transformer(**root_cache_keys(step, config.num_layers))
-    if config.tie_word_embeddings:
+    if step is not None and not step.head:  # the final hidden state: the head is applied elsewhere
+        root.expose(transformer.output, "output")
+    elif config.tie_word_embeddings:
         root.expose(transformer.logits, "output")
     else:
         root |= Linear(

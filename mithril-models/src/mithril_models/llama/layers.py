@@ -199,7 +199,7 @@ def _decoder(config: LlamaConfig, step: StepShape | None) -> Model:
     norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps, name="norm")
     model |= norm(input=x)
     model.expose(norm.output, "output")
-    if config.tie_word_embeddings:
+    if config.tie_word_embeddings and (step is None or step.head):
         model.expose(op(model, "linear", norm.output, embed.weight, None), "logits", canonical=False)
     return model
 
@@ -213,7 +213,9 @@ def build_llama(root: Model, config: LlamaConfig, step: StepShape | None = None)
     """
     decoder = _decoder(config, step)
     root |= decoder(**root_cache_keys(step, config.num_hidden_layers))
-    if config.tie_word_embeddings:
+    if step is not None and not step.head:  # the final hidden state: the head is applied elsewhere
+        root.expose(decoder.output, "output")
+    elif config.tie_word_embeddings:
         root.expose(decoder.logits, "output")
     else:
         head = Linear(

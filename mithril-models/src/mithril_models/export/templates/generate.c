@@ -9,8 +9,9 @@
  * decode step of model.c (KV caches as state, updated in place): of the steps compiled for several cache
  * lengths (mtp_step_slots, at most MTP_CACHE_LEN), the smallest that holds the prompt and the new tokens.
  * The prompt is processed in prefill steps of MTP_CHUNK tokens (the last one overlapping the one before,
- * so that it ends at the prompt's last token); a prompt shorter than that, one token at a time, as is
- * every prompt with --prefill 0 (the same tokens, slower: for comparison).
+ * so that it ends at the prompt's last token), which return the last position's hidden state: the LM head
+ * (mtp_head_evaluate) turns the last chunk's into logits once. A prompt shorter than a chunk goes one
+ * token at a time, as does every prompt with --prefill 0 (the same tokens, slower: for comparison).
  * --logits FILE writes the logits that choose the first new token (MTP_VOCAB float32, little-endian).
  * Bad input: a one-line message on stderr and exit status 2. No globals. */
 #include <math.h>
@@ -56,12 +57,14 @@ typedef struct {
 #if MTP_CHUNK
     mtp_chunk_args chunk_args;
     int64_t chunk[MTP_CHUNK]; /* the token ids of a prefill step */
+    mtp_head_args head_args;
 #endif
     int step;     /* the decode step run: index into mtp_step_slots */
     void *workspace;
     float *cache; /* MTP_CACHES caches of mtp_step_slots[step] slots each, read and written in place */
     float *caches[MTP_CACHES];
     float *logits;   /* [MTP_VOCAB] */
+    float *hidden;   /* [MTP_HIDDEN]: the last position's hidden state after a prefill step */
     double *scores;  /* [MTP_VOCAB], top-k sampling */
     double *scratch; /* [MTP_VOCAB], top-k selection */
     int64_t token, position, error[3];
@@ -72,6 +75,7 @@ static void gpt_free(gpt *g) {
     free(g->workspace);
     free(g->cache);
     free(g->logits);
+    free(g->hidden);
     free(g->scores);
     free(g->scratch);
 }
@@ -86,15 +90,20 @@ static int gpt_open(gpt *g, const char *path, long positions, int prefill, int s
     size_t ws = mtp_workspace_size(g->step), elems = (size_t)mtp_step_slots[g->step] * MTP_SLOT_ELEMS;
 #if MTP_CHUNK
     if (prefill && mtp_chunk_workspace_size(g->step) > ws) ws = mtp_chunk_workspace_size(g->step);
+    if (prefill && mtp_head_workspace_size() > ws) ws = mtp_head_workspace_size();
 #else
     (void)prefill;
 #endif
     g->workspace = ws ? malloc(ws) : NULL;
     g->cache = calloc((size_t)MTP_CACHES * elems, sizeof(float));
     g->logits = malloc(MTP_VOCAB * sizeof(float));
+#if MTP_CHUNK
+    g->hidden = prefill ? malloc(MTP_HIDDEN * sizeof(float)) : NULL;
+#endif
     g->scores = sampling ? malloc(MTP_VOCAB * sizeof(double)) : NULL;
     g->scratch = sampling ? malloc(MTP_VOCAB * sizeof(double)) : NULL;
-    if ((ws && !g->workspace) || !g->cache || !g->logits || (sampling && (!g->scores || !g->scratch))) {
+    if ((ws && !g->workspace) || !g->cache || !g->logits || (sampling && (!g->scores || !g->scratch)) ||
+        (MTP_CHUNK && prefill && !g->hidden)) {
         snprintf(err, len, "out of memory (caches: %zu bytes)", (size_t)MTP_CACHES * elems * sizeof(float));
         gpt_free(g);
         return MTC_FAILED;
@@ -103,8 +112,9 @@ static int gpt_open(gpt *g, const char *path, long positions, int prefill, int s
     mtp_bind_step(&g->args, g->step, g->tensors, &g->token, &g->position, g->caches, g->logits, g->workspace,
                   g->error);
 #if MTP_CHUNK
-    mtp_bind_chunk(&g->chunk_args, g->step, g->tensors, g->chunk, &g->position, g->caches, g->logits, g->workspace,
+    mtp_bind_chunk(&g->chunk_args, g->step, g->tensors, g->chunk, &g->position, g->caches, g->hidden, g->workspace,
                    g->error);
+    mtp_bind_head(&g->head_args, g->tensors, g->hidden, g->logits, g->workspace, g->error);
 #endif
     return 0;
 }
@@ -144,6 +154,10 @@ static int gpt_prompt(gpt *g, const int64_t *prompt, long length, int prefill, i
         if (status != MT_OK)
             return gpt_failed(status, mtp_chunk_check_site(g->step, (long)g->error[0]), g->error, err, len);
         done = length;
+    }
+    if (done) { /* the logits of the last chunk's last position */
+        int status = mtp_head_evaluate(&g->head_args, threads);
+        if (status != MT_OK) return gpt_failed(status, mtp_head_check_site((long)g->error[0]), g->error, err, len);
     }
 #endif
     for (long p = done; p < length; p++) {
