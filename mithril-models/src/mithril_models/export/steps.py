@@ -145,6 +145,8 @@ def merge_steps(
         result.append(step_of(function, slots, tokens, [by_path.get(path) for path in weights]))
     for i, path in enumerate(weights):
         formats = {fmt for step in result if (fmt := step.weight_formats()[i]) is not None}
+        if not formats:
+            raise RuntimeError(f"export_program: no step of the program reads the tensor {path}")
         if len(formats) > 1:
             raise RuntimeError(f"export_program: the steps of the program read {path} in different formats {formats}")
     merged = kernels.merge_sources(sources, header=sources[-1].header)
