@@ -98,7 +98,7 @@ def index(input: Array, *, key: Any) -> Array:
 
 def dynamic_update_slice(input: Array, update: Array, start: Array, *, axis: int) -> Array:
     """``jax.lax.dynamic_update_slice_in_dim`` (XLA updates in place where the input's buffer allows)."""
-    return jax.lax.dynamic_update_slice_in_dim(input, update.astype(input.dtype), jnp.reshape(start, ())[()], axis)
+    return jax.lax.dynamic_update_slice_in_dim(input, update.astype(input.dtype), jnp.reshape(start, ()), axis)
 
 
 @uses_backend

@@ -23,12 +23,21 @@ from .graph import Graph, Node, Value
 
 __all__ = ["IndexCheck", "check_indices", "find_index_checks"]
 
-# primitive -> (index input, indexed input, axis of the indexed input that bounds the index)
-INDEX_SLOTS: dict[str, tuple[str, str, Callable[[Node], int]]] = {
-    "embedding": ("input", "weight", lambda node: 0),
-    "cross_entropy": ("target", "input", lambda node: 1),
-    "gather": ("index", "input", lambda node: int(node.attrs["axis"])),
-    "dynamic_update_slice": ("start", "input", lambda node: int(node.attrs["axis"])),
+
+def _update_rows(node: Node) -> int | None:
+    """The rows ``dynamic_update_slice`` writes from its ``start``: its update's size along the axis."""
+    update = node.inputs.get("update")
+    dims = None if update is None else update.shape.ints()
+    return None if dims is None else dims[int(node.attrs["axis"])]
+
+
+# primitive -> (index input, indexed input, axis of the indexed input that bounds the index, the entries of
+# that axis each index reaches: 1, or from a start the rows it writes (None: not known at compile time))
+INDEX_SLOTS: dict[str, tuple[str, str, Callable[[Node], int], Callable[[Node], int | None]]] = {
+    "embedding": ("input", "weight", lambda node: 0, lambda node: 1),
+    "cross_entropy": ("target", "input", lambda node: 1, lambda node: 1),
+    "gather": ("index", "input", lambda node: int(node.attrs["axis"]), lambda node: 1),
+    "dynamic_update_slice": ("start", "input", lambda node: int(node.attrs["axis"]), _update_rows),
 }
 _PASS_THROUGH = frozenset(
     {"reshape", "flatten", "transpose", "swapaxes", "squeeze", "unsqueeze", "broadcast_to", "index", "concat"}
@@ -74,20 +83,18 @@ def find_index_checks(graph: Graph, inputs: Mapping[str, Value], data_keys: set[
         slot = INDEX_SLOTS.get(node.spec.name)
         if slot is None or (node.spec.name == "cross_entropy" and not node.attrs.get("categorical", True)):
             continue
-        index_key, indexed_key, axis_of = slot
+        index_key, indexed_key, axis_of, reach_of = slot
         index, indexed = node.inputs.get(index_key), node.inputs.get(indexed_key)
-        if index is None or indexed is None or index.kind != "int":
+        reach = reach_of(node)
+        if index is None or indexed is None or index.kind != "int" or reach is None:
             continue
         axis = axis_of(node)
         dims = indexed.shape.ints()
         size = dims[axis] if dims is not None and -len(dims) <= axis < len(dims) else None
-        if node.spec.name == "dynamic_update_slice":  # a start: the update's rows must fit after it
-            update = node.inputs.get("update")
-            dims_of_update = None if update is None else update.shape.ints()
-            rows = None if dims_of_update is None else dims_of_update[axis]
-            if size is None or rows is None:
+        if reach != 1:  # the valid starts leave room for the rows after them (a run-time size cannot)
+            if size is None:
                 continue
-            size -= rows - 1
+            size -= reach - 1
         size_from = (names[indexed.id], axis) if size is None and indexed.id in names else None
         if size is None and size_from is None:
             continue
