@@ -41,12 +41,14 @@ from mithril.extend import check_output_directory, escape, write_file_atomically
 from ..checkpoints import load_hf
 from ..gpt.config import GPTConfig, config_from_hf
 from ..gpt.decode import KVDecoder
+from ..gpt.layers import build_gpt_head
 from ..gpt.model import create_gpt
 from ..hf import from_hf_config
-from ..kv_cache import DecodeSteps, lm_head
+from ..kv_cache import DecodeSteps
 from ..llama.config import MODEL_TYPES as LLAMA_TYPES
 from ..llama.config import LlamaConfig
 from ..llama.decode import LlamaKVDecoder
+from ..llama.layers import build_llama_head
 from ..llama.model import create_llama
 from ..resnet import ResNet, resnet
 from ..resnet import model as resnet_models
@@ -221,13 +223,12 @@ def _decoder(config: GPTConfig | LlamaConfig, cache_len: int) -> DecodeSteps:
 
 
 def _head(config: GPTConfig | LlamaConfig) -> Any:
-    """The LM head alone (:func:`~mithril_models.kv_cache.lm_head`), compiled by the C backend for one
+    """The LM head alone (``build_gpt_head``/``build_llama_head``), compiled by the C backend for one
     sequence: the prefill steps' last hidden state -> the logits."""
     if isinstance(config, GPTConfig):
-        dims, tied = config.dims, ("transformer", "wte")
+        head, dims = build_gpt_head(config), config.dims
     else:
-        dims, tied = config.hidden_size, ("model", "embed_tokens")
-    head = lm_head(config.vocab_size, dims, tied if config.tie_word_embeddings else None)
+        head, dims = build_llama_head(config), config.hidden_size
     backend = ml.CBackend(dtype=ml.float32, threads=1)
     return ml.compile(head, backend, shapes={"input": [1, dims]}, data_keys={"input"}, inference=True)
 

@@ -221,17 +221,15 @@ def decode_bindings(shapes: Mapping[str, Any], steps: list[Step]) -> list[str]:
 
 
 def _head_binding(head: Step) -> list[str]:
-    """The LM head's sizes and binding: the prefill steps return the last position's hidden state
-    (``MTP_HIDDEN`` floats) and ``mtp_bind_head`` points the head at it, the weights and the logits."""
-    symbol = head.symbol
+    """The LM head's size, dispatch (:func:`_step_dispatch`, one step) and binding: the prefill steps return
+    the last position's hidden state (``MTP_HIDDEN`` floats) and ``mtp_bind_head`` points the head at it,
+    the weights and the logits."""
     return [
         f"#define MTP_HIDDEN {int(np.prod(head.shapes['input']))} /* floats of a prefill step's hidden state */",
-        f"typedef {symbol}_args mtp_head_args;",
-        f"static size_t mtp_head_workspace_size(void) {{ return {symbol}_workspace_size(); }}",
-        f"static int mtp_head_evaluate(const mtp_head_args *a, int threads) {{ return {symbol}(a, threads); }}",
-        f"static const char *mtp_head_check_site(long site) {{ return {symbol}_check_site(site); }}",
-        "static void mtp_bind_head(mtp_head_args *a, const void *const *t, const float *hidden, float *logits,",
+        *_step_dispatch([head], "mtp_head", "h"),
+        "static void mtp_bind_head(mtp_head_args *u, const void *const *t, const float *hidden, float *logits,",
         "                          void *workspace, int64_t *error) {",
+        f"    {head.symbol}_args *a = &u->h0;",
         *head.bind_weights(),
         f"    a->{head.field('input')} = hidden;",
         f"    a->{head.field('output')} = logits;",

@@ -36,6 +36,7 @@ from ..kv_cache import (
     cache_names,
     cached_attention,
     layer_cache_keys,
+    lm_head,
     root_cache_keys,
     slot_tensors,
     step_keys,
@@ -43,7 +44,7 @@ from ..kv_cache import (
 )
 from .config import GPTConfig
 
-__all__ = ["MASKED", "StepShape", "build_gpt", "cache_names"]
+__all__ = ["MASKED", "StepShape", "build_gpt", "build_gpt_head", "cache_names"]
 
 
 def _dense(model: Model, x: Connection | IOKey, dims: int, config: GPTConfig, name: str) -> Connection:
@@ -159,3 +160,9 @@ def build_gpt(root: Model, config: GPTConfig, step: StepShape | None = None) -> 
         root |= Linear(
             config.vocab_size, use_bias=False, weight_init=initializers.normal(config.initializer_range), name="lm_head"
         )(input=transformer.output, output=IOKey("output"))
+
+
+def build_gpt_head(config: GPTConfig) -> Model:
+    """GPT-2's LM head alone (:func:`~mithril_models.kv_cache.lm_head`) for the hidden states of steps built
+    with ``head=False``: tied to ``transformer.wte`` (the names :func:`build_gpt` gives), or ``lm_head``."""
+    return lm_head(config.vocab_size, config.dims, ("transformer", "wte") if config.tie_word_embeddings else None)

@@ -41,6 +41,7 @@ from ..kv_cache import (
     StepShape,
     cached_attention,
     layer_cache_keys,
+    lm_head,
     root_cache_keys,
     slot_tensors,
     step_positions,
@@ -49,7 +50,7 @@ from ..kv_cache import (
 from ..kv_cache import step_keys as cache_step_keys
 from .config import LlamaConfig
 
-__all__ = ["build_llama", "step_keys"]
+__all__ = ["build_llama", "build_llama_head", "step_keys"]
 
 
 def _dense(model: Model, x: Any, dims: int, bias: bool, config: LlamaConfig, name: str) -> Connection:
@@ -222,3 +223,10 @@ def build_llama(root: Model, config: LlamaConfig, step: StepShape | None = None)
             config.vocab_size, use_bias=False, weight_init=initializers.normal(config.initializer_range), name="lm_head"
         )
         root |= head(input=decoder.output, output=IOKey("output"))
+
+
+def build_llama_head(config: LlamaConfig) -> Model:
+    """The LM head alone (:func:`~mithril_models.kv_cache.lm_head`) for the hidden states of steps built with
+    ``head=False``: tied to ``model.embed_tokens`` (the names :func:`build_llama` gives), or ``lm_head``."""
+    tied = ("model", "embed_tokens") if config.tie_word_embeddings else None
+    return lm_head(config.vocab_size, config.hidden_size, tied)

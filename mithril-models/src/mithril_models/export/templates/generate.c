@@ -90,7 +90,7 @@ static int gpt_open(gpt *g, const char *path, long positions, int prefill, int s
     size_t ws = mtp_workspace_size(g->step), elems = (size_t)mtp_step_slots[g->step] * MTP_SLOT_ELEMS;
 #if MTP_CHUNK
     if (prefill && mtp_chunk_workspace_size(g->step) > ws) ws = mtp_chunk_workspace_size(g->step);
-    if (prefill && mtp_head_workspace_size() > ws) ws = mtp_head_workspace_size();
+    if (prefill && mtp_head_workspace_size(0) > ws) ws = mtp_head_workspace_size(0);
 #else
     (void)prefill;
 #endif
@@ -156,8 +156,8 @@ static int gpt_prompt(gpt *g, const int64_t *prompt, long length, int prefill, i
         done = length;
     }
     if (done) { /* the logits of the last chunk's last position */
-        int status = mtp_head_evaluate(&g->head_args, threads);
-        if (status != MT_OK) return gpt_failed(status, mtp_head_check_site((long)g->error[0]), g->error, err, len);
+        int status = mtp_head_evaluate(&g->head_args, 0, threads);
+        if (status != MT_OK) return gpt_failed(status, mtp_head_check_site(0, (long)g->error[0]), g->error, err, len);
     }
 #endif
     for (long p = done; p < length; p++) {
