@@ -4,6 +4,7 @@ quantization, and the prompt processed in prefill steps with the tokens of token
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,24 @@ def test_prefill_steps_give_the_tokens_of_generate(gpt: Any, programs: dict[str,
     assert "int mithril_head_evaluate(const" in model_c
     done = run(binary, tools, "--tokens", "1 2", "--prefill", "2")
     assert done.returncode == 2 and "--prefill must be 1" in done.stderr
+
+
+def test_timings_line_names_each_phase(programs: dict[str, Path], tools: dict[str, str]) -> None:
+    """``--timings 1``: one stderr line with the load, the prompt (and how it ran) and the decode steps,
+    the tokens on stdout unchanged; any other value is refused."""
+    binary, prompt = programs["q8_0"], " ".join(map(str, LONG))
+    plain = run(binary, tools, "--tokens", prompt, "--max-new-tokens", "3")
+    for prefill, how in (("1", "in prefill steps"), ("0", "token by token")):
+        done = run(binary, tools, "--tokens", prompt, "--max-new-tokens", "3", "--prefill", prefill, "--timings", "1")
+        assert done.returncode == 0 and done.stdout == plain.stdout, done.stderr
+        pattern = (rf"generate: timings: load {MS}; prompt of 13 tokens {how} {MS}; 2 decode steps {MS}\n")
+        assert re.fullmatch(pattern, done.stderr), done.stderr
+    assert plain.stderr == ""
+    done = run(binary, tools, "--tokens", prompt, "--timings", "yes")
+    assert done.returncode == 2 and "--timings must be 1 (print them on stderr) or 0, got 'yes'" in done.stderr
+
+
+MS = r"\d+\.\d{3} ms \(CPU \d+\.\d{3} ms\)"
 
 
 def _ggml_decode(gpt: Any, fmt: str, prompt: list[int]) -> np.ndarray:

@@ -130,7 +130,8 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
 
     Each thread has its own argument struct (``ffi.new``), workspace and error array; a call points the
     struct's fields at the inputs (checked: type, dtype, C order, alignment, shape) and at fresh ``np.empty``
-    outputs. ``ffi.from_buffer`` gives an array's address without copying; the struct keeps only addresses,
+    outputs. ``from_buffer`` (:meth:`~mithril_backend_c.toolchain.NativeLibrary.buffer_view`) gives an
+    array's address without copying; the struct keeps only addresses,
     so each thread holds the input arrays it points at until the next call replaces them. An input passed
     again as the same array object takes a fast path only while it still has the compiled shape, dtype
     and C strides and the address checked when it was attached (a few compares: an array reshaped, retyped,
@@ -144,7 +145,7 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     inputs = [(i, f.key, sources[f.role], np.dtype(f.dtype), f.name, passed_shape(f)) for i, f in enumerate(fn.inputs)]
     workspace = fn.workspace
     threads = int(getattr(backend, "threads", 1))
-    ndarray, from_buffer = np.ndarray, ffi.from_buffer
+    ndarray, from_buffer = np.ndarray, native.buffer_view()
 
     class PerThread(threading.local):
         """This thread's struct, workspace, error array and held inputs (made on its first call)."""

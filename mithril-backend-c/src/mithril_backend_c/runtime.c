@@ -1131,10 +1131,16 @@ static inline __m256i mt_qblock_unsigned(int format, const void *W, long row, lo
     return mt_unsigned_Q4_0(w);
 }
 
-/* the panel of weight rows n .. n+15 (see above): u[nb][8][16] 4-byte groups, then d[nb][16] */
-static void mt_qpack_strip(int format, const void *W, long n, long nb, unsigned char *panel) {
+/* the panel of weight rows n .. n+15 (see above): u[nb][8][16] 4-byte groups, then d[nb][16]. The strip's
+ * 16 rows are read from memory as 16 interleaved streams, which the hardware prefetcher does not follow:
+ * so the next strip `next` (contiguous; NULL: none), as many bytes per block as this one, is prefetched
+ * into L2 while the tiles of this one compute (measured: a 128-token GPT-2 prefill 15% faster; into L1
+ * slower, as a panel and a strip of 3072-wide rows do not both fit there) */
+static void mt_qpack_strip(int format, const void *W, long n, long nb, unsigned char *panel, const char *next) {
     float *d = (float *)(panel + 512 * nb);
+    long step = MT_STRIP * (format == MT_Q8_0 ? (long)sizeof(mt_block_q8_0) : (long)sizeof(mt_block_q4_0));
     for (long b = 0; b < nb; b++) {
+        for (long o = 0; next && o < step; o += 64) _mm_prefetch(next + b * step + o, _MM_HINT_T1);
         __m256i rows[16], groups[2][8];
         for (int j = 0; j < 16; j++) rows[j] = mt_qblock_unsigned(format, W, n + j, nb, b, d + 16 * b + j);
         mt_transpose8_epi32(rows, groups[0]);
@@ -1182,7 +1188,8 @@ static inline __attribute__((always_inline)) void mt_qstrip_tile(const unsigned 
 static void mt_qlinear_tiles(int format, long M, long N, long nb, mt_qacts a, const int32_t *k, const void *W,
                              float *Y, int accumulate, long n0, long n1, unsigned char *panel) {
     for (long n = n0; n + MT_STRIP <= n1; n += MT_STRIP) {
-        mt_qpack_strip(format, W, n, nb, panel);
+        const char *next = n + 2 * MT_STRIP <= n1 ? (const char *)mt_qrow(format, W, n + MT_STRIP, nb) : NULL;
+        mt_qpack_strip(format, W, n, nb, panel, next);
         long m = 0;
         for (; m + MT_STRIP_TILE <= M; m += MT_STRIP_TILE)
             mt_qstrip_tile(panel, nb, a, k, m, MT_STRIP_TILE, Y + n, N, accumulate);

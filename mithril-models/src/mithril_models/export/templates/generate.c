@@ -1,7 +1,7 @@
 /* generate: text generation (GPT-2, Llama, Mistral) as a standalone program (exported by mithril_models.export_program).
  *
  *   ./generate --tokens "464 3290 318" --max-new-tokens 20 [--top-k K --seed S] [--temperature T]
- *              [--weights PATH] [--threads N] [--logits FILE] [--prefill 1|0]
+ *              [--weights PATH] [--threads N] [--logits FILE] [--prefill 1|0] [--timings 1|0]
  *
  * prints the new token ids, space-separated, on one line. Greedy (argmax) unless --top-k K > 1: then a
  * draw from softmax(logits / T) over the K largest logits (ties at the K-th kept) with a SplitMix64
@@ -13,12 +13,15 @@
  * (mtp_head_evaluate) turns the last chunk's into logits once. A prompt shorter than a chunk goes one
  * token at a time, as does every prompt with --prefill 0 (the same tokens, slower: for comparison).
  * --logits FILE writes the logits that choose the first new token (MTP_VOCAB float32, little-endian).
+ * --timings 1 prints one line on stderr: the wall and CPU milliseconds of loading, of the prompt and of
+ * the decode steps after it (the prompt's figure is the time to the first token's logits).
  * Bad input: a one-line message on stderr and exit status 2. No globals. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "model.h"
@@ -38,6 +41,23 @@ static int mtc_positive(const char *text, double *out) {
     return 0;
 }
 
+/* Wall and CPU seconds since an arbitrary start (--timings). */
+typedef struct {
+    double wall, cpu;
+} moment;
+
+static moment now(void) {
+    struct timespec ts;
+    moment m = {0, (double)clock() / CLOCKS_PER_SEC};
+    if (timespec_get(&ts, TIME_UTC)) m.wall = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return m;
+}
+
+/* "W ms (CPU C ms)" for the span from `a` to `b`, on stderr. */
+static void print_span(moment a, moment b) {
+    fprintf(stderr, "%.3f ms (CPU %.3f ms)", (b.wall - a.wall) * 1e3, (b.cpu - a.cpu) * 1e3);
+}
+
 typedef struct {
     const char *tokens;
     long long max_new;
@@ -48,6 +68,7 @@ typedef struct {
     const char *weights;
     const char *logits;
     int prefill;
+    int timings;
 } options;
 
 typedef struct {
@@ -250,6 +271,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
     o->weights = NULL;
     o->logits = NULL;
     o->prefill = 1;
+    o->timings = 0;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
@@ -283,13 +305,18 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t le
                 return mtc_error(err, len, "--prefill must be 1 (prompt in chunks) or 0 (token by token), got '%s'", arg);
             }
             o->prefill = (int)value;
+        } else if (strcmp(flag, "--timings") == 0) {
+            if (mtc_int(arg, 0, 1, &value)) {
+                return mtc_error(err, len, "--timings must be 1 (print them on stderr) or 0, got '%s'", arg);
+            }
+            o->timings = (int)value;
         } else if (strcmp(flag, "--temperature") == 0) {
             if (mtc_positive(arg, &o->temperature)) {
                 return mtc_error(err, len, "--temperature must be a number > 0, got '%s'", arg);
             }
         } else {
             return mtc_error(err, len, "unknown option '%s'; options: --tokens, --max-new-tokens, --top-k, --seed, "
-                             "--temperature, --weights, --threads, --logits, --prefill", flag);
+                             "--temperature, --weights, --threads, --logits, --prefill, --timings", flag);
         }
     }
     if (!o->tokens) return mtc_error(err, len, "--tokens \"ID ID ...\" is required (the prompt's token ids)");
@@ -346,12 +373,15 @@ int main(int argc, char **argv) {
     if (mtc_weights_path(path, sizeof path, argv[0], o.weights))
         return mtc_fail(PROGRAM, MTC_BAD_INPUT, "the weights path is too long");
     gpt g;
+    moment start = now();
     int prefill = o.prefill && length > 1;
     int status = gpt_open(&g, path, length + (long)o.max_new - 1, prefill, o.top_k > 1, err, sizeof err);
     if (status) return mtc_fail(PROGRAM, status, "%s", err);
     uint64_t rng = o.seed;
     int64_t token = 0;
+    moment loaded = now();
     status = gpt_prompt(&g, prompt, length, prefill, o.threads, err, sizeof err);
+    moment prompted = now();
     if (!status && o.logits) status = write_logits(g.logits, o.logits, err, sizeof err);
     for (long long i = 0; i < o.max_new && !status; i++) {
         token = o.top_k == 1 ? argmax(g.logits) : sample_top_k(&g, (long)o.top_k, o.temperature, &rng);
@@ -360,6 +390,15 @@ int main(int argc, char **argv) {
             snprintf(err, sizeof err, "cannot write the output (standard output: %s)", strerror(errno));
             status = MTC_FAILED;
         } else if (i + 1 < o.max_new) status = gpt_step(&g, token, length + i, o.threads, err, sizeof err);
+    }
+    if (o.timings && !status) {
+        fprintf(stderr, "%s: timings: load ", PROGRAM);
+        print_span(start, loaded);
+        fprintf(stderr, "; prompt of %ld tokens %s ", length, prefill ? "in prefill steps" : "token by token");
+        print_span(loaded, prompted);
+        fprintf(stderr, "; %lld decode steps ", o.max_new - 1);
+        print_span(prompted, now());
+        fprintf(stderr, "\n");
     }
     gpt_free(&g);
     if (status) {
