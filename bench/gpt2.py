@@ -123,6 +123,11 @@ def _forward_backend(
         inference=not with_backward or native,
     )
     compile_s = time.perf_counter() - started
+    if name == "ggml":
+        import ggml
+
+        built = "with" if ggml.ggml_cpu_has_llamafile() else "WITHOUT (see mithril-backend-ggml's README)"
+        print(f"libggml built {built} llamafile's matrix products")
     params = load_hf(pm, hf.state_dict())
     data = {"input": backend.array(ids_np, "int")}
     out = backend.to_numpy(pm.evaluate(params, data)["output"])
