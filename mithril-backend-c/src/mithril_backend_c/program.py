@@ -192,11 +192,8 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
         "local": local, "attach": attach, "empty": np.empty, "from_buffer": from_buffer, "cfunc": cfunc,
         "threads": threads, "native_error": native_error, "fn": fn, "backend": backend,
     }  # fmt: skip
-    for strict in (False, True):
-        source = caller_source(fn, namespace, strict)
-        exec(compile(source, f"<mithril-c:{fn.name}>", "exec"), namespace)  # our own generated code
-    call = namespace["call"]
-    call.strict = namespace["strict"]
+    exec(compile(caller_source(fn, namespace), f"<mithril-c:{fn.name}>", "exec"), namespace)  # our own generated code
+    call, call.strict = namespace["caller"](False), namespace["caller"](True)
     call.inputs_checked = lambda: local.checked
     call.__name__ = fn.name
     return call  # type: ignore[no-any-return]
@@ -224,9 +221,11 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str:
-    """Python source of the caller of entry point ``fn`` (``call``, or ``strict`` when ``strict``), its
-    inputs and outputs written out: no loops or lookups per call beyond the ones it needs. Keys reach
+def caller_source(fn: CFunction, namespace: dict[str, Any]) -> str:
+    """Python source of ``caller(strict)``, which makes the caller of entry point ``fn`` (``call``; with
+    ``strict``, the form that raises ``InputsNeedChecking`` where ``call`` converts or refuses), its inputs
+    and outputs written out: no loops or lookups per call beyond the ones it needs (one source compiled
+    once for both forms, ``strict`` a closure constant). Keys reach
     the source only through :func:`~mithril.extend.escape.python_literal`; shapes, strides and
     dtypes are constants put in ``namespace``; struct fields are C identifiers made by ``field_name``.
 
@@ -235,19 +234,21 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
     by address): an array changed in place since (``x.shape = ...``, ``x.dtype = ...``, ``x.strides = ...``,
     ``x.resize(...)``) is checked again.
 
-    >>> print(caller_source(fn, {}, strict=False))     # doctest: +SKIP
-    def call(params, data, cotangents=None):
-        args, _, error, held, buffers = local.s
-        x = data['left']
-        if x is not held[0] or x.shape != shape_x0 or x.dtype is not dtype_x0 or x.strides != strides_x0 or \
-                from_buffer(x) != buffers[0]:   # (one line in the source)
-            attach(0, x, False)
-        ...
-        return {'output': y0_0}
+    >>> print(caller_source(fn, {}))     # doctest: +SKIP
+    def caller(strict):
+        def call(params, data, cotangents=None):
+            args, _, error, held, buffers = local.s
+            x = data['left']
+            if x is not held[0] or x.shape != shape_x0 or x.dtype is not dtype_x0 or x.strides != strides_x0 or \
+                    from_buffer(x) != buffers[0]:   # (one line in the source)
+                attach(0, x, strict)
+            ...
+            return {'output': y0_0}
+        return call
     """
     dicts = {"param": "params", "data": "data", "cotangent": "cotangents"}
     lines = [
-        f"def {'strict' if strict else 'call'}(params, data, cotangents=None):",
+        "def call(params, data, cotangents=None):",
         "    args, _, error, held, buffers = local.s",
     ]
     for i, f in enumerate(fn.inputs):
@@ -259,7 +260,7 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
             f"    x = {dicts[f.role]}[{escape.python_literal(f.key)}]",
             f"    if x is not held[{i}] or x.shape != shape_x{i} or x.dtype is not dtype_x{i} "
             f"or x.strides != strides_x{i} or from_buffer(x) != buffers[{i}]:",
-            f"        attach({i}, x, {strict})",
+            f"        attach({i}, x, strict)",
         ]
     results = []
     for g, group in enumerate(fn.returns):
@@ -281,7 +282,8 @@ def caller_source(fn: CFunction, namespace: dict[str, Any], strict: bool) -> str
         "        raise native_error(fn, status, error)",
         f"    return {returned}",
     ]
-    return "\n".join(lines) + "\n"
+    body = "".join(f"    {line}\n" for line in lines)
+    return f"def caller(strict):\n{body}    return call\n"
 
 
 def native_error(fn: CFunction, status: int, error: Any) -> MithrilError:
