@@ -38,14 +38,14 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import mithril as ml
 import numpy as np
 from mithril.errors import ModelKeyError
-from mithril.extend import op, validation
+from mithril.extend import initializers, op, validation
 from mithril.models import Connection, IOKey, Linear, Model
 
 from .family import ConfigT, FamilyModel
 
 __all__ = [
     "MASKED", "DecodeStepModel", "DecodeSteps", "FamilyDecodeSteps", "KVCacheConfig", "StepShape", "cache_names",
-    "cached_attention", "layer_cache_keys", "lm_head", "root_cache_keys", "slot_tensors", "step_keys",
+    "cached_attention", "expose_output", "layer_cache_keys", "lm_head", "root_cache_keys", "slot_tensors", "step_keys",
     "step_positions", "window_mask",
 ]  # fmt: skip
 
@@ -286,6 +286,22 @@ def cached_attention(
         k, v = keys, values  # [B, heads, L, D]
     extra = IOKey(mask) if isinstance(mask, str) else mask
     return op(model, "scaled_dot_product_attention", q, repeat(k), repeat(v), extra, causal=step.prompt, scale=scale)
+
+
+def expose_output(root: Model, block: Model, step: StepShape | None, vocab: int, tied: bool, std: float) -> None:
+    """``root``'s ``output`` from a decoder ``block`` added to it (its ``output``, the final hidden state, and
+    with tied embeddings its ``logits``): the hidden state for a step built with ``head=False``, else the
+    logits: the tied ones, or an ``lm_head`` ``Linear`` (no bias, weights drawn from ``normal(std)``).
+
+    >>> expose_output(root, transformer, None, config.vocab_size, False, 0.02)   # doctest: +SKIP
+    """
+    if step is not None and not step.head:  # the final hidden state: the head is applied elsewhere
+        root.expose(block.output, "output")
+    elif tied:
+        root.expose(block.logits, "output")
+    else:
+        head = Linear(vocab, use_bias=False, weight_init=initializers.normal(std), name="lm_head")
+        root |= head(input=block.output, output=IOKey("output"))
 
 
 def lm_head(vocab: int, dims: int, tied: tuple[str, str] | None) -> Model:

@@ -52,7 +52,16 @@ from ..llama.layers import build_llama_head
 from ..llama.model import create_llama
 from ..resnet import ResNet, resnet
 from ..resnet import model as resnet_models
-from .steps import Step, cache_steps, classify_bindings, decode_bindings, decoder_variants, merge_steps, step_of
+from .steps import (
+    Step,
+    cache_steps,
+    classify_bindings,
+    decode_bindings,
+    decoder_variants,
+    merge_steps,
+    step_of,
+    tensor_formats,
+)
 from .weights import INPUT, NAME, QUANTIZED, Tensor, write_weights
 
 __all__ = ["ExportedProgram", "export_program", "resolve_model"]
@@ -386,8 +395,7 @@ def export_program(
         evaluate = next(f for f in functions if f.name == "evaluate")
         steps = [step_of(evaluate, 0, 1, [w["key"] for w in manifest["weights"]])]
         texts["model.c"], texts["model.h"] = kernels.standalone_source(code), kernels.model_header(functions)
-    read = zip(*(step.weight_formats() for step in steps), strict=True)  # per tensor: its format in each step
-    tensors = _quantized(tensors, [next((f for f in formats if f is not None), "") for formats in read])
+    tensors = _quantized(tensors, tensor_formats(steps, paths))
     program = PROGRAMS[family]
     model_sources = " ".join(name for name in texts if name.endswith(".c"))
     texts["program.h"] = _program_h(family, manifest, tensors, steps)

@@ -26,7 +26,15 @@ import numpy as np
 
 from ..kv_cache import StepShape, cache_names
 
-__all__ = ["Step", "cache_steps", "classify_bindings", "decode_bindings", "decoder_variants", "merge_steps"]
+__all__ = [
+    "Step",
+    "cache_steps",
+    "classify_bindings",
+    "decode_bindings",
+    "decoder_variants",
+    "merge_steps",
+    "tensor_formats",
+]
 
 
 @dataclass(frozen=True)
@@ -143,15 +151,29 @@ def merge_steps(
         (function,) = [entry.function for entry in renamed.entries]
         by_path = {path: key for key, path in step.input_paths.items()}
         result.append(step_of(function, slots, tokens, [by_path.get(path) for path in weights]))
-    for i, path in enumerate(weights):
-        formats = {fmt for step in result if (fmt := step.weight_formats()[i]) is not None}
+    merged = kernels.merge_sources(sources, header=sources[-1].header)
+    functions = [entry.function for entry in merged.entries]
+    return kernels.standalone_source(merged), kernels.model_header(functions), result
+
+
+def tensor_formats(steps: Sequence[Step], paths: Sequence[str]) -> list[str]:
+    """The block format of each tensor of ``weights.bin`` (``""``: float32; ``paths``: their names, for the
+    errors): the one format that every step reading it reads it in. A tensor that no step reads, or that
+    two steps read in different formats, is an error naming it.
+
+    >>> tensor_formats(steps, ["transformer.wte.weight", "transformer.ln_f.bias"])   # doctest: +SKIP
+    ['q8_0', '']
+    """
+    read = [step.weight_formats() for step in steps]
+    result = []
+    for i, path in enumerate(paths):
+        formats = {fmt for step_formats in read if (fmt := step_formats[i]) is not None}
         if not formats:
             raise RuntimeError(f"export_program: no step of the program reads the tensor {path}")
         if len(formats) > 1:
             raise RuntimeError(f"export_program: the steps of the program read {path} in different formats {formats}")
-    merged = kernels.merge_sources(sources, header=sources[-1].header)
-    functions = [entry.function for entry in merged.entries]
-    return kernels.standalone_source(merged), kernels.model_header(functions), result
+        result.append(formats.pop())
+    return result
 
 
 def classify_bindings(shapes: Mapping[str, Any], input_index: int, steps: list[Step]) -> list[str]:

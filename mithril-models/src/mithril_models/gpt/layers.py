@@ -35,6 +35,7 @@ from ..kv_cache import (
     StepShape,
     cache_names,
     cached_attention,
+    expose_output,
     layer_cache_keys,
     lm_head,
     root_cache_keys,
@@ -152,14 +153,7 @@ def build_gpt(root: Model, config: GPTConfig, step: StepShape | None = None) -> 
     """
     transformer = _transformer(config, step)
     root |= transformer(**root_cache_keys(step, config.num_layers))
-    if step is not None and not step.head:  # the final hidden state: the head is applied elsewhere
-        root.expose(transformer.output, "output")
-    elif config.tie_word_embeddings:
-        root.expose(transformer.logits, "output")
-    else:
-        root |= Linear(
-            config.vocab_size, use_bias=False, weight_init=initializers.normal(config.initializer_range), name="lm_head"
-        )(input=transformer.output, output=IOKey("output"))
+    expose_output(root, transformer, step, config.vocab_size, config.tie_word_embeddings, config.initializer_range)
 
 
 def build_gpt_head(config: GPTConfig) -> Model:

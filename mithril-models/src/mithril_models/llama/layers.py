@@ -40,6 +40,7 @@ from mithril.models import Connection, Embedding, IOKey, Linear, Model, Primitiv
 from ..kv_cache import (
     StepShape,
     cached_attention,
+    expose_output,
     layer_cache_keys,
     lm_head,
     root_cache_keys,
@@ -214,15 +215,7 @@ def build_llama(root: Model, config: LlamaConfig, step: StepShape | None = None)
     """
     decoder = _decoder(config, step)
     root |= decoder(**root_cache_keys(step, config.num_hidden_layers))
-    if step is not None and not step.head:  # the final hidden state: the head is applied elsewhere
-        root.expose(decoder.output, "output")
-    elif config.tie_word_embeddings:
-        root.expose(decoder.logits, "output")
-    else:
-        head = Linear(
-            config.vocab_size, use_bias=False, weight_init=initializers.normal(config.initializer_range), name="lm_head"
-        )
-        root |= head(input=decoder.output, output=IOKey("output"))
+    expose_output(root, decoder, step, config.vocab_size, config.tie_word_embeddings, config.initializer_range)
 
 
 def build_llama_head(config: LlamaConfig) -> Model:
