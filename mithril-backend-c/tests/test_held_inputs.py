@@ -202,3 +202,49 @@ def test_a_thread_whose_first_input_is_not_an_array_gets_the_checked_paths_error
     thread.join()
     assert len(errors) == 1 and isinstance(errors[0], DtypeError), errors
     assert "'input'" in str(errors[0]) and "expected numbers" in str(errors[0])
+
+
+@pytest.mark.parametrize("layout", ["struct field", "NumPy's report"])
+def test_an_address_cell_follows_the_array_as_its_memory_moves(monkeypatch, layout) -> None:
+    """``address_cell`` reads the data pointer from NumPy's struct where its offset is verified, and asks
+    ``__array_interface__`` otherwise (both must see a resize move the memory)."""
+    from mithril_backend_c import array_address
+
+    if layout == "NumPy's report":
+        monkeypatch.setattr(array_address, "data_field_offset", lambda: None)
+    else:
+        assert array_address.data_field_offset() is not None  # CPython: the fast cell is what callers use
+    x = np.arange(16, dtype=np.float32)
+    cell = array_address.address_cell(x)
+    before = cell.value
+    assert before == x.ctypes.data
+    x.resize((1 << 20,), refcheck=False)
+    occupier = np.empty(16, np.float32)  # takes the freed block, so shrinking back must move x again
+    x.resize((16,), refcheck=False)
+    assert cell.value == x.ctypes.data != before
+    assert cell.value != occupier.ctypes.data
+    assert array_address.address_cell(x[3:]).value == x.ctypes.data + 12
+
+    class Sub(np.ndarray):
+        pass
+
+    with pytest.raises(TypeError, match=r"exact numpy\.ndarray objects, got Sub"):
+        array_address.address_cell(x.view(Sub))
+
+
+def test_the_fallback_cell_still_catches_a_moved_held_input(pm, monkeypatch) -> None:
+    """With the struct offset unverified, arrays attached afterwards are checked through NumPy's report: a
+    held input whose memory moved is attached again and read at its new address."""
+    from mithril_backend_c import array_address
+
+    monkeypatch.setattr(array_address, "data_field_offset", lambda: None)
+    params = {k: np.array(v, dtype=np.float32) for k, v in pm.randomize_params(seed=1).items()}
+    data = {"input": np.ones((2, 4), np.float32), "big": np.zeros(BIG, np.float32)}
+    _assert_computes(pm, params, data)
+    checked = _checked(pm)
+    _assert_computes(pm, params, data)
+    assert _checked(pm) == checked  # the fast path
+    _move(data["input"])
+    data["input"][...] = np.arange(8, dtype=np.float32).reshape(2, 4)
+    _assert_computes(pm, params, data)
+    assert _checked(pm) == checked + 1

@@ -22,6 +22,7 @@ from mithril.extend import InputsNeedChecking, escape
 
 from . import toolchain
 from ._export import ExportResult, export_program
+from .array_address import address_cell
 from .context import IndexSite
 from .csource import MT_ERR_ALLOC, MT_ERR_INDEX, CField, CFunction, CSource, entry_declarations
 from .errors import NativeError, NativeMemoryError
@@ -156,10 +157,13 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
             error = np.zeros(3, dtype=np.int64)
             args.workspace = from_buffer(ws) if ws is not None else ffi.NULL
             args.error = ffi.cast("int64_t *", from_buffer(error))
-            # the arrays the struct points at, and their from_buffer views (the addresses checked)
+            # the arrays the struct points at, cells reading their addresses now, the addresses checked,
+            # and their from_buffer views (kept alive while the struct points at them)
             held: list[Any] = [_NOTHING_HELD] * len(inputs)  # never a caller's value: the first call attaches
+            cells: list[Any] = [None] * len(inputs)
+            addresses: list[int] = [0] * len(inputs)
             buffers: list[Any] = [None] * len(inputs)
-            self.s = (args, ws, error, held, buffers)
+            self.s = (args, ws, error, held, cells, addresses, buffers)
             self.checked = 0  # inputs checked and attached by this thread
 
     local = PerThread()
@@ -167,7 +171,7 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
     def attach(i: int, x: Any, strict: bool) -> None:
         """Check input ``i`` (converted unless ``strict``), point the struct at it and hold it."""
         _, key, _, dtype, name, shape = inputs[i]
-        args, _, _, held, buffers = local.s
+        args, _, _, held, cells, addresses, buffers = local.s
         if (
             type(x) is not ndarray
             or (x.dtype is not dtype and x.dtype != dtype)
@@ -183,9 +187,9 @@ def _bind(native: toolchain.NativeLibrary, fn: CFunction, backend: Any) -> Calla
             if strict:
                 raise InputsNeedChecking(key)
             raise ShapeError(f"{fn.name}: {key!r} has shape {x.shape}, the generated C expects {shape}")
-        buffer = from_buffer(x)
+        buffer, cell = from_buffer(x), address_cell(x)
         setattr(args, name, buffer)
-        held[i], buffers[i] = x, buffer
+        held[i], cells[i], addresses[i], buffers[i] = x, cell, cell.value, buffer
         local.checked += 1
 
     namespace: dict[str, Any] = {
@@ -230,17 +234,18 @@ def caller_source(fn: CFunction, namespace: dict[str, Any]) -> str:
     dtypes are constants put in ``namespace``; struct fields are C identifiers made by ``field_name``.
 
     An input takes the fast path (no ``attach``) only when it is the array held since the last check and
-    still has the compiled shape, dtype and C strides and the same address (``from_buffer`` views compare
-    by address): an array changed in place since (``x.shape = ...``, ``x.dtype = ...``, ``x.strides = ...``,
-    ``x.resize(...)``) is checked again.
+    still has the compiled shape, dtype and C strides and the same data address (read through
+    :func:`~mithril_backend_c.array_address.address_cell`, only while the array is held): an array changed
+    in place since (``x.shape = ...``, ``x.dtype = ...``, ``x.strides = ...``, ``x.resize(...)``) is
+    checked again.
 
     >>> print(caller_source(fn, {}))     # doctest: +SKIP
     def caller(strict):
         def call(params, data, cotangents=None):
-            args, _, error, held, buffers = local.s
+            args, _, error, held, cells, addresses, _ = local.s
             x = data['left']
             if x is not held[0] or x.shape != shape_x0 or x.dtype is not dtype_x0 or x.strides != strides_x0 or \
-                    from_buffer(x) != buffers[0]:   # (one line in the source)
+                    cells[0].value != addresses[0]:   # (one line in the source)
                 attach(0, x, strict)
             ...
             return {'output': y0_0}
@@ -249,7 +254,7 @@ def caller_source(fn: CFunction, namespace: dict[str, Any]) -> str:
     dicts = {"param": "params", "data": "data", "cotangent": "cotangents"}
     lines = [
         "def call(params, data, cotangents=None):",
-        "    args, _, error, held, buffers = local.s",
+        "    args, _, error, held, cells, addresses, _ = local.s",
     ]
     for i, f in enumerate(fn.inputs):
         dtype = np.dtype(f.dtype)
@@ -259,7 +264,7 @@ def caller_source(fn: CFunction, namespace: dict[str, Any]) -> str:
         lines += [
             f"    x = {dicts[f.role]}[{escape.python_literal(f.key)}]",
             f"    if x is not held[{i}] or x.shape != shape_x{i} or x.dtype is not dtype_x{i} "
-            f"or x.strides != strides_x{i} or from_buffer(x) != buffers[{i}]:",
+            f"or x.strides != strides_x{i} or cells[{i}].value != addresses[{i}]:",
             f"        attach({i}, x, strict)",
         ]
     results = []
