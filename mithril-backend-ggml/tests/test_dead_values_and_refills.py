@@ -116,6 +116,7 @@ def _reference(
     model: Model, params: dict, data: dict, cotangents: dict, shapes: dict = SHAPES
 ) -> dict[str, np.ndarray]:
     """Outputs and gradients of NumPy in float64 (integer data stays integer)."""
+    pytest.importorskip("mithril_backend_numpy", reason="the NumPy backend computes the reference")
     backend = ml.NumpyBackend(dtype=ml.float64)
     pm = ml.compile(model, backend, shapes=shapes, trainable_keys=set(params), data_keys=set(data), jit=False)
     as64 = lambda group: {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in group.items()}  # noqa: E731
@@ -288,6 +289,7 @@ REFILL_CASES: dict[str, tuple[Callable[[], Model], dict, tuple[str, ...], dict[s
 
 def _case_values(name: str, seed: int) -> tuple[dict, dict, dict]:
     """Parameters, data and cotangents of a refill case (NumPy arrays; the shared keys hold one object)."""
+    pytest.importorskip("mithril_backend_numpy", reason="the NumPy backend gives the parameter shapes")
     build, shapes, param_keys, ints, shared = REFILL_CASES[name]
     rng = np.random.default_rng(seed)
     pm = ml.compile(build(), ml.NumpyBackend(), shapes=shapes, trainable_keys=set(param_keys), jit=False)
