@@ -83,12 +83,12 @@ def test_autocast_reaches_every_linear_layer() -> None:
     from mithril.models import Linear, Model, Relu
 
     model = Model()
-    model |= Linear(8)(input="input")
+    model |= Linear(1024)(input="input")  # a weight big enough for oneDNN's kernel (2**19 elements)
     model += Relu()
     model += Linear(2)(output="output")
-    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((4, 512)).astype(np.float32)
     for backend, precision in ((ml.TorchBackend(), "bf16-mixed"), (ml.TorchBackend(use_amp=True), None)):
-        pm = ml.compile(model, backend, shapes={"input": [4, 3]}, inference=True, precision=precision)
+        pm = ml.compile(model, backend, shapes={"input": [4, 512]}, inference=True, precision=precision)
         params = pm.randomize_params(seed=0)
         out = pm.evaluate(params, {"input": x})["output"]
         with torch.autocast("cpu", dtype=torch.bfloat16):
