@@ -9,6 +9,8 @@
 Weights go from the transformers model into every Mithril model through ``mithril_models.load_hf``, so all
 implementations compute the same function (outputs are checked before timing).
 
+MLX is left out by default where it runs on the CPU (see :func:`default_backends`).
+
     python bench/gpt2.py [--backends torch,jax,numpy,mlx,c,ggml] [--skip-train] [--skip-generate] [--seq 128]
 """
 
@@ -243,15 +245,36 @@ def _generate_backend(name, backend, hf, prompt, reference, hf_generate) -> None
         print(f"  {label:<34} {rate:9.1f} tokens/s   ratio {rate / base:5.2f}{mark}")
 
 
+DEFAULT_BACKENDS = "torch,jax,numpy,mlx,c,ggml"
+
+
+def default_backends() -> str:
+    """Every backend, MLX only where it runs on a GPU: MLX's CPU build for Linux multiplies matrices at
+    about 5 GFLOP/s (a GPT-2 forward takes ~14 s, the LM head alone ~5 s a token), so this bench would run
+    for over half an hour; ``--backends ...,mlx`` still includes it."""
+    try:
+        import mlx.core as mx
+
+        on_gpu = mx.default_device() == mx.gpu
+    except (ImportError, AttributeError, RuntimeError):
+        return DEFAULT_BACKENDS  # not installed: skipped with its reason, as any missing backend is
+    if on_gpu:
+        return DEFAULT_BACKENDS
+    print("mlx: skipped by default on the CPU (its matrix products run at ~5 GFLOP/s: a GPT-2 forward takes ~14 s);"
+          " pass --backends with mlx to include it")  # fmt: skip
+    return ",".join(n for n in DEFAULT_BACKENDS.split(",") if n != "mlx")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--backends", default="torch,jax,numpy,mlx,c,ggml")
+    parser.add_argument("--backends", default=None, help=f"comma-separated, of {DEFAULT_BACKENDS} (default: "
+                        "all; MLX only on a GPU)")  # fmt: skip
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--skip-forward", action="store_true")
     parser.add_argument("--skip-backward", action="store_true")
     parser.add_argument("--skip-generate", action="store_true")
     args = parser.parse_args()
-    names = [n for n in args.backends.split(",") if n]
+    names = [n for n in (args.backends or default_backends()).split(",") if n]
     hf = _reference()
     if not args.skip_forward:
         forward_section(hf, names, args.seq, not args.skip_backward)
