@@ -25,12 +25,15 @@ lines list every ratio with its target and whether it was met (``OK``/``MISSED``
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,14 +113,22 @@ def _alternating(fns: dict[str, object], rounds: int) -> dict[str, float]:
     return {label: statistics.median(values) for label, values in samples.items()}
 
 
+def saved_pretrained(model: Any, name: str) -> str:
+    """A temporary folder holding ``model.save_pretrained``, removed when the bench exits (GPT-2 small's
+    weights are 475 MiB; each run used to leave them behind)."""
+    folder = tempfile.mkdtemp(prefix=f"bench-generate-{name}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    model.save_pretrained(folder)
+    return folder
+
+
 def speed_section(names: list[str], backends: list[str], new: int, rounds: int) -> None:
     from mithril_models import from_pretrained
     from mithril_models.testing import transformers_generate
 
     for name in names:
         model = _reference(name)
-        folder = tempfile.mkdtemp(prefix=f"bench-generate-{name}-")
-        model.save_pretrained(folder)
+        folder = saved_pretrained(model, name)
         params = sum(p.numel() for p in model.parameters()) / 1e6
         print(
             f"\n{name} ({params:.0f}M parameters), {PROMPT}-token prompts, {new} new tokens "
@@ -195,8 +206,7 @@ def latency_section(new: int) -> None:
     from mithril_models.generation import decoders
 
     model = _reference("t5")
-    folder = tempfile.mkdtemp(prefix="bench-generate-t5-latency-")
-    model.save_pretrained(folder)
+    folder = saved_pretrained(model, "t5-latency")
     t5 = from_pretrained(folder, _backend("jax"))
     rows = _prompts(model.config.vocab_size, 1)
     print(f"\nT5-small on JAX, one {PROMPT}-token prompt, {new} new tokens")
@@ -228,8 +238,7 @@ def prefill_section(backends: list[str], rounds: int) -> None:
     from mithril_models import from_pretrained
 
     model = _reference("gpt2")
-    folder = tempfile.mkdtemp(prefix="bench-generate-prefill-")
-    model.save_pretrained(folder)
+    folder = saved_pretrained(model, "prefill")
     rows = np.random.default_rng(5).integers(0, model.config.vocab_size, (1, 128))
     print("\nGPT-2 small prefill of a 128-token prompt (generate with max_new_tokens=1)")
     for backend in backends:

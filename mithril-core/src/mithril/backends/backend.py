@@ -480,6 +480,8 @@ class Backend(ABC, Generic[ArrayT]):
         """Uniform samples in ``[low, high)`` of ``shape`` (no shape: a 0-d array), Mithril's
         ``backend.rand_uniform``: ``low + (high - low) * rand(*shape)``, so ``low``/``high`` may also be arrays
         that broadcast against ``shape``. The backend float dtype unless ``dtype``; ``key`` as in :meth:`randn`.
+        As with NumPy's ``Generator.uniform`` and ``jax.random.uniform``, rounding of that sum can give ``high``
+        itself (float32 near 100 is spaced 2**-17 apart: a unit draw within that of 1 rounds up).
 
         >>> b = ml.TorchBackend()                             # doctest: +SKIP
         >>> x = b.rand_uniform(-2.0, 3.0, 1000, key=7)        # doctest: +SKIP
