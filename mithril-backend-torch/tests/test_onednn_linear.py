@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from mithril_backend_torch.ops import _onednn, linalg
 
 
