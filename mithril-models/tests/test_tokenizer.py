@@ -77,6 +77,42 @@ def test_a_folder_gives_the_ids_of_auto_tokenizer(
     assert set(mine.all_special_ids) == set(ref.all_special_ids)
 
 
+def test_unigram_near_ties_follow_each_reader(tmp_path: Path) -> None:
+    """ "000" splits as 0+00 or 00+0 with equal scores up to rounding, so the last bit of each score decides.
+
+    ``T5Tokenizer`` (what ``AutoTokenizer`` gives for the folder) reads the scores with Python's ``json``;
+    ``PreTrainedTokenizerFast(tokenizer_file=...)`` with the Rust library's reader, which is one unit in the last
+    place off for ``-7.6676639225002186``. Each of our readers must make the same choice as its counterpart.
+    """
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.520938417613145)]
+    vocab += [("0", -5.016852976499964), ("00", -7.6676639225002186)]
+    folder = tmp_path / "t5"
+    transformers.T5Tokenizer(vocab=vocab, extra_ids=0).save_pretrained(folder)
+    by_class = transformers.AutoTokenizer.from_pretrained(folder)
+    by_file = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    for ref, mine in ((by_class, load_tokenizer(folder)), (by_file, load_tokenizer(folder / "tokenizer.json"))):
+        for text in ("000", "1 000 00000"):
+            assert mine.encode(text) == ref.encode(text), (type(ref).__name__, text)
+    scores = [score for _, score in json.loads(load_tokenizer(folder).backend.to_str())["model"]["vocab"]]
+    assert scores == [score for _, score in vocab]  # bit for bit
+
+    # The class AutoTokenizer picks: named by tokenizer_config.json, else config.json's model_type, else generic.
+    for config, model_type, want in [
+        ({"tokenizer_class": "PreTrainedTokenizerFast"}, None, by_file),
+        ({"eos_token": "</s>"}, None, by_file),
+        ({"eos_token": "</s>"}, "t5", by_class),
+    ]:
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+        (folder / "config.json").unlink(missing_ok=True)
+        if model_type:
+            (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+        assert (
+            load_tokenizer(folder).encode("000")
+            == want.encode("000")
+            == transformers.AutoTokenizer.from_pretrained(folder).encode("000")
+        ), (config, model_type)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_padded_batches_are_those_of_transformers(

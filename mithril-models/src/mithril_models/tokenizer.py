@@ -12,7 +12,9 @@ the ids ``transformers`` gives on the same files:
   ``tokenizer.json`` are added as special tokens (so they are never split); ``padding_side`` and
   ``clean_up_tokenization_spaces`` are honoured (the clean-up, as ``transformers`` 5, only for non-BPE
   models). As in ``transformers`` 5, the special tokens a sequence gets are those of ``tokenizer.json``'s
-  post-processor: ``add_bos_token``/``add_eos_token`` in ``tokenizer_config.json`` are ignored.
+  post-processor: ``add_bos_token``/``add_eos_token`` in ``tokenizer_config.json`` are ignored. A unigram
+  model's scores are read as the family classes (``T5Tokenizer``, ...) read them, with Python's :mod:`json`
+  (the two readers can differ in the last bit, which decides near-ties between segmentations).
 
 Without configuration files (a file, or a folder holding only ``tokenizer.json``), ``bos``/``eos``/``unk``/
 ``pad`` are inferred from the file itself, where ``transformers`` leaves them unset: the special tokens the
@@ -66,6 +68,10 @@ _USUAL: dict[str, tuple[str, ...]] = {
 
 _LEFT_PADDING_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast", "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"}
 """Tokenizer classes whose ``padding_side`` defaults to ``"left"`` in ``transformers``."""
+
+_GENERIC_CLASSES = {"PreTrainedTokenizerFast", "TokenizersBackend"}
+"""``tokenizer_class`` values for which ``transformers`` reads ``tokenizer.json`` as it is; the family classes
+(``T5Tokenizer``, ...) rebuild the model from its vocabulary instead (see :func:`_exact_unigram_scores`)."""
 
 
 class TokenizerError(ArgumentError):
@@ -427,6 +433,37 @@ def _add_missing(backend: Any, tokens: Sequence[Any], *, special: bool = True) -
         backend.add_tokens(new)
 
 
+def _read_by_family_class(folder: Path, config: Mapping[str, Any]) -> bool:
+    """Whether ``AutoTokenizer.from_pretrained(folder)`` builds a family class (``T5Tokenizer``, ...): the
+    configuration names one, or names none and the folder's ``config.json`` has a ``model_type``."""
+    named = config.get("tokenizer_class")
+    if named:
+        return named not in _GENERIC_CLASSES
+    model_config = folder / "config.json"
+    return model_config.is_file() and bool(_read_json(model_config, "model configuration").get("model_type"))
+
+
+def _exact_unigram_scores(backend: Any, file: Path) -> None:
+    """Give a unigram model the scores of ``file`` as Python reads them, as ``transformers`` 5's family classes do.
+
+    The ``tokenizers`` library's JSON reader can be one unit in the last place off a correctly rounded score,
+    while ``T5Tokenizer`` & co. parse the file with :mod:`json` and build ``Unigram(vocab)`` from those floats.
+    Where two segmentations have equal scores up to rounding, that last bit decides between them.
+    """
+    tokenizers = _tokenizers()
+    if not isinstance(backend.model, tokenizers.models.Unigram):
+        return
+    model = _read_json(file, "tokenizer file").get("model") or {}
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not all(isinstance(v, (list, tuple)) and len(v) == 2 for v in vocab):
+        raise TokenizerError(f"load_tokenizer: the unigram vocab of {file} must be a list of [piece, score] pairs")
+    backend.model = tokenizers.models.Unigram(
+        [(str(piece), float(score)) for piece, score in vocab],
+        unk_id=model.get("unk_id"),
+        byte_fallback=bool(model.get("byte_fallback", False)),
+    )
+
+
 def _find_file(path: Path) -> tuple[Path, Path | None]:
     """``(tokenizer.json, its folder or None when a file was given)``, or a clear error."""
     if path.is_file():
@@ -491,6 +528,8 @@ def load_tokenizer(path: str | os.PathLike[str], *, padding_side: str | None = N
     has_map = map_file is not None and map_file.is_file()
     if config_file is not None and has_config:
         config = _read_json(config_file, "tokenizer configuration")
+    if folder is not None and _read_by_family_class(folder, config):
+        _exact_unigram_scores(backend, file)
     specials: dict[str, Any] = {name: config[name] for name in SPECIAL_TOKEN_NAMES if config.get(name) is not None}
     extra: list[Any] = list(config.get("additional_special_tokens") or [])
     extra_config = config.get("extra_special_tokens")
