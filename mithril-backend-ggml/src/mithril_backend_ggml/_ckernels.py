@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -59,6 +60,24 @@ _CTYPES = {
     "float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
     "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t",
 }  # fmt: skip
+
+
+_CODE_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*', re.S)
+
+
+def _code_identity(text: str, name: str) -> str:
+    """``text`` with its comments dropped (node paths, shapes), ``name`` (the identifier its own
+    identifiers start with) made generic and its local pointers (``v<value id>``) numbered in order: two call
+    sites whose kernels have the same identity run the same code, so one compiled copy serves both. String
+    literals (check-site descriptions) stay part of it.
+
+    >>> _code_identity('int mg3_k(float *v7) { /* add @ h.3 */ return mg30_k(v7); }', "mg3")
+    'int @_k(float *v0) {  return mg30_k(v0); }'
+    """
+    code = _CODE_TOKENS.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else "", text)
+    code = re.sub(rf"\b{re.escape(name)}(?=_|\b)", "@", code)
+    locals_: dict[str, str] = {}  # the C emitter's pointers v<value id>, renamed in order of appearance
+    return re.sub(r"\bv\d+\b", lambda m: locals_.setdefault(m.group(0), f"v{len(locals_)}"), code)
 
 
 _SLOT_C = "typedef struct { void *fn; uint64_t seed; int64_t status; int64_t error[3]; } mithril_ggml_slot;"
@@ -167,6 +186,7 @@ class CKernels:
         self.checks: dict[int, list[Any]] = {}  # id(slot) -> the IndexSites its kernel's error sites refer to
         self._symbols: dict[tuple[int, int], tuple[str, list[Any]]] = {}  # (node id, output) -> (symbol, checks)
         self._kernels: dict[int, str] = {}  # node id -> kernel prefix
+        self._identities: dict[str, str] = {}  # _code_identity of emitted code -> its prefix, or its symbol
         self._prefixes = 0
         self.library: Any = None
 
@@ -188,7 +208,6 @@ class CKernels:
         except kernels.NotPartitionable:
             return None
         layout = kernel.function
-        self.sources.append(kernel.text)
         out_bytes = math.prod(layout.returns[0][0].shape) * 4
         offset = (out_bytes + 63) // 64 * 64 if layout.workspace else out_bytes
         symbol = f"{prefix}_part"
@@ -208,7 +227,7 @@ class CKernels:
             "    if (rc) __atomic_store_n(&slot->status, (int64_t)rc, __ATOMIC_RELAXED);",
             "}",
         ]
-        self.sources.append("\n".join(lines))
+        symbol = self._once(f"{kernel.text}\n" + "\n".join(lines), prefix, symbol)
         slot = new_slot()
         self.slots.append((slot, symbol))
         self.checks[id(slot)] = layout.checks
@@ -292,13 +311,23 @@ class CKernels:
             header=f"{node.spec.name}{' @ ' + node.path if node.path else ''}", emitters=c_emitters(),
         )  # fmt: skip
         layout = kernel.function
-        if fresh:
-            self._kernels[node.id] = prefix
-            self.sources.append(kernel.text)  # no #include lines: the program's source has them once
+        if fresh:  # no #include lines: the program's source has them once
+            self._kernels[node.id] = prefix = self._once(kernel.text, prefix, prefix)
         out_value = list(node.outputs.values())[index]
-        symbol = f"{prefix}_out{index}"
-        self.sources.append(self._wrapper(symbol, prefix, layout, inputs, index, out_value))
-        return symbol, layout.checks
+        symbol = f"{prefix}_out{index}_{len(self.slots)}"
+        wrapper = self._wrapper(symbol, prefix, layout, inputs, index, out_value)
+        return self._once(wrapper, symbol, symbol), layout.checks
+
+    def _once(self, text: str, name: str, result: str) -> str:
+        """Append ``text`` (code whose own identifiers start with ``name``) to the program's source and give
+        ``result``, unless code of the same identity is already there: then give what that call gave."""
+        identity = _code_identity(text, name)
+        known = self._identities.get(identity)
+        if known is not None:
+            return known
+        self.sources.append(text)
+        self._identities[identity] = result
+        return result
 
     @staticmethod
     def _wrapper(symbol: str, prefix: str, layout: Any, inputs: Sequence[tuple[Any, str]], index: int, out: Any) -> str:
