@@ -75,9 +75,29 @@ def _code_identity(text: str, name: str) -> str:
     'int @_k(float *v0) {  return mg30_k(v0); }'
     """
     code = _CODE_TOKENS.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else "", text)
-    code = re.sub(rf"\b{re.escape(name)}(?=_|\b)", "@", code)
+    code = _renamed(code, name, "@")
     locals_: dict[str, str] = {}  # the C emitter's pointers v<value id>, renamed in order of appearance
     return re.sub(r"\bv\d+\b", lambda m: locals_.setdefault(m.group(0), f"v{len(locals_)}"), code)
+
+
+def _renamed(code: str, name: str, new: str) -> str:
+    """``code`` with the identifier ``name``, alone or as the start of ``name_...``, replaced by ``new``
+    (a scan, not a regular expression: a pattern per name would be compiled for every kernel).
+
+    >>> _renamed("mg3_k(mg3, mg30_k, xmg3)", "mg3", "@")
+    '@_k(@, mg30_k, xmg3)'
+    """
+    parts, start, size = [], 0, len(name)
+    found = code.find(name)
+    while found >= 0:
+        end = found + size
+        before = code[found - 1] if found else " "
+        after = code[end] if end < len(code) else " "
+        if not (before.isalnum() or before == "_") and (after == "_" or not after.isalnum()):
+            parts += [code[start:found], new]
+            start = end
+        found = code.find(name, end)
+    return "".join(parts) + code[start:]
 
 
 _SLOT_C = "typedef struct { void *fn; uint64_t seed; int64_t status; int64_t error[3]; } mithril_ggml_slot;"
