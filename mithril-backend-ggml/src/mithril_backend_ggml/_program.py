@@ -226,6 +226,25 @@ class _GraphFunction:
             raise kernels.NativeMemoryError(f"GGMLBackend: could not allocate the compute buffer of {fn.name}")
         self.buffer_bytes = ggml.ggml_gallocr_get_buffer_size(self.galloc, 0)
         self.inputs = [entry for entry in self.inputs if entry[2].contents.data]
+        self.aliases = self._input_views()
+
+    def _input_views(self) -> list[list[tuple[Any, int]] | None]:
+        """Per input (as ``self.inputs``): the graph's views of it, ``(view tensor, byte offset)``, or ``None``
+        for a quantized parameter. Every other input is read in place: its tensor, and these views, are
+        pointed at the caller's array for each compute (nothing writes an input, so the array is only read)."""
+        ggml = self.ggml
+        gf = self.gf.contents
+        graph = [ggml.ggml_graph_node(self.gf, i) for i in range(ggml.ggml_graph_n_nodes(self.gf))]
+        graph += [gf.leafs[i] for i in range(gf.n_leafs)]
+        views: dict[int, list[tuple[Any, int]]] = {}
+        for tensor in graph:  # a view's view_src is the viewed tensor's root (ggml keeps no chains)
+            source = tensor.contents.view_src
+            if source:
+                views.setdefault(ctypes.addressof(source.contents), []).append((tensor, int(tensor.contents.view_offs)))
+        return [
+            None if label == "params" and name in self.quantized else views.get(ctypes.addressof(t.contents), [])
+            for label, name, t, _, _ in self.inputs
+        ]
 
     def _describe(self, name: str, inputs: Mapping[Any, Any], outputs: Any, how: str, path: str) -> None:
         """One line of the readable listing (``pm.source``): ``results = primitive(inputs)  # ggml: how``."""
@@ -239,19 +258,23 @@ class _GraphFunction:
     def __call__(self, threads: int, *groups: Mapping[str, Any]) -> Any:
         ggml = self.ggml
         sources = dict(zip(("params", "data", "cotangents"), groups, strict=False))  # cotangents: gradient functions
+        read = []  # the arrays the graph reads in place: alive until the compute is over
         with self.lock:
-            for label, name, tensor, shape, dtype in self.inputs:
+            for (label, name, tensor, shape, dtype), views in zip(self.inputs, self.aliases, strict=True):
                 array = sources[label][name]
                 if not (isinstance(array, np.ndarray) and array.dtype == dtype and array.flags.c_contiguous):
                     array = np.asarray(array, dtype=dtype, order="C")  # keeps 0-d arrays 0-d
                 if array.shape != shape:
                     raise ShapeError(f"{self.name}: {label}[{name!r}] has shape {array.shape}, expected {shape}")
-                fmt = self.quantized.get(name) if label == "params" else None
-                if fmt is not None:  # quantized at every call, straight into the tensor (host memory)
+                if views is None:  # quantized at every call, straight into the tensor (host memory)
                     rows = array.reshape(shape[0], -1)
-                    kernels.quantizer()(fmt, rows, tensor.contents.data, threads)
+                    kernels.quantizer()(self.quantized[name], rows, tensor.contents.data, threads)
                     continue
-                ggml.ggml_backend_tensor_set(tensor, array.ctypes.data, 0, array.nbytes)
+                read.append(array)
+                address = array.ctypes.data
+                tensor.contents.data = address
+                for view, offset in views:
+                    view.contents.data = address + offset
             ggml.ggml_backend_cpu_set_n_threads(self.backend, threads)
             self.errors.clear()
             if self.slots:
