@@ -228,10 +228,10 @@ class _GraphFunction:
         self.inputs = [entry for entry in self.inputs if entry[2].contents.data]
         self.aliases = self._input_views()
 
-    def _input_views(self) -> list[list[tuple[Any, int]] | None]:
-        """Per input (as ``self.inputs``): the graph's views of it, ``(view tensor, byte offset)``, or ``None``
-        for a quantized parameter. Every other input is read in place: its tensor, and these views, are
-        pointed at the caller's array for each compute (nothing writes an input, so the array is only read)."""
+    def _input_views(self) -> list[list[tuple[Any, int]]]:
+        """Per input (as ``self.inputs``): the graph's views of it, ``(view tensor, byte offset)``. An input
+        that is not quantized is read in place: its tensor, and these views, are pointed at the caller's array
+        for each compute (nothing writes an input, so the array is only read)."""
         ggml = self.ggml
         gf = self.gf.contents
         graph = [ggml.ggml_graph_node(self.gf, i) for i in range(ggml.ggml_graph_n_nodes(self.gf))]
@@ -241,10 +241,7 @@ class _GraphFunction:
             source = tensor.contents.view_src
             if source:
                 views.setdefault(ctypes.addressof(source.contents), []).append((tensor, int(tensor.contents.view_offs)))
-        return [
-            None if label == "params" and name in self.quantized else views.get(ctypes.addressof(t.contents), [])
-            for label, name, t, _, _ in self.inputs
-        ]
+        return [views.get(ctypes.addressof(entry[2].contents), []) for entry in self.inputs]
 
     def _describe(self, name: str, inputs: Mapping[Any, Any], outputs: Any, how: str, path: str) -> None:
         """One line of the readable listing (``pm.source``): ``results = primitive(inputs)  # ggml: how``."""
@@ -266,9 +263,10 @@ class _GraphFunction:
                     array = np.asarray(array, dtype=dtype, order="C")  # keeps 0-d arrays 0-d
                 if array.shape != shape:
                     raise ShapeError(f"{self.name}: {label}[{name!r}] has shape {array.shape}, expected {shape}")
-                if views is None:  # quantized at every call, straight into the tensor (host memory)
+                fmt = self.quantized.get(name) if label == "params" else None
+                if fmt is not None:  # quantized at every call, straight into the tensor (host memory)
                     rows = array.reshape(shape[0], -1)
-                    kernels.quantizer()(self.quantized[name], rows, tensor.contents.data, threads)
+                    kernels.quantizer()(fmt, rows, tensor.contents.data, threads)
                     continue
                 read.append(array)
                 address = array.ctypes.data
